@@ -1,0 +1,36 @@
+# kernelcast: the two set-up commands are `make demo` (main job) and `make test` (test suite).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.kernelcast-installed
+
+.PHONY: demo test lint opencl clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+# A working OpenCL device: the PoCL wheel's LLVM may not know a new CPU ("unknown target CPU
+# 'generic'"); then, where apt and root are available, Debian's PoCL is installed beside it.
+opencl: $(STAMP)
+	@$(BIN)/python -m kernelcast.opencl_check || { \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian's pocl-opencl-icd" && \
+	    (apt-get install -y -qq pocl-opencl-icd >/dev/null 2>&1 || \
+	     (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq pocl-opencl-icd >/dev/null 2>&1)) && \
+	    $(BIN)/python -m kernelcast.opencl_check; \
+	  else echo "no OpenCL device can build kernels; install an OpenCL driver (e.g. pocl-opencl-icd)"; exit 1; fi; }
+
+demo: opencl
+	$(BIN)/kernelcast demo
+
+test: opencl
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,1 @@
+"""Device calibration: microbenchmarks that produce a device profile."""

@@ -1,0 +1,1 @@
+"""Dataset generation: corpus, argument selection, launch-config sampling, dataset writing."""

@@ -1,0 +1,1 @@
+"""Running kernels for real: OpenCL backend, isolated harness, timing, energy meters."""

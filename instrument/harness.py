@@ -1,0 +1,234 @@
+"""The isolated harness: every kernel runs in a worker process the caller can lose.
+
+A segfault or abort inside the driver kills only the worker (status ``crash``, with the signal);
+a kernel that runs past the timeout gets its worker killed (status ``timeout``). The next
+:meth:`Harness.run` starts a fresh worker, so the caller carries on. Builds are cached inside the
+worker and on disk, so a replaced worker does not recompile.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import signal
+import time
+import traceback
+from dataclasses import asdict
+from typing import Any
+
+from instrument.backends.opencl import DeviceInfo, select_device
+from instrument.runner import HARNESS_VERSION, TimingPolicy, run_config
+from kernelcast.schema import Kernel, LaunchConfig, Measurement
+
+log = logging.getLogger(__name__)
+
+
+class HarnessError(RuntimeError):
+    """The worker could not start at all (no device, meter that cannot open...)."""
+
+
+def _signal_name(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
+
+
+def _worker_main(conn: Any, device: dict[str, Any], meter_spec: str, meter_options: dict[str, Any]) -> None:
+    """Worker process: open the device and meter once, then serve jobs until told to stop."""
+    try:
+        import pyopencl as cl
+
+        from instrument.backends.opencl import BuildCache, cl_device
+        from instrument.meters import make_meter
+
+        info = DeviceInfo(**{k: v for k, v in device.items() if k != "spec"})
+        dev = cl_device(info)
+        ctx = cl.Context([dev])
+        queue = cl.CommandQueue(ctx, dev, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        cache = BuildCache(ctx, dev, info)
+        meter = make_meter(meter_spec, vendor=info.vendor, device_type=info.type,
+                           pci_bus_id=info.pci_bus_id, **meter_options)
+    except Exception as e:  # noqa: BLE001 - report any start-up failure to the parent
+        conn.send(("fatal", f"{type(e).__name__}: {e}"))
+        return
+    conn.send(("ready", meter.name))
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            break
+        if msg is None:
+            break
+        kernel, config, policy, want_outputs = msg
+        try:
+            m = run_config(ctx, queue, info, cache, kernel, config, policy, meter,
+                           phase=lambda p: conn.send(("phase", p)), want_outputs=want_outputs)
+            conn.send(("result", m))
+        except Exception as e:  # noqa: BLE001 - an unexpected error is a row, not a dead run
+            tb = traceback.format_exc(limit=5)
+            log.debug("worker error: %s", tb)
+            conn.send(("error", f"{type(e).__name__}: {e}"))
+    meter.close()
+
+
+class Harness:
+    """Runs (kernel, configuration) pairs in an isolated worker process.
+
+    >>> with Harness("auto", meter="none") as h:        # doctest: +SKIP
+    ...     m = h.run(kernel, LaunchConfig((1 << 20,), (256,), args))
+    """
+
+    def __init__(self, device: DeviceInfo | str = "auto", meter: str = "auto", *,
+                 timeout_s: float = 60.0, build_timeout_s: float = 300.0,
+                 meter_options: dict[str, Any] | None = None, start_timeout_s: float = 120.0):
+        self.device = device if isinstance(device, DeviceInfo) else select_device(device)
+        self.meter_spec = meter
+        self.meter_options = meter_options or {}
+        self.timeout_s = timeout_s
+        self.build_timeout_s = build_timeout_s
+        self.start_timeout_s = start_timeout_s
+        self.meter_name: str | None = None
+        self.restarts = 0
+        self._proc: Any = None
+        self._conn: Any = None
+        self._ctx = mp.get_context("spawn")
+
+    # -- worker life cycle ----------------------------------------------------------------
+
+    def _start(self) -> None:
+        parent, child = self._ctx.Pipe()
+        proc = self._ctx.Process(
+            target=_worker_main, args=(child, self.device.to_dict(), self.meter_spec, self.meter_options),
+            daemon=True, name="kernelcast-worker",
+        )
+        proc.start()
+        child.close()
+        if not parent.poll(self.start_timeout_s):
+            proc.kill()
+            proc.join()
+            raise HarnessError(f"worker did not start within {self.start_timeout_s:.0f} s")
+        try:
+            kind, payload = parent.recv()
+        except EOFError:
+            proc.join()
+            raise HarnessError(f"worker died while starting ({self._exit_reason(proc)})") from None
+        if kind == "fatal":
+            proc.join()
+            raise HarnessError(f"worker could not start: {payload}")
+        self.meter_name = payload
+        self._proc, self._conn = proc, parent
+
+    def _lose_worker(self) -> None:
+        """The worker crashed or was killed: reap it; the next run starts a new one."""
+        self._stop_worker(kill=True)
+        self.restarts += 1
+
+    def _stop_worker(self, kill: bool) -> None:
+        proc, conn = self._proc, self._conn
+        self._proc = self._conn = None
+        if proc is None:
+            return
+        if kill:
+            proc.kill()
+        else:
+            try:
+                conn.send(None)
+            except (OSError, BrokenPipeError):
+                pass
+            proc.join(5)
+            if proc.is_alive():
+                proc.kill()
+        proc.join()
+        conn.close()
+
+    @staticmethod
+    def _exit_reason(proc: Any) -> str:
+        code = proc.exitcode
+        if code is None:
+            return "still running"
+        if code < 0:
+            return f"killed by {_signal_name(-code)} (signal {-code})"
+        return f"exited with status {code}"
+
+    def close(self) -> None:
+        self._stop_worker(kill=False)
+
+    def __enter__(self) -> Harness:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- running ----------------------------------------------------------------------------
+
+    def run(self, kernel: Kernel, config: LaunchConfig, policy: TimingPolicy | None = None, *,
+            want_outputs: bool = False) -> Measurement:
+        """Measure one configuration. Faults become statuses; only a worker that cannot start
+        at all raises :class:`HarnessError`."""
+        policy = policy or TimingPolicy()
+        if self._proc is not None and not self._proc.is_alive():
+            self._lose_worker()
+        if self._proc is None:
+            self._start()
+        t0 = time.perf_counter()
+        try:
+            self._conn.send((kernel, config, policy, want_outputs))
+        except (OSError, BrokenPipeError):
+            reason = f"worker gone before the job ({self._exit_reason(self._proc)})"
+            self._lose_worker()
+            return self._fault(kernel, config, "crash", reason, t0)
+        deadline = time.perf_counter() + self.build_timeout_s
+        phase = "build"
+        while True:
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                self._lose_worker()
+                limit = self.build_timeout_s if phase == "build" else self.timeout_s
+                what = "building" if phase == "build" else "running"
+                return self._fault(kernel, config, "timeout",
+                                   f"still {what} after {limit:g} s; worker killed", t0)
+            try:
+                ready = self._conn.poll(min(remaining, 0.5))
+            except (OSError, EOFError):
+                ready = False
+            if not ready:
+                if not self._proc.is_alive():
+                    self._proc.join()
+                    doing = "building" if phase == "build" else "running"
+                    reason = f"worker {self._exit_reason(self._proc)} while {doing}"
+                    self._lose_worker()
+                    return self._fault(kernel, config, "crash", reason, t0)
+                continue
+            try:
+                kind, payload = self._conn.recv()
+            except (EOFError, OSError):
+                self._proc.join(5)
+                reason = f"worker {self._exit_reason(self._proc)} while {'building' if phase == 'build' else 'running'}"
+                self._lose_worker()
+                return self._fault(kernel, config, "crash", reason, t0)
+            if kind == "phase":
+                phase = "run"
+                deadline = time.perf_counter() + self.timeout_s
+                continue
+            if kind == "result":
+                m: Measurement = payload
+                m.wall_s = time.perf_counter() - t0
+                return m
+            if kind == "error":
+                return self._fault(kernel, config, "runtime_error", f"harness error: {payload}", t0)
+
+    def _fault(self, kernel: Kernel, config: LaunchConfig, status: str, reason: str, t0: float) -> Measurement:
+        from instrument.runner import _arg_dict
+
+        log.info("%s %s: %s", kernel.name, status, reason)
+        return Measurement(
+            kernel_id=kernel.id, kernel_name=kernel.name, device=self.device.name,
+            gsize=tuple(config.gsize), lsize=tuple(config.lsize) if config.lsize else None,
+            args=[_arg_dict(a) for a in config.args], status=status, reason=reason,
+            meter=self.meter_name or "none", wall_s=time.perf_counter() - t0,
+            harness_version=HARNESS_VERSION,
+        )
+
+    def describe(self) -> dict[str, Any]:
+        return {"device": asdict(self.device), "meter": self.meter_name, "harness_version": HARNESS_VERSION}

@@ -1,0 +1,237 @@
+"""Running one (kernel, configuration) on an OpenCL device and timing it.
+
+This is what the worker process executes; it knows nothing of processes or timeouts (see
+:mod:`instrument.harness`). Times come from OpenCL profiling events; energy from whichever
+:class:`~instrument.meters.base.EnergyMeter` the harness passes in.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from instrument.backends.opencl import (
+    BuildCache,
+    ConfigError,
+    DeviceInfo,
+    bind_args,
+    check_guards,
+)
+from instrument.meters.base import EnergyMeter, MeterReading
+from kernelcast.clang import ParseError, kernel_signatures
+from kernelcast.schema import ArgBinding, Kernel, LaunchConfig, Measurement, TimeStats
+
+log = logging.getLogger(__name__)
+
+HARNESS_VERSION = "1"
+
+
+@dataclass
+class TimingPolicy:
+    """How many times to launch.
+
+    After ``warmup`` launches, repeat until at least ``min_repeats`` launches *and*
+    ``min_time_s`` of summed kernel time (so microsecond kernels get many repeats), but stop at
+    ``max_repeats`` or ``max_time_s`` of wall time, whichever comes first. A meter's
+    ``min_window_s`` extends the window (and may exceed ``max_repeats``)."""
+
+    warmup: int = 2
+    min_repeats: int = 10
+    min_time_s: float = 0.1
+    max_repeats: int = 1000
+    max_time_s: float = 10.0
+    idle_s: float = 0.5          # idle-power measurement before the window (meters that can)
+    seed: int = 0                # buffer contents
+    guard_bytes: int = 4096
+
+
+def _launch(knl: Any, queue: Any, gsize: tuple[int, ...], lsize: tuple[int, ...] | None) -> Any:
+    import pyopencl as cl
+
+    return cl.enqueue_nd_range_kernel(queue, knl, gsize, lsize)
+
+
+def _event_us(ev: Any) -> float:
+    return (ev.profile.end - ev.profile.start) / 1e3
+
+
+def validate_geometry(info: DeviceInfo, gsize: tuple[int, ...], lsize: tuple[int, ...] | None) -> None:
+    """Raise :class:`ConfigError` for a launch the device cannot run."""
+    if not 1 <= len(gsize) <= 3:
+        raise ConfigError(f"global size must have 1-3 dimensions, got {len(gsize)}")
+    if any(g <= 0 for g in gsize):
+        raise ConfigError(f"global size {gsize} has a non-positive dimension")
+    if lsize is None:
+        return
+    if len(lsize) != len(gsize):
+        raise ConfigError(f"local size {lsize} and global size {gsize} differ in dimensions")
+    if any(x <= 0 for x in lsize):
+        raise ConfigError(f"local size {lsize} has a non-positive dimension")
+    for d, (g, loc) in enumerate(zip(gsize, lsize)):
+        if g % loc:
+            raise ConfigError(f"local size {loc} does not divide global size {g} in dimension {d}")
+        if loc > info.max_work_item_sizes[d]:
+            raise ConfigError(f"local size {loc} exceeds the device's maximum {info.max_work_item_sizes[d]} "
+                              f"in dimension {d}")
+    n = int(np.prod(lsize))
+    if n > info.max_work_group_size:
+        raise ConfigError(f"work-group of {n} work-items exceeds the device's maximum {info.max_work_group_size}")
+
+
+def run_config(ctx: Any, queue: Any, info: DeviceInfo, cache: BuildCache, kernel: Kernel,
+               config: LaunchConfig, policy: TimingPolicy, meter: EnergyMeter,
+               phase: Any = None, want_outputs: bool = False) -> Measurement:
+    """Build, bind, check and time one configuration. Never raises for kernel faults that the
+    driver reports as errors; those become statuses."""
+    import pyopencl as cl
+
+    t_wall = time.perf_counter()
+    m = Measurement(
+        kernel_id=kernel.id, kernel_name=kernel.name, device=info.name,
+        gsize=tuple(config.gsize), lsize=tuple(config.lsize) if config.lsize else None,
+        args=[_arg_dict(a) for a in config.args], status="ok", meter=meter.name,
+        harness_version=HARNESS_VERSION,
+    )
+
+    def done(status: str, reason: str = "") -> Measurement:
+        m.status, m.reason = status, reason
+        m.wall_s = time.perf_counter() - t_wall
+        return m
+
+    try:
+        validate_geometry(info, m.gsize, m.lsize)
+    except ConfigError as e:
+        return done("invalid_config", str(e))
+
+    br = cache.build(kernel)
+    m.build_s = br.seconds
+    if phase is not None:
+        phase("built")
+    if not br.ok:
+        m.compile_log = br.log[-20000:]
+        return done("compile_error", _first_error_line(br.log))
+    if kernel.name not in br.program.kernel_names.split(";"):
+        return done("invalid_config", f"no kernel named {kernel.name!r} in the program")
+    try:
+        params = kernel_signatures(kernel.source, kernel.build_options).get(kernel.name)
+    except ParseError as e:
+        return done("compile_error", f"libclang: {e}")
+    if params is None:
+        return done("invalid_config", f"libclang found no kernel {kernel.name!r}")
+
+    try:
+        bound = bind_args(ctx, queue, info, params, config.args, policy.seed, policy.guard_bytes)
+    except ConfigError as e:
+        return done("invalid_config", str(e))
+    except cl.Error as e:
+        return done("runtime_error", f"allocating buffers: {e}")
+
+    knl = cl.Kernel(br.program, kernel.name)
+    try:
+        knl.set_args(*bound.values)
+    except cl.Error as e:
+        return done("invalid_config", f"setting arguments: {e}")
+    gsize, lsize = m.gsize, m.lsize
+
+    # first launch from fresh inputs: bounds check and output digests
+    try:
+        ev = _launch(knl, queue, gsize, lsize)
+        ev.wait()
+        first_us = _event_us(ev)
+        oob, digests = check_guards(queue, bound)
+    except cl.Error as e:
+        return done("runtime_error", f"first launch: {e}")
+    if oob:
+        return done("out_of_bounds", oob)
+    if want_outputs:
+        m.outputs = {
+            b.name: {"sha256": digests[b.name].hex(),
+                     "changed": digests[b.name] != _sha(b.host), "output_candidate": b.is_output_candidate}
+            for b in bound.buffers
+        }
+
+    try:
+        for _ in range(policy.warmup):
+            _launch(knl, queue, gsize, lsize)
+        queue.finish()
+        if meter.preheat_s > 0:
+            t_end = time.perf_counter() + meter.preheat_s
+            while time.perf_counter() < t_end:
+                _launch(knl, queue, gsize, lsize)
+                queue.finish()
+        idle_w = meter.measure_idle(policy.idle_s) if meter.name != "none" else None
+        times, reading = _timed_window(knl, queue, gsize, lsize, policy, meter, first_us)
+        oob, _ = check_guards(queue, bound)
+    except cl.Error as e:
+        return done("runtime_error", f"timed launches: {e}")
+    if oob:
+        return done("out_of_bounds", f"during repeats: {oob}")
+
+    m.time = TimeStats.from_times(times)
+    n = len(times)
+    m.meter, m.meter_method = reading.meter, reading.method
+    m.meter_samples, m.meter_window_s = reading.samples, reading.duration_s
+    m.idle_power_w = reading.idle_power_w if reading.idle_power_w is not None else idle_w
+    if reading.energy_j is not None:
+        m.energy_j = reading.energy_j / n
+        m.avg_power_w = reading.avg_power_w
+        if reading.dynamic_energy_j is not None:
+            m.dynamic_energy_j = reading.dynamic_energy_j / n
+    m.device_state.update(reading.device_state)
+    return done("ok")
+
+
+def _timed_window(knl: Any, queue: Any, gsize: tuple[int, ...], lsize: tuple[int, ...] | None,
+                  policy: TimingPolicy, meter: EnergyMeter, est_us: float) -> tuple[list[float], MeterReading]:
+    """Launch in batches (so the device stays busy for the meter), collecting event times."""
+    times: list[float] = []
+    est_s = max(est_us * 1e-6, 1e-6)
+    t0 = time.perf_counter()
+    meter.start()
+    try:
+        while True:
+            elapsed = time.perf_counter() - t0
+            enough_timing = len(times) >= policy.min_repeats and sum(times) * 1e-6 >= policy.min_time_s
+            window_ok = elapsed >= meter.min_window_s
+            if (enough_timing and window_ok) or (elapsed >= policy.max_time_s and len(times) >= 1):
+                break
+            if len(times) >= policy.max_repeats and window_ok:
+                break
+            # a batch of about 50 ms of device time, at least 1 launch
+            batch = int(min(max(1, 0.05 / est_s), 1000))
+            if not enough_timing:
+                need = max(policy.min_repeats - len(times), 1)
+                batch = min(batch, max(need, int((policy.min_time_s - sum(times) * 1e-6) / est_s) + 1))
+            if window_ok:
+                batch = min(batch, max(policy.max_repeats - len(times), 1))
+            events = [_launch(knl, queue, gsize, lsize) for _ in range(batch)]
+            events[-1].wait()
+            queue.finish()
+            new = [_event_us(e) for e in events]
+            times.extend(new)
+            est_s = max(float(np.median(new)) * 1e-6, 1e-6)
+    finally:
+        reading = meter.stop()
+    return times, reading
+
+
+def _sha(a: np.ndarray) -> bytes:
+    import hashlib
+
+    return hashlib.sha256(a.tobytes()).digest()
+
+
+def _first_error_line(text: str) -> str:
+    for line in text.splitlines():
+        if "error" in line.lower():
+            return line.strip()[:300]
+    return (text.strip().splitlines() or ["build failed"])[0][:300]
+
+
+def _arg_dict(a: ArgBinding) -> dict[str, Any]:
+    return {"name": a.name, "kind": a.kind, "dtype": a.dtype, "count": a.count,
+            "value": None if a.value is None else str(a.value), "init": a.init}

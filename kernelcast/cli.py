@@ -1,0 +1,320 @@
+"""The ``kernelcast`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kernelcast.log import setup_logging
+
+log = logging.getLogger("kernelcast")
+
+
+class UsageError(Exception):
+    """Bad input: printed as one line, exit status 2."""
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers shared by subcommands
+
+
+def fmt_table(rows: list[list[Any]], header: list[str]) -> str:
+    cells = [[str(c) for c in header]] + [[_fmt_cell(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = []
+    for j, r in enumerate(cells):
+        lines.append("  ".join(c.rjust(w) if j and _numeric(c) else c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        if j == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _fmt_cell(c: Any) -> str:
+    if c is None:
+        return "-"
+    if isinstance(c, float):
+        if c == 0:
+            return "0"
+        if abs(c) >= 1e5 or abs(c) < 1e-3:
+            return f"{c:.3g}"
+        return f"{c:.4g}" if abs(c) < 100 else f"{c:.1f}"
+    return str(c)
+
+
+def _numeric(s: str) -> bool:
+    try:
+        float(s.replace("%", ""))
+    except ValueError:
+        return False
+    return True
+
+
+def _human_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+def load_kernel_source(path: str, name: str | None, build_options: str = "") -> tuple[Any, list[Any]]:
+    """Read a kernel file and pick one kernel; UsageError for anything wrong with the input."""
+    from kernelcast.clang import ParseError, kernel_signatures
+    from kernelcast.schema import Kernel
+
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"no such kernel file: {path}")
+    try:
+        source = p.read_text(encoding="utf-8", errors="replace")
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror}") from None
+    try:
+        sigs = kernel_signatures(source, build_options, filename=p.name)
+    except ParseError as e:
+        raise UsageError(f"cannot parse {path}: {e}") from None
+    if not sigs:
+        raise UsageError(f"{path} defines no __kernel function")
+    if name is None:
+        if len(sigs) > 1:
+            raise UsageError(f"{path} defines {len(sigs)} kernels ({', '.join(sigs)}); choose one with --name")
+        name = next(iter(sigs))
+    if name not in sigs:
+        raise UsageError(f"{path} has no kernel named {name!r} (it has: {', '.join(sigs)})")
+    return Kernel(source=source, name=name, build_options=build_options, origin=str(p)), sigs[name]
+
+
+def _device(spec: str | None) -> Any:
+    from instrument.backends.opencl import DeviceNotFound, select_device
+    from kernelcast.config import default_device_spec
+
+    try:
+        return select_device(spec or default_device_spec())
+    except DeviceNotFound as e:
+        raise UsageError(str(e)) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# devices
+
+
+def cmd_devices(args: argparse.Namespace) -> int:
+    from instrument.backends.opencl import list_devices
+
+    devs = list_devices(probe=not args.no_probe)
+    if args.json:
+        print(json.dumps([d.to_dict() for d in devs], indent=2))
+        return 0
+    if not devs:
+        print("no OpenCL devices found")
+        return 1
+    rows = []
+    for d in devs:
+        rows.append([
+            d.spec, d.name, d.type, d.platform_version.split(" Linux")[0][:32], d.compute_units,
+            d.max_work_group_size, d.preferred_wg_multiple, _human_bytes(d.global_mem_bytes),
+            _human_bytes(d.local_mem_bytes), {True: "yes", False: "NO", None: "?"}[d.builds], d.meter,
+        ])
+    print(fmt_table(rows, ["device", "name", "type", "platform", "CUs", "max WG", "WG multiple",
+                           "global mem", "local mem", "builds", "meter"]))
+    for d in devs:
+        if d.builds is False:
+            print(f"\n{d.spec} cannot build kernels: {d.build_error}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# measure
+
+
+def _check_meter(spec: str) -> None:
+    from instrument.meters import available_meters
+
+    if spec not in ("auto", *available_meters()):
+        raise UsageError(f"unknown meter {spec!r} (auto, {', '.join(available_meters())})")
+
+
+def _policy(args: argparse.Namespace) -> Any:
+    from instrument.runner import TimingPolicy
+
+    p = TimingPolicy()
+    if args.repeats is not None:
+        if args.repeats < 1:
+            raise UsageError("--repeats must be at least 1")
+        p.min_repeats = args.repeats
+        p.max_repeats = max(p.max_repeats, args.repeats)
+    if args.min_time is not None:
+        if args.min_time < 0:
+            raise UsageError("--min-time must not be negative")
+        p.min_time_s = args.min_time
+    if args.warmup is not None:
+        p.warmup = max(0, args.warmup)
+    p.seed = args.seed
+    return p
+
+
+def cmd_measure(args: argparse.Namespace) -> int:
+    from datagen.args import UnsupportedArgument, complete_args
+    from instrument.harness import Harness, HarnessError
+    from instrument.runner import validate_geometry
+    from kernelcast.argspec import SpecError, check_against_signature, parse_arg, parse_size
+    from kernelcast.schema import LaunchConfig
+
+    t0 = time.perf_counter()
+    try:
+        kernel, params = load_kernel_source(args.kernel, args.name, args.build_options or "")
+        gsize = parse_size(args.gsize, "--gsize")
+        lsize = parse_size(args.lsize, "--lsize") if args.lsize else None
+        given = [parse_arg(a) for a in args.arg]
+        check_against_signature(given, params, kernel.name)
+        policy = _policy(args)
+    except SpecError as e:
+        raise UsageError(str(e)) from None
+    _check_meter(args.meter)
+    device = _device(args.device)
+    from instrument.backends.opencl import ConfigError
+
+    try:
+        validate_geometry(device, gsize, lsize)
+    except ConfigError as e:
+        raise UsageError(str(e)) from None
+    try:
+        bindings, filled = complete_args(params, given, gsize, lsize)
+    except UnsupportedArgument as e:
+        raise UsageError(f"{e}; give it with --arg") from None
+    if filled and not args.json:
+        print(f"note: simple argument selection for {', '.join(filled)} (LLMPerf II-B1: arrays of gsize "
+              f"elements, scalars = gsize)", file=sys.stderr)
+    config = LaunchConfig(gsize=gsize, lsize=lsize, args=bindings)
+    try:
+        with Harness(device, meter=args.meter, timeout_s=args.timeout) as h:
+            m = h.run(kernel, config, policy)
+    except HarnessError as e:
+        print(f"kernelcast: error: {e}", file=sys.stderr)
+        return 1
+    wall = time.perf_counter() - t0
+    if args.json:
+        d = m.to_dict()
+        d["device_spec"] = device.spec
+        d["command_wall_s"] = wall
+        print(json.dumps(d, indent=2, default=str))
+    else:
+        print(_measurement_text(m, device, wall))
+    return 0 if m.status == "ok" else 1
+
+
+def _arg_text(a: dict[str, Any]) -> str:
+    if a["kind"] == "scalar":
+        return f"{a['name']}={a['value']}"
+    return f"{a['name']}={a['kind']}:{a['dtype']}:{a['count']}"
+
+
+def _measurement_text(m: Any, device: Any, wall: float) -> str:
+    lines = [
+        f"kernel      {m.kernel_name}   ({m.kernel_id})",
+        f"device      {device.spec} {device.name}",
+        f"launch      gsize={'x'.join(map(str, m.gsize))} lsize={'x'.join(map(str, m.lsize)) if m.lsize else 'auto'}",
+        "arguments   " + " ".join(_arg_text(a) for a in m.args),
+        f"status      {m.status}" + (f": {m.reason}" if m.reason else ""),
+    ]
+    if m.time is not None:
+        t = m.time
+        lines += [
+            f"time        median {t.median_us:.3f} us   min {t.min_us:.3f} us   mean {t.mean_us:.3f} us",
+            f"spread      IQR {t.iqr_us:.3f} us   CV {100 * t.cv:.2f} %   over {t.repeats} repeats",
+        ]
+    if m.energy_j is not None:
+        lines.append(f"energy      {m.energy_j * 1e3:.4f} mJ/launch   avg power {m.avg_power_w:.1f} W"
+                     + (f"   dynamic {m.dynamic_energy_j * 1e3:.4f} mJ" if m.dynamic_energy_j is not None else ""))
+    else:
+        lines.append(f"energy      not measured (meter: {m.meter})")
+    if m.compile_log:
+        lines.append("compile log:\n" + m.compile_log[:4000])
+    overhead = wall / (sum(m.time.times_us) * 1e-6) if m.time and sum(m.time.times_us) > 0 else None
+    lines.append(f"wall        {wall:.2f} s" + (f"   (harness overhead {overhead:.1f}x the summed kernel time)"
+                                                 if overhead else ""))
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# parser
+
+
+def _add_device(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", help="OpenCL device: auto (default; KERNELCAST_DEVICE), P:D, or part of its name")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kernelcast",
+        description="GPU kernel performance/energy datasets, time and energy prediction, and benchmarks.",
+    )
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-v, -vv)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    p = sub.add_parser("devices", help="list OpenCL platforms/devices and the energy meter for each",
+                       description="List every OpenCL platform/device with compute units, work-group limits, "
+                                   "memory sizes, whether it builds kernels, and the energy meter --meter auto "
+                                   "would use.")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--no-probe", action="store_true", help="skip the trial build per device")
+    p.set_defaults(func=cmd_devices)
+
+    p = sub.add_parser("measure", help="measure one kernel launch configuration",
+                       description="Build a kernel, bind its arguments, and time (and meter) one launch "
+                                   "configuration in an isolated worker process.",
+                       epilog="Arguments: NAME=buffer:DTYPE:COUNT[:random|zeros|ones], NAME=local:DTYPE:COUNT, "
+                              "NAME=VALUE. Arguments not given get simple selection (arrays of gsize elements, "
+                              "scalars = gsize).")
+    p.add_argument("--kernel", required=True, help="OpenCL C source file")
+    p.add_argument("--name", help="kernel name (needed when the file has several)")
+    p.add_argument("--gsize", required=True, help="global size: N, NxM or NxMxK")
+    p.add_argument("--lsize", help="local size (default: chosen by the driver)")
+    p.add_argument("--arg", action="append", default=[], metavar="SPEC", help="bind one argument (repeatable)")
+    p.add_argument("--build-options", default="", help="OpenCL build options, e.g. '-DTILE=16'")
+    _add_device(p)
+    p.add_argument("--meter", default="auto", help="energy meter: auto, nvml, rapl, none (default auto)")
+    p.add_argument("--repeats", type=int, help="minimum timed repeats (default 10)")
+    p.add_argument("--min-time", type=float, help="minimum summed kernel time in seconds (default 0.1)")
+    p.add_argument("--warmup", type=int, help="warm-up launches (default 2)")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds before a running kernel is killed")
+    p.add_argument("--seed", type=int, default=0, help="seed of random buffer contents")
+    p.add_argument("--json", action="store_true", help="print the whole measurement record as JSON")
+    p.set_defaults(func=cmd_measure)
+
+    from kernelcast import demo
+
+    demo.add_parser(sub)
+    for register in _extra_commands():
+        register(sub)
+    return parser
+
+
+def _extra_commands() -> list[Callable[[Any], None]]:
+    """Subcommands of later pipeline stages register here."""
+    return []
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    setup_logging(args.verbose)
+    try:
+        return int(args.func(args) or 0)
+    except UsageError as e:
+        print(f"kernelcast: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("kernelcast: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

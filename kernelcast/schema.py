@@ -1,0 +1,182 @@
+"""The record schemas every stage shares: kernels, launch configurations, measurements.
+
+Each record is a dataclass with ``to_dict``/``from_dict``; ``SCHEMA_VERSION`` goes with every
+dataset and changes whenever a field changes meaning.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+#: statuses a measurement can have (DESIGN.md, "Measurement")
+STATUSES = (
+    "ok",
+    "compile_error",
+    "runtime_error",
+    "timeout",
+    "crash",
+    "out_of_bounds",
+    "invalid_output",
+    "invalid_config",
+)
+
+
+def kernel_id(source: str, name: str, build_options: str = "") -> str:
+    """Stable id of a kernel: hash of its (normalized) source, name and build options."""
+    h = hashlib.sha256()
+    for part in (source, name, build_options):
+        h.update(part.encode("utf-8"))
+        h.update(b"\0")
+    return h.hexdigest()[:20]
+
+
+@dataclass
+class Kernel:
+    """One kernel: a function in a source text, with the options it is built with."""
+
+    source: str
+    name: str
+    language: str = "opencl"          # "opencl" or "cuda"
+    build_options: str = ""
+    dims: int | None = None           # 1, 2 or 3 where known (LLMPerf Table I)
+    origin: str = ""                  # file or generator it came from
+
+    @property
+    def id(self) -> str:
+        return kernel_id(self.source, self.name, self.build_options)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["id"] = self.id
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Kernel:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclass
+class ArgBinding:
+    """How one kernel argument is bound for a launch.
+
+    ``kind`` is ``buffer`` (a __global or __constant pointer), ``local`` (a __local pointer) or
+    ``scalar``. For buffers and locals ``count`` is the number of elements of ``dtype`` (an
+    OpenCL type name such as ``float`` or ``float4``); for scalars ``value`` holds the value.
+    """
+
+    name: str
+    kind: str
+    dtype: str
+    count: int | None = None
+    value: Any = None
+    init: str = "random"              # buffers: random / zeros / ones / array
+
+    def describe(self) -> str:
+        if self.kind == "scalar":
+            return f"{self.name}={self.value}"
+        return f"{self.name}={self.kind}:{self.dtype}:{self.count}"
+
+
+@dataclass
+class LaunchConfig:
+    """Global and local size (1-3 dimensions) and argument bindings."""
+
+    gsize: tuple[int, ...]
+    lsize: tuple[int, ...] | None
+    args: list[ArgBinding] = field(default_factory=list)
+    power_cap_w: float | None = None
+
+    @property
+    def dims(self) -> int:
+        return len(self.gsize)
+
+    @property
+    def n_workgroups(self) -> int | None:
+        if self.lsize is None:
+            return None
+        n = 1
+        for g, loc in zip(self.gsize, self.lsize):
+            n *= g // loc
+        return n
+
+
+@dataclass
+class TimeStats:
+    """Statistics of the repeat times of one configuration, in microseconds."""
+
+    repeats: int
+    median_us: float
+    min_us: float
+    mean_us: float
+    q1_us: float
+    q3_us: float
+    iqr_us: float
+    cv: float                        # standard deviation / mean
+    times_us: list[float] = field(default_factory=list)
+
+    @classmethod
+    def from_times(cls, times_us: list[float]) -> TimeStats:
+        import numpy as np
+
+        t = np.asarray(times_us, dtype=np.float64)
+        q1, med, q3 = (float(x) for x in np.percentile(t, [25, 50, 75]))
+        mean = float(t.mean())
+        cv = float(t.std(ddof=1) / mean) if len(t) > 1 and mean > 0 else 0.0
+        return cls(
+            repeats=len(t), median_us=med, min_us=float(t.min()), mean_us=mean,
+            q1_us=q1, q3_us=q3, iqr_us=q3 - q1, cv=cv, times_us=[float(x) for x in t],
+        )
+
+
+@dataclass
+class Measurement:
+    """One row of a dataset: one (kernel, configuration, device) measurement.
+
+    Energy columns are ``None`` where no meter exists; they are never estimated.
+    """
+
+    kernel_id: str
+    kernel_name: str
+    device: str
+    gsize: tuple[int, ...]
+    lsize: tuple[int, ...] | None
+    args: list[dict[str, Any]]
+    status: str
+    reason: str = ""
+    time: TimeStats | None = None
+    energy_j: float | None = None            # per launch, whole device
+    dynamic_energy_j: float | None = None    # per launch, minus idle power x time
+    avg_power_w: float | None = None
+    idle_power_w: float | None = None
+    meter: str = "none"
+    meter_method: str = "none"
+    meter_samples: int = 0
+    meter_window_s: float | None = None
+    device_state: dict[str, Any] = field(default_factory=dict)
+    compile_log: str = ""
+    outputs: dict[str, Any] = field(default_factory=dict)   # per buffer: digest after one launch, changed
+    build_s: float | None = None
+    wall_s: float | None = None
+    harness_version: str = ""
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["gsize"] = list(self.gsize)
+        d["lsize"] = list(self.lsize) if self.lsize is not None else None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Measurement:
+        d = dict(d)
+        if d.get("time") is not None:
+            d["time"] = TimeStats(**d["time"])
+        d["gsize"] = tuple(d["gsize"])
+        d["lsize"] = tuple(d["lsize"]) if d.get("lsize") is not None else None
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})

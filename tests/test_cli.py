@@ -1,0 +1,107 @@
+"""The command line, for real on the local OpenCL device."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+SAXPY = """
+// two kernels in one file
+__kernel void saxpy(__global const float* x, __global float* y, const float a, const int n) {
+  int i = get_global_id(0);
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+__kernel void fill(__global int* out, int v) { out[get_global_id(0)] = v; }
+"""
+
+
+def kc(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kernelcast.cli", *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture()
+def kfile(tmp_path):
+    p = tmp_path / "k.cl"
+    p.write_text(SAXPY)
+    return p
+
+
+def test_help_on_every_subcommand():
+    from kernelcast.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    assert {"devices", "measure", "demo"} <= set(sub.choices)
+    for name in sub.choices:
+        r = kc(name, "--help")
+        assert r.returncode == 0 and "usage:" in r.stdout, name
+
+
+def test_devices_lists_the_device(device):
+    r = kc("devices", "--json")
+    assert r.returncode == 0, r.stderr
+    devs = json.loads(r.stdout)
+    mine = next(d for d in devs if d["spec"] == device.spec)
+    for key in ("compute_units", "max_work_group_size", "preferred_wg_multiple", "global_mem_bytes",
+                "local_mem_bytes", "meter"):
+        assert key in mine
+    assert mine["compute_units"] >= 1 and mine["builds"] is True
+    assert mine["meter"] in ("nvml", "rapl", "none")
+    table = kc("devices")
+    assert table.returncode == 0 and device.name in table.stdout and "meter" in table.stdout
+
+
+def test_measure_json(kfile, device):
+    r = kc("measure", "--kernel", str(kfile), "--name", "saxpy", "--gsize", "4096", "--lsize", "64",
+           "--arg", "x=buffer:float:4096", "--arg", "y=buffer:float:4096:ones", "--arg", "a=2.0",
+           "--arg", "n=4096", "--repeats", "5", "--min-time", "0", "--meter", "none", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["status"] == "ok" and d["kernel_name"] == "saxpy"
+    assert d["gsize"] == [4096] and d["lsize"] == [64]
+    assert d["time"]["repeats"] >= 5 and len(d["time"]["times_us"]) == d["time"]["repeats"]
+    for key in ("median_us", "min_us", "iqr_us", "cv"):
+        assert d["time"][key] >= 0
+    assert d["energy_j"] is None and d["meter"] == "none"
+    assert {a["name"] for a in d["args"]} == {"x", "y", "a", "n"}
+
+
+def test_measure_fills_missing_args_and_prints_table(kfile, device):
+    r = kc("measure", "--kernel", str(kfile), "--name", "fill", "--gsize", "1024", "--lsize", "32",
+           "--repeats", "3", "--min-time", "0", "--meter", "none")
+    assert r.returncode == 0, r.stderr
+    assert "simple argument selection for out, v" in r.stderr
+    assert "status      ok" in r.stdout and "median" in r.stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--kernel", "/nonexistent.cl", "--gsize", "64"], "no such kernel file"),
+    (["--gsize", "64"], "defines 2 kernels"),
+    (["--name", "nope", "--gsize", "64"], "no kernel named 'nope'"),
+    (["--name", "fill", "--gsize", "100", "--lsize", "64"], "does not divide"),
+    (["--name", "fill", "--gsize", "1048576", "--lsize", "1048576"], "exceeds the device"),
+    (["--name", "fill", "--gsize", "64", "--arg", "q=1"], "has no argument 'q'"),
+    (["--name", "fill", "--gsize", "64", "--arg", "v=buffer:int:64"], "given as a buffer"),
+    (["--name", "fill", "--gsize", "64", "--arg", "out=5"], "given as a scalar"),
+    (["--name", "fill", "--gsize", "64", "--arg", "out:buffer"], "expected NAME="),
+    (["--name", "fill", "--gsize", "64x0"], "positive"),
+    (["--name", "fill", "--gsize", "64", "--meter", "joulemeter"], "unknown meter"),
+])
+def test_measure_bad_input_exits_2(kfile, device, args, message):
+    if "--kernel" not in args:
+        args = ["--kernel", str(kfile), *args]
+    r = kc("measure", *args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("kernelcast: error:") and message in err[0], r.stderr
+    assert r.stdout == ""
+
+
+def test_measure_unparsable_file_exits_2(tmp_path, device):
+    p = tmp_path / "bad.cl"
+    p.write_text("__kernel void f(__global float* a) { a[0] = ; }")
+    r = kc("measure", "--kernel", str(p), "--gsize", "64")
+    assert r.returncode == 2 and "cannot parse" in r.stderr

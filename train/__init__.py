@@ -1,0 +1,1 @@
+"""Training the learned model on a dataset."""
