@@ -299,7 +299,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _extra_commands() -> list[Callable[[Any], None]]:
     """Subcommands of later pipeline stages register here."""
-    return []
+    from datagen.cli import add_parsers as datagen_parsers
+
+    return [datagen_parsers]
 
 
 def main(argv: list[str] | None = None) -> int:

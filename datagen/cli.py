@@ -1,0 +1,235 @@
+"""Subcommands of the dataset stage: ``corpus ingest``, ``corpus synth``, ``datagen``, ``dataset``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+def _usage(msg: str) -> Exception:
+    from kernelcast.cli import UsageError
+
+    return UsageError(msg)
+
+
+def bundled_dir() -> Path:
+    return Path(__file__).parent / "bundled"
+
+
+# ---------------------------------------------------------------------------------------------
+# corpus
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from datagen.corpus import ingest_to, opencl_compile_fn
+    from instrument.backends.opencl import cl_device
+    from kernelcast.cli import _device
+
+    sources = [bundled_dir() if s == "bundled" else Path(s) for s in args.sources]
+    for s in sources:
+        if not s.exists():
+            raise _usage(f"no such file or directory: {s}")
+    defines = {}
+    for d in args.define:
+        name, _, value = d.partition("=")
+        if not name:
+            raise _usage(f"-D {d!r}: expected NAME or NAME=VALUE")
+        defines[name] = value
+    compile_fn = None
+    if not args.no_compile:
+        compile_fn = opencl_compile_fn(cl_device(_device(args.device)))
+    report = ingest_to(args.out, sources, compile_fn=compile_fn, defines=defines or None,
+                       near_dup_threshold=args.near_dup, progress=sys.stderr.isatty())
+    print(report.format_table())
+    print(f"corpus written to {args.out}")
+    return 0
+
+
+def cmd_synth(args: argparse.Namespace) -> int:
+    from datagen.synth import write_synth_corpus
+
+    if args.count < 1:
+        raise _usage("--count must be at least 1")
+    out = write_synth_corpus(args.out, args.count, args.seed)
+    print(f"{args.count} synthetic kernels (seed {args.seed}) written to {out}")
+    return 0
+
+
+def load_corpus_kernels(spec: str, limit: int | None = None, device: str | None = None) -> tuple[list[Any], str]:
+    """Kernels of a corpus directory; ``bundled`` ingests the bundled corpus on the fly."""
+    from datagen.corpus_store import read_corpus
+
+    if spec == "bundled":
+        from datagen.corpus import ingest_to
+
+        tmp = Path(tempfile.mkdtemp(prefix="kernelcast-bundled-"))
+        ingest_to(tmp, [bundled_dir()], compile_fn=None)
+        kernels = read_corpus(tmp)
+        desc = "bundled"
+    else:
+        p = Path(spec)
+        if not (p / "kernels.jsonl").is_file():
+            raise _usage(f"{spec}: not a corpus directory (no kernels.jsonl); make one with 'kernelcast corpus ingest' "
+                         f"or 'kernelcast corpus synth'")
+        kernels = read_corpus(p)
+        desc = str(p.resolve())
+    if limit is not None:
+        kernels = kernels[:limit]
+    return kernels, desc
+
+
+# ---------------------------------------------------------------------------------------------
+# datagen
+
+
+def cmd_datagen(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from datagen.args import SELECTORS
+    from datagen.dataset import DatasetMismatch, DatasetWriter
+    from datagen.generate import DatagenOptions, Generator, dataset_manifest, write_kernels
+    from instrument.harness import Harness
+    from kernelcast.cli import _check_meter, _device
+
+    if args.args not in SELECTORS:
+        raise _usage(f"--args {args.args!r}: available selections are {', '.join(SELECTORS)}")
+    if args.configs_per_kernel < 1 or args.lsizes_per_kernel < 1:
+        raise _usage("--configs-per-kernel and --lsizes-per-kernel must be positive")
+    try:
+        ratio = tuple(int(x) for x in args.ratio.split(":"))
+        assert len(ratio) == 3 and all(r >= 0 for r in ratio) and sum(ratio) > 0
+    except (ValueError, AssertionError):
+        raise _usage(f"--ratio {args.ratio!r}: expected three non-negative integers like 25:60:15") from None
+    _check_meter(args.meter)
+    corpora = [load_corpus_kernels(c, None) for c in args.corpus]
+    kernels = [k for ks, _ in corpora for k in ks]
+    if args.limit is not None:
+        kernels = kernels[: args.limit]
+    if not kernels:
+        raise _usage("the corpus holds no kernels")
+    device = _device(args.device)
+    opts = DatagenOptions(
+        configs_per_kernel=args.configs_per_kernel, lsizes_per_kernel=args.lsizes_per_kernel, args=args.args,
+        rebalance=None if args.rebalance == "none" else args.rebalance, k=args.k, ratio=ratio,  # type: ignore[arg-type]
+        max_total_items=args.max_items, seed=args.seed, validity=not args.no_validity,
+        keep_invalid=args.keep_invalid,
+    )
+    opts.timing.min_time_s = args.min_time
+    opts.timing.min_repeats = args.repeats
+    with Harness(device, meter=args.meter, timeout_s=args.timeout) as h:
+        manifest = dataset_manifest(h, opts, ",".join(d for _, d in corpora))
+        try:
+            writer = DatasetWriter(args.out, manifest)
+        except DatasetMismatch as e:
+            raise _usage(str(e)) from None
+        write_kernels(Path(args.out), kernels)
+        total = len(kernels) * args.configs_per_kernel
+        with writer, tqdm(total=total, unit="cfg", dynamic_ncols=True, disable=args.quiet,
+                          desc="datagen") as bar:
+            gen = Generator(h, writer, opts, progress=bar)
+            try:
+                summary = gen.run(kernels)
+            except KeyboardInterrupt:
+                bar.close()
+                print(f"\ninterrupted: {writer.appended} rows stored this run; rerun the same command to resume",
+                      file=sys.stderr)
+                return 130
+        writer.update_manifest(last_summary=summary.to_dict(), meter=h.meter_name)
+    print(summary.format())
+    print(f"dataset: {args.out} ({len(writer)} rows in all)")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# dataset summary / plots
+
+
+def cmd_dataset(args: argparse.Namespace) -> int:
+    from datagen.dataset import read_dataset, read_manifest
+    from datagen.report import plot_rebalance, summarize
+
+    try:
+        df = read_dataset(args.dataset)
+        manifest = read_manifest(args.dataset)
+    except FileNotFoundError as e:
+        raise _usage(str(e)) from None
+    info = summarize(df, manifest)
+    if args.json:
+        print(json.dumps(info, indent=2, default=str))
+    else:
+        print(info["text"])
+    if args.plot_iqr:
+        try:
+            path = plot_rebalance(df, args.plot_iqr, Path(args.plot_out))
+        except ValueError as e:
+            raise _usage(str(e)) from None
+        print(f"IQR before/after histogram: {path}")
+    return 0
+
+
+def add_parsers(sub: Any) -> None:
+    p = sub.add_parser("corpus", help="build kernel corpora (ingest real code, or generate synthetic kernels)",
+                       description="Build a corpus directory (kernels.jsonl + manifest.json).")
+    csub = p.add_subparsers(dest="corpus_command", metavar="ACTION")
+    csub.required = True
+    q = csub.add_parser("ingest", help="normalize, split, dedupe and compile-check .cl files",
+                        description="Preprocess, strip comments and __ qualifiers, clang-format, split into one "
+                                    "record per kernel with the helpers it needs, remove exact and near "
+                                    "duplicates, compile on the device and classify dimensionality.")
+    q.add_argument("sources", nargs="+", help=".cl files or directories ('bundled' = the bundled corpus)")
+    q.add_argument("--out", required=True, help="corpus directory to write")
+    q.add_argument("-D", "--define", action="append", default=[], metavar="NAME[=VALUE]", help="preprocessor macro")
+    q.add_argument("--near-dup", type=float, default=0.92, help="near-duplicate Jaccard threshold (0.92)")
+    q.add_argument("--no-compile", action="store_true", help="skip the compile check")
+    q.add_argument("--device", help="OpenCL device for the compile check")
+    q.set_defaults(func=cmd_ingest)
+    q = csub.add_parser("synth", help="generate synthetic OpenCL kernels",
+                        description="Generate random but realistic OpenCL kernels (access patterns, arithmetic "
+                                    "mixes, loops with scalar trip counts, local tiles, barriers, branches).")
+    q.add_argument("--count", type=int, required=True)
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--out", required=True, help="corpus directory to write")
+    q.set_defaults(func=cmd_synth)
+
+    p = sub.add_parser("datagen", help="measure a corpus over sampled launch configurations into a dataset",
+                       description="Measure every kernel of the corpus over sampled launch configurations "
+                                   "(idle / under-utilized / fully-utilized work-group counts, 25:60:15), with "
+                                   "IQR rebalancing, into an append-only Parquet dataset. Interrupt it at any "
+                                   "time; rerunning the same command resumes.")
+    p.add_argument("--corpus", action="append", required=True,
+                   help="corpus directory, or 'bundled' (repeatable)")
+    p.add_argument("--out", required=True, help="dataset directory (created, or resumed)")
+    p.add_argument("--configs-per-kernel", type=int, default=200)
+    p.add_argument("--lsizes-per-kernel", type=int, default=4)
+    p.add_argument("--args", default="simple", help="argument selection: simple")
+    p.add_argument("--rebalance", default="iqr", choices=["iqr", "none"])
+    p.add_argument("--k", type=float, default=80.0, help="fully-utilized threshold k x compute units (80)")
+    p.add_argument("--ratio", default="25:60:15", help="idle:under:full sampling ratio")
+    p.add_argument("--max-items", type=int, default=1 << 24, help="largest global size in work-items")
+    p.add_argument("--min-time", type=float, default=0.02, help="minimum summed kernel time per config (s)")
+    p.add_argument("--repeats", type=int, default=5, help="minimum timed repeats per config")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds before a running kernel is killed")
+    p.add_argument("--limit", type=int, help="only the first N kernels")
+    p.add_argument("--no-validity", action="store_true", help="skip the validity checks")
+    p.add_argument("--keep-invalid", action="store_true", help="measure kernels that fail a validity check")
+    p.add_argument("--device", help="OpenCL device: auto, P:D, or part of its name")
+    p.add_argument("--meter", default="auto", help="energy meter: auto, nvml, rapl, none")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_datagen)
+
+    p = sub.add_parser("dataset", help="summarize a dataset; plot the IQR rebalancing of one kernel",
+                       description="Rows by status, kernels by validity, the time distribution by regime and "
+                                   "pass; optionally a before/after IQR histogram (LLMPerf Figure 1).")
+    p.add_argument("dataset", help="dataset directory")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--plot-iqr", metavar="KERNEL", help="kernel name (or 'auto') to plot")
+    p.add_argument("--plot-out", default="iqr_rebalance.png", help="PNG path")
+    p.set_defaults(func=cmd_dataset)

@@ -1,0 +1,196 @@
+"""The dataset on disk: append-only, resumable, Parquet.
+
+Layout of a dataset directory::
+
+    manifest.json          device, driver, versions, seed, schema, generation options
+    journal.jsonl          rows not yet in a shard, one JSON object per line, fsync'd per row
+    shards/part-00000.parquet ...
+
+Every measured row is appended to the journal and fsync'd before the next configuration starts,
+so a crash or kill loses at most the configuration in flight. Every ``shard_rows`` rows (and on
+close) the journal is compacted into a new Parquet shard, written to a temporary name and renamed;
+the journal is then replaced by an empty one. Rows carry a ``row_key`` (kernel, sizes, arguments):
+readers and the resuming writer drop a key seen before, so a crash between the shard rename and
+the journal reset duplicates nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "manifest.json"
+JOURNAL = "journal.jsonl"
+SHARDS = "shards"
+#: manifest fields that must match for a run to resume into an existing dataset
+RESUME_KEYS = ("device_identity", "seed", "schema_version", "args_selection")
+
+
+class DatasetMismatch(ValueError):
+    """The directory holds a dataset made with another device, seed or schema."""
+
+
+def row_key(kernel_id: str, gsize: tuple[int, ...], lsize: tuple[int, ...] | None, args: list[dict[str, Any]],
+            selection: str = "simple") -> str:
+    payload = json.dumps([kernel_id, list(gsize), list(lsize) if lsize else None,
+                          [[a["name"], a["kind"], a["dtype"], a.get("count"), a.get("value")] for a in args],
+                          selection], sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()[:24]
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _read_journal(path: Path) -> tuple[list[dict[str, Any]], int]:
+    """Valid rows of a journal and the number of damaged lines (a kill mid-write leaves one)."""
+    rows, bad = [], 0
+    if not path.is_file():
+        return rows, 0
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                bad += 1
+    return rows, bad
+
+
+def _shard_paths(root: Path) -> list[Path]:
+    d = root / SHARDS
+    return sorted(d.glob("part-*.parquet")) if d.is_dir() else []
+
+
+class DatasetWriter:
+    """Appends measurement rows to a dataset directory, resuming one that exists."""
+
+    def __init__(self, root: str | os.PathLike[str], manifest: dict[str, Any], *, shard_rows: int = 1000):
+        self.root = Path(root)
+        self.shard_rows = shard_rows
+        self.root.mkdir(parents=True, exist_ok=True)
+        (self.root / SHARDS).mkdir(exist_ok=True)
+        mpath = self.root / MANIFEST
+        if mpath.is_file():
+            old = json.loads(mpath.read_text())
+            for k in RESUME_KEYS:
+                if k in manifest and k in old and old[k] != manifest[k]:
+                    raise DatasetMismatch(f"{self.root} was made with {k}={old[k]!r}, this run has {manifest[k]!r}; "
+                                          f"use another --out")
+            self.manifest = {**old, **{k: v for k, v in manifest.items() if k not in old}}
+            self.manifest["resumed"] = int(old.get("resumed", 0)) + 1
+        else:
+            self.manifest = dict(manifest)
+        _atomic_write_text(mpath, json.dumps(self.manifest, indent=2, sort_keys=True, default=str) + "\n")
+        self._keys: set[str] = set()
+        for p in _shard_paths(self.root):
+            self._keys.update(pd.read_parquet(p, columns=["row_key"])["row_key"].tolist())
+        jpath = self.root / JOURNAL
+        rows, bad = _read_journal(jpath)
+        if bad:
+            log.warning("%s: dropped %d damaged journal line(s) (a configuration in flight when killed)", jpath, bad)
+        # rewrite the journal with its valid rows only, so appends never land after a torn line
+        fresh = [r for r in rows if r.get("row_key") not in self._keys]
+        _atomic_write_text(jpath, "".join(json.dumps(r, default=str) + "\n" for r in fresh))
+        self._journal_rows = len(fresh)
+        self._keys.update(r["row_key"] for r in fresh)
+        self._journal = open(jpath, "a", encoding="utf-8")  # noqa: SIM115 - held for the writer's life
+        self.appended = 0
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._keys
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def append(self, row: dict[str, Any]) -> bool:
+        """Append one row (must have ``row_key``); False if the key is already stored."""
+        key = row["row_key"]
+        if key in self._keys:
+            return False
+        self._journal.write(json.dumps(row, default=str) + "\n")
+        self._journal.flush()
+        os.fsync(self._journal.fileno())
+        self._keys.add(key)
+        self._journal_rows += 1
+        self.appended += 1
+        if self._journal_rows >= self.shard_rows:
+            self.compact()
+        return True
+
+    def compact(self) -> Path | None:
+        """Move the journal's rows into a new Parquet shard."""
+        jpath = self.root / JOURNAL
+        self._journal.close()
+        rows, _ = _read_journal(jpath)
+        shard = None
+        if rows:
+            existing = _shard_paths(self.root)
+            n = int(existing[-1].stem.split("-")[1]) + 1 if existing else 0
+            shard = self.root / SHARDS / f"part-{n:05d}.parquet"
+            tmp = shard.with_name(f".{shard.name}.tmp")
+            frame_from_rows(rows).to_parquet(tmp, index=False)
+            os.replace(tmp, shard)
+        _atomic_write_text(jpath, "")
+        self._journal = open(jpath, "a", encoding="utf-8")  # noqa: SIM115
+        self._journal_rows = 0
+        return shard
+
+    def update_manifest(self, **fields: Any) -> None:
+        self.manifest.update(fields)
+        _atomic_write_text(self.root / MANIFEST, json.dumps(self.manifest, indent=2, sort_keys=True, default=str) + "\n")
+
+    def close(self) -> None:
+        if not self._journal.closed:
+            self.compact()
+            self._journal.close()
+
+    def __enter__(self) -> DatasetWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_JSON_COLUMNS = ("args", "outputs", "device_state", "extra")
+
+
+def frame_from_rows(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    rows = [{k: (json.dumps(v, default=str) if k in _JSON_COLUMNS and not isinstance(v, str) else v)
+             for k, v in r.items()} for r in rows]
+    return pd.DataFrame.from_records(rows)
+
+
+def read_dataset(root: str | os.PathLike[str]) -> pd.DataFrame:
+    """Every row of a dataset (shards and journal), each row key once."""
+    root = Path(root)
+    if not (root / MANIFEST).is_file():
+        raise FileNotFoundError(f"{root}: not a dataset (no {MANIFEST})")
+    frames = [pd.read_parquet(p) for p in _shard_paths(root)]
+    rows, _ = _read_journal(root / JOURNAL)
+    if rows:
+        frames.append(frame_from_rows(rows))
+    if not frames:
+        return pd.DataFrame()
+    df = pd.concat(frames, ignore_index=True)
+    return df.drop_duplicates("row_key", keep="first").reset_index(drop=True)
+
+
+def read_manifest(root: str | os.PathLike[str]) -> dict[str, Any]:
+    return json.loads((Path(root) / MANIFEST).read_text())

@@ -1,0 +1,391 @@
+"""Dataset generation: corpus kernels x sampled launch configurations -> measured rows.
+
+Per kernel: read its signature (libclang), run the cldrive-style validity checks
+(:mod:`datagen.validity`), sample ``configs_per_kernel`` configurations (``lsizes_per_kernel``
+local sizes x work-group counts over the idle / under-utilized / fully-utilized regimes), measure
+each in the isolated harness, then, with ``rebalance="iqr"``, measure the configurations the IQR
+rebalancing adds (:mod:`datagen.rebalance`).
+
+Sampling is seeded per kernel (seed, kernel id), and the rebalancing depends only on rows already
+stored, so an interrupted run regenerates the same configurations and skips every stored one.
+
+Within one local size configurations run in increasing ``N_WG``; once one times out or takes
+longer than ``max_config_time_s`` per launch, the larger ones of that local size are skipped
+(counted, not stored), and a kernel that crashes or times out ``max_faults`` times is abandoned.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import random
+import time
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+from datagen.args import SELECTORS, UnsupportedArgument
+from datagen.dataset import DatasetWriter, read_dataset, row_key
+from datagen.rebalance import plan_rebalance
+from datagen.sampler import DEFAULT_K, DEFAULT_MAX_TOTAL_ITEMS, DEFAULT_RATIO, DeviceLimits, regime_of, sample_configs
+from datagen.validity import VALIDITY_SEED, check_validity
+from instrument.runner import HARNESS_VERSION, TimingPolicy
+from kernelcast.clang import KernelParam, ParseError, kernel_signatures
+from kernelcast.schema import SCHEMA_VERSION, Kernel, LaunchConfig, Measurement
+
+log = logging.getLogger(__name__)
+
+FAULTS = ("crash", "timeout")
+
+
+@dataclass
+class DatagenOptions:
+    configs_per_kernel: int = 200
+    lsizes_per_kernel: int = 4
+    args: str = "simple"
+    rebalance: str | None = "iqr"
+    rebalance_extra: float = 0.75
+    k: float = DEFAULT_K
+    ratio: tuple[int, int, int] = DEFAULT_RATIO
+    max_total_items: int = DEFAULT_MAX_TOTAL_ITEMS
+    max_config_time_s: float = 0.2
+    max_faults: int = 3
+    validity: bool = True
+    keep_invalid: bool = False        # measure kernels that fail a validity check anyway
+    seed: int = 0
+    timing: TimingPolicy = field(default_factory=lambda: TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.02,
+                                                                       max_repeats=200, max_time_s=5.0))
+
+
+def kernel_rng(seed: int, kernel_id: str, salt: str = "") -> random.Random:
+    h = hashlib.sha256(f"{seed}:{kernel_id}:{salt}".encode()).digest()
+    return random.Random(int.from_bytes(h[:8], "little"))
+
+
+def flatten(m: Measurement, kernel: Kernel, *, key: str, selection: str, pass_: str, regime: str | None,
+            n_wg: int | None, seed: int) -> dict[str, Any]:
+    """One dataset row from a measurement."""
+    t = m.time
+    return {
+        "row_key": key,
+        "kernel_id": kernel.id,
+        "kernel_name": kernel.name,
+        "kernel_origin": kernel.origin,
+        "dims": len(m.gsize),
+        "selection": selection,
+        "pass": pass_,
+        "regime": regime,
+        "n_wg": n_wg,
+        "gsize": list(m.gsize),
+        "lsize": list(m.lsize) if m.lsize else None,
+        "global_items": int(np.prod(m.gsize)),
+        "local_items": int(np.prod(m.lsize)) if m.lsize else None,
+        "args": m.args,
+        "status": m.status,
+        "reason": m.reason,
+        "repeats": t.repeats if t else None,
+        "time_median_us": t.median_us if t else None,
+        "time_min_us": t.min_us if t else None,
+        "time_mean_us": t.mean_us if t else None,
+        "time_q1_us": t.q1_us if t else None,
+        "time_q3_us": t.q3_us if t else None,
+        "time_iqr_us": t.iqr_us if t else None,
+        "time_cv": t.cv if t else None,
+        "times_us": t.times_us if t else None,
+        "energy_j": m.energy_j,
+        "dynamic_energy_j": m.dynamic_energy_j,
+        "avg_power_w": m.avg_power_w,
+        "idle_power_w": m.idle_power_w,
+        "meter": m.meter,
+        "meter_method": m.meter_method,
+        "meter_samples": m.meter_samples,
+        "meter_window_s": m.meter_window_s,
+        "device": m.device,
+        "device_state": m.device_state,
+        "outputs": m.outputs,
+        "compile_log": m.compile_log[:4000],
+        "build_s": m.build_s,
+        "wall_s": m.wall_s,
+        "harness_version": m.harness_version or HARNESS_VERSION,
+        "schema_version": SCHEMA_VERSION,
+        "seed": seed,
+        "measured_at": time.time(),
+    }
+
+
+@dataclass
+class Summary:
+    kernels: int = 0
+    kernel_status: Counter = field(default_factory=Counter)
+    rows_new: int = 0
+    rows_resumed: int = 0
+    skipped: int = 0
+    status: Counter = field(default_factory=Counter)
+    wall_s: float = 0.0
+    measure_wall_s: float = 0.0
+    kernel_time_s: float = 0.0
+    by_regime: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    by_pass: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+
+    def add(self, m: Measurement, regime: str | None, pass_: str) -> None:
+        self.rows_new += 1
+        self.status[m.status] += 1
+        self.measure_wall_s += m.wall_s or 0.0
+        if m.time is not None:
+            self.kernel_time_s += sum(m.time.times_us) * 1e-6
+            if regime:
+                self.by_regime[regime].append(m.time.median_us)
+            self.by_pass[pass_].append(m.time.median_us)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {k: getattr(self, k) for k in ("kernels", "rows_new", "rows_resumed", "skipped",
+                                                           "wall_s", "measure_wall_s", "kernel_time_s")}
+        d["kernel_status"] = dict(self.kernel_status)
+        d["status"] = dict(self.status)
+        d["by_regime"] = {k: _dist(v) for k, v in self.by_regime.items()}
+        d["by_pass"] = {k: _dist(v) for k, v in self.by_pass.items()}
+        d["rows_per_hour"] = self.rows_new / self.wall_s * 3600 if self.wall_s else None
+        d["overhead_ratio"] = self.measure_wall_s / self.kernel_time_s if self.kernel_time_s else None
+        return d
+
+    def format(self) -> str:
+        d = self.to_dict()
+        lines = [
+            f"kernels: {self.kernels}  ("
+            + ", ".join(f"{k}: {v}" for k, v in sorted(self.kernel_status.items())) + ")",
+            f"rows: {self.rows_new} new, {self.rows_resumed} already stored, {self.skipped} skipped (pruned)",
+            "rows by status: " + ", ".join(f"{k}: {v}" for k, v in sorted(self.status.items())),
+        ]
+        if self.wall_s:
+            lines.append(f"wall {self.wall_s:.1f} s, {d['rows_per_hour']:.0f} rows/hour" +
+                         (f", harness overhead {d['overhead_ratio']:.1f}x summed kernel time"
+                          if d["overhead_ratio"] else ""))
+        for name, dist in (("regime", d["by_regime"]), ("pass", d["by_pass"])):
+            for k, v in sorted(dist.items()):
+                lines.append(f"time by {name} {k:>8}: n={v['n']:5d}  p10 {v['p10']:10.1f} us  median "
+                             f"{v['p50']:10.1f} us  p90 {v['p90']:10.1f} us")
+        return "\n".join(lines)
+
+
+def _dist(v: list[float]) -> dict[str, float]:
+    if not v:
+        return {"n": 0, "p10": 0.0, "p50": 0.0, "p90": 0.0}
+    a = np.asarray(v)
+    return {"n": len(v), "p10": float(np.percentile(a, 10)), "p50": float(np.median(a)),
+            "p90": float(np.percentile(a, 90))}
+
+
+class Generator:
+    """Measures a corpus into a dataset through a harness."""
+
+    def __init__(self, harness: Any, writer: DatasetWriter, options: DatagenOptions, progress: Any = None):
+        self.h = harness
+        self.w = writer
+        self.o = options
+        self.limits = DeviceLimits.from_device(harness.device)
+        self.select = SELECTORS[options.args]
+        self.summary = Summary()
+        self.progress = progress
+        existing = read_dataset(writer.root) if len(writer) else None
+        self.stored: dict[str, dict[str, Any]] = {}
+        if existing is not None and len(existing):
+            cols = ["row_key", "kernel_id", "status", "reason", "time_median_us", "lsize", "n_wg", "pass"]
+            for r in existing[cols].to_dict("records"):
+                self.stored[r["row_key"]] = r
+
+    def _tick(self, n: int = 1) -> None:
+        if self.progress is not None:
+            self.progress.update(n)
+
+    def run(self, kernels: Iterable[Kernel]) -> Summary:
+        t0 = time.perf_counter()
+        for k in kernels:
+            self.summary.kernels += 1
+            status = self.kernel(k)
+            self.summary.kernel_status[status] += 1
+        self.summary.wall_s = time.perf_counter() - t0
+        return self.summary
+
+    # -- one kernel -----------------------------------------------------------------------------
+
+    def kernel(self, k: Kernel) -> str:
+        try:
+            params = kernel_signatures(k.source, k.build_options).get(k.name)
+        except ParseError as e:
+            return self._kernel_row(k, "compile_error", f"libclang: {e}")
+        if params is None:
+            return self._kernel_row(k, "invalid_config", f"no kernel {k.name!r} in its source")
+        dims = k.dims or 1
+        configs = sample_configs(kernel_rng(self.o.seed, k.id), self.limits, dims, self.o.lsizes_per_kernel,
+                                 max(1, self.o.configs_per_kernel // max(1, self.o.lsizes_per_kernel)),
+                                 self.o.k, self.o.ratio, self.o.max_total_items)
+        if self.o.validity:
+            vstatus = self._validity(k, params, dims)
+            if vstatus != "ok" and not (self.o.keep_invalid and vstatus == "invalid_output"):
+                self._tick(len(configs))
+                return vstatus
+        by_lsize: dict[tuple[int, ...], list[Any]] = defaultdict(list)
+        for c in configs:
+            by_lsize[c.lsize].append(c)
+        faults = 0
+        for lsize, group in by_lsize.items():
+            group.sort(key=lambda c: c.n_wg)
+            rows = []
+            for i, c in enumerate(group):
+                r = self._measure(k, params, c.gsize, c.lsize, c.n_wg, c.regime, "sample")
+                rows.append(r)
+                if r["status"] == "compile_error":
+                    self._tick(len(configs) - 1)
+                    return "compile_error"
+                faults += r["status"] in FAULTS
+                if faults >= self.o.max_faults:
+                    log.info("%s: %d crashes/timeouts, abandoned", k.name, faults)
+                    self._tick(sum(len(g) for g in by_lsize.values()))
+                    return "abandoned"
+                if self._too_slow(r):
+                    rest = len(group) - i - 1
+                    self.summary.skipped += rest
+                    self._tick(rest)
+                    break
+            if self.o.rebalance == "iqr":
+                faults += self._rebalance(k, params, lsize, rows)
+                if faults >= self.o.max_faults:
+                    return "abandoned"
+        return "ok"
+
+    def _too_slow(self, r: dict[str, Any]) -> bool:
+        if r["status"] == "timeout":
+            return True
+        med = r.get("time_median_us")
+        return med is not None and not math.isnan(med) and med * 1e-6 > self.o.max_config_time_s
+
+    def _rebalance(self, k: Kernel, params: list[KernelParam], lsize: tuple[int, ...],
+                   rows: list[dict[str, Any]]) -> int:
+        ok = [r for r in rows if r["status"] == "ok" and r.get("time_median_us") is not None]
+        max_nwg = max(1, self.o.max_total_items // math.prod(lsize))
+        slow = [r["n_wg"] for r in rows if self._too_slow(r)]
+        if slow:
+            max_nwg = min(max_nwg, min(slow) - 1)
+        plan = plan_rebalance([r["n_wg"] for r in ok], [r["time_median_us"] for r in ok],
+                              kernel_rng(self.o.seed, k.id, f"iqr{lsize}"), extra=self.o.rebalance_extra,
+                              max_nwg=max_nwg)
+        if plan.reason:
+            log.debug("%s lsize %s: no rebalancing (%s)", k.name, lsize, plan.reason)
+        if self.progress is not None and plan.new_nwg:
+            self.progress.total += len(plan.new_nwg)
+            self.progress.refresh()
+        faults = 0
+        rng = kernel_rng(self.o.seed, k.id, f"grid{lsize}")
+        from datagen.sampler import grid_for
+
+        for n_wg in plan.new_nwg:
+            grid = grid_for(rng, n_wg, len(lsize))
+            gsize = tuple(g * loc for g, loc in zip(grid, lsize))
+            r = self._measure(k, params, gsize, lsize, n_wg, regime_of(n_wg, self.limits.compute_units, self.o.k),
+                              "iqr")
+            faults += r["status"] in FAULTS
+            if faults >= self.o.max_faults:
+                break
+        return faults
+
+    def _measure(self, k: Kernel, params: list[KernelParam], gsize: tuple[int, ...], lsize: tuple[int, ...],
+                 n_wg: int, regime: str, pass_: str) -> dict[str, Any]:
+        try:
+            args = self.select(params, gsize, lsize)
+        except UnsupportedArgument as e:
+            return {"status": "invalid_config", "reason": str(e)}
+        arg_dicts = [{"name": a.name, "kind": a.kind, "dtype": a.dtype, "count": a.count,
+                      "value": None if a.value is None else str(a.value), "init": a.init} for a in args]
+        key = row_key(k.id, gsize, lsize, arg_dicts, self.o.args)
+        self._tick()
+        if key in self.stored:
+            self.summary.rows_resumed += 1
+            return self.stored[key]
+        if key in self.w:  # measured earlier in this run (a rebalance hit a sampled N_WG)
+            return {"status": "duplicate"}
+        m = self.h.run(k, LaunchConfig(gsize, lsize, args), self.o.timing)
+        row = flatten(m, k, key=key, selection=self.o.args, pass_=pass_, regime=regime, n_wg=n_wg, seed=self.o.seed)
+        self.w.append(row)
+        self.stored[key] = {c: row[c] for c in ("row_key", "kernel_id", "status", "reason", "time_median_us",
+                                                "lsize", "n_wg", "pass")}
+        self.summary.add(m, regime, pass_)
+        return row
+
+    # -- validity -----------------------------------------------------------------------------
+
+    def _validity_key(self, k: Kernel) -> str:
+        return row_key(k.id, (0,), None, [], f"validity:{self.o.args}")
+
+    def _kernel_row(self, k: Kernel, status: str, reason: str, extra: dict[str, Any] | None = None) -> str:
+        key = self._validity_key(k)
+        if key not in self.w:
+            row = {"row_key": key, "kernel_id": k.id, "kernel_name": k.name, "kernel_origin": k.origin,
+                   "pass": "validity", "selection": self.o.args, "status": status, "reason": reason,
+                   "dims": k.dims, "seed": self.o.seed, "harness_version": HARNESS_VERSION,
+                   "schema_version": SCHEMA_VERSION, "measured_at": time.time(), **(extra or {})}
+            self.w.append(row)
+            self.stored[key] = {"row_key": key, "kernel_id": k.id, "status": status, "reason": reason,
+                                "time_median_us": None, "lsize": None, "n_wg": None, "pass": "validity"}
+            self.summary.status[f"validity:{status}"] += 1
+        return status
+
+    def _validity(self, k: Kernel, params: list[KernelParam], dims: int) -> str:
+        key = self._validity_key(k)
+        if key in self.stored:
+            return str(self.stored[key]["status"])
+        lsize = tuple([self.limits.warp] + [1] * (dims - 1))
+        gsize = tuple([self.limits.warp * max(2, self.limits.compute_units)] + [1] * (dims - 1))
+        try:
+            args = self.select(params, gsize, lsize)
+        except UnsupportedArgument as e:
+            return self._kernel_row(k, "invalid_config", str(e))
+        v = check_validity(self.h, k, LaunchConfig(gsize, lsize, args), seed=VALIDITY_SEED)
+        return self._kernel_row(k, v.status, v.reason, {"gsize": list(gsize), "lsize": list(lsize),
+                                                        "extra": v.to_dict()})
+
+
+def dataset_manifest(harness: Any, options: DatagenOptions, corpus: str) -> dict[str, Any]:
+    import platform
+
+    import pyopencl
+
+    import kernelcast
+
+    dev = harness.device
+    o = asdict(options)
+    o["timing"] = asdict(options.timing)
+    return {
+        "kind": "kernelcast-dataset",
+        "schema_version": SCHEMA_VERSION,
+        "harness_version": HARNESS_VERSION,
+        "kernelcast_version": kernelcast.__version__,
+        "device": dev.to_dict(),
+        "device_identity": dev.identity,
+        "driver_version": dev.driver_version,
+        "platform_version": dev.platform_version,
+        "pyopencl_version": pyopencl.VERSION_TEXT,
+        "python": platform.python_version(),
+        "host": platform.node(),
+        "seed": options.seed,
+        "args_selection": options.args,
+        "options": o,
+        "corpus": corpus,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def write_kernels(root: Path, kernels: list[Kernel]) -> None:
+    """Keep the dataset's kernel sources beside its rows (a corpus in ``DATASET/kernels``), merged by id."""
+    from datagen.corpus_store import read_records, write_corpus
+
+    kdir = root / "kernels"
+    have: dict[str, dict[str, Any]] = {}
+    if (kdir / "kernels.jsonl").is_file():
+        have = {r["id"]: r for r in read_records(kdir)}
+    for k in kernels:
+        have.setdefault(k.id, k.to_dict())
+    write_corpus(kdir, have.values(), {"source": "kernels measured in this dataset"})

@@ -1,0 +1,63 @@
+"""cldrive-style validity checks of a kernel under an argument selection.
+
+Three runs of one small configuration, each from freshly initialised buffers:
+
+* A and B with the same inputs: different outputs mean the kernel is *nondeterministic*;
+* C with different inputs: the same outputs as A mean the kernel is *input-insensitive*;
+* A must change at least one non-const global buffer, or the kernel has *no output*.
+
+A kernel that fails a check is recorded with status ``invalid_output`` and the reason; one that
+crashes, hangs, fails to build or writes out of bounds in A gets that status instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from instrument.runner import TimingPolicy
+from kernelcast.schema import Kernel, LaunchConfig
+
+VALIDITY_SEED = 1234
+_ONCE = TimingPolicy(warmup=0, min_repeats=1, min_time_s=0.0, max_repeats=1, max_time_s=5.0)
+
+
+@dataclass
+class Validity:
+    status: str
+    reason: str = ""
+    nondeterministic: bool | None = None
+    input_insensitive: bool | None = None
+    changed_outputs: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _digests(m: Any) -> dict[str, str]:
+    return {n: o["sha256"] for n, o in m.outputs.items() if o.get("output_candidate")}
+
+
+def check_validity(harness: Any, kernel: Kernel, config: LaunchConfig, seed: int = VALIDITY_SEED) -> Validity:
+    a = harness.run(kernel, config, TimingPolicy(**{**asdict(_ONCE), "seed": seed}), want_outputs=True)
+    if a.status != "ok":
+        return Validity(a.status, a.reason)
+    changed = sorted(n for n, o in a.outputs.items() if o.get("output_candidate") and o.get("changed"))
+    if not changed:
+        return Validity("invalid_output", "no output: no writable global buffer changed", changed_outputs=[])
+    b = harness.run(kernel, config, TimingPolicy(**{**asdict(_ONCE), "seed": seed}), want_outputs=True)
+    if b.status != "ok":
+        return Validity(b.status, f"second run: {b.reason}", changed_outputs=changed)
+    nondet = _digests(a) != _digests(b)
+    c = harness.run(kernel, config, TimingPolicy(**{**asdict(_ONCE), "seed": seed + 1}), want_outputs=True)
+    if c.status != "ok":
+        return Validity(c.status, f"run with other inputs: {c.reason}", nondeterministic=nondet,
+                        changed_outputs=changed)
+    # compare only the buffers the kernel changed: an untouched buffer differs because its inputs did
+    insensitive = all(_digests(a)[n] == _digests(c)[n] for n in changed)
+    v = Validity("ok", "", nondet, insensitive, changed)
+    if nondet:
+        v.status, v.reason = "invalid_output", "nondeterministic: same inputs gave different outputs"
+    elif insensitive:
+        v.status, v.reason = "invalid_output", "input-insensitive: different inputs gave the same outputs"
+    return v
