@@ -1,0 +1,195 @@
+"""Dataset store, prompt, validity and datagen end to end (real PoCL), including a kill and resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from datagen.dataset import JOURNAL, DatasetMismatch, DatasetWriter, read_dataset, row_key
+from datagen.prompt import render_prompt
+
+
+def _row(i: int) -> dict:
+    return {"row_key": f"k{i}", "kernel_id": "x", "status": "ok", "time_median_us": float(i), "gsize": [i],
+            "args": [{"name": "a"}], "times_us": [1.0, 2.0]}
+
+
+def test_writer_journal_shards_and_dedup(tmp_path):
+    m = {"device_identity": "dev", "seed": 0, "schema_version": 1, "args_selection": "simple"}
+    with DatasetWriter(tmp_path, m, shard_rows=4) as w:
+        for i in range(10):
+            assert w.append(_row(i))
+        assert not w.append(_row(3))                      # duplicate key refused
+    shards = sorted((tmp_path / "shards").glob("*.parquet"))
+    assert len(shards) == 3                               # 4 + 4 + 2 (on close)
+    df = read_dataset(tmp_path)
+    assert sorted(df["row_key"]) == sorted(f"k{i}" for i in range(10))
+    assert json.loads(df.loc[df.row_key == "k1", "args"].iloc[0]) == [{"name": "a"}]
+    # resume: keys are known, a torn last journal line (kill mid-write) is dropped
+    with DatasetWriter(tmp_path, m, shard_rows=100) as w:
+        assert len(w) == 10 and "k5" in w
+        w.append(_row(10))
+        w._journal.write('{"row_key": "k11", "stat')    # simulate a kill in the middle of a write
+        w._journal.flush()
+        w._journal.close()
+    w2 = DatasetWriter(tmp_path, m)
+    assert len(w2) == 11 and "k11" not in w2
+    w2.append(_row(11))
+    w2.close()
+    assert len(read_dataset(tmp_path)) == 12
+    assert json.loads((tmp_path / "manifest.json").read_text())["resumed"] == 2
+
+
+def test_shard_written_but_journal_not_reset_duplicates_nothing(tmp_path):
+    m = {"seed": 0}
+    w = DatasetWriter(tmp_path, m, shard_rows=1000)
+    for i in range(3):
+        w.append(_row(i))
+    journal = (tmp_path / JOURNAL).read_text()
+    w.compact()
+    w.close()
+    (tmp_path / JOURNAL).write_text(journal)               # crash between shard rename and journal reset
+    assert len(read_dataset(tmp_path)) == 3
+    w = DatasetWriter(tmp_path, m)
+    assert len(w) == 3 and (tmp_path / JOURNAL).read_text() == ""
+    w.close()
+
+
+def test_resume_refuses_another_device(tmp_path):
+    DatasetWriter(tmp_path, {"device_identity": "A", "seed": 0}).close()
+    with pytest.raises(DatasetMismatch, match="device_identity"):
+        DatasetWriter(tmp_path, {"device_identity": "B", "seed": 0})
+
+
+def test_row_key_depends_on_config():
+    a = [{"name": "x", "kind": "buffer", "dtype": "float", "count": 64, "value": None}]
+    k1 = row_key("k", (64,), (32,), a)
+    assert k1 == row_key("k", (64,), (32,), a)
+    assert k1 != row_key("k", (128,), (32,), a) != row_key("k", (64,), (64,), a)
+
+
+def test_prompt_is_llmperf_template_word_for_word():
+    args = [{"name": "a", "kind": "buffer", "dtype": "float", "count": 1024, "value": None},
+            {"name": "tmp", "kind": "local", "dtype": "float", "count": 64, "value": None},
+            {"name": "n", "kind": "scalar", "dtype": "int", "count": None, "value": "1024"}]
+    p = render_prompt("kernel void f() {}\n", args, [1024], [64], {"a": "global"})
+    assert p == (
+        "Predict time for the following OpenCL kernel:\n"
+        "kernel void f() {}\n"
+        "Given input:\n"
+        "Argument at position 0 is a, which is global buffer of type float with size 1024\n"
+        "Argument at position 1 is tmp, which is local buffer of type float with size 64\n"
+        "Argument at position 2 is n, which is private scalar of type int with value 1024\n"
+        "Given kernel are executed with global size equals cl::NDRange(1024), "
+        "local work-group size equals cl::NDRange(64)"
+    )
+    assert "cl::NDRange(64, 8)" in render_prompt("k", [], [64, 8], [8, 8])
+
+
+def test_validity_checks(harness):
+    from datagen.validity import check_validity
+    from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
+
+    def cfg(*args):
+        return LaunchConfig((64,), (32,), list(args))
+
+    a_in = ArgBinding("a", "buffer", "float", 64)
+    a_out = ArgBinding("b", "buffer", "float", 64)
+    good = Kernel("__kernel void g(__global const float* a, __global float* b) { int i = get_global_id(0); "
+                  "b[i] = a[i] * 2.0f; }", "g")
+    assert check_validity(harness, good, cfg(a_in, a_out)).status == "ok"
+    const = Kernel("__kernel void c(__global const float* a, __global float* b) { b[get_global_id(0)] = 3.0f; }", "c")
+    v = check_validity(harness, const, cfg(a_in, a_out))
+    assert v.status == "invalid_output" and "input-insensitive" in v.reason
+    none = Kernel("__kernel void z(__global const float* a, __global float* b) { if (a[0] > 2.0f) b[0] = 1.0f; }",
+                  "z")
+    v = check_validity(harness, none, cfg(a_in, a_out))
+    assert v.status == "invalid_output" and "no output" in v.reason
+    racy = Kernel("__kernel void r(__global const float* a, __global float* b, __global int* c) {"
+                  " int t = atomic_inc(c); b[get_global_id(0)] = a[get_global_id(0)] + (float)t; }", "r")
+    v = check_validity(harness, racy, cfg(a_in, a_out, ArgBinding("c", "buffer", "int", 1, init="zeros")))
+    # the order in which work-items take tickets is up to the device: nondeterministic or not
+    assert v.status in ("ok", "invalid_output")
+    if v.status == "invalid_output":
+        assert "nondeterministic" in v.reason
+
+
+CHEAP = """
+__kernel void cheap_add(__global const float* a, __global const float* b, __global float* c, int n) {
+  int i = get_global_id(0);
+  if (i < n) c[i] = a[i] + b[i];
+}
+__kernel void cheap_scale(__global float* x, float s, int n) {
+  int i = get_global_id(0);
+  if (i < n) x[i] = x[i] * s + 1.0f;
+}
+__kernel void cheap_loop(__global const float* a, __global float* out, int k) {
+  int i = get_global_id(0);
+  float acc = 0.0f;
+  for (int j = 0; j < 4; j++) acc += a[i] * (float)j;
+  out[i] = acc;
+}
+"""
+
+
+def _datagen(corpus, out, *extra):
+    return [sys.executable, "-m", "kernelcast.cli", "datagen", "--corpus", str(corpus), "--out", str(out),
+            "--configs-per-kernel", "8", "--lsizes-per-kernel", "2", "--min-time", "0", "--repeats", "2",
+            "--max-items", "65536", "--meter", "none", "--quiet", *extra]
+
+
+def test_datagen_end_to_end_with_kill_and_resume(tmp_path, device):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "cheap.cl").write_text(CHEAP)
+    corpus = tmp_path / "corpus"
+    r = subprocess.run([sys.executable, "-m", "kernelcast.cli", "corpus", "ingest", str(src), "--out", str(corpus)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "ds"
+    # first run: killed with SIGKILL as soon as some rows are in the journal
+    p = subprocess.Popen(_datagen(corpus, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         start_new_session=True)
+    journal = out / JOURNAL
+    deadline = time.time() + 240
+    while time.time() < deadline and p.poll() is None:
+        if journal.is_file() and journal.read_text().count("\n") >= 6:
+            os.killpg(p.pid, signal.SIGKILL)
+            break
+        time.sleep(0.05)
+    p.wait(timeout=60)
+    before = read_dataset(out)
+    assert 0 < len(before)
+    # second run: resumes, measures the rest, duplicates nothing
+    r = subprocess.run(_datagen(corpus, out), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "already stored" in r.stdout
+    df = read_dataset(out)
+    assert df["row_key"].is_unique
+    assert set(before["row_key"]) <= set(df["row_key"])
+    rows = df[df["pass"] != "validity"]
+    validity = df[df["pass"] == "validity"]
+    assert len(validity) == 3 and set(validity["status"]) <= {"ok", "invalid_output"}
+    ok_kernels = set(validity.loc[validity.status == "ok", "kernel_name"])
+    assert {"cheap_add", "cheap_scale"} <= ok_kernels
+    assert set(rows["kernel_name"]) == ok_kernels
+    assert (rows["status"] == "ok").all()
+    assert rows.groupby("kernel_name").size().min() >= 8
+    assert set(rows["regime"]) <= {"idle", "under", "full"}
+    for _, row in rows.iterrows():
+        assert row["global_items"] == row["n_wg"] * row["local_items"]
+        assert row["repeats"] >= 2 and row["time_median_us"] > 0
+    # a third run has nothing left to do
+    r = subprocess.run(_datagen(corpus, out), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and " 0 new" in r.stdout.replace("rows: 0 new", " 0 new"), r.stdout
+    assert len(read_dataset(out)) == len(df)
+    s = subprocess.run([sys.executable, "-m", "kernelcast.cli", "dataset", str(out), "--plot-iqr", "auto",
+                        "--plot-out", str(tmp_path / "iqr.png")], capture_output=True, text=True, timeout=120)
+    assert s.returncode in (0, 2), s.stderr
+    assert "kernels: 3" in s.stdout

@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+
+import pytest
+
+from datagen.rebalance import plan_rebalance
+from datagen.sampler import DeviceLimits, regime_of, sample_configs, sample_lsizes, sample_nwg
+
+GPU = DeviceLimits(compute_units=80, max_work_group_size=1024, max_work_item_sizes=(1024, 1024, 64), warp=32)
+CPU = DeviceLimits(compute_units=2, max_work_group_size=4096, max_work_item_sizes=(4096, 4096, 4096), warp=8)
+
+
+@pytest.mark.parametrize("limits", [GPU, CPU])
+def test_lsizes_are_warp_multiples_within_limits(limits):
+    for dims in (1, 2, 3):
+        shapes = sample_lsizes(random.Random(1), limits, 20, dims)
+        assert len(shapes) == 20 and len(set(shapes)) == 20
+        for s in shapes:
+            assert len(s) == dims
+            total = math.prod(s)
+            assert total % limits.warp == 0 and limits.warp <= total <= limits.max_work_group_size
+            assert all(x <= m for x, m in zip(s, limits.max_work_item_sizes))
+
+
+def test_regime_ratio_25_60_15():
+    out = sample_nwg(random.Random(0), GPU, 200, k=40, max_nwg=1 << 16)
+    c = Counter(r for _, r in out)
+    assert c == {"idle": 50, "under": 120, "full": 30}
+    for n, r in out:
+        assert regime_of(n, GPU.compute_units, 40) == r
+    assert all(1 <= n < 80 for n, r in out if r == "idle")
+    assert all(80 <= n <= 3200 for n, r in out if r == "under")
+    assert all(3200 < n <= 1 << 16 for n, r in out if r == "full")
+
+
+def test_empty_idle_regime_goes_to_under():
+    one = DeviceLimits(1, 256, (256, 256, 256), 32)
+    c = Counter(r for _, r in sample_nwg(random.Random(0), one, 100, k=10, max_nwg=10000))
+    assert c == {"under": 85, "full": 15}
+
+
+def test_configs_gsize_is_nwg_times_lsize_in_every_dimension():
+    cfgs = sample_configs(random.Random(3), GPU, 2, n_lsizes=4, per_lsize=50, k=40)
+    assert len(cfgs) == 200 and len({c.lsize for c in cfgs}) == 4
+    for c in cfgs:
+        assert all(g % loc == 0 for g, loc in zip(c.gsize, c.lsize))
+        assert math.prod(g // loc for g, loc in zip(c.gsize, c.lsize)) == c.n_wg
+        assert math.prod(c.gsize) <= 1 << 24
+
+
+def test_sampling_is_deterministic():
+    a = sample_configs(random.Random(9), CPU, 1, 4, 50)
+    b = sample_configs(random.Random(9), CPU, 1, 4, 50)
+    assert a == b
+
+
+def test_iqr_rebalance_fills_the_missing_time_ranges():
+    rng = random.Random(0)
+    # most samples at small N_WG (short times), few long ones: LLMPerf Figure 1a
+    nwg = sorted({rng.randint(1, 60) for _ in range(40)} | {400, 800, 1000})
+    times = [5.0 + 2.0 * n for n in nwg]
+    plan = plan_rebalance(nwg, times, random.Random(1), extra=0.75, max_nwg=1000)
+    assert plan.slope == pytest.approx(2.0) and plan.intercept == pytest.approx(5.0)
+    assert plan.r2 == pytest.approx(1.0)
+    assert len(plan.new_nwg) > 0.5 * len(nwg)
+    assert not set(plan.new_nwg) & set(nwg)
+    assert all(1 <= n <= 1000 for n in plan.new_nwg)
+    # the new points land where the sample had none: mostly between 60 and 1000 work-groups
+    assert sum(60 < n for n in plan.new_nwg) >= 0.8 * len(plan.new_nwg)
+    after = times + [5.0 + 2.0 * n for n in plan.new_nwg]
+    import numpy as np
+
+    def spread(t):  # share of points above the midpoint of the time range
+        t = np.asarray(t)
+        return float((t > (t.min() + t.max()) / 2).mean())
+
+    assert spread(after) > 2 * spread(times)
+
+
+def test_iqr_rebalance_declines_without_signal():
+    assert plan_rebalance([1, 2], [1.0, 2.0], random.Random(0)).reason
+    flat = plan_rebalance([1, 2, 3, 4, 5], [9.0, 7.0, 5.0, 3.0, 1.0], random.Random(0))
+    assert flat.reason == "time does not grow with N_WG" and not flat.new_nwg
