@@ -60,10 +60,11 @@ def _worker_main(conn: Any, device: dict[str, Any], meter_spec: str, meter_optio
             break
         if msg is None:
             break
-        kernel, config, policy, want_outputs = msg
+        kernel, config, policy, want_outputs, readback, arrays = msg
         try:
             m = run_config(ctx, queue, info, cache, kernel, config, policy, meter,
-                           phase=lambda p: conn.send(("phase", p)), want_outputs=want_outputs)
+                           phase=lambda p: conn.send(("phase", p)), want_outputs=want_outputs,
+                           readback=readback, arrays=arrays)
             conn.send(("result", m))
         except Exception as e:  # noqa: BLE001 - an unexpected error is a row, not a dead run
             tb = traceback.format_exc(limit=5)
@@ -163,9 +164,15 @@ class Harness:
     # -- running ----------------------------------------------------------------------------
 
     def run(self, kernel: Kernel, config: LaunchConfig, policy: TimingPolicy | None = None, *,
-            want_outputs: bool = False) -> Measurement:
+            want_outputs: bool = False, readback: list[str] | None = None,
+            arrays: dict[str, Any] | None = None) -> Measurement:
         """Measure one configuration. Faults become statuses; only a worker that cannot start
-        at all raises :class:`HarnessError`."""
+        at all raises :class:`HarnessError`.
+
+        ``want_outputs``: digest of every buffer after the first launch (validity checks).
+        ``readback``: buffer names whose contents after the first launch come back in
+        ``Measurement.readback`` as numpy arrays. ``arrays``: initial contents of buffers bound
+        with ``init="array"``."""
         policy = policy or TimingPolicy()
         if self._proc is not None and not self._proc.is_alive():
             self._lose_worker()
@@ -173,7 +180,7 @@ class Harness:
             self._start()
         t0 = time.perf_counter()
         try:
-            self._conn.send((kernel, config, policy, want_outputs))
+            self._conn.send((kernel, config, policy, want_outputs, readback or [], arrays or {}))
         except (OSError, BrokenPipeError):
             reason = f"worker gone before the job ({self._exit_reason(self._proc)})"
             self._lose_worker()

@@ -20,6 +20,7 @@ from instrument.backends.opencl import (
     DeviceInfo,
     bind_args,
     check_guards,
+    read_back,
 )
 from instrument.meters.base import EnergyMeter, MeterReading
 from kernelcast.clang import ParseError, kernel_signatures
@@ -84,7 +85,8 @@ def validate_geometry(info: DeviceInfo, gsize: tuple[int, ...], lsize: tuple[int
 
 def run_config(ctx: Any, queue: Any, info: DeviceInfo, cache: BuildCache, kernel: Kernel,
                config: LaunchConfig, policy: TimingPolicy, meter: EnergyMeter,
-               phase: Any = None, want_outputs: bool = False) -> Measurement:
+               phase: Any = None, want_outputs: bool = False, readback: list[str] | None = None,
+               arrays: dict[str, np.ndarray] | None = None) -> Measurement:
     """Build, bind, check and time one configuration. Never raises for kernel faults that the
     driver reports as errors; those become statuses."""
     import pyopencl as cl
@@ -124,7 +126,7 @@ def run_config(ctx: Any, queue: Any, info: DeviceInfo, cache: BuildCache, kernel
         return done("invalid_config", f"libclang found no kernel {kernel.name!r}")
 
     try:
-        bound = bind_args(ctx, queue, info, params, config.args, policy.seed, policy.guard_bytes)
+        bound = bind_args(ctx, queue, info, params, config.args, policy.seed, policy.guard_bytes, arrays)
     except ConfigError as e:
         return done("invalid_config", str(e))
     except cl.Error as e:
@@ -147,6 +149,10 @@ def run_config(ctx: Any, queue: Any, info: DeviceInfo, cache: BuildCache, kernel
         return done("runtime_error", f"first launch: {e}")
     if oob:
         return done("out_of_bounds", oob)
+    for b in bound.buffers:
+        if readback and b.name in readback:
+            whole = read_back(queue, b)
+            m.readback[b.name] = whole[b.front:b.front + b.nbytes].view(b.cltype.numpy).copy()
     if want_outputs:
         m.outputs = {
             b.name: {"sha256": digests[b.name].hex(),

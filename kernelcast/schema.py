@@ -160,6 +160,7 @@ class Measurement:
     device_state: dict[str, Any] = field(default_factory=dict)
     compile_log: str = ""
     outputs: dict[str, Any] = field(default_factory=dict)   # per buffer: digest after one launch, changed
+    readback: dict[str, Any] = field(default_factory=dict)  # buffers asked for, after one launch (not stored)
     build_s: float | None = None
     wall_s: float | None = None
     harness_version: str = ""
@@ -167,6 +168,7 @@ class Measurement:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        d.pop("readback")
         d["gsize"] = list(self.gsize)
         d["lsize"] = list(self.lsize) if self.lsize is not None else None
         return d

@@ -153,3 +153,16 @@ def test_build_cache_memory_and_disk(device, tmp_path):
     assert not again.ok and again.cached == "disk" and "nope" in again.log
     # a different option string is a different build
     assert BuildCache(ctx, dev, device, tmp_path).build(Kernel(k.source, "c1", build_options="-DX=1")).cached == ""
+
+
+def test_readback_and_given_arrays(harness):
+    src = "__kernel void sq(__global const int* a, __global int* b) { int i = get_global_id(0); b[i] = a[i] * a[i]; }"
+    a = np.arange(64, dtype=np.int32)
+    cfg = LaunchConfig((64,), (32,), [ArgBinding("a", "buffer", "int", 64, init="array"),
+                                       ArgBinding("b", "buffer", "int", 64, init="zeros")])
+    m = harness.run(Kernel(src, "sq"), cfg, FAST, readback=["b"], arrays={"a": a})
+    assert m.status == "ok", m.reason
+    assert np.array_equal(m.readback["b"], a * a)
+    assert "readback" not in m.to_dict()
+    bad = harness.run(Kernel(src, "sq"), cfg, FAST, arrays={"a": a[:10]})
+    assert bad.status == "invalid_config" and "needs 64" in bad.reason
