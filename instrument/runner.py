@@ -7,6 +7,7 @@ This is what the worker process executes; it knows nothing of processes or timeo
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from dataclasses import dataclass
@@ -119,14 +120,15 @@ def run_config(ctx: Any, queue: Any, info: DeviceInfo, cache: BuildCache, kernel
     if kernel.name not in br.program.kernel_names.split(";"):
         return done("invalid_config", f"no kernel named {kernel.name!r} in the program")
     try:
-        params = kernel_signatures(kernel.source, kernel.build_options).get(kernel.name)
+        params = _signatures(kernel.source, kernel.build_options).get(kernel.name)
     except ParseError as e:
         return done("compile_error", f"libclang: {e}")
     if params is None:
         return done("invalid_config", f"libclang found no kernel {kernel.name!r}")
 
     try:
-        bound = bind_args(ctx, queue, info, params, config.args, policy.seed, policy.guard_bytes, arrays)
+        bound = bind_args(ctx, queue, info, params, config.args, policy.seed, policy.guard_bytes, arrays,
+                          digests=want_outputs)
     except ConfigError as e:
         return done("invalid_config", str(e))
     except cl.Error as e:
@@ -144,7 +146,7 @@ def run_config(ctx: Any, queue: Any, info: DeviceInfo, cache: BuildCache, kernel
         ev = _launch(knl, queue, gsize, lsize)
         ev.wait()
         first_us = _event_us(ev)
-        oob, digests = check_guards(queue, bound)
+        oob, digests = check_guards(queue, bound, digests=want_outputs)
     except cl.Error as e:
         return done("runtime_error", f"first launch: {e}")
     if oob:
@@ -156,7 +158,7 @@ def run_config(ctx: Any, queue: Any, info: DeviceInfo, cache: BuildCache, kernel
     if want_outputs:
         m.outputs = {
             b.name: {"sha256": digests[b.name].hex(),
-                     "changed": digests[b.name] != _sha(b.host), "output_candidate": b.is_output_candidate}
+                     "changed": digests[b.name] != b.host_digest, "output_candidate": b.is_output_candidate}
             for b in bound.buffers
         }
 
@@ -226,10 +228,9 @@ def _timed_window(knl: Any, queue: Any, gsize: tuple[int, ...], lsize: tuple[int
     return times, reading
 
 
-def _sha(a: np.ndarray) -> bytes:
-    import hashlib
-
-    return hashlib.sha256(a.tobytes()).digest()
+@functools.lru_cache(maxsize=256)
+def _signatures(source: str, build_options: str) -> dict[str, Any]:
+    return kernel_signatures(source, build_options)
 
 
 def _first_error_line(text: str) -> str:

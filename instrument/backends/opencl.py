@@ -338,7 +338,7 @@ class BoundBuffer:
     back: int                  # guard bytes after the data
     parent: Any                # the whole allocation (guards + data)
     arg: Any                   # what is passed to the kernel (sub-buffer or parent)
-    host: np.ndarray           # initial contents (uint8 view of data)
+    host_digest: bytes         # sha256 of the initial contents (only when digests were asked for)
     is_output_candidate: bool
 
 
@@ -370,15 +370,17 @@ def _init_contents(t: CLType, count: int, init: str, rng: np.random.Generator,
         return np.ones(n, dtype=dt)
     if init == "random":
         if dt.kind == "f":
-            return rng.random(n, dtype=np.float64).astype(dt)
+            if dt.itemsize in (4, 8):
+                return rng.random(n, dtype=dt.type)
+            return rng.random(n, dtype=np.float32).astype(dt)
         hi = 256 if dt.itemsize == 1 and dt.kind == "u" else 128 if dt.itemsize == 1 else 1024
-        return rng.integers(0, hi, size=n).astype(dt)
+        return rng.integers(0, hi, size=n, dtype=dt)
     raise ConfigError(f"unknown buffer init {init!r} (random, zeros, ones, array)")
 
 
 def bind_args(ctx: Any, queue: Any, info: DeviceInfo, params: list[Any], bindings: list[ArgBinding],
               seed: int, guard_bytes: int = 4096,
-              arrays: dict[str, np.ndarray] | None = None) -> BoundArgs:
+              arrays: dict[str, np.ndarray] | None = None, digests: bool = False) -> BoundArgs:
     """Create device buffers (with canary guards), local-memory sizes and scalar values.
 
     ``params`` are the kernel's :class:`kernelcast.clang.KernelParam` (or anything with
@@ -429,8 +431,9 @@ def bind_args(ctx: Any, queue: Any, info: DeviceInfo, params: list[Any], binding
         if total_alloc > info.global_mem_bytes:
             raise ConfigError(f"buffers need {total_alloc} B, device has {info.global_mem_bytes} B")
         host_all = np.empty(total, dtype=np.uint8)
-        host_all[:] = np.resize(CANARY, total)
+        host_all[:guard] = canary_at(0, guard)
         host_all[guard:guard + nbytes] = raw
+        host_all[guard + nbytes:] = canary_at(guard + nbytes, total - guard - nbytes)
         parent = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=host_all)
         front = guard
         try:
@@ -439,12 +442,12 @@ def bind_args(ctx: Any, queue: Any, info: DeviceInfo, params: list[Any], binding
             # no sub-buffers: pass the start of the allocation; only the back guard protects it
             log.debug("sub-buffer refused; only the back guard is checked for %s", p.name)
             host_all[:nbytes] = raw
-            host_all[nbytes:] = np.resize(CANARY, total - nbytes)
+            host_all[nbytes:] = canary_at(nbytes, total - nbytes)
             cl.enqueue_copy(queue, parent, host_all)
             front, arg = 0, parent
         bound.buffers.append(BoundBuffer(
             name=p.name, cltype=t, count=int(b.count), nbytes=nbytes, front=front,
-            back=total - front - nbytes, parent=parent, arg=arg, host=raw.copy(),
+            back=total - front - nbytes, parent=parent, arg=arg, host_digest=hashlib.sha256(raw.tobytes()).digest() if digests else b"",
             is_output_candidate=not p.is_const,
         ))
         bound.values.append(arg)
@@ -461,16 +464,32 @@ def read_back(queue: Any, buf: BoundBuffer) -> np.ndarray:
     return out
 
 
-def check_guards(queue: Any, bound: BoundArgs) -> tuple[str, dict[str, bytes]]:
-    """Check every canary; returns (reason or "", sha256 digest of each buffer's data)."""
+def _read_range(queue: Any, buf: BoundBuffer, offset: int, size: int) -> np.ndarray:
+    import pyopencl as cl
+
+    out = np.empty(size, dtype=np.uint8)
+    if size:
+        cl.enqueue_copy(queue, out, buf.parent, src_offset=offset)
+    return out
+
+
+def canary_at(offset: int, size: int) -> np.ndarray:
+    """The canary bytes that belong at ``[offset, offset + size)`` of an allocation."""
+    reps = (offset % len(CANARY) + size) // len(CANARY) + 2
+    tiled = np.tile(CANARY, reps)
+    start = offset % len(CANARY)
+    return tiled[start:start + size]
+
+
+def check_guards(queue: Any, bound: BoundArgs, digests: bool = False) -> tuple[str, dict[str, bytes]]:
+    """Check every canary; returns (reason or "", sha256 of each buffer's data if ``digests``)."""
     problems = []
-    digests: dict[str, bytes] = {}
+    out: dict[str, bytes] = {}
     for b in bound.buffers:
-        whole = read_back(queue, b)
-        front = whole[: b.front]
-        back = whole[b.front + b.nbytes:]
-        exp_front = np.resize(CANARY, b.front + b.nbytes + b.back)[: b.front]
-        exp_back = np.resize(CANARY, b.front + b.nbytes + b.back)[b.front + b.nbytes:]
+        front = _read_range(queue, b, 0, b.front)
+        back_off = b.front + b.nbytes
+        back = _read_range(queue, b, back_off, b.back)
+        exp_front, exp_back = canary_at(0, b.front), canary_at(back_off, b.back)
         bad = []
         if not np.array_equal(front, exp_front):
             i = int(np.nonzero(front != exp_front)[0][0])
@@ -480,5 +499,7 @@ def check_guards(queue: Any, bound: BoundArgs) -> tuple[str, dict[str, bytes]]:
             bad.append(f"{i + 1} B past the end")
         if bad:
             problems.append(f"{b.name}: write {' and '.join(bad)} ({b.count} x {b.cltype.name})")
-        digests[b.name] = hashlib.sha256(whole[b.front:b.front + b.nbytes].tobytes()).digest()
-    return "; ".join(problems), digests
+        if digests:
+            data = _read_range(queue, b, b.front, b.nbytes)
+            out[b.name] = hashlib.sha256(data.tobytes()).digest()
+    return "; ".join(problems), out
