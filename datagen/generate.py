@@ -192,10 +192,12 @@ class Generator:
         self.progress = progress
         existing = read_dataset(writer.root) if len(writer) else None
         self.stored: dict[str, dict[str, Any]] = {}
+        self.preexisting: set[str] = set()
         if existing is not None and len(existing):
             cols = ["row_key", "kernel_id", "status", "reason", "time_median_us", "lsize", "n_wg", "pass"]
             for r in existing[cols].to_dict("records"):
                 self.stored[r["row_key"]] = r
+            self.preexisting = set(self.stored)
 
     def _tick(self, n: int = 1) -> None:
         if self.progress is not None:
@@ -303,10 +305,9 @@ class Generator:
         key = row_key(k.id, gsize, lsize, arg_dicts, self.o.args)
         self._tick()
         if key in self.stored:
-            self.summary.rows_resumed += 1
-            return self.stored[key]
-        if key in self.w:  # measured earlier in this run (a rebalance hit a sampled N_WG)
-            return {"status": "duplicate"}
+            if key in self.preexisting:
+                self.summary.rows_resumed += 1
+            return self.stored[key]   # stored before, or earlier in this run (rebalancing hit a sampled N_WG)
         m = self.h.run(k, LaunchConfig(gsize, lsize, args), self.o.timing)
         row = flatten(m, k, key=key, selection=self.o.args, pass_=pass_, regime=regime, n_wg=n_wg, seed=self.o.seed)
         self.w.append(row)
