@@ -393,6 +393,8 @@ class _Builder:
                 if args[j].text != args[0].text or len({lf.text for lf in useful}) < 2:
                     break
                 args[j] = sub()
+            if args[j].text == args[0].text:
+                args[j] = self.const_expr() if self.in_helper or self.chance(0.6) else self.coef_expr()
         if useful and all(a.const for a in args):
             args[-1] = self.pick(useful)
         return args
@@ -490,6 +492,8 @@ class _Builder:
             return self.select(depth, leaves)
         if op == "scale":
             a = sub()
+            if a.const:
+                a = self.pick([lf for lf in leaves if not lf.const] or [a])
             k = self.coef_expr() if self.chance(0.3) and not self.in_helper else self.const_expr()
             return self.binop(k, "*", a, P_MUL) if self.chance(0.5) else self.binop(a, "*", k, P_MUL)
         if op == "hypot":
@@ -552,6 +556,8 @@ class _Builder:
 
     def compare(self, a: _Expr, b: _Expr) -> _Expr:
         op = self.pick((">", "<", ">=", "<="))
+        if a.text == b.text:
+            b = self.const_expr()
         return self.binop(a, op, b, P_CMP)
 
     def select(self, depth: int, leaves: Sequence[_Expr]) -> _Expr:
@@ -559,6 +565,12 @@ class _Builder:
         b = self.leaf(leaves) if self.chance(0.6) else self.expr(depth - 1, leaves)
         c = self.expr(depth - 1, leaves)
         d = self.expr(depth - 1, leaves)
+        for _ in range(3):
+            if d.text != c.text:
+                break
+            d = self.expr(depth - 1, leaves)
+        if d.text == c.text:
+            d = self.const_expr()
         if not (a.vec or b.vec):
             c, d = self.same(c, d)
             cond = self.compare(a, b)
@@ -1013,7 +1025,8 @@ class _Builder:
         self.feat["branches"].append("early_return")
         self.open(f"if ({cond})")
         if self.chance(0.7):
-            self.store(_Expr(self.zero(), self.W > 1) if self.chance(0.5) else e, self.lin_store_index())
+            zvec = self.W > 1 and self.out.mode != "scalar"
+            self.store(_Expr(self.zero(zvec), zvec) if self.chance(0.5) else e, self.lin_store_index())
         self.emit("return;")
         self.close()
 
@@ -1308,9 +1321,12 @@ class _Builder:
         innermost = loops[-1]
         for buf in deferred:
             loop_vals.append(self.load_val(buf, self.loop_index(loops, buf), self.val_names(buf, ["xj", "vj"])))
-        if not deferred and self.chance(0.45):
-            buf = self.pick(self.inputs)
-            if buf.pattern not in ("tiled", "contig+tiled") and not (self.inplace and buf is self.inputs[0]):
+        indexed = any(lp.index_fn is not None for lp in loops)    # stencil / row / column loops read
+        if not deferred and (indexed or self.chance(0.45)):
+            cands = [b for b in self.inputs if b.pattern not in ("tiled", "contig+tiled")
+                     and not (self.inplace and b is self.inputs[0])]
+            if cands:
+                buf = self.pick(cands)
                 loop_vals.append(self.load_val(buf, self.loop_index(loops, buf),
                                                self.val_names(buf, ["xj", "vj", "elem"])))
         wexpr: _Expr | None = None
@@ -1599,11 +1615,17 @@ class _Builder:
             self.emit(f"if ({gn} < {self.zero()}) {gn} = {self.zero()};")
             self.feat["branches"].append("clip")
             g = _Expr(gn)
+        elif self.atomic:
+            gn = self.fresh("r", "res", "val_r")
+            self.emit(f"{self.decl()}{self.VT} {gn} = {self.bc(g).text if self.W > 1 else g.text};")
+            g = _Expr(gn, self.W > 1)
         if map_mode:
             self.store(g, j)
         else:
             assert acc is not None
             self.accumulate(acc, mode, g)
+        if self.atomic:
+            self.global_atomic(g)
         self.scopes.pop()
         self.close()
         if not map_mode:
@@ -1612,6 +1634,15 @@ class _Builder:
             self.store(_Expr(acc, self.W > 1), self.gid)
 
     # ---- branches after the loops
+    def branch_expr(self, leaves: Sequence[_Expr], target: str) -> _Expr:
+        """An expression to assign to ``target`` in a branch (never ``target`` itself)."""
+        e = self.expr(self.rng.randint(1, 2), leaves)
+        if e.text == target or e.const:
+            x = self.pick([lf for lf in leaves if not lf.const and lf.text != target] or
+                          [_Expr(target, self.W > 1)])
+            e = self.unary(x) if self.is_float else self.binop(x, "*", self.const_expr(), P_MUL)
+        return e
+
     def post_branches(self, r: _Val) -> None:
         leaves = [self.vexpr(v) for v in self.values()]
         kinds = {"mod": 2.0, "data": 2.0, "switch": 0.7}
@@ -1637,12 +1668,12 @@ class _Builder:
                 if a.vec or b.vec:
                     cond = f"{self.pick(('any', 'all'))}({cond})"
             self.open(f"if ({cond})")
-            e1 = self.expr(self.rng.randint(1, 2), leaves)
+            e1 = self.branch_expr(leaves, rn)
             self.emit(f"{rn} = {self.bc(e1).text if self.W > 1 else e1.text};")
             self.close()
             if self.chance(0.6):
                 self.open("else")
-                e2 = self.expr(self.rng.randint(1, 2), leaves)
+                e2 = self.branch_expr(leaves, rn)
                 self.emit(f"{rn} = {self.bc(e2).text if self.W > 1 else e2.text};")
                 self.close()
         elif k == "switch":
@@ -1653,7 +1684,7 @@ class _Builder:
                 label = f"case {cidx}:" if cidx < cases - 1 else "default:"
                 self.emit(label)
                 self.level += 1
-                e = self.expr(self.rng.randint(1, 2), leaves)
+                e = self.branch_expr(leaves, rn)
                 op = self.pick(("=", "+=", "*=")) if cidx else "="
                 self.emit(f"{rn} {op} {self.bc(e).text if self.W > 1 else e.text};")
                 self.emit("break;")
@@ -1677,8 +1708,9 @@ class _Builder:
             return e
         name = e.text
         if e.prec != P_ATOM or not re.fullmatch(r"\w+", name):
-            v = self.declare(["rv", "vres", "vr"], e)
-            name = v.name
+            # a temporary, not registered as a value (it may live in a nested block)
+            name = self.fresh("rv", "vres", "vr")
+            self.emit(f"{self.decl()}{self.VT} {name} = {e.text};")
         comps = ["x", "y", "z", "w"][: self.W]
         if self.is_float and self.chance(0.3):
             return self.call("dot", _Expr(name, True), _Expr(name, True), vec=False)
@@ -1701,6 +1733,7 @@ class _Builder:
         lin = self.lin
         if guard:
             self.open(f"if ({lin} < {self.n_name})")
+        guard_line = len(self.lines)
         style = "contig"
         if self.local_pattern in ("reduce", "hist") and self.chance(0.5) and not self.inplace:
             style = "none"
@@ -1743,7 +1776,11 @@ class _Builder:
         if self.atomic and self.local_pattern != "hist":
             self.global_atomic(r)
         if guard:
-            self.close()
+            if len(self.lines) == guard_line:      # nothing was stored: drop the empty block
+                del self.lines[-1]
+                self.level -= 1
+            else:
+                self.close()
 
     def bin_of(self, r: _Expr, bins: int) -> str:
         s = self.scalarize(r)
@@ -1858,7 +1895,7 @@ class _Builder:
             else:
                 r = self.bc(e) if self.W > 1 else e
             if self.local_pattern == "reduce":
-                if self.chance(0.5):
+                if self.atomic or self.chance(0.5):
                     self.final_stores(r)
                 elif self.out.param in self.params and self.out.param.role == "output":
                     self.params.remove(self.out.param)
