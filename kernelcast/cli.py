@@ -299,9 +299,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _extra_commands() -> list[Callable[[Any], None]]:
     """Subcommands of later pipeline stages register here."""
+    from calib.cli import add_parser as calib_parser
     from datagen.cli import add_parsers as datagen_parsers
+    from models.cli import add_parsers as model_parsers
 
-    return [datagen_parsers]
+    regs: list[Callable[[Any], None]] = [datagen_parsers, calib_parser, model_parsers]
+    try:
+        from train.cli import add_parser as train_parser
+    except ImportError as e:          # torch / transformers missing: no 'train'
+        log.debug("kernelcast train unavailable: %s", e)
+    else:
+        regs.append(train_parser)
+    return regs
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,202 @@
+"""``kernelcast calib``: run the calibration microbenchmarks and write a device profile.
+
+Registered by the main command line through :func:`add_parser`; also runnable on its own::
+
+    python -m calib.cli --out calib/profiles/pocl-local.json [--quick] [--device auto] [--meter auto]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+def _usage(msg: str) -> Exception:
+    from kernelcast.cli import UsageError
+
+    return UsageError(msg)
+
+
+def _parse_bytes(text: str) -> int:
+    t = text.strip().lower().replace(" ", "")
+    mult = 1
+    for suffix, m in (("gib", 1 << 30), ("mib", 1 << 20), ("kib", 1 << 10), ("g", 1 << 30), ("m", 1 << 20),
+                      ("k", 1 << 10), ("b", 1)):
+        if t.endswith(suffix):
+            t, mult = t[: -len(suffix)], m
+            break
+    try:
+        v = float(t) * mult
+    except ValueError:
+        raise _usage(f"--max-bytes {text!r}: expected a size such as 64MiB") from None
+    if v < 64 * 1024:
+        raise _usage(f"--max-bytes {text!r}: must be at least 64KiB")
+    return int(v)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from calib.microbench import BENCHES
+
+    p.add_argument("--out", required=True, metavar="PROFILE.json", help="where to write the device profile (JSON)")
+    p.add_argument("--device", help="OpenCL device: auto (default; KERNELCAST_DEVICE), P:D, or part of its name")
+    p.add_argument("--meter", default="auto",
+                   help="energy meter for the energy benchmarks: auto (default), nvml, rapl, none")
+    p.add_argument("--quick", action="store_true",
+                   help="fewer points, fewer configurations and shorter launches (under a minute)")
+    p.add_argument("--only", metavar="LIST",
+                   help=f"comma-separated benchmarks to run (default all: {','.join(BENCHES)})")
+    p.add_argument("--max-bytes", metavar="SIZE", help="largest working set of the memory sweeps (default 512MiB)")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds before a running benchmark kernel is killed")
+    p.add_argument("--json", action="store_true", help="print the profile JSON instead of the table")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``calib`` on the main command line's subparsers."""
+    p = subparsers.add_parser(
+        "calib", help="measure the device with microbenchmarks and write a device profile",
+        description="Run calibration microbenchmarks on an OpenCL device (peak operation rates, bandwidth "
+                    "and latency per memory level, launch / work-group / barrier overheads, and with an "
+                    "energy meter idle power, energy per operation and per access, power against busy "
+                    "compute units and the transient ratio) and write them as a device profile (JSON).",
+        epilog="Values are printed with units and the r^2 of the fit that produced them. Energy values are "
+               "absent when no meter exists (meter none).")
+    add_arguments(p)
+    p.set_defaults(func=run)
+    return p
+
+
+def _benches(only: str | None) -> tuple[str, ...]:
+    from calib.microbench import BENCHES
+
+    if not only:
+        return BENCHES
+    chosen = tuple(b.strip() for b in only.split(",") if b.strip())
+    bad = [b for b in chosen if b not in BENCHES]
+    if bad or not chosen:
+        raise _usage(f"--only {only!r}: unknown benchmark(s) {', '.join(bad) or '(none given)'}; "
+                     f"choose from {', '.join(BENCHES)}")
+    return chosen
+
+
+def format_profile(profile: Any) -> str:
+    """The table the command prints: every value with units, r^2 and source."""
+    from calib.microbench import values_table
+    from kernelcast.cli import fmt_table
+
+    d = profile.device
+    head = [f"device   {d.name} ({d.device_type}, {d.platform.split(' Linux')[0]}, driver {d.driver}), "
+            f"{d.compute_units} compute units, work-group multiple {d.wg_multiple}, "
+            f"max clock {d.max_clock_mhz} MHz",
+            f"meter    {profile.meter}", ""]
+    table = fmt_table(values_table(profile), ["value", "measured", "units", "r2", "source"])
+    tail = [""] + [f"note: {n}" for n in profile.notes]
+    return "\n".join(head) + table + "\n" + "\n".join(tail)
+
+
+def run(args: argparse.Namespace) -> int:
+    from calib.microbench import CalibOptions, run_calibration
+    from instrument.harness import Harness, HarnessError
+    from kernelcast.cli import _check_meter, _device
+
+    out = Path(args.out)
+    if out.is_dir():
+        raise _usage(f"--out {args.out}: is a directory; give a file name such as profile.json")
+    if not out.parent.is_dir():
+        raise _usage(f"--out {args.out}: directory {out.parent} does not exist")
+    benches = _benches(args.only)
+    max_bytes = _parse_bytes(args.max_bytes) if args.max_bytes else None
+    if args.timeout <= 0:
+        raise _usage("--timeout must be positive")
+    _check_meter(args.meter)
+    device = _device(args.device)
+    meter = device.meter if args.meter == "auto" else args.meter
+    want_energy = meter != "none" and "energy" in benches
+    opts = CalibOptions(quick=args.quick, benches=benches, max_bytes=max_bytes)
+
+    bar: Any = None
+    if not args.no_progress and sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(total=len([b for b in benches if b != "energy" or want_energy]), unit="bench",
+                   dynamic_ncols=True, desc="calib", file=sys.stderr)
+    started: list[str] = []
+
+    def on_bench(name: str) -> None:
+        if bar is not None:
+            if started:
+                bar.update(1)
+            bar.set_description(f"calib {name}")
+        started.append(name)
+
+    def on_step(label: str) -> None:
+        if bar is not None:
+            bar.set_postfix_str(label[:40], refresh=True)
+        log.info("calib: %s", label)
+
+    t0 = time.perf_counter()
+    try:
+        with Harness(device, meter="none", timeout_s=args.timeout) as h_time:
+            h_energy = Harness(device, meter=meter, timeout_s=args.timeout) if want_energy else None
+            try:
+                profile, cal = run_calibration(device, h_time, h_energy, opts, meter=meter,
+                                               on_step=on_step, on_bench=on_bench)
+            finally:
+                if h_energy is not None:
+                    h_energy.close()
+    except HarnessError as e:
+        if bar is not None:
+            bar.close()
+        print(f"kernelcast: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        if bar is not None:
+            bar.close()
+        print("kernelcast: calib interrupted; no profile written", file=sys.stderr)
+        return 130
+    if bar is not None:
+        if started:
+            bar.update(1)
+        bar.close()
+    wall = time.perf_counter() - t0
+    if not profile.values:
+        print(f"kernelcast: error: calibration measured nothing ({'; '.join(cal.failures) or 'no benchmark ran'}); "
+              f"no profile written", file=sys.stderr)
+        return 1
+    profile.save(out)
+    if args.json:
+        print(profile.to_json(), end="")
+    else:
+        print(format_profile(profile))
+        print(f"\nprofile written to {out} ({len(profile.values)} values, {cal.n_runs} measurements, {wall:.1f} s)")
+    if cal.failures:
+        print(f"kernelcast: warning: {len(cal.failures)} measurement(s) failed (see the notes)", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from kernelcast.log import setup_logging
+
+    parser = argparse.ArgumentParser(prog="python -m calib.cli",
+                                     description="Calibrate an OpenCL device and write a device profile.")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-v, -vv)")
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    setup_logging(args.verbose)
+    from kernelcast.cli import UsageError
+
+    try:
+        return run(args)
+    except UsageError as e:
+        print(f"kernelcast: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,324 @@
+"""OpenCL C sources of the calibration microbenchmarks, and the work each one does.
+
+Every kernel is generated here from a few parameters (vector width, number of independent
+chains, ...) and named after them, so a measurement can be turned back into a rate from the
+kernel name and launch configuration alone (:func:`op_kernel_work` and friends); the tests'
+fake harness uses the same accounting to synthesise measurements.
+
+Design notes
+------------
+* **Peak rates** (``kc_op_<class>_w<W>k<K>``): each work-item keeps ``K`` independent
+  accumulators of an OpenCL vector type of width ``W`` and updates each of them once per loop
+  iteration with a dependent operation (``a = fma(a, s, t)``, ``a = sin(a)``, ...). ``K x W``
+  independent chains give the instruction-level parallelism the units need; the loop count is a
+  run-time argument so one build serves every duration, and only one value per work-item is
+  written at the end, so memory traffic is negligible. The update forms are chosen so that a
+  compiler may not fold the loop away (no ``-cl-fast-relaxed-math``, so no reassociation; the
+  integer add is a two-variable recurrence that scalar evolution cannot close) and so that the
+  values stay normal (no denormal slow paths): multiplications alternate ``s`` and ``1/s``,
+  ``fma(a, 0.999, 0.001)`` converges to 1, ``s / a`` oscillates, ``exp(-a)`` converges.
+  PoCL on a CPU vectorises explicit vector types but, for these loops, not the implicit
+  work-item loop, hence the vector width parameter; on a GPU a vector is ``W`` independent
+  scalar instructions.
+* **Streaming read** (``kc_stream_read[_blk]_v<W>``): a read of a buffer of ``n`` vectors,
+  ``passes`` times inside the kernel, two accumulators per work-item, either grid-stride
+  (coalesced on a GPU) or one contiguous chunk per work-item (PoCL on a CPU runs a work-item's
+  whole loop before the next one's, so grid-stride becomes a 1 MiB-stride walk there, 4x slower
+  from DRAM); calibration probes both and keeps the faster. A barrier ends every pass and the
+  kernel is launched with one work-group per compute unit: without it, a CPU driver runs one
+  work-item's passes back to back and re-reads a few hundred bytes from L1 instead of the
+  working set; with it, every work-group re-reads its whole share (working set / compute units)
+  between passes, on a GPU as on a CPU. A working set that fits a cache level stays there; the
+  warm-up launches of the harness fill it.
+* **Pointer chasing** (``kc_chase``): the harness can only bind buffers initialised to
+  random / zeros / ones, so the chain is built *by the kernel itself*: one work-group writes
+  ``next[sigma(k)] = sigma(k + 1)`` for a pseudo-random bijection ``sigma`` of ``[0, m)``
+  (multiply by an odd constant and xor-shift, both invertible modulo ``2^b``), so the chain is a
+  single cycle through all ``m`` nodes in an order no stride prefetcher follows; after a barrier,
+  work-item 0 follows ``steps`` dependent loads. The build pass is also the warm-up of the
+  working set (as in Delestrac et al., section V-B, where a warm-up loop precedes the
+  measurement loop). The build cost is removed by measuring the same kernel with several step
+  counts (one of them 0) and taking the slope of time against steps.
+* **Launch / work-group / barrier overheads**: an empty kernel, a kernel whose work-items do
+  nothing (a never-true branch), and a loop of ``nb`` barriers (``nb`` a run-time argument).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from kernelcast.schema import Kernel
+
+#: nodes of the pointer chase are this many bytes apart (a CPU cache line; two 32 B GPU sectors)
+CHASE_NODE_BYTES = 64
+_CHASE_NODE_UINTS = CHASE_NODE_BYTES // 4
+
+
+@dataclass(frozen=True)
+class OpClass:
+    """One operation class of the peak-rate benchmark."""
+
+    name: str
+    base: str                 # OpenCL scalar type of the accumulators: float / double / uint
+    update: str               # one update of accumulator {a} (and, for pairs, its partner {b})
+    ops_per_update: int       # operations one update performs
+    init: str                 # scalar initial value; {k} is the chain index
+    s: float | int            # value of scalar argument s
+    t: float | int            # value of scalar argument t
+    pairs: bool = False       # updates couple accumulators k and k+1 (K must be even)
+    description: str = ""
+
+    @property
+    def needs_fp64(self) -> bool:
+        return self.base == "double"
+
+
+OP_CLASSES: dict[str, OpClass] = {c.name: c for c in (
+    OpClass("fp32_add", "float", "{a} = {a} + s;", 1, "1.0f + 0.01f * {k}", 1e-7, 0.0,
+            description="fp32 add"),
+    OpClass("fp32_mul", "float", "{a} = {a} * s; {a} = {a} * t;", 2, "1.0f + 0.01f * {k}", 0.999, 1 / 0.999,
+            description="fp32 multiply"),
+    OpClass("fp32_fma", "float", "{a} = fma({a}, s, t);", 1, "1.0f + 0.01f * {k}", 0.999, 0.001,
+            description="fp32 fused multiply-add (2 flops)"),
+    OpClass("fp64_fma", "double", "{a} = fma({a}, s, t);", 1, "1.0 + 0.01 * {k}", 0.999, 0.001,
+            description="fp64 fused multiply-add (2 flops)"),
+    OpClass("int32_add", "uint", "{a} = {a} + {b}; {b} = {b} + {a};", 2, "(uint)({k} + 1)", 0, 0, pairs=True,
+            description="32-bit integer add"),
+    OpClass("int32_mul", "uint", "{a} = {a} * s;", 1, "(uint)(2 * {k} + 1)", 0x9E3779B1, 0,
+            description="32-bit integer multiply"),
+    OpClass("fp32_div", "float", "{a} = s / {a};", 1, "1.0f + 0.01f * {k}", 1.7, 0.0,
+            description="fp32 division (full precision)"),
+    OpClass("sin", "float", "{a} = sin({a});", 1, "1.0f + 0.01f * {k}", 0.0, 0.0,
+            description="fp32 sin (full precision builtin)"),
+    OpClass("exp", "float", "{a} = exp(-{a});", 1, "0.5f + 0.01f * {k}", 0.0, 0.0,
+            description="fp32 exp (full precision builtin)"),
+    OpClass("sqrt", "float", "{a} = sqrt({a});", 1, "2.0f + 0.01f * {k}", 0.0, 0.0,
+            description="fp32 sqrt (full precision builtin)"),
+    OpClass("native_sin", "float", "{a} = native_sin({a});", 1, "1.0f + 0.01f * {k}", 0.0, 0.0,
+            description="fp32 native_sin (special-function unit where one exists)"),
+    OpClass("native_exp", "float", "{a} = native_exp(-{a});", 1, "0.5f + 0.01f * {k}", 0.0, 0.0,
+            description="fp32 native_exp (special-function unit where one exists)"),
+    OpClass("native_sqrt", "float", "{a} = native_sqrt({a});", 1, "2.0f + 0.01f * {k}", 0.0, 0.0,
+            description="fp32 native_sqrt (special-function unit where one exists)"),
+)}
+
+_FP64_PRAGMA = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
+_OP_NAME_RE = re.compile(r"^kc_(?:op_(?P<cls>[a-z0-9_]+?)|busy)_w(?P<w>\d+)k(?P<k>\d+)$")
+
+
+def op_kernel_name(cls: str, width: int, chains: int) -> str:
+    return f"kc_op_{cls}_w{width}k{chains}"
+
+
+def op_kernel(cls: str, width: int, chains: int, *, name: str | None = None) -> Kernel:
+    """The peak-rate kernel of one operation class.
+
+    Signature: ``(__global T<W>* out, T s, T t, uint iters)``; ``out`` has one element per
+    work-item. ``name`` overrides the kernel name (the power-scaling kernel ``kc_busy_*`` is the
+    fp32 FMA kernel under another name).
+    """
+    c = OP_CLASSES[cls]
+    if width not in (1, 2, 4, 8, 16):
+        raise ValueError(f"vector width {width} is not an OpenCL vector width")
+    if chains < 1 or (c.pairs and chains % 2):
+        raise ValueError(f"{cls} needs {'an even number' if c.pairs else 'at least one'} of chains, got {chains}")
+    vt = c.base if width == 1 else f"{c.base}{width}"
+    kname = name or op_kernel_name(cls, width, chains)
+    decl = "\n".join(f"  {vt} a{k} = ({vt})({c.init.format(k=k)});" for k in range(chains))
+    if c.pairs:
+        body = "\n".join("    " + c.update.format(a=f"a{k}", b=f"a{k + 1}") for k in range(0, chains, 2))
+    else:
+        body = "\n".join("    " + c.update.format(a=f"a{k}") for k in range(chains))
+    total = " + ".join(f"a{k}" for k in range(chains))
+    src = (
+        (_FP64_PRAGMA if c.needs_fp64 else "")
+        + f"__kernel void {kname}(__global {vt}* out, {c.base} s, {c.base} t, uint iters) {{\n"
+        + f"{decl}\n"
+        + "  for (uint i = 0; i < iters; ++i) {\n"
+        + f"{body}\n"
+        + "  }\n"
+        + f"  out[get_global_id(0)] = {total};\n"
+        + "}\n"
+    )
+    return Kernel(src, kname, origin=f"calib:{kname}")
+
+
+def busy_kernel(width: int, chains: int) -> Kernel:
+    """The fp32 FMA kernel under the name ``kc_busy_w<W>k<K>``, used for the power benchmarks."""
+    return op_kernel("fp32_fma", width, chains, name=f"kc_busy_w{width}k{chains}")
+
+
+def ops_per_iter(cls: str, width: int, chains: int) -> int:
+    """Operations one work-item performs per loop iteration."""
+    c = OP_CLASSES[cls]
+    updates = chains // 2 if c.pairs else chains
+    return updates * c.ops_per_update * width
+
+
+def parse_op_kernel_name(name: str) -> tuple[str, int, int] | None:
+    """``(class, width, chains)`` of a ``kc_op_*`` or ``kc_busy_*`` kernel name, else ``None``."""
+    m = _OP_NAME_RE.match(name)
+    if not m:
+        return None
+    return (m.group("cls") or "fp32_fma", int(m.group("w")), int(m.group("k")))
+
+
+# ---------------------------------------------------------------------------------------------
+# memory
+
+
+STREAM_LAYOUTS = ("strided", "blocked")
+
+
+def stream_read_kernel(width: int, layout: str = "strided") -> Kernel:
+    """Read ``n`` ``float<W>`` elements ``passes`` times.
+
+    ``strided``: grid-stride loop (work-item ``g`` reads ``g, g + G, ...``), coalesced on GPUs.
+    ``blocked``: work-item ``g`` reads the contiguous chunk ``[g * c, (g + 1) * c)``, which suits a
+    CPU driver that runs a work-item's whole loop before the next work-item's.
+
+    Signature: ``(__global const float<W>* a, __global float<W>* out, uint n, uint passes)``;
+    ``out`` has one element per work-item. Bytes read per launch: ``passes * n * 4 * W``.
+    Launch at most as many work-groups as can be resident at once (one per compute unit), so
+    that every pass reads the whole working set before the next begins."""
+    if layout not in STREAM_LAYOUTS:
+        raise ValueError(f"unknown stream layout {layout!r} ({', '.join(STREAM_LAYOUTS)})")
+    vt = f"float{width}"
+    if layout == "strided":
+        name = f"kc_stream_read_v{width}"
+        bounds = "  uint lo = g, hi = n, st = G;\n"
+    else:
+        name = f"kc_stream_read_blk_v{width}"
+        bounds = ("  const uint chunk = (n + G - 1u) / G;\n"
+                  "  uint lo = min(g * chunk, n), hi = min(lo + chunk, n), st = 1u;\n")
+    src = f"""__kernel void {name}(__global const {vt}* a, __global {vt}* out, uint n, uint passes) {{
+  const uint g = get_global_id(0);
+  const uint G = get_global_size(0);
+{bounds}  {vt} s0 = ({vt})(0.0f);
+  {vt} s1 = ({vt})(0.0f);
+  for (uint p = 0; p < passes; ++p) {{
+    uint i = lo;
+    for (; i + st < hi; i += 2u * st) {{
+      s0 += a[i];
+      s1 += a[i + st];
+    }}
+    if (i < hi) s0 += a[i];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }}
+  out[g] = s0 + s1;
+}}
+"""
+    return Kernel(src, name, origin=f"calib:{name}")
+
+
+def parse_stream_kernel_name(name: str) -> tuple[str, int] | None:
+    """``(layout, width)`` of a streaming-read kernel name, else ``None``."""
+    m = re.match(r"^kc_stream_read_(blk_)?v(\d+)$", name)
+    if not m:
+        return None
+    return ("blocked" if m.group(1) else "strided", int(m.group(2)))
+
+
+def local_read_kernel(width: int) -> Kernel:
+    """Each work-group fills ``n`` ``float<W>`` of local memory, then reads them ``passes`` times.
+
+    Signature: ``(__global float<W>* out, __local float<W>* buf, uint n, uint passes)``. Bytes
+    read from local memory per launch: ``n_workgroups * passes * n * 4 * W``."""
+    vt = f"float{width}"
+    name = f"kc_local_read_v{width}"
+    src = f"""__kernel void {name}(__global {vt}* out, __local {vt}* buf, uint n, uint passes) {{
+  const uint l = get_local_id(0);
+  const uint L = get_local_size(0);
+  for (uint i = l; i < n; i += L) buf[i] = ({vt})((float)i);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  {vt} s0 = ({vt})(0.0f);
+  {vt} s1 = ({vt})(0.0f);
+  for (uint p = 0; p < passes; ++p) {{
+    uint i = l;
+    for (; i + L < n; i += 2 * L) {{
+      s0 += buf[i];
+      s1 += buf[i + L];
+    }}
+    if (i < n) s0 += buf[i];
+  }}
+  out[get_global_id(0)] = s0 + s1;
+}}
+"""
+    return Kernel(src, name, origin=f"calib:{name}")
+
+
+def chase_kernel() -> Kernel:
+    """Pointer chase over ``m = 2^bits`` nodes of ``CHASE_NODE_BYTES`` each (one work-group).
+
+    Signature: ``(__global uint* buf, __global uint* out, uint bits, uint steps)``; ``buf`` holds
+    ``m * CHASE_NODE_BYTES / 4`` uints, ``out`` one. Launch exactly one work-group."""
+    name = "kc_chase"
+    node = _CHASE_NODE_UINTS
+    src = f"""uint kc_sigma(uint x, uint bits, uint mask) {{
+  const uint sh = (bits + 1u) >> 1;
+  x = (x * 0x9E3779B1u) & mask;
+  x ^= x >> sh;
+  x = (x * 0x85EBCA6Bu) & mask;
+  x ^= x >> sh;
+  x = (x * 0xC2B2AE35u) & mask;
+  return x;
+}}
+
+__kernel void {name}(__global uint* buf, __global uint* out, uint bits, uint steps) {{
+  const uint mask = (bits >= 32u) ? 0xFFFFFFFFu : ((1u << bits) - 1u);
+  const uint l = get_local_id(0);
+  const uint L = get_local_size(0);
+  for (uint k = l; k <= mask; k += L) {{
+    buf[kc_sigma(k, bits, mask) * {node}u] = kc_sigma((k + 1u) & mask, bits, mask) * {node}u;
+  }}
+  barrier(CLK_GLOBAL_MEM_FENCE);
+  if (l == 0u) {{
+    uint p = kc_sigma(0u, bits, mask) * {node}u;
+    for (uint s = 0; s < steps; ++s) p = buf[p];
+    out[0] = p;
+  }}
+}}
+"""
+    return Kernel(src, name, origin=f"calib:{name}")
+
+
+def chase_nodes(bits: int) -> int:
+    return 1 << bits
+
+
+def chase_buffer_uints(bits: int) -> int:
+    return chase_nodes(bits) * _CHASE_NODE_UINTS
+
+
+# ---------------------------------------------------------------------------------------------
+# overheads
+
+
+def empty_kernel() -> Kernel:
+    name = "kc_empty"
+    return Kernel(f"__kernel void {name}(__global uint* a) {{ }}\n", name, origin=f"calib:{name}")
+
+
+def nop_kernel() -> Kernel:
+    """Work-items that do nothing: a store behind a branch that is never taken (``flag`` is
+    0xFFFFFFFF), so the compiler must keep the kernel but no work-item touches memory."""
+    name = "kc_nop"
+    src = f"__kernel void {name}(__global uint* a, uint flag) {{ if (get_global_id(0) == flag) a[0] = 1u; }}\n"
+    return Kernel(src, name, origin=f"calib:{name}")
+
+
+def barrier_kernel() -> Kernel:
+    """``nb`` work-group barriers in a loop, nothing else (``nb = 0`` is the same kernel without)."""
+    name = "kc_barrier"
+    src = f"""__kernel void {name}(__global uint* out, uint nb) {{
+  for (uint i = 0; i < nb; ++i) barrier(CLK_LOCAL_MEM_FENCE);
+  if (get_local_id(0) == 0u) out[get_group_id(0)] = nb;
+}}
+"""
+    return Kernel(src, name, origin=f"calib:{name}")
+
+
+def host_overhead_source() -> tuple[str, str]:
+    """Source and name of the empty kernel the host-side overhead probe launches."""
+    return "__kernel void kc_host_empty(__global uint* a) { }\n", "kc_host_empty"

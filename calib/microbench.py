@@ -1,0 +1,985 @@
+"""Calibration microbenchmarks: run the kernels of :mod:`calib.kernels` through the harness and
+turn the measurements into :class:`~calib.profile.ProfileValue` entries of a device profile.
+
+What each benchmark reports (names as in :data:`calib.profile.VALUE_NAMES`):
+
+``launch``     ``launch_overhead_us``: median device (OpenCL event start -> end) time of an empty
+               kernel of one work-item. It excludes the host side; see ``host``.
+``peak``       ``peak_<class>_gops`` per operation class, and ``peak_fp32_gflops`` /
+               ``peak_fp64_gflops`` (2 flops per FMA): long dependent chains, ``K x W``
+               independent chains per work-item, ``2 x CUs x max work-group`` work-items; the best
+               of a few vector shapes and work-group sizes. The loop count is scaled until one
+               launch takes the target time (5 ms; 3 ms with ``quick``); the rate is that of the
+               fastest of the timed launches, as befits a peak.
+``bandwidth``  read bandwidth against working-set size (a curve), cache levels found as
+               plateaus of that curve (``bw_level<i>_gbs``, ``cache_level<i>_bytes``) and
+               ``dram_bw_gbs``, the plateau of the largest working sets.
+``local``      ``bw_local_gbs``: local (shared) memory read bandwidth.
+``latency``    pointer-chasing latency against working-set size (a curve), its plateaus
+               (``latency_level<i>_ns``) and ``dram_latency_ns``. Latency is the slope of kernel
+               time against the number of dependent loads (the kernel builds its chain first;
+               the slope removes that cost).
+``wg``         ``wg_overhead_us``: slope of device time against the number of work-groups of a
+               kernel whose work-items do nothing.
+``barrier``    ``barrier_ns``: slope of device time against the number of barriers in a loop
+               (one work-group per compute unit; 0 barriers is the kernel without).
+``host``       ``host_launch_latency_us`` (host wall time of enqueue + wait for an empty kernel)
+               and ``host_launch_throughput_us`` (host wall time per launch of many back-to-back
+               launches), measured in a separate process with pyopencl directly, because the
+               harness reports device time only.
+``energy``     with an energy meter only: ``idle_power_w``; ``energy_per_op_<class>_pj`` (slope
+               of dynamic energy against operation count) and FlipFlop's
+               ``power_coeff_<class>_pj`` = (P_saturated - P_idle) / max ops per s;
+               ``energy_per_access_level<i>_pj`` and ``energy_per_access_local_pj`` per 32 B
+               access (Delestrac et al. eq. 4: slope of dynamic energy against accesses);
+               ``power_cu_{alpha_w,beta,delta_w}``: P(n) = alpha n^beta + delta over n busy
+               work-groups (one per compute unit); ``transient_ratio`` r = P_short / P_sustained.
+
+Sweeps over working-set sizes stop at ``min(512 MiB, global memory / 4, max allocation)`` and
+also when the next point would exceed a wall-time budget (the harness initialises and checks
+every buffer on the host, which costs seconds for hundreds of MiB).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Protocol
+
+import numpy as np
+
+from calib import kernels as K
+from calib.fits import Plateau, find_plateaus, linear_fit, power_law_fit
+from calib.profile import Curve, DeviceIdentity, DeviceProfile
+from instrument.backends.opencl import DeviceInfo
+from instrument.runner import TimingPolicy
+from kernelcast.schema import ArgBinding, Kernel, LaunchConfig, Measurement
+
+log = logging.getLogger(__name__)
+
+KiB = 1024
+MiB = 1024 * KiB
+MAX_ITERS = (1 << 31) - 1
+#: bytes of one "access" in the per-access energies (an NVIDIA sector, as in Delestrac et al.)
+ACCESS_BYTES = 32
+
+BENCHES = ("launch", "peak", "bandwidth", "local", "latency", "wg", "barrier", "host", "energy")
+DEFAULT_CLASSES = tuple(K.OP_CLASSES)
+QUICK_CLASSES = ("fp32_add", "fp32_mul", "fp32_fma", "fp64_fma", "int32_add", "int32_mul",
+                 "fp32_div", "sin", "exp", "sqrt")
+QUICK_ENERGY_CLASSES = ("fp32_fma", "fp64_fma", "int32_add", "sin")
+
+
+class Runner(Protocol):
+    """What the benchmarks need of a harness (:class:`instrument.harness.Harness` is one)."""
+
+    def run(self, kernel: Kernel, config: LaunchConfig, policy: TimingPolicy | None = None) -> Measurement:
+        ...
+
+
+@dataclass
+class CalibOptions:
+    """What to run and how long to spend."""
+
+    quick: bool = False
+    benches: tuple[str, ...] = BENCHES
+    op_classes: tuple[str, ...] | None = None     # default: all (quick: QUICK_CLASSES)
+    min_bytes: int = 16 * KiB
+    max_bytes: int | None = None                  # cap of working sets (default 512 MiB)
+    target_s: float | None = None                 # device time of one launch (5 ms; quick 3 ms)
+    sweep_budget_s: float | None = None           # wall budget of the bandwidth sweep (60 s; quick 15 s)
+    latency_budget_s: float | None = None         # wall budget of the latency sweep (45 s; quick 15 s)
+    host_overhead: bool = True
+
+    @property
+    def launch_target_s(self) -> float:
+        return self.target_s if self.target_s is not None else (0.003 if self.quick else 0.005)
+
+    @property
+    def bw_budget_s(self) -> float:
+        return self.sweep_budget_s if self.sweep_budget_s is not None else (15.0 if self.quick else 60.0)
+
+    @property
+    def lat_budget_s(self) -> float:
+        return self.latency_budget_s if self.latency_budget_s is not None else (15.0 if self.quick else 45.0)
+
+
+@dataclass
+class OpBest:
+    """The best configuration found for one operation class."""
+
+    cls: str
+    width: int
+    chains: int
+    items: int
+    lsize: int
+    iters: int
+    time_s: float
+    rate: float                      # ops/s
+    configs_tried: int = 0
+
+
+@dataclass
+class StreamPoint:
+    size: int                        # working set, bytes
+    n: int                           # vectors
+    items: int
+    lsize: int
+    passes: int
+    time_s: float
+    bw: float                        # bytes/s
+
+
+@dataclass
+class CalibState:
+    """What later benchmarks reuse from earlier ones."""
+
+    launch_s: float = 0.0
+    op_best: dict[str, OpBest] = field(default_factory=dict)
+    stream_width: int = 4
+    stream_layout: str = "strided"
+    stream_points: list[StreamPoint] = field(default_factory=list)
+    bw_plateaus: list[Plateau] = field(default_factory=list)
+    local: dict[str, Any] = field(default_factory=dict)
+
+
+def _today() -> str:
+    return datetime.now(timezone.utc).date().isoformat()
+
+
+def _loadavg() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
+def _pow2_floor(x: int) -> int:
+    return 1 << max(0, int(x).bit_length() - 1)
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if n == int(n) else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def size_ladder(lo: int, hi: int, *, fine_until: int, fine: float, coarse: float, align: int = 4 * KiB) -> list[int]:
+    """Working-set sizes from ``lo`` to ``hi``: ratio ``fine`` up to ``fine_until``, then ``coarse``."""
+    out: list[int] = []
+    x = float(lo)
+    while x <= hi * 1.0001:
+        s = max(align, int(round(x / align)) * align)
+        if not out or s > out[-1]:
+            out.append(s)
+        x *= fine if x < fine_until * 0.999 else coarse
+    return out
+
+
+class Calibrator:
+    """Runs the benchmarks and fills a :class:`DeviceProfile`.
+
+    ``runner`` times kernels (a harness with meter ``none`` is best: no meter windows);
+    ``energy_runner``, when given, is a harness with an energy meter and is used only by the
+    ``energy`` benchmark. ``on_step`` is called with a label before every measurement.
+    """
+
+    def __init__(self, device: DeviceInfo, runner: Runner, energy_runner: Runner | None = None,
+                 options: CalibOptions | None = None, on_step: Callable[[str], None] | None = None,
+                 on_bench: Callable[[str], None] | None = None, meter: str = "none"):
+        self.device = device
+        self.runner = runner
+        self.energy_runner = energy_runner
+        self.opt = options or CalibOptions()
+        self.on_step = on_step
+        self.on_bench = on_bench
+        self.date = _today()
+        self.state = CalibState()
+        self.failures: list[str] = []
+        self.n_runs = 0
+        self.last_wall_s = 0.0
+        self.seconds: dict[str, float] = {}
+        self.profile = DeviceProfile(device=DeviceIdentity.from_device_info(device), kind="measured",
+                                     meter=meter if energy_runner is not None else "none")
+        self.cu = max(1, int(device.compute_units))
+        self.max_wg = max(1, int(device.max_work_group_size))
+        self.mult = max(1, int(device.preferred_wg_multiple or 1))
+        self.ls = min(256, _pow2_floor(self.max_wg))
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def _src(self, bench: str) -> str:
+        return f"measured: calib {bench} on {self.date}"
+
+    def _policy(self, energy: bool = False, idle_s: float = 0.2) -> TimingPolicy:
+        if energy:
+            return TimingPolicy(warmup=1, min_repeats=3, min_time_s=0.05, max_repeats=100000,
+                                max_time_s=20.0, idle_s=idle_s)
+        if self.opt.quick:
+            return TimingPolicy(warmup=1, min_repeats=3, min_time_s=0.012, max_repeats=2000,
+                                max_time_s=3.0, idle_s=0.0)
+        return TimingPolicy(warmup=1, min_repeats=10, min_time_s=0.05, max_repeats=5000,
+                            max_time_s=4.0, idle_s=0.0)
+
+    def _measure(self, kernel: Kernel, config: LaunchConfig, label: str, *, energy: bool = False,
+                 policy: TimingPolicy | None = None, quiet_compile_error: bool = False) -> Measurement | None:
+        runner = self.energy_runner if energy else self.runner
+        assert runner is not None
+        if self.on_step is not None:
+            self.on_step(label)
+        t0 = time.perf_counter()
+        m = runner.run(kernel, config, policy or self._policy(energy))
+        self.last_wall_s = time.perf_counter() - t0
+        self.n_runs += 1
+        if m.status != "ok" or m.time is None:
+            msg = f"{label}: {m.status}: {m.reason}".rstrip(": ")
+            if not (quiet_compile_error and m.status == "compile_error"):
+                self.failures.append(msg)
+                log.warning("calib %s", msg)
+            else:
+                log.info("calib %s", msg)
+            return None
+        return m
+
+    def _fit_lsize(self, items: int, want: int) -> int:
+        ls = max(1, min(want, items))
+        while items % ls:
+            ls -= 1
+        return ls
+
+    # -- driver ----------------------------------------------------------------------------
+
+    def run(self) -> DeviceProfile:
+        """Run the selected benchmarks in pipeline order; a failing benchmark is noted, not fatal."""
+        t_all = time.perf_counter()
+        load0 = _loadavg()
+        for bench in BENCHES:
+            if bench not in self.opt.benches:
+                continue
+            if bench == "energy" and self.energy_runner is None:
+                continue
+            if bench == "host" and not self.opt.host_overhead:
+                continue
+            if self.on_bench is not None:
+                self.on_bench(bench)
+            t0 = time.perf_counter()
+            try:
+                getattr(self, f"bench_{bench}")()
+            except Exception as e:  # noqa: BLE001 - one broken benchmark must not lose the others
+                log.exception("calib benchmark %s failed", bench)
+                self.failures.append(f"{bench}: {type(e).__name__}: {e}")
+            self.seconds[bench] = time.perf_counter() - t0
+        p = self.profile
+        if self.energy_runner is None or not p.has_energy:
+            p.meter = "none" if self.energy_runner is None else p.meter
+            p.notes.append(f"energy values absent: no energy meter (meter {p.meter})"
+                           if self.energy_runner is None else
+                           f"energy values absent: meter {p.meter} returned no energy")
+        p.notes.append(f"calibration: {self.n_runs} measurements in {time.perf_counter() - t_all:.1f} s"
+                       + (" (quick)" if self.opt.quick else "")
+                       + "; seconds per benchmark: "
+                       + ", ".join(f"{k} {v:.1f}" for k, v in self.seconds.items()))
+        if load0 is not None:
+            busy_cpu = "CPU" in (self.device.type or "") and load0 > 0.5
+            p.notes.append(f"host 1-minute load average {load0:.2f} before calibration"
+                           + (" (other processes were using the host CPUs: on a CPU device the measured rates "
+                              "are then lower than on an idle host)" if busy_cpu else ""))
+        for f in self.failures:
+            p.notes.append(f"failed: {f}")
+        return p
+
+    # -- launch ----------------------------------------------------------------------------
+
+    def bench_launch(self) -> None:
+        m = self._measure(K.empty_kernel(), LaunchConfig((1,), (1,), [ArgBinding("a", "buffer", "uint", 1)]),
+                          "launch: empty kernel")
+        if m is None:
+            return
+        t = m.time
+        assert t is not None
+        self.state.launch_s = t.median_us * 1e-6
+        self.profile.set("launch_overhead_us", t.median_us, "us", self._src("launch"), notes=(
+            f"median OpenCL event time (start to end) of an empty kernel with one work-item over "
+            f"{t.repeats} launches (min {t.min_us:.3g} us, IQR {t.iqr_us:.3g} us); device side only: "
+            f"excludes enqueue and queueing on the host (host_launch_latency_us)"))
+
+    # -- peak rates ------------------------------------------------------------------------
+
+    def _op_config(self, cls: str, width: int, items: int, lsize: int, iters: int) -> LaunchConfig:
+        c = K.OP_CLASSES[cls]
+        vt = c.base if width == 1 else f"{c.base}{width}"
+        return LaunchConfig((items,), (lsize,), [
+            ArgBinding("out", "buffer", vt, items, init="zeros"),
+            ArgBinding("s", "scalar", c.base, value=c.s),
+            ArgBinding("t", "scalar", c.base, value=c.t),
+            ArgBinding("iters", "scalar", "uint", value=int(iters)),
+        ])
+
+    def _timed_op(self, kernel: Kernel, cls: str, width: int, chains: int, items: int, lsize: int,
+                  rate_est: float | None) -> OpBest | None:
+        """Scale the loop count until a launch takes the target time; the resulting rate."""
+        opi = K.ops_per_iter(cls, width, chains)
+        target = self.opt.launch_target_s
+        if rate_est:
+            iters = int(min(MAX_ITERS, max(1, round(target * rate_est / (items * opi)))))
+        else:
+            iters = 4
+        m: Measurement | None = None
+        t = 0.0
+        for _ in range(5):
+            m = self._measure(kernel, self._op_config(cls, width, items, lsize, iters),
+                              f"peak {cls} w{width}k{chains} wg{lsize} x{iters}", quiet_compile_error=True)
+            if m is None:
+                return None
+            assert m.time is not None
+            t = m.time.min_us * 1e-6      # a peak: the fastest launch (robust to a busy host)
+            if t >= 0.5 * target or iters >= MAX_ITERS:
+                break
+            busy = max(t - self.state.launch_s, 0.05 * t, 1e-7)
+            iters = int(min(MAX_ITERS, max(2 * iters, math.ceil(iters * target / busy))))
+        if m is None or t <= 0:
+            return None
+        return OpBest(cls, width, chains, items, lsize, iters, t, items * iters * opi / t)
+
+    def _shapes(self, cls: str) -> list[tuple[int, int]]:
+        if K.OP_CLASSES[cls].base == "double":
+            return [(4, 8), (8, 8)]
+        return [(4, 8), (16, 8)]
+
+    def bench_peak(self) -> None:
+        classes = self.opt.op_classes or (QUICK_CLASSES if self.opt.quick else DEFAULT_CLASSES)
+        unknown = [c for c in classes if c not in K.OP_CLASSES]
+        if unknown:
+            raise ValueError(f"unknown operation classes {unknown}")
+        items = self.cu * self.max_wg * 2
+        lsizes = [self._fit_lsize(items, self.ls)]
+        if not self.opt.quick:
+            big = self._fit_lsize(items, self.max_wg)
+            if big not in lsizes:
+                lsizes.append(big)
+        quick_shape: dict[int, tuple[int, int]] = {}     # element bytes -> winning shape (quick)
+        for cls in classes:
+            c = K.OP_CLASSES[cls]
+            esize = 8 if c.base == "double" else 4
+            shapes = self._shapes(cls)
+            if self.opt.quick and esize in quick_shape:
+                shapes = [quick_shape[esize]]
+            best: OpBest | None = None
+            tried = 0
+            unsupported = False
+            for w, k in shapes:
+                r = self._timed_op(K.op_kernel(cls, w, k), cls, w, k, items, lsizes[0],
+                                   best.rate if best else None)
+                tried += 1
+                if r is None:
+                    unsupported = True
+                    continue
+                unsupported = False
+                if best is None or r.rate > best.rate:
+                    best = r
+            if best is not None:
+                for ls in lsizes[1:]:
+                    r = self._timed_op(K.op_kernel(cls, best.width, best.chains), cls, best.width, best.chains,
+                                       items, ls, best.rate)
+                    tried += 1
+                    if r is not None and r.rate > best.rate:
+                        best = r
+            if best is None:
+                why = "does not build (no cl_khr_fp64?)" if unsupported and c.needs_fp64 else "failed"
+                self.profile.notes.append(f"peak {cls}: {why}; no value")
+                continue
+            if self.opt.quick:
+                quick_shape.setdefault(esize, (best.width, best.chains))
+            best.configs_tried = tried
+            self.state.op_best[cls] = best
+            self.profile.set(f"peak_{cls}_gops", best.rate / 1e9, "Gop/s", self._src("peak"), notes=(
+                f"{c.description}; {best.items} work-items in work-groups of {best.lsize}, "
+                f"{best.chains} chains of {best.width}-wide vectors per work-item, {best.iters} iterations: "
+                f"{best.time_s * 1e6:.0f} us for the fastest launch; best of {tried} configurations"))
+        for cls, name in (("fp32_fma", "peak_fp32_gflops"), ("fp64_fma", "peak_fp64_gflops")):
+            b = self.state.op_best.get(cls)
+            if b is not None:
+                self.profile.set(name, 2 * b.rate / 1e9, "GFLOP/s", self._src("peak"),
+                                 notes=f"2 flops per FMA x peak_{cls}_gops")
+
+    # -- bandwidth -------------------------------------------------------------------------
+
+    def _cap_bytes(self) -> int:
+        cap = self.opt.max_bytes or 512 * MiB
+        cap = min(cap, self.device.global_mem_bytes // 4, self.device.max_alloc_bytes - 64 * KiB)
+        return max(cap, self.opt.min_bytes)
+
+    def _stream_lsizes(self) -> list[int]:
+        """Work-group sizes tried at every working set: large (GPUs) and the work-group multiple
+        (CPU drivers, where a work-group is a loop over its work-items)."""
+        big = min(1024, _pow2_floor(self.max_wg))
+        small = min(big, max(1, self.mult))
+        return [big] if small == big else [big, small]
+
+    def _stream_geometry(self, n: int, ls_cap: int) -> tuple[int, int]:
+        """(work-items, work-group size) for reading ``n`` vectors: one work-group per compute
+        unit (all resident, see :func:`calib.kernels.stream_read_kernel`), at most ``ls_cap``
+        work-items each, never more work-items than vectors."""
+        ls = _pow2_floor(max(1, ls_cap))
+        while ls > 1 and ls * self.cu > n:
+            ls //= 2
+        n_wg = max(1, min(self.cu, n // ls))
+        return n_wg * ls, ls
+
+    def _stream_config(self, width: int, n: int, items: int, lsize: int, passes: int) -> LaunchConfig:
+        vt = f"float{width}"
+        return LaunchConfig((items,), (lsize,), [
+            ArgBinding("a", "buffer", vt, n, init="zeros"),
+            ArgBinding("out", "buffer", vt, items, init="zeros"),
+            ArgBinding("n", "scalar", "uint", value=n),
+            ArgBinding("passes", "scalar", "uint", value=passes),
+        ])
+
+    def _best_stream_point(self, width: int, size: int, bw_est: float | None, label: str,
+                           layout: str | None = None) -> StreamPoint | None:
+        """The fastest of the work-group sizes of :meth:`_stream_lsizes` at one working set."""
+        best: StreamPoint | None = None
+        for cap in self._stream_lsizes():
+            pt = self._stream_point(width, size, best.bw if best else bw_est, f"{label} wg{cap}", layout, cap)
+            if pt is not None and (best is None or pt.bw > best.bw):
+                best = pt
+        return best
+
+    def _stream_point(self, width: int, size: int, bw_est: float | None, label: str,
+                      layout: str | None = None, ls_cap: int = 1024) -> StreamPoint | None:
+        vb = 4 * width
+        n = max(1, size // vb)
+        items, ls = self._stream_geometry(n, ls_cap)
+        target = self.opt.launch_target_s
+        passes = 1 if not bw_est else int(min(MAX_ITERS, max(1, math.ceil(target * bw_est / (n * vb)))))
+        kern = K.stream_read_kernel(width, layout or self.state.stream_layout)
+        for _ in range(4):
+            m = self._measure(kern, self._stream_config(width, n, items, ls, passes), f"{label} x{passes}")
+            if m is None:
+                return None
+            assert m.time is not None
+            t = m.time.median_us * 1e-6
+            if t >= 0.4 * target or passes >= MAX_ITERS:
+                break
+            busy = max(t - self.state.launch_s, 0.05 * t, 1e-7)
+            passes = int(min(MAX_ITERS, max(2 * passes, math.ceil(passes * target / busy))))
+        return StreamPoint(n * vb, n, items, ls, passes, t, passes * n * vb / t)
+
+    def bench_bandwidth(self) -> None:
+        cap = self._cap_bytes()
+        # access shape: vector width 4 or 16 floats, grid-stride or blocked; the best geometric
+        # mean over a cache-sized and a large working set
+        probes = sorted({min(cap, 2 * MiB), min(cap, 64 * MiB)})
+        best_w, best_layout, best_score, best_bw = 4, "strided", -1.0, -1.0
+        for layout in K.STREAM_LAYOUTS:
+            for w in (4, 16):
+                bws = []
+                for size in probes:
+                    pt = self._best_stream_point(w, size, None,
+                                                 f"bandwidth probe {layout} float{w} {_fmt_bytes(size)}", layout)
+                    if pt is not None:
+                        bws.append(pt.bw)
+                if len(bws) == len(probes):
+                    score = float(np.exp(np.mean(np.log(bws))))
+                    if score > best_score:
+                        best_w, best_layout, best_score, best_bw = w, layout, score, bws[0]
+        self.state.stream_layout = best_layout
+        self.state.stream_width = best_w
+        if self.opt.quick:
+            sizes = size_ladder(self.opt.min_bytes, cap, fine_until=0, fine=2.0, coarse=2.0)
+        else:
+            sizes = size_ladder(self.opt.min_bytes, cap, fine_until=16 * MiB, fine=math.sqrt(2.0), coarse=2.0)
+        budget = self.opt.bw_budget_s
+        spent = 0.0
+        bw_est: float | None = best_bw if best_bw > 0 else None
+        points: list[StreamPoint] = []
+        stopped = ""
+        last_wall, last_size = 0.0, 1
+        for size in sizes:
+            est = last_wall * size / last_size
+            if points and spent + est > budget:
+                stopped = (f"sweep stopped before {_fmt_bytes(size)} by its time budget ({budget:.0f} s; "
+                           f"next point estimated {est:.1f} s)")
+                break
+            t_pt = time.perf_counter()
+            pt = self._best_stream_point(best_w, size, bw_est, f"bandwidth {_fmt_bytes(size)}")
+            wall = time.perf_counter() - t_pt
+            spent += wall
+            last_wall, last_size = wall, size
+            if pt is None:
+                continue
+            points.append(pt)
+            bw_est = pt.bw
+        self.state.stream_points = points
+        if not points:
+            return
+        xs = [float(p.size) for p in points]
+        ys = [p.bw / 1e9 for p in points]
+        src = self._src("bandwidth")
+        self.profile.curves["bandwidth_vs_working_set"] = Curve(
+            xs, ys, "B", "GB/s", src,
+            notes=f"{K.stream_read_kernel(best_w, best_layout).name}: {best_layout} read of float{best_w}, "
+                  f"repeated passes in the kernel"
+                  + (f"; {stopped}" if stopped else ""))
+        if stopped:
+            self.profile.notes.append(f"bandwidth: {stopped}")
+        plats = find_plateaus(xs, ys, min_step=1.35, decreasing=True)
+        self.state.bw_plateaus = plats
+        priv = (f"; the working set is spread over {self.cu} compute units (a private cache per unit "
+                f"holds about 1/{self.cu} of it)") if self.cu > 1 else ""
+        for i, p in enumerate(plats):
+            last = i == len(plats) - 1
+            rng = f"working sets {_fmt_bytes(p.x_lo)} to {_fmt_bytes(p.x_hi)} ({p.n_points} points)"
+            self.profile.set(f"bw_level{i}_gbs", p.value, "GB/s", src,
+                             notes=f"median read bandwidth over {rng}" + ("; main memory" if last else ""))
+            if not last:
+                nxt = plats[i + 1]
+                self.profile.set(f"cache_level{i}_bytes", p.x_hi, "B", src, notes=(
+                    f"largest working set at level {i}'s bandwidth; the next level's plateau starts at "
+                    f"{_fmt_bytes(nxt.x_lo)}, so the capacity lies between{priv}"))
+        d = plats[-1]
+        largest = max(xs)
+        self.profile.set("dram_bw_gbs", d.value, "GB/s", src, notes=(
+            f"plateau of the largest working sets ({_fmt_bytes(d.x_lo)} to {_fmt_bytes(d.x_hi)}, "
+            f"{d.n_points} points); largest measured {_fmt_bytes(largest)}: if that is not several times the "
+            f"last-level cache, this is an upper bound of main-memory bandwidth"))
+
+    # -- local memory ----------------------------------------------------------------------
+
+    def _local_config(self, width: int, n: int, n_wg: int, ls: int, passes: int) -> LaunchConfig:
+        vt = f"float{width}"
+        return LaunchConfig((n_wg * ls,), (ls,), [
+            ArgBinding("out", "buffer", vt, n_wg * ls, init="zeros"),
+            ArgBinding("buf", "local", vt, n),
+            ArgBinding("n", "scalar", "uint", value=n),
+            ArgBinding("passes", "scalar", "uint", value=passes),
+        ])
+
+    def bench_local(self) -> None:
+        w = self.state.stream_width
+        vb = 4 * w
+        lbytes = min(self.device.local_mem_bytes // 2, 16 * KiB)
+        n = max(1, lbytes // vb)
+        n_wg = self.cu * 4
+        target = self.opt.launch_target_s
+        kern = K.local_read_kernel(w)
+        best: dict[str, Any] = {}
+        for ls in sorted({min(self.ls, n), min(max(1, self.mult), n)}, reverse=True):
+            passes = int(best["passes"]) if best else 1
+            t = 0.0
+            ok = False
+            for _ in range(5):
+                m = self._measure(kern, self._local_config(w, n, n_wg, ls, passes), f"local memory wg{ls} x{passes}")
+                if m is None:
+                    break
+                assert m.time is not None
+                t = m.time.median_us * 1e-6
+                ok = True
+                if t >= 0.5 * target:
+                    break
+                busy = max(t - self.state.launch_s, 0.05 * t, 1e-7)
+                passes = int(min(MAX_ITERS, max(2 * passes, math.ceil(passes * target / busy))))
+            if not ok:
+                continue
+            bw = n_wg * passes * n * vb / t
+            if not best or bw > best["bw"]:
+                best = {"width": w, "n": n, "n_wg": n_wg, "ls": ls, "passes": passes, "time_s": t, "bw": bw}
+        if not best:
+            return
+        self.state.local = best
+        self.profile.set("bw_local_gbs", best["bw"] / 1e9, "GB/s", self._src("local"), notes=(
+            f"{n_wg} work-groups of {best['ls']}, each reading its {_fmt_bytes(n * vb)} of local memory "
+            f"{best['passes']} times as float{w}; includes filling it once; best of the work-group sizes tried"))
+
+    # -- latency ---------------------------------------------------------------------------
+
+    def _chase_config(self, bits: int, steps: int, ls: int) -> LaunchConfig:
+        return LaunchConfig((ls,), (ls,), [
+            ArgBinding("buf", "buffer", "uint", K.chase_buffer_uints(bits), init="zeros"),
+            ArgBinding("out", "buffer", "uint", 1, init="zeros"),
+            ArgBinding("bits", "scalar", "uint", value=bits),
+            ArgBinding("steps", "scalar", "uint", value=int(steps)),
+        ])
+
+    def bench_latency(self) -> None:
+        cap = min(self._cap_bytes(), 256 * MiB)
+        lo_bits = max(1, int(math.log2(max(self.opt.min_bytes, K.CHASE_NODE_BYTES * 2) / K.CHASE_NODE_BYTES)))
+        hi_bits = min(28, int(math.log2(cap / K.CHASE_NODE_BYTES)))
+        bits_list = list(range(lo_bits, hi_bits + 1))
+        ls = self.ls
+        kern = K.chase_kernel()
+        target = self.opt.launch_target_s
+        lat_est = 5e-9
+        budget = self.opt.lat_budget_s
+        spent = 0.0
+        xs: list[float] = []
+        ys: list[float] = []
+        r2s: list[float | None] = []
+        stopped = ""
+        last_wall, last_size = 0.0, 1
+        for bits in bits_list:
+            size = K.chase_nodes(bits) * K.CHASE_NODE_BYTES
+            est = last_wall * size / last_size
+            if xs and spent + est > budget:
+                stopped = f"sweep stopped before {_fmt_bytes(size)} by its time budget ({budget:.0f} s)"
+                break
+            s_max = int(min(1 << 26, max(1 << 10, target / lat_est)))
+            counts = [0, s_max] if self.opt.quick else [0, s_max // 2, s_max]
+            pts_s: list[float] = []
+            pts_t: list[float] = []
+            wall = 0.0
+            for s in counts:
+                m = self._measure(kern, self._chase_config(bits, s, ls), f"latency {_fmt_bytes(size)} x{s}")
+                wall += self.last_wall_s
+                if m is None:
+                    break
+                assert m.time is not None
+                pts_s.append(float(s))
+                pts_t.append(m.time.median_us * 1e-6)
+            spent += wall
+            last_wall, last_size = wall, size
+            if len(pts_s) < 2:
+                continue
+            fit = linear_fit(pts_s, pts_t)
+            if fit.slope <= 0:
+                self.profile.notes.append(f"latency {_fmt_bytes(size)}: non-positive slope, point dropped")
+                continue
+            xs.append(float(size))
+            ys.append(fit.slope * 1e9)
+            r2s.append(fit.r2 if len(pts_s) > 2 else None)
+            lat_est = fit.slope
+        if not xs:
+            return
+        src = self._src("latency")
+        self.profile.curves["latency_vs_working_set"] = Curve(
+            xs, ys, "B", "ns", src,
+            notes=f"kc_chase: {K.CHASE_NODE_BYTES} B nodes in a pseudo-random single cycle, one work-item; "
+                  f"slope of time against {'2' if self.opt.quick else '3'} step counts"
+                  + (f"; {stopped}" if stopped else ""))
+        if stopped:
+            self.profile.notes.append(f"latency: {stopped}")
+        plats = find_plateaus(xs, ys, min_step=1.5, decreasing=False)
+        for i, p in enumerate(plats):
+            r2 = [r for r in r2s[p.first:p.last + 1] if r is not None]
+            r2v = float(min(r2)) if r2 else None
+            note = (f"median over working sets {_fmt_bytes(p.x_lo)} to {_fmt_bytes(p.x_hi)} ({p.n_points} points); "
+                    f"r2 is the worst of the per-size time-vs-steps fits")
+            self.profile.set(f"latency_level{i}_ns", p.value, "ns", src, r2=r2v, notes=note)
+            if i < len(plats) - 1:
+                self.profile.set(f"latency_level{i}_bytes", p.x_hi, "B", src,
+                                 notes=f"largest working set at level {i}'s latency")
+        d = plats[-1]
+        r2 = [r for r in r2s[d.first:d.last + 1] if r is not None]
+        self.profile.set("dram_latency_ns", d.value, "ns", src, r2=float(min(r2)) if r2 else None, notes=(
+            f"latency plateau of the largest working sets ({_fmt_bytes(d.x_lo)} to {_fmt_bytes(d.x_hi)}); "
+            f"largest measured {_fmt_bytes(max(xs))}; random order over 4 KiB pages includes TLB misses"))
+
+    # -- work-group overhead ---------------------------------------------------------------
+
+    def bench_wg(self) -> None:
+        ls = max(1, min(self.mult, self.max_wg))
+        factors = [1, 16, 256, 1024] if self.opt.quick else [1, 4, 16, 64, 256, 1024, 4096]
+        kern = K.nop_kernel()
+        xs: list[float] = []
+        ys: list[float] = []
+        for f in factors:
+            n_wg = self.cu * f
+            if n_wg * ls >= 1 << 31:
+                break
+            cfg = LaunchConfig((n_wg * ls,), (ls,), [ArgBinding("a", "buffer", "uint", 1, init="zeros"),
+                                                     ArgBinding("flag", "scalar", "uint", value=0xFFFFFFFF)])
+            m = self._measure(kern, cfg, f"work-groups x{n_wg}")
+            if m is None:
+                continue
+            assert m.time is not None
+            xs.append(float(n_wg))
+            ys.append(m.time.median_us)
+        if len(xs) < 2:
+            return
+        fit = linear_fit(xs, ys)
+        self.profile.set("wg_overhead_us", fit.slope, "us", self._src("wg"), r2=fit.r2, notes=(
+            f"slope of device time against work-groups of {ls} idle work-items ({int(min(xs))} to "
+            f"{int(max(xs))} work-groups), whole device with {self.cu} compute units in parallel; "
+            f"intercept {fit.intercept:.3g} us"))
+
+    # -- barriers --------------------------------------------------------------------------
+
+    def bench_barrier(self) -> None:
+        ls = self.ls
+        n_wg = self.cu
+        kern = K.barrier_kernel()
+
+        def cfg(nb: int) -> LaunchConfig:
+            return LaunchConfig((n_wg * ls,), (ls,), [ArgBinding("out", "buffer", "uint", n_wg, init="zeros"),
+                                                      ArgBinding("nb", "scalar", "uint", value=int(nb))])
+
+        xs: list[float] = []
+        ys: list[float] = []
+        m0 = self._measure(kern, cfg(0), "barrier x0")
+        probe = 1024
+        m1 = self._measure(kern, cfg(probe), f"barrier x{probe}")
+        if m0 is None or m1 is None:
+            return
+        assert m0.time is not None and m1.time is not None
+        xs += [0.0, float(probe)]
+        ys += [m0.time.median_us, m1.time.median_us]
+        per = max((m1.time.median_us - m0.time.median_us) * 1e-6 / probe, 1e-10)
+        n_max = int(min(1 << 28, max(4 * probe, self.opt.launch_target_s / per)))
+        for nb in ([n_max] if self.opt.quick else [n_max // 2, n_max]):
+            m = self._measure(kern, cfg(nb), f"barrier x{nb}")
+            if m is None:
+                continue
+            assert m.time is not None
+            xs.append(float(nb))
+            ys.append(m.time.median_us)
+        fit = linear_fit(xs, ys)
+        self.profile.set("barrier_ns", fit.slope * 1e3, "ns", self._src("barrier"), r2=fit.r2, notes=(
+            f"slope of device time against barriers in a loop (0 to {int(max(xs))}), {n_wg} work-groups of "
+            f"{ls} work-items (one per compute unit); time per barrier per work-group"))
+
+    # -- host-side launch overhead ---------------------------------------------------------
+
+    def bench_host(self) -> None:
+        if self.on_step is not None:
+            self.on_step("host launch overhead")
+        res = measure_host_overhead(self.device)
+        if "error" in res:
+            self.profile.notes.append(f"host launch overhead not measured: {res['error']}")
+            return
+        src = self._src("host")
+        self.profile.set("host_launch_latency_us", res["sync_us"], "us", src, notes=(
+            f"median host wall time of enqueue + wait of an empty 1-work-item kernel over {res['n']} launches "
+            f"(pyopencl, in a separate process; includes Python call overhead of about 1-3 us)"))
+        self.profile.set("host_launch_throughput_us", res["batch_us"], "us", src, notes=(
+            f"host wall time per launch of {res['n']} back-to-back launches of the same kernel, one wait at the end"))
+
+    # -- energy ----------------------------------------------------------------------------
+
+    def _dyn_energy(self, m: Measurement, idle_w: float | None) -> float | None:
+        if m.dynamic_energy_j is not None:
+            return m.dynamic_energy_j
+        if m.energy_j is None:
+            return None
+        iw = m.idle_power_w if m.idle_power_w is not None else idle_w
+        if iw is None or m.time is None:
+            return m.energy_j
+        return m.energy_j - iw * m.time.median_us * 1e-6
+
+    def bench_energy(self) -> None:
+        src = self._src("energy")
+        fracs = (0.25, 0.5, 0.75, 1.0)
+        # idle power
+        m = self._measure(K.empty_kernel(), LaunchConfig((1,), (1,), [ArgBinding("a", "buffer", "uint", 1)]),
+                          "energy: idle", energy=True, policy=self._policy(True, idle_s=0.5 if self.opt.quick else 1.0))
+        if m is None:
+            return
+        if m.energy_j is None and m.idle_power_w is None:
+            self.profile.notes.append(f"energy: meter {m.meter} returned no energy or power; energy values absent")
+            return
+        self.profile.meter = m.meter
+        idle_w = m.idle_power_w
+        if idle_w is not None:
+            self.profile.set("idle_power_w", idle_w, "W", src,
+                             notes=f"meter {m.meter} ({m.meter_method}), device idle before the window")
+
+        # energy per operation (and FlipFlop's beta_u)
+        classes = [c for c in (QUICK_ENERGY_CLASSES if self.opt.quick else tuple(self.state.op_best))
+                   if c in self.state.op_best]
+        for cls in classes:
+            b = self.state.op_best[cls]
+            opi = K.ops_per_iter(cls, b.width, b.chains)
+            kern = K.op_kernel(cls, b.width, b.chains)
+            xs: list[float] = []
+            ys: list[float] = []
+            full: Measurement | None = None
+            full_iters = b.iters
+            for f in fracs:
+                iters = max(1, int(round(max(4, b.iters) * f)))
+                mm = self._measure(kern, self._op_config(cls, b.width, b.items, b.lsize, iters),
+                                   f"energy {cls} x{iters}", energy=True)
+                e = None if mm is None else self._dyn_energy(mm, idle_w)
+                if mm is None or e is None:
+                    continue
+                xs.append(float(b.items * iters * opi))
+                ys.append(e)
+                full, full_iters = mm, iters
+            if len(set(xs)) >= 2:
+                fit = linear_fit(xs, ys)
+                self.profile.set(f"energy_per_op_{cls}_pj", fit.slope * 1e12, "pJ", src, r2=fit.r2, notes=(
+                    f"slope of dynamic energy per launch against operations ({len(xs)} loop counts); "
+                    f"intercept {fit.intercept * 1e3:.3g} mJ"))
+            if full is not None and full.avg_power_w is not None and idle_w is not None and full.time is not None:
+                rate = b.items * full_iters * opi / (full.time.median_us * 1e-6)
+                beta = (full.avg_power_w - idle_w) / rate
+                self.profile.set(f"power_coeff_{cls}_pj", beta * 1e12, "pJ", src, notes=(
+                    f"FlipFlop Alg. 3 line 3: (P_saturated {full.avg_power_w:.1f} W - P_idle {idle_w:.1f} W) / "
+                    f"{rate / 1e9:.1f} Gop/s"))
+
+        # energy per access, per memory level
+        for i, p in enumerate(self.state.bw_plateaus):
+            last = i == len(self.state.bw_plateaus) - 1
+            cands = [pt for pt in self.state.stream_points if p.x_lo <= pt.size <= p.x_hi]
+            if not cands:
+                continue
+            pt = min(cands, key=lambda q: q.size) if last else \
+                min(cands, key=lambda q: abs(math.log(q.size / p.x_mid)))
+            w = self.state.stream_width
+            vb = 4 * w
+            xs, ys = [], []
+            for f in fracs:
+                passes = max(1, int(round(max(4, pt.passes) * f)))
+                mm = self._measure(K.stream_read_kernel(w, self.state.stream_layout),
+                                   self._stream_config(w, pt.n, pt.items, pt.lsize, passes),
+                                   f"energy level {i} {_fmt_bytes(pt.size)} x{passes}", energy=True)
+                e = None if mm is None else self._dyn_energy(mm, idle_w)
+                if e is None:
+                    continue
+                xs.append(passes * pt.n * vb / ACCESS_BYTES)
+                ys.append(e)
+            if len(set(xs)) >= 2:
+                fit = linear_fit(xs, ys)
+                note = (f"Delestrac et al. eq. 4: slope of dynamic energy against {ACCESS_BYTES} B accesses, "
+                        f"working set {_fmt_bytes(pt.size)} (level {i}"
+                        + (", main memory" if last else "") + f"); offset {fit.intercept * 1e3:.3g} mJ")
+                self.profile.set(f"energy_per_access_level{i}_pj", fit.slope * 1e12, "pJ", src, r2=fit.r2, notes=note)
+                if last:
+                    self.profile.set("energy_per_access_dram_pj", fit.slope * 1e12, "pJ", src, r2=fit.r2, notes=note)
+        loc = self.state.local
+        if loc:
+            w, n, n_wg, ls = loc["width"], loc["n"], loc["n_wg"], loc["ls"]
+            xs, ys = [], []
+            for f in fracs:
+                passes = max(1, int(round(max(4, loc["passes"]) * f)))
+                mm = self._measure(K.local_read_kernel(w), self._local_config(w, n, n_wg, ls, passes),
+                                   f"energy local x{passes}", energy=True)
+                e = None if mm is None else self._dyn_energy(mm, idle_w)
+                if e is None:
+                    continue
+                xs.append(n_wg * passes * n * 4 * w / ACCESS_BYTES)
+                ys.append(e)
+            if len(set(xs)) >= 2:
+                fit = linear_fit(xs, ys)
+                self.profile.set("energy_per_access_local_pj", fit.slope * 1e12, "pJ", src, r2=fit.r2, notes=(
+                    f"slope of dynamic energy against {ACCESS_BYTES} B local-memory accesses"))
+
+        # power against active compute units, and the transient ratio
+        b = self.state.op_best.get("fp32_fma")
+        if b is None:
+            self.profile.notes.append("energy: no fp32 FMA configuration; power scaling not measured")
+            return
+        kern = K.busy_kernel(b.width, b.chains)
+        n_wg_full = max(1, b.items // b.lsize)
+        per_wg_iters = int(min(MAX_ITERS, max(1, round(b.iters * n_wg_full / self.cu))))
+        if self.cu <= 8:
+            ns = list(range(1, self.cu + 1))
+        else:
+            ns = sorted({int(round(v)) for v in np.geomspace(1, self.cu, 8)} | {self.cu})
+        pn: list[float] = []
+        pp: list[float] = []
+        for n in ns:
+            mm = self._measure(kern, self._op_config("fp32_fma", b.width, n * b.lsize, b.lsize, per_wg_iters),
+                               f"power {n} busy work-groups", energy=True)
+            if mm is None or mm.avg_power_w is None:
+                continue
+            pn.append(float(n))
+            pp.append(mm.avg_power_w)
+        if len(set(pn)) >= 3:
+            pl = power_law_fit(pn, pp)
+            note = (f"FlipFlop Alg. 3 lines 9-11: average power with n work-groups of {b.lsize} busy work-items "
+                    f"(one per compute unit), n = {', '.join(str(int(v)) for v in pn)}")
+            self.profile.set("power_cu_alpha_w", pl.alpha, "W", src, r2=pl.r2, notes=note)
+            self.profile.set("power_cu_beta", pl.beta, "1", src, r2=pl.r2, notes=note)
+            self.profile.set("power_cu_delta_w", pl.delta, "W", src, r2=pl.r2, notes=note)
+            self.profile.curves["power_vs_active_cus"] = Curve(pn, pp, "work-groups", "W", src)
+        else:
+            self.profile.notes.append(f"energy: power scaling needs 3 or more compute-unit counts, have "
+                                      f"{len(set(pn))}; alpha/beta/delta not fitted")
+        short_iters = max(1, int(round(b.iters * 10e-6 / b.time_s)))
+        long_iters = int(min(MAX_ITERS, max(1, round(b.iters * max(0.1, 10 * b.time_s) / b.time_s))))
+        ms = self._measure(kern, self._op_config("fp32_fma", b.width, b.items, b.lsize, short_iters),
+                           f"transient short x{short_iters}", energy=True)
+        ml = self._measure(kern, self._op_config("fp32_fma", b.width, b.items, b.lsize, long_iters),
+                           f"transient long x{long_iters}", energy=True)
+        if ms is None or ml is None or ms.avg_power_w is None or ml.avg_power_w is None or ml.avg_power_w <= 0:
+            return
+        assert ms.time is not None and ml.time is not None
+        self.profile.set("power_short_w", ms.avg_power_w, "W", src,
+                         notes=f"window average power, {ms.time.median_us:.1f} us kernels launched back to back")
+        self.profile.set("power_sustained_w", ml.avg_power_w, "W", src,
+                         notes=f"window average power, {ml.time.median_us / 1e3:.1f} ms kernels")
+        self.profile.set("transient_ratio", ms.avg_power_w / ml.avg_power_w, "1", src, notes=(
+            f"FlipFlop Alg. 3 lines 14-16: P_short / P_sustained; the short kernel ({ms.time.median_us:.1f} us) "
+            f"is launched back to back by the harness, so its window includes launch gaps"))
+
+
+# ---------------------------------------------------------------------------------------------
+# host-side overhead (separate process, pyopencl directly)
+
+
+def _host_overhead_worker(platform_index: int, device_index: int, n: int) -> dict[str, float]:
+    import pyopencl as cl
+
+    src, name = K.host_overhead_source()
+    dev = cl.get_platforms()[platform_index].get_devices()[device_index]
+    ctx = cl.Context([dev])
+    q = cl.CommandQueue(ctx, dev)
+    prg = cl.Program(ctx, src).build(options="-cl-std=CL1.2")
+    knl = cl.Kernel(prg, name)
+    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 64)
+    knl.set_args(buf)
+    for _ in range(20):
+        cl.enqueue_nd_range_kernel(q, knl, (1,), (1,)).wait()
+    sync: list[float] = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        cl.enqueue_nd_range_kernel(q, knl, (1,), (1,)).wait()
+        sync.append(time.perf_counter() - t0)
+    q.finish()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        cl.enqueue_nd_range_kernel(q, knl, (1,), (1,))
+    q.finish()
+    batch = (time.perf_counter() - t0) / n
+    return {"sync_us": float(np.median(sync)) * 1e6, "batch_us": batch * 1e6, "n": float(n)}
+
+
+def measure_host_overhead(device: DeviceInfo, n: int = 300, timeout_s: float = 120.0) -> dict[str, Any]:
+    """Host wall time per launch of an empty kernel, in a spawned process (``{"error": ...}`` on
+    failure)."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    try:
+        with cf.ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn")) as ex:
+            fut = ex.submit(_host_overhead_worker, device.platform_index, device.device_index, n)
+            res = fut.result(timeout=timeout_s)
+    except Exception as e:  # noqa: BLE001 - any failure means "not measured", with the reason
+        return {"error": f"{type(e).__name__}: {e}"}
+    res["n"] = int(res["n"])
+    return res
+
+
+def run_calibration(device: DeviceInfo, runner: Runner, energy_runner: Runner | None = None,
+                    options: CalibOptions | None = None, meter: str = "none",
+                    on_step: Callable[[str], None] | None = None,
+                    on_bench: Callable[[str], None] | None = None) -> tuple[DeviceProfile, Calibrator]:
+    """Convenience: build a :class:`Calibrator`, run it, return the profile and the calibrator."""
+    cal = Calibrator(device, runner, energy_runner, options, on_step=on_step, on_bench=on_bench, meter=meter)
+    return cal.run(), cal
+
+
+def values_table(profile: DeviceProfile, names: Sequence[str] | None = None) -> list[list[Any]]:
+    """Rows (name, value, units, r2, source) for printing."""
+    rows = []
+    for k in names or list(profile.values):
+        v = profile.values[k]
+        src = v.source if len(v.source) <= 48 else v.source[:45] + "..."
+        rows.append([k, float(v.value), v.units, None if v.r2 is None else round(v.r2, 4), src])
+    return rows

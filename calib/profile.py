@@ -1,0 +1,334 @@
+"""The device profile: what calibration measured, or what a published source states, about one
+device, each value with its units and source.
+
+A profile is a JSON document (``PROFILE_SCHEMA_VERSION``)::
+
+    {
+      "schema_version": 1,
+      "kind": "measured" | "published",
+      "device": {"name": ..., "vendor": ..., "platform": ..., "driver": ..., "compute_units": ...},
+      "meter": "none",
+      "created": "2025-01-01T12:00:00+00:00",
+      "values": {"dram_bw_gbs": {"value": 10.1, "units": "GB/s", "source": "measured: calib
+                 bandwidth on 2025-01-01", "r2": null, "notes": "..."}, ...},
+      "curves": {"bandwidth_vs_working_set": {"x": [...], "y": [...], "x_units": "B", ...}},
+      "notes": [...]
+    }
+
+Energy values are absent (not present in ``values``) where no meter exists; they are never
+estimated. :data:`VALUE_NAMES` documents the names calibration writes, so that the models read
+the same vocabulary from measured and published profiles.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+PROFILE_SCHEMA_VERSION = 1
+
+#: the names a profile uses, with units and meaning (``{i}``: cache level index, 0 = fastest;
+#: ``{cls}``: an operation class of :data:`calib.kernels.OP_CLASSES`)
+VALUE_NAMES: dict[str, tuple[str, str]] = {
+    # identity-like counts (published profiles; measured ones keep them in ``device``)
+    "compute_units": ("count", "streaming multiprocessors / compute units"),
+    "warp_size": ("threads", "warp / wavefront width"),
+    "max_threads_per_cu": ("threads", "resident work-items per compute unit"),
+    "max_warps_per_cu": ("warps", "resident warps per compute unit"),
+    "max_wg_per_cu": ("work-groups", "resident work-groups per compute unit"),
+    "max_wg_size": ("threads", "work-items per work-group"),
+    "registers_per_cu": ("32-bit registers", "register file per compute unit"),
+    "max_registers_per_thread": ("32-bit registers", "registers one work-item may use"),
+    "local_mem_per_cu_bytes": ("B", "shared/local memory per compute unit"),
+    "max_local_mem_per_wg_bytes": ("B", "shared/local memory one work-group may use"),
+    "boost_clock_mhz": ("MHz", "boost clock"),
+    "dram_bytes": ("B", "device memory"),
+    "l2_bytes": ("B", "L2 cache"),
+    "tdp_w": ("W", "thermal design / board power"),
+    # rates
+    "peak_fp32_gflops": ("GFLOP/s", "fp32 FMA rate x 2"),
+    "peak_fp64_gflops": ("GFLOP/s", "fp64 FMA rate x 2"),
+    "peak_{cls}_gops": ("Gop/s", "operations per second of one class (an FMA is one op)"),
+    # memory
+    "dram_bw_gbs": ("GB/s", "main-memory (global) bandwidth: large-working-set plateau"),
+    "bw_level{i}_gbs": ("GB/s", "read bandwidth of cache level i"),
+    "cache_level{i}_bytes": ("B", "largest working set that still ran at level i's bandwidth"),
+    "bw_local_gbs": ("GB/s", "local (shared) memory read bandwidth"),
+    "latency_level{i}_ns": ("ns", "dependent-load latency of level i (pointer chasing)"),
+    "latency_level{i}_bytes": ("B", "largest working set at level i's latency"),
+    "dram_latency_ns": ("ns", "dependent-load latency of the largest working sets"),
+    # overheads
+    "launch_overhead_us": ("us", "device time of an empty 1-work-item kernel"),
+    "host_launch_latency_us": ("us", "host wall time enqueue -> completion of an empty kernel"),
+    "host_launch_throughput_us": ("us", "host wall time per launch of back-to-back empty kernels"),
+    "wg_overhead_us": ("us", "device time per extra work-group (slope), whole device"),
+    "barrier_ns": ("ns", "device time per work-group barrier (slope)"),
+    # energy (present only with a meter)
+    "idle_power_w": ("W", "device power with nothing running"),
+    "energy_per_op_{cls}_pj": ("pJ", "dynamic energy per operation (regression slope)"),
+    "power_coeff_{cls}_pj": ("pJ", "FlipFlop beta_u = (P_saturated - P_idle) / max ops per s"),
+    "energy_per_access_level{i}_pj": ("pJ", "dynamic energy per 32 B access of level i"),
+    "energy_per_access_dram_pj": ("pJ", "dynamic energy per 32 B access of main memory"),
+    "energy_per_access_local_pj": ("pJ", "dynamic energy per 32 B access of local memory"),
+    "energy_per_sector_{level}_pj": ("pJ", "published energy per 32 B sector (Delestrac et al.)"),
+    "power_cu_alpha_w": ("W", "alpha of P(n) = alpha n^beta + delta, n active compute units"),
+    "power_cu_beta": ("1", "beta of P(n) = alpha n^beta + delta"),
+    "power_cu_delta_w": ("W", "delta of P(n) = alpha n^beta + delta"),
+    "transient_ratio": ("1", "FlipFlop r = P_short / P_sustained"),
+    "power_short_w": ("W", "average power of a short kernel launched back to back"),
+    "power_sustained_w": ("W", "average power of a long kernel"),
+}
+
+
+class ProfileError(ValueError):
+    """A profile file that cannot be read: the message is one line naming what is wrong."""
+
+
+@dataclass
+class ProfileValue:
+    """One value with its units and where it came from."""
+
+    value: float
+    units: str
+    source: str                   # "measured: calib <bench> on <date>" or a citation
+    r2: float | None = None       # of the fit that produced it, where one did
+    notes: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], name: str = "?") -> ProfileValue:
+        if not isinstance(d, dict):
+            raise ProfileError(f"value {name!r} is not an object")
+        for req in ("value", "units", "source"):
+            if req not in d:
+                raise ProfileError(f"value {name!r} has no {req!r}")
+        v = d["value"]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ProfileError(f"value {name!r} is not a finite number: {v!r}")
+        r2 = d.get("r2")
+        if r2 is not None and (isinstance(r2, bool) or not isinstance(r2, (int, float))):
+            raise ProfileError(f"value {name!r} has a non-numeric r2: {r2!r}")
+        return cls(value=v, units=str(d["units"]), source=str(d["source"]),
+                   r2=None if r2 is None else float(r2), notes=str(d.get("notes", "")))
+
+
+@dataclass
+class Curve:
+    """A measured curve kept whole (e.g. bandwidth against working-set size)."""
+
+    x: list[float]
+    y: list[float]
+    x_units: str
+    y_units: str
+    source: str
+    notes: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], name: str = "?") -> Curve:
+        try:
+            c = cls(x=[float(v) for v in d["x"]], y=[float(v) for v in d["y"]], x_units=str(d["x_units"]),
+                    y_units=str(d["y_units"]), source=str(d["source"]), notes=str(d.get("notes", "")))
+        except (KeyError, TypeError, ValueError) as e:
+            raise ProfileError(f"curve {name!r} is malformed ({type(e).__name__}: {e})") from None
+        if len(c.x) != len(c.y):
+            raise ProfileError(f"curve {name!r} has {len(c.x)} x values and {len(c.y)} y values")
+        return c
+
+
+@dataclass
+class DeviceIdentity:
+    """Which device (and driver) a profile describes."""
+
+    name: str
+    vendor: str = ""
+    device_type: str = ""            # GPU / CPU / ...
+    platform: str = ""               # OpenCL platform version string
+    driver: str = ""
+    device_version: str = ""
+    compute_units: int | None = None
+    wg_multiple: int | None = None   # warp / wavefront width or preferred work-group multiple
+    max_work_group_size: int | None = None
+    max_clock_mhz: int | None = None
+    global_mem_bytes: int | None = None
+    local_mem_bytes: int | None = None
+
+    @classmethod
+    def from_device_info(cls, info: Any) -> DeviceIdentity:
+        """From an :class:`instrument.backends.opencl.DeviceInfo`."""
+        return cls(
+            name=info.name, vendor=info.vendor, device_type=info.type, platform=info.platform_version,
+            driver=info.driver_version, device_version=info.device_version, compute_units=info.compute_units,
+            wg_multiple=info.preferred_wg_multiple, max_work_group_size=info.max_work_group_size,
+            max_clock_mhz=info.max_clock_mhz, global_mem_bytes=info.global_mem_bytes,
+            local_mem_bytes=info.local_mem_bytes,
+        )
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> DeviceIdentity:
+        if not isinstance(d, dict) or not d.get("name"):
+            raise ProfileError("the profile's 'device' has no 'name'")
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+
+
+@dataclass
+class DeviceProfile:
+    """Everything calibration (or a datasheet) says about one device."""
+
+    device: DeviceIdentity
+    values: dict[str, ProfileValue] = field(default_factory=dict)
+    curves: dict[str, Curve] = field(default_factory=dict)
+    kind: str = "measured"            # "measured" or "published"
+    meter: str = "none"               # energy meter used; "none": no energy values
+    created: str = field(default_factory=_now)
+    tool: str = "kernelcast calib"
+    notes: list[str] = field(default_factory=list)
+    schema_version: int = PROFILE_SCHEMA_VERSION
+
+    # -- access -------------------------------------------------------------------------------
+
+    def get(self, name: str, default: float | None = None) -> float | None:
+        """The value called ``name``, or ``default`` when the profile does not have it."""
+        v = self.values.get(name)
+        return default if v is None else v.value
+
+    def entry(self, name: str) -> ProfileValue | None:
+        return self.values.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.values
+
+    def set(self, name: str, value: float, units: str, source: str, r2: float | None = None,
+            notes: str = "") -> ProfileValue:
+        pv = ProfileValue(value=value, units=units, source=source, r2=r2, notes=notes)
+        self.values[name] = pv
+        return pv
+
+    @property
+    def has_energy(self) -> bool:
+        """Whether any energy or power value is present."""
+        return any(k.startswith(("energy_", "power_", "idle_power")) or k == "transient_ratio"
+                   for k in self.values)
+
+    # -- (de)serialisation -------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": self.schema_version,
+            "kind": self.kind,
+            "tool": self.tool,
+            "created": self.created,
+            "meter": self.meter,
+            "device": asdict(self.device),
+            "values": {k: v.to_dict() for k, v in self.values.items()},
+            "curves": {k: c.to_dict() for k, c in self.curves.items()},
+            "notes": list(self.notes),
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2) + "\n"
+
+    @classmethod
+    def from_dict(cls, d: Any) -> DeviceProfile:
+        if not isinstance(d, dict):
+            raise ProfileError("a profile must be a JSON object")
+        ver = d.get("schema_version")
+        if not isinstance(ver, int) or isinstance(ver, bool):
+            raise ProfileError("the profile has no integer 'schema_version'")
+        if ver > PROFILE_SCHEMA_VERSION:
+            raise ProfileError(f"profile schema version {ver} is newer than this kernelcast reads "
+                               f"({PROFILE_SCHEMA_VERSION})")
+        if "device" not in d:
+            raise ProfileError("the profile has no 'device'")
+        values = d.get("values", {})
+        curves = d.get("curves", {})
+        if not isinstance(values, dict) or not isinstance(curves, dict):
+            raise ProfileError("'values' and 'curves' must be JSON objects")
+        notes = d.get("notes", [])
+        if not isinstance(notes, list):
+            raise ProfileError("'notes' must be a list")
+        return cls(
+            device=DeviceIdentity.from_dict(d["device"]),
+            values={str(k): ProfileValue.from_dict(v, k) for k, v in values.items()},
+            curves={str(k): Curve.from_dict(v, k) for k, v in curves.items()},
+            kind=str(d.get("kind", "measured")), meter=str(d.get("meter", "none")),
+            created=str(d.get("created", "")), tool=str(d.get("tool", "")),
+            notes=[str(n) for n in notes], schema_version=ver,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> DeviceProfile:
+        try:
+            d = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ProfileError(f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+        return cls.from_dict(d)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> DeviceProfile:
+        p = Path(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except OSError as e:
+            raise ProfileError(f"cannot read profile {p}: {e.strerror or e}") from None
+        try:
+            return cls.from_json(text)
+        except ProfileError as e:
+            raise ProfileError(f"{p}: {e}") from None
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write atomically (a temporary file in the same directory, then rename)."""
+        p = Path(path)
+        text = self.to_json()
+        tmp = p.with_name(f".{p.name}.tmp{os.getpid()}")
+        try:
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, p)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+        log.debug("wrote profile %s (%d values)", p, len(self.values))
+        return p
+
+
+# ---------------------------------------------------------------------------------------------
+# bundled profiles
+
+
+def profiles_dir() -> Path:
+    """The directory of the bundled profiles (``calib/profiles``)."""
+    return Path(__file__).parent / "profiles"
+
+
+def bundled_profiles() -> list[str]:
+    """Names of the bundled profiles (file stems), e.g. ``["a100", "h100", ...]``."""
+    return sorted(p.stem for p in profiles_dir().glob("*.json"))
+
+
+def load_profile(name_or_path: str | os.PathLike[str]) -> DeviceProfile:
+    """A bundled profile by name (``"a100"``) or any profile by path."""
+    p = Path(name_or_path)
+    if p.suffix == ".json" or p.exists():
+        return DeviceProfile.load(p)
+    bundled = profiles_dir() / f"{name_or_path}.json"
+    if bundled.is_file():
+        return DeviceProfile.load(bundled)
+    raise ProfileError(f"no profile file {name_or_path!r} and no bundled profile of that name "
+                       f"(bundled: {', '.join(bundled_profiles()) or 'none'})")

@@ -1,0 +1,472 @@
+"""The analytical time and energy model: static features + a device profile -> time, energy.
+
+Time (all arrays, one entry per configuration)::
+
+    T = T_launch + N_WG * t_wg + sum over waves of t(wave)
+
+A *wave* is as many work-groups as the device holds at once: ``CU x resident work-groups per CU``
+(GPU profiles: the occupancy limits of warps, work-groups and local memory per compute unit;
+other devices, e.g. PoCL on a CPU, run one work-group per compute unit). For a wave of ``w``
+work-groups on ``a = min(w, CU)`` active compute units::
+
+    compute  = ceil(w / CU) * L * sum_c count_c / (peak_c / CU)       (per-class roofline)
+    memory   = w * L * fetched_bytes / (BW(level) * a / CU)            (coalescing in fetched bytes)
+    sync     = ceil(w / CU) * barriers * t_barrier
+    t(wave)  = max(compute, memory) + local-memory time + sync
+
+``BW(level)`` is the bandwidth of the smallest cache level that holds the working set (the sum of
+the kernel's buffers), from the calibrated bandwidth curve, else main memory. For GPU profiles
+the per-wave cost follows Hong and Kim's MWP/CWP cases instead (memory warp parallelism limited
+by latency / departure delay, computation warp parallelism, and the three cases N = MWP = CWP,
+CWP >= MWP, CWP < MWP).
+
+Energy follows the roofline of energy (Choi et al.), ``E = sum_c W_c eps_c + Q eps_mem(level) +
+P_static T``, with FlipFlop's corrections: static/base power from the active-compute-unit power
+law ``alpha n^beta + delta`` where calibrated, the transient ratio ``r`` for kernels shorter than
+``short_kernel_s``, fetched (coalescing-penalised) bytes for memory energy, and DVFS under a power
+cap ``f_adj = f_base (P_cap / P_TDP)^(1/3)``. A profile without energy calibration gives NaN energy:
+nothing is guessed.
+
+Nothing here is fitted on benchmark kernels: every constant is a profile value (measured by
+``kernelcast calib`` or published) or a documented architectural rule (:data:`GPU_RULES`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from calib.profile import DeviceProfile
+from models.base import Predictions, Predictor
+
+log = logging.getLogger(__name__)
+
+#: static op class -> profile rate classes, tried in order (``peak_<cls>_gops``)
+RATE_CLASSES: dict[str, tuple[str, ...]] = {
+    "fp32_add": ("fp32_add", "fp32_fma"),
+    "fp32_mul": ("fp32_mul", "fp32_fma"),
+    "fp32_fma": ("fp32_fma",),
+    "fp32_div": ("fp32_div",),
+    "fp64_add": ("fp64_add", "fp64_fma"),
+    "fp64_mul": ("fp64_mul", "fp64_fma"),
+    "fp64_fma": ("fp64_fma",),
+    "fp64_div": ("fp64_div",),
+    "int_add": ("int32_add",),
+    "int_bit": ("int32_add",),
+    "int_mul": ("int32_mul",),
+    "int_div": ("int32_div",),
+    "sfu": ("sfu", "exp", "sin", "sqrt"),
+    "cmp": ("int32_add",),
+    "conv": ("int32_add",),
+    "branch": ("int32_add",),
+}
+#: relative throughputs per compute unit, used for GPU profiles that publish only fp32/fp64
+#: peaks (CUDA programming guide, "arithmetic instructions" throughput table: per SM and clock,
+#: fp32 add/mul/fma 64-128, int32 add 64, int32 mul 16-64, special functions 16, so sfu = 1/4
+#: and int mul = 1/4 of fp32; division is a reciprocal (sfu) plus a multiply and a correction)
+GPU_RULES: dict[str, float] = {
+    "fp32_add": 1.0, "fp32_mul": 1.0, "fp32_fma": 1.0, "int32_add": 1.0, "int32_mul": 0.25,
+    "int32_div": 1 / 20, "sfu": 0.25, "fp32_div": 1 / 8,
+}
+DEFAULT_SEGMENT_BYTES = 32
+#: DRAM latency in cycles assumed by the MWP/CWP model when a GPU profile has none measured
+#: (Hong and Kim 2009 use 400-600 cycles; we take the middle)
+DEFAULT_MEM_LATENCY_CYCLES = 500.0
+
+
+@dataclass
+class DeviceParams:
+    """What the model reads from a profile, resolved once."""
+
+    name: str
+    is_gpu: bool
+    compute_units: int
+    warp: int
+    rates: dict[str, float]            # op class -> ops/s, whole device
+    rate_sources: dict[str, str]
+    bw_levels: list[tuple[float, float]]   # (largest working set B, bytes/s), fastest first
+    dram_bw: float
+    local_bw: float | None
+    launch_s: float
+    wg_overhead_s: float
+    barrier_s: float
+    max_warps_per_cu: float | None
+    max_wg_per_cu: float | None
+    local_mem_per_cu: float | None
+    clock_hz: float | None
+    mem_latency_s: float | None
+    tdp_w: float | None
+    energy: dict[str, float] | None
+
+    @classmethod
+    def from_profile(cls, p: DeviceProfile, device_info: Any = None) -> DeviceParams:
+        get = p.get
+        dev = getattr(p, "device", None)
+        cu = get("compute_units") or getattr(dev, "compute_units", None) or getattr(device_info, "compute_units", 1)
+        warp = get("warp_size") or getattr(dev, "wg_multiple", None) or 32
+        kind = (getattr(dev, "device_type", "") or "").upper()
+        is_gpu = get("max_warps_per_cu") is not None or "GPU" in kind
+        rates: dict[str, float] = {}
+        sources: dict[str, str] = {}
+        fp32 = get("peak_fp32_fma_gops") or ((get("peak_fp32_gflops") or 0) / 2 or None)
+        for cls_ in ("fp32_add", "fp32_mul", "fp32_fma", "fp32_div", "fp64_fma", "int32_add", "int32_mul",
+                     "int32_div", "sin", "exp", "sqrt", "sfu"):
+            v = get(f"peak_{cls_}_gops")
+            if v:
+                rates[cls_], sources[cls_] = v * 1e9, "profile"
+        if "fp64_fma" not in rates and get("peak_fp64_gflops"):
+            rates["fp64_fma"], sources["fp64_fma"] = get("peak_fp64_gflops") / 2 * 1e9, "profile (fp64 peak / 2)"
+        if "sfu" not in rates:
+            special = [rates[c] for c in ("exp", "sin", "sqrt") if c in rates]
+            if special:
+                rates["sfu"], sources["sfu"] = float(np.mean(special)), "profile (mean of exp, sin, sqrt)"
+        if fp32:
+            for c, frac in GPU_RULES.items():
+                if c not in rates:
+                    rates[c], sources[c] = fp32 * 1e9 * frac, f"rule: {frac:g} x fp32 FMA rate"
+        if "int32_div" not in rates and "int32_mul" in rates:
+            rates["int32_div"], sources["int32_div"] = rates["int32_mul"] / 20, "rule: int32 mul / 20"
+        if "fp64_fma" not in rates and fp32:
+            rates["fp64_fma"], sources["fp64_fma"] = fp32 * 1e9 / 32, "rule: 1/32 x fp32 (consumer GPUs)"
+        levels = []
+        i = 0
+        while get(f"bw_level{i}_gbs") is not None:
+            size = get(f"cache_level{i}_bytes") or 0
+            levels.append((float(size), get(f"bw_level{i}_gbs") * 1e9))
+            i += 1
+        dram = (get("dram_bw_gbs") or (levels[-1][1] / 1e9 if levels else 100.0)) * 1e9
+        clock = get("boost_clock_mhz") or getattr(dev, "max_clock_mhz", None)
+        lat = get("dram_latency_ns")
+        energy = None
+        if p.has_energy and get("idle_power_w") is not None:
+            energy = {n: v.value for n, v in p.values.items()}
+        return cls(
+            name=getattr(dev, "name", "") or "device", is_gpu=bool(is_gpu), compute_units=int(cu), warp=int(warp),
+            rates=rates, rate_sources=sources, bw_levels=[lv for lv in levels if lv[0] > 0], dram_bw=dram,
+            local_bw=(get("bw_local_gbs") or 0) * 1e9 or None,
+            launch_s=(get("launch_overhead_us") or 0.0) * 1e-6, wg_overhead_s=(get("wg_overhead_us") or 0.0) * 1e-6,
+            barrier_s=(get("barrier_ns") or 0.0) * 1e-9, max_warps_per_cu=get("max_warps_per_cu"),
+            max_wg_per_cu=get("max_wg_per_cu"), local_mem_per_cu=get("local_mem_per_cu_bytes"),
+            clock_hz=clock * 1e6 if clock else None, mem_latency_s=lat * 1e-9 if lat else None,
+            tdp_w=get("tdp_w"), energy=energy,
+        )
+
+    def rate(self, op: str) -> float:
+        for c in RATE_CLASSES.get(op, ()):
+            if c in self.rates:
+                return self.rates[c]
+        return self.rates.get("fp32_fma") or self.rates.get("fp32_add") or 1e10
+
+
+# ---------------------------------------------------------------------------------------------
+# configurations -> feature environments
+
+
+def _sizes(v: Any) -> list[int]:
+    if v is None:
+        return []
+    if isinstance(v, str):
+        v = json.loads(v)
+    return [int(x) for x in v]
+
+
+def _args(v: Any) -> list[dict[str, Any]]:
+    if isinstance(v, str):
+        return json.loads(v)
+    return list(v) if v is not None else []
+
+
+def config_env(gsize: list[int], lsize: list[int] | None, args: list[dict[str, Any]]) -> dict[str, float]:
+    """The symbols of one configuration: sizes per dimension, scalar values, local lengths."""
+    from instrument.cltypes import parse_type
+
+    env: dict[str, float] = {}
+    lsize = lsize or [min(64, gsize[0])] + [1] * (len(gsize) - 1)
+    for d in range(3):
+        g = gsize[d] if d < len(gsize) else 1
+        loc = lsize[d] if d < len(lsize) else 1
+        env[f"gsize{d}"], env[f"lsize{d}"], env[f"ngroups{d}"] = float(g), float(loc), float(math.ceil(g / loc))
+    env["work_dim"] = float(len(gsize))
+    buf_bytes = 0.0
+    for a in args:
+        if a.get("kind") == "scalar":
+            try:
+                env[a["name"]] = float(str(a.get("value")).split(",")[0])
+            except (TypeError, ValueError):
+                pass
+        elif a.get("kind") in ("buffer", "local"):
+            try:
+                nbytes = float(a.get("count") or 0) * parse_type(a["dtype"]).itemsize
+            except ValueError:
+                nbytes = float(a.get("count") or 0) * 4
+            if a["kind"] == "local":
+                env["len_" + a["name"]] = float(a.get("count") or 0)
+            else:
+                buf_bytes += nbytes
+    env["__working_set_bytes"] = buf_bytes
+    return env
+
+
+# ---------------------------------------------------------------------------------------------
+# the model
+
+
+@dataclass
+class AnalyticalResult:
+    time_s: np.ndarray
+    energy_j: np.ndarray
+    parts: dict[str, np.ndarray]
+
+
+class AnalyticalModel(Predictor):
+    """Analytical time/energy predictor for one device profile."""
+
+    name = "analytical"
+
+    def __init__(self, profile: DeviceProfile, *, short_kernel_s: float = 1e-3, power_cap_w: float | None = None):
+        self.profile = profile
+        self.dev = DeviceParams.from_profile(profile)
+        self.short_kernel_s = short_kernel_s
+        self.power_cap_w = power_cap_w
+        self._features: dict[tuple[str, str, str], Any] = {}
+
+    # -- features ---------------------------------------------------------------------------
+
+    def features(self, source: str, name: str, build_options: str = "") -> Any:
+        from kernelcast.schema import Kernel
+        from models.static import analyze_source
+
+        key = (source, name, build_options)
+        if key not in self._features:
+            self._features[key] = analyze_source(Kernel(source=source, name=name, build_options=build_options))
+        return self._features[key]
+
+    # -- core, vectorized -------------------------------------------------------------------
+
+    def evaluate(self, feats: Any, env: dict[str, np.ndarray], power_cap_w: np.ndarray | float | None = None
+                 ) -> AnalyticalResult:
+        """Time (s), energy (J) and the parts of the model for arrays of configurations of one kernel."""
+        d = self.dev
+        f = feats.evaluate_many({k: v for k, v in env.items() if not k.startswith("__")})
+        g = env["gsize0"] * env["gsize1"] * env["gsize2"]
+        lsz = env["lsize0"] * env["lsize1"] * env["lsize2"]
+        n_wg = env["ngroups0"] * env["ngroups1"] * env["ngroups2"]
+        cu = float(d.compute_units)
+        ws = np.asarray(env.get("__working_set_bytes", np.zeros_like(g)), dtype=np.float64)
+        ws = np.broadcast_to(ws, g.shape)
+
+        # occupancy: resident work-groups per compute unit
+        if d.is_gpu:
+            warps_per_wg = np.ceil(lsz / d.warp)
+            per_cu = np.full_like(g, d.max_wg_per_cu or 32.0)
+            if d.max_warps_per_cu:
+                per_cu = np.minimum(per_cu, np.floor(d.max_warps_per_cu / np.maximum(warps_per_wg, 1)))
+            lm = f["local_mem_bytes"]
+            if d.local_mem_per_cu:
+                per_cu = np.where(lm > 0, np.minimum(per_cu, np.floor(d.local_mem_per_cu / np.maximum(lm, 1))), per_cu)
+            per_cu = np.maximum(per_cu, 1.0)
+            occupancy = per_cu * warps_per_wg / (d.max_warps_per_cu or per_cu * warps_per_wg)
+        else:
+            per_cu = np.ones_like(g)
+            occupancy = np.minimum(n_wg, cu) / cu
+        concurrent = cu * per_cu
+
+        # per-work-item costs
+        prefix = "warp_" if d.is_gpu else ""
+        comp_s_item = np.zeros_like(g)       # seconds of one compute unit per work-item
+        flops = np.zeros_like(g)
+        for op in RATE_CLASSES:
+            cnt = f.get(prefix + op, f.get(op))
+            if cnt is None:
+                continue
+            comp_s_item = comp_s_item + cnt / (d.rate(op) / cu)
+            if op.startswith("fp"):
+                flops = flops + f[op] * (2 if op.endswith("fma") else 1)
+        fetched = f["global_fetched_bytes"] + f["constant_load_bytes"] * 0.0
+        requested = f["global_load_bytes"] + f["global_store_bytes"] + f["global_atomic_bytes"]
+        bw = np.full_like(g, d.dram_bw)
+        level = np.full(g.shape, len(d.bw_levels), dtype=np.int64)
+        for i in reversed(range(len(d.bw_levels))):
+            size, lbw = d.bw_levels[i]
+            fits = ws <= size
+            bw = np.where(fits, lbw, bw)
+            level = np.where(fits, i, level)
+        local_s_item = (f["local_bytes"] / (d.local_bw / cu)) if d.local_bw else np.zeros_like(g)
+        barriers = f["barrier"]
+
+        def wave(w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            active = np.minimum(w, cu)
+            rounds = np.ceil(w / cu)
+            comp = rounds * lsz * comp_s_item
+            mem = w * lsz * fetched / np.maximum(bw * active / cu, 1.0)
+            sync = rounds * barriers * d.barrier_s
+            return comp, mem + rounds * lsz * local_s_item, sync
+
+        full = np.floor(n_wg / concurrent)
+        rem = n_wg - full * concurrent
+        c1, m1, s1 = wave(np.minimum(concurrent, n_wg))
+        c2, m2, s2 = wave(rem)
+        c2, m2, s2 = (np.where(rem > 0, x, 0.0) for x in (c2, m2, s2))
+        comp_t = np.where(full > 0, full * c1, 0.0) + c2
+        mem_t = np.where(full > 0, full * m1, 0.0) + m2
+        sync_t = np.where(full > 0, full * s1, 0.0) + s2
+
+        if d.is_gpu:
+            body = self._mwp_cwp(f, lsz, per_cu, n_wg, cu, comp_t, mem_t)
+        else:
+            body = np.maximum(comp_t, mem_t)
+        launch = d.launch_s + n_wg * d.wg_overhead_s
+
+        # DVFS under a power cap: compute slows with the clock
+        cap = power_cap_w if power_cap_w is not None else self.power_cap_w
+        freq_ratio = np.ones_like(g)
+        if cap is not None and d.tdp_w:
+            freq_ratio = np.minimum(1.0, (np.asarray(cap, dtype=np.float64) / d.tdp_w) ** (1 / 3))
+            body = np.maximum(comp_t / freq_ratio, mem_t) if not d.is_gpu else body / np.where(
+                comp_t >= mem_t, freq_ratio, 1.0)
+        time_s = launch + body + sync_t
+
+        energy = self._energy(f, g, fetched, level, time_s, n_wg, cu, freq_ratio)
+        intensity = np.where(requested > 0, flops / np.maximum(requested, 1e-12), np.inf)
+        peak_flops = 2 * d.rates.get("fp32_fma", 1e10)
+        parts = {
+            "launch_s": launch * np.ones_like(g), "compute_s": comp_t, "memory_s": mem_t, "sync_s": sync_t,
+            "occupancy": occupancy, "eta_coal": f["eta_coal"], "bandwidth_Bps": bw, "memory_level": level,
+            "arithmetic_intensity": intensity, "time_balance": np.full_like(g, peak_flops / d.dram_bw),
+            "waves": np.ceil(n_wg / concurrent), "resident_wg_per_cu": per_cu, "global_items": g,
+            "flops": flops * g, "fetched_bytes": fetched * g,
+        }
+        if d.energy:
+            eps_flop = d.energy.get("energy_per_op_fp32_fma_pj")
+            eps_mem = d.energy.get("energy_per_access_dram_pj")
+            if eps_flop and eps_mem:
+                parts["energy_balance"] = np.full_like(g, (eps_mem / 32) / (eps_flop / 2))
+        return AnalyticalResult(time_s, energy, parts)
+
+    def _mwp_cwp(self, f: dict[str, np.ndarray], lsz: np.ndarray, per_cu: np.ndarray, n_wg: np.ndarray, cu: float,
+                 comp_t: np.ndarray, mem_t: np.ndarray) -> np.ndarray:
+        """Hong and Kim's MWP/CWP cases, per compute unit, scaled by the repetitions (waves)."""
+        d = self.dev
+        clock = d.clock_hz or 1.4e9
+        mem_l = (d.mem_latency_s * clock) if d.mem_latency_s else DEFAULT_MEM_LATENCY_CYCLES
+        warps_wg = np.ceil(lsz / d.warp)
+        n_warps = np.maximum(np.minimum(per_cu, np.ceil(n_wg / cu)) * warps_wg, 1.0)   # active warps per SM
+        mem_insts = np.maximum(f["warp_global_mem"], 1e-9)
+        bytes_per_req = np.maximum(f["global_fetched_bytes"] / mem_insts, 1.0) * d.warp
+        bw_per_cu_cycle = d.dram_bw / cu / clock
+        departure = np.maximum(bytes_per_req / bw_per_cu_cycle, 1e-3)
+        mwp = np.minimum(mem_l / departure, n_warps)
+        comp_cycles = np.maximum(sum(f.get("warp_" + op, 0.0) for op in RATE_CLASSES) * 4.0, 1.0)
+        mem_cycles = f["warp_global_mem"] * mem_l
+        cwp = np.minimum((mem_cycles + comp_cycles) / comp_cycles, n_warps)
+        reps = np.ceil(np.ceil(n_wg / cu) / np.maximum(per_cu, 1)) * np.maximum(per_cu, 1) * warps_wg / n_warps
+        no_mem = f["warp_global_mem"] <= 0
+        case1 = (mem_cycles + comp_cycles + comp_cycles / mem_insts * (mwp - 1))
+        case2 = mem_cycles * n_warps / np.maximum(mwp, 1e-9) + comp_cycles / mem_insts * (mwp - 1)
+        case3 = mem_l + comp_cycles * n_warps
+        eq = (np.abs(mwp - n_warps) < 1e-9) & (np.abs(cwp - n_warps) < 1e-9)
+        cycles = np.where(eq, case1, np.where(cwp >= mwp, case2, case3))
+        cycles = np.where(no_mem, comp_cycles * n_warps, cycles)
+        t = cycles * reps / clock
+        # the bandwidth roofline still bounds the wave model from below
+        return np.maximum(t, np.maximum(comp_t, mem_t))
+
+    def _energy(self, f: dict[str, np.ndarray], g: np.ndarray, fetched: np.ndarray, level: np.ndarray,
+                time_s: np.ndarray, n_wg: np.ndarray, cu: float, freq_ratio: np.ndarray) -> np.ndarray:
+        e = self.dev.energy
+        nan = np.full_like(g, np.nan)
+        if not e:
+            return nan
+        dyn = np.zeros_like(g)
+        for op in RATE_CLASSES:
+            eps = None
+            for c in RATE_CLASSES[op]:
+                eps = e.get(f"energy_per_op_{c}_pj")
+                if eps is not None:
+                    break
+            if eps is None:
+                continue
+            dyn = dyn + f[op] * g * eps * 1e-12
+        eps_mem = np.full_like(g, e.get("energy_per_access_dram_pj", np.nan))
+        for i in range(len(self.dev.bw_levels)):
+            v = e.get(f"energy_per_access_level{i}_pj")
+            if v is not None:
+                eps_mem = np.where(level == i, v, eps_mem)
+        if np.isnan(eps_mem).all():
+            return nan
+        dyn = dyn + fetched * g / 32.0 * np.nan_to_num(eps_mem) * 1e-12
+        if "energy_per_access_local_pj" in e:
+            dyn = dyn + f["local_bytes"] * g / 32.0 * e["energy_per_access_local_pj"] * 1e-12
+        active = np.minimum(n_wg, cu)
+        if all(k in e for k in ("power_cu_alpha_w", "power_cu_beta", "power_cu_delta_w")):
+            p_static = e["power_cu_alpha_w"] * active ** e["power_cu_beta"] + e["power_cu_delta_w"]
+        else:
+            p_static = np.full_like(g, e["idle_power_w"])
+        r = e.get("transient_ratio")
+        if r is not None:
+            dyn = np.where(time_s < self.short_kernel_s, dyn * r, dyn)
+        dyn = dyn * freq_ratio ** 2      # dynamic energy per op ~ V^2, V ~ f under DVFS
+        return dyn + p_static * time_s
+
+    # -- the predictor interface ----------------------------------------------------------------
+
+    def predict(self, frame: pd.DataFrame) -> Predictions:
+        """One prediction per row; rows need ``source``, ``kernel_name``, ``gsize``, ``lsize``, ``args``."""
+        n = len(frame)
+        time_us = np.full(n, np.nan)
+        energy = np.full(n, np.nan)
+        expl: list[dict[str, Any]] = [{} for _ in range(n)]
+        opts = frame["build_options"] if "build_options" in frame else pd.Series([""] * n, index=frame.index)
+        keys = list(zip(frame["source"], frame["kernel_name"], opts.fillna("")))
+        groups: dict[tuple[str, str, str], list[int]] = {}
+        for i, k in enumerate(keys):
+            groups.setdefault(k, []).append(i)
+        caps = frame["power_cap_w"].to_numpy(dtype=float) if "power_cap_w" in frame else None
+        for (src, name, bo), idx in groups.items():
+            try:
+                feats = self.features(src, name, bo)
+            except Exception as e:  # noqa: BLE001 - an unanalyzable kernel is a NaN row with a reason
+                for i in idx:
+                    expl[i] = {"error": f"static analysis failed: {e}"}
+                continue
+            envs = [config_env(_sizes(frame["gsize"].iloc[i]), _sizes(frame["lsize"].iloc[i]) or None,
+                               _args(frame["args"].iloc[i])) for i in idx]
+            keys_all = sorted({k for e in envs for k in e})
+            env = {k: np.array([e.get(k, np.nan) for e in envs], dtype=np.float64) for k in keys_all}
+            env = {k: (v if not np.isnan(v).any() else np.where(np.isnan(v), 1.0, v)) for k, v in env.items()}
+            cap = None if caps is None else np.where(np.isnan(caps[idx]), np.inf, caps[idx])
+            res = self.evaluate(feats, env, cap)
+            time_us[idx] = res.time_s * 1e6
+            energy[idx] = res.energy_j
+            for j, i in enumerate(idx):
+                expl[i] = explain({k: v[j] for k, v in res.parts.items()}, res.time_s[j])
+        return Predictions(time_us, energy, expl)
+
+
+def explain(p: dict[str, Any], t: float) -> dict[str, Any]:
+    """Which part bounds the time, and the numbers behind it."""
+    parts = {"launch": float(p["launch_s"]), "compute": float(p["compute_s"]), "memory": float(p["memory_s"]),
+             "sync": float(p["sync_s"])}
+    bound = max(parts, key=lambda k: parts[k])
+    if bound in ("compute", "memory") and p["occupancy"] < 0.5 and p["waves"] <= 1:
+        bound = "latency"      # too little parallelism: idle compute units or too few warps
+    out = {
+        "bound": bound,
+        "time_parts_us": {k: v * 1e6 for k, v in parts.items()},
+        "occupancy": float(p["occupancy"]),
+        "coalescing": float(p["eta_coal"]),
+        "waves": float(p["waves"]),
+        "memory_level": int(p["memory_level"]),
+        "bandwidth_GBps": float(p["bandwidth_Bps"]) / 1e9,
+        "arithmetic_intensity": float(p["arithmetic_intensity"]),
+        "time_balance": float(p["time_balance"]),
+    }
+    if "energy_balance" in p:
+        out["energy_balance"] = float(p["energy_balance"])
+    return out

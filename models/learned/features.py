@@ -1,0 +1,145 @@
+"""Numeric launch features of the efficient mode: one vector per (kernel, configuration) row.
+
+Sizes enter as log2 (sizes span many orders of magnitude), scalars as log2(1 + |v|), missing
+dimensions as log2(1) = 0. Optional extra columns (``analytical_log2_time``, static features)
+are used when the frame has them; a missing or NaN value becomes 0 with a ``has_<column>``
+indicator of 0, so a model trained with an analytical estimate still predicts without one.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import math
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+MAX_DIMS = 3
+#: extra columns used by default when present (glob patterns are resolved against the training frame)
+DEFAULT_EXTRA_COLUMNS = ("analytical_log2_time", "static_*")
+
+_BASE = (
+    ["dims"]
+    + [f"log2_g{i}" for i in range(MAX_DIMS)]
+    + [f"log2_l{i}" for i in range(MAX_DIMS)]
+    + ["lsize_auto", "log2_global_items", "log2_local_items", "log2_n_wg",
+       "n_buffers", "log2_buf_elems_sum", "log2_buf_elems_max", "log2_buf_bytes_sum", "log2_buf_bytes_max",
+       "n_local", "log2_local_bytes_sum", "n_scalars"]
+)
+
+
+def feature_names(max_scalars: int = 4, extra_columns: Sequence[str] = ()) -> list[str]:
+    names = list(_BASE) + [f"log2_scalar{i}" for i in range(max_scalars)]
+    for c in extra_columns:
+        names += [c, f"has_{c}"]
+    return names
+
+
+def resolve_extra_columns(patterns: Iterable[str], columns: Iterable[str]) -> list[str]:
+    """Concrete column names for ``patterns``: a plain name is kept (filled with 0 where missing),
+    a glob (``static_*``) becomes the sorted matching numeric columns of the frame."""
+    cols = list(columns)
+    out: list[str] = []
+    for p in patterns:
+        if any(ch in p for ch in "*?["):
+            out += sorted(c for c in cols if fnmatch.fnmatchcase(c, p) and c not in out)
+        elif p not in out:
+            out.append(p)
+    return out
+
+
+@lru_cache(maxsize=256)
+def _itemsize(dtype: str) -> int:
+    from instrument.cltypes import parse_type
+
+    try:
+        return parse_type(dtype).itemsize
+    except (ValueError, KeyError):
+        return 4
+
+
+def _log2(x: float) -> float:
+    return math.log2(x) if x > 0 else 0.0
+
+
+def _sizes(v: Any) -> tuple[int, ...] | None:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    seq = list(np.asarray(v).reshape(-1))
+    return tuple(int(x) for x in seq) if seq else None
+
+
+def _args(v: Any) -> list[dict[str, Any]]:
+    if isinstance(v, str):
+        return json.loads(v)
+    return list(v) if v is not None else []
+
+
+def _scalar_value(v: Any) -> float:
+    if isinstance(v, (list, tuple)):
+        v = v[0] if v else 0
+    if isinstance(v, str):
+        v = v.split(",")[0].strip()
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return 0.0
+    return f if math.isfinite(f) else 0.0
+
+
+def row_features(gsize: Any, lsize: Any, args: Any, n_wg: Any = None, max_scalars: int = 4) -> list[float]:
+    """The base features of one row, in :func:`feature_names` order (without extra columns)."""
+    g = _sizes(gsize) or (1,)
+    lz = _sizes(lsize)
+    a = _args(args)
+    out: list[float] = [float(len(g))]
+    out += [_log2(g[i]) if i < len(g) else 0.0 for i in range(MAX_DIMS)]
+    out += [_log2(lz[i]) if lz and i < len(lz) else 0.0 for i in range(MAX_DIMS)]
+    gi = float(np.prod(g))
+    li = float(np.prod(lz)) if lz else 0.0
+    if n_wg is None or (isinstance(n_wg, float) and math.isnan(n_wg)):
+        n_wg = gi / li if li else 0.0
+    out += [0.0 if lz else 1.0, _log2(gi), _log2(li), _log2(float(n_wg))]
+    bufs = [(int(x.get("count") or 0), _itemsize(str(x.get("dtype", "float")))) for x in a if x.get("kind") == "buffer"]
+    elems = [c for c, _ in bufs] or [0]
+    nbytes = [c * s for c, s in bufs] or [0]
+    locs = [int(x.get("count") or 0) * _itemsize(str(x.get("dtype", "float"))) for x in a if x.get("kind") == "local"]
+    scal = [_scalar_value(x.get("value")) for x in a if x.get("kind") == "scalar"]
+    out += [float(len(bufs)), _log2(sum(elems)), _log2(max(elems)), _log2(sum(nbytes)), _log2(max(nbytes)),
+            float(len(locs)), _log2(sum(locs)), float(len(scal))]
+    sv = [math.log2(1.0 + abs(s)) for s in scal[:max_scalars]]
+    out += sv + [0.0] * (max_scalars - len(sv))
+    return out
+
+
+def compute_features(frame: pd.DataFrame, max_scalars: int = 4, extra_columns: Sequence[str] = ()) -> np.ndarray:
+    """The raw (unnormalised) feature matrix of a frame, shape (rows, len(feature_names(...)))."""
+    n = len(frame)
+    nwg = frame["n_wg"] if "n_wg" in frame.columns else pd.Series([None] * n, index=frame.index)
+    lsz = frame["lsize"] if "lsize" in frame.columns else pd.Series([None] * n, index=frame.index)
+    rows = [row_features(g, lz, a, w, max_scalars)
+            for g, lz, a, w in zip(frame["gsize"], lsz, frame["args"], nwg)]
+    base = np.asarray(rows, dtype=np.float64).reshape(n, len(_BASE) + max_scalars)
+    extras = []
+    for c in extra_columns:
+        if c in frame.columns:
+            v = pd.to_numeric(frame[c], errors="coerce").to_numpy(dtype=np.float64)
+        else:
+            v = np.full(n, np.nan)
+        ok = np.isfinite(v)
+        extras += [np.where(ok, v, 0.0), ok.astype(np.float64)]
+    if extras:
+        base = np.concatenate([base, np.stack(extras, axis=1)], axis=1)
+    return base
+
+
+def normalisation(features: np.ndarray) -> tuple[list[float], list[float]]:
+    """Mean and std per column (std 1 for constant columns)."""
+    mean = features.mean(axis=0) if len(features) else np.zeros(features.shape[1])
+    std = features.std(axis=0) if len(features) else np.ones(features.shape[1])
+    std = np.where(std > 1e-8, std, 1.0)
+    return [float(x) for x in mean], [float(x) for x in std]

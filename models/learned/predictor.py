@@ -1,0 +1,86 @@
+"""The learned model behind the predictor interface shared with the analytical and blended models."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from models.base import Predictions, Predictor
+from models.learned.data import encode_rows, inference_batches, make_batch, prepare_frame
+from models.learned.model import KernelPerfModel, resolve_model_dir
+from models.learned.tokenizer import load_tokenizer
+
+log = logging.getLogger(__name__)
+
+
+class LearnedPredictor(Predictor):
+    """A trained :class:`KernelPerfModel` with its tokenizer: ``predict(frame)`` -> time (us), energy (J)."""
+
+    name = "learned"
+
+    def __init__(self, model: KernelPerfModel, tokenizer: Any, *, batch_size: int = 16, kernels_per_batch: int = 8):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.batch_size = batch_size
+        self.kernels_per_batch = kernels_per_batch
+
+    @property
+    def config(self) -> Any:
+        return self.model.config
+
+    @classmethod
+    def from_pretrained(cls, name_or_dir: str | os.PathLike[str], **kwargs: Any) -> LearnedPredictor:
+        d = resolve_model_dir(name_or_dir)
+        return cls(KernelPerfModel.from_pretrained(d), load_tokenizer(d), **kwargs)
+
+    def save_pretrained(self, directory: str | os.PathLike[str]) -> Path:
+        return self.model.save_pretrained(directory, tokenizer=self.tokenizer)
+
+    def fit(self, frame: pd.DataFrame, **kwargs: Any) -> LearnedPredictor:
+        """Train on ``frame`` (dataset columns + ``source``); keyword arguments as
+        :func:`train.loop.fit_frame` (``out_dir`` for checkpoints, ``epochs``, ``lr``...)."""
+        from train.loop import fit_frame  # the training loop lives in the train stage
+
+        result = fit_frame(frame, predictor=self, **kwargs)
+        self.model = result.predictor.model
+        self.tokenizer = result.predictor.tokenizer
+        return self
+
+    @torch.no_grad()
+    def predict_log2(self, frame: pd.DataFrame) -> dict[str, np.ndarray]:
+        """log2 predictions per row: ``{"time": log2 us, "energy": log2 J}`` (what the model has)."""
+        df = prepare_frame(frame)
+        enc = encode_rows(df, self.tokenizer, self.config)
+        n_long = int(enc.too_long.sum())
+        if n_long:
+            log.warning("%d row(s) exceed the %d-token context; their input keeps its last %d tokens",
+                        n_long, self.config.max_length, self.config.max_length)
+        out = {k: np.full(len(df), np.nan) for k in self._targets()}
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            for rows in inference_batches(enc, np.arange(len(df)), self.batch_size, self.kernels_per_batch):
+                b = make_batch(enc, rows, self.tokenizer.pad_token_id, self.config.max_length)
+                pred = self.model(**b.model_inputs())
+                for k, v in pred.items():
+                    out[k][rows] = v.float().cpu().numpy()
+        finally:
+            self.model.train(was_training)
+        return out
+
+    def predict(self, frame: pd.DataFrame) -> Predictions:
+        p = self.predict_log2(frame)
+        n = len(frame)
+        time_us = np.exp2(p["time"]) if "time" in p else np.full(n, np.nan)
+        energy_j = np.exp2(p["energy"]) if "energy" in p else np.full(n, np.nan)
+        return Predictions(time_us=time_us, energy_j=energy_j)
+
+    def _targets(self) -> list[str]:
+        c = self.config
+        return [k for k, on in (("time", c.predicts_time), ("energy", c.predicts_energy)) if on]

@@ -1,0 +1,431 @@
+"""Static feature records: source features (libclang), PTX features, and their combination.
+
+Every count in :class:`SourceFeatures` is an expression string in the grammar of
+:func:`models.static.expr.compile_expr` over these symbols:
+
+* ``gsize0..2``, ``lsize0..2``, ``ngroups0..2`` - global size, work-group size, number of groups;
+* scalar kernel arguments by name (a name that is a Python keyword or collides with a reserved
+  symbol gets a trailing ``_``; ``symbol_map`` maps expression symbols back to argument names);
+* ``avg_trip`` - trip count assumed for loops whose bounds depend on loaded data or are unknown;
+* ``len_<arg>`` - element count of a ``__local`` pointer argument (for ``local_mem_bytes``).
+
+:meth:`SourceFeatures.evaluate_many` evaluates all of them over arrays of configurations at once.
+Missing symbols take these defaults (:data:`DEFAULTS`, :func:`complete_env`): ``gsize0`` 1024,
+``gsize1``/``gsize2`` 1, ``lsize0`` ``min(64, gsize0)``, other ``lsize`` 1,
+``ngroups = ceil(gsize / lsize)`` (or ``gsize = ngroups * lsize`` when ``ngroups`` is given),
+``avg_trip`` 8, ``warp`` 32, ``seg_bytes`` 32, and any other symbol (an unbound scalar argument) 1.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from models.static.coalescing import (
+    DEFAULT_SEGMENT_BYTES,
+    DEFAULT_WARP,
+    bank_conflict_degree,
+    coalescing_efficiency,
+)
+from models.static.expr import CACHE_KEY, compile_expr
+
+log = logging.getLogger(__name__)
+
+FEATURES_VERSION = 1
+
+#: default trip count of a loop whose bound is loaded from memory or unknown
+DEFAULT_AVG_TRIP = 8.0
+
+#: defaults of symbols (see module docstring)
+DEFAULTS: dict[str, float] = {
+    "gsize0": 1024.0, "gsize1": 1.0, "gsize2": 1.0,
+    "avg_trip": DEFAULT_AVG_TRIP,
+    "warp": float(DEFAULT_WARP),
+    "seg_bytes": float(DEFAULT_SEGMENT_BYTES),
+    "work_dim": 1.0,
+}
+#: default for any other missing symbol (e.g. a scalar argument not given)
+DEFAULT_SYMBOL = 1.0
+
+#: operation classes counted per work-item
+OP_CLASSES = (
+    "fp32_add", "fp32_mul", "fp32_fma", "fp32_div",
+    "fp64_add", "fp64_mul", "fp64_fma", "fp64_div",
+    "int_add", "int_mul", "int_div", "int_bit",
+    "sfu", "cmp", "conv", "branch", "barrier", "fence",
+)
+RESERVED = frozenset({
+    "gsize0", "gsize1", "gsize2", "lsize0", "lsize1", "lsize2", "ngroups0", "ngroups1", "ngroups2",
+    "avg_trip", "warp", "seg_bytes", "work_dim", "min", "max", "log2", "ceil", "floor", "abs",
+})
+
+
+@dataclass
+class Access:
+    """One memory access site (per inlined call path) of a kernel."""
+
+    arg: str                 # buffer argument, __local/__private array or pointer name
+    space: str               # global / constant / local / private / image
+    kind: str                # load / store / atomic
+    elem_bytes: int          # bytes moved by one execution
+    unit_bytes: int          # bytes per step of the index (element size of the indexed pointer)
+    index: str               # index expression, re-printed from the AST
+    count: str               # executions per work-item (expression)
+    count_warp: str          # executions per work-item counted per issuing warp (SIMT view)
+    stride0: str | None      # index steps between adjacent lanes along local dim 0 (None: unknown)
+    stride1: str | None      # ... along local dim 1
+    index_expr: str = ""     # index as analysed (gid0, lid0, grp0, it<n>, ld(...) symbols)
+    coeffs: dict[str, str] = field(default_factory=dict)  # coefficient of gid0/lid0/grp0/... in the index
+    affine: bool = True      # index is affine in the work-item ids
+    indirect: bool = False   # index depends on loaded data (gather / scatter)
+    line: int = 0
+    via: str = ""            # builtin through which the access happens (vload4, atomic_add, ...)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Access:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclass
+class LoopInfo:
+    """One loop (per inlined call path)."""
+
+    line: int
+    kind: str                # for / while / do
+    var: str | None          # induction variable
+    trip: str                # trip count (expression; averaged over work-items)
+    trip_kind: str           # affine / geometric / data_dependent / unknown
+    depth: int               # nesting depth, 1 = outermost
+    data_dependent: bool = False
+    divergent: bool = False  # trip count differs between work-items
+    has_break: bool = False  # break/return inside: trip is an upper bound
+    early_exit: bool = False  # extra data-dependent exit condition: trip is an upper bound
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> LoopInfo:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclass
+class BranchInfo:
+    """One branch site: ``kind`` if / ?: / loop / switch / return; ``category`` divergent (condition
+    depends on a work-item id), data (on loaded data), or uniform."""
+
+    line: int
+    kind: str
+    category: str
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> BranchInfo:
+        return cls(**{k: d[k] for k in ("line", "kind", "category")})
+
+
+@dataclass
+class SourceFeatures:
+    """Per-work-item static features of one kernel from its OpenCL C source."""
+
+    kernel_name: str
+    dims: int = 1
+    n_args: dict[str, int] = field(default_factory=dict)      # by kind: buffer / constant / local / scalar
+    scalar_args: list[str] = field(default_factory=list)
+    symbol_map: dict[str, str] = field(default_factory=dict)  # expression symbol -> argument name
+    local_args: dict[str, int] = field(default_factory=dict)  # __local pointer argument -> element bytes
+    local_mem_bytes: int = 0           # fixed-size __local arrays declared in the kernel
+    private_array_bytes: int = 0       # fixed-size private arrays
+    ops: dict[str, str] = field(default_factory=dict)         # class -> count per work-item
+    ops_warp: dict[str, str] = field(default_factory=dict)    # class -> SIMT issue count per work-item
+    accesses: list[Access] = field(default_factory=list)
+    loops: list[LoopInfo] = field(default_factory=list)
+    branches: list[BranchInfo] = field(default_factory=list)
+    early_returns: int = 0
+    helpers: list[str] = field(default_factory=list)          # inlined helper functions
+    notes: list[str] = field(default_factory=list)            # constructs approximated or skipped
+    version: int = FEATURES_VERSION
+
+    # --- (de)serialization --------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SourceFeatures:
+        names = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in d.items() if k in names}
+        kw["accesses"] = [Access.from_dict(a) for a in kw.get("accesses", [])]
+        kw["loops"] = [LoopInfo.from_dict(x) for x in kw.get("loops", [])]
+        kw["branches"] = [BranchInfo.from_dict(x) for x in kw.get("branches", [])]
+        return cls(**kw)
+
+    # --- derived static numbers -----------------------------------------------------------------
+    def branch_counts(self) -> dict[str, int]:
+        out = {"divergent": 0, "data": 0, "uniform": 0}
+        for b in self.branches:
+            out[b.category] = out.get(b.category, 0) + 1
+        return out
+
+    def expressions(self) -> list[str]:
+        """Every expression string the features hold (for checks and pre-compilation)."""
+        out = list(self.ops.values()) + list(self.ops_warp.values())
+        for a in self.accesses:
+            out += [a.count, a.count_warp]
+            out += [s for s in (a.stride0, a.stride1) if s is not None]
+        out += [lp.trip for lp in self.loops]
+        return out
+
+    def symbols(self) -> set[str]:
+        """Free symbols of all expressions."""
+        out: set[str] = set()
+        for e in self.expressions():
+            out |= compile_expr(e)[1]
+        return out
+
+    # --- evaluation ---------------------------------------------------------------------------
+    def evaluate(self, env: Mapping[str, float]) -> dict[str, float]:
+        """Numeric per-work-item features for one configuration (see :meth:`evaluate_many`)."""
+        res = self.evaluate_many({k: np.asarray([v], dtype=np.float64) for k, v in env.items()})
+        return {k: float(np.asarray(v).reshape(-1)[0]) for k, v in res.items()}
+
+    def evaluate_many(self, envs: Mapping[str, np.ndarray | float]) -> dict[str, np.ndarray]:
+        """Numeric features over arrays of configurations at once.
+
+        ``envs`` maps symbols (``gsize0``, ``lsize0``, ..., scalar argument names) to arrays of
+        one shape (scalars broadcast). Returns arrays of that shape: every op class (per
+        work-item average) and ``warp_<class>`` (SIMT issue count), memory counts and bytes,
+        ``eta_coal`` / ``eta_bytes`` / ``local_bank_conflict``, FlipFlop's ``n_comp`` / ``n_mem``
+        / ``n_sync``, and static numbers (``dims``, ``local_mem_bytes`` ...).
+        """
+        env = complete_env(envs, dims=self.dims, symbol_map=self.symbol_map, symbols=self.symbols())
+        shape = np.broadcast_shapes(*[np.shape(v) for v in env.values()]) if env else ()
+        memo: dict[str, np.ndarray] = {}
+
+        def ev(text: str) -> np.ndarray:
+            r = memo.get(text)
+            if r is None:
+                fn, _ = compile_expr(text)
+                with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                    r = np.asarray(fn(env), dtype=np.float64)  # type: ignore[arg-type]
+                r = np.nan_to_num(np.broadcast_to(r, shape), nan=0.0)
+                memo[text] = r
+            return r
+
+        env[CACHE_KEY] = {}  # type: ignore[assignment]  # common sub-expressions, shared by all expressions
+        zeros = np.zeros(shape, dtype=np.float64)
+        out: dict[str, np.ndarray] = {}
+        for k in OP_CLASSES:
+            out[k] = ev(self.ops[k]) if k in self.ops else zeros
+            out["warp_" + k] = ev(self.ops_warp[k]) if k in self.ops_warp else zeros
+
+        mem_keys = ("global_loads", "global_stores", "global_atomics", "global_load_bytes",
+                    "global_store_bytes", "global_atomic_bytes", "global_fetched_bytes",
+                    "constant_loads", "constant_load_bytes", "local_loads", "local_stores",
+                    "local_atomics", "local_bytes", "private_accesses", "image_reads", "image_writes",
+                    "warp_global_mem", "warp_local_mem")
+        acc = {k: zeros.copy() for k in mem_keys}
+        eta_num = zeros.copy()
+        eta_den = zeros.copy()
+        bank_num = zeros.copy()
+        bank_den = zeros.copy()
+        l0, l1, l2 = env["lsize0"], env["lsize1"], env["lsize2"]
+        warp, seg = env["warp"], env["seg_bytes"]
+        for a in self.accesses:
+            c = ev(a.count)
+            cw = ev(a.count_warp)
+            s0 = ev(a.stride0) if a.stride0 is not None else None
+            s1 = ev(a.stride1) if a.stride1 is not None else None
+            b = c * a.elem_bytes
+            if a.space == "global":
+                eta = coalescing_efficiency(s0, s1, a.elem_bytes, a.unit_bytes, l0, l1, l2,
+                                            warp=warp, segment=seg)
+                eta = np.broadcast_to(eta, shape)
+                key = {"load": "global_loads", "store": "global_stores", "atomic": "global_atomics"}[a.kind]
+                bkey = {"load": "global_load_bytes", "store": "global_store_bytes",
+                        "atomic": "global_atomic_bytes"}[a.kind]
+                acc[key] += c
+                acc[bkey] += b
+                acc["global_fetched_bytes"] += b / np.maximum(eta, 1e-9)
+                acc["warp_global_mem"] += cw
+                if a.kind != "atomic":
+                    eta_num += c * eta
+                    eta_den += c
+            elif a.space == "constant":
+                acc["constant_loads"] += c
+                acc["constant_load_bytes"] += b
+            elif a.space == "local":
+                key = {"load": "local_loads", "store": "local_stores", "atomic": "local_atomics"}[a.kind]
+                acc[key] += c
+                acc["local_bytes"] += b
+                acc["warp_local_mem"] += cw
+                deg = np.broadcast_to(bank_conflict_degree(s0, a.elem_bytes, a.unit_bytes, l0, warp=warp), shape)
+                bank_num += c * deg
+                bank_den += c
+            elif a.space == "image":
+                acc["image_reads" if a.kind == "load" else "image_writes"] += c
+            else:
+                acc["private_accesses"] += c
+        out.update(acc)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out["eta_coal"] = np.where(eta_den > 0, eta_num / np.where(eta_den > 0, eta_den, 1), 1.0)
+            req = acc["global_load_bytes"] + acc["global_store_bytes"]
+            out["eta_bytes"] = np.where(acc["global_fetched_bytes"] - acc["global_atomic_bytes"] > 0,
+                                        req / np.maximum(acc["global_fetched_bytes"] - acc["global_atomic_bytes"],
+                                                         1e-12), 1.0)
+            out["eta_bytes"] = np.minimum(out["eta_bytes"], 1.0)
+            out["local_bank_conflict"] = np.where(bank_den > 0, bank_num / np.where(bank_den > 0, bank_den, 1), 1.0)
+        out["n_comp"] = sum((out[k] for k in OP_CLASSES if k not in ("branch", "barrier", "fence", "cmp")), zeros)
+        out["n_mem"] = (acc["global_loads"] + acc["global_stores"] + acc["global_atomics"] + acc["local_loads"]
+                        + acc["local_stores"] + acc["local_atomics"] + acc["constant_loads"])
+        out["n_sync"] = out["barrier"]
+        local_dyn = zeros.copy()
+        for name, eb in self.local_args.items():
+            local_dyn = local_dyn + env.get("len_" + name, zeros) * eb
+        out["local_mem_bytes"] = local_dyn + float(self.local_mem_bytes)
+        bc = self.branch_counts()
+        static = {
+            "dims": float(self.dims),
+            "branches_divergent": float(bc.get("divergent", 0)),
+            "branches_data": float(bc.get("data", 0)),
+            "branches_uniform": float(bc.get("uniform", 0)),
+            "early_returns": float(self.early_returns),
+            "loops": float(len(self.loops)),
+            "loops_data_dependent": float(sum(1 for lp in self.loops if lp.data_dependent)),
+            "private_array_bytes": float(self.private_array_bytes),
+        }
+        for k, v in static.items():
+            out[k] = np.full(shape, v)
+        return out
+
+
+def complete_env(envs: Mapping[str, np.ndarray | float], *, dims: int = 3,
+                 symbol_map: Mapping[str, str] | None = None,
+                 symbols: set[str] | None = None) -> dict[str, np.ndarray]:
+    """Fill in defaults and derived sizes (module docstring); arrays stay float64.
+
+    Keys may be expression symbols or the original argument names of ``symbol_map``.
+    """
+    env: dict[str, np.ndarray] = {k: np.asarray(v, dtype=np.float64) for k, v in envs.items()}
+    for s, argname in (symbol_map or {}).items():
+        if s not in env and argname in env:
+            env[s] = env[argname]
+    for d in range(3):
+        g, loc, n = f"gsize{d}", f"lsize{d}", f"ngroups{d}"
+        if g not in env:
+            if n in env and loc in env:
+                env[g] = env[n] * env[loc]
+            else:
+                env[g] = np.asarray(DEFAULTS[g])
+        if loc not in env:
+            if n in env:
+                env[loc] = np.maximum(np.floor(env[g] / np.maximum(env[n], 1.0)), 1.0)
+            else:
+                env[loc] = np.minimum(64.0, env[g]) if d == 0 else np.asarray(1.0)
+        if n not in env:
+            env[n] = np.ceil(env[g] / np.maximum(env[loc], 1.0))
+    for k, v in DEFAULTS.items():
+        env.setdefault(k, np.asarray(v))
+    if "work_dim" not in envs:
+        env["work_dim"] = np.asarray(float(dims))
+    missing = (symbols or set()) - env.keys()
+    if missing:
+        log.debug("symbols without a value, using %s: %s", DEFAULT_SYMBOL, sorted(missing))
+        for s in missing:
+            env[s] = np.asarray(DEFAULT_SYMBOL)
+    return env
+
+
+# ----------------------------------------------------------------------------------------------
+# PTX features
+# ----------------------------------------------------------------------------------------------
+
+@dataclass
+class PtxBlock:
+    """A basic block of one PTX function."""
+
+    label: str
+    n_instructions: int
+    counts: dict[str, int]
+    successors: list[int]
+    loop_depth: int = 0
+
+
+@dataclass
+class PtxLoop:
+    """A natural loop: header block, member blocks, nesting depth (1 = outermost)."""
+
+    header: int
+    blocks: list[int]
+    depth: int
+    back_edges: list[list[int]]
+
+
+@dataclass
+class PtxFeatures:
+    """Static features of one PTX entry (kernel).
+
+    ``counts`` are static instruction counts per class; ``weighted`` multiplies each block's
+    counts by ``trip ** loop_depth`` with the default trip count per loop level
+    (:data:`models.static.ptx.DEFAULT_PTX_TRIP`) - an estimate of dynamic counts per thread when
+    no trip counts are known. ``bytes`` sums the widths of global/shared loads and stores.
+    """
+
+    kernel_name: str
+    target: str = ""
+    version: str = ""
+    n_instructions: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    weighted: dict[str, float] = field(default_factory=dict)
+    bytes: dict[str, int] = field(default_factory=dict)
+    blocks: list[PtxBlock] = field(default_factory=list)
+    loops: list[PtxLoop] = field(default_factory=list)
+    max_loop_depth: int = 0
+    n_params: int = 0
+    registers_declared: dict[str, int] = field(default_factory=dict)  # .reg declarations by type
+    shared_bytes: int = 0          # static .shared declarations
+    local_bytes: int = 0           # .local declarations (stack arrays)
+    dims_used: int = 1             # highest %tid/%ctaid/%ntid dimension read, plus one
+    calls: dict[str, int] = field(default_factory=dict)  # callee -> count (OpenCL builtins on nvcl)
+    trip_per_level: float = 8.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def n_sync(self) -> int:
+        return self.counts.get("barrier", 0)
+
+
+@dataclass
+class StaticFeatures:
+    """Everything static about one kernel: source features, PTX features, toolchain info."""
+
+    kernel_id: str
+    kernel_name: str
+    language: str
+    source: SourceFeatures | None = None
+    ptx: PtxFeatures | None = None
+    resources: dict[str, Any] | None = None   # ptxas -v: registers, shared, spills, ...
+    toolchain: dict[str, str] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+    version: int = FEATURES_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> StaticFeatures:
+        kw = dict(d)
+        if kw.get("source") is not None:
+            kw["source"] = SourceFeatures.from_dict(kw["source"])
+        if kw.get("ptx") is not None:
+            p = dict(kw["ptx"])
+            p["blocks"] = [PtxBlock(**b) for b in p.get("blocks", [])]
+            p["loops"] = [PtxLoop(**x) for x in p.get("loops", [])]
+            kw["ptx"] = PtxFeatures(**p)
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in kw.items() if k in names})

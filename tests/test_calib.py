@@ -1,0 +1,431 @@
+"""calib: profile JSON, fits, the whole calibration against a fake harness with known answers
+(time and energy), and a few real microbenchmarks on the local OpenCL device."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+
+from calib import kernels as K
+from calib.fits import find_plateaus, linear_fit, power_law_fit, r_squared
+from calib.microbench import CalibOptions, Calibrator, size_ladder
+from calib.profile import (
+    Curve,
+    DeviceIdentity,
+    DeviceProfile,
+    ProfileError,
+    ProfileValue,
+    bundled_profiles,
+    load_profile,
+)
+from instrument.backends.opencl import DeviceInfo
+from instrument.runner import TimingPolicy
+from kernelcast.schema import Kernel, LaunchConfig, Measurement, TimeStats
+
+KiB, MiB = 1024, 1024 * 1024
+
+# ---------------------------------------------------------------------------------------------
+# profile
+
+
+def _profile() -> DeviceProfile:
+    p = DeviceProfile(DeviceIdentity(name="dev", vendor="v", compute_units=4, wg_multiple=32, max_clock_mhz=1000))
+    p.set("dram_bw_gbs", 123.5, "GB/s", "measured: calib bandwidth on 2025-01-01", r2=None, notes="n")
+    p.set("wg_overhead_us", 0.05, "us", "measured: calib wg on 2025-01-01", r2=0.999)
+    p.set("compute_units", 108, "count", "NVIDIA A100 datasheet (2020)")
+    p.curves["bandwidth_vs_working_set"] = Curve([1.0, 2.0], [3.0, 4.0], "B", "GB/s", "measured")
+    p.notes.append("hello")
+    return p
+
+
+def test_profile_json_round_trip(tmp_path):
+    p = _profile()
+    path = p.save(tmp_path / "p.json")
+    q = DeviceProfile.load(path)
+    assert q.to_dict() == p.to_dict()
+    assert q.get("dram_bw_gbs") == 123.5
+    assert q.get("missing") is None and q.get("missing", 7.0) == 7.0
+    assert q.entry("wg_overhead_us").r2 == 0.999
+    assert isinstance(q.get("compute_units"), int)
+    assert "dram_bw_gbs" in q and not q.has_energy
+    assert q.curves["bandwidth_vs_working_set"].y == [3.0, 4.0]
+    assert not list(tmp_path.glob(".p.json.tmp*"))   # atomic write leaves no temporary
+    assert DeviceProfile.from_json(p.to_json()).to_dict() == p.to_dict()
+
+
+@pytest.mark.parametrize("mutate,msg", [
+    (lambda d: d.pop("schema_version"), "schema_version"),
+    (lambda d: d.__setitem__("schema_version", 99), "newer"),
+    (lambda d: d.pop("device"), "device"),
+    (lambda d: d["values"]["dram_bw_gbs"].pop("units"), "units"),
+    (lambda d: d["values"]["dram_bw_gbs"].__setitem__("value", "fast"), "finite number"),
+    (lambda d: d["curves"]["bandwidth_vs_working_set"]["y"].append(1.0), "2 x values"),
+])
+def test_profile_rejects_bad_files(tmp_path, mutate, msg):
+    d = _profile().to_dict()
+    mutate(d)
+    f = tmp_path / "bad.json"
+    f.write_text(json.dumps(d))
+    with pytest.raises(ProfileError, match=msg):
+        DeviceProfile.load(f)
+
+
+def test_profile_errors_are_one_line(tmp_path):
+    f = tmp_path / "x.json"
+    f.write_text("{not json")
+    with pytest.raises(ProfileError) as e:
+        DeviceProfile.load(f)
+    assert "\n" not in str(e.value) and "x.json" in str(e.value)
+    with pytest.raises(ProfileError, match="cannot read"):
+        DeviceProfile.load(tmp_path / "nope.json")
+    with pytest.raises(ProfileError, match="bundled"):
+        load_profile("no-such-gpu")
+
+
+def test_bundled_profiles_cite_their_sources():
+    names = bundled_profiles()
+    for want in ("v100", "a100", "h100", "rtx4090"):
+        assert want in names
+    for name in names:
+        p = load_profile(name)
+        assert p.values, name
+        for k, v in p.values.items():
+            assert v.units and v.source, (name, k)
+            if p.kind == "published":
+                assert not v.source.startswith("measured"), (name, k)
+    a100 = load_profile("a100")
+    assert a100.get("compute_units") == 108
+    assert a100.get("warp_size") == 32
+    for level, pj in (("shared", 82.1), ("l1", 107), ("l2", 368), ("dram", 2090)):
+        v = a100.entry(f"energy_per_sector_{level}_pj")
+        assert v is not None and v.value == pytest.approx(pj) and "Delestrac" in v.source
+    assert load_profile("h100").get("peak_fp32_gflops") > load_profile("v100").get("peak_fp32_gflops")
+
+
+# ---------------------------------------------------------------------------------------------
+# fits
+
+
+def test_linear_fit_recovers_slope_and_intercept():
+    rng = np.random.default_rng(1)
+    x = np.linspace(1e6, 1e8, 12)
+    y = 2.09e-9 * x + 0.35 + rng.normal(0, 1e-3, x.size)     # Delestrac-like: J per access + offset
+    f = linear_fit(x, y)
+    assert f.slope == pytest.approx(2.09e-9, rel=1e-3)
+    assert f.intercept == pytest.approx(0.35, abs=2e-3)
+    assert f.r2 > 0.9999 and f.n == 12
+    assert linear_fit([0, 1, 2], [1, 1, 1]).r2 == 1.0
+    with pytest.raises(ValueError):
+        linear_fit([1, 1], [2, 3])
+
+
+@pytest.mark.parametrize("alpha,beta,delta", [(30.0, 0.7, 60.0), (5.0, 1.4, 20.0), (80.0, 0.3, 40.0)])
+def test_power_law_fit_recovers_parameters(alpha, beta, delta):
+    rng = np.random.default_rng(2)
+    n = np.arange(1, 41, dtype=float)
+    p = alpha * n**beta + delta
+    f = power_law_fit(n, p)
+    assert (f.alpha, f.beta, f.delta) == pytest.approx((alpha, beta, delta), rel=1e-4)
+    assert f.r2 == pytest.approx(1.0)
+    noisy = p * (1 + rng.normal(0, 0.003, n.size))
+    g = power_law_fit(n, noisy)
+    assert g.beta == pytest.approx(beta, rel=0.06)
+    assert g.r2 > 0.99
+    assert float(g(10.0)) == pytest.approx(alpha * 10**beta + delta, rel=0.01)
+    with pytest.raises(ValueError):
+        power_law_fit([1, 2, 2], [1, 2, 2])
+
+
+def test_r_squared_bounds():
+    assert r_squared([1, 2, 3], [1, 2, 3]) == 1.0
+    assert r_squared([1, 2, 3], [2, 2, 2]) == pytest.approx(0.0)
+
+
+def _steps(sizes, levels):
+    """Value of the first level whose capacity holds the size."""
+    return np.array([next(v for cap, v in levels if s <= cap) for s in sizes], dtype=float)
+
+
+def test_plateaus_find_cache_levels_with_noise_and_transitions():
+    rng = np.random.default_rng(3)
+    sizes = np.array(size_ladder(16 * KiB, 256 * MiB, fine_until=16 * MiB, fine=math.sqrt(2), coarse=2.0))
+    bw = _steps(sizes, [(64 * KiB, 800.0), (4 * MiB, 300.0), (math.inf, 100.0)])
+    bw[0] = 200.0                                   # too few work-items at the smallest set
+    i = int(np.searchsorted(sizes, 4 * MiB)) + 1    # a transition point between two levels
+    bw[i] = 180.0
+    bw *= 1 + rng.normal(0, 0.03, bw.size)
+    pl = find_plateaus(sizes, bw, min_step=1.35)
+    assert [round(p.value, -1) for p in pl] == pytest.approx([800, 300, 100], rel=0.05)
+    assert pl[0].x_hi == 64 * KiB and pl[1].x_hi == 4 * MiB
+    assert pl[-1].x_hi == sizes[-1]
+
+
+def test_plateaus_of_an_increasing_latency_curve():
+    sizes = np.array([2.0**b * 64 for b in range(8, 23)])
+    lat = _steps(sizes, [(32 * KiB, 1.5), (1 * MiB, 4.0), (16 * MiB, 15.0), (math.inf, 150.0)])
+    lat[-2] *= 1.1
+    pl = find_plateaus(sizes, lat, min_step=1.5, decreasing=False)
+    assert [p.value for p in pl] == pytest.approx([1.5, 4.0, 15.0, 150.0], rel=0.06)
+    assert [p.x_hi for p in pl[:-1]] == [32 * KiB, 1 * MiB, 16 * MiB]
+    assert find_plateaus([], []) == []
+    single = find_plateaus([1.0, 2.0, 4.0], [5.0, 5.1, 4.9])
+    assert len(single) == 1 and single[0].n_points == 3
+
+
+# ---------------------------------------------------------------------------------------------
+# kernels
+
+
+def test_kernel_names_parse_back():
+    k = K.op_kernel("int32_add", 4, 8)
+    assert K.parse_op_kernel_name(k.name) == ("int32_add", 4, 8)
+    assert K.parse_op_kernel_name(K.busy_kernel(16, 8).name) == ("fp32_fma", 16, 8)
+    assert K.parse_op_kernel_name("kc_stream_read_v4") is None
+    assert K.parse_stream_kernel_name(K.stream_read_kernel(16, "blocked").name) == ("blocked", 16)
+    assert K.ops_per_iter("int32_add", 4, 8) == 4 * 2 * 4    # 4 pairs x 2 adds x 4 lanes
+    assert K.ops_per_iter("fp32_mul", 16, 8) == 8 * 2 * 16
+    assert "cl_khr_fp64" in K.op_kernel("fp64_fma", 4, 8).source
+    with pytest.raises(ValueError):
+        K.op_kernel("int32_add", 4, 3)
+
+
+# ---------------------------------------------------------------------------------------------
+# the whole calibration against a fake harness with known parameters
+
+
+@dataclass
+class Truth:
+    cu: int = 8
+    launch_us: float = 3.0
+    wg_us: float = 0.05
+    barrier_ns: float = 40.0
+    rates: dict[str, float] = field(default_factory=lambda: {
+        c: r for c, r in zip(K.OP_CLASSES, (4e12, 4e12, 8e12, 2e12, 3e12, 1e12, 0.5e12, 0.25e12, 0.3e12, 0.35e12,
+                                             1.1e12, 1.2e12, 1.3e12))})
+    bw: tuple[tuple[float, float], ...] = ((64 * KiB, 800e9), (4 * MiB, 300e9), (math.inf, 100e9))
+    lat: tuple[tuple[float, float], ...] = ((64 * KiB, 2e-9), (4 * MiB, 10e-9), (math.inf, 80e-9))
+    local_bw: float = 2000e9
+    idle_w: float = 50.0
+    eps_op_pj: float = 20.0                # + 1 pJ per class index
+    eps_access_pj: tuple[float, ...] = (100.0, 400.0, 2000.0)
+    eps_local_pj: float = 80.0
+    alpha: float = 30.0
+    beta: float = 0.7
+    delta: float = 60.0
+    r: float = 0.83
+
+
+def _level(size: float, table: tuple[tuple[float, float], ...]) -> tuple[int, float]:
+    for i, (cap, v) in enumerate(table):
+        if size <= cap:
+            return i, v
+    raise AssertionError
+
+
+class FakeHarness:
+    """Synthesises measurements of the calib kernels from :class:`Truth` (0.2 % noise)."""
+
+    def __init__(self, truth: Truth, energy: bool, fp64: bool = True, seed: int = 0):
+        self.t, self.energy, self.fp64 = truth, energy, fp64
+        self.rng = np.random.default_rng(seed)
+        self.calls: list[str] = []
+
+    def run(self, kernel: Kernel, config: LaunchConfig, policy: TimingPolicy | None = None) -> Measurement:
+        T = self.t
+        self.calls.append(kernel.name)
+        a = {b.name: b for b in config.args}
+        g, ls = config.gsize[0], config.lsize[0]
+        n_wg = g // ls
+        base = dict(kernel_id=kernel.id, kernel_name=kernel.name, device="fake", gsize=config.gsize,
+                    lsize=config.lsize, args=[], meter="fake" if self.energy else "none")
+        launch = T.launch_us * 1e-6
+        power: float | None = None
+        e_dyn = 0.0
+        name = kernel.name
+        op = K.parse_op_kernel_name(name)
+        st = K.parse_stream_kernel_name(name)
+        if op is not None:
+            cls, w, k = op
+            if K.OP_CLASSES[cls].needs_fp64 and not self.fp64:
+                return Measurement(**base, status="compile_error", reason="no fp64")
+            ops = g * a["iters"].value * K.ops_per_iter(cls, w, k)
+            eff = (1.0 if w == 16 or cls == "fp64_fma" and w == 8 else 0.6) * (1.0 if ls == 256 else 0.9)
+            active = min(n_wg, T.cu)
+            t = launch + n_wg * T.wg_us * 1e-6 + ops / (T.rates[cls] * eff * active / T.cu)
+            if name.startswith("kc_busy"):
+                power = T.alpha * active**T.beta + T.delta
+                if t < 50e-6:
+                    power *= T.r
+                e_dyn = (power - T.idle_w) * t
+            else:
+                e_dyn = (T.eps_op_pj + list(K.OP_CLASSES).index(cls)) * 1e-12 * ops + 1e-4
+        elif st is not None:
+            layout, w = st
+            size = a["n"].value * 4 * w
+            nbytes = a["passes"].value * size
+            lvl, bw = _level(size, T.bw)
+            eff = (1.0 if layout == "blocked" else 0.7) * (1.0 if w == 16 else 0.8) * (1.0 if ls >= 32 else 0.6)
+            t = launch + nbytes / (bw * eff)
+            e_dyn = T.eps_access_pj[lvl] * 1e-12 * nbytes / 32 + 2e-4
+        elif name.startswith("kc_local_read"):
+            w = int(name.rsplit("_v", 1)[1])
+            nbytes = n_wg * a["passes"].value * a["n"].value * 4 * w
+            t = launch + nbytes / T.local_bw * (1.0 if ls >= 256 else 1.5)
+            e_dyn = T.eps_local_pj * 1e-12 * nbytes / 32
+        elif name == "kc_chase":
+            bits = a["bits"].value
+            size = K.chase_nodes(bits) * K.CHASE_NODE_BYTES
+            t = launch + K.chase_nodes(bits) * 1e-9 + a["steps"].value * _level(size, T.lat)[1]
+        elif name == "kc_nop":
+            t = launch + n_wg * T.wg_us * 1e-6
+        elif name == "kc_barrier":
+            t = launch + n_wg * T.wg_us * 1e-6 + a["nb"].value * T.barrier_ns * 1e-9
+        elif name == "kc_empty":
+            t = launch
+        else:
+            raise AssertionError(f"unexpected kernel {name}")
+        times = [t * 1e6 * (1 + self.rng.normal(0, 0.002)) for _ in range(5)]
+        m = Measurement(**base, status="ok", time=TimeStats.from_times(times))
+        if self.energy:
+            tm = m.time.median_us * 1e-6
+            e_dyn *= 1 + self.rng.normal(0, 0.002)
+            m.dynamic_energy_j = e_dyn
+            m.energy_j = e_dyn + T.idle_w * tm
+            m.avg_power_w = power if power is not None else m.energy_j / tm
+            m.idle_power_w = T.idle_w
+            m.meter_method = "fake"
+        return m
+
+
+def _fake_device(truth: Truth) -> DeviceInfo:
+    return DeviceInfo(
+        platform_index=0, device_index=0, platform_name="Fake", platform_version="OpenCL 3.0 Fake",
+        name="Fake GPU", vendor="Fake", type="GPU", driver_version="1.0", device_version="OpenCL 3.0",
+        compute_units=truth.cu, max_work_group_size=1024, max_work_item_sizes=[1024, 1024, 64],
+        preferred_wg_multiple=32, global_mem_bytes=1 << 30, max_alloc_bytes=1 << 30, local_mem_bytes=64 * KiB,
+        max_constant_bytes=64 * KiB, max_clock_mhz=1500, mem_base_align_bytes=128,
+    )
+
+
+@pytest.fixture(scope="module")
+def fake_calibration():
+    truth = Truth()
+    dev = _fake_device(truth)
+    cal = Calibrator(dev, FakeHarness(truth, energy=False), FakeHarness(truth, energy=True, seed=1),
+                     CalibOptions(host_overhead=False), meter="fake")
+    return truth, cal, cal.run()
+
+
+def test_fake_calibration_recovers_time_parameters(fake_calibration):
+    truth, cal, p = fake_calibration
+    assert cal.failures == []
+    assert p.get("launch_overhead_us") == pytest.approx(truth.launch_us, rel=0.01)
+    for cls, rate in truth.rates.items():
+        assert p.get(f"peak_{cls}_gops") == pytest.approx(rate / 1e9, rel=0.01), cls
+        assert "work-groups of 256" in p.entry(f"peak_{cls}_gops").notes    # best launch size kept
+    assert p.get("peak_fp32_gflops") == pytest.approx(2 * truth.rates["fp32_fma"] / 1e9, rel=0.01)
+    assert p.get("bw_level0_gbs") == pytest.approx(800, rel=0.02)
+    assert p.get("bw_level1_gbs") == pytest.approx(300, rel=0.02)
+    assert p.get("dram_bw_gbs") == pytest.approx(100, rel=0.02)
+    assert p.get("cache_level0_bytes") == 64 * KiB and p.get("cache_level1_bytes") == 4 * MiB
+    assert "bw_level3_gbs" not in p
+    assert p.curves["bandwidth_vs_working_set"].notes.startswith("kc_stream_read_blk_v16")
+    assert p.get("bw_local_gbs") == pytest.approx(2000, rel=0.02)
+    assert p.get("latency_level0_ns") == pytest.approx(2.0, rel=0.02)
+    assert p.get("latency_level1_ns") == pytest.approx(10.0, rel=0.02)
+    assert p.get("dram_latency_ns") == pytest.approx(80.0, rel=0.02)
+    assert p.get("latency_level0_bytes") == 64 * KiB and p.get("latency_level1_bytes") == 4 * MiB
+    assert p.entry("dram_latency_ns").r2 > 0.999
+    assert p.get("wg_overhead_us") == pytest.approx(truth.wg_us, rel=0.02)
+    assert p.entry("wg_overhead_us").r2 > 0.999
+    assert p.get("barrier_ns") == pytest.approx(truth.barrier_ns, rel=0.02)
+    for v in p.values.values():
+        assert v.source.startswith("measured: calib ")
+
+
+def test_fake_calibration_recovers_energy_parameters(fake_calibration):
+    truth, cal, p = fake_calibration
+    assert p.meter == "fake" and p.has_energy
+    assert p.get("idle_power_w") == pytest.approx(truth.idle_w)
+    for i, cls in enumerate(K.OP_CLASSES):
+        eps = truth.eps_op_pj + i
+        assert p.get(f"energy_per_op_{cls}_pj") == pytest.approx(eps, rel=0.02), cls
+        assert p.entry(f"energy_per_op_{cls}_pj").r2 > 0.99
+        assert p.get(f"power_coeff_{cls}_pj") == pytest.approx(eps, rel=0.05), cls   # FlipFlop beta_u
+    for i, eps in enumerate(truth.eps_access_pj):
+        assert p.get(f"energy_per_access_level{i}_pj") == pytest.approx(eps, rel=0.02), i
+    assert p.get("energy_per_access_dram_pj") == pytest.approx(truth.eps_access_pj[-1], rel=0.02)
+    assert p.get("energy_per_access_local_pj") == pytest.approx(truth.eps_local_pj, rel=0.02)
+    assert p.get("power_cu_alpha_w") == pytest.approx(truth.alpha, rel=0.05)
+    assert p.get("power_cu_beta") == pytest.approx(truth.beta, rel=0.05)
+    assert p.get("power_cu_delta_w") == pytest.approx(truth.delta, rel=0.05)
+    assert p.entry("power_cu_beta").r2 > 0.999
+    assert p.get("transient_ratio") == pytest.approx(truth.r, rel=0.01)
+
+
+def test_profile_without_meter_has_no_energy_and_says_so():
+    truth = Truth()
+    cal = Calibrator(_fake_device(truth), FakeHarness(truth, energy=False, fp64=False), None,
+                     CalibOptions(quick=True, host_overhead=False, benches=("launch", "peak", "energy"),
+                                  op_classes=("fp32_fma", "fp64_fma")))
+    p = cal.run()
+    assert not p.has_energy and p.meter == "none"
+    assert not any(k.startswith(("energy", "power", "idle")) for k in p.values)
+    assert any("energy values absent" in n for n in p.notes)
+    assert "peak_fp64_fma_gops" not in p and "peak_fp64_gflops" not in p
+    assert any("fp64_fma" in n and "no value" in n for n in p.notes)
+    assert cal.failures == []          # an unsupported fp64 is not a failure
+    round_trip = DeviceProfile.from_json(p.to_json())
+    assert round_trip.get("peak_fp32_fma_gops") == p.get("peak_fp32_fma_gops")
+
+
+def test_profile_value_sources():
+    v = ProfileValue(1.0, "us", "measured: calib launch on 2025-01-01")
+    assert ProfileValue.from_dict(v.to_dict()) == v
+
+
+# ---------------------------------------------------------------------------------------------
+# real microbenchmarks on the local device
+
+
+def test_real_quick_microbenchmarks(device, harness):
+    opts = CalibOptions(quick=True, benches=("launch", "bandwidth", "wg"), max_bytes=256 * KiB,
+                        host_overhead=False, target_s=0.001)
+    cal = Calibrator(device, harness, None, opts)
+    p = cal.run()
+    assert cal.failures == []
+    assert 0 < p.get("launch_overhead_us") < 10_000
+    assert p.get("dram_bw_gbs") > 0.1
+    curve = p.curves["bandwidth_vs_working_set"]
+    assert curve.x[0] == 16 * KiB and max(curve.x) <= 256 * KiB
+    assert all(y > 0.1 for y in curve.y)
+    assert p.get("wg_overhead_us") is not None
+    assert DeviceProfile.from_json(p.to_json()).to_dict() == p.to_dict()
+
+
+def test_real_host_overhead(device):
+    from calib.microbench import measure_host_overhead
+
+    res = measure_host_overhead(device, n=50)
+    assert "error" not in res, res
+    assert 0 < res["batch_us"] and 0 < res["sync_us"] < 100_000
+
+
+def test_cli_writes_profile_and_rejects_bad_input(tmp_path, capsys):
+    from calib.cli import main
+
+    out = tmp_path / "p.json"
+    assert main(["--out", str(out), "--only", "launch", "--meter", "none", "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "launch_overhead_us" in printed and "energy values absent" in printed
+    p = DeviceProfile.load(out)
+    assert p.get("launch_overhead_us") > 0 and p.meter == "none"
+    assert main(["--out", str(tmp_path / "x.json"), "--only", "launch,nope"]) == 2
+    assert "unknown benchmark" in capsys.readouterr().err
+    assert main(["--out", str(tmp_path / "no" / "x.json"), "--only", "launch"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "x.json").exists()
