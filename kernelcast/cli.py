@@ -303,7 +303,9 @@ def _extra_commands() -> list[Callable[[Any], None]]:
     from datagen.cli import add_parsers as datagen_parsers
     from models.cli import add_parsers as model_parsers
 
-    regs: list[Callable[[Any], None]] = [datagen_parsers, calib_parser, model_parsers]
+    from bench.suite.compare import add_parser as bench_parser
+
+    regs: list[Callable[[Any], None]] = [datagen_parsers, calib_parser, model_parsers, bench_parser]
     try:
         from train.cli import add_parser as train_parser
     except ImportError as e:          # torch / transformers missing: no 'train'

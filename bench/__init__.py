@@ -1,0 +1,1 @@
+"""Benchmarks: suite manifests, measurement and model comparison (kernelcast bench), and scripts."""

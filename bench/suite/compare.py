@@ -1,0 +1,245 @@
+"""``kernelcast bench``: learned vs analytical vs blend on a benchmark suite (LLMPerf Table IV, Figure 2).
+
+For each kernel and problem size of the suite: measure on the device (adaptive repeats; the
+statistic is the median), predict with the analytical model, the learned model and the blend,
+then write into the report directory:
+
+* ``results.csv``: every instance, measured and predicted;
+* ``table.csv`` and the table in ``REPORT.md``: per kernel, MAPE of each model across sizes and
+  Spearman rho across sizes, with the averages (Table IV with three model columns);
+* ``plots/<kernel>.png``: predicted and measured time against problem size (Figure 2);
+* kernels that failed, with their status and reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+log = logging.getLogger(__name__)
+MODELS = ("analytical", "learned", "blend")
+
+
+def default_suite() -> Path:
+    return Path(__file__).resolve().parents[2] / "suites" / "kernelcast" / "suite.json"
+
+
+def _usage(msg: str) -> Exception:
+    from kernelcast.cli import UsageError
+
+    return UsageError(msg)
+
+
+def _mape(p: np.ndarray, y: np.ndarray) -> float:
+    ok = np.isfinite(p) & np.isfinite(y) & (y > 0)
+    return float(np.mean(np.abs(p[ok] - y[ok]) / y[ok]) * 100) if ok.any() else float("nan")
+
+
+def _spearman(p: np.ndarray, y: np.ndarray) -> float:
+    ok = np.isfinite(p) & np.isfinite(y)
+    if ok.sum() < 3:
+        return float("nan")
+    a, b = pd.Series(p[ok]).rank().to_numpy(), pd.Series(y[ok]).rank().to_numpy()
+    if a.std() == 0 or b.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(a, b)[0, 1])
+
+
+def predict_rows(rows: pd.DataFrame, sources: dict[str, tuple[str, str]], profile: Any, model: str | None
+                 ) -> pd.DataFrame:
+    """Add analytical / learned / blend predictions (us) to the measured rows."""
+    from models.cli import load_learned, predict_frame
+
+    ok = rows[rows["status"] == "ok"].copy()
+    if ok.empty:
+        return rows.assign(**{f"{m}_us": np.nan for m in MODELS})
+    ok["source"] = ok["kernel"].map(lambda k: sources[k][0])
+    ok["build_options"] = ok["kernel"].map(lambda k: sources[k][1])
+    learned, weights = load_learned(model)
+    pred = predict_frame(ok, profile, learned, weights)
+    out = rows.copy()
+    for m in MODELS:
+        col = f"{m}_us"
+        out[col] = np.nan
+        if col in pred:
+            out.loc[ok.index, col] = pred[col].to_numpy()
+    out["bound"] = None
+    out.loc[ok.index, "bound"] = [e.get("bound") if isinstance(e, dict) else None for e in pred["explanation"]]
+    if learned is not None and "blend_kind" in pred:
+        out.attrs["blend_kind"] = str(pred["blend_kind"].iloc[0])
+    return out
+
+
+def table(results: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for kid, g in results.groupby("kernel", sort=False):
+        ok = g[g["status"] == "ok"]
+        y = ok["median_us"].to_numpy(float)
+        r: dict[str, Any] = {"kernel": kid, "sizes": len(g), "ok": len(ok),
+                             "measured_us": f"{y.min():.1f}..{y.max():.1f}" if len(y) else "-"}
+        for m in MODELS:
+            p = ok[f"{m}_us"].to_numpy(float)
+            r[f"{m}_mape"] = _mape(p, y)
+            r[f"{m}_rho"] = _spearman(p, y)
+        rows.append(r)
+    t = pd.DataFrame(rows)
+    avg = {"kernel": "average", "sizes": int(t["sizes"].sum()), "ok": int(t["ok"].sum()), "measured_us": ""}
+    for c in t.columns:
+        if c.endswith(("_mape", "_rho")):
+            avg[c] = float(np.nanmean(t[c])) if t[c].notna().any() else float("nan")
+    return pd.concat([t, pd.DataFrame([avg])], ignore_index=True)
+
+
+def plot_kernel(g: pd.DataFrame, kid: str, out: Path) -> Path | None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ok = g[g["status"] == "ok"].sort_values("n")
+    if ok.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    ax.plot(ok["n"], ok["median_us"], "ko-", label="measured (median)")
+    style = {"analytical": ("tab:blue", "s--"), "learned": ("tab:orange", "^--"), "blend": ("tab:green", "d-.")}
+    for m in MODELS:
+        col = f"{m}_us"
+        if ok[col].notna().any():
+            c, s = style[m]
+            ax.plot(ok["n"], ok[col], s, color=c, label=m)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("problem size n")
+    ax.set_ylabel("time (us)")
+    ax.set_title(f"{kid}: predicted vs measured")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+    return out
+
+
+def _fmt(x: Any, pct: bool = False) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.1f}" if pct else f"{x:.3f}"
+    return str(x)
+
+
+def write_report(results: pd.DataFrame, tab: pd.DataFrame, out: Path, meta: dict[str, Any]) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    results.to_csv(out / "results.csv", index=False)
+    tab.to_csv(out / "table.csv", index=False)
+    plots = {}
+    for kid, g in results.groupby("kernel", sort=False):
+        p = plot_kernel(g, kid, out / "plots" / f"{kid}.png")
+        if p is not None:
+            plots[kid] = p.relative_to(out)
+    lines = [f"# kernelcast bench: {meta['suite']}", "",
+             f"Device {meta['device']}; profile {meta['profile']}; learned model {meta['model'] or 'none'}"
+             + (f" (blend: {meta['blend']})" if meta.get("blend") else "") + f"; measured {meta['date']}; "
+             f"{meta['instances']} instances in {meta['wall_s']:.0f} s. Times are medians of the harness's adaptive "
+             f"repeats (at least 10 launches and 0.1 s per instance).", "",
+             "## MAPE across problem sizes (%) and Spearman rho", "",
+             "| kernel | sizes ok | measured us | " + " | ".join(f"{m} MAPE" for m in MODELS) + " | "
+             + " | ".join(f"{m} rho" for m in MODELS) + " |",
+             "|---|---|---|" + "---|" * (2 * len(MODELS))]
+    for _, r in tab.iterrows():
+        lines.append(f"| {r['kernel']} | {r['ok']}/{r['sizes']} | {r['measured_us']} | "
+                     + " | ".join(_fmt(r[f'{m}_mape'], True) for m in MODELS) + " | "
+                     + " | ".join(_fmt(r[f'{m}_rho']) for m in MODELS) + " |")
+    failed = results[results["status"] != "ok"]
+    lines += ["", "## Failed instances", ""]
+    if failed.empty:
+        lines.append("None.")
+    else:
+        for _, r in failed.iterrows():
+            lines.append(f"- {r['label']}: {r['status']}: {r['reason']}")
+    lines += ["", "## Predicted vs measured time (Figure 2)", ""]
+    for kid, p in plots.items():
+        lines.append(f"### {kid}\n\n![{kid}]({p})\n")
+    path = out / "REPORT.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def print_table(tab: pd.DataFrame) -> str:
+    from kernelcast.cli import fmt_table
+
+    rows = [[r["kernel"], f"{r['ok']}/{r['sizes']}"] + [r[f"{m}_mape"] for m in MODELS]
+            + [r[f"{m}_rho"] for m in MODELS] for _, r in tab.iterrows()]
+    return fmt_table(rows, ["kernel", "ok"] + [f"{m[:5]} MAPE%" for m in MODELS] + [f"{m[:5]} rho" for m in MODELS])
+
+
+def run_bench(suite_path: str, out: str, *, model: str | None, profile_spec: str | None, device_spec: str | None,
+              meter: str = "auto", max_sizes: int | None = None, ids: list[str] | None = None,
+              progress: bool = True) -> tuple[pd.DataFrame, Path]:
+    from bench.suite.manifest import ManifestError, load_manifest
+    from bench.suite.run import measure_suite
+    from instrument.harness import Harness
+    from kernelcast.cli import _device
+    from models.cli import load_learned, resolve_profile
+
+    if not Path(suite_path).is_file():
+        raise _usage(f"--suite {suite_path}: no such file")
+    try:
+        suite = load_manifest(suite_path)
+    except ManifestError as e:
+        raise _usage(str(e).replace("\n", "; ")) from None
+    if ids:
+        unknown = [i for i in ids if i not in suite.ids()]
+        if unknown:
+            raise _usage(f"--kernels: {', '.join(unknown)} not in the suite (has {', '.join(suite.ids())})")
+    load_learned(model)                      # fail early on a bad --model
+    device = _device(device_spec)
+    profile = resolve_profile(profile_spec, device_spec)
+    t0 = time.perf_counter()
+    with Harness(device, meter=meter) as h:
+        rows = measure_suite(suite, h, progress=progress, ids=ids, max_sizes=max_sizes)
+    sources = {k.id: (k.kernel_record().source, k.kernel_record().build_options) for k in suite.kernels}
+    results = predict_rows(rows, sources, profile, model)
+    tab = table(results)
+    meta = {"suite": suite.name, "device": device.name, "profile": f"{profile.device.name} ({profile.kind})",
+            "model": model, "blend": results.attrs.get("blend_kind"), "instances": len(rows),
+            "wall_s": time.perf_counter() - t0, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    report = write_report(results, tab, Path(out), meta)
+    (Path(out) / "meta.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    return tab, report
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    ids = [s for s in args.kernels.split(",") if s] if args.kernels else None
+    tab, report = run_bench(args.suite or str(default_suite()), args.out, model=args.model,
+                            profile_spec=args.profile, device_spec=args.device, meter=args.meter,
+                            max_sizes=args.max_sizes, ids=ids, progress=sys.stderr.isatty())
+    print(print_table(tab))
+    print(f"report: {report} (plots in {report.parent / 'plots'})")
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("bench", help="benchmark learned vs analytical vs blend on a suite (LLMPerf Table IV)",
+                       description="Measure every kernel and problem size of a suite manifest on the device, "
+                                   "predict each with the analytical model, the learned model and the blend, and "
+                                   "write a report: per-kernel MAPE and Spearman rho, Figure-2 plots, Markdown.")
+    p.add_argument("--suite", help="suite manifest (default: the project's own suite, suites/kernelcast/suite.json)")
+    p.add_argument("--out", required=True, help="report directory")
+    p.add_argument("--model", help="learned model directory (without: analytical only)")
+    p.add_argument("--profile", help="device profile (default: this device's calibration)")
+    p.add_argument("--device")
+    p.add_argument("--meter", default="auto")
+    p.add_argument("--kernels", help="comma-separated kernel ids to run")
+    p.add_argument("--max-sizes", type=int, help="only the first N sizes of each kernel")
+    p.set_defaults(func=cmd_bench)

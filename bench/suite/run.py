@@ -1,0 +1,211 @@
+"""Measuring a suite: every (kernel, size) instance through the isolated harness, one row each.
+
+Rows are never dropped: an instance whose inputs cannot be generated, or whose kernel fails to
+build or run, is a row with its status and reason and null times.
+
+    python -m bench.suite.run suites/kernelcast/suite.json -o suite.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from bench.suite.manifest import BenchInstance, KernelSpec, ManifestError, Suite, load_manifest
+from instrument.runner import TimingPolicy
+from kernelcast.schema import Measurement
+
+log = logging.getLogger(__name__)
+
+#: columns of :func:`measure_suite`'s table, in order
+COLUMNS = (
+    "suite", "kernel", "kernel_name", "kernel_hash", "file", "n", "label", "gsize", "lsize", "global_items",
+    "local_items", "status", "reason", "median_us", "mean_us", "min_us", "cv", "repeats", "energy_j",
+    "avg_power_w", "meter", "input_bytes", "args", "build_s", "wall_s",
+)
+
+
+@dataclass
+class SuiteRow:
+    """One row of a suite measurement (kept as a dataclass so callers can build rows themselves)."""
+
+    suite: str
+    kernel: str
+    kernel_name: str
+    kernel_hash: str
+    file: str
+    n: int
+    label: str
+    gsize: list[int]
+    lsize: list[int] | None
+    global_items: int
+    local_items: int | None
+    status: str
+    reason: str = ""
+    median_us: float | None = None
+    mean_us: float | None = None
+    min_us: float | None = None
+    cv: float | None = None
+    repeats: int | None = None
+    energy_j: float | None = None
+    avg_power_w: float | None = None
+    meter: str = "none"
+    input_bytes: int | None = None
+    args: str = "[]"
+    build_s: float | None = None
+    wall_s: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {c: getattr(self, c) for c in COLUMNS}
+
+
+def _prod(xs: Iterable[int]) -> int:
+    out = 1
+    for x in xs:
+        out *= int(x)
+    return out
+
+
+def args_json(inst: BenchInstance) -> str:
+    """The argument bindings of an instance as compact JSON (what a predictor sees)."""
+    return json.dumps([
+        {"name": a.name, "kind": a.kind, "dtype": a.dtype, "count": a.count,
+         "value": a.value if a.kind == "scalar" else None, "init": a.init}
+        for a in inst.args
+    ], separators=(",", ":"), default=str)
+
+
+def row_from(inst: BenchInstance, m: Measurement, spec: KernelSpec | None = None) -> SuiteRow:
+    t = m.time
+    return SuiteRow(
+        suite=inst.suite, kernel=inst.id, kernel_name=inst.kernel.name, kernel_hash=inst.kernel.id,
+        file=str(spec.file if spec is not None else inst.kernel.origin), n=inst.n, label=inst.label,
+        gsize=list(inst.gsize), lsize=list(inst.lsize) if inst.lsize else None,
+        global_items=_prod(inst.gsize), local_items=_prod(inst.lsize) if inst.lsize else None,
+        status=m.status, reason=m.reason,
+        median_us=t.median_us if t else None, mean_us=t.mean_us if t else None, min_us=t.min_us if t else None,
+        cv=t.cv if t else None, repeats=t.repeats if t else None,
+        energy_j=m.energy_j, avg_power_w=m.avg_power_w, meter=m.meter,
+        input_bytes=inst.input_bytes(), args=args_json(inst), build_s=m.build_s, wall_s=m.wall_s,
+    )
+
+
+def _failed_row(suite: Suite, spec: KernelSpec, n: int, status: str, reason: str) -> SuiteRow:
+    k = spec.kernel_record()
+    return SuiteRow(suite=suite.name, kernel=spec.id, kernel_name=spec.kernel, kernel_hash=k.id,
+                    file=str(spec.file), n=n, label=f"{spec.id} n={n}", gsize=[], lsize=None, global_items=0,
+                    local_items=None, status=status, reason=reason)
+
+
+def measure_suite(suite: Suite, harness: Any, policy: TimingPolicy | None = None, progress: bool = True, *,
+                  ids: Iterable[str] | None = None, sizes: Iterable[int] | None = None,
+                  max_sizes: int | None = None, on_row: Callable[[SuiteRow], None] | None = None) -> pd.DataFrame:
+    """Measure every instance of ``suite`` with ``harness`` (an :class:`instrument.harness.Harness`).
+
+    One row per (kernel, size), in manifest order, with the columns in :data:`COLUMNS`; ``gsize``
+    and ``lsize`` are lists, ``args`` is JSON. ``ids``/``sizes`` restrict what runs,
+    ``max_sizes`` keeps the first sizes of each kernel (a quick sweep); ``on_row`` sees each row as
+    it is made (for streaming to disk)."""
+    policy = policy or TimingPolicy()
+    chosen = suite.kernels if ids is None else [suite.kernel(k) for k in ids]
+    only = set(sizes) if sizes is not None else None
+    jobs = [(spec, n) for spec in chosen for n in spec.sizes[:max_sizes] if only is None or n in only]
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(jobs), desc=suite.name, unit="run", file=sys.stderr)
+    rows: list[dict[str, Any]] = []
+    t0 = time.perf_counter()
+    try:
+        for spec, n in jobs:
+            if bar is not None:
+                bar.set_postfix_str(f"{spec.id} n={n}")
+            try:
+                inst = spec.instance(n, suite.name)
+            except ManifestError as e:
+                log.warning("%s n=%d: inputs not generated: %s", spec.id, n, e)
+                row = _failed_row(suite, spec, n, "invalid_config", str(e.issues[0]) if e.issues else str(e))
+            except MemoryError:
+                row = _failed_row(suite, spec, n, "invalid_config", "out of host memory generating the inputs")
+            else:
+                m = harness.run(inst.kernel, inst.config, policy, arrays=inst.arrays)
+                row = row_from(inst, m, spec)
+                del inst
+            if row.status != "ok":
+                log.info("%s: %s (%s)", row.label, row.status, row.reason)
+            rows.append(row.as_dict())
+            if on_row is not None:
+                on_row(row)
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    log.info("measured %d instances of %s in %.1f s", len(rows), suite.name, time.perf_counter() - t0)
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def summarize(df: pd.DataFrame) -> pd.DataFrame:
+    """Per kernel: sizes, statuses, and the range of median times (µs)."""
+    ok = df[df["status"] == "ok"]
+    g = df.groupby("kernel", sort=False)
+    out = pd.DataFrame({
+        "sizes": g["n"].count(),
+        "n_min": g["n"].min(),
+        "n_max": g["n"].max(),
+        "ok": g["status"].apply(lambda s: int((s == "ok").sum())),
+    })
+    og = ok.groupby("kernel", sort=False)["median_us"]
+    out["median_us_min"] = og.min()
+    out["median_us_max"] = og.max()
+    out["wall_s"] = g["wall_s"].sum()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.suite.run", description="Measure a benchmark suite.")
+    ap.add_argument("manifest", help="suite manifest (JSON or YAML)")
+    ap.add_argument("-o", "--output", help="write the table here (.csv or .parquet)")
+    ap.add_argument("--device", default="auto", help="OpenCL device spec (default: auto)")
+    ap.add_argument("--meter", default="auto", help="energy meter: auto, none, nvml, rapl")
+    ap.add_argument("--kernel", action="append", dest="ids", help="only this kernel id (repeatable)")
+    ap.add_argument("--max-sizes", type=int, help="only the first N sizes of each kernel")
+    ap.add_argument("--timeout", type=float, default=60.0, help="per-instance run timeout, seconds")
+    ap.add_argument("--no-progress", action="store_true")
+    ns = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        suite = load_manifest(ns.manifest)
+    except ManifestError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    from instrument.harness import Harness
+
+    t0 = time.perf_counter()
+    with Harness(ns.device, meter=ns.meter, timeout_s=ns.timeout) as h:
+        df = measure_suite(suite, h, progress=not ns.no_progress, ids=ns.ids, max_sizes=ns.max_sizes)
+    wall = time.perf_counter() - t0
+    if ns.output:
+        out = Path(ns.output)
+        if out.suffix == ".parquet":
+            df.assign(gsize=df["gsize"].map(json.dumps), lsize=df["lsize"].map(json.dumps)).to_parquet(out)
+        else:
+            df.to_csv(out, index=False)
+    with pd.option_context("display.width", 160, "display.max_rows", 500):
+        print(summarize(df).to_string())
+    print(f"{len(df)} instances, {int((df['status'] == 'ok').sum())} ok, wall {wall:.1f} s")
+    return 0 if (df["status"] == "ok").all() else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,109 @@
+"""The project's suite measured for real on the local OpenCL device, and checked against NumPy."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench.suite.manifest import load_manifest
+from bench.suite.reference import REFERENCES, Expected, compare, expected_outputs, verify_instance
+from bench.suite.run import COLUMNS, measure_suite, summarize
+from instrument.runner import TimingPolicy
+
+ROOT = Path(__file__).resolve().parents[1]
+SUITE = ROOT / "suites" / "kernelcast" / "suite.json"
+FAST = TimingPolicy(warmup=1, min_repeats=3, min_time_s=0.0, max_repeats=20, max_time_s=2.0)
+
+
+@pytest.fixture(scope="module")
+def suite():
+    return load_manifest(SUITE)
+
+
+def test_measure_a_few_instances(suite, harness):
+    ids = ["triad", "reduction", "spmv-csr-scalar"]
+    df = measure_suite(suite, harness, FAST, progress=False, ids=ids, max_sizes=2)
+    assert list(df.columns) == list(COLUMNS)
+    assert list(df["kernel"]) == ["triad", "triad", "reduction", "reduction", "spmv-csr-scalar", "spmv-csr-scalar"]
+    assert (df["status"] == "ok").all(), df[["label", "status", "reason"]]
+    assert (df["median_us"] > 0).all() and (df["repeats"] >= 3).all()
+    assert (df["min_us"] <= df["median_us"]).all() and df["energy_j"].isna().all()
+    red = df[df["kernel"] == "reduction"]
+    assert red["n"].nunique() == 2 and red["global_items"].nunique() == 1       # fixed global size
+    tri = df[df["kernel"] == "triad"]
+    assert list(tri["global_items"]) == list(tri["n"])                          # global size follows n
+    args = json.loads(df.iloc[0]["args"])
+    assert [a["name"] for a in args] == ["lhs", "rhs", "dst", "scale", "length"]
+    assert args[3]["value"] == 1.75 and args[4]["value"] == int(df.iloc[0]["n"])
+    s = summarize(df)
+    assert list(s.index) == ids and (s["ok"] == 2).all()
+
+
+def test_failures_are_rows_not_dropped(harness, tmp_path):
+    (tmp_path / "k.cl").write_text(
+        "__kernel void kc_t_copy(__global const float *a, __global float *b, const int n) {"
+        " int i = get_global_id(0); if (i < n) b[i] = a[i]; }\n")
+    doc = {"name": "fails", "version": 1, "kernels": [
+        {"id": "too-big-group", "file": "k.cl", "kernel": "kc_t_copy", "sizes": [8192],
+         "gsize": "n", "lsize": "n",                                  # beyond the device's work-group limit
+         "args": [{"name": "a", "buffer": "float", "count": "n"}, {"name": "b", "buffer": "float", "count": "n"},
+                  {"name": "n", "scalar": "int", "value": "n"}]},
+        {"id": "ok", "file": "k.cl", "kernel": "kc_t_copy", "sizes": [256], "gsize": "n", "lsize": 64,
+         "args": [{"name": "a", "buffer": "float", "count": "n"}, {"name": "b", "buffer": "float", "count": "n"},
+                  {"name": "n", "scalar": "int", "value": "n"}]},
+    ]}
+    (tmp_path / "m.json").write_text(json.dumps(doc))
+    s = load_manifest(tmp_path / "m.json")
+    s.kernels[0].lsize = ["n * 1024"]                                  # > 4096 on every device we know
+    s.kernels[0].gsize = ["n * 1024"]
+    df = measure_suite(s, harness, FAST, progress=False)
+    assert list(df["kernel"]) == ["too-big-group", "ok"]
+    assert df.iloc[0]["status"] == "invalid_config" and df.iloc[0]["reason"]
+    assert np.isnan(df.iloc[0]["median_us"])
+    assert df.iloc[1]["status"] == "ok"
+
+
+def test_generation_failure_is_a_row(harness, suite):
+    spec = suite.kernel("spmv-csr-scalar")
+    broken = load_manifest(SUITE).select(["spmv-csr-scalar"])
+    broken.kernels[0].args[0].count = "7"                             # contradicts the generated matrix
+    df = measure_suite(broken, harness, FAST, progress=False, sizes=spec.sizes[:1])
+    assert len(df) == 1 and df.iloc[0]["status"] == "invalid_config"
+    assert "args[0] (nz_values).count" in df.iloc[0]["reason"]
+
+
+@pytest.mark.parametrize("kid", ["triad", "reduction", "spmv-csr-scalar"])
+def test_numerical_check(suite, harness, kid):
+    for n in suite.kernel(kid).sizes[:2]:
+        check = verify_instance(suite.kernel(kid).instance(n, suite.name), harness)
+        assert check.ok, str(check)
+
+
+def test_every_suite_kernel_has_a_reference_and_passes_it(suite, harness):
+    failures = []
+    for spec in suite.kernels:
+        assert spec.kernel in REFERENCES, spec.kernel
+        check = verify_instance(spec.instance(spec.sizes[0], suite.name), harness)
+        if not check.ok:
+            failures.append(str(check))
+    assert not failures, "\n".join(failures)
+
+
+def test_compare_catches_wrong_results(suite):
+    inst = suite.kernel("triad").instance(suite.kernel("triad").sizes[0])
+    exp = expected_outputs(inst)["dst"]
+    good = exp.values.copy()
+    assert compare("dst", good, exp) is None
+    bad = good.copy()
+    bad[123] += 0.01
+    assert "1/" in (compare("dst", bad, exp) or "")
+    assert compare("dst", good[:-1], exp) is not None
+    labels = Expected(np.arange(1000), rtol=0, atol=0, mismatch_ok=1e-3)
+    one_off = np.arange(1000)
+    one_off[5] = 0
+    assert compare("label", one_off, labels) is None
+    one_off[6] = 0
+    assert compare("label", one_off, labels) is not None
