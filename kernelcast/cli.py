@@ -299,11 +299,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _extra_commands() -> list[Callable[[Any], None]]:
     """Subcommands of later pipeline stages register here."""
+    from bench.suite.compare import add_parser as bench_parser
     from calib.cli import add_parser as calib_parser
     from datagen.cli import add_parsers as datagen_parsers
     from models.cli import add_parsers as model_parsers
-
-    from bench.suite.compare import add_parser as bench_parser
 
     regs: list[Callable[[Any], None]] = [datagen_parsers, calib_parser, model_parsers, bench_parser]
     try:

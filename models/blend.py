@@ -93,3 +93,44 @@ class BlendModel(Predictor):
         t = self.weights.combine(pa.time_us, pl.time_us)
         e = np.where(np.isfinite(pl.energy_j), pl.energy_j, pa.energy_j)
         return Predictions(t, e, pa.explanation)
+
+
+def _spearman(p: np.ndarray, y: np.ndarray) -> float:
+    ok = np.isfinite(p) & np.isfinite(y)
+    if ok.sum() < 3:
+        return float("nan")
+    a, b = pd.Series(p[ok]).rank().to_numpy(), pd.Series(y[ok]).rank().to_numpy()
+    return float(np.corrcoef(a, b)[0, 1]) if a.std() > 0 and b.std() > 0 else float("nan")
+
+
+def fit_on_validation(dataset_dir: str | Path, model_dir: str | Path, profile: Any) -> dict[str, Any]:
+    """Fit the blend on the validation kernels of a trained model, save ``blend.json`` beside it,
+    and return analytical / learned / blend figures side by side on those rows."""
+    from models.analytical import AnalyticalModel
+    from models.learned.predictor import LearnedPredictor
+    from train.loop import load_training_frame
+
+    metrics = json.loads((Path(model_dir) / "metrics.json").read_text())
+    val = set(metrics["split"]["val_kernels"])
+    df, _ = load_training_frame(dataset_dir)
+    df = df[df["kernel_id"].isin(val)].reset_index(drop=True)
+    if df.empty:
+        raise ValueError("no validation rows of this model in the dataset")
+    an = AnalyticalModel(profile)
+    pa = an.predict(df)
+    f2 = df.assign(analytical_log2_time=np.log2(np.maximum(pa.time_us, 1e-9)))
+    pl = LearnedPredictor.from_pretrained(model_dir).predict(f2)
+    y = df["time_median_us"].to_numpy(dtype=float)
+    w = fit_blend(pa.time_us, pl.time_us, y)
+    w.save(model_dir)
+    pb = w.combine(pa.time_us, pl.time_us)
+    out: dict[str, Any] = {"rows": len(df), "kernels": int(df["kernel_id"].nunique()), "blend": asdict(w)}
+    for name, p in (("analytical", pa.time_us), ("learned", pl.time_us), ("blend", pb)):
+        ape = np.abs(p - y) / y
+        per_kernel = pd.Series(ape).groupby(df["kernel_id"]).mean()
+        rhos = [_spearman(p[g.index], y[g.index]) for _, g in df.groupby("kernel_id")]
+        out[name] = {"mape": float(np.nanmean(ape) * 100), "mape_per_kernel": float(per_kernel.mean() * 100),
+                     "median_ape": float(np.nanmedian(ape) * 100), "spearman_all": _spearman(p, y),
+                     "spearman_per_kernel": float(np.nanmean(rhos)) if rhos else float("nan")}
+    (Path(model_dir) / "blend_validation.json").write_text(json.dumps(out, indent=2, default=str) + "\n")
+    return out

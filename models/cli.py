@@ -104,7 +104,8 @@ def load_learned(model: str | None) -> tuple[Any, Any]:
 
         lp = LearnedPredictor.from_pretrained(model)
     except Exception as e:  # noqa: BLE001 - any loading failure is bad input here
-        raise _usage(f"--model {model}: cannot load: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise _usage(f"--model {model}: cannot load: {why}") from None
     return lp, (BlendWeights.load(p) if p.is_dir() else None)
 
 
@@ -382,6 +383,33 @@ def _measure_top(args: argparse.Namespace, kernel: Any, rows: list[dict[str, Any
 
 
 # ---------------------------------------------------------------------------------------------
+# blend
+
+
+def cmd_blend(args: argparse.Namespace) -> int:
+    from kernelcast.cli import fmt_table
+    from models.blend import fit_on_validation
+
+    if not (Path(args.model) / "metrics.json").is_file():
+        raise _usage(f"--model {args.model}: not a trained model directory (no metrics.json)")
+    if not Path(args.data).is_dir():
+        raise _usage(f"--data {args.data}: no such dataset directory")
+    profile = resolve_profile(args.profile, args.device)
+    try:
+        res = fit_on_validation(args.data, args.model, profile)
+    except ValueError as e:
+        raise _usage(str(e)) from None
+    rows = [[m, res[m]["mape"], res[m]["mape_per_kernel"], res[m]["median_ape"], res[m]["spearman_all"],
+             res[m]["spearman_per_kernel"]] for m in ("analytical", "learned", "blend")]
+    print(f"validation split of {args.model}: {res['rows']} rows of {res['kernels']} kernels")
+    print(fmt_table(rows, ["model", "MAPE %", "MAPE/kernel %", "median APE %", "rho", "rho/kernel"]))
+    b = res["blend"]
+    print(f"blend chosen: {b['kind']} (log2 t = {b['a']:.3f} log2 t_analytical + {b['b']:.3f} log2 t_learned "
+          f"+ {b['c']:.3f}); written to {Path(args.model) / 'blend.json'}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
 # parsers
 
 
@@ -405,6 +433,16 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--build-options", default="")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_predict)
+
+    p = sub.add_parser("blend", help="fit the analytical+learned blend on a trained model's validation split",
+                       description="Predict the validation kernels of a trained model with the analytical and the "
+                                   "learned model, fit the log-space blend, keep the candidate with the lowest "
+                                   "validation MAPE (blend.json in the model directory), and print all three.")
+    p.add_argument("--data", required=True, help="the dataset the model was trained on")
+    p.add_argument("--model", required=True)
+    p.add_argument("--profile")
+    p.add_argument("--device")
+    p.set_defaults(func=cmd_blend)
 
     p = sub.add_parser("tune", help="search launch configurations (and power caps) with the analytical model",
                        description="Enumerate valid work-group sizes (multiples of the warp up to the device "

@@ -128,8 +128,12 @@ def _paren(p: Poly) -> str:
     return f"({s})"
 
 
-def sym(name: str) -> Atom:
-    return Atom("s:" + name, "sym", name)
+#: the ``extra`` tag of symbols that only take integer values (sizes, integer arguments)
+INTEGER = "int"
+
+
+def sym(name: str, integer: bool = False) -> Atom:
+    return Atom("s:" + name, "sym", name, extra=frozenset({INTEGER}) if integer else frozenset())
 
 
 # ----------------------------------------------------------------------------------------------
@@ -164,8 +168,8 @@ class Poly:
         return Poly({((a, 1),): Fraction(1)})
 
     @staticmethod
-    def symbol(name: str) -> Poly:
-        return Poly.atom(sym(name))
+    def symbol(name: str, integer: bool = False) -> Poly:
+        return Poly.atom(sym(name, integer))
 
     # queries ----------------------------------------------------------------------------------
     def is_const(self) -> bool:
@@ -524,7 +528,25 @@ def p_mod(a: Poly, b: Poly) -> Poly:
     return _fn_atom("mod", [a, b])
 
 
+def is_integral(p: Poly) -> bool:
+    """Whether ``p`` only takes integer values (integer coefficients over integer atoms)."""
+    for m, c in p.terms.items():
+        if c.denominator != 1:
+            return False
+        for a, _ in m:
+            if a.kind == "sym" and INTEGER in a.extra:
+                continue
+            if a.kind == "fn" and a.fn in ("floordiv", "ceil", "floor"):
+                continue
+            if a.kind == "fn" and a.fn in ("max", "min", "mod", "abs") and all(is_integral(x) for x in a.args):
+                continue
+            return False
+    return True
+
+
 def p_unary(fn: str, a: Poly) -> Poly:
+    if fn in ("ceil", "floor") and is_integral(a):
+        return a
     if a.is_const():
         v = a.const_value()
         if fn == "ceil":

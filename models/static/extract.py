@@ -20,7 +20,7 @@ def extract(kernel: Kernel, *, ptx: bool = True, arch: str | None = None,
 
     Never raises for a bad kernel: failures go to ``StaticFeatures.errors``. ``arch`` is the PTX
     target (``sm_75``...; default: clang's default for OpenCL, nvcc's lowest for CUDA);
-    ``resources`` runs ``ptxas -v`` (about 20-50 ms per source, cached per PTX text).
+    ``resources`` runs ``ptxas -v`` once per source (cached per PTX text).
     """
     out = StaticFeatures(kernel_id=kernel.id, kernel_name=kernel.name, language=kernel.language)
     t0 = time.perf_counter()

@@ -122,7 +122,7 @@ ZERO = Poly()
 ONE = Poly.const(1)
 HALF = Poly.const(Fraction(1, 2))
 AVG_TRIP = Poly.symbol("avg_trip")
-WARP = Poly.symbol("warp")
+WARP = Poly.symbol("warp", integer=True)
 
 _FP32 = {TK.FLOAT, TK.HALF}
 _FP64 = {TK.DOUBLE, TK.LONGDOUBLE}
@@ -692,14 +692,15 @@ class _Walker:
             o = op
             if a < 0:
                 o = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}[op]
+            # X takes the integers 0..n-1: P(X < t) = ceil(t)/n, P(X <= t) = (floor(t) + 1)/n
             if o == "<":
-                it = p_clamp01(p_div(t, n))
+                it = p_clamp01(p_div(p_unary("ceil", t), n))
             elif o == "<=":
-                it = p_clamp01(p_div(t + 1, n))
+                it = p_clamp01(p_div(p_unary("floor", t) + 1, n))
             elif o == ">":
-                it = ONE - p_clamp01(p_div(t + 1, n))
+                it = ONE - p_clamp01(p_div(p_unary("floor", t) + 1, n))
             elif o == ">=":
-                it = ONE - p_clamp01(p_div(t, n))
+                it = ONE - p_clamp01(p_div(p_unary("ceil", t), n))
             elif o in ("==", "!="):
                 it = p_min(ONE, p_div(ONE, n))
                 wt = p_min(ONE, p_div(WARP, n)) if lane else it
@@ -1614,17 +1615,17 @@ class _Walker:
             dim = _const_arg(args)
             if dim is None or not 0 <= dim <= 2:
                 return UNKNOWN
-            return Val(Poly.symbol(f"{_SIZES[name]}{dim}"))
+            return Val(Poly.symbol(f"{_SIZES[name]}{dim}", integer=True))
         if name in ("get_global_linear_id", "get_local_linear_id"):
             pre = "gid" if name == "get_global_linear_id" else "lid"
             sz = "gsize" if pre == "gid" else "lsize"
-            p = Poly.atom(wi_atom(pre, 0)) + Poly.atom(wi_atom(pre, 1)) * Poly.symbol(f"{sz}0") + \
-                Poly.atom(wi_atom(pre, 2)) * Poly.symbol(f"{sz}0") * Poly.symbol(f"{sz}1")
+            s0, s1 = Poly.symbol(f"{sz}0", integer=True), Poly.symbol(f"{sz}1", integer=True)
+            p = Poly.atom(wi_atom(pre, 0)) + Poly.atom(wi_atom(pre, 1)) * s0 + Poly.atom(wi_atom(pre, 2)) * s0 * s1
             return Val.of(p)
         if name == "get_global_offset":
             return Val(ZERO)
         if name == "get_work_dim":
-            return Val(Poly.symbol("work_dim"))
+            return Val(Poly.symbol("work_dim", integer=True))
         if name in _BARRIER:
             self.op("barrier")
             return UNKNOWN
@@ -1834,7 +1835,7 @@ def wi_atom(kind: str, dim: int) -> Atom:
     a = _WI_CACHE.get((kind, dim))
     if a is None:
         size = {"gid": "gsize", "lid": "lsize", "grp": "ngroups"}[kind]
-        rng = Poly.symbol(f"{size}{dim}")
+        rng = Poly.symbol(f"{size}{dim}", integer=True)
         a = Atom(f"w:{kind}{dim}", "wi", f"{kind}{dim}", dim=dim,
                  deps=frozenset({WI}) if kind != "grp" else frozenset({GRP}),
                  avg=(rng - 1) * Fraction(1, 2), rng=rng)
@@ -2176,19 +2177,21 @@ def symbol_name(arg: str) -> str:
     return s
 
 
-_TU_CACHE: dict[tuple[str, str, str], ci.TranslationUnit] = {}
+_TU_CACHE: dict[tuple[str, str, str], tuple[ci.TranslationUnit, dict[str, ci.Cursor]]] = {}
 _TU_CACHE_MAX = 16
 
 
-def _parse_cached(source: str, filename: str, build_options: str) -> ci.TranslationUnit:
+def _parse_cached(source: str, filename: str, build_options: str) -> tuple[ci.TranslationUnit, dict[str, ci.Cursor]]:
+    """The translation unit and its kernels, cached per source (a file holds many kernels)."""
     key = (source, filename, build_options)
-    tu = _TU_CACHE.get(key)
-    if tu is None:
+    hit = _TU_CACHE.get(key)
+    if hit is None:
         tu = parse(source, filename, build_options)
+        hit = (tu, find_kernels(tu, filename))
         if len(_TU_CACHE) >= _TU_CACHE_MAX:
             _TU_CACHE.pop(next(iter(_TU_CACHE)))
-        _TU_CACHE[key] = tu
-    return tu
+        _TU_CACHE[key] = hit
+    return hit
 
 
 def analyze_source(kernel: Kernel, filename: str = "kernel.cl") -> SourceFeatures:
@@ -2199,8 +2202,7 @@ def analyze_source(kernel: Kernel, filename: str = "kernel.cl") -> SourceFeature
     """
     if kernel.language not in ("opencl", "cl", "opencl-c"):
         raise ValueError(f"analyze_source handles OpenCL C kernels, not {kernel.language!r}")
-    tu = _parse_cached(kernel.source, filename, kernel.build_options)
-    kernels = find_kernels(tu, filename)
+    _tu, kernels = _parse_cached(kernel.source, filename, kernel.build_options)
     if kernel.name not in kernels:
         raise ValueError(f"kernel {kernel.name!r} not found (kernels in the source: {', '.join(kernels) or 'none'})")
     kc = kernels[kernel.name]
@@ -2227,7 +2229,7 @@ def analyze_source(kernel: Kernel, filename: str = "kernel.cl") -> SourceFeature
             argsym[p.name] = s
             tc = type_class(pc.type)
             if tc[0] in ("int", "fp32", "fp64") and tc[1] == 1:
-                w.vars[pc.hash] = Val(Poly.symbol(s))
+                w.vars[pc.hash] = Val(Poly.symbol(s, integer=tc[0] == "int"))
             else:
                 w.vars[pc.hash] = w.var_val(p.name, frozenset())
     body = next((x for x in kc.get_children() if x.kind == K.COMPOUND_STMT), None)
