@@ -1,89 +1,110 @@
-"""``kernelcast demo``: the README's main job on the embedded defaults.
+"""``kernelcast demo``: the README's main job, end to end on the embedded defaults.
 
-Until the end-to-end pipeline lands, it measures one kernel of the bundled corpus (a
-stream-triad-like fused multiply-add) across a grid of launch configurations on the default
-device, in the isolated harness, and prints what it measured.
+1. corpus: a slice of the bundled corpus (every fourth kernel) plus synthetic kernels;
+2. ``datagen``: measure them over sampled launch configurations on the local device (with IQR
+   rebalancing) into a dataset;
+3. ``calib --quick``: calibrate the device into a profile;
+4. ``train``: the small learned model (efficient mode, from scratch) on the dataset;
+5. ``blend``: fit the analytical+learned blend on the model's validation kernels;
+6. ``bench``: the project's own suite (kernels not in the training corpus), measured and predicted
+   by all three models, with the report and plots.
+
+Everything printed is measured in this run: the output directory is emptied first (``--resume``
+keeps it, and each stage then resumes instead).
 """
 
 from __future__ import annotations
 
 import argparse
-import math
+import shutil
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-DEMO_FILE = "elementwise.cl"
-DEMO_KERNEL = "ew_fma_triad"
-
-
-def bundled_dir() -> Path:
-    import datagen
-
-    return Path(datagen.__file__).parent / "bundled"
-
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("demo", help="measure a bundled kernel across launch configurations (main job)",
-                       description="Measure the bundled kernel ew_fma_triad (d = a*b + c) over several global "
-                                   "and local sizes on the default OpenCL device, in the isolated harness, and "
-                                   "print time, spread and effective bandwidth.")
+    p = sub.add_parser("demo", help="the main job: corpus -> dataset -> calibration -> training -> bench",
+                       description=__doc__.split("\n\n")[0] + " " + " ".join(__doc__.split("\n\n")[1].split()))
+    p.add_argument("--out", default="out/demo", help="working directory (default out/demo)")
     p.add_argument("--device", help="OpenCL device: auto, P:D, or part of its name")
     p.add_argument("--meter", default="auto", help="energy meter: auto, nvml, rapl, none")
-    p.add_argument("--sizes", default="65536,262144,1048576,4194304", help="comma-separated element counts")
+    p.add_argument("--bundled-every", type=int, default=4, help="take every N-th bundled kernel (4)")
+    p.add_argument("--synthetic", type=int, default=30, help="synthetic kernels (30)")
+    p.add_argument("--configs-per-kernel", type=int, default=9)
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--max-sizes", type=int, default=6, help="problem sizes per suite kernel (6)")
+    p.add_argument("--resume", action="store_true", help="keep the working directory and resume each stage")
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from instrument.harness import Harness
-    from instrument.runner import TimingPolicy
-    from kernelcast.cli import UsageError, _device, fmt_table, load_kernel_source
-    from kernelcast.schema import ArgBinding, LaunchConfig
+def _stage(n: int, title: str, t0: float) -> None:
+    print(f"\n=== [{n}/6] {title}   (t = {time.perf_counter() - t0:.0f} s)", flush=True)
 
-    kernel, _ = load_kernel_source(str(bundled_dir() / DEMO_FILE), DEMO_KERNEL)
-    from kernelcast.cli import _check_meter
 
-    _check_meter(args.meter)
-    dev = _device(args.device)
+def _call(argv: list[str]) -> None:
+    from kernelcast.cli import UsageError, build_parser
+
+    args = build_parser().parse_args(argv)
     try:
-        sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
-    except ValueError:
-        raise UsageError(f"--sizes {args.sizes!r}: expected comma-separated integers") from None
-    mult = dev.preferred_wg_multiple or 1
-    lsizes = sorted({ls for ls in (mult, 4 * mult, 16 * mult) if ls <= dev.max_work_group_size})
-    print(f"device: {dev.spec} {dev.name} ({dev.platform_version.split(' Linux')[0]}), "
-          f"{dev.compute_units} compute units, max work-group {dev.max_work_group_size}, "
-          f"work-group multiple {mult}", flush=True)
-    rows = []
+        rc = int(args.func(args) or 0)
+    except UsageError as e:
+        raise UsageError(f"demo stage '{argv[0]}': {e}") from None
+    if rc != 0:
+        raise SystemExit(rc)
+
+
+def run(args: argparse.Namespace) -> int:
+    from datagen.cli import bundled_dir
+    from datagen.corpus import ingest_to
+    from datagen.corpus_store import read_records, write_corpus
+    from datagen.synth import generate_kernels
+
     t0 = time.perf_counter()
-    with Harness(dev, meter=args.meter) as h:
-        print(f"kernel: {DEMO_KERNEL} from the bundled corpus ({DEMO_FILE}); meter: ", end="", flush=True)
-        for n in sizes:
-            for ls in lsizes:
-                g = math.ceil(n / ls) * ls
-                cfg = LaunchConfig((g,), (ls,), [
-                    ArgBinding("a", "buffer", "float", n), ArgBinding("b", "buffer", "float", n),
-                    ArgBinding("c", "buffer", "float", n), ArgBinding("d", "buffer", "float", n, init="zeros"),
-                    ArgBinding("n", "scalar", "int", value=n),
-                ])
-                m = h.run(kernel, cfg, TimingPolicy())
-                if not rows:
-                    print(h.meter_name, flush=True)
-                t = m.time
-                gbs = 16 * n / (t.median_us * 1e-6) / 1e9 if t else None
-                rows.append([n, g, ls, m.status, t.median_us if t else None, t.min_us if t else None,
-                             100 * t.cv if t else None, t.repeats if t else None, gbs,
-                             m.energy_j * 1e3 if m.energy_j is not None else None])
-                print(fmt_table(rows[-1:], _HEADER).splitlines()[-1] if len(rows) > 1 else fmt_table(rows, _HEADER),
-                      flush=True)
-    print(f"\n{len(rows)} configurations in {time.perf_counter() - t0:.1f} s "
-          f"(energy '-' means no meter on this device: nothing is estimated)")
-    return 0 if all(r[3] == "ok" for r in rows) else 1
+    out = Path(args.out)
+    if out.exists() and not args.resume:
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    dev = ["--device", args.device] if args.device else []
 
+    _stage(1, "corpus: bundled slice + synthetic kernels", t0)
+    corpus = out / "corpus"
+    if not (corpus / "kernels.jsonl").is_file():
+        bundled = out / "bundled"
+        ingest_to(bundled, [bundled_dir()], compile_fn=None)
+        records = read_records(bundled)[:: max(1, args.bundled_every)]
+        records += [k.to_dict() for k in generate_kernels(args.synthetic, seed=2026)]
+        write_corpus(corpus, records, {"source": "demo: bundled slice + synthetic", "seed": 2026})
+    print(f"{len(read_records(corpus))} kernels in {corpus}")
 
-_HEADER = ["elements", "gsize", "lsize", "status", "median us", "min us", "CV %", "repeats", "GB/s", "mJ"]
+    _stage(2, "datagen: measure the corpus on the device", t0)
+    dataset = out / "dataset"
+    _call(["datagen", "--corpus", str(corpus), "--out", str(dataset), "--configs-per-kernel",
+           str(args.configs_per_kernel), "--lsizes-per-kernel", "3", "--min-time", "0.01", "--repeats", "5",
+           "--max-items", str(1 << 22), "--meter", args.meter, "--quiet", *dev])
+
+    _stage(3, "calib: quick calibration of the device", t0)
+    profile = out / "profile.json"
+    _call(["calib", "--quick", "--out", str(profile), "--meter", "none", "--no-progress", *dev])
+
+    _stage(4, "train: the learned model (efficient mode, small CodeGen from scratch)", t0)
+    model = out / "model"
+    _call(["train", "--data", str(dataset), "--out", str(model), "--mode", "efficient", "--epochs",
+           str(args.epochs), "--no-progress"] + ([] if args.resume else ["--no-resume"]))
+
+    _stage(5, "blend: fit analytical + learned on the validation kernels", t0)
+    _call(["blend", "--data", str(dataset), "--model", str(model), "--profile", str(profile)])
+
+    _stage(6, "bench: the project's own suite, measured and predicted by all three models", t0)
+    report = out / "report"
+    _call(["bench", "--out", str(report), "--model", str(model), "--profile", str(profile),
+           "--max-sizes", str(args.max_sizes), "--meter", args.meter, *dev])
+    print(f"\ndemo finished in {time.perf_counter() - t0:.0f} s; report {report / 'REPORT.md'}, plots in "
+          f"{report / 'plots'}, dataset {dataset}, model {model}")
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(run(argparse.Namespace(device=None, meter="auto", sizes="65536,262144,1048576,4194304")))
+    from kernelcast.cli import main
+
+    sys.exit(main(["demo", *sys.argv[1:]]))

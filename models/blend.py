@@ -124,7 +124,7 @@ def fit_on_validation(dataset_dir: str | Path, model_dir: str | Path, profile: A
     w = fit_blend(pa.time_us, pl.time_us, y)
     w.save(model_dir)
     pb = w.combine(pa.time_us, pl.time_us)
-    out: dict[str, Any] = {"rows": len(df), "kernels": int(df["kernel_id"].nunique()), "blend": asdict(w)}
+    out: dict[str, Any] = {"rows": len(df), "kernels": int(df["kernel_id"].nunique()), "weights": asdict(w)}
     for name, p in (("analytical", pa.time_us), ("learned", pl.time_us), ("blend", pb)):
         ape = np.abs(p - y) / y
         per_kernel = pd.Series(ape).groupby(df["kernel_id"]).mean()

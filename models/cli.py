@@ -403,7 +403,7 @@ def cmd_blend(args: argparse.Namespace) -> int:
              res[m]["spearman_per_kernel"]] for m in ("analytical", "learned", "blend")]
     print(f"validation split of {args.model}: {res['rows']} rows of {res['kernels']} kernels")
     print(fmt_table(rows, ["model", "MAPE %", "MAPE/kernel %", "median APE %", "rho", "rho/kernel"]))
-    b = res["blend"]
+    b = res["weights"]
     print(f"blend chosen: {b['kind']} (log2 t = {b['a']:.3f} log2 t_analytical + {b['b']:.3f} log2 t_learned "
           f"+ {b['c']:.3f}); written to {Path(args.model) / 'blend.json'}")
     return 0
