@@ -42,7 +42,7 @@ from kernelcast.schema import Kernel, LaunchConfig  # noqa: E402
 
 log = logging.getLogger("bench.memargs")
 ONCE = TimingPolicy(warmup=0, min_repeats=1, min_time_s=0.0, max_repeats=1, max_time_s=2.0)
-TIMED = TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.0, max_repeats=5, max_time_s=2.0)
+TIMED = TimingPolicy(warmup=2, min_repeats=10, min_time_s=0.0, max_repeats=10, max_time_s=2.0)
 BAD = ("out_of_bounds", "crash")
 
 
@@ -74,14 +74,16 @@ def bench_kernel(h: Any, k: Kernel, limits: DeviceLimits, args: argparse.Namespa
     rng = random.Random(f"{args.seed}:{k.id}")
     configs = sample_configs(rng, limits, k.dims or 1, 1, args.configs, max_total_items=args.max_items)
     select = memory_selector(an, seed=args.seed)
+    rr = instrument_kernel(k, int64_atomics=an.int64_atomics) if an.settings else None
     rows = []
     for c in configs:
         row: dict[str, Any] = {"gsize": c.gsize, "lsize": c.lsize}
         try:
             sargs = simple_args(params, c.gsize, c.lsize)
-            row["simple"] = h.run(k, LaunchConfig(c.gsize, c.lsize, sargs), ONCE).status
         except UnsupportedArgument:
             row["simple"] = "unsupported"
+        else:
+            _record(row, "simple", _run_plain(h, k, LaunchConfig(c.gsize, c.lsize, sargs)))
         if an.settings:
             try:
                 margs = select(params, c.gsize, c.lsize)
@@ -90,7 +92,16 @@ def bench_kernel(h: Any, k: Kernel, limits: DeviceLimits, args: argparse.Namespa
             else:
                 total = math.prod(c.gsize)
                 row["sizes_differ"] = any(a.count != total for a in margs if a.kind == "buffer")
-                row["memory"] = h.run(k, LaunchConfig(c.gsize, c.lsize, margs), ONCE).status
+                _record(row, "memory", _run_plain(h, k, LaunchConfig(c.gsize, c.lsize, margs)))
+                if row["memory"] in BAD:
+                    # would the bounds check of a verifying selector have caught it?
+                    vsel = memory_selector(an, seed=args.seed, harness=h, rewrite=rr)
+                    try:
+                        vargs = vsel(params, c.gsize, c.lsize)
+                    except UnsupportedArgument:
+                        row["verified"] = "rejected"
+                    else:
+                        _record(row, "verified", _run_plain(h, k, LaunchConfig(c.gsize, c.lsize, vargs)))
         rows.append(row)
     rec["configs"] = rows
     # overhead: at the validating setting of the analysis, with the first valid setting's arguments
@@ -110,6 +121,21 @@ def bench_kernel(h: Any, k: Kernel, limits: DeviceLimits, args: argparse.Namespa
             rec["instrumented_us"] = inst.time.median_us
             rec["overhead"] = inst.time.median_us / max(plain.time.median_us, 1e-3)
     return rec
+
+
+def _run_plain(h: Any, k: Kernel, cfg: LaunchConfig) -> Any:
+    m = h.run(k, cfg, ONCE)
+    if m.status == "out_of_bounds":
+        # a stray write on a CPU device may have corrupted the worker's heap: start a fresh one
+        # (seen here: "malloc(): unaligned tcache chunk detected", then every run failing)
+        h.close()
+    return m
+
+
+def _record(row: dict[str, Any], key: str, m: Any) -> None:
+    row[key] = m.status
+    if m.status != "ok":
+        row[f"{key}_reason"] = (m.reason or "")[:200]
 
 
 def _pct(a: int, b: int) -> str:
@@ -138,17 +164,24 @@ def report(records: list[dict[str, Any]], sampled: str, wall: float) -> str:
     lines += ["", f"launch configurations sampled: {len(rows)} ({len(rows) // max(n, 1)} per kernel)",
               f"memory-selection rows where some array size differs from gsize: "
               f"{_pct(sum(c['sizes_differ'] for c in mem_rows), len(mem_rows))}"]
+    for c in rows:  # the verifying selector's outcome: the plain choice when it passed its check
+        if "memory" in c:
+            c["checked"] = c.get("verified", "refused") if c["memory"] in BAD else c["memory"]
+            c["checked"] = "refused" if c["checked"] == "rejected" else c["checked"]
     simple_bad = [c for c in rows if c.get("simple") in BAD]
     lines.append(f"simple selection, out-of-bounds or crashing configurations: {_pct(len(simple_bad), len(rows))} "
-                 f"({Counter(c['simple'] for c in simple_bad)})")
-    avoided = [c for c in simple_bad if c.get("memory") == "ok"]
-    lines.append(f"  of those, memory selection ran in bounds (status ok): {_pct(len(avoided), len(simple_bad))}")
-    mem_bad = [c for c in mem_rows if c.get("memory") in BAD]
-    lines.append(f"memory selection, out-of-bounds or crashing configurations: {_pct(len(mem_bad), len(mem_rows))}")
+                 f"({', '.join(f'{k}: {v}' for k, v in Counter(c['simple'] for c in simple_bad).items())})")
+    for key, name in (("memory", "memory selection (fit only)"),
+                      ("checked", "memory selection + instrumented bounds check (verify=True)")):
+        have = [c for c in rows if key in c]
+        bad = [c for c in have if c[key] in BAD]
+        avoided = [c for c in simple_bad if c.get(key) == "ok"]
+        lines.append(f"{name}: out-of-bounds or crashing {_pct(len(bad), len(have))}; ran in bounds on "
+                     f"{_pct(len(avoided), len(simple_bad))} of simple selection's bad configurations")
+        lines.append("  status counts: " + ", ".join(f"{k}: {v}" for k, v in Counter(
+            c.get(key, "no valid setting") for c in rows).most_common()))
     lines.append("status counts, simple: " + ", ".join(f"{k}: {v}" for k, v in Counter(
         c.get("simple") for c in rows).most_common()))
-    lines.append("status counts, memory: " + ", ".join(f"{k}: {v}" for k, v in Counter(
-        c.get("memory", "no valid setting") for c in rows).most_common()))
     ov = sorted(r["overhead"] for r in records if "overhead" in r)
     if ov:
         q = statistics.quantiles(ov, n=10) if len(ov) >= 10 else [ov[0]] * 9

@@ -187,7 +187,13 @@ class Generator:
         self.w = writer
         self.o = options
         self.limits = DeviceLimits.from_device(harness.device)
-        self.select = SELECTORS[options.args]
+        from datagen.memargs import KERNEL_SELECTORS
+
+        self.kernel_selectors = KERNEL_SELECTORS
+        if options.args in SELECTORS:
+            self.select = SELECTORS[options.args]
+        elif options.args not in KERNEL_SELECTORS:
+            raise ValueError(f"unknown argument selection {options.args!r}")
         self.summary = Summary()
         self.progress = progress
         existing = read_dataset(writer.root) if len(writer) else None
@@ -221,6 +227,10 @@ class Generator:
             return self._kernel_row(k, "compile_error", f"libclang: {e}")
         if params is None:
             return self._kernel_row(k, "invalid_config", f"no kernel {k.name!r} in its source")
+        if self.o.args in self.kernel_selectors:
+            # memory-analysis selection (LLMPerf II-B2): per kernel, cached beside the dataset
+            self.select = self.kernel_selectors[self.o.args](
+                self.h, k, params, seed=self.o.seed, device_limits=self.limits, cache_dir=self.w.root / "memargs")
         dims = k.dims or 1
         configs = sample_configs(kernel_rng(self.o.seed, k.id), self.limits, dims, self.o.lsizes_per_kernel,
                                  max(1, self.o.configs_per_kernel // max(1, self.o.lsizes_per_kernel)),

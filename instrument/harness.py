@@ -221,6 +221,10 @@ class Harness:
             if kind == "result":
                 m: Measurement = payload
                 m.wall_s = time.perf_counter() - t0
+                if m.status == "out_of_bounds":
+                    # a write outside a buffer may have corrupted the driver's heap (seen on PoCL):
+                    # the next job gets a fresh worker
+                    self._lose_worker()
                 return m
             if kind == "error":
                 return self._fault(kernel, config, "runtime_error", f"harness error: {payload}", t0)

@@ -329,4 +329,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # run the imported module's main, so that every stage raises and catches the same UsageError class
+    from kernelcast.cli import main as _main
+
+    sys.exit(_main())

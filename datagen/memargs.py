@@ -1,0 +1,647 @@
+"""Memory-analysis based argument selection (LLMPerf II-B2, Algorithm 1).
+
+For every combination of candidate scalar values, the kernel instrumented by
+:mod:`instrument.rewrite` runs at two launch settings; each array's size (``max index + 1`` of
+what the run touched) is fitted as ``size = c * gsize + d`` and a configuration at any target
+``gsize`` gets ``ceil(c * gsize + d)`` elements (at least 1: an array never touched still needs
+one element). Scalars bound to ``gsize`` scale with the target.
+
+Choices made here, beyond the paper:
+
+* **gsize of an nD launch** is the total number of work-items (product of the global sizes): the
+  fit is ``size = c * prod(gsize) + d``. The two fitting settings scale every dimension by 2
+  ((32, 32) -> (64, 64) for 2D), and scalar candidates bound to the global size are per dimension
+  (``gsize0``, ``gsize1``...), since a 2D kernel's ``width`` follows one dimension.
+* **A third, validating run** (more work-items, and in nD a different aspect ratio) is made with
+  the arrays sized by the fit. The instrumented run records accesses beyond the allocated sizes
+  without performing them, so this is a crash-free bounds check: a combination whose sizes grow
+  faster than linearly (``n * n`` with ``n = gsize``) or depend on the aspect ratio is rejected
+  rather than producing out-of-bounds rows.
+* Combinations are rejected (with a reason) when a run fails (timeout, crash...), an index is
+  negative (reads before the start), a size shrinks as gsize grows (``c < 0``), or the arrays
+  exceed ``mem_cap_bytes`` at ``ref_total_items`` work-items (when given; by default the cap is
+  applied only per target: the selector skips, for each target gsize, the settings whose arrays
+  exceed the cap there, so a setting with ``c = 256`` still serves small launches).
+* **Bounds check per configuration** (``kernel_selector(verify=True)``, the default for
+  datagen): before a configuration's arguments are handed out, the instrumented kernel runs at
+  that very configuration with those sizes and the buffer contents the plain run will get; a
+  setting that would touch memory out of bounds there (a fit extrapolated past a breakpoint, an
+  nD aspect ratio the total-work-items fit does not cover, data-dependent indices) is replaced by
+  the next eligible one. Kernels whose state carries over between repeated launches (an atomic
+  counter used as an index) can still overrun during the timed repeats: only the first launch is
+  checked.
+* Candidates: integer scalars take ``(1, 4, "gsize", 16, 32, 256)`` (values outside the type's
+  range dropped; ``"gsize"`` markers only for int-sized or wider types; ``"k*gsize"`` markers are
+  accepted too); float scalars take ``float_values`` (1.0). Over ``max_combos`` combinations, the
+  all-``gsize`` combination (what simple selection does) plus a deterministic sample (seeded by
+  ``seed`` and the kernel id) are tried.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import random
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from datagen.args import Selector, UnsupportedArgument
+from instrument.cltypes import is_known_type, parse_type
+from instrument.rewrite import (
+    InstrumentedRunError,
+    RewriteError,
+    RewriteResult,
+    device_supports_int64_atomics,
+    instrument_kernel,
+    measure_instrumented,
+)
+from kernelcast.clang import KernelParam, ParseError, kernel_signatures
+from kernelcast.schema import ArgBinding, Kernel
+
+log = logging.getLogger(__name__)
+
+ANALYSIS_VERSION = 1
+DEFAULT_CANDIDATES: tuple[int | str, ...] = (1, 4, "gsize", 16, 32, 256)
+DEFAULT_FLOAT_VALUES: tuple[float, ...] = (1.0,)
+DEFAULT_MAX_COMBOS = 64
+DEFAULT_MEM_CAP_BYTES = 256 << 20
+#: elements each buffer gets in a fitting run: max(MIN, FACTOR * work-items), at most MAX_BYTES
+ANALYSIS_ALLOC_MIN = 4096
+ANALYSIS_ALLOC_FACTOR = 4
+ANALYSIS_ALLOC_MAX_BYTES = 16 << 20
+_FAULTS = ("timeout", "crash")
+_LABEL = re.compile(r"^(?:(\d+(?:\.\d+)?)\*)?gsize(\d)?$")
+
+
+# ---------------------------------------------------------------------------------------------
+# records
+
+
+@dataclass(frozen=True)
+class ScalarChoice:
+    """A scalar's value: a constant, or a multiple of the global size (total or one dimension)."""
+
+    kind: str = "const"           # "const" or "gsize"
+    value: float = 1.0            # the constant, or the factor of the global size
+    dim: int | None = None        # gsize: None = total work-items, else that dimension
+
+    @property
+    def label(self) -> str:
+        if self.kind == "const":
+            v = self.value
+            return str(int(v)) if float(v).is_integer() else repr(float(v))
+        factor = "" if self.value == 1 else (f"{int(self.value)}*" if float(self.value).is_integer()
+                                              else f"{self.value}*")
+        return f"{factor}gsize{'' if self.dim is None else self.dim}"
+
+    @classmethod
+    def from_label(cls, label: str | int | float) -> ScalarChoice:
+        if isinstance(label, (int, float)):
+            return cls("const", float(label))
+        m = _LABEL.match(label.strip())
+        if m:
+            return cls("gsize", float(m.group(1) or 1), None if m.group(2) is None else int(m.group(2)))
+        return cls("const", float(label))
+
+    def resolve(self, gsize: Sequence[int]) -> float:
+        if self.kind == "const":
+            return self.value
+        base = math.prod(gsize) if self.dim is None else (gsize[self.dim] if self.dim < len(gsize) else 1)
+        return self.value * base
+
+
+@dataclass
+class ArrayFit:
+    """``size = c * gsize + d`` for one array, from two (work-items, size) samples."""
+
+    name: str
+    elem_bytes: int
+    g1: int
+    s1: int
+    g2: int
+    s2: int
+    touched: bool = True
+    validated: int | None = None      # elements the validating run touched (None: not validated)
+
+    @property
+    def c(self) -> float:
+        return (self.s2 - self.s1) / (self.g2 - self.g1)
+
+    @property
+    def d(self) -> float:
+        return self.s1 - self.c * self.g1
+
+    def size(self, total_items: int) -> int:
+        """``ceil(c * total_items + d)``, exactly, and at least 1."""
+        span = self.g2 - self.g1
+        num = self.s1 * span + (self.s2 - self.s1) * (total_items - self.g1)
+        return max(1, -(-num // span))
+
+
+@dataclass
+class Setting:
+    """One valid combination: scalar values and the fitted size of every array."""
+
+    scalars: dict[str, ScalarChoice]
+    arrays: dict[str, ArrayFit]
+
+    def sizes(self, gsize: Sequence[int]) -> dict[str, int]:
+        total = math.prod(gsize)
+        return {n: f.size(total) for n, f in self.arrays.items()}
+
+    def total_bytes(self, gsize: Sequence[int]) -> int:
+        total = math.prod(gsize)
+        return sum(f.size(total) * f.elem_bytes for f in self.arrays.values())
+
+    def describe(self) -> str:
+        sc = ", ".join(f"{k}={v.label}" for k, v in self.scalars.items())
+        ar = ", ".join(f"{n}: {f.c:g}*g{f.d:+g}" for n, f in self.arrays.items())
+        return f"[{sc}] -> {ar}"
+
+
+@dataclass
+class Rejected:
+    scalars: dict[str, ScalarChoice]
+    reason: str
+
+
+@dataclass
+class MemoryAnalysis:
+    """The outcome of Algorithm 1 for one kernel."""
+
+    kernel_id: str
+    kernel_name: str
+    dims: int
+    settings: list[Setting] = field(default_factory=list)
+    rejected: list[Rejected] = field(default_factory=list)
+    unsupported: list[str] = field(default_factory=list)
+    exe_settings: list[tuple[tuple[int, ...], tuple[int, ...]]] = field(default_factory=list)  # fit x2 + validation
+    combos_total: int = 0
+    combos_tried: int = 0
+    runs: int = 0
+    wall_s: float = 0.0
+    int64_atomics: bool = True
+    version: int = ANALYSIS_VERSION
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.settings)
+
+    @property
+    def reason(self) -> str:
+        """Why there is no valid setting ("" when there is one)."""
+        if self.settings:
+            return ""
+        if self.unsupported:
+            return "unsupported: " + "; ".join(self.unsupported[:3])
+        if self.rejected:
+            return "every combination rejected, e.g. " + self.rejected[0].reason
+        return "no combination tried"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for group in ("settings", "rejected"):
+            for s in d[group]:
+                s["scalars"] = {k: ScalarChoice(**v).label for k, v in s["scalars"].items()}
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> MemoryAnalysis:
+        def scal(m: dict[str, Any]) -> dict[str, ScalarChoice]:
+            return {k: ScalarChoice.from_label(v) for k, v in m.items()}
+
+        return cls(
+            kernel_id=d["kernel_id"], kernel_name=d["kernel_name"], dims=d["dims"],
+            settings=[Setting(scal(s["scalars"]), {n: ArrayFit(**f) for n, f in s["arrays"].items()})
+                      for s in d["settings"]],
+            rejected=[Rejected(scal(r["scalars"]), r["reason"]) for r in d["rejected"]],
+            unsupported=list(d["unsupported"]),
+            exe_settings=[(tuple(g), tuple(loc)) for g, loc in d["exe_settings"]],
+            combos_total=d["combos_total"], combos_tried=d["combos_tried"], runs=d["runs"],
+            wall_s=d["wall_s"], int64_atomics=d["int64_atomics"], version=d.get("version", 0),
+        )
+
+    def summary(self) -> str:
+        lines = [f"{self.kernel_name}: {len(self.settings)} valid of {self.combos_tried} combinations tried "
+                 f"({self.combos_total} possible), {self.runs} instrumented runs, {self.wall_s:.1f} s"]
+        lines += [f"  unsupported: {u}" for u in self.unsupported]
+        lines += [f"  ok {s.describe()}" for s in self.settings]
+        lines += [f"  rejected [{', '.join(f'{k}={v.label}' for k, v in r.scalars.items())}]: {r.reason}"
+                  for r in self.rejected]
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# candidates and launch settings
+
+
+def scalar_candidates(p: KernelParam, dims: int, candidates: Sequence[int | str] = DEFAULT_CANDIDATES,
+                      float_values: Sequence[float] = DEFAULT_FLOAT_VALUES) -> list[ScalarChoice]:
+    """The candidate values of one scalar parameter."""
+    t = parse_type(p.dtype)
+    if t.is_float:
+        return [ScalarChoice("const", float(v)) for v in float_values]
+    info = np.iinfo(t.numpy)
+    out: list[ScalarChoice] = []
+    for cand in candidates:
+        ch = ScalarChoice.from_label(cand)
+        if ch.kind == "const":
+            if info.min <= ch.value <= info.max:
+                out.append(ch)
+            continue
+        if info.max < (1 << 31) - 1:
+            continue                          # char/short: a global size does not fit
+        if ch.dim is not None or dims == 1:
+            out.append(ch)
+        else:
+            out += [ScalarChoice("gsize", ch.value, d) for d in range(dims)]
+    seen: dict[str, ScalarChoice] = {}
+    for ch in out:
+        seen.setdefault(ch.label, ch)
+    return list(seen.values()) or [ScalarChoice("const", 1.0)]
+
+
+def typed_value(p: KernelParam, value: float) -> int | float:
+    """``value`` as the host value of scalar parameter ``p`` (integers rounded up and clamped)."""
+    t = parse_type(p.dtype)
+    if t.is_float:
+        return float(value)
+    info = np.iinfo(t.numpy)
+    return int(min(max(math.ceil(value - 1e-9), int(info.min)), int(info.max)))
+
+
+def launch_settings(dims: int, warp: int, max_wg: int, max_items: Sequence[int]) -> list[tuple[tuple[int, ...],
+                                                                                           tuple[int, ...]]]:
+    """Two fitting settings and one validating setting, (gsize, lsize) each."""
+    if dims == 1:
+        w = max(1, warp)
+        loc = min(max(w, (64 // w) * w), max_wg, max_items[0])
+        ls: tuple[int, ...] = (loc,)
+        return [((4 * loc,), ls), ((8 * loc,), ls), ((16 * loc,), ls)]
+    side = 8 if dims == 2 else 4
+    while side > 1 and (side ** dims > max_wg or any(side > m for m in max_items[:dims])):
+        side //= 2
+    ls = (side,) * dims
+    g1 = tuple(4 * side if dims == 2 else 2 * side for _ in range(dims))
+    g2 = tuple(2 * g for g in g1)
+    g3 = (*g2[:-1], 2 * g2[-1])
+    return [(g1, ls), (g2, ls), (g3, ls)]
+
+
+def _combo_indices(total: int, cap: int, preferred: int, rng: random.Random) -> list[int]:
+    if total <= cap:
+        return list(range(total))
+    rest = rng.sample([i for i in range(total) if i != preferred], cap - 1) if total <= 1 << 20 else \
+        list({rng.randrange(total) for _ in range(cap * 2)} - {preferred})[:cap - 1]
+    return [preferred, *sorted(rest)]
+
+
+def _decode(index: int, radices: list[int]) -> list[int]:
+    out = []
+    for r in reversed(radices):
+        out.append(index % r)
+        index //= r
+    return out[::-1]
+
+
+# ---------------------------------------------------------------------------------------------
+# Algorithm 1
+
+
+def infer_arguments(harness: Any, kernel: Kernel, *, device_limits: Any = None, warp: int | None = None,
+                    candidates: Sequence[int | str] = DEFAULT_CANDIDATES,
+                    float_values: Sequence[float] = DEFAULT_FLOAT_VALUES, max_combos: int = DEFAULT_MAX_COMBOS,
+                    seed: int = 0, mem_cap_bytes: int = DEFAULT_MEM_CAP_BYTES,
+                    ref_total_items: int | None = None, validate: bool = True,
+                    int64_atomics: bool | None = None, max_faults: int = 3,
+                    settings: list[tuple[tuple[int, ...], tuple[int, ...]]] | None = None) -> MemoryAnalysis:
+    """Algorithm 1 of LLMPerf for one kernel: valid (scalar values, array size fits) settings.
+
+    ``device_limits`` (:class:`datagen.sampler.DeviceLimits`) or ``warp`` choose the local size
+    of the instrumented runs; ``settings`` overrides the (gsize, lsize) pairs (two to fit, an
+    optional third to validate)."""
+    t0 = time.perf_counter()
+    dev = harness.device
+    dims = kernel.dims or 1
+    an = MemoryAnalysis(kernel.id, kernel.name, dims)
+    if int64_atomics is None:
+        int64_atomics = device_supports_int64_atomics(dev)
+    an.int64_atomics = int64_atomics
+    try:
+        params = kernel_signatures(kernel.source, kernel.build_options).get(kernel.name)
+    except ParseError as e:
+        an.unsupported.append(f"libclang: {e}")
+        return an
+    if params is None:
+        an.unsupported.append(f"no kernel {kernel.name!r} in its source")
+        return an
+    bad = [p for p in params if not is_known_type(p.dtype)]
+    if bad:
+        an.unsupported += [f"argument {p.name!r} has type {p.dtype!r}, which cannot be bound" for p in bad]
+        return an
+    try:
+        rr = instrument_kernel(kernel, int64_atomics=int64_atomics)
+    except RewriteError as e:
+        an.unsupported.append(f"rewrite: {e}")
+        return an
+    if rr.unsupported:
+        an.unsupported += rr.unsupported
+        return an
+
+    if settings is None:
+        if device_limits is not None:
+            w, max_wg, max_items = device_limits.warp, device_limits.max_work_group_size, \
+                list(device_limits.max_work_item_sizes)
+        else:
+            w = warp or int(getattr(dev, "preferred_wg_multiple", None) or 1)
+            max_wg, max_items = int(dev.max_work_group_size), list(dev.max_work_item_sizes)
+        settings = launch_settings(dims, warp or w, max_wg, max_items)
+    if len(settings) < 2:
+        raise ValueError("memory analysis needs two launch settings to fit")
+    an.exe_settings = [(tuple(g), tuple(loc)) for g, loc in settings]
+    if math.prod(settings[0][0]) == math.prod(settings[1][0]):
+        raise ValueError("the two fitting settings must differ in total work-items")
+
+    scalars = [p for p in params if p.kind == "scalar"]
+    lists = [scalar_candidates(p, dims, candidates, float_values) for p in scalars]
+    radices = [len(cl) for cl in lists]
+    an.combos_total = math.prod(radices)
+    preferred_digits = [next((i for i, ch in enumerate(cl) if ch.kind == "gsize"), 0) for cl in lists]
+    preferred = 0
+    for digit, r in zip(preferred_digits, radices):
+        preferred = preferred * r + digit
+    rng = random.Random(int.from_bytes(hashlib.sha256(f"{seed}:{kernel.id}".encode()).digest()[:8], "little"))
+    order = _combo_indices(an.combos_total, max(1, max_combos), preferred, rng)
+
+    max_const = int(getattr(dev, "max_constant_bytes", 1 << 16))
+    faults = 0
+    for n, idx in enumerate(order):
+        combo = {p.name: lists[i][d] for i, (p, d) in enumerate(zip(scalars, _decode(idx, radices)))}
+        an.combos_tried += 1
+        outcome = _try_combo(harness, rr, params, combo, settings, validate, max_const, mem_cap_bytes,
+                             ref_total_items, an)
+        if isinstance(outcome, Setting):
+            an.settings.append(outcome)
+            continue
+        reason, status = outcome
+        an.rejected.append(Rejected(combo, reason))
+        if status == "compile_error":
+            an.unsupported.append(f"the instrumented kernel does not build: {reason}")
+            break
+        if status in _FAULTS:
+            faults += 1
+            if faults >= max_faults:
+                for idx2 in order[n + 1:]:
+                    c2 = {p.name: lists[i][d] for i, (p, d) in enumerate(zip(scalars, _decode(idx2, radices)))}
+                    an.rejected.append(Rejected(c2, f"not tried after {faults} timeouts/crashes"))
+                break
+    an.wall_s = time.perf_counter() - t0
+    log.info("%s: %d valid settings of %d combinations (%d runs, %.1f s)", kernel.name, len(an.settings),
+             an.combos_tried, an.runs, an.wall_s)
+    return an
+
+
+def _analysis_alloc(total_items: int, elem_bytes: int, qualifier: str, max_const: int) -> int:
+    n = max(ANALYSIS_ALLOC_MIN, ANALYSIS_ALLOC_FACTOR * total_items)
+    n = min(n, ANALYSIS_ALLOC_MAX_BYTES // elem_bytes)
+    if qualifier == "constant":
+        n = min(n, max(1, (max_const - 1024) // elem_bytes))
+    return n
+
+
+def _try_combo(harness: Any, rr: RewriteResult, params: list[KernelParam], combo: dict[str, ScalarChoice],
+               settings: list[tuple[tuple[int, ...], tuple[int, ...]]], validate: bool, max_const: int,
+               mem_cap_bytes: int, ref_total_items: int | None, an: MemoryAnalysis) -> Setting | tuple[str, str]:
+    """Fit one combination: a :class:`Setting`, or (reason, run status) when rejected."""
+    by_name = {p.name: p for p in params}
+    samples: list[tuple[int, dict[str, int]]] = []
+    for gsize, lsize in settings[:2]:
+        total = math.prod(gsize)
+        values = {k: typed_value(by_name[k], ch.resolve(gsize)) for k, ch in combo.items()}
+        alloc = {s.name: _analysis_alloc(total, s.elem_bytes or 1, s.qualifier, max_const) for s in rr.slots.values()}
+        an.runs += 1
+        try:
+            run = measure_instrumented(harness, rr, gsize, lsize, values, alloc)
+        except InstrumentedRunError as e:
+            return f"at gsize {gsize}: {e.status}: {e.reason}", e.status
+        if run.measurement.status != "ok":  # pragma: no cover - measure_instrumented raises
+            return f"at gsize {gsize}: {run.measurement.status}", run.measurement.status
+        for name, ext in run.extents.items():
+            if ext.count and ext.min_index < 0:
+                return f"{name}: index {ext.min_index} before the start at gsize {gsize}", "ok"
+        samples.append((total, {n: e.needed for n, e in run.extents.items()}))
+    (g1, s1), (g2, s2) = samples
+    fits: dict[str, ArrayFit] = {}
+    for s in rr.slots.values():
+        a, b = s1[s.name], s2[s.name]
+        if a == 0 and b == 0:
+            fits[s.name] = ArrayFit(s.name, s.elem_bytes or 1, g1, 1, g2, 1, touched=False)
+            continue
+        f = ArrayFit(s.name, s.elem_bytes or 1, g1, a, g2, b)
+        if f.c < 0:
+            return f"{s.name}: size shrinks as gsize grows ({a} at {g1} work-items, {b} at {g2})", "ok"
+        fits[s.name] = f
+    setting = Setting(dict(combo), fits)
+    if validate and len(settings) > 2:
+        gsize, lsize = settings[2]
+        total = math.prod(gsize)
+        values = {k: typed_value(by_name[k], ch.resolve(gsize)) for k, ch in combo.items()}
+        sizes = setting.sizes(gsize)
+        need = setting.total_bytes(gsize)
+        if need > mem_cap_bytes:
+            return (f"arrays need {need / 2**20:.0f} MiB at the validating gsize {gsize} "
+                    f"(cap {mem_cap_bytes / 2**20:.0f} MiB)"), "ok"
+        for s in rr.slots.values():
+            if s.qualifier == "constant" and sizes[s.name] * (s.elem_bytes or 1) > max_const:
+                return f"{s.name}: {sizes[s.name]} elements exceed the device's __constant limit", "ok"
+        an.runs += 1
+        try:
+            run = measure_instrumented(harness, rr, gsize, lsize, values, sizes)
+        except InstrumentedRunError as e:
+            return f"validating at gsize {gsize}: {e.status}: {e.reason}", e.status
+        for name, ext in run.extents.items():
+            fits[name].validated = ext.needed
+            if ext.out_of_bounds:
+                what = (f"index {ext.min_index} before the start" if ext.min_index < 0 else
+                        f"touches index {ext.max_index} but the fit gives {sizes[name]} elements")
+                return f"{name}: at gsize {gsize} {what} (not linear in gsize)", "ok"
+    need = setting.total_bytes((ref_total_items or 0,))
+    if ref_total_items and need > mem_cap_bytes:
+        return (f"arrays need {need / 2**20:.0f} MiB at {ref_total_items} work-items "
+                f"(cap {mem_cap_bytes / 2**20:.0f} MiB)"), "ok"
+    return setting
+
+
+# ---------------------------------------------------------------------------------------------
+# selection
+
+
+def memory_args(analysis: MemoryAnalysis, params: list[KernelParam], gsize: tuple[int, ...],
+                lsize: tuple[int, ...] | None, choice: int = 0) -> list[ArgBinding]:
+    """Arguments for one launch from valid setting ``choice`` (same shape as ``simple_args``)."""
+    if not analysis.settings:
+        raise UnsupportedArgument(f"{analysis.kernel_name}: memory analysis found no valid setting "
+                                  f"({analysis.reason})")
+    if not 0 <= choice < len(analysis.settings):
+        raise IndexError(f"choice {choice} out of range: {len(analysis.settings)} valid settings")
+    setting = analysis.settings[choice]
+    total = math.prod(gsize)
+    wg = math.prod(lsize) if lsize else 1
+    out: list[ArgBinding] = []
+    for p in params:
+        if not is_known_type(p.dtype):
+            raise UnsupportedArgument(f"argument {p.name!r} has type {p.dtype!r}, which cannot be bound")
+        if p.kind == "buffer":
+            fit = setting.arrays.get(p.name)
+            if fit is None:
+                raise UnsupportedArgument(f"argument {p.name!r}: not in the memory analysis")
+            out.append(ArgBinding(p.name, "buffer", p.dtype, count=fit.size(total), init="random"))
+        elif p.kind == "local":
+            out.append(ArgBinding(p.name, "local", p.dtype, count=wg))
+        else:
+            ch = setting.scalars.get(p.name)
+            if ch is None:
+                raise UnsupportedArgument(f"argument {p.name!r}: not in the memory analysis")
+            out.append(ArgBinding(p.name, "scalar", p.dtype, value=typed_value(p, ch.resolve(gsize))))
+    return out
+
+
+def eligible_settings(analysis: MemoryAnalysis, gsize: tuple[int, ...],
+                      mem_cap_bytes: int = DEFAULT_MEM_CAP_BYTES) -> list[int]:
+    """Indices of the settings whose arrays fit ``mem_cap_bytes`` at ``gsize``."""
+    return [i for i, s in enumerate(analysis.settings) if s.total_bytes(gsize) <= mem_cap_bytes]
+
+
+def memory_selector(analysis: MemoryAnalysis, *, seed: int = 0, mem_cap_bytes: int = DEFAULT_MEM_CAP_BYTES,
+                    choice: int | None = None, harness: Any = None, rewrite: RewriteResult | None = None,
+                    max_attempts: int = 3) -> Selector:
+    """A selector (``(params, gsize, lsize) -> list[ArgBinding]``) over one kernel's analysis.
+
+    Without ``choice``, each (gsize, lsize) gets one of the settings that fit the memory cap
+    there, picked by a hash of (seed, kernel, gsize, lsize): reproducible, and varied across a
+    kernel's configurations.
+
+    With ``harness`` and ``rewrite`` (the instrumented kernel), the arguments of each
+    configuration are first checked by an instrumented run at that very configuration (crash-free:
+    out-of-range accesses are recorded, not performed); a setting whose accesses exceed its
+    sizes there (a fit extrapolated past a breakpoint) is replaced by the next eligible one, up to
+    ``max_attempts`` instrumented runs; then :class:`UnsupportedArgument`."""
+    verified: dict[tuple[Any, ...], list[ArgBinding]] = {}
+
+    def select(params: list[KernelParam], gsize: tuple[int, ...], lsize: tuple[int, ...] | None) -> list[ArgBinding]:
+        if not analysis.settings:
+            raise UnsupportedArgument(f"{analysis.kernel_name}: memory analysis found no valid setting "
+                                      f"({analysis.reason})")
+        ok = eligible_settings(analysis, gsize, mem_cap_bytes)
+        if not ok:
+            raise UnsupportedArgument(f"{analysis.kernel_name}: every valid setting needs more than "
+                                      f"{mem_cap_bytes >> 20} MiB at gsize {tuple(gsize)}")
+        if choice is not None:
+            if choice not in ok:
+                raise UnsupportedArgument(f"{analysis.kernel_name}: setting {choice} is not usable at gsize "
+                                          f"{tuple(gsize)}")
+            order = [choice]
+        else:
+            h = hashlib.sha256(f"{seed}:{analysis.kernel_id}:{tuple(gsize)}:{lsize}".encode()).digest()
+            first = int.from_bytes(h[:8], "little") % len(ok)
+            order = ok[first:] + ok[:first]
+        if harness is None or rewrite is None:
+            return memory_args(analysis, params, gsize, lsize, order[0])
+        key = (tuple(gsize), tuple(lsize) if lsize else None)
+        if key in verified:
+            return verified[key]
+        problems: list[str] = []
+        for pick in order[:max(1, max_attempts)]:
+            args = memory_args(analysis, params, gsize, lsize, pick)
+            try:
+                bad = check_bounds(harness, rewrite, gsize, lsize, args)
+            except InstrumentedRunError as e:
+                bad = [f"bounds check: {e.status}: {e.reason}"]
+            if not bad:
+                verified[key] = args
+                return args
+            problems.append(f"setting {pick}: {bad[0]}")
+            log.info("%s gsize %s: setting %d fails the bounds check: %s", analysis.kernel_name, gsize, pick, bad[0])
+        raise UnsupportedArgument(f"{analysis.kernel_name}: no setting passes the bounds check at gsize "
+                                  f"{tuple(gsize)} ({'; '.join(problems)})")
+
+    return select
+
+
+def _cache_key(kernel: Kernel, harness: Any, options: dict[str, Any]) -> str:
+    ident = getattr(harness.device, "identity", str(harness.device))
+    blob = json.dumps({"k": kernel.id, "d": ident, "o": options, "v": ANALYSIS_VERSION}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def analyse_cached(harness: Any, kernel: Kernel, cache_dir: Path | None = None, **options: Any) -> MemoryAnalysis:
+    """:func:`infer_arguments`, its result kept as JSON in ``cache_dir`` (resumable datagen)."""
+    if cache_dir is None:
+        return infer_arguments(harness, kernel, **options)
+    cache_dir = Path(cache_dir)
+    key_opts = {k: v for k, v in options.items() if k != "device_limits"}
+    path = cache_dir / f"{kernel.name}-{_cache_key(kernel, harness, key_opts)}.json"
+    if path.is_file():
+        try:
+            return MemoryAnalysis.from_dict(json.loads(path.read_text()))
+        except (ValueError, KeyError, TypeError) as e:
+            log.warning("%s: unreadable memory analysis cache (%s); redoing it", path, e)
+    an = infer_arguments(harness, kernel, **options)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(an.to_dict(), indent=1))
+    tmp.replace(path)
+    return an
+
+
+def kernel_selector(harness: Any, kernel: Kernel, params: list[KernelParam] | None = None, *, seed: int = 0,
+                    cache_dir: Path | None = None, mem_cap_bytes: int = DEFAULT_MEM_CAP_BYTES,
+                    verify: bool = True, **options: Any) -> Selector:
+    """Run (or load) the memory analysis of ``kernel`` and return its selector.
+
+    ``verify`` (default): bounds-check every configuration with one instrumented run before
+    handing out its arguments (see :func:`memory_selector`); a fit extrapolated past a breakpoint
+    or to another aspect ratio then costs a replaced setting, not a crashed or out-of-bounds row.
+    ``params`` is accepted for symmetry with the datagen loop (the selector receives them per
+    call); ``options`` go to :func:`infer_arguments` (e.g. ``device_limits``, ``max_combos``)."""
+    del params
+    an = analyse_cached(harness, kernel, cache_dir, seed=seed, mem_cap_bytes=mem_cap_bytes, **options)
+    rewrite = None
+    if verify and an.settings:
+        rewrite = instrument_kernel(kernel, int64_atomics=an.int64_atomics)
+    return memory_selector(an, seed=seed, mem_cap_bytes=mem_cap_bytes, harness=harness if verify else None,
+                           rewrite=rewrite)
+
+
+#: selections that need the kernel (and a device) before they can choose arguments, by name
+KernelSelectorFactory = Callable[..., Selector]
+KERNEL_SELECTORS: dict[str, KernelSelectorFactory] = {"memory": kernel_selector}
+
+
+# ---------------------------------------------------------------------------------------------
+# bounds check
+
+
+def check_bounds(harness: Any, kernel: Kernel | RewriteResult, gsize: tuple[int, ...], lsize: tuple[int, ...] | None,
+                 args: list[ArgBinding]) -> list[str]:
+    """Run the instrumented kernel with concrete arguments; the arrays it would access out of
+    bounds (empty list: none). Nothing is accessed out of bounds while checking."""
+    rr = kernel if isinstance(kernel, RewriteResult) else instrument_kernel(kernel)
+    scalars = {a.name: a.value for a in args if a.kind == "scalar"}
+    sizes = {a.name: int(a.count or 0) for a in args if a.kind == "buffer"}
+    locs = {a.name: int(a.count or 0) for a in args if a.kind == "local"}
+    ext = measure_instrumented(harness, rr, gsize, lsize, scalars, sizes, local_sizes=locs).extents
+    problems = [f"{n}: touches [{e.min_index}, {e.max_index}] of {e.allocated} elements"
+                for n, e in ext.items() if e.out_of_bounds]
+    if rr.unsupported:
+        problems += [f"not instrumented: {u}" for u in rr.unsupported]
+    return problems
+

@@ -1,0 +1,90 @@
+"""kernelcast predict / tune / bench: output and bad input (published profiles, so no calibration)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+SRC = """__kernel void axpy(__global const float* x, __global float* y, const float a, const int n) {
+  int i = get_global_id(0); if (i < n) y[i] = a * x[i] + y[i]; }"""
+
+
+def kc(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kernelcast.cli", *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture()
+def kfile(tmp_path):
+    p = tmp_path / "axpy.cl"
+    p.write_text(SRC)
+    return p
+
+
+def test_predict_json_analytical_only(kfile):
+    r = kc("predict", "--kernel", str(kfile), "--gsize", "1048576", "--lsize", "256", "--profile", "a100", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    p = d["predictions"][0]
+    assert p["analytical"]["time_us"] > 0 and p["analytical"]["energy_j"] is None
+    assert p["explanation"]["bound"] in ("memory", "compute", "latency", "launch", "sync")
+    assert "learned" not in p and {a["name"] for a in p["args"]} == {"x", "y", "a", "n"}
+
+
+def test_predict_batch_configs(kfile, tmp_path):
+    csv = tmp_path / "c.csv"
+    csv.write_text("gsize,lsize,n\n65536,64,65536\n1048576,256,1048576\n16777216,1024,16777216\n")
+    r = kc("predict", "--kernel", str(kfile), "--configs", str(csv), "--profile", "v100", "--json")
+    assert r.returncode == 0, r.stderr
+    t = [p["analytical"]["time_us"] for p in json.loads(r.stdout)["predictions"]]
+    assert len(t) == 3 and t[0] < t[1] < t[2]
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--kernel", "/no/such.cl", "--gsize", "64"], "no such kernel file"),
+    (["--gsize", "64", "--name", "nope"], "no kernel named"),
+    (["--gsize", "sixty"], "gsize"),
+    (["--gsize", "100", "--lsize", "64"], "does not divide"),
+    (["--gsize", "64", "--model", "MODELDIR"], "not a model directory"),
+    (["--gsize", "64", "--profile", "no-such-gpu"], "no-such-gpu"),
+    (["--gsize", "64", "--arg", "q=1"], "no argument 'q'"),
+])
+def test_predict_bad_input_exits_2(kfile, tmp_path, args, msg):
+    args = [str(tmp_path) if a == "MODELDIR" else a for a in args]
+    if "--kernel" not in args:
+        args = ["--kernel", str(kfile), *args]
+    if "--profile" not in args:
+        args += ["--profile", "a100"]
+    r = kc("predict", *args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert msg in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_tune_pareto_over_power_caps(kfile):
+    r = kc("tune", "--kernel", str(kfile), "--gsize", "4194304", "--profile", "a100", "--power-caps", "150:400:50",
+           "--objective", "time", "--top", "3")
+    assert r.returncode == 0, r.stderr
+    assert "configurations scored" in r.stdout and "power cap W" in r.stdout
+    bad = kc("tune", "--kernel", str(kfile), "--gsize", "4096", "--profile", "a100", "--power-caps", "400:100:50")
+    assert bad.returncode == 2 and "LO:HI:STEP" in bad.stderr
+
+
+def test_pareto_front():
+    import numpy as np
+
+    from models.cli import pareto
+
+    t = np.array([1.0, 2.0, 3.0, 1.5, 4.0])
+    e = np.array([5.0, 3.0, 1.0, 6.0, 0.5])
+    assert sorted(pareto(t, e).tolist()) == [0, 1, 2, 4]
+
+
+def test_bench_bad_suite_exits_2(tmp_path):
+    bad = tmp_path / "s.json"
+    bad.write_text('{"name": "x", "version": 1, "kernels": [{"id": "k"}]}')
+    r = kc("bench", "--suite", str(bad), "--out", str(tmp_path / "r"), "--profile", "a100")
+    assert r.returncode == 2 and "k" in r.stderr
+    r = kc("bench", "--suite", str(tmp_path / "none.json"), "--out", str(tmp_path / "r"))
+    assert r.returncode == 2 and "no such file" in r.stderr
