@@ -166,17 +166,18 @@ def _segment_dp(v: np.ndarray, penalty: float) -> list[tuple[int, int]]:
 
 def find_plateaus(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, *,
                   min_step: float = 1.25, min_points: int = 2, decreasing: bool = True,
-                  keep_last: bool = True) -> list[Plateau]:
+                  keep_last: bool = True, smooth: bool = True) -> list[Plateau]:
     """Plateaus of ``y`` (positive) against increasing ``x``, for cache-level detection.
 
-    The curve is segmented in log space (a jump of ``min_step`` between two single points is
-    worth a new segment); adjacent segments whose medians differ by less than ``min_step`` are
-    merged; segments of fewer than ``min_points`` points are transitions between levels and are
-    dropped (except the last one when ``keep_last``: the largest working sets are the main
-    memory level even if only one point got there). Finally the levels must be monotone
-    (``decreasing`` for bandwidth, increasing for latency): a segment that breaks the order of
-    the level after it is merged into that level (noise around it, or small working sets whose
-    bandwidth is limited by too few work-items rather than by a cache).
+    The curve (with ``smooth``, its 3-point running median) is segmented in log space (a jump
+    of ``min_step`` between two single points is worth a new segment); adjacent segments whose
+    medians differ by less than ``min_step`` are merged; segments of fewer than ``min_points``
+    points are transitions between levels and are dropped (except the last one when
+    ``keep_last``: the largest working sets are the main memory level even if only one point got
+    there). Finally the levels must be monotone (``decreasing`` for bandwidth, increasing for
+    latency): a segment that breaks the order of the level after it is merged into that level
+    (noise around it, or small working sets whose bandwidth is limited by too few work-items
+    rather than by a cache). Plateau values are medians of the raw points.
     """
     xa = np.asarray(x, dtype=np.float64)
     ya = np.asarray(y, dtype=np.float64)
@@ -189,22 +190,31 @@ def find_plateaus(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarr
     order = np.argsort(xa, kind="stable")
     xa, ya = xa[order], ya[order]
     v = np.log(ya)
+    # segment a 3-point running median (isolated outliers vanish, steps stay sharp); the levels
+    # reported are medians of the raw points
+    vs = v.copy()
+    if smooth and len(v) >= 3:
+        vs[1:-1] = np.median(np.stack([v[:-2], v[1:-1], v[2:]]), axis=0)
     step = math.log(min_step)
-    segs = _segment_dp(v, penalty=step * step / 2.0)
+    segs = _segment_dp(vs, penalty=step * step / 2.0)
 
     def med(seg: tuple[int, int]) -> float:
         return float(np.median(v[seg[0]:seg[1]]))
 
-    # merge adjacent segments closer than min_step, closest pair first
-    while len(segs) > 1:
-        gaps = [abs(med(segs[i]) - med(segs[i + 1])) for i in range(len(segs) - 1)]
-        i = int(np.argmin(gaps))
-        if gaps[i] >= step:
-            break
-        segs[i:i + 2] = [(segs[i][0], segs[i + 1][1])]
+    def merge_close(ss: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Merge neighbours closer than min_step, closest pair first (spanning any points between)."""
+        ss = list(ss)
+        while len(ss) > 1:
+            gaps = [abs(med(ss[i]) - med(ss[i + 1])) for i in range(len(ss) - 1)]
+            i = int(np.argmin(gaps))
+            if gaps[i] >= step:
+                break
+            ss[i:i + 2] = [(ss[i][0], ss[i + 1][1])]
+        return ss
 
-    kept = [s for k, s in enumerate(segs)
-            if s[1] - s[0] >= min_points or (keep_last and k == len(segs) - 1)]
+    segs = merge_close(segs)
+    kept = merge_close([s for k, s in enumerate(segs)
+                        if s[1] - s[0] >= min_points or (keep_last and k == len(segs) - 1)])
     # monotone levels, scanning from the largest working sets down: a segment out of order
     # with the level after it is noise around that level and is merged into it
     mono: list[tuple[int, int]] = []
@@ -215,6 +225,6 @@ def find_plateaus(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarr
                 mono[-1] = (s[0], mono[-1][1])
                 continue
         mono.append(s)
-    mono.reverse()
+    mono = merge_close(mono[::-1])
     return [Plateau(float(xa[i]), float(xa[j - 1]), float(np.exp(med((i, j)))), j - i, int(i), int(j - 1))
             for i, j in mono]

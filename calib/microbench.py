@@ -35,6 +35,11 @@ What each benchmark reports (names as in :data:`calib.profile.VALUE_NAMES`):
                ``power_cu_{alpha_w,beta,delta_w}``: P(n) = alpha n^beta + delta over n busy
                work-groups (one per compute unit); ``transient_ratio`` r = P_short / P_sustained.
 
+Times are the fastest of each measurement's timed launches (``TimeStats.min_us``): the profile
+describes what the device can do, and the fastest launch is the one least disturbed by other
+work on the host (a CPU device shares its cores with everything else). The launch overhead is
+the exception: it is the median, the typical cost of a launch. Energy uses the meter window.
+
 Sweeps over working-set sizes stop at ``min(512 MiB, global memory / 4, max allocation)`` and
 also when the next point would exceed a wall-time budget (the harness initialises and checks
 every buffer on the host, which costs seconds for hundreds of MiB).
@@ -339,7 +344,7 @@ class Calibrator:
             if m is None:
                 return None
             assert m.time is not None
-            t = m.time.min_us * 1e-6      # a peak: the fastest launch (robust to a busy host)
+            t = m.time.min_us * 1e-6      # the fastest launch (see the module docstring)
             if t >= 0.5 * target or iters >= MAX_ITERS:
                 break
             busy = max(t - self.state.launch_s, 0.05 * t, 1e-7)
@@ -465,7 +470,7 @@ class Calibrator:
             if m is None:
                 return None
             assert m.time is not None
-            t = m.time.median_us * 1e-6
+            t = m.time.min_us * 1e-6
             if t >= 0.4 * target or passes >= MAX_ITERS:
                 break
             busy = max(t - self.state.launch_s, 0.05 * t, 1e-7)
@@ -580,7 +585,7 @@ class Calibrator:
                 if m is None:
                     break
                 assert m.time is not None
-                t = m.time.median_us * 1e-6
+                t = m.time.min_us * 1e-6
                 ok = True
                 if t >= 0.5 * target:
                     break
@@ -642,14 +647,15 @@ class Calibrator:
                     break
                 assert m.time is not None
                 pts_s.append(float(s))
-                pts_t.append(m.time.median_us * 1e-6)
+                pts_t.append(m.time.min_us * 1e-6)
             spent += wall
             last_wall, last_size = wall, size
             if len(pts_s) < 2:
                 continue
             fit = linear_fit(pts_s, pts_t)
-            if fit.slope <= 0:
-                self.profile.notes.append(f"latency {_fmt_bytes(size)}: non-positive slope, point dropped")
+            if fit.slope <= 0 or (len(pts_s) > 2 and fit.r2 < 0.9):
+                self.profile.notes.append(f"latency {_fmt_bytes(size)}: time against steps is not a line "
+                                          f"(slope {fit.slope * 1e9:.3g} ns, r2 {fit.r2:.2f}); point dropped")
                 continue
             xs.append(float(size))
             ys.append(fit.slope * 1e9)
@@ -700,7 +706,7 @@ class Calibrator:
                 continue
             assert m.time is not None
             xs.append(float(n_wg))
-            ys.append(m.time.median_us)
+            ys.append(m.time.min_us)
         if len(xs) < 2:
             return
         fit = linear_fit(xs, ys)
@@ -729,8 +735,8 @@ class Calibrator:
             return
         assert m0.time is not None and m1.time is not None
         xs += [0.0, float(probe)]
-        ys += [m0.time.median_us, m1.time.median_us]
-        per = max((m1.time.median_us - m0.time.median_us) * 1e-6 / probe, 1e-10)
+        ys += [m0.time.min_us, m1.time.min_us]
+        per = max((m1.time.min_us - m0.time.min_us) * 1e-6 / probe, 1e-10)
         n_max = int(min(1 << 28, max(4 * probe, self.opt.launch_target_s / per)))
         for nb in ([n_max] if self.opt.quick else [n_max // 2, n_max]):
             m = self._measure(kern, cfg(nb), f"barrier x{nb}")
@@ -738,7 +744,7 @@ class Calibrator:
                 continue
             assert m.time is not None
             xs.append(float(nb))
-            ys.append(m.time.median_us)
+            ys.append(m.time.min_us)
         fit = linear_fit(xs, ys)
         self.profile.set("barrier_ns", fit.slope * 1e3, "ns", self._src("barrier"), r2=fit.r2, notes=(
             f"slope of device time against barriers in a loop (0 to {int(max(xs))}), {n_wg} work-groups of "

@@ -157,6 +157,8 @@ def test_plateaus_find_cache_levels_with_noise_and_transitions():
     bw[0] = 200.0                                   # too few work-items at the smallest set
     i = int(np.searchsorted(sizes, 4 * MiB)) + 1    # a transition point between two levels
     bw[i] = 180.0
+    j = int(np.searchsorted(sizes, 512 * KiB))
+    bw[j] *= 1.8                                    # an isolated outlier inside a level
     bw *= 1 + rng.normal(0, 0.03, bw.size)
     pl = find_plateaus(sizes, bw, min_step=1.35)
     assert [round(p.value, -1) for p in pl] == pytest.approx([800, 300, 100], rel=0.05)
