@@ -100,7 +100,7 @@ def cmd_datagen(args: argparse.Namespace) -> int:
 
     from datagen.memargs import KERNEL_SELECTORS
 
-    if args.args not in SELECTORS and args.args not in KERNEL_SELECTORS:
+    if args.args not in SELECTORS and args.args not in KERNEL_SELECTORS and args.args != "both":
         raise _usage(f"--args {args.args!r}: available selections are {', '.join([*SELECTORS, *KERNEL_SELECTORS])}")
     if args.configs_per_kernel < 1 or args.lsizes_per_kernel < 1:
         raise _usage("--configs-per-kernel and --lsizes-per-kernel must be positive")
@@ -211,7 +211,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--configs-per-kernel", type=int, default=200)
     p.add_argument("--lsizes-per-kernel", type=int, default=4)
     p.add_argument("--args", default="simple",
-                   help="argument selection: simple (LLMPerf II-B1) or memory (II-B2, memory analysis)")
+                   help="argument selection: simple (LLMPerf II-B1), memory (II-B2, memory analysis) or both")
     p.add_argument("--rebalance", default="iqr", choices=["iqr", "none"])
     p.add_argument("--k", type=float, default=80.0, help="fully-utilized threshold k x compute units (80)")
     p.add_argument("--ratio", default="25:60:15", help="idle:under:full sampling ratio")

@@ -192,6 +192,8 @@ class Generator:
         self.kernel_selectors = KERNEL_SELECTORS
         if options.args in SELECTORS:
             self.select = SELECTORS[options.args]
+        elif options.args == "both":
+            self.select = SELECTORS["simple"]
         elif options.args not in KERNEL_SELECTORS:
             raise ValueError(f"unknown argument selection {options.args!r}")
         self.summary = Summary()
@@ -211,10 +213,17 @@ class Generator:
 
     def run(self, kernels: Iterable[Kernel]) -> Summary:
         t0 = time.perf_counter()
+        selections = ["simple", "memory"] if self.o.args == "both" else [self.o.args]
+        requested = self.o.args
         for k in kernels:
             self.summary.kernels += 1
-            status = self.kernel(k)
-            self.summary.kernel_status[status] += 1
+            for sel in selections:      # --args both: every kernel under each selection, rows tagged
+                self.o.args = sel
+                if sel in SELECTORS:
+                    self.select = SELECTORS[sel]
+                status = self.kernel(k)
+                self.summary.kernel_status[status if len(selections) == 1 else f"{sel}:{status}"] += 1
+        self.o.args = requested
         self.summary.wall_s = time.perf_counter() - t0
         return self.summary
 
@@ -318,8 +327,12 @@ class Generator:
             if key in self.preexisting:
                 self.summary.rows_resumed += 1
             return self.stored[key]   # stored before, or earlier in this run (rebalancing hit a sampled N_WG)
+        setting = getattr(self.select, "last_setting", None)
         m = self.h.run(k, LaunchConfig(gsize, lsize, args), self.o.timing)
         row = flatten(m, k, key=key, selection=self.o.args, pass_=pass_, regime=regime, n_wg=n_wg, seed=self.o.seed)
+        if setting is not None:   # memory analysis: the fitted size = c * work-items + d of every array
+            row["extra"] = {"array_fits": {n: {"c": float(f.c), "d": float(f.d)} for n, f in setting.arrays.items()},
+                            "scalar_choices": {n: str(v) for n, v in setting.scalars.items()}}
         self.w.append(row)
         self.stored[key] = {c: row[c] for c in ("row_key", "kernel_id", "status", "reason", "time_median_us",
                                                 "lsize", "n_wg", "pass")}

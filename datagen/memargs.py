@@ -535,6 +535,7 @@ def memory_selector(analysis: MemoryAnalysis, *, seed: int = 0, mem_cap_bytes: i
     sizes there (a fit extrapolated past a breakpoint) is replaced by the next eligible one, up to
     ``max_attempts`` instrumented runs; then :class:`UnsupportedArgument`."""
     verified: dict[tuple[Any, ...], list[ArgBinding]] = {}
+    verified_pick: dict[tuple[Any, ...], int] = {}
 
     def select(params: list[KernelParam], gsize: tuple[int, ...], lsize: tuple[int, ...] | None) -> list[ArgBinding]:
         if not analysis.settings:
@@ -554,9 +555,11 @@ def memory_selector(analysis: MemoryAnalysis, *, seed: int = 0, mem_cap_bytes: i
             first = int.from_bytes(h[:8], "little") % len(ok)
             order = ok[first:] + ok[:first]
         if harness is None or rewrite is None:
+            select.last_setting = analysis.settings[order[0]]  # type: ignore[attr-defined]
             return memory_args(analysis, params, gsize, lsize, order[0])
         key = (tuple(gsize), tuple(lsize) if lsize else None)
         if key in verified:
+            select.last_setting = analysis.settings[verified_pick[key]]  # type: ignore[attr-defined]
             return verified[key]
         problems: list[str] = []
         for pick in order[:max(1, max_attempts)]:
@@ -567,6 +570,8 @@ def memory_selector(analysis: MemoryAnalysis, *, seed: int = 0, mem_cap_bytes: i
                 bad = [f"bounds check: {e.status}: {e.reason}"]
             if not bad:
                 verified[key] = args
+                verified_pick[key] = pick
+                select.last_setting = analysis.settings[pick]  # type: ignore[attr-defined]
                 return args
             problems.append(f"setting {pick}: {bad[0]}")
             log.info("%s gsize %s: setting %d fails the bounds check: %s", analysis.kernel_name, gsize, pick, bad[0])
