@@ -95,10 +95,9 @@ def cmd_datagen(args: argparse.Namespace) -> int:
     from datagen.args import SELECTORS
     from datagen.dataset import DatasetMismatch, DatasetWriter
     from datagen.generate import DatagenOptions, Generator, dataset_manifest, write_kernels
+    from datagen.memargs import KERNEL_SELECTORS
     from instrument.harness import Harness
     from kernelcast.cli import _check_meter, _device
-
-    from datagen.memargs import KERNEL_SELECTORS
 
     if args.args not in SELECTORS and args.args not in KERNEL_SELECTORS and args.args != "both":
         raise _usage(f"--args {args.args!r}: available selections are {', '.join([*SELECTORS, *KERNEL_SELECTORS])}")

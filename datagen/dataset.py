@@ -154,7 +154,8 @@ class DatasetWriter:
 
     def update_manifest(self, **fields: Any) -> None:
         self.manifest.update(fields)
-        _atomic_write_text(self.root / MANIFEST, json.dumps(self.manifest, indent=2, sort_keys=True, default=str) + "\n")
+        text = json.dumps(self.manifest, indent=2, sort_keys=True, default=str) + "\n"
+        _atomic_write_text(self.root / MANIFEST, text)
 
     def close(self) -> None:
         if not self._journal.closed:

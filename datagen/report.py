@@ -59,7 +59,8 @@ def summarize(df: pd.DataFrame, manifest: dict[str, Any]) -> dict[str, Any]:
         f"device: {info['device']}",
         f"kernels: {kernels}; validity: " + ", ".join(f"{k} {v}" for k, v in info["kernel_validity"].items()),
         f"rows: {len(rows)}; " + ", ".join(f"{k} {v}" for k, v in info["rows_by_status"].items()),
-        f"kernels with at least one ok configuration: {with_ok}/{kernels} ({100 * info['share_kernels_with_ok_row']:.1f} %)",
+        f"kernels with at least one ok configuration: {with_ok}/{kernels} "
+        f"({100 * info['share_kernels_with_ok_row']:.1f} %)",
     ]
     if info["harness_overhead_ratio"]:
         lines.append(f"harness overhead: {info['harness_overhead_ratio']:.2f}x summed kernel time")

@@ -118,8 +118,8 @@ def test_published_gpu_profiles_use_occupancy_and_mwp_cwp(name):
 
 
 def test_vectorized_throughput():
-    from models.static import analyze_source
     from kernelcast.schema import Kernel
+    from models.static import analyze_source
 
     m = AnalyticalModel(cpu_profile())
     feats = analyze_source(Kernel(HEAVY, "heavy"))

@@ -447,7 +447,8 @@ def bind_args(ctx: Any, queue: Any, info: DeviceInfo, params: list[Any], binding
             front, arg = 0, parent
         bound.buffers.append(BoundBuffer(
             name=p.name, cltype=t, count=int(b.count), nbytes=nbytes, front=front,
-            back=total - front - nbytes, parent=parent, arg=arg, host_digest=hashlib.sha256(raw.tobytes()).digest() if digests else b"",
+            back=total - front - nbytes, parent=parent, arg=arg,
+            host_digest=hashlib.sha256(raw.tobytes()).digest() if digests else b"",
             is_output_candidate=not p.is_const,
         ))
         bound.values.append(arg)
