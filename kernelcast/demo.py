@@ -31,7 +31,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--meter", default="auto", help="energy meter: auto, nvml, rapl, none")
     p.add_argument("--bundled-every", type=int, default=4, help="take every N-th bundled kernel (4)")
     p.add_argument("--synthetic", type=int, default=30, help="synthetic kernels (30)")
-    p.add_argument("--configs-per-kernel", type=int, default=9)
+    p.add_argument("--configs-per-kernel", type=int, default=10)
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--max-sizes", type=int, default=6, help="problem sizes per suite kernel (6)")
     p.add_argument("--resume", action="store_true", help="keep the working directory and resume each stage")
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     _stage(2, "datagen: measure the corpus on the device", t0)
     dataset = out / "dataset"
     _call(["datagen", "--corpus", str(corpus), "--out", str(dataset), "--configs-per-kernel",
-           str(args.configs_per_kernel), "--lsizes-per-kernel", "3", "--min-time", "0.01", "--repeats", "5",
+           str(args.configs_per_kernel), "--lsizes-per-kernel", "2", "--min-time", "0.01", "--repeats", "5",
            "--max-items", str(1 << 22), "--meter", args.meter, "--quiet", *dev])
 
     _stage(3, "calib: quick calibration of the device", t0)
