@@ -29,6 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", required=True, help="dataset directory")
     ap.add_argument("--out", help="work directory (default: a temporary one)")
     ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--max-steps", type=int, help="stop each mode after this many optimizer steps (a speed check)")
+    ap.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--modes", default="prompt,efficient")
     ap.add_argument("--progress", action="store_true")
@@ -41,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.epochs} epoch(s) per mode; work dir {out}", flush=True)
     results = {}
     for mode in args.modes.split(","):
-        opts = TrainOptions(mode=mode, epochs=args.epochs, seed=args.seed, resume=False, progress=args.progress)
+        opts = TrainOptions(mode=mode, epochs=args.epochs, seed=args.seed, resume=False, progress=args.progress,
+                            max_steps=args.max_steps, threads=args.threads)
         t0 = time.perf_counter()
         res = fit_frame(frame, out_dir=out / mode, options=opts, counts=dict(counts), dataset=args.data)
         wall = time.perf_counter() - t0

@@ -38,6 +38,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--patience", type=int, default=15, help="early stopping: epochs without improvement (15)")
     p.add_argument("--max-steps", type=int, help="stop after this many optimizer steps (rerun to continue)")
     p.add_argument("--seed", type=int, default=0, help="seed of the split, the data order and the weights")
+    p.add_argument("--threads", type=int, help="torch CPU threads (default: one per core; 1 can be faster on a "
+                                               "machine busy with other work)")
     p.add_argument("--no-resume", action="store_true", help="start over even if --out holds a checkpoint")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
@@ -63,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
             args.data, out, mode=args.mode, base=args.base, target=args.target, epochs=args.epochs,
             batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay, warmup_ratio=args.warmup_ratio,
             grad_accum=args.grad_accum, patience=args.patience, max_steps=args.max_steps, seed=args.seed,
-            resume=not args.no_resume, progress=not args.no_progress)
+            resume=not args.no_resume, progress=not args.no_progress, threads=args.threads)
     except DataError as e:
         raise UsageError(str(e)) from None
     except ValueError as e:  # bad option values

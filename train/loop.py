@@ -97,6 +97,7 @@ class TrainOptions:
     energy_loss: str = "zhang"             # "zhang" (1/E-weighted squared error) or "mse_log2"
     max_grad_norm: float = 1.0
     eval_batch_size: int = 32
+    threads: int | None = None             # torch CPU threads (None: torch's default, one per core)
 
     def __post_init__(self) -> None:
         if self.mode not in ("prompt", "efficient"):
@@ -327,6 +328,8 @@ def fit_frame(frame: pd.DataFrame, *, out_dir: str | os.PathLike[str], options: 
     ``predictor`` (optional) is fine-tuned instead of building a new model; ``kwargs`` are
     :class:`TrainOptions` fields when ``options`` is not given."""
     opts = options or TrainOptions(**kwargs)
+    if opts.threads:
+        torch.set_num_threads(opts.threads)
     out = Path(out_dir)
     ckpt_path = out / CHECKPOINT
     counts = dict(counts or {"rows_total": len(frame), "rows_ok": len(frame)})
@@ -429,10 +432,10 @@ def fit_frame(frame: pd.DataFrame, *, out_dir: str | os.PathLike[str], options: 
             batches = _epoch_batches(opts, train_rows, kernels, np.random.default_rng([opts.seed, epoch]))
             model.train()
             optimizer.zero_grad(set_to_none=True)
-            t0 = time.perf_counter()
-            seen = 0
+            epoch_loss, epoch_rows = 0.0, 0
             i = state["batch_in_epoch"]
             while i < len(batches):
+                t0 = time.perf_counter()
                 group = batches[i:i + opts.grad_accum]
                 n_group = sum(len(b) for b in group)
                 loss_sum = 0.0
@@ -449,23 +452,24 @@ def fit_frame(frame: pd.DataFrame, *, out_dir: str | os.PathLike[str], options: 
                 scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
                 i += len(group)
-                seen += n_group
                 state["step"] += 1
                 state["batch_in_epoch"] = i
+                state["train_seconds"] += time.perf_counter() - t0
+                state["train_rows_seen"] += n_group
+                epoch_loss += loss_sum
+                epoch_rows += n_group
                 running = (running + [loss_sum / n_group])[-50:]
                 bar.update(1)
                 bar.set_postfix(epoch=epoch + 1, loss=f"{np.mean(running):.4f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
                 if opts.max_steps is not None and state["step"] >= opts.max_steps and i < len(batches):
                     stopped = "max_steps"
                     break
-            state["train_seconds"] += time.perf_counter() - t0
-            state["train_rows_seen"] += seen
             if stopped == "max_steps":
                 checkpoint()
                 break
             # end of epoch: validate, keep the best, checkpoint
             vloss = _epoch_val_loss(model, enc, val_rows, pad_id, opts, t_all, e_all, cfg)
-            tloss = float(np.mean(running)) if running else float("nan")
+            tloss = epoch_loss / epoch_rows if epoch_rows else float("nan")
             state["history"].append({"epoch": epoch + 1, "step": state["step"], "train_loss": tloss,
                                      "val_loss": vloss, "lr": scheduler.get_last_lr()[0]})
             log.info("epoch %d/%d: train loss %.4f, validation loss %.4f", epoch + 1, opts.epochs, tloss, vloss)
