@@ -119,8 +119,8 @@ class KernelParam:
 
 def _strip_qualifiers(spelling: str) -> str:
     s = spelling
-    for word in (*_ADDRESS_SPACES, "const", "volatile", "restrict", "__restrict", "struct", "unsigned "):
-        s = re.sub(rf"\b{re.escape(word.strip())}\b", "", s) if word != "unsigned " else s
+    for word in (*_ADDRESS_SPACES, "const", "volatile", "restrict", "__restrict", "struct"):
+        s = re.sub(rf"\b{re.escape(word)}\b", "", s)
     return " ".join(s.replace("*", " ").split())
 
 
