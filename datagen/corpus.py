@@ -984,49 +984,19 @@ def ingest_to(out_dir: str | os.PathLike[str], sources: list[str | Path], **kw: 
 # Compile check on an OpenCL device
 # --------------------------------------------------------------------------------------------
 
-_PROBE_SOURCE = "kernel void kernelcast_probe(global float *x) { x[get_global_id(0)] *= 2.0f; }\n"
 CL_STD_OPTION = "-cl-std=CL1.2"
-
-
-def _can_build(device: Any) -> bool:
-    import pyopencl as cl
-
-    try:
-        ctx = cl.Context([device])
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            prg = cl.Program(ctx, _PROBE_SOURCE).build(options=CL_STD_OPTION)
-        cl.Kernel(prg, "kernelcast_probe")
-        return True
-    except Exception as e:  # any failure means: not this device
-        logger.debug("device %s cannot build: %s", getattr(device, "name", device), _one_line(str(e)))
-        return False
 
 
 @functools.lru_cache(maxsize=1)
 def default_opencl_device() -> Any:
-    """The first OpenCL device that really builds a trivial kernel, GPUs first.
-
-    Probing matters: a platform may list a device whose compiler fails every build.
-    """
-    import pyopencl as cl
+    """The device :func:`instrument.backends.opencl.select_device` picks (the first GPU that
+    builds a trivial kernel, else the first device that does), as a pyopencl device."""
+    from instrument.backends.opencl import DeviceNotFound, cl_device, select_device
 
     try:
-        platforms = cl.get_platforms()
-    except cl.Error as e:
-        raise RuntimeError(f"no OpenCL platform: {e}") from e
-    devices = []
-    for p in platforms:
-        try:
-            devices += [(d, p) for d in p.get_devices()]
-        except cl.Error:
-            continue
-    devices.sort(key=lambda dp: 0 if dp[0].type & cl.device_type.GPU else 1)
-    for d, p in devices:
-        if _can_build(d):
-            logger.info("compile check on %s (%s)", d.name, p.version)
-            return d
-    raise RuntimeError("no OpenCL device can build a trivial kernel")
+        return cl_device(select_device("auto"))
+    except DeviceNotFound as e:
+        raise RuntimeError(str(e)) from None
 
 
 def opencl_compile_fn(device: Any = None) -> Callable[[Kernel], tuple[bool, str]]:

@@ -2097,40 +2097,18 @@ def write_synth_corpus(out_dir: str | Path, count: int, seed: int,
 # --------------------------------------------------------------------------------------------
 # compile checking
 
-_TRIVIAL = "__kernel void kc_probe(__global float* a) { a[get_global_id(0)] = 1.0f; }\n"
-_device_cache: list[Any] = []
-
-
 def default_device() -> Any:
-    """The first OpenCL device that builds a trivial kernel (GPUs first), or ``None``."""
-    if _device_cache:
-        return _device_cache[0]
+    """The device the shared selection picks (first GPU that builds, else first device that
+    builds), as a pyopencl device; ``None`` when there is none."""
     try:
-        import pyopencl as cl
+        from instrument.backends.opencl import DeviceNotFound, cl_device, select_device
     except ImportError:
         return None
-    devices: list[Any] = []
     try:
-        for plat in cl.get_platforms():
-            try:
-                devices += list(plat.get_devices())
-            except Exception as exc:  # noqa: BLE001 - broken platforms are skipped
-                log.debug("platform %s: %s", getattr(plat, "name", "?"), exc)
-    except Exception as exc:  # noqa: BLE001 - no ICD loader / no platforms
-        log.debug("no OpenCL platforms: %s", exc)
+        return cl_device(select_device("auto"))
+    except DeviceNotFound as exc:
+        log.debug("no OpenCL device: %s", exc)
         return None
-    devices.sort(key=lambda d: 0 if d.type & cl.device_type.GPU else 1)
-    for dev in devices:
-        try:
-            ctx = cl.Context([dev])
-            ok, log_text = _try_build(ctx, dev, _TRIVIAL, "")
-        except Exception as exc:  # noqa: BLE001
-            ok, log_text = False, str(exc)
-        if ok:
-            _device_cache.append(dev)
-            return dev
-        log.info("skipping OpenCL device %s (%s): %s", dev.name, dev.platform.version, log_text.strip()[:200])
-    return None
 
 
 def _try_build(ctx: Any, dev: Any, source: str, options: str) -> tuple[bool, str]:

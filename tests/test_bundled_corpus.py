@@ -16,31 +16,17 @@ CL_FILES = sorted(BUNDLED_DIR.glob("*.cl"))
 MIN_KERNELS = 110
 BUILD_OPTIONS = "-cl-std=CL1.2"
 
-_PROBE = "__kernel void kc_bundled_probe(__global float *a) { a[get_global_id(0)] += 1.0f; }"
 
 
 def _select_context():
-    """A context on a device that builds: the Debian PoCL platform first (the PoCL 3.0-rc2
-    platform on this kind of machine fails with "unknown target CPU 'generic'"), then any other."""
+    """A context on the device the project's own selection picks (a trial build per device)."""
     cl = pytest.importorskip("pyopencl")
+    from instrument.backends.opencl import DeviceNotFound, cl_device, select_device
+
     try:
-        platforms = cl.get_platforms()
-    except Exception as e:  # noqa: BLE001 - no ICD loader / no platform
-        pytest.skip(f"no OpenCL platform: {e}")
-    preferred = [p for p in platforms if "debian" in p.version.lower()]
-    others = [p for p in platforms if p not in preferred and "3.0-rc2" not in p.version]
-    errors = []
-    for plat in preferred + others:
-        try:
-            devices = plat.get_devices()
-            if not devices:
-                continue
-            ctx = cl.Context(devices[:1])
-            cl.Program(ctx, _PROBE).build(options=BUILD_OPTIONS)
-            return ctx
-        except Exception as e:  # noqa: BLE001 - this platform cannot build; try the next
-            errors.append(f"{plat.name.strip()} ({plat.version.strip()}): {str(e).strip()[:200]}")
-    pytest.skip("no working OpenCL device: " + ("; ".join(errors) or "no devices"))
+        return cl.Context([cl_device(select_device("auto"))])
+    except DeviceNotFound as e:
+        pytest.skip(f"no working OpenCL device: {e}")
 
 
 @pytest.fixture(scope="module")
