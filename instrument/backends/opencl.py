@@ -19,6 +19,7 @@ import numpy as np
 
 from instrument.cltypes import CLType, parse_type, scalar_value
 from kernelcast.config import cache_dir
+from kernelcast.errors import InputError
 from kernelcast.schema import ArgBinding, Kernel
 
 log = logging.getLogger(__name__)
@@ -35,7 +36,7 @@ _CL_DEVICE_PCI_SLOT_ID_NV = 0x4009
 _CL_DEVICE_WAVEFRONT_WIDTH_AMD = 0x4043
 
 
-class DeviceNotFound(LookupError):
+class DeviceNotFound(InputError, LookupError):
     """No OpenCL device matches the given spec."""
 
 
@@ -116,13 +117,77 @@ def _probe(dev: Any) -> tuple[bool, int | None, str]:
 
     try:
         ctx = cl.Context([dev])
-        prg = cl.Program(ctx, _PROBE_SOURCE).build(options=DEFAULT_BUILD_OPTIONS)
-        k = prg.kc_probe
-        mult = k.get_work_group_info(cl.kernel_work_group_info.PREFERRED_WORK_GROUP_SIZE_MULTIPLE, dev)
-        return True, int(mult), ""
     except Exception as e:  # noqa: BLE001 - any driver failure means "does not build"
-        msg = str(e).strip().splitlines()
-        return False, None, next((m for m in msg if "error" in m.lower()), msg[-1] if msg else "")[:300]
+        return False, None, _first_error(str(e))
+    tb = _trial_build(ctx, dev, _PROBE_SOURCE, DEFAULT_BUILD_OPTIONS, "kc_probe")
+    if not tb.ok:
+        return False, None, _first_error(tb.log)
+    try:
+        k = cl.Kernel(tb.program, "kc_probe")
+        mult = k.get_work_group_info(cl.kernel_work_group_info.PREFERRED_WORK_GROUP_SIZE_MULTIPLE, dev)
+    except Exception as e:  # noqa: BLE001
+        return False, None, _first_error(str(e))
+    return True, int(mult), ""
+
+
+def _first_error(text: str) -> str:
+    msg = text.strip().splitlines()
+    return next((m for m in msg if "error" in m.lower()), msg[-1] if msg else "")[:300]
+
+
+@dataclass
+class TrialBuild:
+    """The outcome of :func:`trial_build`: whether the source built (and has the kernel asked
+    for), and the compiler's log (warnings when it built, the errors when it did not)."""
+
+    ok: bool
+    log: str
+    program: Any = None
+
+
+def _trial_build(ctx: Any, dev: Any, source: str, options: str, kernel_name: str | None) -> TrialBuild:
+    import warnings
+
+    import pyopencl as cl
+
+    prg = cl.Program(ctx, source)
+
+    def build_log() -> str:
+        try:
+            return (prg.get_build_info(dev, cl.program_build_info.LOG) or "").strip()
+        except Exception:  # noqa: BLE001 - no log from this driver
+            return ""
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            prg.build(options=options, devices=[dev])
+    except cl.Error as exc:
+        return TrialBuild(False, build_log() or str(exc).strip() or "build failed")
+    if kernel_name is not None:
+        try:
+            cl.Kernel(prg, kernel_name)
+        except cl.Error as exc:
+            return TrialBuild(False, f"no kernel {kernel_name!r} after the build: {str(exc).strip()}")
+    return TrialBuild(True, build_log(), prg)
+
+
+_TRIAL_CONTEXTS: dict[str, tuple[Any, Any]] = {}
+
+
+def trial_build(device: DeviceInfo, source: str, options: str = DEFAULT_BUILD_OPTIONS,
+                kernel_name: str | None = None) -> TrialBuild:
+    """Build ``source`` with ``options`` on ``device`` once, without running anything: the one
+    compile check of the project (device probes, corpus ingestion, synthetic kernels). With
+    ``kernel_name`` the program must also define that kernel. One context per device is kept
+    for the life of the process."""
+    import pyopencl as cl
+
+    if device.identity not in _TRIAL_CONTEXTS:
+        dev = cl_device(device)
+        _TRIAL_CONTEXTS[device.identity] = (cl.Context([dev]), dev)
+    ctx, dev = _TRIAL_CONTEXTS[device.identity]
+    return _trial_build(ctx, dev, source, options, kernel_name)
 
 
 def _ext_query(dev: Any, param: int) -> Any:
@@ -324,7 +389,7 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
 # argument binding
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError, ValueError):
     """A launch configuration that cannot run on this device (status ``invalid_config``)."""
 
 
