@@ -16,14 +16,8 @@ import sys
 import time
 
 import numpy as np
-import pandas as pd
 
-
-def spearman(a: np.ndarray, b: np.ndarray) -> float:
-    ra, rb = pd.Series(a).rank().to_numpy(), pd.Series(b).rank().to_numpy()
-    if len(a) < 3 or ra.std() == 0 or rb.std() == 0:
-        return float("nan")
-    return float(np.corrcoef(ra, rb)[0, 1])
+from kernelcast.metrics import spearman
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,10 +25,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", required=True)
     ap.add_argument("--profile")
     args = ap.parse_args(argv)
+    from calib.local import resolve_profile
     from datagen.corpus_store import read_corpus
     from datagen.dataset import read_dataset
     from models.analytical import AnalyticalModel, config_env
-    from models.cli import resolve_profile
 
     df = read_dataset(args.data)
     df = df[(df["pass"] != "validity") & (df["status"] == "ok")].copy()
@@ -55,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     for _, g in df[ok].groupby("kernel_id"):
         if len(g) < 3:
             continue
-        rhos.append(spearman(g["pred"].to_numpy(), g["time_median_us"].to_numpy()))
+        rhos.append(spearman(g["pred"].to_numpy(), g["time_median_us"].to_numpy(), min_points=3))
         per_item_m = g["time_median_us"] / g["global_items"]
         per_item_p = g["pred"] / g["global_items"]
         best = per_item_m.min()

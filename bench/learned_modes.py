@@ -20,8 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kernelcast.cli import fmt_table  # noqa: E402
-from train.loop import TrainOptions, fit_frame, load_training_frame  # noqa: E402
+from datagen.frame import load_measured_frame  # noqa: E402
+from kernelcast.console import fmt_table  # noqa: E402
+from train.loop import TrainOptions, fit_frame  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
-    frame, counts = load_training_frame(args.data)
+    frame, counts = load_measured_frame(args.data)
     out = Path(args.out or tempfile.mkdtemp(prefix="kernelcast-bench-"))
     print(f"dataset {args.data}: {len(frame)} training rows of {frame['kernel_id'].nunique()} kernels; "
           f"{args.epochs} epoch(s) per mode; work dir {out}", flush=True)

@@ -14,13 +14,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kernelcast.console import fmt_table
+from kernelcast.errors import InputError, UsageError
+
 log = logging.getLogger(__name__)
-
-
-def _usage(msg: str) -> Exception:
-    from kernelcast.cli import UsageError
-
-    return UsageError(msg)
 
 
 def _parse_bytes(text: str) -> int:
@@ -34,9 +31,9 @@ def _parse_bytes(text: str) -> int:
     try:
         v = float(t) * mult
     except ValueError:
-        raise _usage(f"--max-bytes {text!r}: expected a size such as 64MiB") from None
+        raise UsageError(f"--max-bytes {text!r}: expected a size such as 64MiB") from None
     if v < 64 * 1024:
-        raise _usage(f"--max-bytes {text!r}: must be at least 64KiB")
+        raise UsageError(f"--max-bytes {text!r}: must be at least 64KiB")
     return int(v)
 
 
@@ -80,7 +77,7 @@ def _benches(only: str | None) -> tuple[str, ...]:
     chosen = tuple(b.strip() for b in only.split(",") if b.strip())
     bad = [b for b in chosen if b not in BENCHES]
     if bad or not chosen:
-        raise _usage(f"--only {only!r}: unknown benchmark(s) {', '.join(bad) or '(none given)'}; "
+        raise UsageError(f"--only {only!r}: unknown benchmark(s) {', '.join(bad) or '(none given)'}; "
                      f"choose from {', '.join(BENCHES)}")
     return chosen
 
@@ -88,7 +85,6 @@ def _benches(only: str | None) -> tuple[str, ...]:
 def format_profile(profile: Any) -> str:
     """The table the command prints: every value with units, r^2 and source."""
     from calib.microbench import values_table
-    from kernelcast.cli import fmt_table
 
     d = profile.device
     head = [f"device   {d.name} ({d.device_type}, {d.platform.split(' Linux')[0]}, driver {d.driver}), "
@@ -101,21 +97,24 @@ def format_profile(profile: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from calib.microbench import CalibOptions, run_calibration
-    from instrument.harness import Harness, HarnessError
-    from kernelcast.cli import _check_meter, _device
+    from calib.local import calibrate
+    from calib.microbench import CalibOptions
+    from instrument.backends.opencl import select_device
+    from instrument.harness import HarnessError
+    from instrument.meters import check_meter_spec
+    from kernelcast.config import device_spec
 
     out = Path(args.out)
     if out.is_dir():
-        raise _usage(f"--out {args.out}: is a directory; give a file name such as profile.json")
+        raise UsageError(f"--out {args.out}: is a directory; give a file name such as profile.json")
     if not out.parent.is_dir():
-        raise _usage(f"--out {args.out}: directory {out.parent} does not exist")
+        raise UsageError(f"--out {args.out}: directory {out.parent} does not exist")
     benches = _benches(args.only)
     max_bytes = _parse_bytes(args.max_bytes) if args.max_bytes else None
     if args.timeout <= 0:
-        raise _usage("--timeout must be positive")
-    _check_meter(args.meter)
-    device = _device(args.device)
+        raise UsageError("--timeout must be positive")
+    check_meter_spec(args.meter)
+    device = select_device(device_spec(args.device))
     meter = device.meter if args.meter == "auto" else args.meter
     want_energy = meter != "none" and "energy" in benches
     opts = CalibOptions(quick=args.quick, benches=benches, max_bytes=max_bytes)
@@ -142,14 +141,8 @@ def run(args: argparse.Namespace) -> int:
 
     t0 = time.perf_counter()
     try:
-        with Harness(device, meter="none", timeout_s=args.timeout) as h_time:
-            h_energy = Harness(device, meter=meter, timeout_s=args.timeout) if want_energy else None
-            try:
-                profile, cal = run_calibration(device, h_time, h_energy, opts, meter=meter,
-                                               on_step=on_step, on_bench=on_bench)
-            finally:
-                if h_energy is not None:
-                    h_energy.close()
+        profile, cal = calibrate(device, opts, meter=meter, timeout_s=args.timeout, on_step=on_step,
+                                 on_bench=on_bench)
     except HarnessError as e:
         if bar is not None:
             bar.close()
@@ -189,11 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     add_arguments(parser)
     args = parser.parse_args(argv)
     setup_logging(args.verbose)
-    from kernelcast.cli import UsageError
-
     try:
         return run(args)
-    except UsageError as e:
+    except InputError as e:
         print(f"kernelcast: error: {e}", file=sys.stderr)
         return 2
 

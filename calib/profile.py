@@ -31,6 +31,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from kernelcast.errors import InputError
+
 log = logging.getLogger(__name__)
 
 PROFILE_SCHEMA_VERSION = 1
@@ -88,7 +90,7 @@ VALUE_NAMES: dict[str, tuple[str, str]] = {
 }
 
 
-class ProfileError(ValueError):
+class ProfileError(InputError, ValueError):
     """A profile file that cannot be read: the message is one line naming what is wrong."""
 
 

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from kernelcast.console import to_json
+from kernelcast.errors import UsageError
+
 log = logging.getLogger(__name__)
-
-
-def _usage(msg: str) -> Exception:
-    from kernelcast.cli import UsageError
-
-    return UsageError(msg)
 
 
 def bundled_dir() -> Path:
@@ -29,22 +25,22 @@ def bundled_dir() -> Path:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     from datagen.corpus import ingest_to, opencl_compile_fn
-    from instrument.backends.opencl import cl_device
-    from kernelcast.cli import _device
+    from instrument.backends.opencl import select_device
+    from kernelcast.config import device_spec
 
     sources = [bundled_dir() if s == "bundled" else Path(s) for s in args.sources]
     for s in sources:
         if not s.exists():
-            raise _usage(f"no such file or directory: {s}")
+            raise UsageError(f"no such file or directory: {s}")
     defines = {}
     for d in args.define:
         name, _, value = d.partition("=")
         if not name:
-            raise _usage(f"-D {d!r}: expected NAME or NAME=VALUE")
+            raise UsageError(f"-D {d!r}: expected NAME or NAME=VALUE")
         defines[name] = value
     compile_fn = None
     if not args.no_compile:
-        compile_fn = opencl_compile_fn(cl_device(_device(args.device)))
+        compile_fn = opencl_compile_fn(select_device(device_spec(args.device)))
     report = ingest_to(args.out, sources, compile_fn=compile_fn, defines=defines or None,
                        near_dup_threshold=args.near_dup, progress=sys.stderr.isatty())
     print(report.format_table())
@@ -56,7 +52,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
     from datagen.synth import write_synth_corpus
 
     if args.count < 1:
-        raise _usage("--count must be at least 1")
+        raise UsageError("--count must be at least 1")
     out = write_synth_corpus(args.out, args.count, args.seed)
     print(f"{args.count} synthetic kernels (seed {args.seed}) written to {out}")
     return 0
@@ -76,8 +72,8 @@ def load_corpus_kernels(spec: str, limit: int | None = None, device: str | None 
     else:
         p = Path(spec)
         if not (p / "kernels.jsonl").is_file():
-            raise _usage(f"{spec}: not a corpus directory (no kernels.jsonl); make one with 'kernelcast corpus ingest' "
-                         f"or 'kernelcast corpus synth'")
+            raise UsageError(f"{spec}: not a corpus directory (no kernels.jsonl); make one with "
+                             f"'kernelcast corpus ingest' or 'kernelcast corpus synth'")
         kernels = read_corpus(p)
         desc = str(p.resolve())
     if limit is not None:
@@ -89,33 +85,21 @@ def load_corpus_kernels(spec: str, limit: int | None = None, device: str | None 
 # datagen
 
 
-def cmd_datagen(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
+def datagen_options(args: argparse.Namespace) -> Any:
+    """The :class:`~datagen.generate.DatagenOptions` of a ``datagen`` command line, validated."""
     from datagen.args import SELECTORS
-    from datagen.dataset import DatasetMismatch, DatasetWriter
-    from datagen.generate import DatagenOptions, Generator, dataset_manifest, write_kernels
+    from datagen.generate import DatagenOptions
     from datagen.memargs import KERNEL_SELECTORS
-    from instrument.harness import Harness
-    from kernelcast.cli import _check_meter, _device
 
     if args.args not in SELECTORS and args.args not in KERNEL_SELECTORS and args.args != "both":
-        raise _usage(f"--args {args.args!r}: available selections are {', '.join([*SELECTORS, *KERNEL_SELECTORS])}")
+        raise UsageError(f"--args {args.args!r}: available selections are {', '.join([*SELECTORS, *KERNEL_SELECTORS])}")
     if args.configs_per_kernel < 1 or args.lsizes_per_kernel < 1:
-        raise _usage("--configs-per-kernel and --lsizes-per-kernel must be positive")
+        raise UsageError("--configs-per-kernel and --lsizes-per-kernel must be positive")
     try:
         ratio = tuple(int(x) for x in args.ratio.split(":"))
         assert len(ratio) == 3 and all(r >= 0 for r in ratio) and sum(ratio) > 0
     except (ValueError, AssertionError):
-        raise _usage(f"--ratio {args.ratio!r}: expected three non-negative integers like 25:60:15") from None
-    _check_meter(args.meter)
-    corpora = [load_corpus_kernels(c, None) for c in args.corpus]
-    kernels = [k for ks, _ in corpora for k in ks]
-    if args.limit is not None:
-        kernels = kernels[: args.limit]
-    if not kernels:
-        raise _usage("the corpus holds no kernels")
-    device = _device(args.device)
+        raise UsageError(f"--ratio {args.ratio!r}: expected three non-negative integers like 25:60:15") from None
     opts = DatagenOptions(
         configs_per_kernel=args.configs_per_kernel, lsizes_per_kernel=args.lsizes_per_kernel, args=args.args,
         rebalance=None if args.rebalance == "none" else args.rebalance, k=args.k, ratio=ratio,  # type: ignore[arg-type]
@@ -124,27 +108,35 @@ def cmd_datagen(args: argparse.Namespace) -> int:
     )
     opts.timing.min_time_s = args.min_time
     opts.timing.min_repeats = args.repeats
-    with Harness(device, meter=args.meter, timeout_s=args.timeout) as h:
-        manifest = dataset_manifest(h, opts, ",".join(d for _, d in corpora))
-        try:
-            writer = DatasetWriter(args.out, manifest)
-        except DatasetMismatch as e:
-            raise _usage(str(e)) from None
-        write_kernels(Path(args.out), kernels)
-        total = len(kernels) * args.configs_per_kernel
-        with writer, tqdm(total=total, unit="cfg", dynamic_ncols=True, disable=args.quiet,
-                          desc="datagen") as bar:
-            gen = Generator(h, writer, opts, progress=bar)
-            try:
-                summary = gen.run(kernels)
-            except KeyboardInterrupt:
-                bar.close()
-                print(f"\ninterrupted: {writer.appended} rows stored this run; rerun the same command to resume",
-                      file=sys.stderr)
-                return 130
-        writer.update_manifest(last_summary=summary.to_dict(), meter=h.meter_name)
-    print(summary.format())
-    print(f"dataset: {args.out} ({len(writer)} rows in all)")
+    return opts
+
+
+def cmd_datagen(args: argparse.Namespace) -> int:
+    from datagen.generate import DatagenInterrupted, run_datagen
+    from instrument.backends.opencl import select_device
+    from instrument.meters import check_meter_spec
+    from kernelcast.config import device_spec
+
+    opts = datagen_options(args)
+    check_meter_spec(args.meter)
+    corpora = [load_corpus_kernels(c, None) for c in args.corpus]
+    kernels = [k for ks, _ in corpora for k in ks]
+    if args.limit is not None:
+        kernels = kernels[: args.limit]
+    if not kernels:
+        raise UsageError("the corpus holds no kernels")
+    device = select_device(device_spec(args.device))
+    try:
+        run = run_datagen(kernels, args.out, device, opts, meter=args.meter, timeout_s=args.timeout,
+                          corpus=",".join(d for _, d in corpora), progress=not args.quiet and not args.json)
+    except DatagenInterrupted as e:
+        print(f"\n{e}", file=sys.stderr)
+        return 130
+    if args.json:
+        print(to_json({"summary": run.summary.to_dict(), "dataset": args.out, "rows_total": run.rows_total}))
+        return 0
+    print(run.summary.format())
+    print(f"dataset: {args.out} ({run.rows_total} rows in all)")
     return 0
 
 
@@ -160,17 +152,17 @@ def cmd_dataset(args: argparse.Namespace) -> int:
         df = read_dataset(args.dataset)
         manifest = read_manifest(args.dataset)
     except FileNotFoundError as e:
-        raise _usage(str(e)) from None
+        raise UsageError(str(e)) from None
     info = summarize(df, manifest)
     if args.json:
-        print(json.dumps(info, indent=2, default=str))
+        print(to_json(info))
     else:
         print(info["text"])
     if args.plot_iqr:
         try:
             path = plot_rebalance(df, args.plot_iqr, Path(args.plot_out))
         except ValueError as e:
-            raise _usage(str(e)) from None
+            raise UsageError(str(e)) from None
         print(f"IQR before/after histogram: {path}")
     return 0
 
@@ -225,6 +217,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--meter", default="auto", help="energy meter: auto, nvml, rapl, none")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print the run's summary as JSON (no progress bar)")
     p.set_defaults(func=cmd_datagen)
 
     p = sub.add_parser("dataset", help="summarize a dataset; plot the IQR rebalancing of one kernel",

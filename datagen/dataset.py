@@ -26,6 +26,8 @@ from typing import Any
 
 import pandas as pd
 
+from kernelcast.errors import InputError
+
 log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
@@ -35,7 +37,7 @@ SHARDS = "shards"
 RESUME_KEYS = ("device_identity", "seed", "schema_version", "args_selection")
 
 
-class DatasetMismatch(ValueError):
+class DatasetMismatch(InputError, ValueError):
     """The directory holds a dataset made with another device, seed or schema."""
 
 

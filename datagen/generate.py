@@ -36,6 +36,7 @@ from datagen.sampler import DEFAULT_K, DEFAULT_MAX_TOTAL_ITEMS, DEFAULT_RATIO, D
 from datagen.validity import VALIDITY_SEED, check_validity
 from instrument.runner import HARNESS_VERSION, TimingPolicy
 from kernelcast.clang import KernelParam, ParseError, kernel_signatures
+from kernelcast.errors import KernelcastError
 from kernelcast.schema import SCHEMA_VERSION, Kernel, LaunchConfig, Measurement
 
 log = logging.getLogger(__name__)
@@ -414,3 +415,45 @@ def write_kernels(root: Path, kernels: list[Kernel]) -> None:
     for k in kernels:
         have.setdefault(k.id, k.to_dict())
     write_corpus(kdir, have.values(), {"source": "kernels measured in this dataset"})
+
+
+class DatagenInterrupted(KernelcastError):
+    """Ctrl-C during :func:`run_datagen`: every row stored so far is kept; rerunning resumes."""
+
+    def __init__(self, appended: int):
+        super().__init__(f"interrupted: {appended} rows stored this run; rerun the same command to resume")
+        self.appended = appended
+
+
+@dataclass
+class DatagenRun:
+    """What :func:`run_datagen` did: the summary of this run, and the dataset's rows in all."""
+
+    summary: Summary
+    rows_total: int
+    appended: int
+
+
+def run_datagen(kernels: list[Kernel], out: str | Path, device: Any, options: DatagenOptions, *, meter: str,
+                timeout_s: float, corpus: str, progress: bool = True) -> DatagenRun:
+    """Measure ``kernels`` on ``device`` into the dataset directory ``out`` (created, or resumed),
+    with a progress bar when ``progress``. :class:`DatagenInterrupted` on Ctrl-C."""
+    from tqdm import tqdm
+
+    from instrument.harness import Harness
+
+    with Harness(device, meter=meter, timeout_s=timeout_s) as h:
+        manifest = dataset_manifest(h, options, corpus)
+        writer = DatasetWriter(out, manifest)
+        write_kernels(Path(out), kernels)
+        total = len(kernels) * options.configs_per_kernel
+        with writer, tqdm(total=total, unit="cfg", dynamic_ncols=True, disable=not progress,
+                          desc="datagen") as bar:
+            gen = Generator(h, writer, options, progress=bar)
+            try:
+                summary = gen.run(kernels)
+            except KeyboardInterrupt:
+                bar.close()
+                raise DatagenInterrupted(writer.appended) from None
+        writer.update_manifest(last_summary=summary.to_dict(), meter=h.meter_name)
+    return DatagenRun(summary, len(writer), writer.appended)

@@ -10,13 +10,14 @@ import re
 
 from instrument.cltypes import parse_type
 from kernelcast.clang import KernelParam
+from kernelcast.errors import InputError
 from kernelcast.schema import ArgBinding
 
 _INITS = ("random", "zeros", "ones")
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-class SpecError(ValueError):
+class SpecError(InputError, ValueError):
     """Malformed command-line input (the CLI exits with status 2)."""
 
 

@@ -15,8 +15,10 @@ from pathlib import Path
 
 import clang.cindex as ci
 
+from kernelcast.errors import KernelcastError
 
-class ParseError(ValueError):
+
+class ParseError(KernelcastError, ValueError):
     """The source could not be parsed as OpenCL C."""
 
 

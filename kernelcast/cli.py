@@ -8,96 +8,13 @@ import logging
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
+from kernelcast.console import fmt_table, human_bytes, load_kernel_source, to_json
+from kernelcast.errors import InputError, UsageError
 from kernelcast.log import setup_logging
 
 log = logging.getLogger("kernelcast")
-
-
-class UsageError(Exception):
-    """Bad input: printed as one line, exit status 2."""
-
-
-# ---------------------------------------------------------------------------------------------
-# helpers shared by subcommands
-
-
-def fmt_table(rows: list[list[Any]], header: list[str]) -> str:
-    cells = [[str(c) for c in header]] + [[_fmt_cell(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    lines = []
-    for j, r in enumerate(cells):
-        lines.append("  ".join(c.rjust(w) if j and _numeric(c) else c.ljust(w) for c, w in zip(r, widths)).rstrip())
-        if j == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-def _fmt_cell(c: Any) -> str:
-    if c is None:
-        return "-"
-    if isinstance(c, float):
-        if c == 0:
-            return "0"
-        if abs(c) >= 1e5 or abs(c) < 1e-3:
-            return f"{c:.3g}"
-        return f"{c:.4g}" if abs(c) < 100 else f"{c:.1f}"
-    return str(c)
-
-
-def _numeric(s: str) -> bool:
-    try:
-        float(s.replace("%", ""))
-    except ValueError:
-        return False
-    return True
-
-
-def _human_bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return str(n)
-
-
-def load_kernel_source(path: str, name: str | None, build_options: str = "") -> tuple[Any, list[Any]]:
-    """Read a kernel file and pick one kernel; UsageError for anything wrong with the input."""
-    from kernelcast.clang import ParseError, kernel_signatures
-    from kernelcast.schema import Kernel
-
-    p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"no such kernel file: {path}")
-    try:
-        source = p.read_text(encoding="utf-8", errors="replace")
-    except OSError as e:
-        raise UsageError(f"cannot read {path}: {e.strerror}") from None
-    try:
-        sigs = kernel_signatures(source, build_options, filename=p.name)
-    except ParseError as e:
-        raise UsageError(f"cannot parse {path}: {e}") from None
-    if not sigs:
-        raise UsageError(f"{path} defines no __kernel function")
-    if name is None:
-        if len(sigs) > 1:
-            raise UsageError(f"{path} defines {len(sigs)} kernels ({', '.join(sigs)}); choose one with --name")
-        name = next(iter(sigs))
-    if name not in sigs:
-        raise UsageError(f"{path} has no kernel named {name!r} (it has: {', '.join(sigs)})")
-    return Kernel(source=source, name=name, build_options=build_options, origin=str(p)), sigs[name]
-
-
-def _device(spec: str | None) -> Any:
-    from instrument.backends.opencl import DeviceNotFound, select_device
-    from kernelcast.config import default_device_spec
-
-    try:
-        return select_device(spec or default_device_spec())
-    except DeviceNotFound as e:
-        raise UsageError(str(e)) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -118,8 +35,8 @@ def cmd_devices(args: argparse.Namespace) -> int:
     for d in devs:
         rows.append([
             d.spec, d.name, d.type, d.platform_version.split(" Linux")[0][:32], d.compute_units,
-            d.max_work_group_size, d.preferred_wg_multiple, _human_bytes(d.global_mem_bytes),
-            _human_bytes(d.local_mem_bytes), {True: "yes", False: "NO", None: "?"}[d.builds], d.meter,
+            d.max_work_group_size, d.preferred_wg_multiple, human_bytes(d.global_mem_bytes),
+            human_bytes(d.local_mem_bytes), {True: "yes", False: "NO", None: "?"}[d.builds], d.meter,
         ])
     print(fmt_table(rows, ["device", "name", "type", "platform", "CUs", "max WG", "WG multiple",
                            "global mem", "local mem", "builds", "meter"]))
@@ -131,13 +48,6 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------------------------
 # measure
-
-
-def _check_meter(spec: str) -> None:
-    from instrument.meters import available_meters
-
-    if spec not in ("auto", *available_meters()):
-        raise UsageError(f"unknown meter {spec!r} (auto, {', '.join(available_meters())})")
 
 
 def _policy(args: argparse.Namespace) -> Any:
@@ -161,29 +71,24 @@ def _policy(args: argparse.Namespace) -> Any:
 
 def cmd_measure(args: argparse.Namespace) -> int:
     from datagen.args import UnsupportedArgument, complete_args
+    from instrument.backends.opencl import select_device
     from instrument.harness import Harness, HarnessError
+    from instrument.meters import check_meter_spec
     from instrument.runner import validate_geometry
-    from kernelcast.argspec import SpecError, check_against_signature, parse_arg, parse_size
+    from kernelcast.argspec import check_against_signature, parse_arg, parse_size
+    from kernelcast.config import device_spec
     from kernelcast.schema import LaunchConfig
 
     t0 = time.perf_counter()
-    try:
-        kernel, params = load_kernel_source(args.kernel, args.name, args.build_options or "")
-        gsize = parse_size(args.gsize, "--gsize")
-        lsize = parse_size(args.lsize, "--lsize") if args.lsize else None
-        given = [parse_arg(a) for a in args.arg]
-        check_against_signature(given, params, kernel.name)
-        policy = _policy(args)
-    except SpecError as e:
-        raise UsageError(str(e)) from None
-    _check_meter(args.meter)
-    device = _device(args.device)
-    from instrument.backends.opencl import ConfigError
-
-    try:
-        validate_geometry(device, gsize, lsize)
-    except ConfigError as e:
-        raise UsageError(str(e)) from None
+    kernel, params = load_kernel_source(args.kernel, args.name, args.build_options or "")
+    gsize = parse_size(args.gsize, "--gsize")
+    lsize = parse_size(args.lsize, "--lsize") if args.lsize else None
+    given = [parse_arg(a) for a in args.arg]
+    check_against_signature(given, params, kernel.name)
+    policy = _policy(args)
+    check_meter_spec(args.meter)
+    device = select_device(device_spec(args.device))
+    validate_geometry(device, gsize, lsize)
     try:
         bindings, filled = complete_args(params, given, gsize, lsize)
     except UnsupportedArgument as e:
@@ -203,7 +108,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
         d = m.to_dict()
         d["device_spec"] = device.spec
         d["command_wall_s"] = wall
-        print(json.dumps(d, indent=2, default=str))
+        print(to_json(d))
     else:
         print(_measurement_text(m, device, wall))
     return 0 if m.status == "ok" else 1
@@ -303,15 +208,9 @@ def _extra_commands() -> list[Callable[[Any], None]]:
     from calib.cli import add_parser as calib_parser
     from datagen.cli import add_parsers as datagen_parsers
     from models.cli import add_parsers as model_parsers
+    from train.cli import add_parser as train_parser
 
-    regs: list[Callable[[Any], None]] = [datagen_parsers, calib_parser, model_parsers, bench_parser]
-    try:
-        from train.cli import add_parser as train_parser
-    except ImportError as e:          # torch / transformers missing: no 'train'
-        log.debug("kernelcast train unavailable: %s", e)
-    else:
-        regs.append(train_parser)
-    return regs
+    return [datagen_parsers, calib_parser, model_parsers, bench_parser, train_parser]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -320,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(args.verbose)
     try:
         return int(args.func(args) or 0)
-    except UsageError as e:
+    except InputError as e:     # every bad-input exception of the project: one line, exit 2
         print(f"kernelcast: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -329,7 +228,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # run the imported module's main, so that every stage raises and catches the same UsageError class
-    from kernelcast.cli import main as _main
-
-    sys.exit(_main())
+    sys.exit(main())

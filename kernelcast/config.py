@@ -21,3 +21,8 @@ def cache_dir() -> Path:
 def default_device_spec() -> str:
     """The device used when none is given: ``KERNELCAST_DEVICE`` or ``auto``."""
     return os.environ.get("KERNELCAST_DEVICE", "auto")
+
+
+def device_spec(spec: str | None) -> str:
+    """The device a command uses: the one it was given, else :func:`default_device_spec`."""
+    return spec or default_device_spec()

@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kernelcast.errors import UsageError
+
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("demo", help="the main job: corpus -> dataset -> calibration -> training -> bench",
@@ -42,30 +44,35 @@ def _stage(n: int, title: str, t0: float) -> None:
     print(f"\n=== [{n}/6] {title}   (t = {time.perf_counter() - t0:.0f} s)", flush=True)
 
 
-def _call(argv: list[str]) -> None:
-    from kernelcast.cli import UsageError, build_parser
-
-    args = build_parser().parse_args(argv)
-    try:
-        rc = int(args.func(args) or 0)
-    except UsageError as e:
-        raise UsageError(f"demo stage '{argv[0]}': {e}") from None
-    if rc != 0:
-        raise SystemExit(rc)
-
-
 def run(args: argparse.Namespace) -> int:
+    from bench.suite.compare import default_suite, print_table, run_bench
+    from calib.cli import format_profile
+    from calib.local import calibrate
+    from calib.microbench import CalibOptions
     from datagen.cli import bundled_dir
     from datagen.corpus import ingest_to
-    from datagen.corpus_store import read_records, write_corpus
+    from datagen.corpus_store import read_corpus, read_records, write_corpus
+    from datagen.generate import DatagenInterrupted, DatagenOptions, run_datagen
     from datagen.synth import generate_kernels
+    from instrument.backends.opencl import select_device
+    from instrument.meters import check_meter_spec
+    from kernelcast.config import device_spec
+    from train.blend import fit_on_validation
+    from train.cli import format_blend, format_metrics
+    from train.loop import train_model
 
-    t0 = time.perf_counter()
+    for name in ("bundled_every", "synthetic", "configs_per_kernel", "epochs", "max_sizes"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+    check_meter_spec(args.meter)
     out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {args.out}: exists and is not a directory")
+    device = select_device(device_spec(args.device))
+    t0 = time.perf_counter()
     if out.exists() and not args.resume:
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
-    dev = ["--device", args.device] if args.device else []
 
     _stage(1, "corpus: bundled slice + synthetic kernels", t0)
     corpus = out / "corpus"
@@ -79,26 +86,45 @@ def run(args: argparse.Namespace) -> int:
 
     _stage(2, "datagen: measure the corpus on the device", t0)
     dataset = out / "dataset"
-    _call(["datagen", "--corpus", str(corpus), "--out", str(dataset), "--configs-per-kernel",
-           str(args.configs_per_kernel), "--lsizes-per-kernel", "2", "--min-time", "0.01", "--repeats", "5",
-           "--max-items", str(1 << 22), "--meter", args.meter, "--quiet", *dev])
+    opts = DatagenOptions(configs_per_kernel=args.configs_per_kernel, lsizes_per_kernel=2, max_total_items=1 << 22)
+    opts.timing.min_time_s = 0.01
+    opts.timing.min_repeats = 5
+    try:
+        run_ = run_datagen(read_corpus(corpus), dataset, device, opts, meter=args.meter, timeout_s=30.0,
+                           corpus=str(corpus.resolve()), progress=False)
+    except DatagenInterrupted as e:
+        print(f"\n{e}", file=sys.stderr)
+        return 130
+    print(run_.summary.format())
+    print(f"dataset: {dataset} ({run_.rows_total} rows in all)")
 
     _stage(3, "calib: quick calibration of the device", t0)
-    profile = out / "profile.json"
-    _call(["calib", "--quick", "--out", str(profile), "--meter", "none", "--no-progress", *dev])
+    profile_path = out / "profile.json"
+    tc = time.perf_counter()
+    profile, cal = calibrate(device, CalibOptions(quick=True), meter="none", timeout_s=60.0)
+    if not profile.values:
+        raise SystemExit(f"kernelcast: error: calibration measured nothing ({'; '.join(cal.failures)})")
+    profile.save(profile_path)
+    print(format_profile(profile))
+    print(f"\nprofile written to {profile_path} ({len(profile.values)} values, {cal.n_runs} measurements, "
+          f"{time.perf_counter() - tc:.1f} s)")
 
     _stage(4, "train: the learned model (efficient mode, small CodeGen from scratch)", t0)
     model = out / "model"
-    _call(["train", "--data", str(dataset), "--out", str(model), "--mode", "efficient", "--epochs",
-           str(args.epochs), "--no-progress"] + ([] if args.resume else ["--no-resume"]))
+    result = train_model(dataset, model, mode="efficient", epochs=args.epochs, progress=False,
+                         resume=args.resume)
+    print(format_metrics(result.metrics, str(result.out_dir)))
 
     _stage(5, "blend: fit analytical + learned on the validation kernels", t0)
-    _call(["blend", "--data", str(dataset), "--model", str(model), "--profile", str(profile)])
+    print(format_blend(fit_on_validation(dataset, model, profile), str(model)))
 
     _stage(6, "bench: the project's own suite, measured and predicted by all three models", t0)
     report = out / "report"
-    _call(["bench", "--out", str(report), "--model", str(model), "--profile", str(profile),
-           "--max-sizes", str(args.max_sizes), "--meter", args.meter, *dev])
+    tab, report_md = run_bench(str(default_suite()), str(report), model=str(model), profile_spec=str(profile_path),
+                               device=device.spec, meter=args.meter, max_sizes=args.max_sizes,
+                               progress=sys.stderr.isatty())
+    print(print_table(tab))
+    print(f"report: {report_md} (plots in {report_md.parent / 'plots'})")
     print(f"\ndemo finished in {time.perf_counter() - t0:.0f} s; report {report / 'REPORT.md'}, plots in "
           f"{report / 'plots'}, dataset {dataset}, model {model}")
     return 0

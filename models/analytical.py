@@ -33,7 +33,6 @@ Nothing here is fitted on benchmark kernels: every constant is a profile value (
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from dataclasses import dataclass
@@ -43,6 +42,7 @@ import numpy as np
 import pandas as pd
 
 from calib.profile import DeviceProfile
+from kernelcast.columns import decode_args, decode_sizes
 from models.base import Predictions, Predictor
 
 log = logging.getLogger(__name__)
@@ -166,20 +166,6 @@ class DeviceParams:
 
 # ---------------------------------------------------------------------------------------------
 # configurations -> feature environments
-
-
-def _sizes(v: Any) -> list[int]:
-    if v is None:
-        return []
-    if isinstance(v, str):
-        v = json.loads(v)
-    return [int(x) for x in v]
-
-
-def _args(v: Any) -> list[dict[str, Any]]:
-    if isinstance(v, str):
-        return json.loads(v)
-    return list(v) if v is not None else []
 
 
 def config_env(gsize: list[int], lsize: list[int] | None, args: list[dict[str, Any]]) -> dict[str, float]:
@@ -435,8 +421,9 @@ class AnalyticalModel(Predictor):
                 for i in idx:
                     expl[i] = {"error": f"static analysis failed: {e}"}
                 continue
-            envs = [config_env(_sizes(frame["gsize"].iloc[i]), _sizes(frame["lsize"].iloc[i]) or None,
-                               _args(frame["args"].iloc[i])) for i in idx]
+            envs = [config_env(list(decode_sizes(frame["gsize"].iloc[i]) or ()),
+                               list(decode_sizes(frame["lsize"].iloc[i]) or ()) or None,
+                               decode_args(frame["args"].iloc[i])) for i in idx]
             keys_all = sorted({k for e in envs for k in e})
             env = {k: np.array([e.get(k, np.nan) for e in envs], dtype=np.float64) for k in keys_all}
             env = {k: (v if not np.isnan(v).any() else np.where(np.isnan(v), 1.0, v)) for k, v in env.items()}

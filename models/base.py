@@ -31,12 +31,10 @@ class Predictions:
 
 
 class Predictor(abc.ABC):
-    """A model of kernel time (and energy)."""
+    """A model of kernel time (and energy): it predicts (and saves and loads); fitting one is the
+    trainer's job (``train/``)."""
 
     name: str = "predictor"
-
-    def fit(self, frame: pd.DataFrame) -> Predictor:  # noqa: B027 - optional for subclasses
-        return self
 
     @abc.abstractmethod
     def predict(self, frame: pd.DataFrame) -> Predictions:

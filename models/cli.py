@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import argparse
 import csv
-import hashlib
-import json
 import logging
-import math
 import sys
 import time
 from pathlib import Path
@@ -16,137 +13,38 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kernelcast.console import fmt_table, json_number, load_kernel_source, to_json
+from kernelcast.errors import InputError, UsageError
+
 log = logging.getLogger(__name__)
 
 
-def _usage(msg: str) -> Exception:
-    from kernelcast.cli import UsageError
-
-    return UsageError(msg)
-
-
-# ---------------------------------------------------------------------------------------------
-# profiles
-
-
-def cached_profile_path(device: Any) -> Path:
-    from kernelcast.config import cache_dir
-
-    h = hashlib.sha256(device.identity.encode()).hexdigest()[:16]
-    d = cache_dir() / "profiles"
-    d.mkdir(parents=True, exist_ok=True)
-    return d / f"{h}.json"
-
-
-def resolve_profile(spec: str | None, device_spec: str | None = None, *, quiet: bool = False) -> Any:
-    """A profile by name/path, or the cached calibration of the device (made with a quick
-    calibration, about 10 s, the first time)."""
-    from calib.profile import DeviceProfile, ProfileError, load_profile
-
-    if spec:
-        try:
-            return load_profile(spec)
-        except (ProfileError, OSError, ValueError) as e:
-            raise _usage(f"--profile {spec}: {e}") from None
-    from kernelcast.cli import _device
-
-    device = _device(device_spec)
-    path = cached_profile_path(device)
-    if path.is_file():
-        return DeviceProfile.load(path)
-    from calib.microbench import CalibOptions, run_calibration
-    from instrument.harness import Harness
-
-    if not quiet:
-        print(f"note: no profile for {device.name} yet; running a quick calibration (kernelcast calib --quick), "
-              f"cached in {path}", file=sys.stderr)
-    with Harness(device, meter="none") as h:
-        profile, _ = run_calibration(device, h, None, CalibOptions(quick=True), meter="none")
-    profile.save(path)
-    return profile
-
-
-# ---------------------------------------------------------------------------------------------
-# predict
-
-
-def _arg_dicts(bindings: list[Any]) -> list[dict[str, Any]]:
-    return [{"name": b.name, "kind": b.kind, "dtype": b.dtype, "count": b.count,
-             "value": None if b.value is None else str(b.value), "init": b.init} for b in bindings]
-
-
-def _bind(params: list[Any], given_specs: list[str], gsize: tuple[int, ...], lsize: tuple[int, ...] | None,
-          kernel_name: str) -> tuple[list[dict[str, Any]], list[str]]:
-    from datagen.args import UnsupportedArgument, complete_args
-    from kernelcast.argspec import SpecError, check_against_signature, parse_arg
-
-    try:
-        given = [parse_arg(a) for a in given_specs]
-        check_against_signature(given, params, kernel_name)
-        bindings, filled = complete_args(params, given, gsize, lsize)
-    except SpecError as e:
-        raise _usage(str(e)) from None
-    except UnsupportedArgument as e:
-        raise _usage(f"{e}; give it with --arg") from None
-    return _arg_dicts(bindings), filled
-
-
-def load_learned(model: str | None) -> tuple[Any, Any]:
-    """The learned predictor and its blend weights, or (None, None)."""
-    if not model:
-        return None, None
-    p = Path(model)
-    if p.exists() and not (p / "config.json").is_file():
-        raise _usage(f"--model {model}: not a model directory (no config.json); train one with 'kernelcast train'")
-    try:
-        from models.blend import BlendWeights
-        from models.learned.predictor import LearnedPredictor
-
-        lp = LearnedPredictor.from_pretrained(model)
-    except Exception as e:  # noqa: BLE001 - any loading failure is bad input here
-        why = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise _usage(f"--model {model}: cannot load: {why}") from None
-    return lp, (BlendWeights.load(p) if p.is_dir() else None)
-
-
-def predict_frame(frame: pd.DataFrame, profile: Any, learned: Any = None, weights: Any = None) -> pd.DataFrame:
-    """Analytical, learned and blended predictions side by side for rows of ``frame``."""
-    from models.analytical import AnalyticalModel
-    from models.blend import BlendModel, BlendWeights
-
-    an = AnalyticalModel(profile)
-    pa = an.predict(frame)
-    out = pd.DataFrame({"analytical_us": pa.time_us, "analytical_energy_j": pa.energy_j})
-    out["explanation"] = pa.explanation
-    if learned is not None:
-        f2 = frame.copy()
-        f2["analytical_log2_time"] = np.log2(np.maximum(pa.time_us, 1e-9))
-        pl = learned.predict(f2)
-        out["learned_us"] = pl.time_us
-        out["learned_energy_j"] = pl.energy_j
-        blend = BlendModel(an, learned, weights or BlendWeights())
-        pb = blend.combine(pa, pl)
-        out["blend_us"] = pb.time_us
-        out["blend_kind"] = blend.weights.kind
-    return out
+def _note(msg: str) -> None:
+    print(f"note: {msg}", file=sys.stderr)
 
 
 def _read_configs(path: str) -> list[dict[str, str]]:
     p = Path(path)
     if not p.is_file():
-        raise _usage(f"--configs {path}: no such file")
-    with open(p, newline="") as f:
-        rows = list(csv.DictReader(f))
+        raise UsageError(f"--configs {path}: no such file")
+    try:
+        with open(p, newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+    except (UnicodeDecodeError, csv.Error) as e:
+        raise UsageError(f"--configs {path}: not a CSV file ({e})") from None
+    except OSError as e:
+        raise UsageError(f"--configs {path}: cannot read: {e.strerror}") from None
     if not rows:
-        raise _usage(f"--configs {path}: no rows")
+        raise UsageError(f"--configs {path}: no rows")
     if "gsize" not in rows[0]:
-        raise _usage(f"--configs {path}: needs a 'gsize' column (and optionally 'lsize' and one per argument)")
+        raise UsageError(f"--configs {path}: needs a 'gsize' column (and optionally 'lsize' and one per argument)")
     return rows
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from kernelcast.argspec import SpecError, parse_size
-    from kernelcast.cli import fmt_table, load_kernel_source
+    from calib.local import resolve_profile
+    from kernelcast.argspec import parse_size
+    from models.predict import bind_arguments, configuration_row, load_learned, predict_frame
 
     t0 = time.perf_counter()
     kernel, params = load_kernel_source(args.kernel, args.name, args.build_options or "")
@@ -154,7 +52,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         specs = _read_configs(args.configs)
     else:
         if not args.gsize:
-            raise _usage("give --gsize (and --lsize), or --configs FILE.csv")
+            raise UsageError("give --gsize (and --lsize), or --configs FILE.csv")
         specs = [{"gsize": args.gsize, "lsize": args.lsize or ""}]
     learned, weights = load_learned(args.model)
     rows, notes = [], set()
@@ -163,18 +61,16 @@ def cmd_predict(args: argparse.Namespace) -> int:
         try:
             g = parse_size(s["gsize"], "gsize")
             ls = parse_size(s["lsize"], "lsize") if s.get("lsize") else None
-        except SpecError as e:
-            raise _usage(f"configuration {i + 1}: {e}") from None
+        except InputError as e:
+            raise UsageError(f"configuration {i + 1}: {e}") from None
         if ls and any(gg % ll for gg, ll in zip(g, ls)):
-            raise _usage(f"configuration {i + 1}: local size {ls} does not divide global size {g}")
+            raise UsageError(f"configuration {i + 1}: local size {ls} does not divide global size {g}")
         arg_specs = list(args.arg) + [f"{k}={v}" for k, v in s.items() if k in pnames and v not in (None, "")]
-        a, filled = _bind(params, arg_specs, g, ls, kernel.name)
+        a, filled = bind_arguments(params, arg_specs, g, ls, kernel.name)
         notes.update(filled)
-        rows.append({"source": kernel.source, "kernel_name": kernel.name, "build_options": kernel.build_options,
-                     "gsize": list(g), "lsize": list(ls) if ls else None, "args": a,
-                     "power_cap_w": args.power_cap if args.power_cap else np.nan})
+        rows.append(configuration_row(kernel, g, ls, a, args.power_cap or None))
     frame = pd.DataFrame(rows)
-    profile = resolve_profile(args.profile, args.device, quiet=args.json)
+    profile = resolve_profile(args.profile, args.device, on_calibrate=None if args.json else _note)
     t1 = time.perf_counter()
     res = predict_frame(frame, profile, learned, weights)
     t_pred = time.perf_counter() - t1
@@ -182,15 +78,15 @@ def cmd_predict(args: argparse.Namespace) -> int:
         out = []
         for r, (_, p) in zip(rows, res.iterrows()):
             d = {"gsize": r["gsize"], "lsize": r["lsize"], "args": r["args"],
-                 "analytical": {"time_us": _num(p["analytical_us"]), "energy_j": _num(p["analytical_energy_j"])},
+                 "analytical": {"time_us": json_number(p["analytical_us"]),
+                                "energy_j": json_number(p["analytical_energy_j"])},
                  "explanation": p["explanation"]}
             if learned is not None:
-                d["learned"] = {"time_us": _num(p["learned_us"]), "energy_j": _num(p["learned_energy_j"])}
-                d["blend"] = {"time_us": _num(p["blend_us"]), "kind": p["blend_kind"]}
+                d["learned"] = {"time_us": json_number(p["learned_us"]), "energy_j": json_number(p["learned_energy_j"])}
+                d["blend"] = {"time_us": json_number(p["blend_us"]), "kind": p["blend_kind"]}
             out.append(d)
-        print(json.dumps({"kernel": kernel.name, "profile": profile.device.name, "learned_model": args.model,
-                          "predictions": out, "seconds": {"total": time.perf_counter() - t0, "predict": t_pred}},
-                         indent=2, default=str))
+        print(to_json({"kernel": kernel.name, "profile": profile.device.name, "learned_model": args.model,
+                          "predictions": out, "seconds": {"total": time.perf_counter() - t0, "predict": t_pred}}))
         return 0
     if notes:
         print(f"note: arguments {', '.join(sorted(notes))} bound by simple selection (arrays of gsize elements, "
@@ -216,87 +112,29 @@ def cmd_predict(args: argparse.Namespace) -> int:
     return 0
 
 
-def _num(x: Any) -> float | None:
-    try:
-        f = float(x)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
-
-
 # ---------------------------------------------------------------------------------------------
 # tune
 
 
-def _caps(text: str | None) -> list[float | None]:
-    if not text:
-        return [None]
-    try:
-        parts = [float(x) for x in text.split(":")]
-    except ValueError:
-        raise _usage(f"--power-caps {text!r}: expected LO:HI:STEP in watts") from None
-    if len(parts) != 3 or parts[2] <= 0 or parts[0] > parts[1] or parts[0] <= 0:
-        raise _usage(f"--power-caps {text!r}: expected LO:HI:STEP with 0 < LO <= HI and STEP > 0")
-    return list(np.arange(parts[0], parts[1] + 1e-9, parts[2]))
-
-
-def enumerate_shapes(n: tuple[int, ...], warp: int, max_wg: int, max_items: list[int] | None,
-                     shapes: bool) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
-    """(gsize, lsize) pairs: work-group sizes that are multiples of the warp up to the device
-    maximum (FlipFlop Algorithm 2), the global size padded up to a multiple of each."""
-    out = []
-    dims = len(n)
-    totals = [w for w in range(warp, max_wg + 1, warp)]
-    for t in totals:
-        if dims == 1:
-            cand = [(t,)]
-        elif shapes:
-            cand = [(x, t // x) + (1,) * (dims - 2) for x in range(1, t + 1) if t % x == 0]
-        else:
-            x = min(t, 2 ** int(math.log2(max(1, int(math.sqrt(t))))) * 2)
-            cand = [(x, t // x) + (1,) * (dims - 2)] if t % x == 0 else []
-        for ls in cand:
-            if max_items and any(a > b for a, b in zip(ls, max_items)):
-                continue
-            g = tuple(int(math.ceil(a / b) * b) for a, b in zip(n, ls))
-            out.append((g, ls))
-    return out
-
-
-def pareto(time_: np.ndarray, energy: np.ndarray) -> np.ndarray:
-    """Indices of the points no other point beats in both time and energy."""
-    order = np.lexsort((energy, time_))
-    best_e = np.inf
-    keep = []
-    for i in order:
-        if energy[i] < best_e:
-            keep.append(i)
-            best_e = energy[i]
-    return np.array(keep, dtype=int)
-
-
-def _spearman(a: np.ndarray, b: np.ndarray) -> float:
-    ra = pd.Series(a).rank().to_numpy()
-    rb = pd.Series(b).rank().to_numpy()
-    if len(a) < 2 or ra.std() == 0 or rb.std() == 0:
-        return float("nan")
-    return float(np.corrcoef(ra, rb)[0, 1])
-
-
 def cmd_tune(args: argparse.Namespace) -> int:
-    from kernelcast.argspec import SpecError, parse_size
-    from kernelcast.cli import fmt_table, load_kernel_source
+    from calib.local import resolve_profile
+    from kernelcast.argspec import parse_size
     from models.analytical import AnalyticalModel
+    from models.predict import bind_arguments, configuration_row
+    from models.tune import MAX_POINTS, enumerate_shapes, pareto, power_caps
 
     kernel, params = load_kernel_source(args.kernel, args.name, args.build_options or "")
-    try:
-        n = parse_size(args.gsize, "--gsize")
-    except SpecError as e:
-        raise _usage(str(e)) from None
+    n = parse_size(args.gsize, "--gsize")
     if args.objective not in ("time", "energy", "pareto"):
-        raise _usage("--objective must be time, energy or pareto")
-    caps = _caps(args.power_caps)
-    profile = resolve_profile(args.profile, args.device)
+        raise UsageError("--objective must be time, energy or pareto")
+    if args.top < 1:
+        raise UsageError("--top must be at least 1")
+    if args.measure_top is not None and args.measure_top < 1:
+        raise UsageError("--measure-top must be at least 1")
+    if args.max_wg is not None and args.max_wg < 1:
+        raise UsageError("--max-wg must be at least 1")
+    caps = power_caps(args.power_caps)
+    profile = resolve_profile(args.profile, args.device, on_calibrate=None if args.json else _note)
     model = AnalyticalModel(profile)
     dev = profile.device
     warp = int(profile.get("warp_size") or dev.wg_multiple or 32)
@@ -304,16 +142,18 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if args.max_wg:
         max_wg = min(max_wg, args.max_wg)
     if caps != [None] and not (profile.get("tdp_w")):
-        raise _usage("--power-caps needs a profile with tdp_w (a GPU profile); this one has none")
+        raise UsageError("--power-caps needs a profile with tdp_w (a GPU profile); this one has none")
     configs = enumerate_shapes(n, warp, max_wg, None, args.shapes)
     if not configs:
-        raise _usage(f"no valid work-group size: warp {warp} exceeds the maximum {max_wg}")
+        raise UsageError(f"no valid work-group size: warp {warp} exceeds the maximum {max_wg}")
+    if len(configs) * len(caps) > MAX_POINTS:
+        raise UsageError(f"{len(configs)} configurations x {len(caps)} power caps is more than {MAX_POINTS} points; "
+                         f"narrow --power-caps or --max-wg")
     rows = []
     for g, ls in configs:
-        a, _ = _bind(params, list(args.arg), n, ls, kernel.name)   # sizes follow the problem, not the padding
+        a, _ = bind_arguments(params, list(args.arg), n, ls, kernel.name)   # sizes follow the problem, not the padding
         for cap in caps:
-            rows.append({"source": kernel.source, "kernel_name": kernel.name, "build_options": kernel.build_options,
-                         "gsize": list(g), "lsize": list(ls), "args": a, "power_cap_w": np.nan if cap is None else cap})
+            rows.append(configuration_row(kernel, g, ls, a, cap))
     frame = pd.DataFrame(rows)
     t0 = time.perf_counter()
     pred = model.predict(frame)
@@ -322,7 +162,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     have_energy = np.isfinite(e).any()
     if args.objective in ("energy", "pareto") and not have_energy:
         if args.objective == "energy":
-            raise _usage("--objective energy needs a profile with energy calibration (this one has none)")
+            raise UsageError("--objective energy needs a profile with energy calibration (this one has none)")
         print("note: the profile has no energy calibration: the Pareto set is over time only", file=sys.stderr)
     if args.objective == "time" or not have_energy:
         order = np.argsort(t)
@@ -340,22 +180,46 @@ def cmd_tune(args: argparse.Namespace) -> int:
               pred.explanation[i].get("occupancy")] for k, i in enumerate(chosen)]
     label = "Pareto set (time vs energy)" if args.objective == "pareto" and have_energy else \
         f"best {len(chosen)} by predicted {args.objective if have_energy else 'time'}"
+    if args.json:
+        measured = _measure_top(args, kernel, rows, order[: args.measure_top], t) if args.measure_top else None
+        print(to_json({
+            "kernel": kernel.name, "problem": list(n), "profile": dev.name, "objective": args.objective,
+            "selection": label, "configurations": len(rows), "seconds": dt,
+            "chosen": [dict(zip(("rank", "gsize", "lsize", "power_cap_w", "pred_us", "pred_energy_j", "bound",
+                                 "occupancy"), [r[0], rows[i]["gsize"], rows[i]["lsize"]] + r[3:]))
+                       for r, i in zip(table, chosen)],
+            "measured": measured}))
+        return 0
     print(f"kernel {kernel.name}, problem {args.gsize}; {len(rows)} configurations scored in {dt * 1e3:.1f} ms "
           f"({len(rows) / max(dt, 1e-9):.0f}/s); profile {dev.name}")
     print(label)
     print(fmt_table(table, header))
     if args.measure_top:
-        return _measure_top(args, kernel, rows, order[: args.measure_top], t)
+        measured = _measure_top(args, kernel, rows, order[: args.measure_top], t)
+        print(f"\nmeasured the predicted best {len(measured['rows'])} on {measured['device']}")
+        print(fmt_table([[r["lsize_text"], r["pred_us"], r["measured_us"], r["pred_rank"], r["measured_rank"]]
+                         for r in measured["rows"]], ["lsize", "pred us", "measured us", "pred rank", "measured rank"]))
+        if measured["compared"]:
+            print(f"Spearman rho (predicted vs measured) {_fnum(measured['spearman'])}; the predicted best is "
+                  f"{_fnum(measured['gap_pct'], 1)} % slower than the measured best of these")
     return 0
 
 
+def _fnum(x: float | None, digits: int = 3) -> str:
+    return "nan" if x is None else f"{x:.{digits}f}"
+
+
 def _measure_top(args: argparse.Namespace, kernel: Any, rows: list[dict[str, Any]], idx: np.ndarray,
-                 pred_us: np.ndarray) -> int:
+                 pred_us: np.ndarray) -> dict[str, Any]:
+    """Measure the predicted best configurations; their ranks, Spearman rho and the gap of the
+    predicted best to the measured best."""
+    from instrument.backends.opencl import select_device
     from instrument.harness import Harness
-    from kernelcast.cli import _device, fmt_table
+    from kernelcast.config import device_spec
+    from kernelcast.metrics import spearman
     from kernelcast.schema import ArgBinding, LaunchConfig
 
-    device = _device(args.device)
+    device = select_device(device_spec(args.device))
     measured = []
     with Harness(device, meter="auto") as h:
         for i in idx:
@@ -369,44 +233,19 @@ def _measure_top(args: argparse.Namespace, kernel: Any, rows: list[dict[str, Any
     ok = np.isfinite(meas)
     prank = pd.Series(p).rank().to_numpy()
     mrank = pd.Series(meas).rank().to_numpy()
-    table = [["x".join(map(str, rows[i]["lsize"])), p[k], meas[k], int(prank[k]),
-              None if not ok[k] else int(mrank[k])] for k, i in enumerate(idx)]
-    print(f"\nmeasured the predicted best {len(idx)} on {device.name}")
-    print(fmt_table(table, ["lsize", "pred us", "measured us", "pred rank", "measured rank"]))
+    out_rows = [{"gsize": rows[i]["gsize"], "lsize": rows[i]["lsize"],
+                 "lsize_text": "x".join(map(str, rows[i]["lsize"])),
+                 "pred_us": float(p[k]), "measured_us": json_number(meas[k]), "pred_rank": int(prank[k]),
+                 "measured_rank": None if not ok[k] else int(mrank[k])} for k, i in enumerate(idx)]
+    rho = gap = None
     if ok.sum() >= 2:
         best_pred = int(np.argmin(p))
         best_meas = int(np.nanargmin(meas))
-        gap = (meas[best_pred] - meas[best_meas]) / meas[best_meas] * 100 if np.isfinite(meas[best_pred]) else np.nan
-        print(f"Spearman rho (predicted vs measured) {_spearman(p[ok], meas[ok]):.3f}; the predicted best is "
-              f"{gap:.1f} % slower than the measured best of these")
-    return 0
-
-
-# ---------------------------------------------------------------------------------------------
-# blend
-
-
-def cmd_blend(args: argparse.Namespace) -> int:
-    from kernelcast.cli import fmt_table
-    from models.blend import fit_on_validation
-
-    if not (Path(args.model) / "metrics.json").is_file():
-        raise _usage(f"--model {args.model}: not a trained model directory (no metrics.json)")
-    if not Path(args.data).is_dir():
-        raise _usage(f"--data {args.data}: no such dataset directory")
-    profile = resolve_profile(args.profile, args.device)
-    try:
-        res = fit_on_validation(args.data, args.model, profile)
-    except ValueError as e:
-        raise _usage(str(e)) from None
-    rows = [[m, res[m]["mape"], res[m]["mape_per_kernel"], res[m]["median_ape"], res[m]["spearman_all"],
-             res[m]["spearman_per_kernel"]] for m in ("analytical", "learned", "blend")]
-    print(f"validation split of {args.model}: {res['rows']} rows of {res['kernels']} kernels")
-    print(fmt_table(rows, ["model", "MAPE %", "MAPE/kernel %", "median APE %", "rho", "rho/kernel"]))
-    b = res["weights"]
-    print(f"blend chosen: {b['kind']} (log2 t = {b['a']:.3f} log2 t_analytical + {b['b']:.3f} log2 t_learned "
-          f"+ {b['c']:.3f}); written to {Path(args.model) / 'blend.json'}")
-    return 0
+        gap = json_number((meas[best_pred] - meas[best_meas]) / meas[best_meas] * 100) \
+            if np.isfinite(meas[best_pred]) else None
+        rho = json_number(spearman(p[ok], meas[ok]))
+    return {"device": device.name, "rows": out_rows, "compared": bool(ok.sum() >= 2), "spearman": rho,
+            "gap_pct": gap}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -434,16 +273,6 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_predict)
 
-    p = sub.add_parser("blend", help="fit the analytical+learned blend on a trained model's validation split",
-                       description="Predict the validation kernels of a trained model with the analytical and the "
-                                   "learned model, fit the log-space blend, keep the candidate with the lowest "
-                                   "validation MAPE (blend.json in the model directory), and print all three.")
-    p.add_argument("--data", required=True, help="the dataset the model was trained on")
-    p.add_argument("--model", required=True)
-    p.add_argument("--profile")
-    p.add_argument("--device")
-    p.set_defaults(func=cmd_blend)
-
     p = sub.add_parser("tune", help="search launch configurations (and power caps) with the analytical model",
                        description="Enumerate valid work-group sizes (multiples of the warp up to the device "
                                    "limit; --shapes for every 2D block shape) and power caps, score them with the "
@@ -462,4 +291,5 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--device")
     p.add_argument("--measure-top", type=int, metavar="K", help="measure the predicted best K on the device")
     p.add_argument("--build-options", default="")
+    p.add_argument("--json", action="store_true", help="print the chosen configurations (and measurements) as JSON")
     p.set_defaults(func=cmd_tune)

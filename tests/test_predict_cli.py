@@ -71,10 +71,31 @@ def test_tune_pareto_over_power_caps(kfile):
     assert bad.returncode == 2 and "LO:HI:STEP" in bad.stderr
 
 
+def test_tune_json_has_the_table_content(kfile):
+    import json
+
+    r = kc("tune", "--kernel", str(kfile), "--gsize", "4194304", "--profile", "a100", "--power-caps", "150:400:50",
+           "--objective", "time", "--top", "3", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["objective"] == "time" and d["configurations"] == 32 * 6   # 32..1024 step 32, 6 caps
+    assert [c["rank"] for c in d["chosen"]] == [1, 2, 3]
+    times = [c["pred_us"] for c in d["chosen"]]
+    assert times == sorted(times) and all(t > 0 for t in times)
+    assert {c["power_cap_w"] for c in d["chosen"]} <= {150.0, 200.0, 250.0, 300.0, 350.0, 400.0}
+
+
+@pytest.mark.parametrize("caps", ["100:250:0.000001", "1:1e12:1", "100:nan:1"])
+def test_tune_power_cap_enumeration_is_bounded(kfile, caps):
+    r = kc("tune", "--kernel", str(kfile), "--gsize", "4096", "--profile", "a100", "--power-caps", caps)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "--power-caps" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
 def test_pareto_front():
     import numpy as np
 
-    from models.cli import pareto
+    from models.tune import pareto
 
     t = np.array([1.0, 2.0, 3.0, 1.5, 4.0])
     e = np.array([5.0, 3.0, 1.0, 6.0, 0.5])

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from train.metrics import evaluate, mape, median_ape, rankdata, spearman
+from kernelcast.metrics import evaluate, mape, median_ape, spearman
 from train.split import split_by_kernel
 
 
@@ -38,13 +38,23 @@ def test_mape_and_median_ape():
     assert median_ape(pred, true) == pytest.approx(10.0)
 
 
-def test_rankdata_ties_and_spearman():
-    assert rankdata(np.array([3.0, 1.0, 2.0, 2.0])).tolist() == [4.0, 1.0, 2.5, 2.5]
+def test_spearman_ties_and_degenerate_inputs():
     # by hand: ranks a = [1, 2.5, 2.5, 4], b = [1, 3, 2, 4]; rho = 4.5 / sqrt(4.5 * 5)
     assert spearman(np.array([1.0, 2, 2, 3]), np.array([1.0, 3, 2, 4])) == pytest.approx(4.5 / math.sqrt(22.5))
     assert spearman(np.array([1.0, 2, 3]), np.array([10.0, 200, 3000])) == pytest.approx(1.0)
     assert spearman(np.array([1.0, 2, 3]), np.array([3.0, 2, 1])) == pytest.approx(-1.0)
     assert math.isnan(spearman(np.array([1.0, 1, 1]), np.array([1.0, 2, 3])))
+    # non-finite pairs are left out; too few pairs left is NaN
+    assert spearman(np.array([1.0, np.nan, 2, 3]), np.array([1.0, 5, 2, 3])) == pytest.approx(1.0)
+    assert math.isnan(spearman(np.array([1.0, 2]), np.array([1.0, 2]), min_points=3))
+
+
+def test_mape_leaves_out_rows_without_an_error():
+    pred = np.array([110.0, np.nan, 50.0, 1.0])
+    true = np.array([100.0, 100.0, 100.0, 0.0])
+    assert mape(pred, true) == pytest.approx(30.0)
+    assert median_ape(pred, true) == pytest.approx(30.0)
+    assert math.isnan(mape(np.array([np.inf]), np.array([1.0])))
 
 
 def test_evaluate_per_kernel():

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from pathlib import Path
 from typing import Any
+
+from kernelcast.console import fmt_table
+from kernelcast.errors import UsageError
 
 log = logging.getLogger(__name__)
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Any) -> None:
+    """Register ``train`` and ``blend`` on the main command line's subparsers."""
     p = subparsers.add_parser(
         "train", help="train the learned (CodeGen regression) model on a dataset",
         description="Train LLMPerf's model (CodeGen + a regression head on the last N tokens, MSE on log2 time) "
@@ -42,13 +47,23 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                                                "machine busy with other work)")
     p.add_argument("--no-resume", action="store_true", help="start over even if --out holds a checkpoint")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print metrics.json instead of the summary")
     p.set_defaults(func=run)
-    return p
+
+    p = subparsers.add_parser(
+        "blend", help="fit the analytical+learned blend on a trained model's validation split",
+        description="Predict the validation kernels of a trained model with the analytical and the "
+                    "learned model, fit the log-space blend, keep the candidate with the lowest "
+                    "validation MAPE (blend.json in the model directory), and print all three.")
+    p.add_argument("--data", required=True, help="the dataset the model was trained on")
+    p.add_argument("--model", required=True)
+    p.add_argument("--profile")
+    p.add_argument("--device")
+    p.add_argument("--json", action="store_true", help="print the figures and the chosen blend as JSON")
+    p.set_defaults(func=cmd_blend)
 
 
 def run(args: argparse.Namespace) -> int:
-    from kernelcast.cli import UsageError
-
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} exists and is not a directory")
@@ -75,13 +90,16 @@ def run(args: argparse.Namespace) -> int:
             first = (str(e).strip().splitlines() or [type(e).__name__])[0]
             raise UsageError(f"cannot load --base {args.base}: {first}") from None
         raise
+    if args.json:
+        from kernelcast.console import to_json
+
+        print(to_json(result.metrics))
+        return 0
     print(format_metrics(result.metrics, str(result.out_dir)))
     return 0
 
 
 def format_metrics(m: dict[str, Any], out_dir: str) -> str:
-    from kernelcast.cli import fmt_table
-
     rows = []
     for target, v in (m.get("validation") or {}).items():
         if not isinstance(v, dict):
@@ -107,3 +125,34 @@ def format_metrics(m: dict[str, Any], out_dir: str) -> str:
     else:
         lines.append("validation  no held-out rows (too few kernels)")
     return "\n".join(lines)
+
+
+def cmd_blend(args: argparse.Namespace) -> int:
+    from calib.local import resolve_profile
+    from kernelcast.console import to_json
+    from train.blend import fit_on_validation
+
+    if not (Path(args.model) / "metrics.json").is_file():
+        raise UsageError(f"--model {args.model}: not a trained model directory (no metrics.json)")
+    if not Path(args.data).is_dir():
+        raise UsageError(f"--data {args.data}: no such dataset directory")
+    profile = resolve_profile(args.profile, args.device,
+                              on_calibrate=lambda msg: print(f"note: {msg}", file=sys.stderr))
+    res = fit_on_validation(args.data, args.model, profile)
+    if args.json:
+        print(to_json(res))
+        return 0
+    print(format_blend(res, args.model))
+    return 0
+
+
+def format_blend(res: dict[str, Any], model_dir: str) -> str:
+    """What ``blend`` prints: the three models on the validation rows and the chosen blend."""
+    rows = [[m, res[m]["mape"], res[m]["mape_per_kernel"], res[m]["median_ape"], res[m]["spearman_all"],
+             res[m]["spearman_per_kernel"]] for m in ("analytical", "learned", "blend")]
+    b = res["weights"]
+    return "\n".join([
+        f"validation split of {model_dir}: {res['rows']} rows of {res['kernels']} kernels",
+        fmt_table(rows, ["model", "MAPE %", "MAPE/kernel %", "median APE %", "rho", "rho/kernel"]),
+        f"blend chosen: {b['kind']} (log2 t = {b['a']:.3f} log2 t_analytical + {b['b']:.3f} log2 t_learned "
+        f"+ {b['c']:.3f}); written to {Path(model_dir) / 'blend.json'}"])

@@ -27,6 +27,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from datagen.frame import DataError, load_measured_frame
+from kernelcast.metrics import evaluate
 from models.learned.config import LearnedConfig, scratch_backbone_config
 from models.learned.data import (
     EncodedRows,
@@ -50,20 +52,12 @@ from models.learned.model import KernelPerfModel
 from models.learned.predictor import LearnedPredictor
 from models.learned.tokenizer import load_tokenizer, train_tokenizer
 from train.checkpoint import checkpoint_dir, read_state, restore_training, save_checkpoint
-from train.metrics import evaluate
 from train.split import split_by_kernel
 
 log = logging.getLogger(__name__)
 
 CHECKPOINT = "checkpoint"
 METRICS = "metrics.json"
-TRAIN_PASSES = ("sample", "iqr")
-
-
-class DataError(ValueError):
-    """The dataset cannot be trained on (missing, no usable rows, no energy for an energy target)."""
-
-
 @dataclass
 class TrainOptions:
     mode: str = "prompt"
@@ -131,41 +125,6 @@ class TrainResult:
 
 # ---------------------------------------------------------------------------------------------
 # data
-
-
-def load_training_frame(dataset_dir: str | os.PathLike[str]) -> tuple[pd.DataFrame, dict[str, int]]:
-    """The training rows of a dataset (pass sample/iqr, status ok) with their kernel ``source``."""
-    from datagen.corpus_store import read_corpus
-    from datagen.dataset import read_dataset
-
-    root = Path(dataset_dir)
-    if not root.is_dir():
-        raise DataError(f"no such dataset directory: {root}")
-    try:
-        df = read_dataset(root)
-    except FileNotFoundError as e:
-        raise DataError(str(e)) from None
-    counts = {"rows_total": len(df)}
-    if df.empty or "status" not in df.columns:
-        raise DataError(f"{root}: the dataset has no rows")
-    df = df[(df["status"] == "ok") & df["pass"].isin(TRAIN_PASSES)]
-    counts["rows_ok"] = len(df)
-    if df.empty:
-        raise DataError(f"{root}: the dataset has no ok rows of pass sample/iqr to train on")
-    if "source" not in df.columns:
-        try:
-            kernels = {k.id: k for k in read_corpus(root / "kernels", compiled_only=False)}
-        except FileNotFoundError:
-            raise DataError(f"{root}: no kernel sources (expected {root / 'kernels'}/kernels.jsonl)") from None
-        df = df.assign(source=[kernels[k].source if k in kernels else None for k in df["kernel_id"]])
-    missing = df["source"].isna()
-    counts["rows_without_source"] = int(missing.sum())
-    if missing.any():
-        log.warning("%d row(s) have no kernel source in the corpus; skipped", int(missing.sum()))
-    df = df[~missing].reset_index(drop=True)
-    if df.empty:
-        raise DataError(f"{root}: no training row has its kernel source")
-    return df, counts
 
 
 def _targets(df: pd.DataFrame, target: str) -> tuple[np.ndarray, np.ndarray]:
@@ -312,7 +271,7 @@ def train_model(dataset_dir: str | os.PathLike[str], out_dir: str | os.PathLike[
                 grad_accum: int = 1, patience: int = 15, max_steps: int | None = None, seed: int = 0,
                 resume: bool = True, progress: bool = True, **extra: Any) -> TrainResult:
     """Train on a dataset directory made by ``kernelcast datagen``; see :func:`fit_frame`."""
-    frame, counts = load_training_frame(dataset_dir)
+    frame, counts = load_measured_frame(dataset_dir)
     opts = TrainOptions(mode=mode, base=base, target=target, epochs=epochs, batch_size=batch_size, lr=lr,
                         weight_decay=weight_decay, warmup_ratio=warmup_ratio, grad_accum=grad_accum,
                         patience=patience, max_steps=max_steps, seed=seed, resume=resume, progress=progress,

@@ -25,6 +25,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kernelcast.console import fmt_table, to_json
+from kernelcast.errors import UsageError
+from kernelcast.metrics import mape, spearman
+
 log = logging.getLogger(__name__)
 MODELS = ("analytical", "learned", "blend")
 
@@ -33,31 +37,10 @@ def default_suite() -> Path:
     return Path(__file__).resolve().parents[2] / "suites" / "kernelcast" / "suite.json"
 
 
-def _usage(msg: str) -> Exception:
-    from kernelcast.cli import UsageError
-
-    return UsageError(msg)
-
-
-def _mape(p: np.ndarray, y: np.ndarray) -> float:
-    ok = np.isfinite(p) & np.isfinite(y) & (y > 0)
-    return float(np.mean(np.abs(p[ok] - y[ok]) / y[ok]) * 100) if ok.any() else float("nan")
-
-
-def _spearman(p: np.ndarray, y: np.ndarray) -> float:
-    ok = np.isfinite(p) & np.isfinite(y)
-    if ok.sum() < 3:
-        return float("nan")
-    a, b = pd.Series(p[ok]).rank().to_numpy(), pd.Series(y[ok]).rank().to_numpy()
-    if a.std() == 0 or b.std() == 0:
-        return float("nan")
-    return float(np.corrcoef(a, b)[0, 1])
-
-
 def predict_rows(rows: pd.DataFrame, sources: dict[str, tuple[str, str]], profile: Any, model: str | None
                  ) -> pd.DataFrame:
     """Add analytical / learned / blend predictions (us) to the measured rows."""
-    from models.cli import load_learned, predict_frame
+    from models.predict import load_learned, predict_frame
 
     ok = rows[rows["status"] == "ok"].copy()
     if ok.empty:
@@ -88,8 +71,8 @@ def table(results: pd.DataFrame) -> pd.DataFrame:
                              "measured_us": f"{y.min():.1f}..{y.max():.1f}" if len(y) else "-"}
         for m in MODELS:
             p = ok[f"{m}_us"].to_numpy(float)
-            r[f"{m}_mape"] = _mape(p, y)
-            r[f"{m}_rho"] = _spearman(p, y)
+            r[f"{m}_mape"] = mape(p, y)
+            r[f"{m}_rho"] = spearman(p, y, min_points=3)
         rows.append(r)
     t = pd.DataFrame(rows)
     avg = {"kernel": "average", "sizes": int(t["sizes"].sum()), "ok": int(t["ok"].sum()), "measured_us": ""}
@@ -176,42 +159,43 @@ def write_report(results: pd.DataFrame, tab: pd.DataFrame, out: Path, meta: dict
 
 
 def print_table(tab: pd.DataFrame) -> str:
-    from kernelcast.cli import fmt_table
-
     rows = [[r["kernel"], f"{r['ok']}/{r['sizes']}"] + [r[f"{m}_mape"] for m in MODELS]
             + [r[f"{m}_rho"] for m in MODELS] for _, r in tab.iterrows()]
     return fmt_table(rows, ["kernel", "ok"] + [f"{m[:5]} MAPE%" for m in MODELS] + [f"{m[:5]} rho" for m in MODELS])
 
 
-def run_bench(suite_path: str, out: str, *, model: str | None, profile_spec: str | None, device_spec: str | None,
+def run_bench(suite_path: str, out: str, *, model: str | None, profile_spec: str | None, device: str | None,
               meter: str = "auto", max_sizes: int | None = None, ids: list[str] | None = None,
               progress: bool = True) -> tuple[pd.DataFrame, Path]:
     from bench.suite.manifest import ManifestError, load_manifest
     from bench.suite.run import measure_suite
+    from calib.local import resolve_profile
+    from instrument.backends.opencl import select_device
     from instrument.harness import Harness
-    from kernelcast.cli import _device
-    from models.cli import load_learned, resolve_profile
+    from kernelcast.config import device_spec
+    from models.predict import load_learned
 
     if not Path(suite_path).is_file():
-        raise _usage(f"--suite {suite_path}: no such file")
+        raise UsageError(f"--suite {suite_path}: no such file")
     try:
         suite = load_manifest(suite_path)
     except ManifestError as e:
-        raise _usage(str(e).replace("\n", "; ")) from None
+        raise UsageError(str(e).replace("\n", "; ")) from None
     if ids:
         unknown = [i for i in ids if i not in suite.ids()]
         if unknown:
-            raise _usage(f"--kernels: {', '.join(unknown)} not in the suite (has {', '.join(suite.ids())})")
+            raise UsageError(f"--kernels: {', '.join(unknown)} not in the suite (has {', '.join(suite.ids())})")
     load_learned(model)                      # fail early on a bad --model
-    device = _device(device_spec)
-    profile = resolve_profile(profile_spec, device_spec)
+    info = select_device(device_spec(device))
+    profile = resolve_profile(profile_spec, device,
+                              on_calibrate=lambda msg: print(f"note: {msg}", file=sys.stderr))
     t0 = time.perf_counter()
-    with Harness(device, meter=meter) as h:
+    with Harness(info, meter=meter) as h:
         rows = measure_suite(suite, h, progress=progress, ids=ids, max_sizes=max_sizes)
     sources = {k.id: (k.kernel_record().source, k.kernel_record().build_options) for k in suite.kernels}
     results = predict_rows(rows, sources, profile, model)
     tab = table(results)
-    meta = {"suite": suite.name, "device": device.name, "profile": f"{profile.device.name} ({profile.kind})",
+    meta = {"suite": suite.name, "device": info.name, "profile": f"{profile.device.name} ({profile.kind})",
             "model": model, "blend": results.attrs.get("blend_kind"), "instances": len(rows),
             "wall_s": time.perf_counter() - t0, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     report = write_report(results, tab, Path(out), meta)
@@ -220,10 +204,22 @@ def run_bench(suite_path: str, out: str, *, model: str | None, profile_spec: str
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    from instrument.meters import check_meter_spec
+
     ids = [s for s in args.kernels.split(",") if s] if args.kernels else None
+    if args.max_sizes is not None and args.max_sizes < 1:
+        raise UsageError("--max-sizes must be at least 1")
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise UsageError(f"--out {args.out}: exists and is not a directory")
+    check_meter_spec(args.meter)
     tab, report = run_bench(args.suite or str(default_suite()), args.out, model=args.model,
-                            profile_spec=args.profile, device_spec=args.device, meter=args.meter,
-                            max_sizes=args.max_sizes, ids=ids, progress=sys.stderr.isatty())
+                            profile_spec=args.profile, device=args.device, meter=args.meter,
+                            max_sizes=args.max_sizes, ids=ids, progress=sys.stderr.isatty() and not args.json)
+    if args.json:
+        print(to_json({"table": [{k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                                  for k, v in r.items()} for r in tab.to_dict("records")],
+                       "report": str(report)}))
+        return 0
     print(print_table(tab))
     print(f"report: {report} (plots in {report.parent / 'plots'})")
     return 0
@@ -242,4 +238,5 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--meter", default="auto")
     p.add_argument("--kernels", help="comma-separated kernel ids to run")
     p.add_argument("--max-sizes", type=int, help="only the first N sizes of each kernel")
+    p.add_argument("--json", action="store_true", help="print the per-kernel table as JSON")
     p.set_defaults(func=cmd_bench)

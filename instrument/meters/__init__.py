@@ -24,6 +24,7 @@ __all__ = [
     "RaplMeter",
     "auto_meter_name",
     "available_meters",
+    "check_meter_spec",
     "make_meter",
 ]
 
@@ -35,6 +36,15 @@ _METERS: dict[str, type[EnergyMeter]] = {"nvml": NvmlMeter, "rapl": RaplMeter, "
 def available_meters() -> list[str]:
     """Names :func:`make_meter` accepts besides ``"auto"``."""
     return list(_METERS)
+
+
+def check_meter_spec(spec: str) -> str:
+    """``spec`` if it names a meter (or ``"auto"``); :class:`~kernelcast.errors.UsageError` otherwise."""
+    from kernelcast.errors import UsageError
+
+    if spec not in ("auto", *available_meters()):
+        raise UsageError(f"unknown meter {spec!r} (auto, {', '.join(available_meters())})")
+    return spec
 
 
 def _nvml_usable() -> bool:

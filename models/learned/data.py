@@ -11,9 +11,7 @@ A frame (the dataset's columns plus ``source``) is first normalised by :func:`pr
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
-import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -24,27 +22,13 @@ import pandas as pd
 import torch
 
 from datagen.prompt import render_prompt
+from kernelcast.columns import decode_args, decode_sizes
 from models.learned.config import LearnedConfig
 from models.learned.features import compute_features
 
 log = logging.getLogger(__name__)
 
 REQUIRED_COLUMNS = ("source", "kernel_name", "gsize", "args")
-
-
-def _sizes(v: Any) -> tuple[int, ...] | None:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return None
-    seq = list(np.asarray(v).reshape(-1))
-    return tuple(int(x) for x in seq) if seq else None
-
-
-def _args(v: Any) -> list[dict[str, Any]]:
-    if isinstance(v, str):
-        return json.loads(v)
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return []
-    return [dict(a) for a in v]
 
 
 def kernel_key(source: str, name: str) -> str:
@@ -58,9 +42,9 @@ def prepare_frame(frame: pd.DataFrame) -> pd.DataFrame:
     if missing:
         raise ValueError(f"frame lacks column(s) {', '.join(missing)}")
     df = frame.copy()
-    df["gsize"] = [_sizes(v) for v in df["gsize"]]
-    df["lsize"] = [_sizes(v) for v in df["lsize"]] if "lsize" in df.columns else None
-    df["args"] = [_args(v) for v in df["args"]]
+    df["gsize"] = [decode_sizes(v) for v in df["gsize"]]
+    df["lsize"] = [decode_sizes(v) for v in df["lsize"]] if "lsize" in df.columns else None
+    df["args"] = [decode_args(v) for v in df["args"]]
     if "kernel_id" in df.columns and df["kernel_id"].notna().all():
         df["kernel_key"] = df["kernel_id"].astype(str)
     else:

@@ -9,7 +9,6 @@ indicator of 0, so a model trained with an analytical estimate still predicts wi
 from __future__ import annotations
 
 import fnmatch
-import json
 import math
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
@@ -17,6 +16,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from kernelcast.columns import decode_args, decode_sizes
 
 MAX_DIMS = 3
 #: extra columns used by default when present (glob patterns are resolved against the training frame)
@@ -66,19 +67,6 @@ def _log2(x: float) -> float:
     return math.log2(x) if x > 0 else 0.0
 
 
-def _sizes(v: Any) -> tuple[int, ...] | None:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return None
-    seq = list(np.asarray(v).reshape(-1))
-    return tuple(int(x) for x in seq) if seq else None
-
-
-def _args(v: Any) -> list[dict[str, Any]]:
-    if isinstance(v, str):
-        return json.loads(v)
-    return list(v) if v is not None else []
-
-
 def _scalar_value(v: Any) -> float:
     if isinstance(v, (list, tuple)):
         v = v[0] if v else 0
@@ -93,9 +81,9 @@ def _scalar_value(v: Any) -> float:
 
 def row_features(gsize: Any, lsize: Any, args: Any, n_wg: Any = None, max_scalars: int = 4) -> list[float]:
     """The base features of one row, in :func:`feature_names` order (without extra columns)."""
-    g = _sizes(gsize) or (1,)
-    lz = _sizes(lsize)
-    a = _args(args)
+    g = decode_sizes(gsize) or (1,)
+    lz = decode_sizes(lsize)
+    a = decode_args(args)
     out: list[float] = [float(len(g))]
     out += [_log2(g[i]) if i < len(g) else 0.0 for i in range(MAX_DIMS)]
     out += [_log2(lz[i]) if lz and i < len(lz) else 0.0 for i in range(MAX_DIMS)]

@@ -42,16 +42,6 @@ class LearnedPredictor(Predictor):
     def save_pretrained(self, directory: str | os.PathLike[str]) -> Path:
         return self.model.save_pretrained(directory, tokenizer=self.tokenizer)
 
-    def fit(self, frame: pd.DataFrame, **kwargs: Any) -> LearnedPredictor:
-        """Train on ``frame`` (dataset columns + ``source``); keyword arguments as
-        :func:`train.loop.fit_frame` (``out_dir`` for checkpoints, ``epochs``, ``lr``...)."""
-        from train.loop import fit_frame  # the training loop lives in the train stage
-
-        result = fit_frame(frame, predictor=self, **kwargs)
-        self.model = result.predictor.model
-        self.tokenizer = result.predictor.tokenizer
-        return self
-
     @torch.no_grad()
     def predict_log2(self, frame: pd.DataFrame) -> dict[str, np.ndarray]:
         """log2 predictions per row: ``{"time": log2 us, "energy": log2 J}`` (what the model has)."""

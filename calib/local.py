@@ -1,0 +1,68 @@
+"""The profile a command uses: a published or saved one by name or path, or the local device's own
+calibration, made once (``calib --quick``, about 10 s) and cached per device and driver."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from calib.profile import DeviceProfile, ProfileError, load_profile
+from instrument.backends.opencl import DeviceInfo, select_device
+from kernelcast.config import cache_dir, device_spec
+from kernelcast.errors import UsageError
+
+if TYPE_CHECKING:
+    from calib.microbench import CalibOptions, Calibrator
+
+
+def cached_profile_path(device: DeviceInfo) -> Path:
+    """Where the quick calibration of ``device`` is cached."""
+    h = hashlib.sha256(device.identity.encode()).hexdigest()[:16]
+    d = cache_dir() / "profiles"
+    d.mkdir(parents=True, exist_ok=True)
+    return d / f"{h}.json"
+
+
+def resolve_profile(spec: str | None, device: str | None = None, *,
+                    on_calibrate: Callable[[str], None] | None = None) -> DeviceProfile:
+    """The profile ``spec`` names (a bundled name or a JSON path), or without one the cached
+    calibration of ``device`` (made with a quick calibration the first time; ``on_calibrate`` is
+    told before it starts). :class:`UsageError` for a profile that cannot be read."""
+    if spec:
+        try:
+            return load_profile(spec)
+        except (ProfileError, OSError, ValueError) as e:
+            raise UsageError(f"--profile {spec}: {e}") from None
+    info = select_device(device_spec(device))
+    path = cached_profile_path(info)
+    if path.is_file():
+        return DeviceProfile.load(path)
+    from calib.microbench import CalibOptions
+
+    if on_calibrate is not None:
+        on_calibrate(f"no profile for {info.name} yet; running a quick calibration (kernelcast calib --quick), "
+                     f"cached in {path}")
+    profile, _ = calibrate(info, CalibOptions(quick=True), meter="none", timeout_s=None)
+    profile.save(path)
+    return profile
+
+
+def calibrate(info: DeviceInfo, options: CalibOptions, *, meter: str = "none", timeout_s: float | None = 60.0,
+              on_step: Callable[[str], None] | None = None,
+              on_bench: Callable[[str], None] | None = None) -> tuple[DeviceProfile, Calibrator]:
+    """Run the calibration microbenchmarks on ``info``: timing benchmarks with no meter, energy
+    benchmarks (when ``meter`` is not ``none`` and ``options`` asks for them) with ``meter``."""
+    from calib.microbench import run_calibration
+    from instrument.harness import Harness
+
+    want_energy = meter != "none" and "energy" in options.benches
+    kw = {} if timeout_s is None else {"timeout_s": timeout_s}
+    with Harness(info, meter="none", **kw) as h_time:
+        h_energy = Harness(info, meter=meter, **kw) if want_energy else None
+        try:
+            return run_calibration(info, h_time, h_energy, options, meter=meter, on_step=on_step, on_bench=on_bench)
+        finally:
+            if h_energy is not None:
+                h_energy.close()

@@ -1,0 +1,35 @@
+"""Decoding the list-valued columns of dataset and prediction rows (``gsize``, ``lsize``, ``args``)
+the way they arrive: Python lists, numpy arrays from Parquet, JSON text from CSV, or missing
+(``None``, NaN, empty)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v)) or (isinstance(v, str) and not v.strip())
+
+
+def decode_sizes(v: Any) -> tuple[int, ...] | None:
+    """A size column as a tuple of ints; ``None`` when missing or empty (the driver chose)."""
+    if _missing(v):
+        return None
+    if isinstance(v, str):
+        v = json.loads(v)
+    seq = list(np.asarray(v).reshape(-1))
+    return tuple(int(x) for x in seq) if seq else None
+
+
+def decode_args(v: Any) -> list[dict[str, Any]]:
+    """An ``args`` column as a list of argument dicts (``[]`` when missing)."""
+    if _missing(v):
+        return []
+    if isinstance(v, str):
+        v = json.loads(v)
+    return [dict(a) if isinstance(a, Mapping) else a for a in v]

@@ -1,0 +1,92 @@
+"""What every command-line module shares: tables and JSON for the terminal, and reading the kernel
+file a command is given. Imports no pipeline stage."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from kernelcast.errors import UsageError
+from kernelcast.schema import Kernel
+
+
+def fmt_table(rows: list[list[Any]], header: list[str]) -> str:
+    """A plain-text table: numbers right-aligned, ``None`` shown as ``-``."""
+    cells = [[str(c) for c in header]] + [[_fmt_cell(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = []
+    for j, r in enumerate(cells):
+        lines.append("  ".join(c.rjust(w) if j and _numeric(c) else c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        if j == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _fmt_cell(c: Any) -> str:
+    if c is None:
+        return "-"
+    if isinstance(c, float):
+        if c == 0:
+            return "0"
+        if abs(c) >= 1e5 or abs(c) < 1e-3:
+            return f"{c:.3g}"
+        return f"{c:.4g}" if abs(c) < 100 else f"{c:.1f}"
+    return str(c)
+
+
+def _numeric(s: str) -> bool:
+    try:
+        float(s.replace("%", ""))
+    except ValueError:
+        return False
+    return True
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def json_number(x: Any) -> float | None:
+    """A float for JSON output: None for anything missing, NaN or infinite."""
+    try:
+        f = float(x)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def to_json(obj: Any) -> str:
+    """The JSON a ``--json`` option prints (indented; anything unknown as its string)."""
+    return json.dumps(obj, indent=2, default=str)
+
+
+def load_kernel_source(path: str, name: str | None, build_options: str = "") -> tuple[Kernel, list[Any]]:
+    """Read a kernel file and pick one kernel; :class:`UsageError` for anything wrong with the input."""
+    from kernelcast.clang import ParseError, kernel_signatures
+
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"no such kernel file: {path}")
+    try:
+        source = p.read_text(encoding="utf-8", errors="replace")
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror}") from None
+    try:
+        sigs = kernel_signatures(source, build_options, filename=p.name)
+    except ParseError as e:
+        raise UsageError(f"cannot parse {path}: {e}") from None
+    if not sigs:
+        raise UsageError(f"{path} defines no __kernel function")
+    if name is None:
+        if len(sigs) > 1:
+            raise UsageError(f"{path} defines {len(sigs)} kernels ({', '.join(sigs)}); choose one with --name")
+        name = next(iter(sigs))
+    if name not in sigs:
+        raise UsageError(f"{path} has no kernel named {name!r} (it has: {', '.join(sigs)})")
+    return Kernel(source=source, name=name, build_options=build_options, origin=str(p)), sigs[name]
