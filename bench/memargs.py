@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
 
     from datagen.cli import load_corpus_kernels
-    from instrument.backends.opencl import select_device
+    from instrument.backends import select_device
     from instrument.harness import Harness
 
     kernels, _ = load_corpus_kernels("bundled")

@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     if dev is None:
         print("no working OpenCL device; skipping compile check")
         return 1
-    print(f"device: {dev.name} ({dev.platform.version.strip()})")
+    print(f"device: {dev.name} ({dev.platform_version})")
     t0 = time.perf_counter()
     res = compile_check(kernels, dev, batch=args.batch)
     secs = time.perf_counter() - t0

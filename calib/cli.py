@@ -99,7 +99,7 @@ def format_profile(profile: Any) -> str:
 def run(args: argparse.Namespace) -> int:
     from calib.local import calibrate
     from calib.microbench import CalibOptions
-    from instrument.backends.opencl import select_device
+    from instrument.backends import select_device
     from instrument.harness import HarnessError
     from instrument.meters import check_meter_spec
     from kernelcast.config import device_spec

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from calib.profile import DeviceProfile, ProfileError, load_profile
-from instrument.backends.opencl import DeviceInfo, select_device
+from instrument.backends import DeviceInfo, select_device
 from kernelcast.config import cache_dir, device_spec
 from kernelcast.errors import UsageError
 
@@ -58,9 +58,9 @@ def calibrate(info: DeviceInfo, options: CalibOptions, *, meter: str = "none", t
     from instrument.harness import Harness
 
     want_energy = meter != "none" and "energy" in options.benches
-    kw = {} if timeout_s is None else {"timeout_s": timeout_s}
-    with Harness(info, meter="none", **kw) as h_time:
-        h_energy = Harness(info, meter=meter, **kw) if want_energy else None
+    timeout = 60.0 if timeout_s is None else timeout_s
+    with Harness(info, meter="none", timeout_s=timeout) as h_time:
+        h_energy = Harness(info, meter=meter, timeout_s=timeout) if want_energy else None
         try:
             return run_calibration(info, h_time, h_energy, options, meter=meter, on_step=on_step, on_bench=on_bench)
         finally:

@@ -25,15 +25,16 @@ What each benchmark reports (names as in :data:`calib.profile.VALUE_NAMES`):
                (one work-group per compute unit; 0 barriers is the kernel without).
 ``host``       ``host_launch_latency_us`` (host wall time of enqueue + wait for an empty kernel)
                and ``host_launch_throughput_us`` (host wall time per launch of many back-to-back
-               launches), measured in a separate process with pyopencl directly, because the
-               harness reports device time only.
+               launches), measured in a separate process through the backend, because the
+               harness reports device time only (:mod:`calib.host_bench`).
 ``energy``     with an energy meter only: ``idle_power_w``; ``energy_per_op_<class>_pj`` (slope
                of dynamic energy against operation count) and FlipFlop's
                ``power_coeff_<class>_pj`` = (P_saturated - P_idle) / max ops per s;
                ``energy_per_access_level<i>_pj`` and ``energy_per_access_local_pj`` per 32 B
                access (Delestrac et al. eq. 4: slope of dynamic energy against accesses);
                ``power_cu_{alpha_w,beta,delta_w}``: P(n) = alpha n^beta + delta over n busy
-               work-groups (one per compute unit); ``transient_ratio`` r = P_short / P_sustained.
+               work-groups (one per compute unit); ``transient_ratio`` r = P_short / P_sustained
+               (:mod:`calib.energy_bench`).
 
 Times are the fastest of each measurement's timed launches (``TimeStats.min_us``): the profile
 describes what the device can do, and the fastest launch is the one least disturbed by other
@@ -59,9 +60,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from calib import kernels as K
-from calib.fits import Plateau, find_plateaus, linear_fit, power_law_fit
+from calib.fits import Plateau, find_plateaus, linear_fit
+from calib.host_bench import measure_host_overhead
 from calib.profile import Curve, DeviceIdentity, DeviceProfile
-from instrument.backends.opencl import DeviceInfo
+from instrument.backends import DeviceInfo
 from instrument.runner import TimingPolicy
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig, Measurement
 
@@ -70,14 +72,11 @@ log = logging.getLogger(__name__)
 KiB = 1024
 MiB = 1024 * KiB
 MAX_ITERS = (1 << 31) - 1
-#: bytes of one "access" in the per-access energies (an NVIDIA sector, as in Delestrac et al.)
-ACCESS_BYTES = 32
 
 BENCHES = ("launch", "peak", "bandwidth", "local", "latency", "wg", "barrier", "host", "energy")
 DEFAULT_CLASSES = tuple(K.OP_CLASSES)
 QUICK_CLASSES = ("fp32_add", "fp32_mul", "fp32_fma", "fp64_fma", "int32_add", "int32_mul",
                  "fp32_div", "sin", "exp", "sqrt")
-QUICK_ENERGY_CLASSES = ("fp32_fma", "fp64_fma", "int32_add", "sin")
 
 
 class Runner(Protocol):
@@ -168,7 +167,7 @@ def _pow2_floor(x: int) -> int:
     return 1 << max(0, int(x).bit_length() - 1)
 
 
-def _fmt_bytes(n: float) -> str:
+def fmt_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if n == int(n) else f"{n:.1f} {unit}"
@@ -220,10 +219,10 @@ class Calibrator:
 
     # -- plumbing --------------------------------------------------------------------------
 
-    def _src(self, bench: str) -> str:
+    def source(self, bench: str) -> str:
         return f"measured: calib {bench} on {self.date}"
 
-    def _policy(self, energy: bool = False, idle_s: float = 0.2) -> TimingPolicy:
+    def timing_policy(self, energy: bool = False, idle_s: float = 0.2) -> TimingPolicy:
         if energy:
             return TimingPolicy(warmup=1, min_repeats=3, min_time_s=0.05, max_repeats=100000,
                                 max_time_s=20.0, idle_s=idle_s)
@@ -233,14 +232,14 @@ class Calibrator:
         return TimingPolicy(warmup=1, min_repeats=10, min_time_s=0.05, max_repeats=5000,
                             max_time_s=4.0, idle_s=0.0)
 
-    def _measure(self, kernel: Kernel, config: LaunchConfig, label: str, *, energy: bool = False,
+    def measure(self, kernel: Kernel, config: LaunchConfig, label: str, *, energy: bool = False,
                  policy: TimingPolicy | None = None, quiet_compile_error: bool = False) -> Measurement | None:
         runner = self.energy_runner if energy else self.runner
         assert runner is not None
         if self.on_step is not None:
             self.on_step(label)
         t0 = time.perf_counter()
-        m = runner.run(kernel, config, policy or self._policy(energy))
+        m = runner.run(kernel, config, policy or self.timing_policy(energy))
         self.last_wall_s = time.perf_counter() - t0
         self.n_runs += 1
         if m.status != "ok" or m.time is None:
@@ -303,21 +302,21 @@ class Calibrator:
     # -- launch ----------------------------------------------------------------------------
 
     def bench_launch(self) -> None:
-        m = self._measure(K.empty_kernel(), LaunchConfig((1,), (1,), [ArgBinding("a", "buffer", "uint", 1)]),
+        m = self.measure(K.empty_kernel(), LaunchConfig((1,), (1,), [ArgBinding("a", "buffer", "uint", 1)]),
                           "launch: empty kernel")
         if m is None:
             return
         t = m.time
         assert t is not None
         self.state.launch_s = t.median_us * 1e-6
-        self.profile.set("launch_overhead_us", t.median_us, "us", self._src("launch"), notes=(
+        self.profile.set("launch_overhead_us", t.median_us, "us", self.source("launch"), notes=(
             f"median OpenCL event time (start to end) of an empty kernel with one work-item over "
             f"{t.repeats} launches (min {t.min_us:.3g} us, IQR {t.iqr_us:.3g} us); device side only: "
             f"excludes enqueue and queueing on the host (host_launch_latency_us)"))
 
     # -- peak rates ------------------------------------------------------------------------
 
-    def _op_config(self, cls: str, width: int, items: int, lsize: int, iters: int) -> LaunchConfig:
+    def op_config(self, cls: str, width: int, items: int, lsize: int, iters: int) -> LaunchConfig:
         c = K.OP_CLASSES[cls]
         vt = c.base if width == 1 else f"{c.base}{width}"
         return LaunchConfig((items,), (lsize,), [
@@ -339,7 +338,7 @@ class Calibrator:
         m: Measurement | None = None
         t = 0.0
         for _ in range(5):
-            m = self._measure(kernel, self._op_config(cls, width, items, lsize, iters),
+            m = self.measure(kernel, self.op_config(cls, width, items, lsize, iters),
                               f"peak {cls} w{width}k{chains} wg{lsize} x{iters}", quiet_compile_error=True)
             if m is None:
                 return None
@@ -404,14 +403,14 @@ class Calibrator:
                 quick_shape.setdefault(esize, (best.width, best.chains))
             best.configs_tried = tried
             self.state.op_best[cls] = best
-            self.profile.set(f"peak_{cls}_gops", best.rate / 1e9, "Gop/s", self._src("peak"), notes=(
+            self.profile.set(f"peak_{cls}_gops", best.rate / 1e9, "Gop/s", self.source("peak"), notes=(
                 f"{c.description}; {best.items} work-items in work-groups of {best.lsize}, "
                 f"{best.chains} chains of {best.width}-wide vectors per work-item, {best.iters} iterations: "
                 f"{best.time_s * 1e6:.0f} us for the fastest launch; best of {tried} configurations"))
         for cls, name in (("fp32_fma", "peak_fp32_gflops"), ("fp64_fma", "peak_fp64_gflops")):
             b = self.state.op_best.get(cls)
             if b is not None:
-                self.profile.set(name, 2 * b.rate / 1e9, "GFLOP/s", self._src("peak"),
+                self.profile.set(name, 2 * b.rate / 1e9, "GFLOP/s", self.source("peak"),
                                  notes=f"2 flops per FMA x peak_{cls}_gops")
 
     # -- bandwidth -------------------------------------------------------------------------
@@ -438,7 +437,7 @@ class Calibrator:
         n_wg = max(1, min(self.cu, n // ls))
         return n_wg * ls, ls
 
-    def _stream_config(self, width: int, n: int, items: int, lsize: int, passes: int) -> LaunchConfig:
+    def stream_config(self, width: int, n: int, items: int, lsize: int, passes: int) -> LaunchConfig:
         vt = f"float{width}"
         return LaunchConfig((items,), (lsize,), [
             ArgBinding("a", "buffer", vt, n, init="zeros"),
@@ -466,7 +465,7 @@ class Calibrator:
         passes = 1 if not bw_est else int(min(MAX_ITERS, max(1, math.ceil(target * bw_est / (n * vb)))))
         kern = K.stream_read_kernel(width, layout or self.state.stream_layout)
         for _ in range(4):
-            m = self._measure(kern, self._stream_config(width, n, items, ls, passes), f"{label} x{passes}")
+            m = self.measure(kern, self.stream_config(width, n, items, ls, passes), f"{label} x{passes}")
             if m is None:
                 return None
             assert m.time is not None
@@ -488,7 +487,7 @@ class Calibrator:
                 bws = []
                 for size in probes:
                     pt = self._best_stream_point(w, size, None,
-                                                 f"bandwidth probe {layout} float{w} {_fmt_bytes(size)}", layout)
+                                                 f"bandwidth probe {layout} float{w} {fmt_bytes(size)}", layout)
                     if pt is not None:
                         bws.append(pt.bw)
                 if len(bws) == len(probes):
@@ -510,11 +509,11 @@ class Calibrator:
         for size in sizes:
             est = last_wall * size / last_size
             if points and spent + est > budget:
-                stopped = (f"sweep stopped before {_fmt_bytes(size)} by its time budget ({budget:.0f} s; "
+                stopped = (f"sweep stopped before {fmt_bytes(size)} by its time budget ({budget:.0f} s; "
                            f"next point estimated {est:.1f} s)")
                 break
             t_pt = time.perf_counter()
-            pt = self._best_stream_point(best_w, size, bw_est, f"bandwidth {_fmt_bytes(size)}")
+            pt = self._best_stream_point(best_w, size, bw_est, f"bandwidth {fmt_bytes(size)}")
             wall = time.perf_counter() - t_pt
             spent += wall
             last_wall, last_size = wall, size
@@ -527,7 +526,7 @@ class Calibrator:
             return
         xs = [float(p.size) for p in points]
         ys = [p.bw / 1e9 for p in points]
-        src = self._src("bandwidth")
+        src = self.source("bandwidth")
         self.profile.curves["bandwidth_vs_working_set"] = Curve(
             xs, ys, "B", "GB/s", src,
             notes=f"{K.stream_read_kernel(best_w, best_layout).name}: {best_layout} read of float{best_w}, "
@@ -541,24 +540,24 @@ class Calibrator:
                 f"holds about 1/{self.cu} of it)") if self.cu > 1 else ""
         for i, p in enumerate(plats):
             last = i == len(plats) - 1
-            rng = f"working sets {_fmt_bytes(p.x_lo)} to {_fmt_bytes(p.x_hi)} ({p.n_points} points)"
+            rng = f"working sets {fmt_bytes(p.x_lo)} to {fmt_bytes(p.x_hi)} ({p.n_points} points)"
             self.profile.set(f"bw_level{i}_gbs", p.value, "GB/s", src,
                              notes=f"median read bandwidth over {rng}" + ("; main memory" if last else ""))
             if not last:
                 nxt = plats[i + 1]
                 self.profile.set(f"cache_level{i}_bytes", p.x_hi, "B", src, notes=(
                     f"largest working set at level {i}'s bandwidth; the next level's plateau starts at "
-                    f"{_fmt_bytes(nxt.x_lo)}, so the capacity lies between{priv}"))
+                    f"{fmt_bytes(nxt.x_lo)}, so the capacity lies between{priv}"))
         d = plats[-1]
         largest = max(xs)
         self.profile.set("dram_bw_gbs", d.value, "GB/s", src, notes=(
-            f"plateau of the largest working sets ({_fmt_bytes(d.x_lo)} to {_fmt_bytes(d.x_hi)}, "
-            f"{d.n_points} points); largest measured {_fmt_bytes(largest)}: if that is not several times the "
+            f"plateau of the largest working sets ({fmt_bytes(d.x_lo)} to {fmt_bytes(d.x_hi)}, "
+            f"{d.n_points} points); largest measured {fmt_bytes(largest)}: if that is not several times the "
             f"last-level cache, this is an upper bound of main-memory bandwidth"))
 
     # -- local memory ----------------------------------------------------------------------
 
-    def _local_config(self, width: int, n: int, n_wg: int, ls: int, passes: int) -> LaunchConfig:
+    def local_config(self, width: int, n: int, n_wg: int, ls: int, passes: int) -> LaunchConfig:
         vt = f"float{width}"
         return LaunchConfig((n_wg * ls,), (ls,), [
             ArgBinding("out", "buffer", vt, n_wg * ls, init="zeros"),
@@ -581,7 +580,7 @@ class Calibrator:
             t = 0.0
             ok = False
             for _ in range(5):
-                m = self._measure(kern, self._local_config(w, n, n_wg, ls, passes), f"local memory wg{ls} x{passes}")
+                m = self.measure(kern, self.local_config(w, n, n_wg, ls, passes), f"local memory wg{ls} x{passes}")
                 if m is None:
                     break
                 assert m.time is not None
@@ -599,8 +598,8 @@ class Calibrator:
         if not best:
             return
         self.state.local = best
-        self.profile.set("bw_local_gbs", best["bw"] / 1e9, "GB/s", self._src("local"), notes=(
-            f"{n_wg} work-groups of {best['ls']}, each reading its {_fmt_bytes(n * vb)} of local memory "
+        self.profile.set("bw_local_gbs", best["bw"] / 1e9, "GB/s", self.source("local"), notes=(
+            f"{n_wg} work-groups of {best['ls']}, each reading its {fmt_bytes(n * vb)} of local memory "
             f"{best['passes']} times as float{w}; includes filling it once; best of the work-group sizes tried"))
 
     # -- latency ---------------------------------------------------------------------------
@@ -633,7 +632,7 @@ class Calibrator:
             size = K.chase_nodes(bits) * K.CHASE_NODE_BYTES
             est = last_wall * size / last_size
             if xs and spent + est > budget:
-                stopped = f"sweep stopped before {_fmt_bytes(size)} by its time budget ({budget:.0f} s)"
+                stopped = f"sweep stopped before {fmt_bytes(size)} by its time budget ({budget:.0f} s)"
                 break
             s_max = int(min(1 << 26, max(1 << 10, target / lat_est)))
             counts = [0, s_max] if self.opt.quick else [0, s_max // 2, s_max]
@@ -641,7 +640,7 @@ class Calibrator:
             pts_t: list[float] = []
             wall = 0.0
             for s in counts:
-                m = self._measure(kern, self._chase_config(bits, s, ls), f"latency {_fmt_bytes(size)} x{s}")
+                m = self.measure(kern, self._chase_config(bits, s, ls), f"latency {fmt_bytes(size)} x{s}")
                 wall += self.last_wall_s
                 if m is None:
                     break
@@ -654,7 +653,7 @@ class Calibrator:
                 continue
             fit = linear_fit(pts_s, pts_t)
             if fit.slope <= 0 or (len(pts_s) > 2 and fit.r2 < 0.9):
-                self.profile.notes.append(f"latency {_fmt_bytes(size)}: time against steps is not a line "
+                self.profile.notes.append(f"latency {fmt_bytes(size)}: time against steps is not a line "
                                           f"(slope {fit.slope * 1e9:.3g} ns, r2 {fit.r2:.2f}); point dropped")
                 continue
             xs.append(float(size))
@@ -663,7 +662,7 @@ class Calibrator:
             lat_est = fit.slope
         if not xs:
             return
-        src = self._src("latency")
+        src = self.source("latency")
         self.profile.curves["latency_vs_working_set"] = Curve(
             xs, ys, "B", "ns", src,
             notes=f"kc_chase: {K.CHASE_NODE_BYTES} B nodes in a pseudo-random single cycle, one work-item; "
@@ -675,7 +674,7 @@ class Calibrator:
         for i, p in enumerate(plats):
             r2 = [r for r in r2s[p.first:p.last + 1] if r is not None]
             r2v = float(min(r2)) if r2 else None
-            note = (f"median over working sets {_fmt_bytes(p.x_lo)} to {_fmt_bytes(p.x_hi)} ({p.n_points} points); "
+            note = (f"median over working sets {fmt_bytes(p.x_lo)} to {fmt_bytes(p.x_hi)} ({p.n_points} points); "
                     f"r2 is the worst of the per-size time-vs-steps fits")
             self.profile.set(f"latency_level{i}_ns", p.value, "ns", src, r2=r2v, notes=note)
             if i < len(plats) - 1:
@@ -684,8 +683,8 @@ class Calibrator:
         d = plats[-1]
         r2 = [r for r in r2s[d.first:d.last + 1] if r is not None]
         self.profile.set("dram_latency_ns", d.value, "ns", src, r2=float(min(r2)) if r2 else None, notes=(
-            f"latency plateau of the largest working sets ({_fmt_bytes(d.x_lo)} to {_fmt_bytes(d.x_hi)}); "
-            f"largest measured {_fmt_bytes(max(xs))}; random order over 4 KiB pages includes TLB misses"))
+            f"latency plateau of the largest working sets ({fmt_bytes(d.x_lo)} to {fmt_bytes(d.x_hi)}); "
+            f"largest measured {fmt_bytes(max(xs))}; random order over 4 KiB pages includes TLB misses"))
 
     # -- work-group overhead ---------------------------------------------------------------
 
@@ -701,7 +700,7 @@ class Calibrator:
                 break
             cfg = LaunchConfig((n_wg * ls,), (ls,), [ArgBinding("a", "buffer", "uint", 1, init="zeros"),
                                                      ArgBinding("flag", "scalar", "uint", value=0xFFFFFFFF)])
-            m = self._measure(kern, cfg, f"work-groups x{n_wg}")
+            m = self.measure(kern, cfg, f"work-groups x{n_wg}")
             if m is None:
                 continue
             assert m.time is not None
@@ -710,7 +709,7 @@ class Calibrator:
         if len(xs) < 2:
             return
         fit = linear_fit(xs, ys)
-        self.profile.set("wg_overhead_us", fit.slope, "us", self._src("wg"), r2=fit.r2, notes=(
+        self.profile.set("wg_overhead_us", fit.slope, "us", self.source("wg"), r2=fit.r2, notes=(
             f"slope of device time against work-groups of {ls} idle work-items ({int(min(xs))} to "
             f"{int(max(xs))} work-groups), whole device with {self.cu} compute units in parallel; "
             f"intercept {fit.intercept:.3g} us"))
@@ -728,9 +727,9 @@ class Calibrator:
 
         xs: list[float] = []
         ys: list[float] = []
-        m0 = self._measure(kern, cfg(0), "barrier x0")
+        m0 = self.measure(kern, cfg(0), "barrier x0")
         probe = 1024
-        m1 = self._measure(kern, cfg(probe), f"barrier x{probe}")
+        m1 = self.measure(kern, cfg(probe), f"barrier x{probe}")
         if m0 is None or m1 is None:
             return
         assert m0.time is not None and m1.time is not None
@@ -739,14 +738,14 @@ class Calibrator:
         per = max((m1.time.min_us - m0.time.min_us) * 1e-6 / probe, 1e-10)
         n_max = int(min(1 << 28, max(4 * probe, self.opt.launch_target_s / per)))
         for nb in ([n_max] if self.opt.quick else [n_max // 2, n_max]):
-            m = self._measure(kern, cfg(nb), f"barrier x{nb}")
+            m = self.measure(kern, cfg(nb), f"barrier x{nb}")
             if m is None:
                 continue
             assert m.time is not None
             xs.append(float(nb))
             ys.append(m.time.min_us)
         fit = linear_fit(xs, ys)
-        self.profile.set("barrier_ns", fit.slope * 1e3, "ns", self._src("barrier"), r2=fit.r2, notes=(
+        self.profile.set("barrier_ns", fit.slope * 1e3, "ns", self.source("barrier"), r2=fit.r2, notes=(
             f"slope of device time against barriers in a loop (0 to {int(max(xs))}), {n_wg} work-groups of "
             f"{ls} work-items (one per compute unit); time per barrier per work-group"))
 
@@ -759,7 +758,7 @@ class Calibrator:
         if "error" in res:
             self.profile.notes.append(f"host launch overhead not measured: {res['error']}")
             return
-        src = self._src("host")
+        src = self.source("host")
         self.profile.set("host_launch_latency_us", res["sync_us"], "us", src, notes=(
             f"median host wall time of enqueue + wait of an empty 1-work-item kernel over {res['n']} launches "
             f"(pyopencl, in a separate process; includes Python call overhead of about 1-3 us)"))
@@ -768,208 +767,11 @@ class Calibrator:
 
     # -- energy ----------------------------------------------------------------------------
 
-    def _dyn_energy(self, m: Measurement, idle_w: float | None) -> float | None:
-        if m.dynamic_energy_j is not None:
-            return m.dynamic_energy_j
-        if m.energy_j is None:
-            return None
-        iw = m.idle_power_w if m.idle_power_w is not None else idle_w
-        if iw is None or m.time is None:
-            return m.energy_j
-        return m.energy_j - iw * m.time.median_us * 1e-6
-
     def bench_energy(self) -> None:
-        src = self._src("energy")
-        fracs = (0.25, 0.5, 0.75, 1.0)
-        # idle power
-        m = self._measure(K.empty_kernel(), LaunchConfig((1,), (1,), [ArgBinding("a", "buffer", "uint", 1)]),
-                          "energy: idle", energy=True, policy=self._policy(True, idle_s=0.5 if self.opt.quick else 1.0))
-        if m is None:
-            return
-        if m.energy_j is None and m.idle_power_w is None:
-            self.profile.notes.append(f"energy: meter {m.meter} returned no energy or power; energy values absent")
-            return
-        self.profile.meter = m.meter
-        idle_w = m.idle_power_w
-        if idle_w is not None:
-            self.profile.set("idle_power_w", idle_w, "W", src,
-                             notes=f"meter {m.meter} ({m.meter_method}), device idle before the window")
+        """See :func:`calib.energy_bench.bench_energy` (imported here: it builds on this module)."""
+        from calib.energy_bench import bench_energy
 
-        # energy per operation (and FlipFlop's beta_u)
-        classes = [c for c in (QUICK_ENERGY_CLASSES if self.opt.quick else tuple(self.state.op_best))
-                   if c in self.state.op_best]
-        for cls in classes:
-            b = self.state.op_best[cls]
-            opi = K.ops_per_iter(cls, b.width, b.chains)
-            kern = K.op_kernel(cls, b.width, b.chains)
-            xs: list[float] = []
-            ys: list[float] = []
-            full: Measurement | None = None
-            full_iters = b.iters
-            for f in fracs:
-                iters = max(1, int(round(max(4, b.iters) * f)))
-                mm = self._measure(kern, self._op_config(cls, b.width, b.items, b.lsize, iters),
-                                   f"energy {cls} x{iters}", energy=True)
-                e = None if mm is None else self._dyn_energy(mm, idle_w)
-                if mm is None or e is None:
-                    continue
-                xs.append(float(b.items * iters * opi))
-                ys.append(e)
-                full, full_iters = mm, iters
-            if len(set(xs)) >= 2:
-                fit = linear_fit(xs, ys)
-                self.profile.set(f"energy_per_op_{cls}_pj", fit.slope * 1e12, "pJ", src, r2=fit.r2, notes=(
-                    f"slope of dynamic energy per launch against operations ({len(xs)} loop counts); "
-                    f"intercept {fit.intercept * 1e3:.3g} mJ"))
-            if full is not None and full.avg_power_w is not None and idle_w is not None and full.time is not None:
-                rate = b.items * full_iters * opi / (full.time.median_us * 1e-6)
-                beta = (full.avg_power_w - idle_w) / rate
-                self.profile.set(f"power_coeff_{cls}_pj", beta * 1e12, "pJ", src, notes=(
-                    f"FlipFlop Alg. 3 line 3: (P_saturated {full.avg_power_w:.1f} W - P_idle {idle_w:.1f} W) / "
-                    f"{rate / 1e9:.1f} Gop/s"))
-
-        # energy per access, per memory level
-        for i, p in enumerate(self.state.bw_plateaus):
-            last = i == len(self.state.bw_plateaus) - 1
-            cands = [pt for pt in self.state.stream_points if p.x_lo <= pt.size <= p.x_hi]
-            if not cands:
-                continue
-            pt = min(cands, key=lambda q: q.size) if last else \
-                min(cands, key=lambda q: abs(math.log(q.size / p.x_mid)))
-            w = self.state.stream_width
-            vb = 4 * w
-            xs, ys = [], []
-            for f in fracs:
-                passes = max(1, int(round(max(4, pt.passes) * f)))
-                mm = self._measure(K.stream_read_kernel(w, self.state.stream_layout),
-                                   self._stream_config(w, pt.n, pt.items, pt.lsize, passes),
-                                   f"energy level {i} {_fmt_bytes(pt.size)} x{passes}", energy=True)
-                e = None if mm is None else self._dyn_energy(mm, idle_w)
-                if e is None:
-                    continue
-                xs.append(passes * pt.n * vb / ACCESS_BYTES)
-                ys.append(e)
-            if len(set(xs)) >= 2:
-                fit = linear_fit(xs, ys)
-                note = (f"Delestrac et al. eq. 4: slope of dynamic energy against {ACCESS_BYTES} B accesses, "
-                        f"working set {_fmt_bytes(pt.size)} (level {i}"
-                        + (", main memory" if last else "") + f"); offset {fit.intercept * 1e3:.3g} mJ")
-                self.profile.set(f"energy_per_access_level{i}_pj", fit.slope * 1e12, "pJ", src, r2=fit.r2, notes=note)
-                if last:
-                    self.profile.set("energy_per_access_dram_pj", fit.slope * 1e12, "pJ", src, r2=fit.r2, notes=note)
-        loc = self.state.local
-        if loc:
-            w, n, n_wg, ls = loc["width"], loc["n"], loc["n_wg"], loc["ls"]
-            xs, ys = [], []
-            for f in fracs:
-                passes = max(1, int(round(max(4, loc["passes"]) * f)))
-                mm = self._measure(K.local_read_kernel(w), self._local_config(w, n, n_wg, ls, passes),
-                                   f"energy local x{passes}", energy=True)
-                e = None if mm is None else self._dyn_energy(mm, idle_w)
-                if e is None:
-                    continue
-                xs.append(n_wg * passes * n * 4 * w / ACCESS_BYTES)
-                ys.append(e)
-            if len(set(xs)) >= 2:
-                fit = linear_fit(xs, ys)
-                self.profile.set("energy_per_access_local_pj", fit.slope * 1e12, "pJ", src, r2=fit.r2, notes=(
-                    f"slope of dynamic energy against {ACCESS_BYTES} B local-memory accesses"))
-
-        # power against active compute units, and the transient ratio
-        b = self.state.op_best.get("fp32_fma")
-        if b is None:
-            self.profile.notes.append("energy: no fp32 FMA configuration; power scaling not measured")
-            return
-        kern = K.busy_kernel(b.width, b.chains)
-        n_wg_full = max(1, b.items // b.lsize)
-        per_wg_iters = int(min(MAX_ITERS, max(1, round(b.iters * n_wg_full / self.cu))))
-        if self.cu <= 8:
-            ns = list(range(1, self.cu + 1))
-        else:
-            ns = sorted({int(round(v)) for v in np.geomspace(1, self.cu, 8)} | {self.cu})
-        pn: list[float] = []
-        pp: list[float] = []
-        for n in ns:
-            mm = self._measure(kern, self._op_config("fp32_fma", b.width, n * b.lsize, b.lsize, per_wg_iters),
-                               f"power {n} busy work-groups", energy=True)
-            if mm is None or mm.avg_power_w is None:
-                continue
-            pn.append(float(n))
-            pp.append(mm.avg_power_w)
-        if len(set(pn)) >= 3:
-            pl = power_law_fit(pn, pp)
-            note = (f"FlipFlop Alg. 3 lines 9-11: average power with n work-groups of {b.lsize} busy work-items "
-                    f"(one per compute unit), n = {', '.join(str(int(v)) for v in pn)}")
-            self.profile.set("power_cu_alpha_w", pl.alpha, "W", src, r2=pl.r2, notes=note)
-            self.profile.set("power_cu_beta", pl.beta, "1", src, r2=pl.r2, notes=note)
-            self.profile.set("power_cu_delta_w", pl.delta, "W", src, r2=pl.r2, notes=note)
-            self.profile.curves["power_vs_active_cus"] = Curve(pn, pp, "work-groups", "W", src)
-        else:
-            self.profile.notes.append(f"energy: power scaling needs 3 or more compute-unit counts, have "
-                                      f"{len(set(pn))}; alpha/beta/delta not fitted")
-        short_iters = max(1, int(round(b.iters * 10e-6 / b.time_s)))
-        long_iters = int(min(MAX_ITERS, max(1, round(b.iters * max(0.1, 10 * b.time_s) / b.time_s))))
-        ms = self._measure(kern, self._op_config("fp32_fma", b.width, b.items, b.lsize, short_iters),
-                           f"transient short x{short_iters}", energy=True)
-        ml = self._measure(kern, self._op_config("fp32_fma", b.width, b.items, b.lsize, long_iters),
-                           f"transient long x{long_iters}", energy=True)
-        if ms is None or ml is None or ms.avg_power_w is None or ml.avg_power_w is None or ml.avg_power_w <= 0:
-            return
-        assert ms.time is not None and ml.time is not None
-        self.profile.set("power_short_w", ms.avg_power_w, "W", src,
-                         notes=f"window average power, {ms.time.median_us:.1f} us kernels launched back to back")
-        self.profile.set("power_sustained_w", ml.avg_power_w, "W", src,
-                         notes=f"window average power, {ml.time.median_us / 1e3:.1f} ms kernels")
-        self.profile.set("transient_ratio", ms.avg_power_w / ml.avg_power_w, "1", src, notes=(
-            f"FlipFlop Alg. 3 lines 14-16: P_short / P_sustained; the short kernel ({ms.time.median_us:.1f} us) "
-            f"is launched back to back by the harness, so its window includes launch gaps"))
-
-
-# ---------------------------------------------------------------------------------------------
-# host-side overhead (separate process, pyopencl directly)
-
-
-def _host_overhead_worker(platform_index: int, device_index: int, n: int) -> dict[str, float]:
-    import pyopencl as cl
-
-    src, name = K.host_overhead_source()
-    dev = cl.get_platforms()[platform_index].get_devices()[device_index]
-    ctx = cl.Context([dev])
-    q = cl.CommandQueue(ctx, dev)
-    prg = cl.Program(ctx, src).build(options="-cl-std=CL1.2")
-    knl = cl.Kernel(prg, name)
-    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 64)
-    knl.set_args(buf)
-    for _ in range(20):
-        cl.enqueue_nd_range_kernel(q, knl, (1,), (1,)).wait()
-    sync: list[float] = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        cl.enqueue_nd_range_kernel(q, knl, (1,), (1,)).wait()
-        sync.append(time.perf_counter() - t0)
-    q.finish()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        cl.enqueue_nd_range_kernel(q, knl, (1,), (1,))
-    q.finish()
-    batch = (time.perf_counter() - t0) / n
-    return {"sync_us": float(np.median(sync)) * 1e6, "batch_us": batch * 1e6, "n": float(n)}
-
-
-def measure_host_overhead(device: DeviceInfo, n: int = 300, timeout_s: float = 120.0) -> dict[str, Any]:
-    """Host wall time per launch of an empty kernel, in a spawned process (``{"error": ...}`` on
-    failure)."""
-    import concurrent.futures as cf
-    import multiprocessing as mp
-
-    try:
-        with cf.ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn")) as ex:
-            fut = ex.submit(_host_overhead_worker, device.platform_index, device.device_index, n)
-            res = fut.result(timeout=timeout_s)
-    except Exception as e:  # noqa: BLE001 - any failure means "not measured", with the reason
-        return {"error": f"{type(e).__name__}: {e}"}
-    res["n"] = int(res["n"])
-    return res
+        bench_energy(self)
 
 
 def run_calibration(device: DeviceInfo, runner: Runner, energy_runner: Runner | None = None,

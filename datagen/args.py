@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from instrument.cltypes import is_known_type, parse_type
 from kernelcast.clang import KernelParam
+from kernelcast.cltypes import is_known_type, parse_type
 from kernelcast.schema import ArgBinding
 
 

@@ -25,12 +25,14 @@ def bundled_dir() -> Path:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     from datagen.corpus import ingest_to, opencl_compile_fn
-    from instrument.backends.opencl import select_device
+    from instrument.backends import select_device
     from kernelcast.config import device_spec
 
-    sources = [bundled_dir() if s == "bundled" else Path(s) for s in args.sources]
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise UsageError(f"--out {args.out}: exists and is not a directory")
+    sources: list[str | Path] = [bundled_dir() if s == "bundled" else Path(s) for s in args.sources]
     for s in sources:
-        if not s.exists():
+        if not Path(s).exists():
             raise UsageError(f"no such file or directory: {s}")
     defines = {}
     for d in args.define:
@@ -43,6 +45,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         compile_fn = opencl_compile_fn(select_device(device_spec(args.device)))
     report = ingest_to(args.out, sources, compile_fn=compile_fn, defines=defines or None,
                        near_dup_threshold=args.near_dup, progress=sys.stderr.isatty())
+    if args.json:
+        print(to_json({"report": report.to_dict(), "corpus": args.out}))
+        return 0
     print(report.format_table())
     print(f"corpus written to {args.out}")
     return 0
@@ -102,7 +107,7 @@ def datagen_options(args: argparse.Namespace) -> Any:
         raise UsageError(f"--ratio {args.ratio!r}: expected three non-negative integers like 25:60:15") from None
     opts = DatagenOptions(
         configs_per_kernel=args.configs_per_kernel, lsizes_per_kernel=args.lsizes_per_kernel, args=args.args,
-        rebalance=None if args.rebalance == "none" else args.rebalance, k=args.k, ratio=ratio,  # type: ignore[arg-type]
+        rebalance=None if args.rebalance == "none" else args.rebalance, k=args.k, ratio=ratio,
         max_total_items=args.max_items, seed=args.seed, validity=not args.no_validity,
         keep_invalid=args.keep_invalid,
     )
@@ -113,12 +118,14 @@ def datagen_options(args: argparse.Namespace) -> Any:
 
 def cmd_datagen(args: argparse.Namespace) -> int:
     from datagen.generate import DatagenInterrupted, run_datagen
-    from instrument.backends.opencl import select_device
+    from instrument.backends import select_device
     from instrument.meters import check_meter_spec
     from kernelcast.config import device_spec
 
     opts = datagen_options(args)
     check_meter_spec(args.meter)
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise UsageError(f"--out {args.out}: exists and is not a directory")
     corpora = [load_corpus_kernels(c, None) for c in args.corpus]
     kernels = [k for ks, _ in corpora for k in ks]
     if args.limit is not None:
@@ -182,6 +189,7 @@ def add_parsers(sub: Any) -> None:
     q.add_argument("--near-dup", type=float, default=0.92, help="near-duplicate Jaccard threshold (0.92)")
     q.add_argument("--no-compile", action="store_true", help="skip the compile check")
     q.add_argument("--device", help="OpenCL device for the compile check")
+    q.add_argument("--json", action="store_true", help="print the ingest report as JSON")
     q.set_defaults(func=cmd_ingest)
     q = csub.add_parser("synth", help="generate synthetic OpenCL kernels",
                         description="Generate random but realistic OpenCL kernels (access patterns, arithmetic "

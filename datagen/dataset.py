@@ -22,7 +22,7 @@ import logging
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import pandas as pd
 
@@ -34,7 +34,7 @@ MANIFEST = "manifest.json"
 JOURNAL = "journal.jsonl"
 SHARDS = "shards"
 #: manifest fields that must match for a run to resume into an existing dataset
-RESUME_KEYS = ("device_identity", "seed", "schema_version", "args_selection")
+RESUME_KEYS: tuple[str, ...] = ("device_identity", "seed", "schema_version", "args_selection")
 
 
 class DatasetMismatch(InputError, ValueError):
@@ -43,6 +43,8 @@ class DatasetMismatch(InputError, ValueError):
 
 def row_key(kernel_id: str, gsize: tuple[int, ...], lsize: tuple[int, ...] | None, args: list[dict[str, Any]],
             selection: str = "simple") -> str:
+    """The row's identity: kernel, sizes, arguments and ``selection`` (an argument selection, or a
+    pass-specific tag such as ``validity:simple``), hashed."""
     payload = json.dumps([kernel_id, list(gsize), list(lsize) if lsize else None,
                           [[a["name"], a["kind"], a["dtype"], a.get("count"), a.get("value")] for a in args],
                           selection], sort_keys=True, default=str)
@@ -60,7 +62,8 @@ def _atomic_write_text(path: Path, text: str) -> None:
 
 def _read_journal(path: Path) -> tuple[list[dict[str, Any]], int]:
     """Valid rows of a journal and the number of damaged lines (a kill mid-write leaves one)."""
-    rows, bad = [], 0
+    rows: list[dict[str, Any]] = []
+    bad = 0
     if not path.is_file():
         return rows, 0
     with open(path, encoding="utf-8", errors="replace") as f:
@@ -83,19 +86,19 @@ def _shard_paths(root: Path) -> list[Path]:
 class DatasetWriter:
     """Appends measurement rows to a dataset directory, resuming one that exists."""
 
-    def __init__(self, root: str | os.PathLike[str], manifest: dict[str, Any], *, shard_rows: int = 1000):
+    def __init__(self, root: str | os.PathLike[str], manifest: dict[str, Any], *, shard_rows: int = 1000) -> None:
         self.root = Path(root)
         self.shard_rows = shard_rows
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / SHARDS).mkdir(exist_ok=True)
         mpath = self.root / MANIFEST
         if mpath.is_file():
-            old = json.loads(mpath.read_text())
+            old: dict[str, Any] = json.loads(mpath.read_text())
             for k in RESUME_KEYS:
                 if k in manifest and k in old and old[k] != manifest[k]:
                     raise DatasetMismatch(f"{self.root} was made with {k}={old[k]!r}, this run has {manifest[k]!r}; "
                                           f"use another --out")
-            self.manifest = {**old, **{k: v for k, v in manifest.items() if k not in old}}
+            self.manifest: dict[str, Any] = {**old, **{k: v for k, v in manifest.items() if k not in old}}
             self.manifest["resumed"] = int(old.get("resumed", 0)) + 1
         else:
             self.manifest = dict(manifest)
@@ -112,7 +115,7 @@ class DatasetWriter:
         _atomic_write_text(jpath, "".join(json.dumps(r, default=str) + "\n" for r in fresh))
         self._journal_rows = len(fresh)
         self._keys.update(r["row_key"] for r in fresh)
-        self._journal = open(jpath, "a", encoding="utf-8")  # noqa: SIM115 - held for the writer's life
+        self._journal: TextIO = open(jpath, "a", encoding="utf-8")  # noqa: SIM115 - held for the writer's life
         self.appended = 0
 
     def __contains__(self, key: str) -> bool:
@@ -171,22 +174,23 @@ class DatasetWriter:
         self.close()
 
 
-_JSON_COLUMNS = ("args", "outputs", "device_state", "extra")
+_JSON_COLUMNS: tuple[str, ...] = ("args", "outputs", "device_state", "extra")
 
 
 def frame_from_rows(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    rows = [{k: (json.dumps(v, default=str) if k in _JSON_COLUMNS and not isinstance(v, str) else v)
+    """A frame of journal rows, the nested columns (``_JSON_COLUMNS``) as JSON text as in the shards."""
+    flat = [{k: (json.dumps(v, default=str) if k in _JSON_COLUMNS and not isinstance(v, str) else v)
              for k, v in r.items()} for r in rows]
-    return pd.DataFrame.from_records(rows)
+    return pd.DataFrame.from_records(flat)
 
 
 def read_dataset(root: str | os.PathLike[str]) -> pd.DataFrame:
     """Every row of a dataset (shards and journal), each row key once."""
-    root = Path(root)
-    if not (root / MANIFEST).is_file():
-        raise FileNotFoundError(f"{root}: not a dataset (no {MANIFEST})")
-    frames = [pd.read_parquet(p) for p in _shard_paths(root)]
-    rows, _ = _read_journal(root / JOURNAL)
+    path = Path(root)
+    if not (path / MANIFEST).is_file():
+        raise FileNotFoundError(f"{path}: not a dataset (no {MANIFEST})")
+    frames = [pd.read_parquet(p) for p in _shard_paths(path)]
+    rows, _ = _read_journal(path / JOURNAL)
     if rows:
         frames.append(frame_from_rows(rows))
     if not frames:
@@ -196,4 +200,6 @@ def read_dataset(root: str | os.PathLike[str]) -> pd.DataFrame:
 
 
 def read_manifest(root: str | os.PathLike[str]) -> dict[str, Any]:
-    return json.loads((Path(root) / MANIFEST).read_text())
+    """The dataset's ``manifest.json``."""
+    manifest: dict[str, Any] = json.loads((Path(root) / MANIFEST).read_text())
+    return manifest

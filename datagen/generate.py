@@ -34,10 +34,11 @@ from datagen.dataset import DatasetWriter, read_dataset, row_key
 from datagen.rebalance import plan_rebalance
 from datagen.sampler import DEFAULT_K, DEFAULT_MAX_TOTAL_ITEMS, DEFAULT_RATIO, DeviceLimits, regime_of, sample_configs
 from datagen.validity import VALIDITY_SEED, check_validity
+from instrument.backends import backend_for
 from instrument.runner import HARNESS_VERSION, TimingPolicy
 from kernelcast.clang import KernelParam, ParseError, kernel_signatures
 from kernelcast.errors import KernelcastError
-from kernelcast.schema import SCHEMA_VERSION, Kernel, LaunchConfig, Measurement
+from kernelcast.schema import SCHEMA_VERSION, ArgsSelection, Kernel, LaunchConfig, Measurement
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ FAULTS = ("crash", "timeout")
 class DatagenOptions:
     configs_per_kernel: int = 200
     lsizes_per_kernel: int = 4
-    args: str = "simple"
+    args: ArgsSelection = "simple"
     rebalance: str | None = "iqr"
     rebalance_extra: float = 0.75
     k: float = DEFAULT_K
@@ -215,7 +216,7 @@ class Generator:
 
     def run(self, kernels: Iterable[Kernel]) -> Summary:
         t0 = time.perf_counter()
-        selections = ["simple", "memory"] if self.o.args == "both" else [self.o.args]
+        selections: list[ArgsSelection] = ["simple", "memory"] if self.o.args == "both" else [self.o.args]
         requested = self.o.args
         for k in kernels:
             self.summary.kernels += 1
@@ -377,8 +378,6 @@ class Generator:
 def dataset_manifest(harness: Any, options: DatagenOptions, corpus: str) -> dict[str, Any]:
     import platform
 
-    import pyopencl
-
     import kernelcast
 
     dev = harness.device
@@ -393,7 +392,7 @@ def dataset_manifest(harness: Any, options: DatagenOptions, corpus: str) -> dict
         "device_identity": dev.identity,
         "driver_version": dev.driver_version,
         "platform_version": dev.platform_version,
-        "pyopencl_version": pyopencl.VERSION_TEXT,
+        **backend_for(dev).version_facts(),
         "python": platform.python_version(),
         "host": platform.node(),
         "seed": options.seed,

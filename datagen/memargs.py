@@ -54,7 +54,6 @@ from typing import Any
 import numpy as np
 
 from datagen.args import Selector, UnsupportedArgument
-from instrument.cltypes import is_known_type, parse_type
 from instrument.rewrite import (
     InstrumentedRunError,
     RewriteError,
@@ -64,6 +63,7 @@ from instrument.rewrite import (
     measure_instrumented,
 )
 from kernelcast.clang import KernelParam, ParseError, kernel_signatures
+from kernelcast.cltypes import is_known_type, parse_type
 from kernelcast.schema import ArgBinding, Kernel
 
 log = logging.getLogger(__name__)

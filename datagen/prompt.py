@@ -7,6 +7,7 @@ argument's type (``float4`` elements for a ``float4*``), as the dataset stores t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 TEMPLATE = (
@@ -40,8 +41,8 @@ def argument_lines(args: list[dict[str, Any]], qualifiers: dict[str, str] | None
     return lines
 
 
-def render_prompt(source: str, args: list[dict[str, Any]], gsize: tuple[int, ...] | list[int],
-                  lsize: tuple[int, ...] | list[int] | None, qualifiers: dict[str, str] | None = None) -> str:
+def render_prompt(source: str, args: list[dict[str, Any]], gsize: Sequence[int],
+                  lsize: Sequence[int] | None, qualifiers: dict[str, str] | None = None) -> str:
     return TEMPLATE.format(
         code=source.strip("\n"),
         inputs="\n".join(argument_lines(args, qualifiers)),

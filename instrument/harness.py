@@ -14,11 +14,15 @@ import signal
 import time
 import traceback
 from dataclasses import asdict
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from typing import Any
 
-from instrument.backends.opencl import DeviceInfo, select_device
-from instrument.runner import HARNESS_VERSION, TimingPolicy, run_config
-from kernelcast.schema import Kernel, LaunchConfig, Measurement
+import numpy as np
+
+from instrument.backends import Backend, DeviceInfo, backend_for, select_device
+from instrument.runner import HARNESS_VERSION, TimingPolicy, _arg_dict, run_config
+from kernelcast.schema import Kernel, LaunchConfig, Measurement, MeterName, Status
 
 log = logging.getLogger(__name__)
 
@@ -34,19 +38,13 @@ def _signal_name(num: int) -> str:
         return f"signal {num}"
 
 
-def _worker_main(conn: Any, device: dict[str, Any], meter_spec: str, meter_options: dict[str, Any]) -> None:
+def _worker_main(conn: Connection, device: dict[str, Any], meter_spec: str, meter_options: dict[str, Any]) -> None:
     """Worker process: open the device and meter once, then serve jobs until told to stop."""
     try:
-        import pyopencl as cl
-
-        from instrument.backends.opencl import BuildCache, cl_device
         from instrument.meters import make_meter
 
-        info = DeviceInfo(**{k: v for k, v in device.items() if k != "spec"})
-        dev = cl_device(info)
-        ctx = cl.Context([dev])
-        queue = cl.CommandQueue(ctx, dev, properties=cl.command_queue_properties.PROFILING_ENABLE)
-        cache = BuildCache(ctx, dev, info)
+        info = DeviceInfo.from_dict(device)
+        backend: Backend = backend_for(info)(info)
         meter = make_meter(meter_spec, vendor=info.vendor, device_type=info.type,
                            pci_bus_id=info.pci_bus_id, **meter_options)
     except Exception as e:  # noqa: BLE001 - report any start-up failure to the parent
@@ -62,7 +60,7 @@ def _worker_main(conn: Any, device: dict[str, Any], meter_spec: str, meter_optio
             break
         kernel, config, policy, want_outputs, readback, arrays = msg
         try:
-            m = run_config(ctx, queue, info, cache, kernel, config, policy, meter,
+            m = run_config(backend, kernel, config, policy, meter,
                            phase=lambda p: conn.send(("phase", p)), want_outputs=want_outputs,
                            readback=readback, arrays=arrays)
             conn.send(("result", m))
@@ -71,6 +69,7 @@ def _worker_main(conn: Any, device: dict[str, Any], meter_spec: str, meter_optio
             log.debug("worker error: %s", tb)
             conn.send(("error", f"{type(e).__name__}: {e}"))
     meter.close()
+    backend.close()
 
 
 class Harness:
@@ -89,10 +88,10 @@ class Harness:
         self.timeout_s = timeout_s
         self.build_timeout_s = build_timeout_s
         self.start_timeout_s = start_timeout_s
-        self.meter_name: str | None = None
+        self.meter_name: MeterName | None = None
         self.restarts = 0
-        self._proc: Any = None
-        self._conn: Any = None
+        self._proc: BaseProcess | None = None
+        self._conn: Connection | None = None
         self._ctx = mp.get_context("spawn")
 
     # -- worker life cycle ----------------------------------------------------------------
@@ -128,7 +127,7 @@ class Harness:
     def _stop_worker(self, kill: bool) -> None:
         proc, conn = self._proc, self._conn
         self._proc = self._conn = None
-        if proc is None:
+        if proc is None or conn is None:
             return
         if kill:
             proc.kill()
@@ -144,7 +143,7 @@ class Harness:
         conn.close()
 
     @staticmethod
-    def _exit_reason(proc: Any) -> str:
+    def _exit_reason(proc: BaseProcess) -> str:
         code = proc.exitcode
         if code is None:
             return "still running"
@@ -165,7 +164,7 @@ class Harness:
 
     def run(self, kernel: Kernel, config: LaunchConfig, policy: TimingPolicy | None = None, *,
             want_outputs: bool = False, readback: list[str] | None = None,
-            arrays: dict[str, Any] | None = None) -> Measurement:
+            arrays: dict[str, np.ndarray] | None = None) -> Measurement:
         """Measure one configuration. Faults become statuses; only a worker that cannot start
         at all raises :class:`HarnessError`.
 
@@ -178,11 +177,13 @@ class Harness:
             self._lose_worker()
         if self._proc is None:
             self._start()
+        proc, conn = self._proc, self._conn
+        assert proc is not None and conn is not None
         t0 = time.perf_counter()
         try:
-            self._conn.send((kernel, config, policy, want_outputs, readback or [], arrays or {}))
+            conn.send((kernel, config, policy, want_outputs, readback or [], arrays or {}))
         except (OSError, BrokenPipeError):
-            reason = f"worker gone before the job ({self._exit_reason(self._proc)})"
+            reason = f"worker gone before the job ({self._exit_reason(proc)})"
             self._lose_worker()
             return self._fault(kernel, config, "crash", reason, t0)
         deadline = time.perf_counter() + self.build_timeout_s
@@ -196,22 +197,22 @@ class Harness:
                 return self._fault(kernel, config, "timeout",
                                    f"still {what} after {limit:g} s; worker killed", t0)
             try:
-                ready = self._conn.poll(min(remaining, 0.5))
+                ready = conn.poll(min(remaining, 0.5))
             except (OSError, EOFError):
                 ready = False
             if not ready:
-                if not self._proc.is_alive():
-                    self._proc.join()
+                if not proc.is_alive():
+                    proc.join()
                     doing = "building" if phase == "build" else "running"
-                    reason = f"worker {self._exit_reason(self._proc)} while {doing}"
+                    reason = f"worker {self._exit_reason(proc)} while {doing}"
                     self._lose_worker()
                     return self._fault(kernel, config, "crash", reason, t0)
                 continue
             try:
-                kind, payload = self._conn.recv()
+                kind, payload = conn.recv()
             except (EOFError, OSError):
-                self._proc.join(5)
-                reason = f"worker {self._exit_reason(self._proc)} while {'building' if phase == 'build' else 'running'}"
+                proc.join(5)
+                reason = f"worker {self._exit_reason(proc)} while {'building' if phase == 'build' else 'running'}"
                 self._lose_worker()
                 return self._fault(kernel, config, "crash", reason, t0)
             if kind == "phase":
@@ -229,9 +230,7 @@ class Harness:
             if kind == "error":
                 return self._fault(kernel, config, "runtime_error", f"harness error: {payload}", t0)
 
-    def _fault(self, kernel: Kernel, config: LaunchConfig, status: str, reason: str, t0: float) -> Measurement:
-        from instrument.runner import _arg_dict
-
+    def _fault(self, kernel: Kernel, config: LaunchConfig, status: Status, reason: str, t0: float) -> Measurement:
         log.info("%s %s: %s", kernel.name, status, reason)
         return Measurement(
             kernel_id=kernel.id, kernel_name=kernel.name, device=self.device.name,

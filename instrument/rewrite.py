@@ -56,12 +56,15 @@ import logging
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from instrument.cltypes import is_known_type, parse_type
+from instrument.backends import backend_for
+from instrument.backends.base import DeviceInfo, init_contents
+from instrument.runner import TimingPolicy
 from kernelcast.clang import KernelParam, ParseError, find_kernels, kernel_params, parse
+from kernelcast.cltypes import is_known_type, parse_type
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig, Measurement
 
 log = logging.getLogger(__name__)
@@ -353,8 +356,8 @@ class _Instrumenter:
             if c.location.file is None or c.location.file.name != _PARSE_NAME:
                 continue
             if c.kind == ci.CursorKind.MACRO_INSTANTIATION:
-                s, e = c.extent.start.offset, c.extent.end.offset
-                self.macros.append((s, max(e, s + 1), c.spelling))
+                start, end = c.extent.start.offset, c.extent.end.offset
+                self.macros.append((start, max(end, start + 1), c.spelling))
             elif c.kind == ci.CursorKind.FUNCTION_DECL:
                 if c.is_definition():
                     self.defs[c.spelling] = c
@@ -858,16 +861,10 @@ def instrument_kernel(kernel: Kernel, *, int64_atomics: bool = True) -> RewriteR
     return result
 
 
-def device_supports_int64_atomics(device: Any) -> bool:
-    """Whether a device (a :class:`~instrument.backends.opencl.DeviceInfo`) has 64-bit
-    min/max/inc atomics on global memory (cl_khr_int64_base_atomics + extended_atomics)."""
-    try:
-        from instrument.backends.opencl import cl_device
-
-        ext = cl_device(device).extensions.split()
-    except Exception:  # noqa: BLE001 - cannot ask: assume the safe 32-bit form
-        return False
-    return "cl_khr_int64_base_atomics" in ext and "cl_khr_int64_extended_atomics" in ext
+def device_supports_int64_atomics(device: DeviceInfo) -> bool:
+    """Whether ``device`` has 64-bit min/max/inc atomics on global memory
+    (cl_khr_int64_base_atomics + extended_atomics); ``False`` when it cannot be asked."""
+    return backend_for(device).has_int64_atomics(device)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -895,8 +892,6 @@ def instrumented_config(result: RewriteResult, gsize: tuple[int, ...], lsize: tu
     part holds exactly what the harness would put in a plain run of the kernel with these sizes
     and timing-policy ``seed`` (``init="random"``), so data-dependent indices (gathers,
     scatters, histograms) behave as in that run."""
-    from instrument.backends.opencl import _init_contents
-
     args: list[ArgBinding] = []
     limits: dict[str, int] = {}
     arrays: dict[str, np.ndarray] = {}
@@ -919,8 +914,8 @@ def instrumented_config(result: RewriteResult, gsize: tuple[int, ...], lsize: tu
                 raise ValueError(f"argument {p.name!r}: negative size {n}")
             t = parse_type(p.dtype)
             pad = _pad_elems(sl.elem_bytes)
-            data = _init_contents(t, n, "random", rng)
-            arrays[p.name] = np.concatenate([data, _init_contents(t, pad, "random", pad_rng)])
+            data = init_contents(t, n, "random", rng)
+            arrays[p.name] = np.concatenate([data, init_contents(t, pad, "random", pad_rng)])
             limits[p.name] = n * sl.elem_bytes
             args.append(ArgBinding(p.name, "buffer", p.dtype, count=n + pad, init="array"))
     args.append(ArgBinding(REC_NAME, "buffer", result.rec_dtype, count=result.rec_count, init="array"))
@@ -928,13 +923,21 @@ def instrumented_config(result: RewriteResult, gsize: tuple[int, ...], lsize: tu
     return LaunchConfig(tuple(gsize), tuple(lsize) if lsize else None, args), arrays
 
 
-def measure_instrumented(harness: Any, result: RewriteResult, gsize: tuple[int, ...],
+class KernelRunner(Protocol):
+    """What an instrumented run needs of a harness (:class:`instrument.harness.Harness` is one;
+    a ``close()`` method, where present, is called after an ``out_of_bounds`` run)."""
+
+    def run(self, kernel: Kernel, config: LaunchConfig, policy: TimingPolicy | None = None, *,
+            want_outputs: bool = False, readback: list[str] | None = None,
+            arrays: dict[str, np.ndarray] | None = None) -> Measurement: ...
+
+
+def measure_instrumented(harness: KernelRunner, result: RewriteResult, gsize: tuple[int, ...],
                          lsize: tuple[int, ...] | None, scalars: dict[str, Any], buffer_sizes: dict[str, int],
-                         *, local_sizes: dict[str, int] | None = None, policy: Any = None) -> InstrumentedRun:
+                         *, local_sizes: dict[str, int] | None = None,
+                         policy: TimingPolicy | None = None) -> InstrumentedRun:
     """Run the instrumented kernel once; the measurement and the extents. Raise
     :class:`InstrumentedRunError` when the run is not ``ok``."""
-    from instrument.runner import TimingPolicy
-
     pol = policy or TimingPolicy(warmup=0, min_repeats=1, min_time_s=0.0, max_repeats=1, max_time_s=5.0)
     cfg, arrays = instrumented_config(result, gsize, lsize, scalars, buffer_sizes, local_sizes, seed=pol.seed)
     m = harness.run(result.kernel, cfg, pol, readback=[REC_NAME], arrays=arrays)
@@ -951,8 +954,8 @@ def measure_instrumented(harness: Any, result: RewriteResult, gsize: tuple[int, 
     return InstrumentedRun(m, extents)
 
 
-def run_instrumented(harness: Any, result: RewriteResult, gsize: tuple[int, ...], lsize: tuple[int, ...] | None,
-                     scalars: dict[str, Any], buffer_sizes: dict[str, int], *,
+def run_instrumented(harness: KernelRunner, result: RewriteResult, gsize: tuple[int, ...],
+                     lsize: tuple[int, ...] | None, scalars: dict[str, Any], buffer_sizes: dict[str, int], *,
                      local_sizes: dict[str, int] | None = None) -> dict[str, AccessExtent]:
     """Per pointer argument, the element range the kernel touched in one run at (gsize, lsize).
 

@@ -1,8 +1,10 @@
-"""Running one (kernel, configuration) on an OpenCL device and timing it.
+"""Running one (kernel, configuration) on an open device and timing it.
 
 This is what the worker process executes; it knows nothing of processes or timeouts (see
-:mod:`instrument.harness`). Times come from OpenCL profiling events; energy from whichever
-:class:`~instrument.meters.base.EnergyMeter` the harness passes in.
+:mod:`instrument.harness`) nor of the compute API: it talks to a
+:class:`~instrument.backends.base.Backend`. Times are the device's own (OpenCL profiling
+events); energy comes from whichever :class:`~instrument.meters.base.EnergyMeter` the harness
+passes in.
 """
 
 from __future__ import annotations
@@ -10,22 +12,16 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from instrument.backends.opencl import (
-    BuildCache,
-    ConfigError,
-    DeviceInfo,
-    bind_args,
-    check_guards,
-    read_back,
-)
+from instrument.backends.base import Backend, BackendError, BoundArgs, ConfigError, DeviceInfo, Driver
 from instrument.meters.base import EnergyMeter, MeterReading
-from kernelcast.clang import ParseError, kernel_signatures
-from kernelcast.schema import ArgBinding, Kernel, LaunchConfig, Measurement, TimeStats
+from kernelcast.clang import KernelParam, ParseError, kernel_signatures
+from kernelcast.schema import ArgBinding, Kernel, LaunchConfig, Measurement, Status, TimeStats
 
 log = logging.getLogger(__name__)
 
@@ -51,16 +47,6 @@ class TimingPolicy:
     guard_bytes: int = 4096
 
 
-def _launch(knl: Any, queue: Any, gsize: tuple[int, ...], lsize: tuple[int, ...] | None) -> Any:
-    import pyopencl as cl
-
-    return cl.enqueue_nd_range_kernel(queue, knl, gsize, lsize)
-
-
-def _event_us(ev: Any) -> float:
-    return (ev.profile.end - ev.profile.start) / 1e3
-
-
 def validate_geometry(info: DeviceInfo, gsize: tuple[int, ...], lsize: tuple[int, ...] | None) -> None:
     """Raise :class:`ConfigError` for a launch the device cannot run."""
     if not 1 <= len(gsize) <= 3:
@@ -84,14 +70,12 @@ def validate_geometry(info: DeviceInfo, gsize: tuple[int, ...], lsize: tuple[int
         raise ConfigError(f"work-group of {n} work-items exceeds the device's maximum {info.max_work_group_size}")
 
 
-def run_config(ctx: Any, queue: Any, info: DeviceInfo, cache: BuildCache, kernel: Kernel,
-               config: LaunchConfig, policy: TimingPolicy, meter: EnergyMeter,
-               phase: Any = None, want_outputs: bool = False, readback: list[str] | None = None,
-               arrays: dict[str, np.ndarray] | None = None) -> Measurement:
-    """Build, bind, check and time one configuration. Never raises for kernel faults that the
-    driver reports as errors; those become statuses."""
-    import pyopencl as cl
-
+def run_config(backend: Backend, kernel: Kernel, config: LaunchConfig, policy: TimingPolicy,
+               meter: EnergyMeter, phase: Callable[[str], None] | None = None, want_outputs: bool = False,
+               readback: list[str] | None = None, arrays: dict[str, np.ndarray] | None = None) -> Measurement:
+    """Build, bind, check and time one configuration on ``backend``. Never raises for kernel
+    faults that the driver reports as errors; those become statuses."""
+    info = backend.device
     t_wall = time.perf_counter()
     m = Measurement(
         kernel_id=kernel.id, kernel_name=kernel.name, device=info.name,
@@ -100,7 +84,7 @@ def run_config(ctx: Any, queue: Any, info: DeviceInfo, cache: BuildCache, kernel
         harness_version=HARNESS_VERSION,
     )
 
-    def done(status: str, reason: str = "") -> Measurement:
+    def done(status: Status, reason: str = "") -> Measurement:
         m.status, m.reason = status, reason
         m.wall_s = time.perf_counter() - t_wall
         return m
@@ -110,14 +94,14 @@ def run_config(ctx: Any, queue: Any, info: DeviceInfo, cache: BuildCache, kernel
     except ConfigError as e:
         return done("invalid_config", str(e))
 
-    br = cache.build(kernel)
+    br = backend.build(kernel)
     m.build_s = br.seconds
     if phase is not None:
         phase("built")
     if not br.ok:
         m.compile_log = br.log[-20000:]
         return done("compile_error", _first_error_line(br.log))
-    if kernel.name not in br.program.kernel_names.split(";"):
+    if not backend.has_kernel(br.program, kernel.name):
         return done("invalid_config", f"no kernel named {kernel.name!r} in the program")
     try:
         params = _signatures(kernel.source, kernel.build_options).get(kernel.name)
@@ -127,33 +111,41 @@ def run_config(ctx: Any, queue: Any, info: DeviceInfo, cache: BuildCache, kernel
         return done("invalid_config", f"libclang found no kernel {kernel.name!r}")
 
     try:
-        bound = bind_args(ctx, queue, info, params, config.args, policy.seed, policy.guard_bytes, arrays,
-                          digests=want_outputs)
+        bound = backend.bind(params, config.args, policy.seed, policy.guard_bytes, arrays, digests=want_outputs)
     except ConfigError as e:
         return done("invalid_config", str(e))
-    except cl.Error as e:
+    except BackendError as e:
         return done("runtime_error", f"allocating buffers: {e}")
-
-    knl = cl.Kernel(br.program, kernel.name)
     try:
-        knl.set_args(*bound.values)
-    except cl.Error as e:
-        return done("invalid_config", f"setting arguments: {e}")
+        status, reason = _run_bound(backend, br.program, kernel.name, bound, m, policy, meter,
+                                    want_outputs, readback)
+    finally:
+        backend.release(bound)
+    return done(status, reason)
+
+
+def _run_bound(backend: Backend, program: Driver, name: str, bound: BoundArgs, m: Measurement,
+               policy: TimingPolicy, meter: EnergyMeter, want_outputs: bool,
+               readback: list[str] | None) -> tuple[Status, str]:
+    """Launch a bound kernel: the first launch (bounds check, outputs), warm-up, the timed
+    window; fills ``m`` and returns (status, reason)."""
+    try:
+        knl = backend.prepare(program, name, bound)
+    except BackendError as e:
+        return "invalid_config", f"setting arguments: {e}"
     gsize, lsize = m.gsize, m.lsize
 
     # first launch from fresh inputs: bounds check and output digests
     try:
-        ev = _launch(knl, queue, gsize, lsize)
-        ev.wait()
-        first_us = _event_us(ev)
-        oob, digests = check_guards(queue, bound, digests=want_outputs)
-    except cl.Error as e:
-        return done("runtime_error", f"first launch: {e}")
+        first_us = backend.launch(knl, gsize, lsize)
+        oob, digests = backend.check_guards(bound, digests=want_outputs)
+    except BackendError as e:
+        return "runtime_error", f"first launch: {e}"
     if oob:
-        return done("out_of_bounds", oob)
+        return "out_of_bounds", oob
     for b in bound.buffers:
         if readback and b.name in readback:
-            whole = read_back(queue, b)
+            whole = backend.read_back(b)
             m.readback[b.name] = whole[b.front:b.front + b.nbytes].view(b.cltype.numpy).copy()
     if want_outputs:
         m.outputs = {
@@ -164,21 +156,20 @@ def run_config(ctx: Any, queue: Any, info: DeviceInfo, cache: BuildCache, kernel
 
     try:
         # a launch of more than 50 ms is its own warm-up: do not pay for more
-        for _ in range(policy.warmup if first_us < 5e4 else 0):
-            _launch(knl, queue, gsize, lsize)
-        queue.finish()
+        backend.enqueue(knl, gsize, lsize, policy.warmup if first_us < 5e4 else 0)
+        backend.synchronize()
         if meter.preheat_s > 0:
             t_end = time.perf_counter() + meter.preheat_s
             while time.perf_counter() < t_end:
-                _launch(knl, queue, gsize, lsize)
-                queue.finish()
+                backend.enqueue(knl, gsize, lsize)
+                backend.synchronize()
         idle_w = meter.measure_idle(policy.idle_s) if meter.name != "none" else None
-        times, reading = _timed_window(knl, queue, gsize, lsize, policy, meter, first_us)
-        oob, _ = check_guards(queue, bound)
-    except cl.Error as e:
-        return done("runtime_error", f"timed launches: {e}")
+        times, reading = _timed_window(backend, knl, gsize, lsize, policy, meter, first_us)
+        oob, _ = backend.check_guards(bound)
+    except BackendError as e:
+        return "runtime_error", f"timed launches: {e}"
     if oob:
-        return done("out_of_bounds", f"during repeats: {oob}")
+        return "out_of_bounds", f"during repeats: {oob}"
 
     m.time = TimeStats.from_times(times)
     n = len(times)
@@ -191,12 +182,12 @@ def run_config(ctx: Any, queue: Any, info: DeviceInfo, cache: BuildCache, kernel
         if reading.dynamic_energy_j is not None:
             m.dynamic_energy_j = reading.dynamic_energy_j / n
     m.device_state.update(reading.device_state)
-    return done("ok")
+    return "ok", ""
 
 
-def _timed_window(knl: Any, queue: Any, gsize: tuple[int, ...], lsize: tuple[int, ...] | None,
+def _timed_window(backend: Backend, knl: Driver, gsize: tuple[int, ...], lsize: tuple[int, ...] | None,
                   policy: TimingPolicy, meter: EnergyMeter, est_us: float) -> tuple[list[float], MeterReading]:
-    """Launch in batches (so the device stays busy for the meter), collecting event times."""
+    """Launch in batches (so the device stays busy for the meter), collecting device times."""
     times: list[float] = []
     est_s = max(est_us * 1e-6, 1e-6)
     t0 = time.perf_counter()
@@ -217,10 +208,7 @@ def _timed_window(knl: Any, queue: Any, gsize: tuple[int, ...], lsize: tuple[int
                 batch = min(batch, max(need, int((policy.min_time_s - sum(times) * 1e-6) / est_s) + 1))
             if window_ok:
                 batch = min(batch, max(policy.max_repeats - len(times), 1))
-            events = [_launch(knl, queue, gsize, lsize) for _ in range(batch)]
-            events[-1].wait()
-            queue.finish()
-            new = [_event_us(e) for e in events]
+            new = backend.launch_batch(knl, gsize, lsize, batch)
             times.extend(new)
             est_s = max(float(np.median(new)) * 1e-6, 1e-6)
     finally:
@@ -229,7 +217,7 @@ def _timed_window(knl: Any, queue: Any, gsize: tuple[int, ...], lsize: tuple[int
 
 
 @functools.lru_cache(maxsize=256)
-def _signatures(source: str, build_options: str) -> dict[str, Any]:
+def _signatures(source: str, build_options: str) -> dict[str, list[KernelParam]]:
     return kernel_signatures(source, build_options)
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
-from instrument.cltypes import parse_type
 from kernelcast.clang import KernelParam
+from kernelcast.cltypes import parse_type
 from kernelcast.errors import InputError
 from kernelcast.schema import ArgBinding
 
@@ -68,7 +68,8 @@ def parse_arg(spec: str) -> ArgBinding:
         init = parts[3].strip().lower() if len(parts) == 4 else "random"
         if init not in _INITS:
             raise SpecError(f"--arg {spec!r}: buffer contents {init!r} must be one of {', '.join(_INITS)}")
-        return ArgBinding(name=name, kind=kind, dtype=t.name, count=_count(parts[2], spec), init=init)
+        return ArgBinding(name=name, kind="buffer" if kind == "buffer" else "local", dtype=t.name,
+                          count=_count(parts[2], spec), init=init)
     if value.strip() == "":
         raise SpecError(f"--arg {spec!r}: no value")
     return ArgBinding(name=name, kind="scalar", dtype="", value=value.strip())
@@ -93,7 +94,7 @@ def check_against_signature(bindings: list[ArgBinding], params: list[KernelParam
                             f"given as a {b.kind}; use {want}")
         if b.kind == "scalar":
             try:
-                from instrument.cltypes import scalar_value
+                from kernelcast.cltypes import scalar_value
 
                 scalar_value(parse_type(p.dtype), b.value)
             except ValueError as e:

@@ -22,7 +22,7 @@ log = logging.getLogger("kernelcast")
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
-    from instrument.backends.opencl import list_devices
+    from instrument.backends import list_devices
 
     devs = list_devices(probe=not args.no_probe)
     if args.json:
@@ -71,7 +71,7 @@ def _policy(args: argparse.Namespace) -> Any:
 
 def cmd_measure(args: argparse.Namespace) -> int:
     from datagen.args import UnsupportedArgument, complete_args
-    from instrument.backends.opencl import select_device
+    from instrument.backends import select_device
     from instrument.harness import Harness, HarnessError
     from instrument.meters import check_meter_spec
     from instrument.runner import validate_geometry
@@ -202,7 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _extra_commands() -> list[Callable[[Any], None]]:
+def _extra_commands() -> list[Callable[[Any], object]]:
     """Subcommands of later pipeline stages register here."""
     from bench.suite.compare import add_parser as bench_parser
     from calib.cli import add_parser as calib_parser

@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     from datagen.corpus_store import read_corpus, read_records, write_corpus
     from datagen.generate import DatagenInterrupted, DatagenOptions, run_datagen
     from datagen.synth import generate_kernels
-    from instrument.backends.opencl import select_device
+    from instrument.backends import select_device
     from instrument.meters import check_meter_spec
     from kernelcast.config import device_spec
     from train.blend import fit_on_validation

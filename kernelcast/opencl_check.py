@@ -9,7 +9,7 @@ import sys
 
 
 def main() -> int:
-    from instrument.backends.opencl import DeviceNotFound, select_device
+    from instrument.backends import DeviceNotFound, select_device
 
     try:
         d = select_device("auto")

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, Literal, get_args
 
 SCHEMA_VERSION = 1
 
-#: statuses a measurement can have (DESIGN.md, "Measurement")
-STATUSES = (
+#: the status of a measurement (DESIGN.md, "Measurement")
+Status = Literal[
     "ok",
     "compile_error",
     "runtime_error",
@@ -22,7 +22,17 @@ STATUSES = (
     "out_of_bounds",
     "invalid_output",
     "invalid_config",
-)
+]
+STATUSES: tuple[Status, ...] = get_args(Status)
+
+#: how datagen chooses kernel arguments (``--args``): LLMPerf's simple rule, the memory analysis, or both
+ArgsSelection = Literal["simple", "memory", "both"]
+
+#: the energy meters a measurement can name (``"auto"`` picks one of them before a measurement)
+MeterName = Literal["nvml", "rapl", "none"]
+
+#: how one kernel argument is bound: a __global/__constant pointer, a __local pointer, a value
+ArgKind = Literal["buffer", "local", "scalar"]
 
 
 def kernel_id(source: str, name: str, build_options: str = "") -> str:
@@ -70,7 +80,7 @@ class ArgBinding:
     """
 
     name: str
-    kind: str
+    kind: ArgKind
     dtype: str
     count: int | None = None
     value: Any = None
@@ -146,14 +156,14 @@ class Measurement:
     gsize: tuple[int, ...]
     lsize: tuple[int, ...] | None
     args: list[dict[str, Any]]
-    status: str
+    status: Status
     reason: str = ""
     time: TimeStats | None = None
     energy_j: float | None = None            # per launch, whole device
     dynamic_energy_j: float | None = None    # per launch, minus idle power x time
     avg_power_w: float | None = None
     idle_power_w: float | None = None
-    meter: str = "none"
+    meter: MeterName = "none"
     meter_method: str = "none"
     meter_samples: int = 0
     meter_window_s: float | None = None

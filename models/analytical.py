@@ -108,7 +108,7 @@ class DeviceParams:
     def from_profile(cls, p: DeviceProfile, device_info: Any = None) -> DeviceParams:
         get = p.get
         dev = getattr(p, "device", None)
-        cu = get("compute_units") or getattr(dev, "compute_units", None) or getattr(device_info, "compute_units", 1)
+        cu = get("compute_units") or getattr(dev, "compute_units", None) or getattr(device_info, "compute_units", 1) or 1
         warp = get("warp_size") or getattr(dev, "wg_multiple", None) or 32
         kind = (getattr(dev, "device_type", "") or "").upper()
         is_gpu = get("max_warps_per_cu") is not None or "GPU" in kind
@@ -121,7 +121,8 @@ class DeviceParams:
             if v:
                 rates[cls_], sources[cls_] = v * 1e9, "profile"
         if "fp64_fma" not in rates and get("peak_fp64_gflops"):
-            rates["fp64_fma"], sources["fp64_fma"] = get("peak_fp64_gflops") / 2 * 1e9, "profile (fp64 peak / 2)"
+            rates["fp64_fma"], sources["fp64_fma"] = float(get("peak_fp64_gflops") or 0) / 2 * 1e9, \
+                "profile (fp64 peak / 2)"
         if "sfu" not in rates:
             special = [rates[c] for c in ("exp", "sin", "sqrt") if c in rates]
             if special:
@@ -136,9 +137,9 @@ class DeviceParams:
             rates["fp64_fma"], sources["fp64_fma"] = fp32 * 1e9 / 32, "rule: 1/32 x fp32 (consumer GPUs)"
         levels = []
         i = 0
-        while get(f"bw_level{i}_gbs") is not None:
+        while (bw := get(f"bw_level{i}_gbs")) is not None:
             size = get(f"cache_level{i}_bytes") or 0
-            levels.append((float(size), get(f"bw_level{i}_gbs") * 1e9))
+            levels.append((float(size), bw * 1e9))
             i += 1
         dram = (get("dram_bw_gbs") or (levels[-1][1] / 1e9 if levels else 100.0)) * 1e9
         clock = get("boost_clock_mhz") or getattr(dev, "max_clock_mhz", None)
@@ -170,7 +171,7 @@ class DeviceParams:
 
 def config_env(gsize: list[int], lsize: list[int] | None, args: list[dict[str, Any]]) -> dict[str, float]:
     """The symbols of one configuration: sizes per dimension, scalar values, local lengths."""
-    from instrument.cltypes import parse_type
+    from kernelcast.cltypes import parse_type
 
     env: dict[str, float] = {}
     lsize = lsize or [min(64, gsize[0])] + [1] * (len(gsize) - 1)

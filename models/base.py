@@ -2,8 +2,9 @@
 
 Like scikit-learn estimators, predictors take plain tables: a pandas frame with one row per
 (kernel, configuration) holding at least ``source``, ``kernel_name``, ``gsize``, ``lsize`` and
-``args`` (the dataset's columns), and return arrays. ``fit`` may be a no-op (the analytical model
-is fitted by calibration, never on benchmark kernels).
+``args`` (the dataset's columns), and return arrays. Fitting is not part of the interface: the
+analytical model is set by calibration (never fitted on benchmark kernels), the learned model by
+the trainer (``train/``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 
@@ -20,12 +22,12 @@ import pandas as pd
 class Predictions:
     """Time (us) and energy (J, NaN where the model has none) per row, with optional explanations."""
 
-    time_us: np.ndarray
-    energy_j: np.ndarray
+    time_us: npt.NDArray[np.float64]
+    energy_j: npt.NDArray[np.float64]
     explanation: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
-    def time_only(cls, time_us: np.ndarray) -> Predictions:
+    def time_only(cls, time_us: npt.ArrayLike) -> Predictions:
         t = np.asarray(time_us, dtype=np.float64)
         return cls(t, np.full_like(t, np.nan))
 

@@ -98,11 +98,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
     table = []
     for r, (_, p) in zip(rows, res.iterrows()):
         ex = p["explanation"] or {}
-        e = p["learned_energy_j"] if learned is not None and np.isfinite(p.get("learned_energy_j", np.nan)) \
+        energy = p["learned_energy_j"] if learned is not None and np.isfinite(p.get("learned_energy_j", np.nan)) \
             else p["analytical_energy_j"]
         table.append(["x".join(map(str, r["gsize"])), "x".join(map(str, r["lsize"])) if r["lsize"] else "auto",
                       p["analytical_us"]] + ([p["learned_us"], p["blend_us"]] if learned is not None else [])
-                     + [None if not np.isfinite(e) else float(e), ex.get("bound", ex.get("error", "-")),
+                     + [None if not np.isfinite(energy) else float(energy), ex.get("bound", ex.get("error", "-")),
                         ex.get("occupancy"), ex.get("coalescing"), ex.get("arithmetic_intensity")])
     print(f"kernel {kernel.name}; profile {profile.device.name} ({profile.kind})"
           + (f"; blend: {weights.kind}" if weights is not None else ""))
@@ -213,7 +213,7 @@ def _measure_top(args: argparse.Namespace, kernel: Any, rows: list[dict[str, Any
                  pred_us: np.ndarray) -> dict[str, Any]:
     """Measure the predicted best configurations; their ranks, Spearman rho and the gap of the
     predicted best to the measured best."""
-    from instrument.backends.opencl import select_device
+    from instrument.backends import select_device
     from instrument.harness import Harness
     from kernelcast.config import device_spec
     from kernelcast.metrics import spearman

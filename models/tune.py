@@ -36,10 +36,11 @@ def enumerate_shapes(n: tuple[int, ...], warp: int, max_wg: int, max_items: list
                      shapes: bool) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
     """(gsize, lsize) pairs: work-group sizes that are multiples of the warp up to the device
     maximum (FlipFlop Algorithm 2), the global size padded up to a multiple of each."""
-    out = []
+    out: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
     dims = len(n)
     totals = [w for w in range(warp, max_wg + 1, warp)]
     for t in totals:
+        cand: list[tuple[int, ...]]
         if dims == 1:
             cand = [(t,)]
         elif shapes:

@@ -17,31 +17,16 @@ MIN_KERNELS = 110
 BUILD_OPTIONS = "-cl-std=CL1.2"
 
 
-
-def _select_context():
-    """A context on the device the project's own selection picks (a trial build per device)."""
-    cl = pytest.importorskip("pyopencl")
-    from instrument.backends.opencl import DeviceNotFound, cl_device, select_device
-
-    try:
-        return cl.Context([cl_device(select_device("auto"))])
-    except DeviceNotFound as e:
-        pytest.skip(f"no working OpenCL device: {e}")
-
-
 @pytest.fixture(scope="module")
-def built():
-    """{file name: list of kernel names, or the build error text}, every file built once."""
-    import pyopencl as cl
+def built(device):
+    """{file name: list of kernel names, or the build log}, every file built once on the
+    device the project's own selection picks (conftest fails the run when there is none)."""
+    from instrument.backends.opencl import trial_build
 
-    ctx = _select_context()
     out: dict[str, list[str] | str] = {}
     for path in CL_FILES:
-        try:
-            prg = cl.Program(ctx, path.read_text()).build(options=BUILD_OPTIONS)
-            out[path.name] = [k for k in prg.kernel_names.split(";") if k]
-        except cl.Error as e:
-            out[path.name] = str(e)
+        tb = trial_build(device, path.read_text(), BUILD_OPTIONS)
+        out[path.name] = [k for k in tb.program.kernel_names.split(";") if k] if tb.ok else tb.log
     return out
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from instrument.cltypes import parse_type, scalar_value
+from kernelcast.cltypes import parse_type, scalar_value
 
 
 @pytest.mark.parametrize("name,base,width,itemsize", [

@@ -73,7 +73,8 @@ def test_timing_statistics(harness):
     assert t.min_us <= t.q1_us <= t.median_us <= t.q3_us
     assert t.iqr_us == pytest.approx(t.q3_us - t.q1_us)
     assert t.median_us == pytest.approx(float(np.median(t.times_us)))
-    assert t.cv >= 0
+    assert t.min_us == min(t.times_us) and t.mean_us == pytest.approx(float(np.mean(t.times_us)))
+    assert t.cv == pytest.approx(float(np.std(t.times_us, ddof=1) / np.mean(t.times_us)))   # std / mean
     assert m.energy_j is None and m.avg_power_w is None and m.meter == "none"
 
 
@@ -133,26 +134,55 @@ def test_crash_and_timeout_replace_the_worker(device):
 
 
 def test_build_cache_memory_and_disk(device, tmp_path):
-    import pyopencl as cl
+    from instrument.backends import backend_for
 
-    from instrument.backends.opencl import BuildCache, cl_device
-
-    dev = cl_device(device)
-    ctx = cl.Context([dev])
+    opened = backend_for(device)
     k = Kernel("__kernel void c1(__global float* a) { a[get_global_id(0)] *= 2.0f; }", "c1")
-    c = BuildCache(ctx, dev, device, tmp_path)
-    r1 = c.build(k)
-    assert r1.ok and r1.cached == ""
-    assert c.build(k).cached == "memory"
-    r3 = BuildCache(ctx, dev, device, tmp_path).build(k)
-    assert r3.ok and r3.cached == "disk"
-    assert "c1" in r3.program.kernel_names
     bad = Kernel("__kernel void c2(__global float* a) { a[0] = nope; }", "c2")
-    assert not c.build(bad).ok
-    again = BuildCache(ctx, dev, device, tmp_path).build(bad)
-    assert not again.ok and again.cached == "disk" and "nope" in again.log
-    # a different option string is a different build
-    assert BuildCache(ctx, dev, device, tmp_path).build(Kernel(k.source, "c1", build_options="-DX=1")).cached == ""
+    with opened(device, build_dir=tmp_path) as be:
+        r1 = be.build(k)
+        assert r1.ok and r1.cached == ""
+        assert be.build(k).cached == "memory"
+        assert not be.build(bad).ok
+    with opened(device, build_dir=tmp_path) as be:
+        r3 = be.build(k)
+        assert r3.ok and r3.cached == "disk"
+        assert be.has_kernel(r3.program, "c1") and not be.has_kernel(r3.program, "c2")
+        again = be.build(bad)
+        assert not again.ok and again.cached == "disk" and "nope" in again.log
+        # a different option string is a different build
+        assert be.build(Kernel(k.source, "c1", build_options="-DX=1")).cached == ""
+
+
+def test_backend_interface_in_process(device, tmp_path):
+    """The seam the runner uses, driven directly: bind with guards, launch, time, check, release."""
+    from instrument.backends import BACKENDS, backend_for, get_backend
+    from kernelcast.clang import kernel_signatures
+
+    cls = backend_for(device)
+    assert get_backend(cls.name) is cls and cls.name in BACKENDS
+    assert all(v for v in cls.version_facts().values())
+    src = "__kernel void add1(__global int* a, int n) { int i = get_global_id(0); if (i < n) a[i] += 1; }"
+    params = kernel_signatures(src)["add1"]
+    n = 100
+    with cls(device, build_dir=tmp_path) as be:
+        br = be.build(Kernel(src, "add1"))
+        assert br.ok, br.log
+        bound = be.bind(params, [ArgBinding("a", "buffer", "int", n, init="zeros"),
+                                 ArgBinding("n", "scalar", "int", value=n)], seed=0, guard_bytes=64)
+        (buf,) = bound.buffers
+        assert buf.front >= 64 and buf.back >= 64 and buf.nbytes == 4 * n
+        knl = be.prepare(br.program, "add1", bound)
+        assert be.launch(knl, (128,), (64,)) > 0
+        times = be.launch_batch(knl, (128,), (64,), 3)
+        assert len(times) == 3 and all(t > 0 for t in times)
+        be.enqueue(knl, (128,), (64,), count=2)
+        be.synchronize()
+        assert be.check_guards(bound) == ("", {})
+        whole = be.read_back(buf)
+        assert np.array_equal(whole[buf.front:buf.front + buf.nbytes].view(np.int32), np.full(n, 6, np.int32))
+        be.release(bound)
+        assert bound.buffers == []
 
 
 def test_readback_and_given_arrays(harness):

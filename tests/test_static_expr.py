@@ -1,22 +1,14 @@
-"""Symbolic polynomials, the safe expression evaluator, and the coalescing model."""
+"""Symbolic polynomials, the numpy back end of the safe expression evaluator, and the coalescing model."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from kernelcast.errors import InputError
+from kernelcast.expr import ExprError, compile_expr, evaluate, evaluate_expr, free_symbols
 from models.static.coalescing import bank_conflict_degree, coalescing_efficiency
-from models.static.expr import (
-    ExprError,
-    Poly,
-    compile_expr,
-    evaluate_expr,
-    free_symbols,
-    p_ceil_div,
-    p_floordiv,
-    p_max,
-    p_mod,
-)
+from models.static.expr import Poly, p_ceil_div, p_floordiv, p_max, p_mod
 
 
 def test_poly_arithmetic_and_printing():
@@ -30,7 +22,10 @@ def test_poly_arithmetic_and_printing():
     assert p_mod(k * 8 + 3, Poly.const(4)).to_str() == "3"
     assert p_max(Poly.const(0), Poly.const(3)).to_str() == "3"
     assert p_ceil_div(n, Poly.const(4)).to_str() == "(n + 3)//4"
-    assert p_max(Poly.const(0), k).coefficient(k.atoms().pop()) is not None
+    atom_k = k.atoms().pop()
+    assert (k * n * 3 + k + 5).coefficient(atom_k).to_str() == "3*n + 1"   # k * (3n + 1) + 5
+    assert p_max(Poly.const(0), k).coefficient(atom_k).to_str() == "0"     # max(0, k) is opaque: no k term
+    assert (k * k).coefficient(atom_k) is None                              # k^2 has no linear coefficient
 
 
 def test_evaluator_matches_python_and_numpy():
@@ -51,6 +46,32 @@ def test_evaluator_matches_python_and_numpy():
 def test_evaluator_rejects(bad):
     with pytest.raises(ExprError):
         compile_expr(bad)
+
+
+def test_the_two_grammars_keep_their_own_whitelists():
+    # one parser, two function sets: what one back end accepts the other may not
+    assert float(evaluate_expr("_tmp + 1", {"_tmp": 2.0})) == 3.0            # names may start with _
+    assert evaluate("round_up(n, 4) + 2 ** 3", {"n": 5}) == 16
+    for array_only in ("itersum(s, s, 8, 1/2, 3)", "min(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17)"):
+        compile_expr(array_only)
+        with pytest.raises(ExprError):
+            evaluate(array_only, {"s": 1})
+    for scalar_only in ("2 ** 3", "sqrt(4)", "round_up(5, 4)", "int(2.5)"):
+        evaluate(scalar_only)
+        with pytest.raises(ExprError):
+            compile_expr(scalar_only)
+    with pytest.raises(ExprError, match="name '_tmp'"):
+        evaluate("_tmp + 1", {"_tmp": 2})
+    with pytest.raises(ExprError, match="argument 2 of itersum"):
+        compile_expr("itersum(s, 2, 8, 1/2, 3)")
+    assert issubclass(ExprError, InputError) and issubclass(ExprError, ValueError)
+
+
+def test_itersum_binds_its_variable():
+    e = "itersum(lid0 % (2*s), s, lsize0/2, 1/2, log2(lsize0))"
+    assert free_symbols(e) == {"lid0", "lsize0"}
+    # s = 4, 2, 1 with lid0 = 5: 5 % 8 + 5 % 4 + 5 % 2
+    assert float(evaluate_expr(e, {"lid0": 5.0, "lsize0": 8.0})) == 5 + 1 + 1
 
 
 def test_poly_strings_round_trip_through_evaluator():

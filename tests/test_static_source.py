@@ -498,16 +498,18 @@ def test_evaluate_many_matches_evaluate():
     assert many["eta_coal"].shape == (50,)
 
 
-def test_evaluate_many_is_fast():
+def test_evaluate_many_on_a_large_batch():
+    # how fast this is, is a benchmark's business; here: every row equals the one-row evaluation
     f = feats(VADD, "vadd")
     n = 200_000
     envs = {"gsize0": np.full(n, 1 << 20, dtype=float), "lsize0": np.random.default_rng(1).choice([32, 64, 256], n)}
-    import time
-
-    t = time.perf_counter()
     out = f.evaluate_many(envs)
-    assert time.perf_counter() - t < 2.0
     assert out["eta_coal"].shape == (n,)
+    for ls in (32, 64, 256):
+        rows = np.flatnonzero(envs["lsize0"] == ls)
+        one = f.evaluate({"gsize0": float(1 << 20), "lsize0": float(ls)})
+        for key, val in one.items():
+            np.testing.assert_allclose(out[key][rows], val, rtol=1e-12, atol=1e-12, err_msg=f"{ls} {key}")
 
 
 def test_defaults_and_argument_name_mapping():
@@ -647,6 +649,12 @@ __kernel void red_idx(__global const float *in, __global float *out, __local flo
 """
 
 
+# warp-issued adds of the interleaved reduction per work-item, by hand: step s = 2^t keeps the
+# work-items below L / 2s busy; a warp of 32 issues while any lane is busy, so a work-item's share is
+# min(1, 32 / 2s): 1 for s <= 16, then 1/2, 1/4, ... (L = 32: 5 steps; 1024: 5 + 1/2 + ... + 1/32)
+WARP_ADDS = {32: 5.0, 64: 5.5, 256: 5.875, 1024: 5.96875}
+
+
 @pytest.mark.parametrize("lsize", [32, 64, 256, 1024])
 def test_tree_reductions_are_summed_exactly(lsize):
     # every tree reduction performs lsize - 1 additions per work-group
@@ -658,8 +666,7 @@ def test_tree_reductions_are_summed_exactly(lsize):
         assert v["barrier"] == pytest.approx(1 + np.log2(lsize)), name
     # interleaved addressing: a warp issues the add while any of its lanes is active
     v = feats(INTERLEAVED, "red").evaluate({"gsize0": 65536, "lsize0": lsize})
-    expect = sum(min(1.0, 32 / (2 * 2 ** t)) for t in range(int(np.log2(lsize))))
-    assert v["warp_fp32_add"] == pytest.approx(expect)
+    assert v["warp_fp32_add"] == pytest.approx(WARP_ADDS[lsize])
 
 
 def test_itersum_vectorized_matches_scalar():

@@ -2,22 +2,8 @@
 
 from __future__ import annotations
 
-import pytest
-
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-
-import kernelcast.cli as cli  # noqa: E402
-from train.cli import add_parser  # noqa: E402
-from train.synthetic import write_synthetic_dataset  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def train_command(monkeypatch):
-    """Register ``train`` unless the CLI already does."""
-    original = cli._extra_commands
-    if add_parser not in original():
-        monkeypatch.setattr(cli, "_extra_commands", lambda: [*original(), add_parser])
+import kernelcast.cli as cli
+from train.synthetic import write_synthetic_dataset
 
 
 def _error(capsys) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
 import pytest
@@ -47,7 +48,9 @@ def test_training_reduces_loss_on_learnable_target(tmp_path, frame):
 
 def test_prompt_mode_trains_and_writes_metrics(tmp_path):
     frame, _ = synthetic_rows(n_kernels=5, configs_per_kernel=6, seed=0)
+    t0 = time.perf_counter()
     res = fit_frame(frame, out_dir=tmp_path / "m", options=tiny(mode="prompt", epochs=1))
+    wall_s = time.perf_counter() - t0
     m = json.loads((tmp_path / "m" / "metrics.json").read_text())
     assert m["mode"] == "prompt" and m["stopped"] == "completed"
     train_k, val_k = m["split"]["train_kernels"], m["split"]["val_kernels"]
@@ -56,7 +59,10 @@ def test_prompt_mode_trains_and_writes_metrics(tmp_path):
     assert v["rows"] == 6 and v["kernels"] == 1
     for k in ("mape", "mape_per_kernel", "median_ape", "spearman"):
         assert k in v
-    assert m["training"]["samples_per_s"] > 0
+    # one epoch over the 24 training rows, in no more time than the call took
+    tr = m["training"]
+    assert tr["rows_seen"] == 24 and 0 < tr["seconds"] <= wall_s
+    assert tr["samples_per_s"] == pytest.approx(24 / tr["seconds"]) and tr["samples_per_s"] >= 24 / wall_s
     assert m["data"]["discarded_over_length_train"] == 0 and m["data"]["train_rows"] == 24
     assert (tmp_path / "m" / "model.safetensors").is_file() and (tmp_path / "m" / "checkpoint").is_dir()
     assert res.predictor.predict(frame.head(3)).time_us.shape == (3,)

@@ -29,7 +29,7 @@ import torch
 
 from datagen.frame import DataError, load_measured_frame
 from kernelcast.metrics import evaluate
-from models.learned.config import LearnedConfig, scratch_backbone_config
+from models.learned.config import LearnedConfig, LearnedMode, Targets, scratch_backbone_config
 from models.learned.data import (
     EncodedRows,
     encode_rows,
@@ -60,9 +60,9 @@ CHECKPOINT = "checkpoint"
 METRICS = "metrics.json"
 @dataclass
 class TrainOptions:
-    mode: str = "prompt"
+    mode: LearnedMode = "prompt"
     base: str | None = None
-    target: str = "time"
+    target: Targets = "time"
     epochs: int = 10
     batch_size: int | None = None          # default: 8 (prompt), 64 (efficient)
     lr: float | None = None                # default: 1e-5 with a pretrained base, 5e-4 from scratch
@@ -128,9 +128,9 @@ class TrainResult:
 
 
 def _targets(df: pd.DataFrame, target: str) -> tuple[np.ndarray, np.ndarray]:
-    t = pd.to_numeric(df.get("time_median_us"), errors="coerce").to_numpy(dtype=np.float64) \
+    t = pd.to_numeric(df["time_median_us"], errors="coerce").to_numpy(dtype=np.float64) \
         if "time_median_us" in df.columns else np.full(len(df), np.nan)
-    e = pd.to_numeric(df.get("energy_j"), errors="coerce").to_numpy(dtype=np.float64) \
+    e = pd.to_numeric(df["energy_j"], errors="coerce").to_numpy(dtype=np.float64) \
         if "energy_j" in df.columns else np.full(len(df), np.nan)
     t = np.where(np.isfinite(t) & (t > 0), t, np.nan)
     e = np.where(np.isfinite(e) & (e > 0), e, np.nan)
@@ -194,7 +194,7 @@ def _optimizer(model: KernelPerfModel, opts: TrainOptions) -> torch.optim.Optimi
     no_decay = [p for p in model.parameters() if p.requires_grad and p.ndim < 2]
     return torch.optim.AdamW([{"params": decay, "weight_decay": opts.weight_decay},
                               {"params": no_decay, "weight_decay": 0.0}],
-                             lr=opts.lr, betas=(0.9, 0.999), eps=1e-8)
+                             lr=float(opts.lr or 0.0), betas=(0.9, 0.999), eps=1e-8)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -265,8 +265,8 @@ def _metrics_block(pred: dict[str, np.ndarray], t: np.ndarray, e: np.ndarray, ke
 # the loop
 
 
-def train_model(dataset_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *, mode: str = "prompt",
-                base: str | None = None, target: str = "time", epochs: int = 10, batch_size: int | None = None,
+def train_model(dataset_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *, mode: LearnedMode = "prompt",
+                base: str | None = None, target: Targets = "time", epochs: int = 10, batch_size: int | None = None,
                 lr: float | None = None, weight_decay: float = 0.01, warmup_ratio: float = 0.1,
                 grad_accum: int = 1, patience: int = 15, max_steps: int | None = None, seed: int = 0,
                 resume: bool = True, progress: bool = True, **extra: Any) -> TrainResult:

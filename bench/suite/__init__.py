@@ -9,15 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.suite.manifest import (
-    BenchInstance,
-    Issue,
-    KernelSpec,
-    ManifestError,
-    Suite,
-    load_manifest,
-    parse_manifest,
-)
+from bench.suite.manifest import load_manifest, parse_manifest
+from bench.suite.model import BenchInstance, Issue, KernelSpec, ManifestError, Suite
 
 __all__ = ["BenchInstance", "Issue", "KernelSpec", "ManifestError", "Suite", "load_manifest", "measure_suite",
            "parse_manifest"]

@@ -127,7 +127,7 @@ def write_report(results: pd.DataFrame, tab: pd.DataFrame, out: Path, meta: dict
     tab.to_csv(out / "table.csv", index=False)
     plots = {}
     for kid, g in results.groupby("kernel", sort=False):
-        p = plot_kernel(g, kid, out / "plots" / f"{kid}.png")
+        p = plot_kernel(g, str(kid), out / "plots" / f"{kid}.png")
         if p is not None:
             plots[kid] = p.relative_to(out)
     lines = [f"# kernelcast bench: {meta['suite']}", "",
@@ -167,10 +167,11 @@ def print_table(tab: pd.DataFrame) -> str:
 def run_bench(suite_path: str, out: str, *, model: str | None, profile_spec: str | None, device: str | None,
               meter: str = "auto", max_sizes: int | None = None, ids: list[str] | None = None,
               progress: bool = True) -> tuple[pd.DataFrame, Path]:
-    from bench.suite.manifest import ManifestError, load_manifest
+    from bench.suite.manifest import load_manifest
+    from bench.suite.model import ManifestError
     from bench.suite.run import measure_suite
     from calib.local import resolve_profile
-    from instrument.backends.opencl import select_device
+    from instrument.backends import select_device
     from instrument.harness import Harness
     from kernelcast.config import device_spec
     from models.predict import load_learned

@@ -203,7 +203,8 @@ def gen_graph(p: Mapping[str, Any], rng: np.random.Generator) -> Generated:
     if not 0 <= source < vertices:
         raise GeneratorError(f"source {source} is not a vertex of a graph with {vertices} vertices")
     lengths = row_lengths(vertices, float(p["avg_degree"]), vertices, p.get("distribution") or "uniform", rng)
-    lengths = np.maximum(lengths, min(int(p.get("min_degree") if p.get("min_degree") is not None else 1), vertices))
+    min_degree = p.get("min_degree")
+    lengths = np.maximum(lengths, min(int(min_degree if min_degree is not None else 1), vertices))
     offsets = np.zeros(vertices + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     if offsets[-1] > np.iinfo(np.int32).max:
@@ -211,7 +212,9 @@ def gen_graph(p: Mapping[str, Any], rng: np.random.Generator) -> Generated:
     adjacency = rng.integers(0, vertices, size=int(offsets[-1]), dtype=np.int64)
     depth_all = bfs_levels(offsets, adjacency, source)
     deepest = int(depth_all.max())
-    want = p.get("frontier") if p.get("frontier") is not None else "largest"
+    want = p.get("frontier")
+    if want is None:
+        want = "largest"
     if want == "source":
         level = 0
     elif want == "largest":
@@ -249,7 +252,8 @@ def lattice_offsets(k: int) -> np.ndarray:
 def gen_neighbors(p: Mapping[str, Any], rng: np.random.Generator) -> Generated:
     atoms, k = int(p["atoms"]), int(p["neighbors"])
     spacing = float(p.get("spacing") or 1.0)
-    jitter = float(p.get("jitter") if p.get("jitter") is not None else 0.1) * spacing
+    jitter_raw = p.get("jitter")
+    jitter = float(jitter_raw if jitter_raw is not None else 0.1) * spacing
     side = max(int(math.ceil(atoms ** (1.0 / 3.0) - 1e-9)), 1)
     offs = lattice_offsets(k)
     linear = offs[:, 0] + offs[:, 1] * side + offs[:, 2] * side * side

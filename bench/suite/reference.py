@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from bench.suite.manifest import BenchInstance
-from instrument.cltypes import parse_type
+from bench.suite.model import BenchInstance
+from kernelcast.cltypes import parse_type
 
 log = logging.getLogger(__name__)
 

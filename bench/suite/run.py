@@ -20,7 +20,8 @@ from typing import Any
 
 import pandas as pd
 
-from bench.suite.manifest import BenchInstance, KernelSpec, ManifestError, Suite, load_manifest
+from bench.suite.manifest import load_manifest
+from bench.suite.model import BenchInstance, KernelSpec, ManifestError, Suite
 from instrument.runner import TimingPolicy
 from kernelcast.schema import Measurement
 

@@ -1,1 +1,71 @@
-"""Compute backends the harness runs kernels on. OpenCL is the one implemented here."""
+"""Compute backends the harness runs kernels on, behind one interface (:class:`base.Backend`).
+
+OpenCL (:mod:`instrument.backends.opencl`) is the one implemented. Another API is one more
+module with a :class:`~instrument.backends.base.Backend` subclass, added to :data:`BACKENDS`
+(more specific backends before OpenCL, which claims every device it reaches).
+
+Device discovery and selection go through this package, not through a backend module:
+:func:`list_devices`, :func:`select_device`; :func:`backend_for` gives the backend class of a
+device, :func:`get_backend` the one of a name.
+"""
+
+from __future__ import annotations
+
+from instrument.backends.base import (
+    Backend,
+    BackendError,
+    ConfigError,
+    DeviceInfo,
+    DeviceNotFound,
+    choose_device,
+)
+from instrument.backends.opencl import OpenCLBackend
+from kernelcast.errors import InputError
+
+__all__ = [
+    "BACKENDS",
+    "Backend",
+    "BackendError",
+    "ConfigError",
+    "DeviceInfo",
+    "DeviceNotFound",
+    "backend_for",
+    "get_backend",
+    "list_devices",
+    "select_device",
+]
+
+#: every backend by name, in the order they claim devices
+BACKENDS: dict[str, type[Backend]] = {b.name: b for b in (OpenCLBackend,)}
+
+
+def get_backend(name: str) -> type[Backend]:
+    """The backend class called ``name`` (``"opencl"``)."""
+    try:
+        return BACKENDS[name]
+    except KeyError:
+        raise InputError(f"unknown backend {name!r} ({', '.join(BACKENDS)})") from None
+
+
+def backend_for(device: DeviceInfo) -> type[Backend]:
+    """The backend class that runs kernels on ``device``; open it with ``backend_for(d)(d)``."""
+    for b in BACKENDS.values():
+        if b.owns(device):
+            return b
+    raise DeviceNotFound(f"no backend runs {device.name} ({device.spec})")
+
+
+def list_devices(probe: bool = True) -> list[DeviceInfo]:
+    """Every device of every backend (see :meth:`Backend.list_devices`)."""
+    return [d for b in BACKENDS.values() for d in b.list_devices(probe)]
+
+
+def select_device(spec: str = "auto", devices: list[DeviceInfo] | None = None) -> DeviceInfo:
+    """Pick a device by spec (of ``devices``, default every device; see
+    :func:`~instrument.backends.base.choose_device`): ``auto`` is the first GPU that builds,
+    else the first device that builds; ``P:D`` platform P, device D; anything else a part of the
+    device's or platform's name. :class:`DeviceNotFound` when none fits."""
+    devs = devices if devices is not None else list_devices()
+    what = " or ".join(b.label for b in BACKENDS.values())
+    hint = "; ".join(b.install_hint for b in BACKENDS.values() if b.install_hint)
+    return choose_device(devs, spec, what=what, hint=hint)

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import abc
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
+
+from kernelcast.schema import MeterName
 
 
 class MeterError(RuntimeError):
@@ -27,7 +29,7 @@ class MeterReading:
     divides by the number of launches for per-launch figures.
     """
 
-    meter: str                      # "nvml", "rapl" or "none"
+    meter: MeterName
     # "nvml_total_energy", "nvml_power_sampling", "rapl_energy_uj" or "none"
     method: str
     duration_s: float               # wall time of the window
@@ -46,7 +48,7 @@ class MeterReading:
 class EnergyMeter(abc.ABC):
     """One energy meter, bound to one device (a GPU or a CPU package set)."""
 
-    name: str = "abstract"
+    name: ClassVar[MeterName]
     #: the harness keeps the window open (launching repeatedly) at least this long
     min_window_s: float = 0.0
     #: the harness runs the kernel this long before measuring, to settle temperature and clocks

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -51,7 +51,7 @@ def trapezoid_energy(samples: Sequence[tuple[float, float]]) -> float:
 class _PowerSampler:
     """Background thread appending ``(perf_counter, watts)`` samples until stopped."""
 
-    def __init__(self, read_power_w: Any, interval_s: float) -> None:
+    def __init__(self, read_power_w: Callable[[], float], interval_s: float) -> None:
         self._read = read_power_w
         self._interval = interval_s
         self._stop = threading.Event()

@@ -11,15 +11,19 @@ import json
 import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 MODEL_TYPE = "kernelcast-learned"
 CONFIG_VERSION = 1
 
-MODES = ("prompt", "efficient")
-TARGETS = ("time", "energy", "both")
+#: LLMPerf's two input encodings: the whole prompt as text, or the kernel text once plus numeric launch features
+LearnedMode = Literal["prompt", "efficient"]
+MODES: tuple[LearnedMode, ...] = get_args(LearnedMode)
+#: what the heads predict
+Targets = Literal["time", "energy", "both"]
+TARGETS: tuple[Targets, ...] = get_args(Targets)
 
 
 def scratch_backbone_config(vocab_size: int, *, n_layer: int = 2, n_embd: int = 128, n_head: int = 4,
@@ -52,8 +56,8 @@ class LearnedConfig:
     n_last_tokens: int = 4
     head_hidden: list[int] = field(default_factory=lambda: [256])
     head_dropout: float = 0.1
-    mode: str = "prompt"
-    targets: str = "time"
+    mode: LearnedMode = "prompt"
+    targets: Targets = "time"
     #: context length in tokens; prompts longer than this are discarded in training (LLMPerf IV-B1)
     max_length: int = 2048
     # efficient mode: numeric launch features and their normalisation (mean/std over the training rows)

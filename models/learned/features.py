@@ -55,7 +55,7 @@ def resolve_extra_columns(patterns: Iterable[str], columns: Iterable[str]) -> li
 
 @lru_cache(maxsize=256)
 def _itemsize(dtype: str) -> int:
-    from instrument.cltypes import parse_type
+    from kernelcast.cltypes import parse_type
 
     try:
         return parse_type(dtype).itemsize

@@ -111,7 +111,8 @@ class KernelPerfModel(nn.Module):
         if self.config.mode == "efficient":
             if features is None or seq_index is None:
                 raise ValueError("efficient mode needs features and seq_index")
-            feats = (features.to(pooled.dtype) - self.feature_mean) / self.feature_std
+            mean, std = self.get_buffer("feature_mean"), self.get_buffer("feature_std")
+            feats = (features.to(pooled.dtype) - mean) / std
             x = torch.cat([pooled[seq_index], feats], dim=-1)
         else:
             x = pooled

@@ -1,34 +1,20 @@
-"""Small symbolic algebra for static features, and a safe vectorized evaluator of its strings.
+"""Small symbolic algebra for static features: polynomials whose strings the evaluator computes.
 
-Two halves:
-
-* :class:`Poly` - a polynomial with rational coefficients over :class:`Atom` s. Atoms are symbols
-  (scalar arguments, ``gsize0``...), work-item ids (``gid0``, ``lid0``, ``grp0``), loop
-  iteration counters, loaded values, unknown variables, and *function atoms* (``max``, ``min``,
-  floor division, modulo, ``log2``...) whose arguments are again polynomials. The source
-  analysis builds index expressions and per-work-item counts with it; polynomials print to the
-  expression strings stored in the features.
-* :func:`compile_expr` - parses such a string with :mod:`ast` and returns a closure that
-  evaluates it over numpy arrays. Only numbers, names, ``+ - * / // %``, unary minus, and the
-  calls ``min max log2 ceil floor abs`` are accepted (``log2``/``ceil``/``floor``/``abs`` extend
-  the minimal set: trip counts of halving loops need ``log2``), plus the bounded special form
-  ``itersum(body, s, start, factor, trips)`` - the sum of ``body`` over the (at most 64) values
-  ``s`` takes in a halving/doubling loop, which makes branch fractions like ``lid % (2*s) == 0``
-  exact. Nothing is ever passed to ``eval``. ``//`` and ``%`` follow numpy/Python floor
-  semantics (C truncates toward zero; they agree for the non-negative values counts and indices
-  take).
+:class:`Poly` - a polynomial with rational coefficients over :class:`Atom` s. Atoms are symbols
+(scalar arguments, ``gsize0``...), work-item ids (``gid0``, ``lid0``, ``grp0``), loop iteration
+counters, loaded values, unknown variables, and *function atoms* (``max``, ``min``, floor
+division, modulo, ``log2``...) whose arguments are again polynomials. The source analysis builds
+index expressions and per-work-item counts with it; polynomials print to the expression strings
+stored in the features, which :func:`kernelcast.expr.compile_expr` evaluates over numpy arrays
+(its grammar: numbers, names, ``+ - * / // %``, unary minus, ``min max log2 ceil floor abs`` and
+the bounded special form ``itersum``).
 """
 
 from __future__ import annotations
 
-import ast
-import collections
-import functools
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from fractions import Fraction
-
-import numpy as np
 
 # ----------------------------------------------------------------------------------------------
 # atoms
@@ -415,10 +401,6 @@ def rebuild(a: Atom, args: list[Poly]) -> Poly:
     return _fn_atom(f, args, a.extra, tag=a.name[len(f):])
 
 
-#: most iterations an ``itersum`` evaluates (a halving/doubling loop of 64-bit values ends sooner)
-ITERSUM_MAX = 64
-
-
 def p_max(*args: Poly) -> Poly:
     uniq: dict[str, Poly] = {}
     consts: list[Fraction] = []
@@ -562,7 +544,7 @@ def p_unary(fn: str, a: Poly) -> Poly:
 
 
 def p_itersum(body: Poly, var: str, start: Poly, factor: Fraction, trips: Poly) -> Poly:
-    """``sum_{t < trips} body[var := s_t]`` over a geometric sequence ``s_t`` (see the evaluator)."""
+    """``sum_{t < trips} body[var := s_t]`` over a geometric sequence ``s_t`` (``itersum``, :mod:`kernelcast.expr`)."""
     if not any(a.kind == "geo" and a.name == var for a in body.all_atoms()):
         return body * trips
     return _fn_atom("itersum", [body, start, Poly.const(factor), trips], tag=var)
@@ -582,175 +564,3 @@ def p_ceil_div(a: Poly, b: Poly) -> Poly:
 
 def p_clamp01(a: Poly) -> Poly:
     return p_min(Poly.const(1), p_max(Poly.const(0), a))
-
-
-# ----------------------------------------------------------------------------------------------
-# safe evaluator
-# ----------------------------------------------------------------------------------------------
-
-Evaluator = Callable[[Mapping[str, np.ndarray]], np.ndarray]
-
-
-class ExprError(ValueError):
-    """An expression string uses something the evaluator does not allow."""
-
-
-_BINOPS: dict[type, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    ast.Add: np.add,
-    ast.Sub: np.subtract,
-    ast.Mult: np.multiply,
-    ast.Div: np.true_divide,
-    ast.FloorDiv: np.floor_divide,
-    ast.Mod: np.mod,
-}
-
-
-def _safe_log2(x: np.ndarray) -> np.ndarray:
-    return np.log2(np.maximum(x, 1e-300))
-
-
-_CALLS: dict[str, tuple[Callable[..., np.ndarray], int, int]] = {
-    # name: (function, min args, max args)
-    "log2": (_safe_log2, 1, 1),
-    "ceil": (np.ceil, 1, 1),
-    "floor": (np.floor, 1, 1),
-    "abs": (np.abs, 1, 1),
-}
-
-
-#: key under which an environment may carry a dict for sharing common sub-expressions
-CACHE_KEY = "__cse__"
-
-
-def _build(node: ast.AST, names: set[str]) -> Evaluator:
-    fn = _build_node(node, names)
-    if isinstance(node, (ast.Constant, ast.Name, ast.Expression)):
-        return fn
-    key = ast.unparse(node)
-
-    def cached(env: Mapping[str, np.ndarray]) -> np.ndarray:
-        cache = env.get(CACHE_KEY)
-        if cache is None:
-            return fn(env)
-        r = cache.get(key)  # type: ignore[attr-defined]
-        if r is None:
-            r = fn(env)
-            cache[key] = r  # type: ignore[index]
-        return r
-
-    return cached
-
-
-def _build_node(node: ast.AST, names: set[str]) -> Evaluator:
-    if isinstance(node, ast.Expression):
-        return _build(node.body, names)
-    if isinstance(node, ast.Constant):
-        if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
-            raise ExprError(f"constant {node.value!r} is not a number")
-        v = np.float64(node.value)
-        return lambda env: v
-    if isinstance(node, ast.Name):
-        name = node.id
-        names.add(name)
-        return lambda env: env[name]
-    if isinstance(node, ast.BinOp):
-        op = _BINOPS.get(type(node.op))
-        if op is None:
-            raise ExprError(f"operator {type(node.op).__name__} is not allowed")
-        lhs, rhs = _build(node.left, names), _build(node.right, names)
-        return lambda env: op(lhs(env), rhs(env))
-    if isinstance(node, ast.UnaryOp):
-        inner = _build(node.operand, names)
-        if isinstance(node.op, ast.USub):
-            return lambda env: np.negative(inner(env))
-        if isinstance(node.op, ast.UAdd):
-            return inner
-        raise ExprError(f"unary {type(node.op).__name__} is not allowed")
-    if isinstance(node, ast.Call):
-        if not isinstance(node.func, ast.Name) or node.keywords:
-            raise ExprError("only plain calls of min/max/log2/ceil/floor/abs are allowed")
-        fname = node.func.id
-        if fname == "itersum":
-            return _build_itersum(node, names)
-        args = [_build(a, names) for a in node.args]
-        if fname in ("min", "max"):
-            if len(args) < 2:
-                raise ExprError(f"{fname} needs at least two arguments")
-            red = np.minimum if fname == "min" else np.maximum
-
-            def call_red(env: Mapping[str, np.ndarray]) -> np.ndarray:
-                out = args[0](env)
-                for a in args[1:]:
-                    out = red(out, a(env))
-                return out
-
-            return call_red
-        if fname in _CALLS:
-            f, lo, hi = _CALLS[fname]
-            if not lo <= len(args) <= hi:
-                raise ExprError(f"{fname} takes {lo} argument(s)")
-            a0 = args[0]
-            return lambda env: f(a0(env))
-        raise ExprError(f"function {fname!r} is not allowed")
-    raise ExprError(f"{type(node).__name__} is not allowed in an expression")
-
-
-def _build_itersum(node: ast.Call, names: set[str]) -> Evaluator:
-    """``itersum(body, var, start, factor, trips)``: the sum of ``body`` with ``var`` bound to
-    ``s_t = start * factor**t`` (``floor`` of it for ``factor < 1``, as integer halving does) for
-    ``t = 0 .. trips-1`` (at most :data:`ITERSUM_MAX`), elementwise over configurations."""
-    if len(node.args) != 5 or not isinstance(node.args[1], ast.Name):
-        raise ExprError("itersum takes (body, name, start, factor, trips)")
-    var = node.args[1].id
-    inner: set[str] = set()
-    body = _build(node.args[0], inner)
-    names |= inner - {var}
-    start, factor, trips = (_build(a, names) for a in node.args[2:])
-
-    def run(env: Mapping[str, np.ndarray]) -> np.ndarray:
-        a = np.asarray(start(env), dtype=np.float64)
-        f = np.asarray(factor(env), dtype=np.float64)
-        t_n = np.asarray(trips(env), dtype=np.float64)
-        finite = np.where(np.isfinite(t_n), t_n, 0.0)
-        n = int(min(ITERSUM_MAX, max(0.0, float(np.max(finite)) if finite.size else 0.0)))
-        total: np.ndarray = np.zeros(np.broadcast_shapes(a.shape, f.shape, t_n.shape), dtype=np.float64)
-        scope: dict[str, np.ndarray | None] = {CACHE_KEY: None}
-        local = collections.ChainMap(scope, env)  # type: ignore[arg-type]
-        for t in range(n):
-            s_t = a * f ** t
-            scope[var] = np.where(f < 1.0, np.floor(s_t), s_t)
-            val = np.asarray(body(local), dtype=np.float64)  # type: ignore[arg-type]
-            total = total + np.where(t < t_n, np.nan_to_num(val, nan=0.0), 0.0)
-        return total
-
-    return run
-
-
-@functools.lru_cache(maxsize=8192)
-def compile_expr(text: str) -> tuple[Evaluator, frozenset[str]]:
-    """Compile an expression string to ``(evaluator, names it uses)``.
-
-    The evaluator takes a mapping of names to floats or numpy arrays (broadcast together) and
-    returns a numpy value. Raises :class:`ExprError` for anything outside the allowed grammar.
-    """
-    if len(text) > 20000:
-        raise ExprError("expression too long")
-    try:
-        tree = ast.parse(text, mode="eval")
-    except SyntaxError as e:
-        raise ExprError(f"cannot parse expression {text!r}: {e.msg}") from None
-    names: set[str] = set()
-    fn = _build(tree, names)
-    return fn, frozenset(names)
-
-
-def evaluate_expr(text: str, env: Mapping[str, float | np.ndarray]) -> np.ndarray:
-    """Evaluate one expression string; missing names raise ``KeyError``."""
-    fn, _ = compile_expr(text)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return np.asarray(fn(env), dtype=np.float64)  # type: ignore[arg-type]
-
-
-def free_symbols(text: str) -> frozenset[str]:
-    """The names an expression string uses (function names excluded)."""
-    return compile_expr(text)[1]

@@ -1,7 +1,7 @@
 """Static feature records: source features (libclang), PTX features, and their combination.
 
 Every count in :class:`SourceFeatures` is an expression string in the grammar of
-:func:`models.static.expr.compile_expr` over these symbols:
+:func:`kernelcast.expr.compile_expr` over these symbols:
 
 * ``gsize0..2``, ``lsize0..2``, ``ngroups0..2`` - global size, work-group size, number of groups;
 * scalar kernel arguments by name (a name that is a Python keyword or collides with a reserved
@@ -25,13 +25,13 @@ from typing import Any
 
 import numpy as np
 
+from kernelcast.expr import CACHE_KEY, compile_expr
 from models.static.coalescing import (
     DEFAULT_SEGMENT_BYTES,
     DEFAULT_WARP,
     bank_conflict_degree,
     coalescing_efficiency,
 )
-from models.static.expr import CACHE_KEY, compile_expr
 
 log = logging.getLogger(__name__)
 
@@ -208,7 +208,7 @@ class SourceFeatures:
             if r is None:
                 fn, _ = compile_expr(text)
                 with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                    r = np.asarray(fn(env), dtype=np.float64)  # type: ignore[arg-type]
+                    r = np.asarray(fn(env), dtype=np.float64)
                 r = np.nan_to_num(np.broadcast_to(r, shape), nan=0.0)
                 memo[text] = r
             return r
@@ -260,7 +260,7 @@ class SourceFeatures:
                 acc[key] += c
                 acc["local_bytes"] += b
                 acc["warp_local_mem"] += cw
-                deg = np.broadcast_to(bank_conflict_degree(s0, a.elem_bytes, a.unit_bytes, l0, warp=warp), shape)
+                deg = np.broadcast_to(bank_conflict_degree(s0, a.elem_bytes, a.unit_bytes, l0, warp=warp), shape)  # type: ignore[arg-type]
                 bank_num += c * deg
                 bank_den += c
             elif a.space == "image":

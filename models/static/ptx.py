@@ -750,10 +750,10 @@ def parse_ptx(ptx: str, kernel_name: str | None = None, *, trip: float = DEFAULT
                     cw, cwb, *_ = weighted_of(g, (*stack, callee))
                     memo[callee] = (cw, cwb)
                 cw, cwb = memo[callee]
-                for k, v in cw.items():
-                    w[k] = w.get(k, 0.0) + v * ncall * scale
-                for k, v in cwb.items():
-                    wb[k] = wb.get(k, 0.0) + v * ncall * scale
+                for k, fv in cw.items():
+                    w[k] = w.get(k, 0.0) + fv * ncall * scale
+                for k, fv in cwb.items():
+                    wb[k] = wb.get(k, 0.0) + fv * ncall * scale
             out_blocks.append(PtxBlock(label=b.label, n_instructions=len(b.instrs), counts=c, successors=list(b.succ),
                                        loop_depth=depth[i]))
         return w, wb, out_blocks, loops, calls
@@ -765,8 +765,8 @@ def parse_ptx(ptx: str, kernel_name: str | None = None, *, trip: float = DEFAULT
         for k, v in b.counts.items():
             counts[k] = counts.get(k, 0) + v
     _, nbytes = _block_counts(fn.instrs, {})
-    for k, v in wbytes.items():
-        weighted[f"{k}_bytes"] = v
+    for k, fv in wbytes.items():
+        weighted[f"{k}_bytes"] = fv
     regs: dict[str, int] = {}
     shared = local = 0
     seen: set[str] = set()

@@ -1,0 +1,139 @@
+"""Branch fractions: which share of work-items (and of warps) takes each side of a condition.
+
+Conditions comparing a work-item id, group id, loop counter or ``id % c`` with a uniform value
+get exact fractions (``gid < n`` -> ``min(1, n/gsize0)``, ``lid == 0`` -> ``1/lsize0`` per item
+and ``min(1, warp/lsize0)`` per warp; ``&&`` multiplies, ``||`` adds, ``!`` swaps). Other
+conditions: a branch without ``else`` counts fully (it is mostly a guard), ``if/else`` counts
+each side 1/2 per item, and both sides fully per warp when the condition depends on work-item
+ids or loaded data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from models.static.affine import average, geo_printable
+from models.static.expr import DATA, GRP, VAR, WI, Atom, Poly, p_clamp01, p_div, p_min, p_unary
+from models.static.values import HALF, ONE, WARP, ZERO, Val
+
+
+@dataclass
+class Frac:
+    """Fractions of items / warps taking the then and else sides of a condition."""
+
+    it: Poly
+    ie: Poly
+    wt: Poly
+    we: Poly
+    known: bool = True
+
+    def swap(self) -> Frac:
+        return Frac(self.ie, self.it, self.we, self.wt, self.known)
+
+
+def branch_fraction(cv: Val, has_else: bool) -> Frac:
+    """The fractions of a branch on the condition value ``cv`` (module docstring)."""
+    f = _poly_fraction(cv.poly)
+    if f is not None:
+        return f
+    p = HALF if has_else else ONE
+    if WI in cv.deps or DATA in cv.deps:
+        return Frac(p, p, ONE, ONE, known=False)
+    return Frac(p, p, p, p, known=False)
+
+
+def _poly_fraction(p: Poly | None) -> Frac | None:
+    if p is None or len(p.terms) != 1:
+        return None
+    ((mono, coef),) = p.terms.items()
+    if coef != 1 or len(mono) != 1 or mono[0][1] != 1:
+        return None
+    a = mono[0][0]
+    if a.kind != "fn":
+        return None
+    if a.fn == "not":
+        f = _poly_fraction(a.args[0])
+        return f.swap() if f else None
+    if a.fn in ("and", "or"):
+        f1, f2 = _poly_fraction(a.args[0]), _poly_fraction(a.args[1])
+        if f1 is None and f2 is None:
+            return None
+        if a.fn == "and":
+            f1 = f1 or Frac(ONE, ZERO, ONE, ZERO)
+            f2 = f2 or Frac(ONE, ZERO, ONE, ZERO)
+            it = f1.it * f2.it
+            wt = f1.wt * f2.wt
+            return Frac(it, ONE - it, wt, p_min(ONE, f1.we + f2.we))
+        f1 = f1 or Frac(ZERO, ONE, ZERO, ONE)
+        f2 = f2 or Frac(ZERO, ONE, ZERO, ONE)
+        ie = f1.ie * f2.ie
+        we = f1.we * f2.we
+        return Frac(ONE - ie, ie, p_min(ONE, f1.wt + f2.wt), we)
+    if a.fn == "cmp":
+        return _compare_fraction(a.name[3:], a.args[0], a.args[1])
+    return None
+
+
+def _compare_fraction(op: str, lhs: Poly, rhs: Poly) -> Frac | None:
+    d = lhs - rhs
+    for x in sorted(d.atoms(), key=_range_preference):
+        rng, lane = _range_of(x)
+        if rng is None:
+            continue
+        coef = d.coefficient(x)
+        if coef is None or coef.is_zero() or coef.deps & {WI, DATA, VAR}:
+            continue
+        u = d - coef * Poly.atom(x)
+        ua = geo_printable(average(u, keep_geo=True))
+        n = geo_printable(average(rng, keep_geo=True))
+        ca = geo_printable(average(coef, keep_geo=True))
+        if ua is None or n is None or ca is None:
+            continue
+        # a symbolic coefficient (2*s in "2*s*lid + s < n") is taken as positive
+        a = coef.const_value() if coef.is_const() else Fraction(1)
+        t = -ua * (1 / a) if coef.is_const() else p_div(-ua, ca)
+        o = op
+        if a < 0:
+            o = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}[op]
+        # X takes the integers 0..n-1: P(X < t) = ceil(t)/n, P(X <= t) = (floor(t) + 1)/n
+        if o == "<":
+            it = p_clamp01(p_div(p_unary("ceil", t), n))
+        elif o == "<=":
+            it = p_clamp01(p_div(p_unary("floor", t) + 1, n))
+        elif o == ">":
+            it = ONE - p_clamp01(p_div(p_unary("floor", t) + 1, n))
+        elif o == ">=":
+            it = ONE - p_clamp01(p_div(p_unary("ceil", t), n))
+        elif o in ("==", "!="):
+            it = p_min(ONE, p_div(ONE, n))
+            wt = p_min(ONE, p_div(WARP, n)) if lane else it
+            we = ONE if lane else ONE - it
+            f = Frac(it, ONE - it, wt, we)
+            return f if o == "==" else f.swap()
+        else:
+            return None
+        return Frac(it, ONE - it, it, ONE - it)
+    return None
+
+
+def _range_of(a: Atom) -> tuple[Poly | None, bool]:
+    """Number of equally likely values of an atom and whether it varies across lanes."""
+    if a.kind == "wi":
+        return a.rng, a.name.startswith(("gid", "lid"))
+    if a.kind == "iter":
+        return a.rng, False
+    if a.kind == "fn" and a.fn == "mod" and (WI in a.args[0].deps or GRP in a.args[0].deps):
+        m = a.args[1]
+        if WI not in m.deps and DATA not in m.deps and VAR not in m.deps:
+            return m, WI in a.args[0].deps
+    return None, False
+
+
+def _range_preference(a: Atom) -> tuple[int, str]:
+    """Order in which branch-fraction analysis tries atoms: lane ids, id % c, group ids, counters."""
+    if a.kind == "wi":
+        return (0 if a.name.startswith(("gid", "lid")) else 2), a.key
+    if a.kind == "fn":
+        return 1, a.key
+    return 3, a.key

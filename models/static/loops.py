@@ -1,0 +1,222 @@
+"""What a loop's syntax says: header parts, induction steps, carried variables and their
+loop-variant dependencies (no evaluation; :mod:`models.static.trips` turns them into trip counts).
+
+``for (init; cond; inc)``, ``while`` and ``do`` loops are read alike: a variable is an induction
+candidate when it is assigned once in the loop, by ``i++``/``i--``/``i += C``/``i -= C``/
+``i = i + C``/``i *= F``/``i /= F``/``i <<= k``/``i >>= k`` in the increment or at the top level
+of the body.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import NamedTuple
+
+import clang.cindex as ci
+
+from models.static import _cx
+from models.static.cursors import type_class, unwrap
+from models.static.expr import DATA, GRP, ITER, VAR, WI
+from models.static.values import Val
+
+K = ci.CursorKind
+TK = ci.TypeKind
+
+
+class Induction(NamedTuple):
+    """An induction candidate: ``name op= step`` (``step`` None for ``++``/``--``)."""
+
+    name: str
+    how: str
+    step: ci.Cursor | None
+    where: str
+
+
+def for_parts(c: ci.Cursor, ch: list[ci.Cursor]) -> tuple[ci.Cursor | None, ci.Cursor | None,
+                                                            ci.Cursor | None, ci.Cursor]:
+    """(init, cond, inc, body) of a FOR_STMT, telling missing parts apart by token positions."""
+    body = ch[-1]
+    rest = ch[:-1]
+    if len(rest) == 3:
+        return rest[0], rest[1], rest[2], body
+    semis: list[int] = []
+    depth = 0
+    started = False
+    for t in c.get_tokens():
+        s = t.spelling
+        if s == "(":
+            depth += 1
+            started = True
+        elif s == ")":
+            depth -= 1
+            if started and depth == 0:
+                break
+        elif s == ";" and depth == 1:
+            semis.append(t.extent.start.offset)
+    slots: list[ci.Cursor | None] = [None, None, None]
+    if len(semis) == 2:
+        for x in rest:
+            off = x.extent.start.offset
+            i = 0 if off < semis[0] else 1 if off < semis[1] else 2
+            slots[i] = x
+        return slots[0], slots[1], slots[2], body
+    for i, x in enumerate(rest):  # pragma: no cover - macro-generated loop headers
+        slots[i] = x
+    return slots[0], slots[1], slots[2], body
+
+
+def comma_split(c: ci.Cursor) -> list[ci.Cursor]:
+    """The operands of a comma expression (``i++, j++``)."""
+    s = unwrap(c)
+    if s.kind == K.BINARY_OPERATOR and _cx.binary_op(s) == ",":
+        a, b = list(s.get_children())
+        return comma_split(a) + comma_split(b)
+    return [s]
+
+
+def conjuncts(c: ci.Cursor, out: list[ci.Cursor]) -> None:
+    """Append the operands of a ``&&`` chain to ``out``."""
+    s = unwrap(c)
+    if s.kind == K.BINARY_OPERATOR and _cx.binary_op(s) == "&&":
+        a, b = list(s.get_children())
+        conjuncts(a, out)
+        conjuncts(b, out)
+    else:
+        out.append(s)
+
+
+def step_of(s: ci.Cursor) -> tuple[int, str, str, ci.Cursor | None] | None:
+    """``(var key, name, how, step cursor)`` for ``i++``, ``i += C``, ``i = i * F``, ``i >>= k``..."""
+    s = unwrap(s)
+    if s.kind == K.UNARY_OPERATOR:
+        op = _cx.unary_op(s)
+        if op in ("post++", "pre++", "post--", "pre--"):
+            x = unwrap(list(s.get_children())[0])
+            if x.kind == K.DECL_REF_EXPR and x.referenced is not None:
+                return x.referenced.hash, x.spelling, "++" if "++" in op else "--", None
+        return None
+    if s.kind == K.COMPOUND_ASSIGNMENT_OPERATOR:
+        op = _cx.binary_op(s)
+        lhs, rhs = list(s.get_children())
+        x = unwrap(lhs)
+        if x.kind == K.DECL_REF_EXPR and x.referenced is not None and op in ("+=", "-=", "*=", "/=", "<<=", ">>="):
+            return x.referenced.hash, x.spelling, op[:-1], rhs
+        return None
+    if s.kind == K.BINARY_OPERATOR and _cx.binary_op(s) == "=":
+        lhs, rhs = list(s.get_children())
+        x = unwrap(lhs)
+        r = unwrap(rhs)
+        if x.kind == K.DECL_REF_EXPR and x.referenced is not None and r.kind == K.BINARY_OPERATOR:
+            op = _cx.binary_op(r)
+            a, b = list(r.get_children())
+            sa = unwrap(a)
+            if op in ("+", "-", "*", "/", "<<", ">>") and sa.kind == K.DECL_REF_EXPR and \
+                    sa.referenced is not None and sa.referenced.hash == x.referenced.hash:
+                return x.referenced.hash, x.spelling, op, b
+            sb = unwrap(b)
+            if op in ("+", "*") and sb.kind == K.DECL_REF_EXPR and sb.referenced is not None and \
+                    sb.referenced.hash == x.referenced.hash:
+                return x.referenced.hash, x.spelling, op, a
+    return None
+
+
+def iter_refs(parts: Iterable[ci.Cursor]) -> Iterable[ci.Cursor]:
+    """Every reference to a declaration in ``parts``."""
+    for p in parts:
+        for x in p.walk_preorder():
+            if x.kind == K.DECL_REF_EXPR and x.referenced is not None:
+                yield x
+
+
+def assigned(parts: list[ci.Cursor]) -> dict[int, list[ci.Cursor | None]]:
+    """Variables assigned in ``parts``: key -> right-hand sides (None for ++/--/address taken)."""
+    out: dict[int, list[ci.Cursor | None]] = {}
+    for p in parts:
+        for x in p.walk_preorder():
+            k = x.kind
+            if k in (K.BINARY_OPERATOR, K.COMPOUND_ASSIGNMENT_OPERATOR):
+                op = _cx.binary_op(x)
+                if op == "=" or k == K.COMPOUND_ASSIGNMENT_OPERATOR:
+                    lhs, rhs = list(x.get_children())
+                    base = _base_var(lhs)
+                    if base is not None:
+                        out.setdefault(base, []).append(rhs)
+            elif k == K.UNARY_OPERATOR:
+                op = _cx.unary_op(x)
+                if op in ("post++", "post--", "pre++", "pre--", "&"):
+                    ch = list(x.get_children())
+                    if ch:
+                        base = _base_var(ch[0])
+                        if base is not None:
+                            out.setdefault(base, []).append(None)
+    return out
+
+
+def _base_var(c: ci.Cursor) -> int | None:
+    s = c
+    while s.kind in (K.PAREN_EXPR, K.UNEXPOSED_EXPR, K.MEMBER_REF_EXPR):
+        ch = list(s.get_children())
+        if len(ch) != 1:
+            return None
+        if s.kind == K.MEMBER_REF_EXPR and type_class(ch[0].type)[0] == "ptr":
+            return None
+        s = ch[0]
+    if s.kind == K.DECL_REF_EXPR and s.referenced is not None and s.referenced.kind in (K.VAR_DECL, K.PARM_DECL):
+        return s.referenced.hash
+    return None
+
+
+def induction_candidates(inc: ci.Cursor | None, body: ci.Cursor,
+                         carried: dict[int, list[ci.Cursor | None]]) -> dict[int, Induction]:
+    """Induction candidates among the ``carried`` variables: stepped once, in the increment or by a
+    top-level statement of the body."""
+    cands: dict[int, Induction] = {}
+    inc_stmts: list[ci.Cursor] = []
+    if inc is not None:
+        inc_stmts += comma_split(inc)
+    top_body = list(body.get_children()) if body.kind == K.COMPOUND_STMT else [body]
+    for s in inc_stmts + top_body:
+        r = step_of(s)
+        if r is not None and r[0] in carried and len(carried[r[0]]) == 1:
+            key, name, how, step_c = r
+            cands[key] = Induction(name, how, step_c, "inc" if s in inc_stmts else "body")
+    return cands
+
+
+def variant_deps(carried: dict[int, list[ci.Cursor | None]], vars_: dict[int, Val]) -> dict[int, frozenset[str]]:
+    """Dependencies of the loop-variant values of the carried variables (syntactic, fixed point)."""
+    dep_map = {k: (vars_[k].deps if k in vars_ else frozenset()) for k in carried}
+    for _ in range(3):
+        for k, sites in carried.items():
+            d = set(dep_map[k]) | {ITER}
+            for rhs in sites:
+                if rhs is not None:
+                    d |= _syntactic_deps(rhs, vars_, dep_map)
+            dep_map[k] = frozenset(d)
+    return dep_map
+
+
+def _syntactic_deps(rhs: ci.Cursor, vars_: dict[int, Val], dep_map: dict[int, frozenset[str]]) -> set[str]:
+    out: set[str] = set()
+    for x in rhs.walk_preorder():
+        k = x.kind
+        if k == K.DECL_REF_EXPR and x.referenced is not None:
+            key = x.referenced.hash
+            if key in dep_map:
+                out |= dep_map[key]
+            elif key in vars_:
+                out |= vars_[key].deps
+        elif k == K.CALL_EXPR:
+            n = x.spelling
+            if n in ("get_global_id", "get_local_id", "get_global_linear_id", "get_local_linear_id"):
+                out.add(WI)
+            elif n == "get_group_id":
+                out.add(GRP)
+            elif n.startswith(("atomic_", "atom_", "vload", "read_image")):
+                out.add(DATA)
+        elif k == K.ARRAY_SUBSCRIPT_EXPR:
+            if x.type.get_canonical().kind not in (TK.CONSTANTARRAY,):
+                out.add(DATA)
+        elif k == K.UNARY_OPERATOR and _cx.unary_op(x) == "*":
+            out.add(DATA)
+    return out - {VAR}

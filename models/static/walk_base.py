@@ -1,0 +1,203 @@
+"""State of the source walker and the interface its parts share.
+
+The walker (:class:`models.static.source._Walker`) is assembled from mixins, one per concern:
+statements and joins (:mod:`~models.static.walk_stmt`), loops (:mod:`~models.static.walk_loop`),
+expressions (:mod:`~models.static.walk_expr`), memory accesses (:mod:`~models.static.walk_mem`)
+and calls (:mod:`~models.static.walk_call`). Each derives from :class:`WalkerBase`, which holds
+the state (variable values, the current weights, the counts found so far), the bookkeeping every
+part uses, and declares the methods one part calls in another.
+
+**Weights.** Each statement is counted with two weights: the *item* weight ``w_item`` (average
+number of executions per work-item: loop trip counts times branch fractions) and the *warp*
+weight ``w_warp`` (SIMT view: how often the warp a work-item belongs to issues it, per
+work-item). :meth:`WalkerBase.scaled` multiplies both inside a ``with`` block;
+:meth:`WalkerBase.muted` evaluates without counting (and restores the variables afterwards).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import clang.cindex as ci
+
+from models.static.affine import deriv
+from models.static.expr import DATA, VAR, WI, Atom, Poly
+from models.static.features import Access, BranchInfo, LoopInfo
+from models.static.values import ONE, ZERO, MemRef, Ptr, Val, retype_ptr
+
+TK = ci.TypeKind
+
+
+@dataclass
+class LoopCtx:
+    has_break: bool = False
+
+
+@dataclass
+class Frame:
+    """One inlined function body (the kernel itself is the outermost frame)."""
+
+    name: str
+    returns: list[Val] = field(default_factory=list)
+    is_kernel: bool = False
+
+
+class WalkerBase(ABC):
+    def __init__(self, filename: str, params: dict[str, str]) -> None:
+        self.filename = filename
+        self.argsym = params                 # kernel argument name -> expression symbol
+        self.vars: dict[int, Val] = {}
+        self.w_item: Poly = ONE
+        self.w_warp: Poly = ONE
+        self.mute = 0
+        self.ops: dict[str, Poly] = {}
+        self.ops_warp: dict[str, Poly] = {}
+        self.accesses: list[Access] = []
+        self.loops: list[LoopInfo] = []
+        self.branches: list[BranchInfo] = []
+        self.notes: list[str] = []
+        self.helpers: list[str] = []
+        self.frames: list[Frame] = []
+        self.loop_stack: list[LoopCtx] = []
+        self.dims = 0
+        self.local_bytes = 0
+        self.private_bytes = 0
+        self.early_returns = 0
+        self._serial = 0
+        self._seen_local: set[int] = set()
+        self.geo_params: dict[int, tuple[Poly, Fraction]] = {}   # loop id -> (start, factor)
+        self.acc_polys: list[tuple[Poly, Poly]] = []              # count polys of self.accesses
+
+    # --- bookkeeping ----------------------------------------------------------------------------
+    def serial(self) -> int:
+        self._serial += 1
+        return self._serial
+
+    def note(self, msg: str) -> None:
+        if not self.mute and msg not in self.notes:
+            self.notes.append(msg)
+
+    def op(self, cls: str, n: int | Fraction = 1) -> None:
+        if self.mute or not n:
+            return
+        self.ops[cls] = self.ops.get(cls, ZERO) + self.w_item * n
+        self.ops_warp[cls] = self.ops_warp.get(cls, ZERO) + self.w_warp * n
+
+    def branch(self, line: int, kind: str, deps: frozenset[str]) -> None:
+        if self.mute:
+            return
+        cat = "data" if DATA in deps else "divergent" if WI in deps else "uniform"
+        self.branches.append(BranchInfo(line, kind, cat))
+
+    def scaled(self, item: Poly, warp: Poly) -> _Scale:
+        return _Scale(self, item, warp)
+
+    def muted(self) -> _Mute:
+        return _Mute(self)
+
+    # --- values ---------------------------------------------------------------------------------
+    def var_val(self, name: str, deps: frozenset[str], deriv_: tuple[Poly | None, ...] | None = None) -> Val:
+        """A fresh unknown value (e.g. a variable declared without initializer)."""
+        n = self.serial()
+        if deriv_ is None and WI not in deps:
+            deriv_ = (ZERO, ZERO, ZERO)
+        a = Atom(f"v:{name}#{n}", "var", f"{name}'{n}", deps=deps | {VAR}, deriv=deriv_)
+        return Val(Poly.atom(a), deps | {VAR})
+
+    def assign_var(self, key: int, v: Val, t: ci.Type | None) -> None:
+        if v.ptr is not None and t is not None and t.get_canonical().kind == TK.POINTER:
+            v = Val(v.poly, v.deps, retype_ptr(v.ptr, t))
+        self.vars[key] = v
+
+    def phi(self, va: Val, vb: Val, cond_deps: frozenset[str]) -> Val:
+        """The value of a variable after a join of two paths holding ``va`` and ``vb``."""
+        deps = (va.deps | vb.deps | cond_deps) - {VAR}
+        ptr = va.ptr if (va.ptr and vb.ptr and va.ptr.base == vb.ptr.base) else (va.ptr or vb.ptr)
+        if ptr is not None and va.ptr and vb.ptr and va.ptr.offset != vb.ptr.offset:
+            ptr = Ptr(ptr.base, ptr.space, None, ptr.leaf_bytes, deps)
+        dv: tuple[Poly | None, ...] | None = None
+        if va.poly is not None and vb.poly is not None:
+            ds = []
+            for d in range(3):
+                da, db = deriv(va.poly, d), deriv(vb.poly, d)
+                ds.append(da if (da is not None and db is not None and da == db) else None)
+            dv = tuple(ds)
+        v = self.var_val("phi", deps, dv if WI in deps else None)
+        return Val(v.poly, v.deps, ptr)
+
+    # --- implemented by the parts -------------------------------------------------------------
+    @abstractmethod
+    def walk_stmt(self, c: ci.Cursor, top: bool = False, top_last: bool = False) -> tuple[Poly, Poly] | None:
+        """Walk a statement; returns the weights of what follows an early ``if (c) return;``."""
+
+    @abstractmethod
+    def loop(self, c: ci.Cursor) -> None:
+        """Walk a ``for``/``while``/``do`` loop."""
+
+    @abstractmethod
+    def ev(self, c: ci.Cursor, skip_mul: bool = False) -> Val:
+        """Evaluate (and count) an expression."""
+
+    @abstractmethod
+    def call(self, c: ci.Cursor) -> Val:
+        """A call: inlined helper or builtin."""
+
+    @abstractmethod
+    def lvalue_mem(self, c: ci.Cursor) -> MemRef | None:
+        """The memory reference of an lvalue expression, or None."""
+
+    @abstractmethod
+    def load_lvalue(self, c: ci.Cursor) -> Val:
+        """Load (and record) the value of a memory lvalue."""
+
+    @abstractmethod
+    def record_load(self, m: MemRef, c: ci.Cursor) -> Val:
+        """Record a load of ``m`` and return the loaded value."""
+
+    @abstractmethod
+    def record(self, m: MemRef, kind: str, c: ci.Cursor, via: str = "") -> None:
+        """Record an access (load / store / atomic) with the current weights."""
+
+    @abstractmethod
+    def store_to(self, lhs_c: ci.Cursor, rv: Val, c: ci.Cursor) -> None:
+        """An assignment ``lhs = rv``: to a variable or a memory store."""
+
+    @abstractmethod
+    def address_of(self, x: ci.Cursor) -> Val:
+        """The pointer value of ``&x``."""
+
+    @abstractmethod
+    def memory_builtin(self, name: str, args: list[ci.Cursor], c: ci.Cursor) -> Val | None:
+        """Atomics, ``vloadN``/``vstoreN`` and image reads/writes; None for other builtins."""
+
+
+class _Scale:
+    """Context manager multiplying the walker's weights."""
+
+    def __init__(self, w: WalkerBase, item: Poly, warp: Poly) -> None:
+        self.w, self.item, self.warp = w, item, warp
+
+    def __enter__(self) -> None:
+        self.saved = (self.w.w_item, self.w.w_warp)
+        self.w.w_item = self.w.w_item * self.item
+        self.w.w_warp = self.w.w_warp * self.warp
+
+    def __exit__(self, *exc: object) -> None:
+        self.w.w_item, self.w.w_warp = self.saved
+
+
+class _Mute:
+    """Context manager evaluating without counting; the variables are restored on exit."""
+
+    def __init__(self, w: WalkerBase) -> None:
+        self.w = w
+
+    def __enter__(self) -> None:
+        self.w.mute += 1
+        self.saved = dict(self.w.vars)
+
+    def __exit__(self, *exc: object) -> None:
+        self.w.mute -= 1
+        self.w.vars = self.saved

@@ -1,0 +1,105 @@
+"""Calls in the source walker: helper functions of the same file are inlined with their arguments
+bound (recursion is noted and not followed); builtins are work-item functions, barriers and
+fences, memory builtins (:class:`~models.static.walk_mem.MemWalker`) or math/integer functions
+(:func:`models.static.clbuiltins.math_builtin`)."""
+
+from __future__ import annotations
+
+import clang.cindex as ci
+
+from models.static.affine import wi_atom
+from models.static.clbuiltins import BARRIER, FENCE, SIZES, WORKITEM, math_builtin
+from models.static.cursors import const_arg, type_class
+from models.static.expr import GRP, WI, Poly
+from models.static.values import UNKNOWN, ZERO, Val, same_value
+from models.static.walk_base import Frame, WalkerBase
+
+K = ci.CursorKind
+
+
+class CallWalker(WalkerBase):
+    def call(self, c: ci.Cursor) -> Val:
+        name = c.spelling
+        args = list(c.get_arguments())
+        ref = c.referenced
+        if ref is not None and ref.kind == K.FUNCTION_DECL:
+            d = ref.get_definition()
+            if d is not None and d.location.file is not None and d.location.file.name == self.filename:
+                return self.inline(d, args, c)
+        return self.builtin(name, args, c)
+
+    def inline(self, d: ci.Cursor, args: list[ci.Cursor], c: ci.Cursor) -> Val:
+        name = d.spelling
+        if any(f.name == name for f in self.frames):
+            self.note(f"recursive call of {name} not followed")
+            for a in args:
+                self.ev(a)
+            return UNKNOWN
+        vals = [self.ev(a) for a in args]
+        if not self.mute and name not in self.helpers:
+            self.helpers.append(name)
+        params = list(d.get_arguments())
+        saved = self.vars
+        self.vars = dict(saved)
+        for p, v in zip(params, vals):
+            self.vars[p.hash] = v
+        body = next((x for x in d.get_children() if x.kind == K.COMPOUND_STMT), None)
+        fr = Frame(name)
+        self.frames.append(fr)
+        try:
+            if body is not None:
+                self.walk_stmt(body)
+        finally:
+            self.frames.pop()
+            inner = self.vars
+            # variables of the caller keep their (possibly updated through pointers) values
+            self.vars = {k: inner.get(k, v) for k, v in saved.items()}
+        if not fr.returns:
+            return UNKNOWN
+        r = fr.returns[0]
+        for other in fr.returns[1:]:
+            if not same_value(r, other):
+                r = self.phi(r, other, frozenset())
+        return r
+
+    def builtin(self, name: str, args: list[ci.Cursor], c: ci.Cursor) -> Val:
+        if name in WORKITEM:
+            dim = const_arg(args)
+            for a in args:
+                self.ev(a)
+            if dim is None or not 0 <= dim <= 2:
+                return Val(None, frozenset({WI}) if name != "get_group_id" else frozenset({GRP}))
+            self.dims = max(self.dims, dim + 1)
+            return Val.of(Poly.atom(wi_atom(WORKITEM[name], dim)))
+        if name in SIZES:
+            dim = const_arg(args)
+            if dim is None or not 0 <= dim <= 2:
+                return UNKNOWN
+            return Val(Poly.symbol(f"{SIZES[name]}{dim}", integer=True))
+        if name in ("get_global_linear_id", "get_local_linear_id"):
+            pre = "gid" if name == "get_global_linear_id" else "lid"
+            sz = "gsize" if pre == "gid" else "lsize"
+            s0, s1 = Poly.symbol(f"{sz}0", integer=True), Poly.symbol(f"{sz}1", integer=True)
+            p = Poly.atom(wi_atom(pre, 0)) + Poly.atom(wi_atom(pre, 1)) * s0 + Poly.atom(wi_atom(pre, 2)) * s0 * s1
+            return Val.of(p)
+        if name == "get_global_offset":
+            return Val(ZERO)
+        if name == "get_work_dim":
+            return Val(Poly.symbol("work_dim", integer=True))
+        if name in BARRIER:
+            self.op("barrier")
+            return UNKNOWN
+        if name in FENCE:
+            self.op("fence")
+            return UNKNOWN
+        mv = self.memory_builtin(name, args, c)
+        if mv is not None:
+            return mv
+        vals = [self.ev(a) for a in args]
+        result = type_class(c.type)
+        b = math_builtin(name, vals, result, type_class(args[0].type) if args else result)
+        for cls, n in b.ops:
+            self.op(cls, n)
+        if b.note is not None:
+            self.note(b.note)
+        return b.value

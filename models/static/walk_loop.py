@@ -1,0 +1,291 @@
+"""Loops in the source walker: induction variables, trip counts, the weighted body, values after.
+
+The body is walked once with the weights multiplied by the trip count; the condition is counted
+``trip + 1`` times (``trip`` for ``do``). Inside, carried variables are loop-variant unknowns
+(their dependencies from :func:`models.static.loops.variant_deps`) and induction variables are
+``A + C*it`` with ``it`` the iteration counter (mean ``(trip-1)/2``); after the loop they hold
+``A + C*trip`` (unless the loop has a ``break``). Every conjunct of the condition that is linear
+in an induction variable bounds the trip count (the minimum is taken; :mod:`models.static.trips`);
+other conjuncts make the loop ``early_exit``. A loop without a usable bound gets ``avg_trip``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from fractions import Fraction
+
+import clang.cindex as ci
+
+from models.static import _cx
+from models.static.affine import printable
+from models.static.expr import DATA, ITER, VAR, WI, Atom, Poly, p_max, p_min
+from models.static.features import LoopInfo
+from models.static.loops import Induction, assigned, conjuncts, for_parts, induction_candidates, iter_refs, variant_deps
+from models.static.trips import Trip, induction_trip, integrate_geo
+from models.static.values import AVG_TRIP, ONE, ZERO, Ptr, Val
+from models.static.walk_base import LoopCtx, WalkerBase
+
+K = ci.CursorKind
+
+
+class LoopWalker(WalkerBase):
+    def loop(self, c: ci.Cursor) -> None:
+        kind = {K.FOR_STMT: "for", K.WHILE_STMT: "while", K.DO_STMT: "do"}[c.kind]
+        ch = list(c.get_children())
+        init = cond = inc = None
+        if kind == "for":
+            init, cond, inc, body = for_parts(c, ch)
+        elif kind == "while":
+            cond, body = ch[0], ch[-1]
+        else:
+            body, cond = ch[0], ch[-1]
+        line = c.location.line
+        if init is not None:
+            self.walk_stmt(init)
+        parts = [x for x in (cond, inc, body) if x is not None]
+        assigned_ = assigned(parts)
+        declared = {x.hash for p in parts for x in p.walk_preorder() if x.kind == K.VAR_DECL}
+        carried = {k: v for k, v in assigned_.items() if k not in declared}
+        lid = self.serial()
+        entry_vars = dict(self.vars)
+        cands = induction_candidates(inc, body, carried)
+        loop_atoms = self._loop_variant_values(carried, parts)
+
+        # trip count from the condition
+        tr, var_name, ind_key, early = self.trip_count(cond, cands, entry_vars, loop_atoms, lid)
+        trip, trip_kind, ind_val = tr.trip, tr.kind, tr.value
+        if trip_kind != "affine" and trip_kind != "geometric":
+            trip = AVG_TRIP
+        if printable(trip) is None:
+            trip, trip_kind = AVG_TRIP, "unknown"
+        if kind == "do":
+            trip = p_max(ONE, trip)
+        it_atom = Atom(f"i:{lid}", "iter", f"it{lid}", deps=frozenset({ITER}),
+                       avg=(trip - 1) * Fraction(1, 2), rng=trip, deriv=(ZERO, ZERO, ZERO))
+        it = Poly.atom(it_atom)
+        post = self._induction_values(cands, entry_vars, loop_atoms, ind_key, ind_val, trip_kind, it)
+
+        # condition deps (for divergence) with the loop-variant values
+        with self.muted():
+            cv = self.ev(cond) if cond is not None else Val(ONE)
+        divergent = WI in (cv.deps - {ITER})
+        data_dep = trip_kind == "data_dependent"
+        self.branch(line, "loop", cv.deps)
+        ctx = LoopCtx()
+        self.loop_stack.append(ctx)
+        depth = len(self.loop_stack)
+        snap = (dict(self.ops), dict(self.ops_warp), len(self.acc_polys))
+        n_checks = trip if kind == "do" else trip + 1
+        if cond is not None:
+            with self.scaled(n_checks, n_checks):
+                self.ev(cond)
+                self.op("branch")
+        else:
+            with self.scaled(n_checks, n_checks):
+                self.op("branch")
+        with self.scaled(trip, trip):
+            self.walk_stmt(body)
+            if inc is not None:
+                self.ev(inc)
+        self.loop_stack.pop()
+        if trip_kind == "geometric" and lid in self.geo_params and ind_val is not None:
+            self.integrate(snap, ind_val(it).poly, trip, *self.geo_params[lid])
+        self._leave_loop(carried, post, ctx.has_break, trip)
+        if not self.mute:
+            self.loops.append(LoopInfo(
+                line=line, kind=kind, var=var_name, trip=trip.to_str(), trip_kind=trip_kind, depth=depth,
+                data_dependent=data_dep, divergent=divergent, has_break=ctx.has_break, early_exit=early))
+
+    def _loop_variant_values(self, carried: dict[int, list[ci.Cursor | None]], parts: list[ci.Cursor]) -> set[str]:
+        """Give the carried variables fresh loop-variant values; returns the keys of their atoms."""
+        dep_map = variant_deps(carried, self.vars)
+        loop_atoms: set[str] = set()
+        for k in carried:
+            name = next((x.spelling for x in iter_refs(parts) if x.referenced.hash == k), "v")
+            v = self.var_val(name, dep_map[k] - {VAR} | {ITER})
+            old = self.vars.get(k)
+            if old is not None and old.ptr is not None:
+                v = Val(v.poly, v.deps, Ptr(old.ptr.base, old.ptr.space, None, old.ptr.leaf_bytes, v.deps))
+            self.vars[k] = v
+            loop_atoms |= {a.key for a in v.poly.atoms()} if v.poly is not None else set()
+        return loop_atoms
+
+    def _induction_values(self, cands: dict[int, Induction], entry_vars: dict[int, Val], loop_atoms: set[str],
+                          ind_key: int | None, ind_val: Callable[[Poly], Val] | None, trip_kind: str,
+                          it: Poly) -> dict[int, Callable[[Poly], Val]]:
+        """Set the induction variables to ``A + C*it`` inside the loop; returns, for an affine
+        loop, their values as functions of the iteration (to evaluate at ``trip`` after it)."""
+        post: dict[int, Callable[[Poly], Val]] = {}
+        for key, (_name, how, step_c, _where) in cands.items():
+            start = entry_vars.get(key)
+            if start is None:
+                continue
+            sptr = start.ptr
+            if start.poly is None and (sptr is None or sptr.offset is None):
+                continue
+            if key == ind_key and ind_val is not None:
+                self.vars[key] = ind_val(it)
+                if trip_kind == "affine":
+                    post[key] = ind_val
+                continue
+            if how in ("+", "-") and step_c is not None:
+                with self.muted():
+                    sv = self.ev(step_c)
+                if sv.poly is None or any(a.key in loop_atoms for a in sv.poly.all_atoms()):
+                    continue
+                step = sv.poly if how == "+" else -sv.poly
+            elif how in ("++", "--"):
+                step = ONE if how == "++" else -ONE
+            else:
+                continue
+            sp = start.poly
+            if sp is None and sptr is not None and sptr.offset is not None:
+                advance = _pointer_stepper(sptr, sptr.offset, step, start.deps)  # p += step through a buffer
+            elif sp is not None:
+                advance = _value_stepper(sp, step, start.deps)
+            else:
+                continue
+            self.vars[key] = advance(it)
+            if trip_kind == "affine":
+                post[key] = advance
+        return post
+
+    def _leave_loop(self, carried: dict[int, list[ci.Cursor | None]], post: dict[int, Callable[[Poly], Val]],
+                    has_break: bool, trip: Poly) -> None:
+        """After the loop: induction variables hold ``start + step * trip``, other carried
+        variables unknown (iteration-independent) values."""
+        for k in carried:
+            if k in post and not has_break:
+                pv = post[k](trip)
+                if pv.ptr is not None:
+                    self.vars[k] = Val(None, pv.deps - {ITER}, Ptr(pv.ptr.base, pv.ptr.space, pv.ptr.offset,
+                                                                   pv.ptr.leaf_bytes, pv.ptr.deps - {ITER}))
+                else:
+                    self.vars[k] = Val.of(pv.poly, pv.deps - {ITER})
+                continue
+            v = self.vars.get(k)
+            deps = (v.deps if v is not None else frozenset()) - {ITER}
+            nv = self.var_val("post", deps - {VAR})
+            if v is not None and v.ptr is not None:
+                nv = Val(nv.poly, nv.deps, Ptr(v.ptr.base, v.ptr.space, None, v.ptr.leaf_bytes, deps))
+            self.vars[k] = nv
+
+    def integrate(self, snap: tuple[dict[str, Poly], dict[str, Poly], int], gp: Poly | None, trip: Poly,
+                  start: Poly, factor: Fraction) -> None:
+        """Sum the counts added in a geometric loop exactly over its iterations."""
+        if gp is None or self.mute or len(gp.terms) != 1:
+            return
+        g = next(iter(gp.atoms()))
+        if g.kind != "geo":
+            return
+        ops0, warp0, n_acc = snap
+        for cur, before in ((self.ops, ops0), (self.ops_warp, warp0)):
+            for k, v in list(cur.items()):
+                b = before.get(k, ZERO)
+                cur[k] = b + integrate_geo(v - b, g, start, factor, trip)
+        for i in range(n_acc, len(self.acc_polys)):
+            ci_, cw = self.acc_polys[i]
+            self.acc_polys[i] = (integrate_geo(ci_, g, start, factor, trip),
+                                 integrate_geo(cw, g, start, factor, trip))
+
+    def trip_count(self, cond: ci.Cursor | None, cands: dict[int, Induction], entry: dict[int, Val],
+                   loop_atoms: set[str], lid: int) -> tuple[Trip, str | None, int | None, bool]:
+        """``(trip, var, var key, early_exit)`` from the loop condition (module docstring)."""
+        if cond is None:
+            return Trip(AVG_TRIP, "unknown"), None, None, False
+        comps: list[ci.Cursor] = []
+        conjuncts(cond, comps)
+        solved = [self.solve_bound(x, cands) for x in comps]
+        keys = [x[1] for x in solved if x is not None]
+        if not keys:
+            with self.muted():
+                cv = self.ev(cond)
+            k = "data_dependent" if DATA in cv.deps else "unknown"
+            return Trip(AVG_TRIP, k), None, None, False
+        key = keys[0]
+        name = cands[key].name
+        early = False
+        trips: list[Poly] = []
+        tkind = ""
+        value: Callable[[Poly], Val] | None = None
+        fallback = "unknown"
+        for x in solved:
+            if x is None or x[1] != key:
+                early = True
+                continue
+            op, _k, bound, bdeps = x
+            t = self.trip_one(op, key, bound, bdeps, cands, entry, loop_atoms, lid)
+            if t.kind in ("affine", "geometric"):
+                trips.append(t.trip)
+                tkind = tkind or t.kind
+                value = value or t.value
+            else:
+                early = True
+                if t.kind == "data_dependent":
+                    fallback = t.kind
+        if not trips:
+            return Trip(AVG_TRIP, fallback), name, None, False
+        trip = trips[0] if len(trips) == 1 else p_min(*trips)
+        return Trip(trip, tkind, value), name, key, early
+
+    def solve_bound(self, c: ci.Cursor, cands: dict[int, Induction]
+                    ) -> tuple[str, int, Poly | None, frozenset[str]] | None:
+        """``(op, var key, B, deps)`` for a comparison rewritten as ``var op B`` (linear in var)."""
+        if c.kind != K.BINARY_OPERATOR:
+            return None
+        op = _cx.binary_op(c)
+        if op not in ("<", "<=", ">", ">=", "!="):
+            return None
+        keys = [x.referenced.hash for x in c.walk_preorder()
+                if x.kind == K.DECL_REF_EXPR and x.referenced is not None and x.referenced.hash in cands]
+        if not keys:
+            return None
+        key = keys[0]
+        probe = Atom("s:__probe__", "sym", "__probe__")
+        lhs, rhs = list(c.get_children())
+        with self.muted():
+            self.vars[key] = Val(Poly.atom(probe))
+            lv, rv = self.ev(lhs), self.ev(rhs)
+        deps = (lv.deps | rv.deps)
+        if lv.poly is None or rv.poly is None:
+            return op, key, None, deps
+        d = lv.poly - rv.poly
+        co = d.coefficient(probe)
+        if co is None or not co.is_const() or co.const_value() == 0:
+            return op, key, None, deps
+        rest = d - co * Poly.atom(probe)
+        if any(a == probe for a in rest.all_atoms()):
+            return op, key, None, deps
+        cval = co.const_value()
+        bound = rest * (-1 / cval)
+        if cval < 0:
+            op = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "!=": "!="}[op]
+        return op, key, bound, bound.deps
+
+    def trip_one(self, op: str, key: int, bound: Poly | None, bdeps: frozenset[str], cands: dict[int, Induction],
+                 entry: dict[int, Val], loop_atoms: set[str], lid: int) -> Trip:
+        """Trip count of ``var op bound`` for the induction variable ``key``."""
+        ind = cands[key]
+        start = entry.get(key)
+        with self.muted():
+            sv = self.ev(ind.step) if ind.step is not None else Val(ONE)
+        t = induction_trip(op, ind.how, start, bound, bdeps, sv, loop_atoms, lid)
+        if t.geo is not None:
+            self.geo_params[lid] = t.geo
+        return t
+
+
+def _pointer_stepper(p: Ptr, offset: Poly, step: Poly, deps: frozenset[str]) -> Callable[[Poly], Val]:
+    """The value at iteration ``t`` of a pointer starting at ``p`` (offset ``offset``) moved by ``step``."""
+    def advance(t: Poly) -> Val:
+        off = offset + step * t
+        pdeps = p.deps | step.deps | {ITER}
+        return Val(None, deps | {ITER}, Ptr(p.base, p.space, off, p.leaf_bytes, pdeps))
+    return advance
+
+
+def _value_stepper(start: Poly, step: Poly, deps: frozenset[str]) -> Callable[[Poly], Val]:
+    """The value at iteration ``t`` of a variable starting at ``start`` moved by ``step``."""
+    def advance(t: Poly) -> Val:
+        return Val.of(start + step * t, deps | {ITER})
+    return advance

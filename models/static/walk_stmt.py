@@ -1,0 +1,164 @@
+"""Statements of the source walker: blocks, declarations, ``if``/``switch`` and the joins after them.
+
+A branch is weighted by :func:`models.static.branches.branch_fraction`; ``switch`` weights each
+case ``1/cases`` (each fully per warp when the selector depends on work-item ids or loaded data).
+After ``if (c) return;`` the rest of the block runs with the fraction of items for which ``c`` is
+false (when that fraction is known). Values assigned under a condition carry the condition's
+dependencies (:meth:`~models.static.walk_base.WalkerBase.phi`).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import clang.cindex as ci
+
+from models.static.branches import branch_fraction
+from models.static.cursors import ARRAY_KINDS, terminates, type_bytes
+from models.static.expr import DATA, WI, Poly
+from models.static.values import ONE, UNKNOWN, ZERO, Ptr, Val, same_value
+from models.static.walk_base import WalkerBase
+
+K = ci.CursorKind
+
+
+class StmtWalker(WalkerBase):
+    def walk_body(self, c: ci.Cursor) -> None:
+        self.walk_stmt(c, top=True)
+
+    def walk_stmts(self, stmts: list[ci.Cursor], top: bool = False) -> None:
+        """Walk a statement list; an early return scales the statements after it."""
+        saved = (self.w_item, self.w_warp)
+        for i, s in enumerate(stmts):
+            last = top and i == len(stmts) - 1
+            cont = self.walk_stmt(s, top_last=last)
+            if cont is not None:
+                self.w_item = self.w_item * cont[0]
+                self.w_warp = self.w_warp * cont[1]
+        self.w_item, self.w_warp = saved
+
+    def walk_stmt(self, c: ci.Cursor, top: bool = False, top_last: bool = False) -> tuple[Poly, Poly] | None:
+        k = c.kind
+        if k == K.COMPOUND_STMT:
+            self.walk_stmts(list(c.get_children()), top=top)
+            return None
+        if k == K.DECL_STMT:
+            for d in c.get_children():
+                if d.kind == K.VAR_DECL:
+                    self.decl(d)
+            return None
+        if k == K.IF_STMT:
+            return self.if_stmt(c)
+        if k in (K.FOR_STMT, K.WHILE_STMT, K.DO_STMT):
+            self.loop(c)
+            return None
+        if k == K.RETURN_STMT:
+            ch = list(c.get_children())
+            v = self.ev(ch[0]) if ch else UNKNOWN
+            fr = self.frames[-1]
+            if fr.is_kernel:
+                if not top_last and not self.mute:
+                    self.early_returns += 1
+            else:
+                fr.returns.append(v)
+            return None
+        if k == K.BREAK_STMT:
+            if self.loop_stack:
+                self.loop_stack[-1].has_break = True
+            return None
+        if k in (K.CONTINUE_STMT, K.NULL_STMT):
+            return None
+        if k == K.SWITCH_STMT:
+            self.switch(c)
+            return None
+        if k in (K.CASE_STMT, K.DEFAULT_STMT, K.LABEL_STMT):
+            ch = list(c.get_children())
+            if ch:
+                self.walk_stmt(ch[-1])
+            return None
+        if k == K.GOTO_STMT:
+            self.note("goto is ignored")
+            return None
+        if k.is_statement() and not k.is_expression():
+            for ch in c.get_children():
+                self.walk_stmt(ch)
+            return None
+        self.ev(c)
+        return None
+
+    def decl(self, d: ci.Cursor) -> None:
+        t = d.type
+        canon = t.get_canonical()
+        key = d.hash
+        if canon.kind in ARRAY_KINDS:
+            size = type_bytes(t)
+            space = "local" if "__local" in t.spelling else "constant" if "__constant" in t.spelling else "private"
+            if key not in self._seen_local and not self.mute:
+                self._seen_local.add(key)
+                if space == "local":
+                    self.local_bytes += size
+                elif space == "private":
+                    self.private_bytes += size
+            leaf = canon
+            while leaf.kind in ARRAY_KINDS:
+                leaf = leaf.get_array_element_type().get_canonical()
+            self.vars[key] = Val(None, frozenset(), Ptr(d.spelling, space, ZERO, max(1, type_bytes(leaf))))
+            for ch in d.get_children():
+                if ch.kind == K.INIT_LIST_EXPR:
+                    self.ev(ch)
+            return
+        init = [ch for ch in d.get_children() if ch.kind.is_expression()]
+        if init:
+            v = self.ev(init[-1])
+            self.assign_var(key, v, t)
+        else:
+            self.vars[key] = self.var_val(d.spelling, frozenset())
+
+    def if_stmt(self, c: ci.Cursor) -> tuple[Poly, Poly] | None:
+        ch = [x for x in c.get_children()]
+        cond, then = ch[0], ch[1]
+        els = ch[2] if len(ch) > 2 else None
+        cv = self.ev(cond)
+        self.op("branch")
+        self.branch(c.location.line, "if", cv.deps)
+        fr = branch_fraction(cv, has_else=els is not None)
+        before = dict(self.vars)
+        with self.scaled(fr.it, fr.wt):
+            self.walk_stmt(then)
+        after_then = self.vars
+        self.vars = dict(before)
+        if els is not None:
+            with self.scaled(fr.ie, fr.we):
+                self.walk_stmt(els)
+        self.merge_vars(after_then, self.vars, cv.deps)
+        if els is None and terminates(then) and fr.known:
+            return fr.ie, fr.we
+        return None
+
+    def merge_vars(self, a: dict[int, Val], b: dict[int, Val], cond_deps: frozenset[str]) -> None:
+        out: dict[int, Val] = {}
+        for key in set(a) | set(b):
+            va, vb = a.get(key), b.get(key)
+            if va is None or vb is None:
+                out[key] = va or vb  # type: ignore[assignment]
+                continue
+            if va is vb or same_value(va, vb):
+                out[key] = va
+                continue
+            out[key] = self.phi(va, vb, cond_deps)
+        self.vars = out
+
+    def switch(self, c: ci.Cursor) -> None:
+        ch = list(c.get_children())
+        cond, body = ch[0], ch[-1]
+        cv = self.ev(cond)
+        self.op("branch")
+        self.branch(c.location.line, "switch", cv.deps)
+        n = sum(1 for x in body.walk_preorder() if x.kind in (K.CASE_STMT, K.DEFAULT_STMT))
+        n = max(1, n)
+        f = Poly.const(Fraction(1, n))
+        fw = ONE if (WI in cv.deps or DATA in cv.deps) else f
+        before = dict(self.vars)
+        with self.scaled(f, fw):
+            self.walk_stmt(body)
+        self.merge_vars(before, self.vars, cv.deps)

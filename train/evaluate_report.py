@@ -1,0 +1,318 @@
+"""The files of an evaluation (``kernelcast evaluate --out DIR``): ``metrics.json``,
+``oof.parquet``, ``REPORT.md`` with its plots, written all at once; and the summary the command
+prints."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kernelcast.console import fmt_table, json_number
+from kernelcast.errors import UsageError
+from train.evaluate import KIND, TARGET, Evaluation
+
+
+def check_out_dir(out: str | os.PathLike[str]) -> Path:
+    """The output directory, if it can be written: absent, empty, or an earlier evaluation (which
+    is replaced); :class:`UsageError` otherwise. Nothing is created here."""
+    p = Path(out)
+    if p.exists() and not p.is_dir():
+        raise UsageError(f"--out {p} exists and is not a directory")
+    if p.is_dir() and any(p.iterdir()):
+        try:
+            kind = json.loads((p / "metrics.json").read_text()).get("kind")
+        except (OSError, ValueError, AttributeError):
+            kind = None
+        if kind != KIND:
+            raise UsageError(f"--out {p} is a non-empty directory that holds no evaluation; choose another")
+    return p
+
+
+def _clean(obj: Any) -> Any:
+    """JSON-ready: NaN and infinities become null, numpy scalars plain numbers."""
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        return json_number(obj)
+    return obj
+
+
+def metrics_json(ev: Evaluation) -> dict[str, Any]:
+    cleaned: dict[str, Any] = _clean(ev.metrics)
+    return cleaned
+
+
+def write_evaluation(ev: Evaluation, out: str | os.PathLike[str], *, plots: bool = True) -> Path:
+    """Write ``metrics.json``, ``oof.parquet``, ``REPORT.md`` and the plots into ``out``, all at
+    once: they are written into a temporary directory beside it that replaces ``out`` at the end."""
+    out = check_out_dir(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        m = metrics_json(ev)
+        (tmp / "metrics.json").write_text(json.dumps(m, indent=2) + "\n")
+        ev.oof.to_parquet(tmp / "oof.parquet", index=False)
+        figures = write_plots(ev, tmp) if plots else []
+        (tmp / "REPORT.md").write_text(format_report(m, figures))
+        if out.exists():
+            old = out.with_name(f".{out.name}.old-{os.getpid()}")
+            os.replace(out, old)
+            os.replace(tmp, out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def write_plots(ev: Evaluation, directory: Path) -> list[tuple[str, str]]:
+    """Predicted vs measured (log-log, per model), interval calibration, and the learning curve:
+    ``(title, file name)`` of each figure written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    m, oof = ev.metrics, ev.oof
+    models = m["models"]
+    figs = []
+    y = oof["measured_us"].to_numpy(dtype=float)
+    ncol = min(len(models), 3)
+    nrow = -(-len(models) // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4.2 * ncol, 4.0 * nrow), squeeze=False)
+    finite = y[np.isfinite(y) & (y > 0)]
+    lo_v, hi_v = (float(finite.min()), float(finite.max())) if len(finite) else (1.0, 10.0)
+    for ax, name in zip(axes.flat, models):
+        p = oof[f"{name}_us"].to_numpy(dtype=float)
+        ok = np.isfinite(p) & (p > 0)
+        ax.scatter(y[ok], p[ok], s=4, alpha=0.4)
+        line = np.array([lo_v / 2, hi_v * 2])
+        ax.plot(line, line, "k-", lw=0.8)
+        ax.plot(line, line * 2, "k:", lw=0.6)
+        ax.plot(line, line / 2, "k:", lw=0.6)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        mm = m["metrics"][name]
+        ax.set_title(f"{name}: median APE {_num(mm['median_ape'])} %, within 2x {_num(mm['within_2x_pct'])} %",
+                     fontsize=9)
+        ax.set_xlabel("measured time (us)")
+        ax.set_ylabel("predicted time (us, out-of-fold)")
+    for ax in list(axes.flat)[len(models):]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    fig.savefig(directory / "pred_vs_measured.png", dpi=110)
+    plt.close(fig)
+    figs.append(("Predicted vs measured (out-of-fold, log-log; dotted: 2x)", "pred_vs_measured.png"))
+
+    fig, ax = plt.subplots(figsize=(4.8, 4.4))
+    ax.plot([0, 100], [0, 100], "k-", lw=0.8)
+    for name in models:
+        cal = m["intervals"]["models"][name]["calibration"]
+        ax.plot([100 * a for a, _ in cal], [b if b is not None else np.nan for _, b in cal], "o-", label=name, ms=3)
+    ax.set_xlim(40, 100)
+    ax.set_ylim(0, 100)
+    ax.set_xlabel("nominal coverage (%)")
+    ax.set_ylabel("empirical coverage (%)")
+    ax.set_title("interval calibration (cross-conformal)", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(directory / "calibration.png", dpi=110)
+    plt.close(fig)
+    figs.append(("Interval calibration", "calibration.png"))
+
+    lc = m.get("learning_curve")
+    if lc:
+        pts = lc["points"]
+        fig, ax = plt.subplots(figsize=(4.8, 4.0))
+        ax.plot([p["train_kernels"] for p in pts], [p["median_ape"] for p in pts], "o-")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("training kernels per fold")
+        ax.set_ylabel("median APE (%)")
+        ax.set_title(f"learning curve ({lc['model']}, out-of-fold)", fontsize=9)
+        fig.tight_layout()
+        fig.savefig(directory / "learning_curve.png", dpi=110)
+        plt.close(fig)
+        figs.append(("Learning curve", "learning_curve.png"))
+    return figs
+
+
+def _num(x: Any, digits: int = 3) -> str:
+    if x is None or (isinstance(x, float) and not np.isfinite(x)):
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.{digits}g}" if abs(x) < 1000 else f"{x:.0f}"
+    return str(x)
+
+
+def summary_rows(m: Mapping[str, Any]) -> tuple[list[list[Any]], list[str]]:
+    """The accuracy table: one row per model."""
+    header = ["model", "rows", "MAPE %", "median APE %", "p90 APE %", "med |log2|", "bias log2", "within 2x %",
+              "kernel MAPE % mean", "median"]
+    rows = []
+    for name in m["models"]:
+        x = m["metrics"][name]
+        rows.append([name, x["rows"], x["mape"], x["median_ape"], x["p90_ape"], x["median_abs_log2"],
+                     x["bias_log2"], x["within_2x_pct"], x["kernel_mape_mean"], x["kernel_mape_median"]])
+    return rows, header
+
+
+def decision_rows(m: Mapping[str, Any]) -> tuple[list[list[Any]], list[str]]:
+    """The tuning, interval and few-shot table: one row per model."""
+    shots = [k for k in m["few_shot"]["shots"] if k > 0]
+    pct = int(round(100 * m["intervals"]["level"]))
+    header = ["model", "top-1 %", "regret med", "regret mean", "rho", f"{pct}% cover %", "width x"]
+    for k in shots:
+        header += [f"{k}-shot MAPE %", f"{k}-shot med APE %"]
+    rows = []
+    for name in m["models"]:
+        t = m["tuning"]["models"][name]
+        iv = m["intervals"]["models"][name]
+        top1 = None if t["top1_within"] is None else 100.0 * t["top1_within"]
+        row = [name, top1, t["regret_median"], t["regret_mean"], t["spearman_mean"], iv["coverage_pct"],
+               iv["mean_width_factor"]]
+        for k in shots:
+            s = m["few_shot"]["models"][name][str(k)]
+            row += [s["mape"], s["median_ape"]]
+        rows.append(row)
+    return rows, header
+
+
+def tuning_note(m: Mapping[str, Any]) -> str:
+    t = m["tuning"]
+    n_groups = next(iter(t["models"].values()))["groups"] if t["models"] else 0
+    if t["basis"] == "problem":
+        return (f"tuning: {n_groups} groups of configurations of one problem (same kernel, global size and argument "
+                f"sizes) in {t['problem_kernels']} kernels; top-1 = the predicted best within "
+                f"{100 * t['tolerance']:.0f} % of the measured best")
+    return (f"tuning: per work-item (time / global work-items) across the configurations of each kernel, "
+            f"{n_groups} kernels; only {t['problem_groups']} group(s) of two or more configurations of one problem "
+            f"exist (in {t['problem_kernels']} of {t['kernels']} kernels), too few to use; top-1 = the predicted "
+            f"best within {100 * t['tolerance']:.0f} % of the measured best")
+
+
+def format_summary(m: Mapping[str, Any]) -> str:
+    """What ``kernelcast evaluate`` prints."""
+    d, g = m.get("dataset") or {}, m["groups"]
+    lines = [
+        f"dataset     {d.get('path', '-')}: {m['rows']} rows of {m['kernels']} kernels",
+        f"folds       {len(m['folds'])} grouped folds (seed {m['seed']}) over {g['count']} kernel groups; largest "
+        f"{g['largest']['key']} ({g['largest']['kernels']} kernels, {g['largest']['rows']} rows); "
+        f"{len(g['near_duplicate_merges'])} near-duplicate merge(s)",
+        "",
+        "out-of-fold, zero-shot",
+        fmt_table(*summary_rows(m)),
+        "",
+        fmt_table(*decision_rows(m)),
+        "",
+        tuning_note(m),
+    ]
+    if m.get("blend"):
+        kinds = [b["kind"] for b in m["blend"]["folds"]]
+        lines.append(f"blend: chosen per fold by {m['blend']['criterion']} on inner OOF predictions: "
+                     f"{', '.join(kinds)}")
+    lc = m.get("learning_curve")
+    if lc:
+        pts = ", ".join(f"{p['train_kernels']:.0f}{' (all)' if p['all'] else ''}: {_num(p['median_ape'])} %"
+                        for p in lc["points"])
+        lines.append(f"learning curve ({lc['model']}, median APE by training kernels per fold): {pts}")
+    return "\n".join(lines)
+
+
+def _md_table(rows: list[list[Any]], header: list[str]) -> str:
+    def cell(c: Any) -> str:
+        if isinstance(c, float):
+            return _num(c, 4)
+        return "-" if c is None else str(c).replace("|", "\\|")
+
+    out = ["| " + " | ".join(cell(h) for h in header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def format_report(m: Mapping[str, Any], figures: Sequence[tuple[str, str]] = ()) -> str:
+    """``REPORT.md``."""
+    d, p, g = m.get("dataset") or {}, m.get("profile") or {}, m["groups"]
+    o = m["options"]
+    lines = [
+        "# Evaluation",
+        "",
+        f"- dataset: `{d.get('path', '-')}` ({d.get('corpus', '-')}; device {d.get('device', '-')}; "
+        f"rows fingerprint {d.get('rows_fingerprint', '-')}): {m['rows']} rows of {m['kernels']} kernels used "
+        f"({d.get('rows_total', '-')} rows in the dataset, {d.get('rows_ok', '-')} ok of passes sample/iqr)",
+        f"- profile: {p.get('spec') or '-'} (device {p.get('device', '-')}, {p.get('kind', '-')}, sha256 "
+        f"{p.get('sha256', '-')})",
+        f"- {len(m['folds'])} folds grouped by kernel group, seed {m['seed']}; {g['count']} groups "
+        f"({', '.join(f'{v} {k}' for k, v in sorted(g['by_kind'].items()))}); largest `{g['largest']['key']}` "
+        f"({g['largest']['kernels']} kernels, {g['largest']['rows']} rows); "
+        f"{len(g['near_duplicate_merges'])} near-duplicate merge(s) at Jaccard >= {g['near_duplicate_threshold']}",
+        f"- models: {', '.join(m['models'])}; target: time (`{TARGET}`); {_num(m['seconds'])} s",
+        "",
+        "## Accuracy (out-of-fold, zero-shot)",
+        "",
+        "APE in percent; `med |log2|` is the median |log2(predicted / measured)| (1 = a factor of 2); `bias` is "
+        "the median log2 ratio (negative: predicts low); kernel MAPE is each kernel's MAPE, averaged over kernels.",
+        "",
+        _md_table(*summary_rows(m)),
+        "",
+        "## Tuning, intervals, few-shot",
+        "",
+        tuning_note(m) + ". " + m["few_shot"]["note"] + ".",
+        "",
+        f"Intervals: {int(round(100 * m['intervals']['level']))} % cross-conformal intervals from the |log2 ratio| "
+        f"of the other folds' OOF residuals (by: {m['intervals']['by']}); width = upper / lower bound. "
+        f"Few-shot: k measured configurations of each held-out kernel give a log offset, scored on its other rows.",
+        "",
+        _md_table(*decision_rows(m)),
+        "",
+    ]
+    shots = m["few_shot"]["shots"]
+    lines += ["### Few-shot (median APE % / MAPE % / within 2x %; rows scored)", ""]
+    header = ["model"] + [f"k={k}" for k in shots]
+    rows = []
+    for name in m["models"]:
+        r: list[Any] = [name]
+        for k in shots:
+            s = m["few_shot"]["models"][name][str(k)]
+            r.append(f"{_num(s['median_ape'])} / {_num(s['mape'])} / {_num(s['within_2x_pct'])} ({s['rows']})")
+        rows.append(r)
+    lines += [_md_table(rows, header), ""]
+    if m.get("blend"):
+        lines += ["## Blend (stacking)", "",
+                  f"Per outer fold, chosen by {m['blend']['criterion']} on the OOF predictions of an inner "
+                  f"{m['blend']['inner_folds']}-fold grouped CV over the training kernels.", ""]
+        brow = []
+        for b in m["blend"]["folds"]:
+            w = ", ".join(f"{k} {_num(v)}" for k, v in b["weights"].items())
+            brow.append([b["fold"], b["kind"], w, _num(b["intercept"]), b["rows"]])
+        lines += [_md_table(brow, ["fold", "chosen", "weights", "intercept", "inner rows"]), ""]
+    lc = m.get("learning_curve")
+    if lc:
+        lines += [f"## Learning curve ({lc['model']})", ""]
+        lines += [_md_table([[_num(p["train_kernels"]) + (" (all)" if p["all"] else ""), p["median_ape"], p["mape"],
+                              p["within_2x_pct"]] for p in lc["points"]],
+                            ["training kernels per fold", "median APE %", "MAPE %", "within 2x %"]), ""]
+    lines += ["## Folds", "", _md_table([[f["fold"], f["groups"], f["kernels"], f["rows"]] for f in m["folds"]],
+                                         ["fold", "groups", "kernels", "rows"]), ""]
+    lines += ["Largest groups:", ""]
+    lines += [_md_table([[x["key"], x["kind"], len(x["kernels"]), x["rows"], x["fold"]] for x in g["list"][:10]],
+                        ["group", "kind", "kernels", "rows", "fold"]), ""]
+    for title, fname in figures:
+        lines += [f"## {title}", "", f"![{title}]({fname})", ""]
+    opts = ", ".join(f"{k}={v}" for k, v in o.items())
+    lines += ["## Options", "", f"`{opts}`", ""]
+    return "\n".join(lines)
