@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.kernelcast-installed
 
-.PHONY: demo test lint opencl clean
+.PHONY: demo test lint typecheck opencl clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,8 +26,12 @@ opencl: $(STAMP)
 demo: opencl
 	$(BIN)/kernelcast demo
 
-test: opencl
+test: opencl typecheck
 	$(BIN)/python -m pytest -q
+
+# the typed seams: hardware, dataset, predictor interface and what every stage shares (and what they import)
+typecheck: $(STAMP)
+	$(BIN)/mypy instrument/ datagen/dataset.py models/base.py kernelcast/
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -204,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _extra_commands() -> list[Callable[[Any], object]]:
     """Subcommands of later pipeline stages register here."""
-    from bench.suite.compare import add_parser as bench_parser
+    from bench.cli import add_parser as bench_parser
     from calib.cli import add_parser as calib_parser
     from datagen.cli import add_parsers as datagen_parsers
     from models.cli import add_parsers as model_parsers

@@ -177,3 +177,31 @@ def test_features_fill_missing_extra_columns(frame):
     np.testing.assert_allclose(f[:, names.index("log2_g0")], np.log2(g))
     np.testing.assert_allclose(f[:, names.index("log2_scalar0")], np.log2(1 + g))
     np.testing.assert_allclose(f[:, names.index("log2_buf_bytes_sum")], np.log2(2 * 4 * g))
+
+
+def test_training_and_prediction_build_identical_feature_rows(frame):
+    """A training frame has no analytical estimate; predict_frame adds one. The resolved feature
+    list must leave it out, so the rows a model sees at prediction equal the rows it trained on."""
+    from models.learned.features import DEFAULT_EXTRA_COLUMNS, resolve_extra_columns
+
+    train_df = prepare_frame(frame)
+    extra = resolve_extra_columns(DEFAULT_EXTRA_COLUMNS, train_df.columns)
+    assert "analytical_log2_time" not in extra
+    served = prepare_frame(frame.assign(analytical_log2_time=np.log2(frame["time_median_us"].to_numpy() * 3)))
+    np.testing.assert_array_equal(compute_features(train_df, 4, extra), compute_features(served, 4, extra))
+    # a training frame that has the column keeps it
+    assert "analytical_log2_time" in resolve_extra_columns(DEFAULT_EXTRA_COLUMNS, served.columns)
+
+
+def test_mean_pooling_ignores_padding_and_sees_the_whole_source(tokenizer, frame):
+    from models.learned.model import pool_mean
+
+    h = torch.arange(2 * 4 * 3, dtype=torch.float32).reshape(2, 4, 3)
+    m = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]])
+    np.testing.assert_allclose(pool_mean(h, m).numpy(), [h[0, :2].mean(0).numpy(), h[1].mean(0).numpy()])
+    model = tiny_model(tokenizer, "efficient", frame)
+    model.config.pooling = "mean"
+    mean_model = KernelPerfModel(model.config).eval()
+    assert mean_model.time_head is not None
+    out = LearnedPredictor(mean_model, tokenizer).predict(frame).time_us
+    assert out.shape == (len(frame),) and np.isfinite(out).all()

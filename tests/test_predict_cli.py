@@ -114,3 +114,13 @@ def test_bench_bad_suite_exits_2(tmp_path):
     assert r.returncode == 2 and "k" in r.stderr
     r = kc("bench", "--suite", str(tmp_path / "none.json"), "--out", str(tmp_path / "r"))
     assert r.returncode == 2 and "no such file" in r.stderr
+
+
+def test_predict_without_a_learned_model_imports_no_torch(kfile):
+    code = ("import sys; from kernelcast.cli import main; "
+            f"rc = main(['predict', '--kernel', {str(kfile)!r}, '--gsize', '4096', '--profile', 'a100', '--json']); "
+            "print('HEAVY', sorted(m for m in ('torch', 'transformers', 'scipy', 'lightgbm') if m in sys.modules)); "
+            "sys.exit(rc)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "HEAVY []" in r.stdout

@@ -77,6 +77,7 @@ class TrainOptions:
     val_fraction: float = 0.1
     kernels_per_batch: int = 4             # efficient mode: distinct kernels per batch
     n_last_tokens: int = 4
+    pooling: str | None = None             # default: "mean" in efficient mode, "last" (LLMPerf) in prompt mode
     head_hidden: list[int] = field(default_factory=lambda: [256])
     head_dropout: float = 0.1
     # backbone from scratch (no --base)
@@ -151,7 +152,9 @@ def _usable(t: np.ndarray, e: np.ndarray, target: str) -> np.ndarray:
 
 def _new_model(opts: TrainOptions, train_df: pd.DataFrame, t: np.ndarray, e: np.ndarray) -> tuple[KernelPerfModel, Any]:
     extra = resolve_extra_columns(opts.extra_columns, train_df.columns) if opts.mode == "efficient" else []
-    cfg = LearnedConfig(n_last_tokens=opts.n_last_tokens, head_hidden=list(opts.head_hidden),
+    pooling = opts.pooling or ("mean" if opts.mode == "efficient" else "last")
+    cfg = LearnedConfig(n_last_tokens=opts.n_last_tokens, pooling=pooling,  # type: ignore[arg-type]
+                        head_hidden=list(opts.head_hidden),
                         head_dropout=opts.head_dropout, mode=opts.mode, targets=opts.target,
                         max_scalars=opts.max_scalars, extra_columns=extra)
     if opts.mode == "efficient":
@@ -182,7 +185,7 @@ def _new_model(opts: TrainOptions, train_df: pd.DataFrame, t: np.ndarray, e: np.
 def _tokenizer_corpus(df: pd.DataFrame, mode: str, seed: int, n_prompts: int = 2000) -> list[str]:
     """Training kernels' texts (and a sample of their prompts, so sizes and argument lines tokenize well)."""
     first = df.drop_duplicates("kernel_key")
-    texts = [kernel_text(s, n) for s, n in zip(first["source"], first["kernel_name"])]
+    texts = [kernel_text(s, n, name_first=True) for s, n in zip(first["source"], first["kernel_name"])]
     sample = df.sample(n=min(n_prompts, len(df)), random_state=seed)
     texts += [row_prompt(s, k, a, g, lz) for s, k, a, g, lz in
               zip(sample["source"], sample["kernel_name"], sample["args"], sample["gsize"], sample["lsize"])]
@@ -524,6 +527,7 @@ def _final_metrics(model: KernelPerfModel, enc: EncodedRows, val_rows: np.ndarra
             "vocab_size": cfg.backbone.get("vocab_size"),
             "max_length": cfg.max_length,
             "n_last_tokens": cfg.n_last_tokens,
+            "pooling": cfg.pooling,
         },
         "options": {k: v for k, v in asdict(opts).items() if k not in ("progress", "resume")},
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__},

@@ -13,7 +13,6 @@ then write into the report directory:
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import math
@@ -25,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kernelcast.console import fmt_table, to_json
+from kernelcast.console import fmt_table
 from kernelcast.errors import UsageError
 from kernelcast.metrics import mape, spearman
 
@@ -202,42 +201,3 @@ def run_bench(suite_path: str, out: str, *, model: str | None, profile_spec: str
     report = write_report(results, tab, Path(out), meta)
     (Path(out) / "meta.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
     return tab, report
-
-
-def cmd_bench(args: argparse.Namespace) -> int:
-    from instrument.meters import check_meter_spec
-
-    ids = [s for s in args.kernels.split(",") if s] if args.kernels else None
-    if args.max_sizes is not None and args.max_sizes < 1:
-        raise UsageError("--max-sizes must be at least 1")
-    if Path(args.out).exists() and not Path(args.out).is_dir():
-        raise UsageError(f"--out {args.out}: exists and is not a directory")
-    check_meter_spec(args.meter)
-    tab, report = run_bench(args.suite or str(default_suite()), args.out, model=args.model,
-                            profile_spec=args.profile, device=args.device, meter=args.meter,
-                            max_sizes=args.max_sizes, ids=ids, progress=sys.stderr.isatty() and not args.json)
-    if args.json:
-        print(to_json({"table": [{k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-                                  for k, v in r.items()} for r in tab.to_dict("records")],
-                       "report": str(report)}))
-        return 0
-    print(print_table(tab))
-    print(f"report: {report} (plots in {report.parent / 'plots'})")
-    return 0
-
-
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser("bench", help="benchmark learned vs analytical vs blend on a suite (LLMPerf Table IV)",
-                       description="Measure every kernel and problem size of a suite manifest on the device, "
-                                   "predict each with the analytical model, the learned model and the blend, and "
-                                   "write a report: per-kernel MAPE and Spearman rho, Figure-2 plots, Markdown.")
-    p.add_argument("--suite", help="suite manifest (default: the project's own suite, suites/kernelcast/suite.json)")
-    p.add_argument("--out", required=True, help="report directory")
-    p.add_argument("--model", help="learned model directory (without: analytical only)")
-    p.add_argument("--profile", help="device profile (default: this device's calibration)")
-    p.add_argument("--device")
-    p.add_argument("--meter", default="auto")
-    p.add_argument("--kernels", help="comma-separated kernel ids to run")
-    p.add_argument("--max-sizes", type=int, help="only the first N sizes of each kernel")
-    p.add_argument("--json", action="store_true", help="print the per-kernel table as JSON")
-    p.set_defaults(func=cmd_bench)

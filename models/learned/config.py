@@ -20,6 +20,7 @@ CONFIG_VERSION = 1
 
 #: LLMPerf's two input encodings: the whole prompt as text, or the kernel text once plus numeric launch features
 LearnedMode = Literal["prompt", "efficient"]
+Pooling = Literal["last", "mean"]
 MODES: tuple[LearnedMode, ...] = get_args(LearnedMode)
 #: what the heads predict
 Targets = Literal["time", "energy", "both"]
@@ -54,6 +55,9 @@ class LearnedConfig:
     base: str | None = None
     #: LLMPerf III-B: the head concatenates the hidden states of the last N non-padding tokens
     n_last_tokens: int = 4
+    #: "last": LLMPerf's last-N-token pooling; "mean": the mean over every non-padding token (the
+    #: efficient mode's default: its input ends with the kernel's name, which last-N pooling encodes)
+    pooling: Pooling = "last"
     head_hidden: list[int] = field(default_factory=lambda: [256])
     head_dropout: float = 0.1
     mode: LearnedMode = "prompt"
@@ -83,6 +87,8 @@ class LearnedConfig:
             raise ValueError(f"targets must be one of {TARGETS}, got {self.targets!r}")
         if self.n_last_tokens < 1:
             raise ValueError("n_last_tokens must be at least 1")
+        if self.pooling not in ("last", "mean"):
+            raise ValueError(f"pooling must be last or mean, got {self.pooling!r}")
 
     @property
     def predicts_time(self) -> bool:

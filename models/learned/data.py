@@ -71,8 +71,11 @@ def row_prompt(source: str, name: str, args: list[dict[str, Any]], gsize: Sequen
     return render_prompt(source, args, gsize, lsize, dict(qualifiers(source, name)))
 
 
-def kernel_text(source: str, name: str) -> str:
-    """The efficient mode's encoder input: the source, then the kernel's name (a source may hold helpers)."""
+def kernel_text(source: str, name: str, *, name_first: bool = False) -> str:
+    """The efficient mode's encoder input: the source and the kernel's name (a source may hold
+    helpers); the name comes last for last-token pooling (older models), first for mean pooling."""
+    if name_first:
+        return f"// kernel {name}\n{source.strip()}"
     return f"{source.strip()}\n// kernel {name}"
 
 
@@ -109,7 +112,8 @@ def encode_rows(df: pd.DataFrame, tokenizer: Any, config: LearnedConfig) -> Enco
     else:
         first = df.drop_duplicates("kernel_key")
         order = {k: i for i, k in enumerate(first["kernel_key"])}
-        seqs = _tokenize(tokenizer, [kernel_text(s, k) for s, k in zip(first["source"], first["kernel_name"])])
+        seqs = _tokenize(tokenizer, [kernel_text(s, k, name_first=config.pooling == "mean")
+                                     for s, k in zip(first["source"], first["kernel_name"])])
         seq_index = np.array([order[k] for k in kernels], dtype=np.int64)
         feats = compute_features(df, config.max_scalars, config.extra_columns)
     lengths = np.array([len(s) for s in seqs], dtype=np.int64)

@@ -41,14 +41,16 @@ def feature_names(max_scalars: int = 4, extra_columns: Sequence[str] = ()) -> li
 
 
 def resolve_extra_columns(patterns: Iterable[str], columns: Iterable[str]) -> list[str]:
-    """Concrete column names for ``patterns``: a plain name is kept (filled with 0 where missing),
-    a glob (``static_*``) becomes the sorted matching numeric columns of the frame."""
+    """Concrete column names for ``patterns``: the columns of the (training) frame each plain name or
+    glob (``static_*``) matches, sorted per glob. A name the training frame lacks is left out, so a
+    model never carries a feature that had no value, and no gradient, during training while
+    prediction fills it in (train/serve skew)."""
     cols = list(columns)
     out: list[str] = []
     for p in patterns:
         if any(ch in p for ch in "*?["):
             out += sorted(c for c in cols if fnmatch.fnmatchcase(c, p) and c not in out)
-        elif p not in out:
+        elif p in cols and p not in out:
             out.append(p)
     return out
 

@@ -53,6 +53,12 @@ def pool_last_tokens(hidden: torch.Tensor, attention_mask: torch.Tensor, n: int)
     return g.reshape(hidden.shape[0], n * d)
 
 
+def pool_mean(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """The mean hidden state over the non-padding tokens: (B, L, d) -> (B, d)."""
+    m = attention_mask.to(hidden.dtype).unsqueeze(-1)
+    return (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
+
+
 class RegressionHead(nn.Module):
     """MLP from the pooled (and feature) vector to one normalised target."""
 
@@ -82,7 +88,8 @@ class KernelPerfModel(nn.Module):
         n_feat = len(config.feature_names) if config.mode == "efficient" else 0
         if config.mode == "efficient" and n_feat != len(feature_names(config.max_scalars, config.extra_columns)):
             raise ValueError("config.feature_names does not match max_scalars/extra_columns")
-        in_dim = config.n_last_tokens * config.hidden_size + n_feat
+        pooled = config.n_last_tokens if config.pooling == "last" else 1
+        in_dim = pooled * config.hidden_size + n_feat
         self.time_head = RegressionHead(in_dim, config.head_hidden, config.head_dropout) \
             if config.predicts_time else None
         self.energy_head = RegressionHead(in_dim, config.head_hidden, config.head_dropout) \
@@ -99,6 +106,8 @@ class KernelPerfModel(nn.Module):
         position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
         out = self.backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                             use_cache=False)
+        if self.config.pooling == "mean":
+            return pool_mean(out.last_hidden_state, attention_mask)
         return pool_last_tokens(out.last_hidden_state, attention_mask, self.config.n_last_tokens)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, features: torch.Tensor | None = None,
