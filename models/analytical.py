@@ -108,7 +108,8 @@ class DeviceParams:
     def from_profile(cls, p: DeviceProfile, device_info: Any = None) -> DeviceParams:
         get = p.get
         dev = getattr(p, "device", None)
-        cu = get("compute_units") or getattr(dev, "compute_units", None) or getattr(device_info, "compute_units", 1) or 1
+        cu = (get("compute_units") or getattr(dev, "compute_units", None)
+              or getattr(device_info, "compute_units", 1) or 1)
         warp = get("warp_size") or getattr(dev, "wg_multiple", None) or 32
         kind = (getattr(dev, "device_type", "") or "").upper()
         is_gpu = get("max_warps_per_cu") is not None or "GPU" in kind

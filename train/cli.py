@@ -28,6 +28,14 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--data", required=True, metavar="DATASET", help="dataset directory (kernelcast datagen --out)")
     p.add_argument("--out", required=True, metavar="MODEL", help="model directory to write (resumes if it holds a "
                                                                  "checkpoint)")
+    p.add_argument("--kind", choices=("codegen", "tabular"), default="codegen",
+                   help="codegen (default: the CodeGen regression model) or tabular (gradient-boosted trees on the "
+                        "static features, the launch configuration and the analytical model's parts, predicting "
+                        "log2(measured/analytical); fits in seconds; uses --data, --out, --profile, --device, "
+                        "--target, --seed, --json)")
+    p.add_argument("--profile", help="tabular: device profile of the analytical columns (bundled name or JSON path); "
+                                     "default: this device's calibration")
+    p.add_argument("--device", help="tabular: OpenCL device whose cached calibration to use without --profile")
     p.add_argument("--mode", choices=("prompt", "efficient"), default="prompt",
                    help="prompt (LLMPerf, default) or efficient (one encoder pass per kernel per batch)")
     p.add_argument("--base", help="pretrained CodeGen to fine-tune: a hub name (Salesforce/codegen-350M-multi) or "
@@ -62,6 +70,37 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the figures and the chosen blend as JSON")
     p.set_defaults(func=cmd_blend)
 
+    p = subparsers.add_parser(
+        "evaluate", help="the accuracy yardstick: grouped K-fold out-of-fold figures of every model on a dataset",
+        description="Grouped K-fold evaluation: a kernel, its near-duplicates and the synthetic kernels of its "
+                    "template family are never on both sides. Every row gets an out-of-fold prediction of each "
+                    "model; the figures (MAPE, median and p90 APE, log2 errors, per-kernel MAPE, tuning top-1 and "
+                    "regret, few-shot, interval coverage) go to DIR/metrics.json, the predictions to "
+                    "DIR/oof.parquet, and DIR/REPORT.md has the tables and plots.",
+        epilog="Models: analytical (no fitting), tabular (gradient-boosted trees), codegen (the CodeGen model; "
+               "slow), blend (stacking, fitted per fold on inner out-of-fold predictions of the training kernels). "
+               "See bench/README.md.")
+    p.add_argument("--data", required=True, metavar="DATASET", help="dataset directory (kernelcast datagen --out)")
+    p.add_argument("--out", required=True, metavar="DIR", help="directory to write (an earlier evaluation there is "
+                                                               "replaced)")
+    p.add_argument("--folds", type=int, default=5, help="number of grouped folds (5)")
+    p.add_argument("--models", help="comma-separated: analytical, tabular, codegen, blend "
+                                    "(default analytical,tabular,blend)")
+    p.add_argument("--profile", help="device profile (bundled name or JSON path); default: this device's")
+    p.add_argument("--device", help="OpenCL device whose cached profile to use when --profile is not given")
+    p.add_argument("--seed", type=int, default=0, help="seed of the folds, the shots and the models (0)")
+    p.add_argument("--shots", default="0,1,3", help="few-shot: measured configurations per held-out kernel (0,1,3)")
+    p.add_argument("--interval-by", choices=("none", "regime", "bound"), default="none",
+                   help="interval quantiles per datagen regime or per analytical bound (default: one for all rows)")
+    p.add_argument("--inner-folds", type=int, default=3, help="blend: folds of the inner CV (3)")
+    p.add_argument("--codegen-epochs", type=int, default=5, help="codegen: epochs per fold (5)")
+    p.add_argument("--learning-curve", action="store_true",
+                   help="also the tabular model's median APE vs training kernels (10, 20, 40, ..., all)")
+    p.add_argument("--no-plots", action="store_true", help="no PNG plots")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--json", action="store_true", help="print metrics.json instead of the summary")
+    p.set_defaults(func=cmd_evaluate)
+
 
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
@@ -69,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--out {out} exists and is not a directory")
     if not Path(args.data).is_dir():
         raise UsageError(f"no such dataset directory: {args.data}")
+    if args.kind == "tabular":
+        return run_tabular(args)
     if args.base and not Path(args.base).is_dir() and str(args.base).count("/") != 1:
         raise UsageError(f"--base {args.base}: no such directory, and not a hub name "
                          f"like Salesforce/codegen-350M-multi")
@@ -97,6 +138,46 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(format_metrics(result.metrics, str(result.out_dir)))
     return 0
+
+
+def run_tabular(args: argparse.Namespace) -> int:
+    """``train --kind tabular``: build the table, fit, save ``tabular.json`` in --out."""
+    from calib.local import resolve_profile
+    from train.tabular import train_tabular
+
+    profile = resolve_profile(args.profile, args.device,
+                              on_calibrate=lambda msg: print(f"note: {msg}", file=sys.stderr))
+    try:
+        res = train_tabular(args.data, args.out, profile, target=args.target, seed=args.seed)
+    except ValueError as e:  # DataError (an InputError) and bad option values
+        raise UsageError(str(e)) from None
+    if args.json:
+        from kernelcast.console import to_json
+
+        print(to_json(res))
+        return 0
+    print(format_tabular(res))
+    return 0
+
+
+def format_tabular(res: dict[str, Any]) -> str:
+    """What ``train --kind tabular`` prints."""
+    d = res["data"]
+    rows = []
+    for t, h in res["heads"].items():
+        an, fit = h.get("analytical_in_sample") or {}, h.get("residual_in_sample") or {}
+        rows.append([t, h["rows"], h.get("kernels"), h["rounds"], h["weighting"], an.get("median_abs_log2"),
+                     fit.get("median_abs_log2"), h["seconds"]])
+    s = res["seconds"]
+    return "\n".join([
+        f"model       {res['out_dir']}   (tabular: LightGBM on {res['features']} features, residual "
+        f"log2(measured/analytical); profile {res['profile']})",
+        f"data        {d['rows']} rows of {d['kernels']} kernels ({d['rows_static_failed']} without static features)",
+        f"time        {s['total']:.1f} s (load {s['load']:.1f}, table {s['table']:.1f}, fit {s['fit']:.1f})",
+        "",
+        fmt_table(rows, ["head", "rows", "kernels", "rounds", "weights", "analytical |log2| median",
+                         "fitted |log2| median", "s"]),
+        "(|log2| on the training rows, in-sample: 'kernelcast evaluate' gives held-out figures)"])
 
 
 def format_metrics(m: dict[str, Any], out_dir: str) -> str:
@@ -156,3 +237,34 @@ def format_blend(res: dict[str, Any], model_dir: str) -> str:
         fmt_table(rows, ["model", "MAPE %", "MAPE/kernel %", "median APE %", "rho", "rho/kernel"]),
         f"blend chosen: {b['kind']} (log2 t = {b['a']:.3f} log2 t_analytical + {b['b']:.3f} log2 t_learned "
         f"+ {b['c']:.3f}); written to {Path(model_dir) / 'blend.json'}"])
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from calib.local import resolve_profile
+    from kernelcast.console import to_json
+    from train.evaluate import DEFAULT_MODELS, EvaluateOptions, evaluate_dataset, parse_models, parse_shots
+    from train.evaluate_report import check_out_dir, format_summary, metrics_json, write_evaluation
+
+    check_out_dir(args.out)
+    models = parse_models(args.models) if args.models is not None else DEFAULT_MODELS
+    opts = EvaluateOptions(folds=args.folds, models=models, seed=args.seed, shots=parse_shots(args.shots),
+                           interval_by=args.interval_by, inner_folds=args.inner_folds,
+                           codegen_epochs=args.codegen_epochs, learning_curve=args.learning_curve)
+    if not Path(args.data).is_dir():
+        raise UsageError(f"--data {args.data}: no such dataset directory")
+    profile = resolve_profile(args.profile, args.device,
+                              on_calibrate=lambda msg: print(f"note: {msg}", file=sys.stderr))
+
+    def progress(msg: str) -> None:
+        if not args.quiet:
+            print(f"evaluate: {msg}", file=sys.stderr)
+
+    ev = evaluate_dataset(args.data, profile, opts, profile_spec=args.profile or f"cached profile of "
+                          f"{profile.device.name}", progress=progress)
+    out = write_evaluation(ev, args.out, plots=not args.no_plots)
+    if args.json:
+        print(to_json(metrics_json(ev)))
+        return 0
+    print(format_summary(metrics_json(ev)))
+    print(f"\nwritten to {out}: metrics.json, oof.parquet, REPORT.md")
+    return 0

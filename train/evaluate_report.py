@@ -141,6 +141,8 @@ def write_plots(ev: Evaluation, directory: Path) -> list[tuple[str, str]]:
         fig, ax = plt.subplots(figsize=(4.8, 4.0))
         ax.plot([p["train_kernels"] for p in pts], [p["median_ape"] for p in pts], "o-")
         ax.set_xscale("log", base=2)
+        ax.set_xticks([p["train_kernels"] for p in pts], [f"{p['train_kernels']:.0f}" for p in pts])
+        ax.minorticks_off()
         ax.set_xlabel("training kernels per fold")
         ax.set_ylabel("median APE (%)")
         ax.set_title(f"learning curve ({lc['model']}, out-of-fold)", fontsize=9)
@@ -175,7 +177,7 @@ def decision_rows(m: Mapping[str, Any]) -> tuple[list[list[Any]], list[str]]:
     """The tuning, interval and few-shot table: one row per model."""
     shots = [k for k in m["few_shot"]["shots"] if k > 0]
     pct = int(round(100 * m["intervals"]["level"]))
-    header = ["model", "top-1 %", "regret med", "regret mean", "rho", f"{pct}% cover %", "width x"]
+    header = ["model", "top-1 %", "regret med", "regret gmean", "rho", f"{pct}% cover %", "width x"]
     for k in shots:
         header += [f"{k}-shot MAPE %", f"{k}-shot med APE %"]
     rows = []
@@ -183,7 +185,7 @@ def decision_rows(m: Mapping[str, Any]) -> tuple[list[list[Any]], list[str]]:
         t = m["tuning"]["models"][name]
         iv = m["intervals"]["models"][name]
         top1 = None if t["top1_within"] is None else 100.0 * t["top1_within"]
-        row = [name, top1, t["regret_median"], t["regret_mean"], t["spearman_mean"], iv["coverage_pct"],
+        row = [name, top1, t["regret_median"], t["regret_geomean"], t["spearman_mean"], iv["coverage_pct"],
                iv["mean_width_factor"]]
         for k in shots:
             s = m["few_shot"]["models"][name][str(k)]
@@ -199,10 +201,20 @@ def tuning_note(m: Mapping[str, Any]) -> str:
         return (f"tuning: {n_groups} groups of configurations of one problem (same kernel, global size and argument "
                 f"sizes) in {t['problem_kernels']} kernels; top-1 = the predicted best within "
                 f"{100 * t['tolerance']:.0f} % of the measured best")
-    return (f"tuning: per work-item (time / global work-items) across the configurations of each kernel, "
-            f"{n_groups} kernels; only {t['problem_groups']} group(s) of two or more configurations of one problem "
-            f"exist (in {t['problem_kernels']} of {t['kernels']} kernels), too few to use; top-1 = the predicted "
-            f"best within {100 * t['tolerance']:.0f} % of the measured best")
+    if t["problem_groups"]:
+        why = (f"only {t['problem_groups']} group(s) of two or more configurations of one problem exist (in "
+               f"{t['problem_kernels']} of {t['kernels']} kernels), too few to use")
+    else:
+        why = "no two configurations in the dataset share a problem (same global size and argument sizes)"
+    note = (f"tuning: per work-item (time / global work-items) across the configurations of each kernel, "
+            f"{n_groups} kernels, since {why}; top-1 = the predicted best within {100 * t['tolerance']:.0f} % "
+            f"of the measured best")
+    other = t.get("problem_basis_models")
+    if other:
+        figs = ", ".join(f"{name} {_num(100 * v['top1_within'] if v['top1_within'] is not None else None)} %"
+                         for name, v in other.items())
+        note += f" (top-1 on those problem groups, for reference: {figs})"
+    return note
 
 
 def format_summary(m: Mapping[str, Any]) -> str:

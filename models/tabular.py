@@ -1,0 +1,888 @@
+"""The tabular learned model: one feature table per (kernel, configuration) and gradient-boosted trees on it.
+
+:func:`build_table` is the public way to turn rows into features. It takes the rows of a dataset
+(its columns plus ``source``, as :func:`datagen.frame.load_measured_frame` returns them) or
+prediction rows (as :func:`models.predict.configuration_row` builds them) and returns one table with
+the same index and row order, whose feature columns are the same for both (a training row and a
+prediction row of the same configuration give the same features). Anyone can fit their own model on
+it; :class:`TabularPredictor` holds the LightGBM boosters that ``train/tabular.py`` fits.
+
+Column families (:data:`FEATURE_COLUMNS` lists them in order; every feature is a float, NaN where a
+value cannot be computed, e.g. every static and analytical column of a kernel the static analysis
+cannot read):
+
+* **launch** - ``gsize0..2``, ``lsize0..2``, ``ngroups0..2`` (work-groups per dimension),
+  ``work_dim``, ``items`` (global work-items), ``wg_items`` (work-items per group), ``n_wg``
+  (work-groups), ``n_wg_per_cu`` (work-groups per compute unit of the profile), ``lsize_auto`` (1 when
+  the driver chose the local size; the models assume ``min(64, gsize0)`` as the analytical model
+  does), ``working_set_bytes`` (sum of the buffer arguments), ``n_buffer_args`` / ``n_scalar_args`` /
+  ``n_local_args``, ``power_cap_w``; and ``log2_<x>`` of the sizes, counts and working set.
+* **per work-item work** (``wi_``), the static features of ``models.static`` evaluated at the
+  configuration (:meth:`~models.static.features.SourceFeatures.evaluate_many`): one column per
+  operation class (``wi_fp32_add`` ... ``wi_branch``, ``wi_barrier``, ``wi_fence``), ``wi_n_comp``,
+  ``wi_n_mem``; memory by space and kind (``wi_global_loads`` ... ``wi_global_fetched_bytes``,
+  ``wi_constant_*``, ``wi_local_*``, ``wi_private_accesses``, ``wi_image_*``); coalescing:
+  ``wi_global_bytes`` (requested), ``wi_wasted_bytes`` (fetched - requested), ``wi_eta_coal``,
+  ``wi_eta_bytes``, ``wi_indirect_bytes`` (gather/scatter sites), ``wi_unknown_stride_bytes``;
+  ``wi_local_bank_conflict``, ``wg_local_mem_bytes``; SIMT issue counts ``wi_warp_ops``,
+  ``wi_warp_global_mem``, ``wi_warp_local_mem`` and ``simt_ratio`` (warp issues / work-item ops: the
+  cost of divergence); mix fractions ``frac_sfu``, ``frac_fp64``, ``frac_div``, ``frac_int``,
+  ``frac_branch`` and ``ops_per_byte``.
+* **totals** (``tot_``): each operation class, ``n_comp``, ``n_mem``, global requested / fetched
+  bytes, local bytes and atomics times ``items``; ``tot_barriers_wg`` (barriers per work-item times
+  work-groups); ``log2_tot_*`` of the main ones.
+* **loop trips** evaluated at the configuration: ``trip_max`` (largest loop), ``trip_outer_sum``
+  (sum over outermost loops), ``trip_nest_max`` (largest product of trips along a nest).
+* **kernel** (``k_``, one value per kernel): ``k_dims``, branch sites by category
+  (``k_branches_divergent`` / ``_data`` / ``_uniform``) and their fractions
+  (``k_frac_branch_divergent``, ``k_frac_branch_data``), ``k_early_returns``, loops
+  (``k_loops``, ``k_loops_data_dependent``, ``k_loops_divergent``, ``k_loops_bounded``,
+  ``k_loop_depth_max``), ``k_private_array_bytes``, access sites (``k_access_sites``,
+  ``_indirect``, ``_nonaffine``), ``k_helpers``, ``k_notes`` (constructs the analysis approximated)
+  and ``k_static_ok``.
+* **builtins** (``bi_``), call sites in the kernel's source text (comments removed): one column per
+  costly math builtin (:data:`MATH_BUILTINS`: ``bi_pow``, ``bi_exp``, ``bi_tanh``, ...) and groups
+  ``bi_native`` (``native_*``), ``bi_half`` (``half_*``), ``bi_minmax``, ``bi_fma``, ``bi_round``,
+  ``bi_atomic``, ``bi_vload``, ``bi_vstore``, ``bi_convert``, ``bi_async_copy``,
+  ``bi_transcendental`` (all of :data:`MATH_BUILTINS` and ``native_*``/``half_*``); ``src_double``
+  and ``src_vector`` (the source uses ``double`` / vector types). The source is the kernel as the
+  corpus stores it (the kernel with the helpers it calls), so a helper defined but never called
+  still counts.
+* **analytical** - the analytical model of the profile at the configuration
+  (:class:`models.analytical.AnalyticalModel`, identical to its ``predict``): ``analytical_us``,
+  ``log2_analytical_us``, its parts ``an_launch_us`` / ``an_compute_us`` / ``an_memory_us`` /
+  ``an_sync_us`` with their fractions ``an_frac_*`` and ``an_log2_compute_over_memory``,
+  ``an_bound`` (categorical code, :data:`BOUND_CODES`), ``an_occupancy``, ``an_waves``,
+  ``an_resident_wg_per_cu``, ``an_bandwidth_gbs``, ``an_memory_level``, ``an_arithmetic_intensity``
+  (capped at 1e9 for kernels without memory traffic), ``an_flops``, ``an_fetched_bytes``, ``an_ok``,
+  ``analytical_energy_j`` and ``log2_analytical_energy_j`` (NaN for a profile without energy
+  calibration).
+
+Besides the features, the table passes through the keys ``kernel_id`` and ``kernel_name`` and the
+targets ``time_median_us`` and ``energy_j`` of the rows that have them.
+
+The model: each head (``time``, and ``energy`` when the training data had energy) predicts the
+residual ``log2(measured / analytical)`` with one booster, so a prediction is
+``analytical x 2**residual`` and, far from its data, stays within the residuals it has seen around
+the analytical model. Rows where the analytical model has no value (the static analysis failed, or
+no energy calibration for the energy head) are predicted by a second, *direct* booster of the head
+on ``log2(measured)`` fitted on every row; a head whose training rows had no analytical value at all
+(energy with a profile without energy calibration) has only the direct booster.
+
+Saved as ``tabular.json`` (:meth:`TabularPredictor.save`): format name and version, the feature
+names, the targets, the training summary, the device profile the analytical columns were computed
+with, and each booster as LightGBM's own text model (``model_to_string``). No pickle; loading it
+imports LightGBM and neither torch nor transformers.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from calib.profile import DeviceProfile, ProfileError
+from kernelcast.columns import decode_args, decode_sizes
+from kernelcast.errors import InputError
+from models.base import Predictions, Predictor
+from models.fewshot import DEFAULT_SHRINK_PRIOR
+
+if TYPE_CHECKING:
+    import lightgbm as lgb
+
+    from models.static.features import SourceFeatures
+
+log = logging.getLogger(__name__)
+
+#: name and version of the saved format (``tabular.json``)
+FORMAT = "kernelcast-tabular"
+FORMAT_VERSION = 1
+MODEL_FILE = "tabular.json"
+#: version of the feature table (a change of columns or of their meaning bumps it)
+TABLE_VERSION = 1
+
+KEY_COLUMNS = ("kernel_id", "kernel_name")
+#: target column of each head, and the analytical column its residual is taken against
+TARGETS: dict[str, str] = {"time": "time_median_us", "energy": "energy_j"}
+BASES: dict[str, str] = {"time": "analytical_us", "energy": "analytical_energy_j"}
+
+#: the analytical model's bound (``models.analytical.explain``) as a categorical code
+BOUND_CODES: dict[str, int] = {"launch": 0, "compute": 1, "memory": 2, "sync": 3, "latency": 4}
+
+#: operation classes of the static features (``models.static.features.OP_CLASSES``, in that order)
+OP_CLASSES = ("fp32_add", "fp32_mul", "fp32_fma", "fp32_div", "fp64_add", "fp64_mul", "fp64_fma", "fp64_div",
+              "int_add", "int_mul", "int_div", "int_bit", "sfu", "cmp", "conv", "branch", "barrier", "fence")
+MEM_KEYS = ("global_loads", "global_stores", "global_atomics", "global_load_bytes", "global_store_bytes",
+            "global_atomic_bytes", "global_fetched_bytes", "constant_loads", "constant_load_bytes",
+            "local_loads", "local_stores", "local_atomics", "local_bytes", "private_accesses",
+            "image_reads", "image_writes")
+#: math builtins with a column each (costly, and with very different costs between implementations)
+MATH_BUILTINS = ("pow", "pown", "powr", "rootn", "exp", "exp2", "exp10", "expm1", "log", "log2", "log10", "log1p",
+                 "sqrt", "rsqrt", "cbrt", "hypot", "sin", "cos", "tan", "sincos", "asin", "acos", "atan", "atan2",
+                 "sinh", "cosh", "tanh", "erf", "erfc", "lgamma", "tgamma", "fmod", "remainder")
+#: builtin groups: column -> regular expression of the called name
+BUILTIN_GROUPS: dict[str, str] = {
+    "native": r"native_\w+",
+    "half": r"half_\w+",
+    "minmax": r"(?:f?min|f?max|clamp)",
+    "fma": r"(?:fma|mad|mad24|mad_hi|mad_sat|mix|dot)",
+    "round": r"(?:floor|ceil|round|trunc|rint)",
+    "atomic": r"(?:atomic|atom)_\w+",
+    "vload": r"vload\w*",
+    "vstore": r"vstore\w*",
+    "convert": r"convert_\w+",
+    "async_copy": r"async_work_group_(?:strided_)?copy",
+}
+
+_LOG2_LAUNCH = ("gsize0", "gsize1", "gsize2", "lsize0", "lsize1", "lsize2", "ngroups0", "ngroups1", "ngroups2",
+                "items", "wg_items", "n_wg", "n_wg_per_cu", "working_set_bytes")
+LAUNCH_COLUMNS = (("gsize0", "gsize1", "gsize2", "lsize0", "lsize1", "lsize2", "ngroups0", "ngroups1", "ngroups2",
+                   "work_dim", "items", "wg_items", "n_wg", "n_wg_per_cu", "lsize_auto", "working_set_bytes",
+                   "n_buffer_args", "n_scalar_args", "n_local_args", "power_cap_w")
+                  + tuple("log2_" + c for c in _LOG2_LAUNCH))
+_TOTALS = OP_CLASSES + ("n_comp", "n_mem", "global_bytes", "global_fetched_bytes", "local_bytes", "global_atomics",
+                        "local_atomics")
+_LOG2_TOTALS = ("n_comp", "n_mem", "global_bytes", "global_fetched_bytes")
+WORK_COLUMNS = (tuple("wi_" + c for c in OP_CLASSES + ("n_comp", "n_mem") + MEM_KEYS)
+                + ("wi_global_bytes", "wi_wasted_bytes", "wi_eta_coal", "wi_eta_bytes", "wi_indirect_bytes",
+                   "wi_unknown_stride_bytes", "wi_local_bank_conflict", "wg_local_mem_bytes", "wi_warp_ops",
+                   "wi_warp_global_mem", "wi_warp_local_mem", "simt_ratio", "frac_sfu", "frac_fp64", "frac_div",
+                   "frac_int", "frac_branch", "ops_per_byte")
+                + tuple("tot_" + c for c in _TOTALS) + ("tot_barriers_wg",)
+                + tuple("log2_tot_" + c for c in _LOG2_TOTALS)
+                + ("trip_max", "trip_outer_sum", "trip_nest_max"))
+KERNEL_COLUMNS = ("k_dims", "k_branches_divergent", "k_branches_data", "k_branches_uniform",
+                  "k_frac_branch_divergent", "k_frac_branch_data", "k_early_returns", "k_loops",
+                  "k_loops_data_dependent", "k_loops_divergent", "k_loops_bounded", "k_loop_depth_max",
+                  "k_private_array_bytes", "k_access_sites", "k_access_sites_indirect", "k_access_sites_nonaffine",
+                  "k_helpers", "k_notes", "k_static_ok")
+BUILTIN_COLUMNS = (tuple("bi_" + b for b in MATH_BUILTINS) + tuple("bi_" + g for g in BUILTIN_GROUPS)
+                   + ("bi_transcendental", "src_double", "src_vector"))
+ANALYTICAL_COLUMNS = ("analytical_us", "log2_analytical_us", "an_launch_us", "an_compute_us", "an_memory_us",
+                      "an_sync_us", "an_frac_launch", "an_frac_compute", "an_frac_memory", "an_frac_sync",
+                      "an_log2_compute_over_memory", "an_bound", "an_occupancy", "an_waves", "an_resident_wg_per_cu",
+                      "an_bandwidth_gbs", "an_memory_level", "an_arithmetic_intensity", "an_flops",
+                      "an_fetched_bytes", "an_ok", "analytical_energy_j", "log2_analytical_energy_j")
+#: the columns whose log2 is a column too (``log2_<name>``)
+_LOG2_COLUMNS = (_LOG2_LAUNCH + tuple("tot_" + c for c in _LOG2_TOTALS)
+                 + ("analytical_us", "analytical_energy_j"))
+#: every feature column of :func:`build_table`, in order
+FEATURE_COLUMNS: tuple[str, ...] = LAUNCH_COLUMNS + WORK_COLUMNS + KERNEL_COLUMNS + BUILTIN_COLUMNS + ANALYTICAL_COLUMNS
+#: features LightGBM treats as categorical
+CATEGORICAL_COLUMNS = ("an_bound",)
+BOUND_NAMES: dict[int, str] = {v: k for k, v in BOUND_CODES.items()}
+#: nominal coverage of the intervals a model is saved with
+INTERVAL_LEVEL = 0.9
+#: fewest out-of-fold residuals of one analytical bound for quantiles of its own (fewer: the overall ones)
+MIN_BOUND_ROWS = 50
+#: the interval :meth:`ResidualQuantiles.log2_bounds` spans: ``signed`` (the 5 % and 95 % signed
+#: quantiles, asymmetric around a biased model) or ``symmetric`` (the conformal quantile of |r|)
+INTERVAL_KIND = "signed"
+#: most kernels whose static analysis :func:`build_table` keeps in memory
+STATIC_CACHE_SIZE = 4096
+
+
+class ModelFormatError(InputError, ValueError):
+    """A model directory that is not a tabular model of a version this kernelcast reads."""
+
+
+# ---------------------------------------------------------------------------------------------
+# per-kernel static analysis (cached)
+
+
+@dataclass
+class KernelStatic:
+    """What :func:`build_table` knows about one kernel before any configuration: its static
+    features (``None`` with ``error`` when the analysis failed), the builtins it calls and the
+    per-kernel columns."""
+
+    features: SourceFeatures | None
+    error: str | None
+    builtins: dict[str, float]
+    kernel: dict[str, float]
+
+
+_STATIC_CACHE: OrderedDict[tuple[str, str, str], KernelStatic] = OrderedDict()
+
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_VECTOR = re.compile(r"\b(?:u?char|u?short|u?int|u?long|half|float|double)(?:2|3|4|8|16)\b")
+_DOUBLE = re.compile(r"\bdouble(?:2|3|4|8|16)?\b")
+
+
+def _call_sites(pattern: str, text: str) -> int:
+    return len(re.findall(rf"\b{pattern}\s*\(", text))
+
+
+def builtin_counts(source: str) -> dict[str, float]:
+    """The ``bi_*`` and ``src_*`` columns of a kernel source (module docstring)."""
+    text = _COMMENTS.sub(" ", source)
+    out = {f"bi_{b}": float(_call_sites(b, text)) for b in MATH_BUILTINS}
+    out.update({f"bi_{g}": float(_call_sites(p, text)) for g, p in BUILTIN_GROUPS.items()})
+    out["bi_transcendental"] = sum(out[f"bi_{b}"] for b in MATH_BUILTINS) + out["bi_native"] + out["bi_half"]
+    out["src_double"] = float(bool(_DOUBLE.search(text)))
+    out["src_vector"] = float(bool(_VECTOR.search(text)))
+    return out
+
+
+def _kernel_columns(sf: SourceFeatures | None) -> dict[str, float]:
+    if sf is None:
+        return {c: (0.0 if c == "k_static_ok" else math.nan) for c in KERNEL_COLUMNS}
+    bc = sf.branch_counts()
+    n_br = max(1, sum(bc.values()))
+    out = {
+        "k_dims": float(sf.dims),
+        "k_branches_divergent": float(bc.get("divergent", 0)),
+        "k_branches_data": float(bc.get("data", 0)),
+        "k_branches_uniform": float(bc.get("uniform", 0)),
+        "k_frac_branch_divergent": bc.get("divergent", 0) / n_br,
+        "k_frac_branch_data": bc.get("data", 0) / n_br,
+        "k_early_returns": float(sf.early_returns),
+        "k_loops": float(len(sf.loops)),
+        "k_loops_data_dependent": float(sum(lp.data_dependent for lp in sf.loops)),
+        "k_loops_divergent": float(sum(lp.divergent for lp in sf.loops)),
+        "k_loops_bounded": float(sum(lp.has_break or lp.early_exit for lp in sf.loops)),
+        "k_loop_depth_max": float(max((lp.depth for lp in sf.loops), default=0)),
+        "k_private_array_bytes": float(sf.private_array_bytes),
+        "k_access_sites": float(len(sf.accesses)),
+        "k_access_sites_indirect": float(sum(a.indirect for a in sf.accesses)),
+        "k_access_sites_nonaffine": float(sum(not a.affine for a in sf.accesses)),
+        "k_helpers": float(len(sf.helpers)),
+        "k_notes": float(len(sf.notes)),
+        "k_static_ok": 1.0,
+    }
+    return out
+
+
+def kernel_static(source: str, name: str, build_options: str = "") -> KernelStatic:
+    """The static analysis of one kernel, computed once per (source, name, options) and cached."""
+    key = (source, name, build_options)
+    hit = _STATIC_CACHE.get(key)
+    if hit is not None:
+        _STATIC_CACHE.move_to_end(key)
+        return hit
+    from kernelcast.schema import Kernel
+    from models.static import analyze_source
+
+    feats: SourceFeatures | None = None
+    error = None
+    try:
+        feats = analyze_source(Kernel(source=source, name=name, build_options=build_options))
+    except Exception as e:  # noqa: BLE001 - an unanalyzable kernel gets NaN features and a reason
+        error = f"static analysis failed: {e}"
+        log.debug("%s: %s", name, error)
+    hit = KernelStatic(feats, error, builtin_counts(source), _kernel_columns(feats))
+    _STATIC_CACHE[key] = hit
+    if len(_STATIC_CACHE) > STATIC_CACHE_SIZE:
+        _STATIC_CACHE.popitem(last=False)
+    return hit
+
+
+def clear_static_cache() -> None:
+    """Forget every cached static analysis (:func:`kernel_static`)."""
+    _STATIC_CACHE.clear()
+
+
+# ---------------------------------------------------------------------------------------------
+# the table
+
+
+def _log2(x: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(x > 0, np.log2(np.where(x > 0, x, 1.0)), np.nan)
+
+
+def _ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(b > 0, a / np.where(b > 0, b, 1.0), 0.0)
+
+
+def _group_env(gsizes: list[tuple[int, ...] | None], lsizes: list[tuple[int, ...] | None],
+               args: list[list[dict[str, Any]]]) -> dict[str, np.ndarray]:
+    """The configuration symbols of a kernel's rows, exactly as ``AnalyticalModel.predict`` builds them."""
+    from models.analytical import config_env
+
+    envs = [config_env(list(g or ()), list(ls or ()) or None, a) for g, ls, a in zip(gsizes, lsizes, args)]
+    keys_all = sorted({k for e in envs for k in e})
+    env = {k: np.array([e.get(k, np.nan) for e in envs], dtype=np.float64) for k in keys_all}
+    return {k: (v if not np.isnan(v).any() else np.where(np.isnan(v), 1.0, v)) for k, v in env.items()}
+
+
+class _Evaluated:
+    """Static features with their values at the configurations already computed: hands them to
+    ``AnalyticalModel.evaluate`` instead of evaluating every expression a second time."""
+
+    def __init__(self, features: SourceFeatures, values: dict[str, np.ndarray]):
+        self._features, self._values = features, values
+
+    def evaluate_many(self, envs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        return self._values
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._features, name)
+
+
+def _trips(sf: SourceFeatures, env: Mapping[str, np.ndarray], shape: tuple[int, ...]) -> dict[str, np.ndarray]:
+    from kernelcast.expr import evaluate_expr
+    from models.static.features import complete_env
+
+    zeros = np.zeros(shape)
+    if not sf.loops:
+        return {"trip_max": zeros, "trip_outer_sum": zeros, "trip_nest_max": zeros}
+    cenv = complete_env(env, dims=sf.dims, symbol_map=sf.symbol_map, symbols=sf.symbols())
+    tmax, outer, nest = zeros.copy(), zeros.copy(), zeros.copy()
+    stack: list[np.ndarray] = []
+    for lp in sf.loops:            # in source order: a loop of depth d sits inside the last loop of depth d-1
+        t = np.nan_to_num(np.broadcast_to(evaluate_expr(lp.trip, cenv), shape), nan=0.0, posinf=0.0)
+        t = np.maximum(t, 0.0)
+        tmax = np.maximum(tmax, t)
+        if lp.depth <= 1:
+            outer = outer + t
+        stack = stack[:max(0, lp.depth - 1)] + [t]
+        nest = np.maximum(nest, np.prod(np.stack(stack), axis=0))
+    return {"trip_max": tmax, "trip_outer_sum": outer, "trip_nest_max": nest}
+
+
+def _access_split(sf: SourceFeatures, env: Mapping[str, np.ndarray], shape: tuple[int, ...]) -> dict[str, np.ndarray]:
+    from kernelcast.expr import evaluate_expr
+    from models.static.features import complete_env
+
+    ind, unk = np.zeros(shape), np.zeros(shape)
+    glob = [a for a in sf.accesses if a.space == "global" and (a.indirect or a.stride0 is None)]
+    if glob:
+        cenv = complete_env(env, dims=sf.dims, symbol_map=sf.symbol_map, symbols=sf.symbols())
+        for a in glob:
+            b = np.nan_to_num(np.broadcast_to(evaluate_expr(a.count, cenv), shape), nan=0.0) * a.elem_bytes
+            if a.indirect:
+                ind = ind + b
+            if a.stride0 is None:
+                unk = unk + b
+    return {"wi_indirect_bytes": ind, "wi_unknown_stride_bytes": unk}
+
+
+def _work_columns(sf: SourceFeatures, f: dict[str, np.ndarray], env: dict[str, np.ndarray], items: np.ndarray,
+                  n_wg: np.ndarray) -> dict[str, np.ndarray]:
+    shape = items.shape
+    out: dict[str, np.ndarray] = {}
+    for k in OP_CLASSES + ("n_comp", "n_mem") + MEM_KEYS:
+        out["wi_" + k] = np.broadcast_to(np.asarray(f[k], dtype=np.float64), shape)
+    gbytes = f["global_load_bytes"] + f["global_store_bytes"] + f["global_atomic_bytes"]
+    out["wi_global_bytes"] = gbytes
+    out["wi_wasted_bytes"] = np.maximum(f["global_fetched_bytes"] - gbytes, 0.0)
+    out["wi_eta_coal"] = f["eta_coal"]
+    out["wi_eta_bytes"] = f["eta_bytes"]
+    out.update(_access_split(sf, env, shape))
+    out["wi_local_bank_conflict"] = f["local_bank_conflict"]
+    out["wg_local_mem_bytes"] = f["local_mem_bytes"]
+    warp_ops = sum((f["warp_" + k] for k in OP_CLASSES), np.zeros(shape))
+    all_ops = sum((f[k] for k in OP_CLASSES), np.zeros(shape))
+    out["wi_warp_ops"] = warp_ops
+    out["wi_warp_global_mem"] = f["warp_global_mem"]
+    out["wi_warp_local_mem"] = f["warp_local_mem"]
+    out["simt_ratio"] = np.where(all_ops > 0, _ratio(warp_ops, all_ops), 1.0)
+    comp = f["n_comp"]
+    out["frac_sfu"] = _ratio(f["sfu"], comp)
+    out["frac_fp64"] = _ratio(f["fp64_add"] + f["fp64_mul"] + f["fp64_fma"] + f["fp64_div"], comp)
+    out["frac_div"] = _ratio(f["fp32_div"] + f["fp64_div"] + f["int_div"], comp)
+    out["frac_int"] = _ratio(f["int_add"] + f["int_mul"] + f["int_div"] + f["int_bit"], comp)
+    out["frac_branch"] = _ratio(f["branch"], comp + f["branch"])
+    out["ops_per_byte"] = _ratio(comp, gbytes + f["local_bytes"] + f["constant_load_bytes"])
+    per_item = {**{k: out["wi_" + k] for k in OP_CLASSES + ("n_comp", "n_mem", "global_atomics", "local_atomics",
+                                                             "global_fetched_bytes", "local_bytes")},
+                "global_bytes": gbytes}
+    for k in _TOTALS:
+        out["tot_" + k] = per_item[k] * items
+    out["tot_barriers_wg"] = out["wi_barrier"] * n_wg
+    out.update(_trips(sf, env, shape))
+    return out
+
+
+def bound_codes(parts: Mapping[str, np.ndarray]) -> np.ndarray:
+    """:data:`BOUND_CODES` of the analytical model's bound, vectorized: the largest of the launch,
+    compute, memory and sync times (the first on a tie), ``latency`` when compute or memory bound
+    with occupancy below 0.5 in at most one wave (the rule of ``models.analytical.explain``)."""
+    stack = np.stack([np.asarray(parts[f"{k}_s"], dtype=np.float64) for k in ("launch", "compute", "memory", "sync")])
+    code = np.argmax(stack, axis=0).astype(np.float64)
+    occ = np.asarray(parts["occupancy"], dtype=np.float64)
+    waves = np.asarray(parts["waves"], dtype=np.float64)
+    latency = ((code == BOUND_CODES["compute"]) | (code == BOUND_CODES["memory"])) & (occ < 0.5) & (waves <= 1)
+    return np.where(latency, float(BOUND_CODES["latency"]), code)
+
+
+def _analytical_columns(an: Any, sf: Any, env: dict[str, np.ndarray],
+                        cap: np.ndarray | None) -> dict[str, np.ndarray]:
+    res = an.evaluate(sf, env, cap)
+    p = res.parts
+    t_us = res.time_s * 1e6
+    parts_us = {k: np.asarray(p[f"{k}_s"], dtype=np.float64) * 1e6 for k in ("launch", "compute", "memory", "sync")}
+    total = sum(parts_us.values())
+    out = {"analytical_us": t_us}
+    for k, v in parts_us.items():
+        out[f"an_{k}_us"] = v
+        out[f"an_frac_{k}"] = _ratio(v, total)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["an_log2_compute_over_memory"] = np.log2(np.maximum(parts_us["compute"], 1e-9)
+                                                     / np.maximum(parts_us["memory"], 1e-9))
+    n = len(t_us)
+    out["an_bound"] = bound_codes(p)
+    out["an_occupancy"] = p["occupancy"]
+    out["an_waves"] = p["waves"]
+    out["an_resident_wg_per_cu"] = p["resident_wg_per_cu"]
+    out["an_bandwidth_gbs"] = np.asarray(p["bandwidth_Bps"], dtype=np.float64) / 1e9
+    out["an_memory_level"] = np.asarray(p["memory_level"], dtype=np.float64)
+    out["an_arithmetic_intensity"] = np.minimum(np.asarray(p["arithmetic_intensity"], dtype=np.float64), 1e9)
+    out["an_flops"] = p["flops"]
+    out["an_fetched_bytes"] = p["fetched_bytes"]
+    out["an_ok"] = np.where(np.isfinite(t_us) & (t_us > 0), 1.0, 0.0)
+    e = np.asarray(res.energy_j, dtype=np.float64)
+    out["analytical_energy_j"] = e
+    return {k: np.broadcast_to(np.asarray(v, dtype=np.float64), (n,)) for k, v in out.items()}
+
+
+def build_table(frame: pd.DataFrame, profile: DeviceProfile) -> pd.DataFrame:
+    """The feature table of ``frame``'s rows (module docstring): :data:`FEATURE_COLUMNS`, then the
+    keys and targets ``frame`` has. Same index and row order as ``frame``. The static analysis of
+    each kernel runs once (cached across calls); rows are evaluated per kernel, vectorized."""
+    from models.analytical import AnalyticalModel
+
+    n = len(frame)
+    for c in ("source", "kernel_name", "gsize"):
+        if c not in frame.columns:
+            raise InputError(f"build_table: the rows have no {c!r} column")
+    cols: dict[str, np.ndarray] = {c: np.full(n, np.nan) for c in FEATURE_COLUMNS}
+    an = AnalyticalModel(profile)
+    cu = float(max(1, an.dev.compute_units))
+    opts = (frame["build_options"].fillna("").astype(str).tolist() if "build_options" in frame.columns
+            else [""] * n)
+    gsizes = [decode_sizes(v) for v in frame["gsize"].tolist()]
+    lsizes = [decode_sizes(v) for v in frame["lsize"].tolist()] if "lsize" in frame.columns else [None] * n
+    args = [decode_args(v) for v in frame["args"].tolist()] if "args" in frame.columns else [[] for _ in range(n)]
+    has_caps = "power_cap_w" in frame.columns
+    caps = pd.to_numeric(frame["power_cap_w"], errors="coerce").to_numpy(dtype=float) if has_caps \
+        else np.full(n, np.nan)
+    groups: dict[tuple[str, str, str], list[int]] = {}
+    for i, k in enumerate(zip(frame["source"].tolist(), frame["kernel_name"].tolist(), opts)):
+        groups.setdefault(k, []).append(i)
+
+    def put(idx: np.ndarray, values: Mapping[str, np.ndarray | float]) -> None:
+        for k, v in values.items():
+            cols[k][idx] = v
+
+    for (src, name, bo), rows in groups.items():
+        idx = np.asarray(rows, dtype=np.intp)
+        env = _group_env([gsizes[i] for i in rows], [lsizes[i] for i in rows], [args[i] for i in rows])
+        items = env["gsize0"] * env["gsize1"] * env["gsize2"]
+        wg_items = env["lsize0"] * env["lsize1"] * env["lsize2"]
+        n_wg = env["ngroups0"] * env["ngroups1"] * env["ngroups2"]
+        launch: dict[str, np.ndarray | float] = {k: env[k] for k in ("gsize0", "gsize1", "gsize2", "lsize0", "lsize1",
+                                                                     "lsize2", "ngroups0", "ngroups1", "ngroups2",
+                                                                     "work_dim")}
+        launch.update(items=items, wg_items=wg_items, n_wg=n_wg, n_wg_per_cu=n_wg / cu,
+                      working_set_bytes=env["__working_set_bytes"])
+        launch["lsize_auto"] = np.array([0.0 if lsizes[i] else 1.0 for i in rows])
+        for kind, col in (("buffer", "n_buffer_args"), ("scalar", "n_scalar_args"), ("local", "n_local_args")):
+            launch[col] = np.array([float(sum(a.get("kind") == kind for a in args[i])) for i in rows])
+        launch["power_cap_w"] = caps[idx]
+        put(idx, launch)
+        if not isinstance(src, str) or not isinstance(name, str):
+            put(idx, _kernel_columns(None))
+            cols["an_ok"][idx] = 0.0
+            continue
+        ks = kernel_static(src, name, bo)
+        put(idx, ks.builtins)
+        put(idx, ks.kernel)
+        if ks.features is None:
+            cols["an_ok"][idx] = 0.0
+            continue
+        sym_env = {k: v for k, v in env.items() if not k.startswith("__")}
+        try:
+            f = ks.features.evaluate_many(sym_env)
+            put(idx, _work_columns(ks.features, f, sym_env, items, n_wg))
+            cap = np.where(np.isnan(caps[idx]), np.inf, caps[idx]) if has_caps else None
+            put(idx, _analytical_columns(an, _Evaluated(ks.features, f), env, cap))
+        except Exception as e:  # noqa: BLE001 - one odd kernel gets NaN work/analytical columns, not a crash
+            log.warning("%s: features not evaluated: %s", name, e)
+            for c in WORK_COLUMNS + ANALYTICAL_COLUMNS:
+                cols[c][idx] = np.nan
+            cols["an_ok"][idx] = 0.0
+    for c in _LOG2_COLUMNS:
+        cols["log2_" + c] = _log2(cols[c])
+    table = pd.DataFrame(cols, index=frame.index)
+    extra = {c: frame[c].to_numpy() for c in KEY_COLUMNS + tuple(TARGETS.values()) if c in frame.columns}
+    for c in TARGETS.values():
+        if c in extra:
+            extra[c] = pd.to_numeric(frame[c], errors="coerce").to_numpy(dtype=np.float64)
+    if extra:
+        table = pd.concat([table, pd.DataFrame(extra, index=frame.index)], axis=1)
+    return table
+
+
+# ---------------------------------------------------------------------------------------------
+# intervals: split-conformal quantiles of out-of-fold residuals
+
+
+def bound_names(codes: Any) -> list[str | None]:
+    """:data:`BOUND_CODES` back to names (``None`` for NaN or an unknown code)."""
+    out: list[str | None] = []
+    for c in np.atleast_1d(np.asarray(codes, dtype=np.float64)):
+        out.append(BOUND_NAMES.get(int(c)) if np.isfinite(c) else None)
+    return out
+
+
+def _kth_smallest(x: np.ndarray, k: int) -> float:
+    """The ``k``-th smallest of ``x`` (1-based): ``-inf`` below 1, ``inf`` beyond ``len(x)``."""
+    if k < 1:
+        return -math.inf
+    if k > len(x):
+        return math.inf
+    return float(np.sort(x)[k - 1])
+
+
+def _num(x: float) -> float | None:
+    return None if not math.isfinite(x) else float(x)
+
+
+def _unnum(x: Any, default: float) -> float:
+    return default if x is None else float(x)
+
+
+@dataclass
+class ResidualQuantiles:
+    """Conformal quantiles of residuals ``r = log2(measured / predicted)`` at a coverage ``level``
+    (n residuals):
+
+    * ``abs_q``: the ``ceil((n + 1) level)``-th smallest ``|r|`` (infinite when that rank exceeds
+      n): the split-conformal half-width, in log2 units, of a symmetric interval
+      ``[pred / 2**abs_q, pred * 2**abs_q]``;
+    * ``lo_q`` / ``hi_q``: the signed quantiles at ``(1 - level) / 2`` and ``(1 + level) / 2`` with
+      the same finite-sample rule on each side (``hi_q`` the ``ceil((n + 1)(1 + level) / 2)``-th
+      smallest r, ``lo_q`` as many places from the top): an interval ``[pred * 2**lo_q,
+      pred * 2**hi_q]`` that follows the model's bias.
+    """
+
+    n: int
+    abs_q: float
+    lo_q: float
+    hi_q: float
+
+    @classmethod
+    def of(cls, residuals: np.ndarray, level: float = INTERVAL_LEVEL) -> ResidualQuantiles:
+        if not 0.0 < level < 1.0:
+            raise ValueError(f"level must be in (0, 1), got {level}")
+        r = np.asarray(residuals, dtype=np.float64)
+        r = r[np.isfinite(r)]
+        n = len(r)
+        k_abs = math.ceil((n + 1) * level)
+        k_hi = math.ceil((n + 1) * (1.0 + level) / 2.0)
+        return cls(n, _kth_smallest(np.abs(r), k_abs), _kth_smallest(r, n + 1 - k_hi), _kth_smallest(r, k_hi))
+
+    def log2_bounds(self) -> tuple[float, float]:
+        """(lower, upper) of ``log2(measured / predicted)`` that the interval spans
+        (:data:`INTERVAL_KIND`)."""
+        if INTERVAL_KIND == "signed":
+            return self.lo_q, self.hi_q
+        return -self.abs_q, self.abs_q
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n": self.n, "abs_q": _num(self.abs_q), "lo_q": _num(self.lo_q), "hi_q": _num(self.hi_q)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ResidualQuantiles:
+        return cls(int(d["n"]), _unnum(d.get("abs_q"), math.inf), _unnum(d.get("lo_q"), -math.inf),
+                   _unnum(d.get("hi_q"), math.inf))
+
+
+@dataclass
+class ResidualCalibration:
+    """What the out-of-fold (OOF) residuals of one model (``tabular`` or ``analytical``) say:
+    quantiles over every row (``overall``), per analytical bound with at least
+    :data:`MIN_BOUND_ROWS` rows (``by_bound``), after a k-shot correction (``shots``: k ->
+    quantiles of the residuals of a kernel's other rows once k of its rows corrected it, see
+    :mod:`models.fewshot`), the shrinkage prior strength of the few-shot offset (``prior``) and the
+    OOF figures (``figures``: median APE, MAPE, within 2x, coverage and width of the interval)."""
+
+    overall: ResidualQuantiles
+    by_bound: dict[str, ResidualQuantiles] = field(default_factory=dict)
+    shots: dict[int, ResidualQuantiles] = field(default_factory=dict)
+    prior: float = DEFAULT_SHRINK_PRIOR
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    def quantiles(self, bound: str | None = None, shots: int = 0) -> tuple[ResidualQuantiles, int]:
+        """The quantiles for a row of ``bound`` corrected by ``shots`` measured configurations,
+        and the number of shots they were computed for: with shots, the quantiles of the largest
+        stored k not above ``shots`` (0: the zero-shot ones, per bound where stored)."""
+        if shots > 0:
+            ks = [k for k in self.shots if k <= shots]
+            if ks:
+                k = max(ks)
+                return self.shots[k], k
+        if bound is not None and bound in self.by_bound:
+            return self.by_bound[bound], 0
+        return self.overall, 0
+
+    def interval(self, pred_us: Any, bound: Any = None, *, shots: int = 0,
+                 spread: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+        """(lower, upper) of the interval around each prediction (us). ``bound``: one bound name
+        for every row, or one per row (``None``: the overall quantiles). With ``shots`` (the
+        prediction already corrected by that many measured configurations) the k-shot quantiles
+        apply, widened to at least ``spread`` (log2 units: the measured configurations' own
+        scatter around their mean residual) on each side."""
+        p = np.atleast_1d(np.asarray(pred_us, dtype=np.float64))
+        bounds = [bound] * len(p) if bound is None or isinstance(bound, str) else list(bound)
+        if len(bounds) != len(p):
+            raise ValueError(f"{len(bounds)} bounds for {len(p)} predictions")
+        lo, hi = np.full(len(p), np.nan), np.full(len(p), np.nan)
+        for b in set(bounds):
+            sel = np.array([x == b for x in bounds])
+            q, k = self.quantiles(b, shots)
+            a, z = q.log2_bounds()
+            if k > 0 and spread > 0:
+                a, z = min(a, -spread), max(z, spread)
+            lo[sel], hi[sel] = p[sel] * np.exp2(a), p[sel] * np.exp2(z)
+        ok = np.isfinite(p) & (p > 0)
+        lo[~ok], hi[~ok] = np.nan, np.nan
+        return lo, hi
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"overall": self.overall.to_dict(), "by_bound": {b: q.to_dict() for b, q in self.by_bound.items()},
+                "shots": {str(k): q.to_dict() for k, q in sorted(self.shots.items())}, "prior": self.prior,
+                "figures": self.figures}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ResidualCalibration:
+        return cls(ResidualQuantiles.from_dict(d["overall"]),
+                   {str(b): ResidualQuantiles.from_dict(q) for b, q in (d.get("by_bound") or {}).items()},
+                   {int(k): ResidualQuantiles.from_dict(q) for k, q in (d.get("shots") or {}).items()},
+                   float(d.get("prior", DEFAULT_SHRINK_PRIOR)), dict(d.get("figures") or {}))
+
+
+@dataclass
+class IntervalCalibration:
+    """The interval calibration a tabular model is saved with (``intervals`` in ``tabular.json``):
+    the residual calibration of the tabular model and of the analytical model (whose residuals
+    were taken with the model's profile), from an internal grouped K-fold over the training rows
+    (``train/tabular.py``)."""
+
+    level: float
+    folds: int
+    groups: int
+    rows: int
+    models: dict[str, ResidualCalibration]
+    method: str = "split-conformal: quantiles of grouped K-fold out-of-fold residuals log2(measured/predicted)"
+    seed: int = 0
+    kind: str = INTERVAL_KIND
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"level": self.level, "folds": self.folds, "groups": self.groups, "rows": self.rows,
+                "method": self.method, "seed": self.seed, "kind": self.kind,
+                "models": {m: c.to_dict() for m, c in self.models.items()}}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> IntervalCalibration:
+        return cls(float(d["level"]), int(d["folds"]), int(d["groups"]), int(d["rows"]),
+                   {str(m): ResidualCalibration.from_dict(c) for m, c in d["models"].items()},
+                   str(d.get("method", "")), int(d.get("seed", 0)), str(d.get("kind", INTERVAL_KIND)))
+
+
+# ---------------------------------------------------------------------------------------------
+# the predictor
+
+
+@dataclass
+class TabularHead:
+    """One target's boosters: ``residual`` on log2(measured / ``base`` column) for rows with a
+    positive finite base, ``direct`` on log2(measured) for the others (either may be absent)."""
+
+    target: str
+    base: str
+    residual: lgb.Booster | None = None
+    direct: lgb.Booster | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    def predict(self, x: np.ndarray, base: np.ndarray) -> np.ndarray:
+        """Predictions in the target's unit (us or J), NaN where no booster applies."""
+        out = np.full(len(base), np.nan)
+        ok = np.isfinite(base) & (base > 0)
+        if self.residual is not None and ok.any():
+            out[ok] = base[ok] * np.exp2(self.residual.predict(x[ok]))
+        rest = ~ok if self.residual is not None else np.ones(len(base), dtype=bool)
+        if self.direct is not None and rest.any():
+            out[rest] = np.exp2(self.direct.predict(x[rest]))
+        return out
+
+
+def _booster_from_string(text: Any, what: str) -> lgb.Booster:
+    import lightgbm as lgb
+
+    if not isinstance(text, str) or not text.strip():
+        raise ModelFormatError(f"{what}: no model text")
+    try:
+        return lgb.Booster(model_str=text)
+    except Exception as e:  # noqa: BLE001 - LightGBM raises its own error class for a bad model text
+        raise ModelFormatError(f"{what}: not a LightGBM model ({str(e).splitlines()[0] if str(e) else e})") from None
+
+
+class TabularPredictor(Predictor):
+    """LightGBM heads on the :func:`build_table` features: ``predict(frame)`` -> time (us), energy (J).
+
+    ``profile`` is the device profile the analytical columns are computed with: the one the model
+    was trained with (saved in ``tabular.json``) unless :meth:`load` is given another one."""
+
+    name = "tabular"
+
+    def __init__(self, heads: Mapping[str, TabularHead], features: list[str], profile: DeviceProfile,
+                 summary: dict[str, Any] | None = None, calibration: IntervalCalibration | None = None):
+        if "time" not in heads and "energy" not in heads:
+            raise ValueError("a tabular model needs a time or an energy head")
+        self.heads = dict(heads)
+        self.features = list(features)
+        self.profile = profile
+        self.summary = summary or {}
+        self.calibration = calibration
+
+    def residual_calibration(self, model: str = "tabular") -> ResidualCalibration | None:
+        """The time residual calibration of ``model`` (``tabular`` or ``analytical``, the latter
+        with the model's profile), or ``None`` when the model was saved without one."""
+        return None if self.calibration is None else self.calibration.models.get(model)
+
+    def interval(self, pred_us: Any, bound: Any = None, *, shots: int = 0,
+                 spread: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+        """The 90 % interval (lower, upper; us) of time predictions of this model:
+        :meth:`ResidualCalibration.interval` of its out-of-fold residuals (per analytical bound
+        where it has enough rows; NaN when the model was saved without a calibration)."""
+        cal = self.residual_calibration("tabular")
+        if cal is None:
+            n = len(np.atleast_1d(np.asarray(pred_us, dtype=np.float64)))
+            return np.full(n, np.nan), np.full(n, np.nan)
+        return cal.interval(pred_us, bound, shots=shots, spread=spread)
+
+    @property
+    def targets(self) -> list[str]:
+        return [t for t in TARGETS if t in self.heads]
+
+    def predict(self, frame: pd.DataFrame) -> Predictions:
+        """One prediction per row of ``frame`` (dataset or prediction rows): ``build_table`` then
+        :meth:`predict_table`."""
+        return self.predict_table(build_table(frame, self.profile))
+
+    def matrix(self, table: pd.DataFrame) -> np.ndarray:
+        """The feature matrix of a :func:`build_table` table, in the model's feature order."""
+        missing = [c for c in self.features if c not in table.columns]
+        if missing:
+            raise InputError(f"the table lacks {len(missing)} feature column(s) of the model, e.g. {missing[0]!r} "
+                             f"(a table of another version? build it with models.tabular.build_table)")
+        return table[self.features].to_numpy(dtype=np.float64)
+
+    def predict_table(self, table: pd.DataFrame) -> Predictions:
+        """Predictions from a table :func:`build_table` made (the fast path)."""
+        x = self.matrix(table)
+        out = {}
+        for t in TARGETS:
+            head = self.heads.get(t)
+            if head is None:
+                out[t] = np.full(len(table), np.nan)
+                continue
+            base = table[head.base].to_numpy(dtype=np.float64) if head.base in table.columns \
+                else np.full(len(table), np.nan)
+            out[t] = head.predict(x, base)
+        return Predictions(out["time"], out["energy"])
+
+    # -- saving and loading -------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        heads = {}
+        for t, h in self.heads.items():
+            heads[t] = {"target_column": TARGETS[t], "base_column": h.base, "summary": h.summary,
+                        "residual": None if h.residual is None else h.residual.model_to_string(),
+                        "direct": None if h.direct is None else h.direct.model_to_string()}
+        out = {"format": FORMAT, "version": FORMAT_VERSION, "table_version": TABLE_VERSION,
+               "features": self.features, "categorical": [c for c in CATEGORICAL_COLUMNS if c in self.features],
+               "targets": self.targets, "summary": self.summary, "profile": self.profile.to_dict(), "heads": heads}
+        if self.calibration is not None:
+            out["intervals"] = self.calibration.to_dict()
+        return out
+
+    def save(self, directory: str | os.PathLike[str]) -> Path:
+        """Write ``tabular.json`` in ``directory`` (created), atomically."""
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        p = d / MODEL_FILE
+        tmp = d / (MODEL_FILE + ".tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n", encoding="utf-8")
+        os.replace(tmp, p)
+        return p
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike[str], profile: DeviceProfile | None = None) -> TabularPredictor:
+        """The model saved in ``directory``. With ``profile``, the analytical columns use it instead
+        of the profile saved with the model (logged when the devices differ).
+        :class:`ModelFormatError` (an :class:`InputError`) for a directory of another kind or version."""
+        d = Path(directory)
+        p = d / MODEL_FILE
+        if not p.is_file():
+            other = " (it holds a CodeGen model: config.json)" if (d / "config.json").is_file() else ""
+            raise ModelFormatError(f"{d}: not a tabular model directory (no {MODEL_FILE}){other}")
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ModelFormatError(f"{p}: cannot read: {e}") from None
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            fmt = data.get("format") if isinstance(data, dict) else None
+            raise ModelFormatError(f"{p}: not a {FORMAT} model (format {fmt!r})")
+        ver = data.get("version")
+        if ver != FORMAT_VERSION or data.get("table_version") != TABLE_VERSION:
+            raise ModelFormatError(f"{p}: {FORMAT} version {ver} (table {data.get('table_version')}); this "
+                                   f"kernelcast reads version {FORMAT_VERSION} (table {TABLE_VERSION}): retrain it "
+                                   f"with 'kernelcast train --kind tabular'")
+        features = data.get("features")
+        heads_d = data.get("heads")
+        if not isinstance(features, list) or not isinstance(heads_d, dict) or not heads_d:
+            raise ModelFormatError(f"{p}: no features or no heads")
+        unknown = [f for f in features if f not in FEATURE_COLUMNS]
+        if unknown:
+            raise ModelFormatError(f"{p}: unknown feature column(s) {unknown[:3]}")
+        heads: dict[str, TabularHead] = {}
+        for t, h in heads_d.items():
+            if t not in TARGETS or not isinstance(h, dict):
+                raise ModelFormatError(f"{p}: unknown head {t!r}")
+            res = None if h.get("residual") is None else _booster_from_string(h["residual"], f"{p}: {t} residual")
+            dire = None if h.get("direct") is None else _booster_from_string(h["direct"], f"{p}: {t} direct")
+            if res is None and dire is None:
+                raise ModelFormatError(f"{p}: head {t!r} has no booster")
+            for b in (res, dire):
+                if b is not None and b.num_feature() != len(features):
+                    raise ModelFormatError(f"{p}: head {t!r} has {b.num_feature()} features, the model lists "
+                                           f"{len(features)}")
+            heads[t] = TabularHead(t, str(h.get("base_column", BASES[t])), res, dire, dict(h.get("summary") or {}))
+        saved_profile = None
+        try:
+            saved_profile = DeviceProfile.from_dict(data.get("profile"))
+        except ProfileError as e:
+            if profile is None:
+                raise ModelFormatError(f"{p}: the saved device profile cannot be read: {e}") from None
+        if profile is not None and saved_profile is not None and profile.device.name != saved_profile.device.name:
+            log.warning("tabular model %s was trained with the profile of %r; computing its analytical columns with "
+                        "the profile of %r", d, saved_profile.device.name, profile.device.name)
+        prof = profile if profile is not None else saved_profile
+        assert prof is not None
+        calibration = None
+        if data.get("intervals") is not None:
+            try:
+                calibration = IntervalCalibration.from_dict(data["intervals"])
+            except (KeyError, TypeError, ValueError, AttributeError) as e:
+                raise ModelFormatError(f"{p}: the interval calibration cannot be read: {e!r}") from None
+        return cls(heads, features, prof, dict(data.get("summary") or {}), calibration)
+
+
+def is_tabular_dir(directory: str | os.PathLike[str]) -> bool:
+    """Whether ``directory`` holds a saved tabular model (``tabular.json``)."""
+    return (Path(directory) / MODEL_FILE).is_file()

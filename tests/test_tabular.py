@@ -1,0 +1,292 @@
+"""The tabular model: its feature table (identical for training and prediction rows), fitting on a
+known answer, saving and loading, the command line, and one real measurement on this device."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import kernelcast.cli as cli
+from calib.profile import load_profile
+from datagen.frame import load_measured_frame
+from kernelcast.columns import decode_args, decode_sizes
+from kernelcast.errors import InputError
+from kernelcast.schema import Kernel
+from models.analytical import AnalyticalModel
+from models.predict import configuration_row, load_learned, predict_frame
+from models.tabular import (
+    BOUND_CODES,
+    FEATURE_COLUMNS,
+    FORMAT,
+    MODEL_FILE,
+    ModelFormatError,
+    TabularPredictor,
+    build_table,
+    builtin_counts,
+    clear_static_cache,
+)
+from train.synthetic import synthetic_rows, write_synthetic_dataset
+from train.tabular import fit_tabular
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def profile():
+    return load_profile("pocl-local")
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    return write_synthetic_dataset(tmp_path_factory.mktemp("tab") / "ds", n_kernels=3, configs_per_kernel=4)
+
+
+def _prediction_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows ``predict`` would build for the configurations of ``frame``."""
+    rows = []
+    for _, r in frame.iterrows():
+        k = Kernel(source=r["source"], name=r["kernel_name"])
+        rows.append(configuration_row(k, decode_sizes(r["gsize"]), decode_sizes(r["lsize"]), decode_args(r["args"])))
+    return pd.DataFrame(rows, index=frame.index)
+
+
+def test_table_columns_and_training_prediction_identity(dataset, profile):
+    frame, _ = load_measured_frame(dataset)          # as read from Parquet: arrays, JSON args
+    train = build_table(frame, profile)
+    pred = build_table(_prediction_rows(frame), profile)
+    assert list(train.columns) == list(FEATURE_COLUMNS) + ["kernel_id", "kernel_name", "time_median_us", "energy_j"]
+    assert list(pred.columns) == list(FEATURE_COLUMNS) + ["kernel_name"]
+    assert len(train) == len(frame) and (train.index == frame.index).all()
+    pd.testing.assert_frame_equal(train[list(FEATURE_COLUMNS)], pred[list(FEATURE_COLUMNS)])
+    # the analytical columns are the analytical model's own prediction
+    pa = AnalyticalModel(profile).predict(frame)
+    np.testing.assert_array_equal(train["analytical_us"].to_numpy(), pa.time_us)
+    assert list(train["an_bound"]) == [BOUND_CODES[e["bound"]] for e in pa.explanation]
+    assert (train["an_ok"] == 1).all() and (train["k_static_ok"] == 1).all()
+    # launch and work columns at the configuration
+    g = np.array([decode_sizes(x)[0] for x in frame["gsize"]], dtype=float)
+    np.testing.assert_array_equal(train["items"].to_numpy(), g)
+    np.testing.assert_allclose(train["tot_n_comp"], train["wi_n_comp"] * g)
+    assert (train["wi_global_load_bytes"] == 4).all() and (train["wi_global_store_bytes"] == 4).all()
+    assert (train["trip_max"] >= 1).all() and (train["k_loops"] == 1).all()
+
+
+def test_work_columns_cover_every_static_operation_class():
+    from models.static.features import OP_CLASSES
+
+    assert {f"wi_{c}" for c in OP_CLASSES} <= set(FEATURE_COLUMNS)
+
+
+def test_builtins_are_counted_outside_comments():
+    src = ("// tanh(x) in a comment\n/* exp(1) */\nkernel void k(global float *a) {\n"
+           "  float x = pow(a[0], 2.0f) + native_exp(a[1]) + native_sin(a[2]);\n  a[0] = fmax(x, 0.0f); }\n")
+    b = builtin_counts(src)
+    assert b["bi_pow"] == 1 and b["bi_native"] == 2 and b["bi_minmax"] == 1
+    assert b["bi_tanh"] == 0 and b["bi_exp"] == 0
+    assert b["bi_transcendental"] == 3 and b["src_double"] == 0
+
+
+def test_static_analysis_once_per_kernel(monkeypatch, profile):
+    import models.static
+
+    calls = []
+    real = models.static.analyze_source
+
+    def counting(kernel, *a, **kw):
+        calls.append(kernel.name)
+        return real(kernel, *a, **kw)
+
+    monkeypatch.setattr(models.static, "analyze_source", counting)
+    clear_static_cache()
+    frame, _ = synthetic_rows(n_kernels=3, configs_per_kernel=10)
+    build_table(frame, profile)
+    assert sorted(calls) == ["synth_0", "synth_1", "synth_2"]
+    build_table(frame.iloc[::-1], profile)
+    assert len(calls) == 3
+
+
+def test_unanalyzable_kernel_has_nan_features_and_a_direct_prediction(profile):
+    frame, _ = synthetic_rows(n_kernels=4, configs_per_kernel=12)
+    bad = frame.iloc[:3].copy()
+    bad["source"] = "kernel void synth_0(global float *a) { this does not parse"
+    table = build_table(pd.concat([frame, bad], ignore_index=True), profile)
+    t_bad = table.iloc[-3:]
+    assert (t_bad["an_ok"] == 0).all() and (t_bad["k_static_ok"] == 0).all()
+    assert t_bad["analytical_us"].isna().all() and t_bad["wi_n_comp"].isna().all()
+    assert (t_bad["items"] > 0).all()                  # launch features still there
+    model = fit_tabular(table, profile, params={"min_data_in_leaf": 5})
+    p = model.predict_table(t_bad)
+    assert np.isfinite(p.time_us).all() and (p.time_us > 0).all()
+
+
+def _known_answer_table(profile, seed: int) -> pd.DataFrame:
+    """Real features; time = analytical x 4 where the launch has more than 4096 work-items, else
+    analytical / 2; energy (J) 1e-3 above 4096 work-items, else 1e-4."""
+    frame, _ = synthetic_rows(n_kernels=6, configs_per_kernel=40, seed=seed)
+    table = build_table(frame, profile)
+    big = table["items"].to_numpy() > 4096
+    table["time_median_us"] = table["analytical_us"] * np.where(big, 4.0, 0.5)
+    table["energy_j"] = np.where(big, 1e-3, 1e-4)
+    return table
+
+
+def test_known_answer_is_recovered(profile):
+    train, test = _known_answer_table(profile, 0), _known_answer_table(profile, 7)
+    model = fit_tabular(train, profile, target="both", seed=0)
+    assert model.targets == ["time", "energy"]
+    assert model.heads["time"].residual is not None
+    assert model.heads["energy"].residual is None      # the profile has no energy calibration: direct head
+    assert model.summary["params"]["num_boost_round"] > 0
+    p = model.predict_table(test)
+    np.testing.assert_allclose(np.log2(p.time_us / test["time_median_us"]), 0.0, atol=0.1)
+    # the 1/E weights slow the energy head's convergence on the heavy-energy rows a little
+    err = np.abs(np.log2(p.energy_j / test["energy_j"]))
+    assert np.median(err) < 0.02 and err.max() < 0.25
+    # predict() on the raw rows is build_table + predict_table
+    frame, _ = synthetic_rows(n_kernels=6, configs_per_kernel=40, seed=7)
+    np.testing.assert_array_equal(model.predict(frame).time_us, p.time_us)
+
+
+def test_fit_is_deterministic_for_a_seed(profile):
+    table = _known_answer_table(profile, 0)
+    a = fit_tabular(table, profile, seed=3).heads["time"].residual.model_to_string()
+    b = fit_tabular(table, profile, seed=3).heads["time"].residual.model_to_string()
+    assert a == b
+
+
+def test_energy_head_needs_energy(profile):
+    frame, _ = synthetic_rows(n_kernels=2, configs_per_kernel=4)
+    with pytest.raises(InputError, match="no energy"):
+        fit_tabular(build_table(frame, profile), profile, target="energy")
+
+
+def test_save_load_round_trip(tmp_path, profile):
+    table = _known_answer_table(profile, 0)
+    model = fit_tabular(table, profile, target="both", seed=0)
+    model.save(tmp_path / "m")
+    data = json.loads((tmp_path / "m" / MODEL_FILE).read_text())
+    assert data["format"] == FORMAT and data["features"] == list(FEATURE_COLUMNS)
+    assert data["heads"]["time"]["residual"].startswith("tree")        # LightGBM's own text format
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == [MODEL_FILE]
+    loaded = TabularPredictor.load(tmp_path / "m")
+    a, b = model.predict_table(table), loaded.predict_table(table)
+    np.testing.assert_array_equal(a.time_us, b.time_us)
+    np.testing.assert_array_equal(a.energy_j, b.energy_j)
+    assert loaded.profile.device.name == profile.device.name
+
+
+def test_model_directory_of_another_kind_or_version(tmp_path, profile):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ModelFormatError, match="not a tabular model"):
+        TabularPredictor.load(tmp_path / "empty")
+    (tmp_path / "codegen").mkdir()
+    (tmp_path / "codegen" / "config.json").write_text("{}")
+    with pytest.raises(ModelFormatError, match="CodeGen"):
+        TabularPredictor.load(tmp_path / "codegen")
+    model = fit_tabular(_known_answer_table(profile, 0), profile)
+    model.save(tmp_path / "v")
+    data = json.loads((tmp_path / "v" / MODEL_FILE).read_text())
+    for change, match in (({"version": 99}, "version 99"), ({"format": "other"}, "not a kernelcast-tabular"),
+                          ({"features": ["nope"]}, "unknown feature")):
+        (tmp_path / "bad").mkdir(exist_ok=True)
+        (tmp_path / "bad" / MODEL_FILE).write_text(json.dumps({**data, **change}))
+        with pytest.raises(ModelFormatError, match=match):
+            TabularPredictor.load(tmp_path / "bad")
+    assert issubclass(ModelFormatError, InputError)
+
+
+def test_train_and_predict_command_line(tmp_path, dataset, capsys):
+    prof = str(ROOT / "calib" / "profiles" / "pocl-local.json")
+    out = tmp_path / "m"
+    assert cli.main(["train", "--kind", "tabular", "--data", str(dataset), "--out", str(out), "--profile", prof,
+                     "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["kind"] == "tabular" and res["data"]["rows"] == 12 and res["targets"] == ["time"]
+    assert (out / MODEL_FILE).is_file()
+    learned, weights = load_learned(str(out))
+    assert isinstance(learned, TabularPredictor) and weights is None
+    frame, _ = load_measured_frame(dataset)
+    res = predict_frame(_prediction_rows(frame), learned.profile, learned)
+    assert np.isfinite(res["learned_us"]).all()
+    np.testing.assert_allclose(res["blend_us"], res["learned_us"], rtol=1e-12)   # the tabular model already blends
+    # bad input: one line, exit 2, nothing written
+    assert cli.main(["train", "--kind", "tabular", "--data", str(dataset), "--out", str(tmp_path / "e"),
+                     "--profile", prof, "--target", "energy"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no energy" in err[0]
+    assert not (tmp_path / "e").exists()
+    (tmp_path / "codegen").mkdir()
+    (tmp_path / "codegen" / "config.json").write_text("{}")
+    assert cli.main(["train", "--kind", "tabular", "--data", str(dataset), "--out", str(tmp_path / "codegen"),
+                     "--profile", prof]) == 2
+    assert "CodeGen" in capsys.readouterr().err
+    assert sorted(p.name for p in (tmp_path / "codegen").iterdir()) == ["config.json"]
+    (out / MODEL_FILE).write_text(json.dumps({"format": FORMAT, "version": 99}))
+    kfile = tmp_path / "k.cl"
+    kfile.write_text(frame["source"].iloc[0])
+    assert cli.main(["predict", "--kernel", str(kfile), "--gsize", "1024", "--model", str(out),
+                     "--profile", prof]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "version 99" in err[0]
+
+
+def test_predict_with_a_tabular_model_does_not_import_torch(tmp_path, dataset, profile):
+    frame, _ = load_measured_frame(dataset)
+    fit_tabular(build_table(frame, profile), profile).save(tmp_path / "m")
+    kfile = tmp_path / "k.cl"
+    kfile.write_text(frame["source"].iloc[0])
+    code = ("import sys, kernelcast.cli as cli\n"
+            f"rc = cli.main(['predict', '--kernel', {str(kfile)!r}, '--gsize', '4096', '--lsize', '64', "
+            f"'--model', {str(tmp_path / 'm')!r}, '--profile', 'pocl-local', '--json'])\n"
+            "print('RC', rc, sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'transformers'}))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert "RC 0 []" in r.stdout, r.stdout + r.stderr
+    out = json.loads(r.stdout[:r.stdout.rindex("RC")])
+    assert out["predictions"][0]["learned"]["time_us"] > 0
+
+
+TRIAD = """__kernel void triad(__global const float *a, __global const float *b, __global float *c,
+                    const float s, const int n) {
+  int i = get_global_id(0);
+  if (i < n) c[i] = a[i] + s * b[i];
+}"""
+POLY = """__kernel void poly(__global const float *a, __global float *c, const int n) {
+  int i = get_global_id(0);
+  if (i >= n) return;
+  float x = a[i], y = 0.0f;
+  for (int k = 0; k < 64; ++k) y = y * x + 1.0f;
+  c[i] = y;
+}"""
+
+
+@pytest.mark.parametrize("source,name", [(TRIAD, "triad"), (POLY, "poly")])
+def test_prediction_within_2x_of_a_real_measurement(harness, profile, source, name):
+    """Fitted on four measured sizes of a kernel (2^15, 2^16, 2^18, 2^19 work-items), the model
+    predicts the fifth (2^17), measured on this device, within a factor of 2."""
+    from instrument.runner import TimingPolicy
+    from kernelcast.schema import ArgBinding, LaunchConfig
+    from models.predict import arg_dicts
+
+    policy = TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.01, max_repeats=200, max_time_s=2)
+    k = Kernel(source, name)
+    rows = []
+    for e in (15, 16, 18, 19, 17):
+        n = 1 << e
+        bufs = ["a", "b", "c"] if name == "triad" else ["a", "c"]
+        args = [ArgBinding(b, "buffer", "float", n) for b in bufs] + [ArgBinding("n", "scalar", "int", value=n)]
+        if name == "triad":
+            args.insert(3, ArgBinding("s", "scalar", "float", value=2.0))
+        m = harness.run(k, LaunchConfig((n,), (64,), args), policy)
+        assert m.status == "ok", m.reason
+        rows.append({**configuration_row(k, (n,), (64,), arg_dicts(args)), "time_median_us": m.time.median_us})
+    table = build_table(pd.DataFrame(rows), profile)
+    model = fit_tabular(table.iloc[:4], profile)
+    pred = float(model.predict_table(table.iloc[4:]).time_us[0])
+    measured = float(table["time_median_us"].iloc[4])
+    assert 0.5 <= pred / measured <= 2.0, (pred, measured, float(table["analytical_us"].iloc[4]))

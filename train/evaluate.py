@@ -1,0 +1,870 @@
+"""One accuracy yardstick (``kernelcast evaluate``): grouped K-fold out-of-fold (OOF) predictions
+of every model for every row of a dataset, and the figures every change to a model is judged by.
+
+Folds are grouped by *kernel group*: a synthetic kernel belongs to its template family (its name
+without the trailing number, ``synth_tile_000028`` -> ``synth_tile``), any other kernel to its
+source file (the corpus record's ``origin``); groups holding near-duplicate sources (token-shingle
+Jaccard >= 0.8 over identifier-normalised tokens, the corpus ingest's tokens) are merged. A group
+is never on both sides of a split, and the folds are balanced by row count.
+
+Models: ``analytical`` (no fitting), ``tabular`` (gradient-boosted trees, one table built for the
+whole dataset and sliced per fold), ``codegen`` (the CodeGen regression model, slow) and
+``blend``: stacking, whose weights for each outer fold are fitted on OOF predictions of the
+training kernels from an inner grouped CV, never on the rows it is scored on; its candidates
+include every single model, and it is chosen by the median ``|log2(pred / measured)|`` (never by
+MAPE, which rewards predicting low).
+
+Figures per model (:mod:`kernelcast.metrics`): MAPE, median and p90 APE, median |log2 ratio|, bias,
+share within 2x, per-kernel MAPE; tuning (top-1 within 5 % of the measured best, regret, Spearman)
+on groups of configurations of one problem, or per work-item within each kernel when the dataset
+has too few such groups; few-shot (k measured configurations of each held-out kernel give a log
+offset); 90 % intervals by cross-conformal quantiles of the OOF |log2 ratio| with their coverage.
+"""
+
+from __future__ import annotations
+
+import abc
+import hashlib
+import itertools
+import json
+import logging
+import os
+import re
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from calib.profile import DeviceProfile
+from datagen.frame import DataError, load_measured_frame
+from kernelcast.columns import decode_args, decode_sizes
+from kernelcast.errors import UsageError
+from kernelcast.metrics import (
+    conformal_quantile,
+    interval_coverage,
+    log2_bias,
+    log2_ratio,
+    mape,
+    mean_sq_log2,
+    median_abs_log2,
+    median_ape,
+    p90_ape,
+    per_kernel_mape,
+    tuning_scores,
+    within_factor,
+)
+
+log = logging.getLogger(__name__)
+
+MODEL_NAMES = ("analytical", "tabular", "codegen", "blend")
+DEFAULT_MODELS = ("analytical", "tabular", "blend")
+KIND = "kernelcast-evaluation"
+FORMAT_VERSION = 1
+TARGET = "time_median_us"
+#: nominal coverages of the calibration plot
+CALIBRATION_LEVELS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
+#: blend selection criteria (lower is better); never MAPE
+CRITERIA: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
+    "median_abs_log2": median_abs_log2, "mse_log2": mean_sq_log2}
+#: the least-squares blend candidate needs this many rows per coefficient (it is chosen on the rows it
+#: was fitted on, so with few rows it would win by over-fitting)
+LSQ_ROWS_PER_COEF = 20
+SYNTH_ORIGIN = "synth:"
+_SYNTH_NAME = re.compile(r"^synth_\w*?_\d+$")
+_TRAILING_NUMBER = re.compile(r"_\d+$")
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class EvaluateOptions:
+    folds: int = 5
+    models: tuple[str, ...] = DEFAULT_MODELS
+    seed: int = 0
+    shots: tuple[int, ...] = (0, 1, 3)
+    level: float = 0.9                     # nominal coverage of the intervals
+    interval_by: str = "none"              # none | regime | bound (analytical bound): per-bin quantiles
+    min_bin_rows: int = 30                 # a bin with fewer OOF residuals uses all of them
+    inner_folds: int = 3                   # blend: inner grouped CV on the training kernels
+    criterion: str = "median_abs_log2"     # blend selection
+    near_duplicate_threshold: float = 0.8
+    tuning_tolerance: float = 0.05
+    learning_curve: bool = False
+    codegen_epochs: int = 5
+
+    def __post_init__(self) -> None:
+        if self.folds < 2:
+            raise UsageError(f"--folds must be at least 2, got {self.folds}")
+        if self.inner_folds < 2:
+            raise UsageError(f"--inner-folds must be at least 2, got {self.inner_folds}")
+        unknown = [m for m in self.models if m not in MODEL_NAMES]
+        if unknown:
+            raise UsageError(f"unknown model {unknown[0]!r} (choose from {', '.join(MODEL_NAMES)})")
+        if not self.models:
+            raise UsageError("no model to evaluate")
+        if self.models == ("blend",):
+            raise UsageError("the blend needs at least one other model to blend (e.g. --models analytical,blend)")
+        if any(k < 0 for k in self.shots):
+            raise UsageError("--shots must be non-negative numbers of configurations")
+        if not 0.0 < self.level < 1.0:
+            raise UsageError(f"the interval level must be in (0, 1), got {self.level}")
+        if self.interval_by not in ("none", "regime", "bound"):
+            raise UsageError(f"--interval-by must be none, regime or bound, got {self.interval_by!r}")
+        if self.criterion not in CRITERIA:
+            raise UsageError(f"blend criterion must be one of {', '.join(CRITERIA)}, got {self.criterion!r}")
+        if self.codegen_epochs < 1:
+            raise UsageError("--codegen-epochs must be at least 1")
+        if self.learning_curve and "tabular" not in self.models:
+            raise UsageError("--learning-curve is drawn for the tabular model: add tabular to --models")
+
+
+def parse_models(text: str) -> tuple[str, ...]:
+    """``analytical,blend`` -> the models in canonical order; :class:`UsageError` for an unknown name."""
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    for n in names:
+        if n not in MODEL_NAMES:
+            raise UsageError(f"--models: unknown model {n!r} (choose from {', '.join(MODEL_NAMES)})")
+    if not names:
+        raise UsageError("--models: no model named")
+    return tuple(m for m in MODEL_NAMES if m in names)
+
+
+def parse_shots(text: str) -> tuple[int, ...]:
+    """``0,1,3`` -> (0, 1, 3); :class:`UsageError` for anything else."""
+    try:
+        shots = sorted({int(s) for s in text.split(",") if s.strip()})
+    except ValueError:
+        raise UsageError(f"--shots {text!r}: expected numbers like 0,1,3") from None
+    if not shots or shots[0] < 0:
+        raise UsageError(f"--shots {text!r}: expected non-negative numbers like 0,1,3")
+    return tuple(shots)
+
+
+# ---------------------------------------------------------------------------------------------
+# kernel groups and folds
+
+
+@dataclass
+class KernelGroup:
+    key: str
+    kind: str                               # synthetic_family | source_file | kernel | merged
+    kernels: list[str]                      # kernel ids
+    names: list[str]                        # kernel names, same order
+    rows: int = 0
+    fold: int = -1
+
+
+@dataclass
+class Grouping:
+    group_of: dict[str, str]                # kernel id -> group key
+    groups: dict[str, KernelGroup]
+    near_duplicates: list[tuple[str, str, float]]   # (kernel id, kernel id, Jaccard) that merged groups
+
+
+def base_group(name: str, origin: Any, kernel_id: str) -> tuple[str, str]:
+    """(key, kind) of a kernel before near-duplicate merging: its synthetic template family, its
+    source file, or (with no origin) the kernel alone."""
+    origin = origin if isinstance(origin, str) else ""
+    if origin.startswith(SYNTH_ORIGIN) or (not origin and _SYNTH_NAME.match(name)):
+        return "synth:" + _TRAILING_NUMBER.sub("", name), "synthetic_family"
+    if origin:
+        return "file:" + origin, "source_file"
+    return "kernel:" + kernel_id, "kernel"
+
+
+def _shingles(source: str) -> np.ndarray:
+    from datagen.corpus.dedup import dedup_tokens, shingle_hashes
+
+    return np.unique(shingle_hashes(dedup_tokens(source)))
+
+
+def jaccard(a: np.ndarray, b: np.ndarray) -> float:
+    """Jaccard similarity of two sorted arrays of distinct values."""
+    if not len(a) and not len(b):
+        return 1.0
+    inter = len(np.intersect1d(a, b, assume_unique=True))
+    return inter / (len(a) + len(b) - inter)
+
+
+def near_duplicate_pairs(sources: Mapping[str, str], threshold: float = 0.8, *, num_perm: int = 128,
+                         max_bucket: int = 64) -> list[tuple[str, str, float]]:
+    """Pairs of kernels whose normalised sources are near-duplicates (exact Jaccard of token
+    shingles >= ``threshold``), found among MinHash-LSH candidates so the cost stays near-linear:
+    a bucket with more than ``max_bucket`` members is compared along a chain (each member with the
+    first and with its neighbour), enough for the transitive merge the groups make."""
+    from datagen.corpus.dedup import MinHasher, lsh_params
+
+    ids = sorted(sources)
+    sh = {i: _shingles(sources[i]) for i in ids}
+    hasher = MinHasher(num_perm=num_perm, seed=1)
+    bands, rows = lsh_params(num_perm, threshold)
+    buckets: dict[tuple[int, bytes], list[str]] = {}
+    for i in ids:
+        sig = hasher.signature(sh[i])
+        for b in range(bands):
+            buckets.setdefault((b, sig[b * rows:(b + 1) * rows].tobytes()), []).append(i)
+    cands: set[tuple[str, str]] = set()
+    for members in buckets.values():
+        if len(members) < 2:
+            continue
+        if len(members) <= max_bucket:
+            cands.update(itertools.combinations(members, 2))
+        else:
+            cands.update((members[0], m) for m in members[1:])
+            cands.update(zip(members[1:], members[2:]))
+    out: list[tuple[str, str, float]] = []
+    for x, y in sorted(cands):
+        j = jaccard(sh[x], sh[y])
+        if j >= threshold:
+            out.append((x, y, j))
+    return out
+
+
+def build_groups(kernels: pd.DataFrame, threshold: float = 0.8) -> Grouping:
+    """Kernel groups of a frame with one row per kernel (``kernel_id``, ``kernel_name``,
+    ``kernel_origin``, ``source``, ``rows``)."""
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def union(a: str, b: str) -> None:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+
+    base: dict[str, tuple[str, str]] = {}
+    for r in kernels.itertuples(index=False):
+        base[str(r.kernel_id)] = base_group(str(r.kernel_name), getattr(r, "kernel_origin", None), str(r.kernel_id))
+    for kid, (key, _) in base.items():
+        parent.setdefault(kid, kid)
+        parent.setdefault(key, key)
+        union(kid, key)
+    merges = []
+    if threshold <= 1.0:
+        for a, b, j in near_duplicate_pairs(dict(zip(kernels["kernel_id"], kernels["source"])), threshold):
+            if find(a) != find(b):
+                merges.append((a, b, j))
+            union(a, b)
+    names = dict(zip(kernels["kernel_id"], kernels["kernel_name"].astype(str)))
+    rows = dict(zip(kernels["kernel_id"], kernels["rows"].astype(int)))
+    comps: dict[str, list[str]] = {}
+    for kid in sorted(base):
+        comps.setdefault(find(kid), []).append(kid)
+    group_of: dict[str, str] = {}
+    groups: dict[str, KernelGroup] = {}
+    for members in comps.values():
+        keys = sorted({base[k][0] for k in members})
+        kinds = {base[k][1] for k in members}
+        key = keys[0] if len(keys) == 1 else f"{keys[0]} +{len(keys) - 1}"
+        kind = kinds.pop() if len(keys) == 1 else "merged"
+        members = sorted(members, key=lambda k: (names[k], k))
+        groups[key] = KernelGroup(key, kind, members, [names[k] for k in members], sum(rows[k] for k in members))
+        for k in members:
+            group_of[k] = key
+    return Grouping(group_of, groups, merges)
+
+
+def assign_folds(group_rows: Mapping[str, int], n_folds: int, seed: int = 0) -> dict[str, int]:
+    """Group -> fold, balanced by rows: groups larger than half a fold's share go first (largest
+    first), then the others in a seeded random order, each to the fold with the fewest rows so far
+    (ties: fewest groups, then a seeded order of the folds). Raises :class:`DataError` when there
+    are fewer groups than folds."""
+    if n_folds < 2:
+        raise UsageError(f"--folds must be at least 2, got {n_folds}")
+    if len(group_rows) < n_folds:
+        raise DataError(f"too few kernel groups for {n_folds} folds: the dataset has {len(group_rows)} (a kernel, "
+                        f"its near-duplicates and the synthetic kernels of its template family form one group); "
+                        f"use fewer --folds or a dataset with more kernels")
+    rng = np.random.default_rng([seed, n_folds])
+    keys = sorted(group_rows)
+    order = [keys[i] for i in rng.permutation(len(keys))]
+    cut = sum(group_rows.values()) / (2 * n_folds)
+    big = sorted((k for k in keys if group_rows[k] > cut), key=lambda k: (-group_rows[k], k))
+    small = [k for k in order if group_rows[k] <= cut]
+    prio = rng.permutation(n_folds)
+    load = [0] * n_folds
+    count = [0] * n_folds
+    out: dict[str, int] = {}
+    for k in big + small:
+        f = min(range(n_folds), key=lambda i: (load[i], count[i], prio[i]))
+        out[k] = f
+        load[f] += group_rows[k]
+        count[f] += 1
+    return out
+
+
+def row_folds(kernel_ids: np.ndarray, grouping: Grouping, n_folds: int, seed: int) -> np.ndarray:
+    """The fold of every row (and each group's fold recorded in ``grouping``)."""
+    fold_of = assign_folds({k: g.rows for k, g in grouping.groups.items()}, n_folds, seed)
+    for k, g in grouping.groups.items():
+        g.fold = fold_of[k]
+    return np.array([fold_of[grouping.group_of[k]] for k in kernel_ids], dtype=int)
+
+
+def _inner_folds(train: np.ndarray, kernel_ids: np.ndarray, grouping: Grouping, n_folds: int,
+                 seed: int) -> np.ndarray | None:
+    """Inner grouped folds of the training rows ``train`` (None when they hold fewer than 2 groups)."""
+    groups = [grouping.group_of[k] for k in kernel_ids[train]]
+    rows: dict[str, int] = {}
+    for g in groups:
+        rows[g] = rows.get(g, 0) + 1
+    if len(rows) < 2:
+        return None
+    fold_of = assign_folds(rows, min(n_folds, len(rows)), seed)
+    return np.array([fold_of[g] for g in groups], dtype=int)
+
+
+# ---------------------------------------------------------------------------------------------
+# the models, fitted per fold
+
+
+class Fitter(abc.ABC):
+    """One model of the evaluation: prepared once on the whole frame, then fitted on the rows
+    ``train`` and predicting the rows ``test`` (row positions) for each fold."""
+
+    name = "model"
+
+    def prepare(self, frame: pd.DataFrame) -> None:
+        self.frame = frame
+
+    @abc.abstractmethod
+    def fit_predict(self, train: np.ndarray, test: np.ndarray) -> np.ndarray:
+        """Predicted time (us) of the rows ``test`` by the model fitted on the rows ``train``."""
+
+
+class AnalyticalFitter(Fitter):
+    """The analytical model: nothing fitted, every row predicted once."""
+
+    name = "analytical"
+
+    def __init__(self, profile: DeviceProfile) -> None:
+        from models.analytical import AnalyticalModel
+
+        self.model = AnalyticalModel(profile)
+
+    def prepare(self, frame: pd.DataFrame) -> None:
+        p = self.model.predict(frame)
+        self.pred = p.time_us
+        self.bound = np.array([str(e.get("bound", "none")) for e in p.explanation], dtype=object)
+        failed = int(np.isnan(self.pred).sum())
+        if failed:
+            log.warning("the analytical model has no prediction for %d row(s) (static analysis failed)", failed)
+
+    def fit_predict(self, train: np.ndarray, test: np.ndarray) -> np.ndarray:
+        return np.asarray(self.pred[test], dtype=np.float64)
+
+
+class TabularFitter(Fitter):
+    """The tabular model: its table is built once for the whole dataset and sliced per fold."""
+
+    name = "tabular"
+
+    def __init__(self, profile: DeviceProfile, seed: int = 0) -> None:
+        self.profile, self.seed = profile, seed
+
+    def prepare(self, frame: pd.DataFrame) -> None:
+        from models.tabular import build_table
+
+        self.table = build_table(frame, self.profile)
+
+    def fit_predict(self, train: np.ndarray, test: np.ndarray) -> np.ndarray:
+        from train.tabular import fit_tabular
+
+        model = fit_tabular(self.table.iloc[train].reset_index(drop=True), self.profile, target="time",
+                            seed=self.seed)
+        return np.asarray(model.predict_table(self.table.iloc[test].reset_index(drop=True)).time_us,
+                          dtype=np.float64)
+
+
+class CodegenFitter(Fitter):
+    """The CodeGen regression model (efficient mode), trained from scratch on each fold's rows."""
+
+    name = "codegen"
+
+    def __init__(self, seed: int = 0, epochs: int = 5) -> None:
+        self.seed, self.epochs = seed, epochs
+
+    def fit_predict(self, train: np.ndarray, test: np.ndarray) -> np.ndarray:
+        from train.loop import TrainOptions, fit_frame
+
+        opts = TrainOptions(mode="efficient", epochs=self.epochs, seed=self.seed, resume=False, progress=False)
+        with tempfile.TemporaryDirectory(prefix="kernelcast-evaluate-codegen-") as d:
+            res = fit_frame(self.frame.iloc[train].reset_index(drop=True), out_dir=d, options=opts)
+            pred = res.predictor.predict(self.frame.iloc[test].reset_index(drop=True))
+        return np.asarray(pred.time_us, dtype=np.float64)
+
+
+# ---------------------------------------------------------------------------------------------
+# the stacked blend
+
+
+@dataclass
+class StackedBlend:
+    """``log2 t = sum_m w_m log2 t_m + c`` over the models' predictions; a row where a weighted
+    model has no prediction takes the first model of ``fallback`` that has one."""
+
+    weights: dict[str, float]
+    intercept: float = 0.0
+    kind: str = ""
+    fallback: list[str] = field(default_factory=list)
+    scores: dict[str, float] = field(default_factory=dict)   # candidate -> criterion where chosen
+    criterion: str = "median_abs_log2"
+    rows: int = 0
+
+    def combine(self, preds: Mapping[str, np.ndarray]) -> np.ndarray:
+        n = len(next(iter(preds.values())))
+        acc = np.full(n, float(self.intercept))
+        ok = np.ones(n, dtype=bool)
+        for m, w in self.weights.items():
+            p = np.asarray(preds[m], dtype=np.float64)
+            good = np.isfinite(p) & (p > 0)
+            ok &= good
+            acc += w * np.log2(np.where(good, p, 1.0))
+        out = np.where(ok, 2.0 ** acc, np.nan)
+        for m in self.fallback:
+            p = np.asarray(preds[m], dtype=np.float64)
+            fill = np.isnan(out) & np.isfinite(p) & (p > 0)
+            out[fill] = p[fill]
+        return out
+
+
+def fit_stacked_blend(preds: Mapping[str, np.ndarray], true: np.ndarray,
+                      criterion: str = "median_abs_log2") -> StackedBlend:
+    """Choose the blend of out-of-fold predictions ``preds`` (model -> time) with the lowest
+    ``criterion`` against ``true``, on the rows every model predicts. Candidates: each model alone,
+    each model with a constant log offset (the median residual), the geometric mean, and (with
+    :data:`LSQ_ROWS_PER_COEF` rows per coefficient) the least-squares fit in log2 space; the single
+    models come first, so a tie keeps a single model, and the chosen blend is never worse than the
+    best single model on these rows."""
+    score_fn = CRITERIA[criterion]
+    names = list(preds)
+    y = np.asarray(true, dtype=np.float64)
+    ok = np.isfinite(y) & (y > 0)
+    for m in names:
+        p = np.asarray(preds[m], dtype=np.float64)
+        ok &= np.isfinite(p) & (p > 0)
+    n = int(ok.sum())
+    cands = [StackedBlend({m: 1.0}, 0.0, m) for m in names]
+    if n:
+        ly = np.log2(y[ok])
+        logs = {m: np.log2(np.asarray(preds[m], dtype=np.float64)[ok]) for m in names}
+        cands += [StackedBlend({m: 1.0}, float(np.median(ly - logs[m])), f"{m}+offset") for m in names]
+        if len(names) > 1:
+            cands.append(StackedBlend({m: 1.0 / len(names) for m in names}, 0.0, "geometric_mean"))
+        if n >= LSQ_ROWS_PER_COEF * (len(names) + 1):
+            X = np.column_stack([logs[m] for m in names] + [np.ones(n)])
+            coef, *_ = np.linalg.lstsq(X, ly, rcond=None)
+            cands.append(StackedBlend({m: float(c) for m, c in zip(names, coef[:-1])}, float(coef[-1]),
+                                      "least_squares"))
+    sub = {m: np.asarray(preds[m], dtype=np.float64)[ok] for m in names}
+    scores = {c.kind: score_fn(c.combine(sub), y[ok]) if n else float("nan") for c in cands}
+
+    def rank(c: StackedBlend) -> float:
+        s = scores[c.kind]
+        return s if np.isfinite(s) else np.inf
+
+    best = min(cands, key=rank)            # min keeps the first of equals: singles come first
+    best.fallback = sorted(names, key=lambda m: rank(cands[names.index(m)]))
+    best.scores, best.criterion, best.rows = scores, criterion, n
+    return best
+
+
+# ---------------------------------------------------------------------------------------------
+# figures
+
+
+def row_metrics(pred: np.ndarray, true: np.ndarray, kernels: np.ndarray) -> dict[str, Any]:
+    """The zero-shot figures of one model's predictions."""
+    valid = np.isfinite(pred) & np.isfinite(true) & (true > 0)
+    km_mean, km_median = per_kernel_mape(pred[valid], true[valid], kernels[valid])
+    return {
+        "rows": int(valid.sum()),
+        "rows_without_prediction": int((~np.isfinite(pred)).sum()),
+        "kernels": int(len(np.unique(kernels[valid]))),
+        "mape": mape(pred, true),
+        "median_ape": median_ape(pred, true),
+        "p90_ape": p90_ape(pred, true),
+        "median_abs_log2": median_abs_log2(pred, true),
+        "bias_log2": log2_bias(pred, true),
+        "mse_log2": mean_sq_log2(pred, true),
+        "within_2x_pct": 100.0 * within_factor(pred, true, 2.0),
+        "kernel_mape_mean": km_mean,
+        "kernel_mape_median": km_median,
+    }
+
+
+def _stable_int(text: str) -> int:
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+
+
+def few_shot(pred: np.ndarray, true: np.ndarray, kernels: np.ndarray, k: int,
+             seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Few-shot updating (a per-kernel log offset): for each kernel, ``k`` of its rows chosen at
+    random (seeded by ``seed`` and the kernel, the same rows for every model that predicts them;
+    the shots of k are among those of any larger k) are "measured", and the mean of
+    ``log2(measured / predicted)`` over them scales the kernel's other rows. Returns the corrected
+    predictions and the mask of the rows to score (those that were not shots; none of a kernel
+    with k rows or fewer)."""
+    pred = np.asarray(pred, dtype=np.float64)
+    true = np.asarray(true, dtype=np.float64)
+    valid = np.isfinite(pred) & (pred > 0) & np.isfinite(true) & (true > 0)
+    out = pred.copy()
+    scored = valid.copy()
+    if k <= 0:
+        return out, scored
+    for kern in np.unique(kernels[valid]):
+        idx = np.flatnonzero(valid & (kernels == kern))
+        rng = np.random.default_rng([seed, _stable_int(str(kern))])
+        perm = idx[rng.permutation(len(idx))]
+        shots, rest = perm[:k], perm[k:]
+        scored[shots] = False
+        if len(rest):
+            offset = float(np.mean(np.log2(true[shots] / pred[shots])))
+            out[rest] = pred[rest] * 2.0 ** offset
+    return out, scored
+
+
+def conformal_intervals(pred: np.ndarray, true: np.ndarray, folds: np.ndarray, level: float,
+                        bins: np.ndarray | None = None, min_bin_rows: int = 30) -> tuple[np.ndarray, np.ndarray]:
+    """Cross-conformal intervals ``[pred / 2^q, pred * 2^q]``: for the rows of fold f, ``q`` is the
+    conformal ``level`` quantile of ``|log2(pred / measured)|`` over the rows of the other folds
+    (with ``bins``, of the other folds' rows in the same bin when it has ``min_bin_rows`` of them)."""
+    pred = np.asarray(pred, dtype=np.float64)
+    r = np.abs(log2_ratio(pred, true))
+    has_r = np.isfinite(r)
+    q = np.full(len(pred), np.nan)
+    for f in np.unique(folds):
+        te = folds == f
+        other = has_r & ~te
+        q_all = conformal_quantile(r[other], level) if other.any() else np.inf
+        q[te] = q_all
+        if bins is None:
+            continue
+        for b in np.unique(bins[te]):
+            sel = other & (bins == b)
+            if sel.sum() >= min_bin_rows:
+                q[te & (bins == b)] = conformal_quantile(r[sel], level)
+    with np.errstate(over="ignore"):
+        f = 2.0 ** q
+    return pred / f, pred * f
+
+
+def interval_figures(pred: np.ndarray, true: np.ndarray, folds: np.ndarray, level: float,
+                     bins: np.ndarray | None, min_bin_rows: int) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
+    lo, hi = conformal_intervals(pred, true, folds, level, bins, min_bin_rows)
+    ok = np.isfinite(pred) & (pred > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        width = hi[ok] / lo[ok]
+    calib = []
+    for lv in CALIBRATION_LEVELS:
+        lo2, hi2 = conformal_intervals(pred, true, folds, lv, bins, min_bin_rows)
+        calib.append([lv, 100.0 * interval_coverage(lo2, hi2, true)])
+    return {
+        "level": level,
+        "coverage_pct": 100.0 * interval_coverage(lo, hi, true),
+        "mean_width_factor": float(np.mean(width)) if len(width) else float("nan"),
+        "median_width_factor": float(np.median(width)) if len(width) else float("nan"),
+        "calibration": calib,
+    }, lo, hi
+
+
+def problem_keys(frame: pd.DataFrame) -> np.ndarray:
+    """One key per row naming its problem: the kernel plus ``problem_id`` when the dataset has it,
+    else the kernel, the global size and the argument sizes (buffer element counts and scalar
+    values; local-memory arguments belong to the configuration, not the problem)."""
+    if "problem_id" in frame.columns and frame["problem_id"].notna().any():
+        return np.array([f"{k}|{p}" for k, p in zip(frame["kernel_id"], frame["problem_id"])], dtype=object)
+    out = []
+    for k, g, a in zip(frame["kernel_id"], frame["gsize"], frame["args"]):
+        args = tuple((x.get("name"), x.get("count") if x.get("kind") == "buffer" else x.get("value"))
+                     for x in decode_args(a) if x.get("kind") != "local")
+        out.append(f"{k}|{decode_sizes(g)}|{args}")
+    return np.array(out, dtype=object)
+
+
+def global_items(frame: pd.DataFrame) -> np.ndarray:
+    if "global_items" in frame.columns and frame["global_items"].notna().all():
+        return frame["global_items"].to_numpy(dtype=np.float64)
+    return np.array([float(np.prod(decode_sizes(g) or (1,))) for g in frame["gsize"]])
+
+
+@dataclass
+class TuningBasis:
+    basis: str                  # "problem" or "per_work_item"
+    groups: np.ndarray          # group label per row
+    scale: np.ndarray           # times are divided by this before comparing (1, or global work-items)
+    problem_groups: int         # groups of >= 2 configurations of one problem
+    problem_kernels: int        # kernels with such a group
+    kernels: int
+    problems: np.ndarray        # the problem key of every row (whichever basis is used)
+
+
+def tuning_basis(frame: pd.DataFrame) -> TuningBasis:
+    """Groups of configurations of one problem when at least a quarter of the kernels have one with
+    two or more distinct launch configurations (local sizes); else each kernel's configurations
+    compared per work-item. A problem measured twice with the same configuration (e.g. under two
+    argument selections that gave the same sizes) is no tuning question: its rows are left out of
+    the problem groups."""
+    raw = problem_keys(frame)
+    kern = frame["kernel_id"].to_numpy()
+    lsizes = [str(decode_sizes(v)) for v in frame["lsize"]] if "lsize" in frame.columns else [""] * len(frame)
+    configs = pd.DataFrame({"key": raw, "lsize": lsizes}).groupby("key")["lsize"].nunique()
+    multi = set(configs[configs >= 2].index)
+    keys = np.array([k if k in multi else f"{k}#{i}" for i, k in enumerate(raw)], dtype=object)
+    n_kernels = int(len(np.unique(kern)))
+    p_kernels = int(len({k for k, key in zip(kern, keys) if key in multi}))
+    if multi and p_kernels * 4 >= n_kernels:
+        return TuningBasis("problem", keys, np.ones(len(frame)), len(multi), p_kernels, n_kernels, keys)
+    return TuningBasis("per_work_item", kern, global_items(frame), len(multi), p_kernels, n_kernels, keys)
+
+
+# ---------------------------------------------------------------------------------------------
+# the evaluation
+
+
+@dataclass
+class Evaluation:
+    metrics: dict[str, Any]
+    oof: pd.DataFrame
+
+
+def _identity_of_profile(profile: DeviceProfile, spec: str | None) -> dict[str, Any]:
+    d = profile.to_dict()
+    return {"spec": spec, "device": profile.device.name, "kind": profile.kind, "created": profile.created,
+            "sha256": hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]}
+
+
+def _identity_of_dataset(root: Path, frame: pd.DataFrame, counts: dict[str, int]) -> dict[str, Any]:
+    from datagen.dataset import read_manifest
+
+    try:
+        m = read_manifest(root)
+    except (OSError, ValueError):
+        m = {}
+    keys = "\n".join(sorted(frame["row_key"].astype(str))) if "row_key" in frame.columns else ""
+    return {"path": str(root.resolve()), "device": (m.get("device") or {}).get("name"),
+            "device_identity": m.get("device_identity"), "created": m.get("created"), "corpus": m.get("corpus"),
+            "args_selection": m.get("args_selection"), "seed": (m.get("options") or {}).get("seed"),
+            "rows_fingerprint": hashlib.sha256(keys.encode()).hexdigest()[:16], **counts}
+
+
+def _make_fitters(models: Sequence[str], profile: DeviceProfile, opts: EvaluateOptions) -> dict[str, Fitter]:
+    out: dict[str, Fitter] = {}
+    for m in models:
+        if m == "analytical":
+            out[m] = AnalyticalFitter(profile)
+        elif m == "tabular":
+            out[m] = TabularFitter(profile, opts.seed)
+        elif m == "codegen":
+            out[m] = CodegenFitter(opts.seed, opts.codegen_epochs)
+    return out
+
+
+def evaluate_dataset(dataset_dir: str | os.PathLike[str], profile: DeviceProfile, options: EvaluateOptions, *,
+                     profile_spec: str | None = None, progress: Progress | None = None) -> Evaluation:
+    """Load a dataset and evaluate ``options.models`` on it (see the module docstring).
+    :class:`~kernelcast.errors.InputError` for a dataset that cannot be used."""
+    root = Path(dataset_dir)
+    frame, counts = load_measured_frame(root)
+    y = frame[TARGET].to_numpy(dtype=np.float64)
+    keep = np.isfinite(y) & (y > 0)
+    counts["rows_without_time"] = int((~keep).sum())
+    frame = frame[keep].reset_index(drop=True)
+    if frame.empty:
+        raise DataError(f"{root}: no row has a measured time")
+    counts["rows_used"] = len(frame)
+    fitters = _make_fitters(options.models, profile, options)   # before anything slow: a missing model is an error
+    ev = evaluate_frame(frame, profile, options, fitters=fitters, progress=progress)
+    ev.metrics["dataset"] = _identity_of_dataset(root, frame, counts)
+    ev.metrics["profile"] = _identity_of_profile(profile, profile_spec)
+    return ev
+
+
+def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile, options: EvaluateOptions, *,
+                   fitters: dict[str, Fitter] | None = None, progress: Progress | None = None) -> Evaluation:
+    """Evaluate on the rows of ``frame`` (dataset columns with ``source`` and a positive measured time)."""
+    say = progress or (lambda msg: log.info("%s", msg))
+    opts = options
+    t_start = time.perf_counter()
+    kernel_ids = frame["kernel_id"].astype(str).to_numpy()
+    y = frame[TARGET].to_numpy(dtype=np.float64)
+    kf = frame.assign(kernel_id=kernel_ids)
+    if "kernel_origin" not in kf.columns:
+        kf["kernel_origin"] = None
+    per_kernel = (kf.groupby("kernel_id", sort=True)
+                  .agg(kernel_name=("kernel_name", "first"), kernel_origin=("kernel_origin", "first"),
+                       source=("source", "first"), rows=("kernel_name", "size")).reset_index())
+    grouping = build_groups(per_kernel, opts.near_duplicate_threshold)
+    folds = row_folds(kernel_ids, grouping, opts.folds, opts.seed)
+    say(f"{len(frame)} rows of {len(per_kernel)} kernels in {len(grouping.groups)} kernel groups "
+        f"({len(grouping.near_duplicates)} near-duplicate merge(s)), {opts.folds} folds")
+
+    fitters = fitters if fitters is not None else _make_fitters(opts.models, profile, opts)
+    seconds: dict[str, float] = {}
+    for name, ft in fitters.items():
+        t0 = time.perf_counter()
+        say(f"preparing {name}")
+        ft.prepare(frame)
+        seconds[name] = time.perf_counter() - t0
+    oof = {name: np.full(len(frame), np.nan) for name in fitters}
+    for f in range(opts.folds):
+        test, train = np.flatnonzero(folds == f), np.flatnonzero(folds != f)
+        for name, ft in fitters.items():
+            t0 = time.perf_counter()
+            say(f"fold {f + 1}/{opts.folds}: {name} ({len(train)} training rows, {len(test)} test rows)")
+            oof[name][test] = ft.fit_predict(train, test)
+            seconds[name] += time.perf_counter() - t0
+    blends: list[dict[str, Any]] = []
+    if "blend" in opts.models:
+        t0 = time.perf_counter()
+        oof["blend"], blends = _stacked_oof(fitters, oof, y, kernel_ids, folds, grouping, opts, say)
+        seconds["blend"] = time.perf_counter() - t0
+    models = [m for m in opts.models if m in oof]
+
+    bins = None
+    if opts.interval_by == "regime" and "regime" in frame.columns:
+        bins = frame["regime"].fillna("none").astype(str).to_numpy()
+    elif opts.interval_by == "bound":
+        an = fitters.get("analytical")
+        if not isinstance(an, AnalyticalFitter):
+            an = AnalyticalFitter(profile)
+            an.prepare(frame)
+        bins = an.bound
+
+    basis = tuning_basis(frame)
+    metrics: dict[str, dict[str, Any]] = {}
+    tuning: dict[str, Any] = {"basis": basis.basis, "tolerance": opts.tuning_tolerance,
+                              "problem_groups": basis.problem_groups, "problem_kernels": basis.problem_kernels,
+                              "kernels": basis.kernels, "models": {}}
+    shots: dict[str, dict[str, Any]] = {}
+    intervals: dict[str, Any] = {"level": opts.level, "by": opts.interval_by, "method": "cross-conformal |log2 ratio|",
+                                 "models": {}}
+    out = pd.DataFrame({"row_key": frame["row_key"] if "row_key" in frame.columns else np.arange(len(frame)),
+                        "kernel_id": kernel_ids, "kernel_name": frame["kernel_name"].astype(str),
+                        "group": [grouping.group_of[k] for k in kernel_ids], "fold": folds, "measured_us": y})
+    for m in models:
+        p = oof[m]
+        metrics[m] = row_metrics(p, y, kernel_ids)
+        metrics[m]["per_fold"] = [{"fold": f, "rows": int((folds == f).sum()),
+                                   "mape": mape(p[folds == f], y[folds == f]),
+                                   "median_ape": median_ape(p[folds == f], y[folds == f])}
+                                  for f in range(opts.folds)]
+        metrics[m]["seconds"] = seconds.get(m)
+        tuning["models"][m] = tuning_scores(p / basis.scale, y / basis.scale, basis.groups,
+                                            tol=opts.tuning_tolerance)
+        if basis.basis != "problem" and basis.problem_groups:
+            # the few problem groups there are, for reference
+            tuning.setdefault("problem_basis_models", {})[m] = tuning_scores(p, y, basis.problems,
+                                                                             tol=opts.tuning_tolerance)
+        shots[m] = {}
+        for k in opts.shots:
+            pk, scored = few_shot(p, y, kernel_ids, k, opts.seed)
+            shots[m][str(k)] = row_metrics(np.where(scored, pk, np.nan), y, kernel_ids)
+        intervals["models"][m], lo, hi = interval_figures(p, y, folds, opts.level, bins, opts.min_bin_rows)
+        out[f"{m}_us"] = p
+        out[f"{m}_lo_us"] = lo
+        out[f"{m}_hi_us"] = hi
+
+    lc = None
+    if opts.learning_curve:
+        tab = fitters["tabular"]
+        lc = learning_curve(tab, oof["tabular"], y, kernel_ids, folds, opts.seed, say)
+
+    fold_table = []
+    for f in range(opts.folds):
+        sel = folds == f
+        fold_table.append({"fold": f, "rows": int(sel.sum()), "kernels": int(len(np.unique(kernel_ids[sel]))),
+                           "groups": sum(1 for g in grouping.groups.values() if g.fold == f)})
+    largest = max(grouping.groups.values(), key=lambda g: (g.rows, g.key))
+    kinds: dict[str, int] = {}
+    for g in grouping.groups.values():
+        kinds[g.kind] = kinds.get(g.kind, 0) + 1
+    result: dict[str, Any] = {
+        "kind": KIND, "version": FORMAT_VERSION, "seed": opts.seed, "target": "time",
+        "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(opts).items()},
+        "models": models,
+        "metrics": metrics,
+        "tuning": tuning,
+        "few_shot": {"shots": list(opts.shots), "models": shots,
+                     "note": "A per-kernel offset leaves the order of a kernel's configurations, and so the tuning "
+                             "figures, unchanged"},
+        "intervals": intervals,
+        "blend": {"criterion": opts.criterion, "inner_folds": opts.inner_folds, "folds": blends} if blends else None,
+        "learning_curve": lc,
+        "folds": fold_table,
+        "groups": {
+            "count": len(grouping.groups), "by_kind": kinds, "near_duplicate_threshold": opts.near_duplicate_threshold,
+            "near_duplicate_merges": [{"a": a, "b": b, "jaccard": j} for a, b, j in grouping.near_duplicates],
+            "largest": {"key": largest.key, "kernels": len(largest.kernels), "rows": largest.rows},
+            "list": [asdict(g) for g in sorted(grouping.groups.values(), key=lambda g: (-g.rows, g.key))],
+        },
+        "rows": len(frame), "kernels": int(len(per_kernel)),
+        "seconds": time.perf_counter() - t_start,
+    }
+    return Evaluation(result, out)
+
+
+def _stacked_oof(fitters: Mapping[str, Fitter], oof: Mapping[str, np.ndarray], y: np.ndarray, kernel_ids: np.ndarray,
+                 folds: np.ndarray, grouping: Grouping, opts: EvaluateOptions,
+                 say: Progress) -> tuple[np.ndarray, list[dict[str, Any]]]:
+    """OOF predictions of the blend: for each outer fold, the blend is fitted on OOF predictions of
+    the training rows from an inner grouped CV and applied to the outer OOF predictions of the fold."""
+    out = np.full(len(y), np.nan)
+    record = []
+    for f in range(opts.folds):
+        test, train = np.flatnonzero(folds == f), np.flatnonzero(folds != f)
+        inner = _inner_folds(train, kernel_ids, grouping, opts.inner_folds, opts.seed + 1000 * (f + 1))
+        if inner is None:
+            first = next(iter(fitters))
+            w = StackedBlend({first: 1.0}, 0.0, f"{first} (too few training groups for an inner fit)",
+                             fallback=list(fitters))
+        else:
+            inner_oof = {m: np.full(len(train), np.nan) for m in fitters}
+            for g in np.unique(inner):
+                say(f"fold {f + 1}/{opts.folds}: blend, inner fold {g + 1}/{len(np.unique(inner))}")
+                for m, ft in fitters.items():
+                    inner_oof[m][inner == g] = ft.fit_predict(train[inner != g], train[inner == g])
+            w = fit_stacked_blend(inner_oof, y[train], opts.criterion)
+        out[test] = w.combine({m: oof[m][test] for m in fitters})
+        record.append({"fold": f, **asdict(w)})
+    return out, record
+
+
+def learning_curve(fitter: Fitter, oof_all: np.ndarray, y: np.ndarray, kernel_ids: np.ndarray, folds: np.ndarray,
+                   seed: int, say: Progress) -> dict[str, Any]:
+    """Median APE (and MAPE, within 2x) of a model's OOF predictions when each fold trains on 10,
+    20, 40... of its training kernels (chosen at random, seeded), and on all of them."""
+    fold_ids = np.unique(folds)
+    n_train = [len(np.unique(kernel_ids[folds != f])) for f in fold_ids]
+    sizes = []
+    n = 10
+    while n < min(n_train):
+        sizes.append(n)
+        n *= 2
+    points = []
+    for n in sizes:
+        pred = np.full(len(y), np.nan)
+        for f in fold_ids:
+            test, train_mask = np.flatnonzero(folds == f), folds != f
+            ks = np.unique(kernel_ids[train_mask])
+            chosen = np.random.default_rng([seed, n, int(f)]).choice(ks, size=n, replace=False)
+            train = np.flatnonzero(train_mask & np.isin(kernel_ids, chosen))
+            say(f"learning curve: {n} training kernels, fold {int(f) + 1}/{len(fold_ids)}")
+            pred[test] = fitter.fit_predict(train, test)
+        points.append(_curve_point(n, pred, y))
+    points.append(_curve_point(float(np.mean(n_train)), oof_all, y, all_kernels=True))
+    return {"model": fitter.name, "points": points}
+
+
+def _curve_point(n: float, pred: np.ndarray, y: np.ndarray, all_kernels: bool = False) -> dict[str, Any]:
+    return {"train_kernels": n, "all": all_kernels, "median_ape": median_ape(pred, y), "mape": mape(pred, y),
+            "median_abs_log2": median_abs_log2(pred, y), "within_2x_pct": 100.0 * within_factor(pred, y)}
