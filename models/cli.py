@@ -41,10 +41,49 @@ def _read_configs(path: str) -> list[dict[str, str]]:
     return rows
 
 
+def _span(lo: float, hi: float) -> str | None:
+    """An interval as the tables print it (``None``, printed ``-``, where there is none)."""
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return None
+    return f"{_num(lo)}-{_num(hi)}"
+
+
+def _num(x: float) -> str:
+    if x == 0:
+        return "0"
+    if abs(x) >= 1e5 or abs(x) < 1e-3:
+        return f"{x:.3g}"
+    return f"{x:.4g}" if abs(x) < 100 else f"{x:.1f}"
+
+
+def _interval_json(lo: float, hi: float) -> list[float | None] | None:
+    return [json_number(lo), json_number(hi)] if np.isfinite(lo) and np.isfinite(hi) else None
+
+
+def _read_measured(args: argparse.Namespace, kernel: Any, params: list[Any]) -> tuple[Any, pd.DataFrame, np.ndarray]:
+    """The measured configurations of ``--measured`` as prediction rows and times."""
+    from models.fewshot import read_measured
+    from models.predict import measured_frame
+
+    ms = read_measured(args.measured, kernel, [p.name for p in params])
+    mframe, m_us = measured_frame(kernel, params, ms, list(args.arg), getattr(args, "power_cap", None) or None)
+    return ms, mframe, m_us
+
+
+def _measured_notes(ms: Any, json_mode: bool) -> None:
+    if json_mode:
+        return
+    for n in ms.notes:
+        _note(n)
+    if ms.skipped:
+        _note(f"--measured {ms.path}: {ms.skipped} record(s) with a status other than ok left out")
+
+
 def cmd_predict(args: argparse.Namespace) -> int:
     from calib.local import resolve_profile
     from kernelcast.argspec import parse_size
-    from models.predict import bind_arguments, configuration_row, load_learned, predict_frame
+    from models.predict import bind_arguments, configuration_row, load_learned, predict_frame, predict_with_intervals
+    from models.tabular import TabularPredictor
 
     t0 = time.perf_counter()
     kernel, params = load_kernel_source(args.kernel, args.name, args.build_options or "")
@@ -70,10 +109,22 @@ def cmd_predict(args: argparse.Namespace) -> int:
         notes.update(filled)
         rows.append(configuration_row(kernel, g, ls, a, args.power_cap or None))
     frame = pd.DataFrame(rows)
+    ms = mframe = m_us = None
+    if args.measured:
+        ms, mframe, m_us = _read_measured(args, kernel, params)
     profile = resolve_profile(args.profile, args.device, on_calibrate=None if args.json else _note)
+    # intervals and corrections are shown with a tabular model or measured configurations; the
+    # outputs of the other cases are unchanged
+    detailed = isinstance(learned, TabularPredictor) or ms is not None
     t1 = time.perf_counter()
-    res = predict_frame(frame, profile, learned, weights)
+    ps = None
+    if detailed:
+        ps = predict_with_intervals(frame, profile, learned, weights, mframe, m_us)
+        res = ps.frame
+    else:
+        res = predict_frame(frame, profile, learned, weights)
     t_pred = time.perf_counter() - t1
+    models = ps.models if ps is not None else []
     if args.json:
         out = []
         for r, (_, p) in zip(rows, res.iterrows()):
@@ -84,28 +135,65 @@ def cmd_predict(args: argparse.Namespace) -> int:
             if learned is not None:
                 d["learned"] = {"time_us": json_number(p["learned_us"]), "energy_j": json_number(p["learned_energy_j"])}
                 d["blend"] = {"time_us": json_number(p["blend_us"]), "kind": p["blend_kind"]}
+            for m in models:
+                d[m]["interval_90_us"] = _interval_json(p[f"{m}_lo_us"], p[f"{m}_hi_us"])
+                if ps is not None and ps.offsets:
+                    d[m]["uncorrected_time_us"] = json_number(p[f"{m}_raw_us"])
+            if ps is not None and ps.offsets:
+                d["measured_us"] = json_number(p["measured_us"])
             out.append(d)
-        print(to_json({"kernel": kernel.name, "profile": profile.device.name, "learned_model": args.model,
-                          "predictions": out, "seconds": {"total": time.perf_counter() - t0, "predict": t_pred}}))
+        doc: dict[str, Any] = {"kernel": kernel.name, "profile": profile.device.name, "learned_model": args.model,
+                               "predictions": out}
+        if ps is not None:
+            doc["intervals"] = {"level": 0.9, "none_because": {m: ps.notes[m] for m in models if m in ps.notes}}
+            if ms is not None:
+                doc["correction"] = {"measured": args.measured, "configurations": len(ms.configs),
+                                     "skipped": ms.skipped, "models": {m: o.to_dict() for m, o in ps.offsets.items()}}
+        doc["seconds"] = {"total": time.perf_counter() - t0, "predict": t_pred}
+        print(to_json(doc))
         return 0
     if notes:
         print(f"note: arguments {', '.join(sorted(notes))} bound by simple selection (arrays of gsize elements, "
               f"scalars = gsize)", file=sys.stderr)
     if learned is None:
         print("note: no --model given: analytical model only (train one with 'kernelcast train')", file=sys.stderr)
-    header = ["gsize", "lsize", "analytical us"] + (["learned us", "blend us"] if learned is not None else []) + \
+    if ps is None:
+        if learned is None:
+            _note("no 90% interval: no measured residuals of the analytical model on this device (a tabular model "
+                  "stores them: 'kernelcast train --kind tabular', then --model)")
+    else:
+        if ms is not None:
+            _measured_notes(ms, False)
+        for m in models:
+            if m in ps.notes:
+                _note(f"{m}: {'no 90% interval: ' if not np.isfinite(res[f'{m}_lo_us']).any() else ''}{ps.notes[m]}")
+    iv = ["90% interval"] if ps is not None else []
+    header = ["gsize", "lsize", "analytical us"] + iv + \
+        (["learned us"] + iv + ["blend us"] + iv if learned is not None else []) + \
         ["energy J", "bound", "occupancy", "coalescing", "intensity F/B"]
     table = []
     for r, (_, p) in zip(rows, res.iterrows()):
         ex = p["explanation"] or {}
         energy = p["learned_energy_j"] if learned is not None and np.isfinite(p.get("learned_energy_j", np.nan)) \
             else p["analytical_energy_j"]
-        table.append(["x".join(map(str, r["gsize"])), "x".join(map(str, r["lsize"])) if r["lsize"] else "auto",
-                      p["analytical_us"]] + ([p["learned_us"], p["blend_us"]] if learned is not None else [])
-                     + [None if not np.isfinite(energy) else float(energy), ex.get("bound", ex.get("error", "-")),
-                        ex.get("occupancy"), ex.get("coalescing"), ex.get("arithmetic_intensity")])
+        cells: list[Any] = []
+        for m in ["analytical"] + (["learned", "blend"] if learned is not None else []):
+            cells.append(p[f"{m}_us"])
+            if ps is not None:
+                cells.append(_span(p[f"{m}_lo_us"], p[f"{m}_hi_us"]))
+        table.append(["x".join(map(str, r["gsize"])), "x".join(map(str, r["lsize"])) if r["lsize"] else "auto"]
+                     + cells + [None if not np.isfinite(energy) else float(energy),
+                                ex.get("bound", ex.get("error", "-")), ex.get("occupancy"), ex.get("coalescing"),
+                                ex.get("arithmetic_intensity")])
     print(f"kernel {kernel.name}; profile {profile.device.name} ({profile.kind})"
           + (f"; blend: {weights.kind}" if weights is not None else ""))
+    if ps is not None and ps.offsets:
+        for m, o in ps.offsets.items():
+            print(f"{m}: {o.describe()}" if o.k else f"{m}: not corrected (no measured configuration it predicts)")
+        n_meas = int(np.isfinite(res["measured_us"]).sum())
+        if n_meas:
+            print(f"{n_meas} of these configuration(s) were measured (--measured): their predictions are the "
+                  f"measurement, without an interval")
     print(fmt_table(table, header))
     print(f"{len(rows)} configuration(s) predicted in {t_pred * 1e3:.1f} ms (energy '-': the profile has no energy "
           f"calibration)")
@@ -116,11 +204,25 @@ def cmd_predict(args: argparse.Namespace) -> int:
 # tune
 
 
+def _load_tune_model(model: str) -> Any:
+    """The tabular model ``tune --model`` scores with (a CodeGen model is refused)."""
+    from models.tabular import TabularPredictor, is_tabular_dir
+
+    p = Path(model)
+    if p.is_dir() and not is_tabular_dir(p) and (p / "config.json").is_file():
+        raise UsageError(f"tune --model {model}: a CodeGen model; tune scores configurations with a tabular model "
+                         f"only (kernelcast train --kind tabular)")
+    try:
+        return TabularPredictor.load(p)
+    except InputError as e:
+        raise UsageError(f"--model {model}: cannot load: {str(e).splitlines()[0]}") from None
+
+
 def cmd_tune(args: argparse.Namespace) -> int:
     from calib.local import resolve_profile
     from kernelcast.argspec import parse_size
-    from models.analytical import AnalyticalModel
-    from models.predict import bind_arguments, configuration_row
+    from models.fewshot import DEFAULT_SHRINK_PRIOR, Offset, fit_offset
+    from models.predict import bind_arguments, configuration_row, score_configurations
     from models.tune import MAX_POINTS, enumerate_shapes, pareto, power_caps
 
     kernel, params = load_kernel_source(args.kernel, args.name, args.build_options or "")
@@ -134,8 +236,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if args.max_wg is not None and args.max_wg < 1:
         raise UsageError("--max-wg must be at least 1")
     caps = power_caps(args.power_caps)
+    tab = _load_tune_model(args.model) if args.model else None
+    ms = mframe = m_us = None
+    if args.measured:
+        ms, mframe, m_us = _read_measured(args, kernel, params)
     profile = resolve_profile(args.profile, args.device, on_calibrate=None if args.json else _note)
-    model = AnalyticalModel(profile)
     dev = profile.device
     warp = int(profile.get("warp_size") or dev.wg_multiple or 32)
     max_wg = int(profile.get("max_wg_size") or dev.max_work_group_size or 1024)
@@ -156,9 +261,19 @@ def cmd_tune(args: argparse.Namespace) -> int:
             rows.append(configuration_row(kernel, g, ls, a, cap))
     frame = pd.DataFrame(rows)
     t0 = time.perf_counter()
-    pred = model.predict(frame)
+    sc = score_configurations(frame, profile, tab)
     dt = time.perf_counter() - t0
-    t, e = pred.time_us, pred.energy_j
+    t_raw, e = sc.time_us, sc.energy_j
+    prior = sc.calibration.prior if sc.calibration is not None else DEFAULT_SHRINK_PRIOR
+    offset: Offset | None = None
+    shots_pred: list[float] = []
+    if mframe is not None:
+        shots_pred = [float(x) for x in score_configurations(mframe, profile, tab).time_us]
+        offset = fit_offset(m_us, shots_pred, prior)
+    t = offset.apply(t_raw) if offset is not None else t_raw
+    # intervals (and a correction) are shown with --model or --measured; the other outputs are unchanged
+    detailed = tab is not None or ms is not None
+    lo, hi = sc.intervals(t, offset)
     have_energy = np.isfinite(e).any()
     if args.objective in ("energy", "pareto") and not have_energy:
         if args.objective == "energy":
@@ -173,35 +288,64 @@ def cmd_tune(args: argparse.Namespace) -> int:
     else:
         chosen = pareto(t, e)
         order = np.argsort(t)
-    header = ["#", "gsize", "lsize", "power cap W", "pred us", "pred energy J", "bound", "occupancy"]
+    explanation = sc.explanation
+    header = ["#", "gsize", "lsize", "power cap W", "pred us"] + (["90% interval"] if detailed else []) + \
+        ["pred energy J", "bound", "occupancy"]
     table = [[k + 1, "x".join(map(str, rows[i]["gsize"])), "x".join(map(str, rows[i]["lsize"])),
-              None if not np.isfinite(rows[i]["power_cap_w"]) else rows[i]["power_cap_w"], t[i],
-              None if not np.isfinite(e[i]) else e[i], pred.explanation[i].get("bound"),
-              pred.explanation[i].get("occupancy")] for k, i in enumerate(chosen)]
+              None if not np.isfinite(rows[i]["power_cap_w"]) else rows[i]["power_cap_w"], t[i]]
+             + ([_span(lo[i], hi[i])] if detailed else [])
+             + [None if not np.isfinite(e[i]) else e[i], explanation[i].get("bound"), explanation[i].get("occupancy")]
+             for k, i in enumerate(chosen)]
     label = "Pareto set (time vs energy)" if args.objective == "pareto" and have_energy else \
         f"best {len(chosen)} by predicted {args.objective if have_energy else 'time'}"
+    ctx = _TuneContext(args, kernel, rows, order, t_raw, sc, prior,
+                       objective_time=args.objective != "energy" or not have_energy,
+                       shots_us=[float(x) for x in m_us] if m_us is not None else [], shots_pred=shots_pred)
     if args.json:
-        measured = _measure_top(args, kernel, rows, order[: args.measure_top], t) if args.measure_top else None
-        print(to_json({
+        measured = _measure_top(ctx) if args.measure_top else None
+        keys = ("rank", "gsize", "lsize", "power_cap_w", "pred_us", "pred_energy_j", "bound", "occupancy")
+        chosen_json = []
+        for r, i in zip(table, chosen):
+            vals = [r[0], rows[i]["gsize"], rows[i]["lsize"]] + r[3:5] + r[6 if detailed else 5:]
+            d = dict(zip(keys, vals))
+            if detailed:
+                d["interval_90_us"] = _interval_json(lo[i], hi[i])
+                if offset is not None:
+                    d["uncorrected_pred_us"] = json_number(t_raw[i])
+            chosen_json.append(d)
+        doc: dict[str, Any] = {
             "kernel": kernel.name, "problem": list(n), "profile": dev.name, "objective": args.objective,
-            "selection": label, "configurations": len(rows), "seconds": dt,
-            "chosen": [dict(zip(("rank", "gsize", "lsize", "power_cap_w", "pred_us", "pred_energy_j", "bound",
-                                 "occupancy"), [r[0], rows[i]["gsize"], rows[i]["lsize"]] + r[3:]))
-                       for r, i in zip(table, chosen)],
-            "measured": measured}))
+            "selection": label, "configurations": len(rows), "seconds": dt, "chosen": chosen_json,
+            "measured": measured}
+        if detailed:
+            doc["model"] = {"kind": sc.model, "path": args.model}
+            doc["intervals"] = {"level": 0.9, "none_because": sc.note or None}
+            if offset is not None and ms is not None:
+                doc["correction"] = {"measured": args.measured, "configurations": len(ms.configs),
+                                     "skipped": ms.skipped, **offset.to_dict()}
+        print(to_json(doc))
         return 0
+    if ms is not None:
+        _measured_notes(ms, False)
+    if detailed and sc.note:
+        _note(f"no 90% interval: {sc.note}")
     print(f"kernel {kernel.name}, problem {args.gsize}; {len(rows)} configurations scored in {dt * 1e3:.1f} ms "
-          f"({len(rows) / max(dt, 1e-9):.0f}/s); profile {dev.name}")
+          f"({len(rows) / max(dt, 1e-9):.0f}/s); profile {dev.name}"
+          + (f"; model tabular {args.model}" if tab is not None else ""))
+    if offset is not None:
+        print(offset.describe() if offset.k else "not corrected: no measured configuration the model predicts")
     print(label)
     print(fmt_table(table, header))
     if args.measure_top:
-        measured = _measure_top(args, kernel, rows, order[: args.measure_top], t)
+        measured = _measure_top(ctx)
         print(f"\nmeasured the predicted best {len(measured['rows'])} on {measured['device']}")
+        pred_head = "uncorrected pred us" if offset is not None else "pred us"
         print(fmt_table([[r["lsize_text"], r["pred_us"], r["measured_us"], r["pred_rank"], r["measured_rank"]]
-                         for r in measured["rows"]], ["lsize", "pred us", "measured us", "pred rank", "measured rank"]))
+                         for r in measured["rows"]], ["lsize", pred_head, "measured us", "pred rank", "measured rank"]))
         if measured["compared"]:
             print(f"Spearman rho (predicted vs measured) {_fnum(measured['spearman'])}; the predicted best is "
                   f"{_fnum(measured['gap_pct'], 1)} % slower than the measured best of these")
+        _print_reranked(measured, sc.note)
     return 0
 
 
@@ -209,27 +353,64 @@ def _fnum(x: float | None, digits: int = 3) -> str:
     return "nan" if x is None else f"{x:.{digits}f}"
 
 
-def _measure_top(args: argparse.Namespace, kernel: Any, rows: list[dict[str, Any]], idx: np.ndarray,
-                 pred_us: np.ndarray) -> dict[str, Any]:
-    """Measure the predicted best configurations; their ranks, Spearman rho and the gap of the
-    predicted best to the measured best."""
+class _TuneContext:
+    """What ``tune --measure-top`` needs: the candidates, the scoring model's raw predictions, the
+    shots from ``--measured`` and the shrinkage prior."""
+
+    def __init__(self, args: argparse.Namespace, kernel: Any, rows: list[dict[str, Any]], order: np.ndarray,
+                 t_raw: np.ndarray, scored: Any, prior: float, *, objective_time: bool, shots_us: list[float],
+                 shots_pred: list[float]) -> None:
+        self.args, self.kernel, self.rows, self.order = args, kernel, rows, order
+        self.t_raw, self.scored, self.prior, self.objective_time = t_raw, scored, prior, objective_time
+        self.shots_us, self.shots_pred = shots_us, shots_pred
+
+
+def _measure_top(ctx: _TuneContext) -> dict[str, Any]:
+    """Measure the predicted best configurations one at a time, feeding each measurement back:
+    after each one the kernel's offset is refitted (:mod:`models.fewshot`) and the candidates not
+    yet measured are re-ranked by their corrected prediction (by the predicted energy for
+    ``--objective energy``, which measuring does not correct) before the next is chosen. Returns
+    the measured rows with their ranks, Spearman rho and the gap of the predicted best to the
+    measured best, the final offset, the re-ranked order (measured time where measured, else the
+    corrected prediction; the first ``max(--top, K)`` and every measured one) and the final choice
+    (the fastest measured configuration).
+
+    The offset is one factor for the kernel, so it re-ranks the unmeasured candidates among the
+    measured ones but not among themselves; shrunk toward the model, it leaves the unmeasured
+    ones' corrected predictions between the model's and the measurements' level."""
     from instrument.backends import select_device
     from instrument.harness import Harness
     from kernelcast.config import device_spec
     from kernelcast.metrics import spearman
     from kernelcast.schema import ArgBinding, LaunchConfig
+    from models.fewshot import fit_offset
 
-    device = select_device(device_spec(args.device))
-    measured = []
+    rows, t_raw = ctx.rows, ctx.t_raw
+    k_max = min(int(ctx.args.measure_top), len(rows))
+    device = select_device(device_spec(ctx.args.device))
+    got: dict[int, float] = {}
+    seq: list[int] = []
+    shots_us, shots_pred = list(ctx.shots_us), list(ctx.shots_pred)
     with Harness(device, meter="auto") as h:
-        for i in idx:
+        for _ in range(k_max):
+            factor = fit_offset(shots_us, shots_pred, ctx.prior).factor
+            left = [int(i) for i in ctx.order if int(i) not in got]
+            if ctx.objective_time:      # stable: ties keep the initial order
+                left.sort(key=lambda i: t_raw[i] * factor)
+            i = left[0]
             r = rows[i]
             binds = [ArgBinding(a["name"], a["kind"], a["dtype"], a["count"], a["value"], a.get("init", "random"))
                      for a in r["args"]]
-            m = h.run(kernel, LaunchConfig(tuple(r["gsize"]), tuple(r["lsize"]), binds))
-            measured.append(m.time.median_us if m.status == "ok" and m.time else np.nan)
-    meas = np.array(measured)
-    p = pred_us[idx]
+            m = h.run(ctx.kernel, LaunchConfig(tuple(r["gsize"]), tuple(r["lsize"]), binds))
+            val = m.time.median_us if m.status == "ok" and m.time else np.nan
+            got[i] = val
+            seq.append(i)
+            if np.isfinite(val):
+                shots_us.append(val)
+                shots_pred.append(float(t_raw[i]))
+    idx = np.array(seq, dtype=int)
+    meas = np.array([got[i] for i in seq])
+    p = t_raw[idx]
     ok = np.isfinite(meas)
     prank = pd.Series(p).rank().to_numpy()
     mrank = pd.Series(meas).rank().to_numpy()
@@ -244,8 +425,45 @@ def _measure_top(args: argparse.Namespace, kernel: Any, rows: list[dict[str, Any
         gap = json_number((meas[best_pred] - meas[best_meas]) / meas[best_meas] * 100) \
             if np.isfinite(meas[best_pred]) else None
         rho = json_number(spearman(p[ok], meas[ok]))
+    offset = fit_offset(shots_us, shots_pred, ctx.prior)
+    t_corr = offset.apply(t_raw)
+    lo, hi = ctx.scored.intervals(t_corr, offset)
+    key = np.array([got[i] if i in got and np.isfinite(got[i]) else t_corr[i] for i in range(len(rows))])
+    reranked = sorted(range(len(rows)), key=lambda i: (key[i], 0 if i in got else 1))
+    top = max(int(ctx.args.top), k_max)
+    order = [{"rank": k + 1, "gsize": rows[i]["gsize"], "lsize": rows[i]["lsize"],
+              "power_cap_w": json_number(rows[i]["power_cap_w"]),
+              "measured_us": json_number(got[i]) if i in got else None, "pred_us": json_number(t_corr[i]),
+              "interval_90_us": _interval_json(lo[i], hi[i])}
+             for k, i in enumerate(reranked) if k < top or i in got]        # the measured ones always
+    final = None
+    if ok.any():
+        b = int(idx[int(np.nanargmin(meas))])
+        final = {"gsize": rows[b]["gsize"], "lsize": rows[b]["lsize"], "measured_us": json_number(got[b])}
     return {"device": device.name, "rows": out_rows, "compared": bool(ok.sum() >= 2), "spearman": rho,
-            "gap_pct": gap}
+            "gap_pct": gap, "sequence": [int(i) for i in seq], "correction": offset.to_dict(),
+            "shots_from_file": len(ctx.shots_us), "order": order, "final": final}
+
+
+def _print_reranked(measured: dict[str, Any], interval_note: str) -> None:
+    off = measured["correction"]
+    n_own = len(measured["rows"])
+    print(f"\nafter {n_own} measurement(s): "
+          + (f"corrected by x{off['factor']:.3g} from {off['k']} measured configuration{'s' if off['k'] != 1 else ''}"
+             f" (shrunk by {off['k']}/({off['k']}+{off['prior']:.3g}))" if off["k"] else "no correction (no "
+             "measurement succeeded)"))
+    print("re-ranked (measured time where measured, else the corrected prediction):")
+    table = [[o["rank"], "x".join(map(str, o["gsize"])), "x".join(map(str, o["lsize"])), o["measured_us"],
+              o["pred_us"], _span(*(o["interval_90_us"] or (np.nan, np.nan)))] for o in measured["order"]]
+    print(fmt_table(table, ["#", "gsize", "lsize", "measured us", "pred us", "90% interval"]))
+    if interval_note:
+        print(f"(90% interval '-': {interval_note})")
+    f = measured["final"]
+    if f is None:
+        print("final choice: none (no measurement succeeded)")
+        return
+    print(f"final choice: gsize {'x'.join(map(str, f['gsize']))} lsize {'x'.join(map(str, f['lsize']))}, measured "
+          f"{_num(f['measured_us'])} us (the fastest of {n_own} measured)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -256,7 +474,9 @@ def add_parsers(sub: Any) -> None:
     p = sub.add_parser("predict", help="predict time (and energy) of a kernel for launch configurations",
                        description="Predict a kernel's time (and energy where the profile has energy calibration) "
                                    "with the analytical model, the learned model and their blend, with the "
-                                   "analytical explanation (bound, occupancy, coalescing).")
+                                   "analytical explanation (bound, occupancy, coalescing). A tabular model "
+                                   "adds 90% intervals (out-of-fold residual quantiles); --measured corrects "
+                                   "every prediction by the kernel's offset from measured configurations.")
     p.add_argument("--kernel", required=True, help="OpenCL C source file")
     p.add_argument("--name", help="kernel name (needed when the file has several)")
     p.add_argument("--gsize", help="global size: N, NxM or NxMxK")
@@ -264,7 +484,12 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--arg", action="append", default=[], metavar="SPEC",
                    help="NAME=buffer:DTYPE:COUNT, NAME=local:DTYPE:COUNT or NAME=VALUE; others are inferred")
     p.add_argument("--configs", metavar="CSV", help="batch mode: columns gsize, lsize and any argument names")
-    p.add_argument("--model", help="trained learned model directory (kernelcast train --out)")
+    p.add_argument("--model", help="trained learned model directory (kernelcast train --out); a tabular model adds "
+                                   "90%% intervals")
+    p.add_argument("--measured", metavar="FILE",
+                   help="measured configurations of this kernel (CSV: gsize, lsize, time_us and argument columns; or "
+                        "the JSON of 'kernelcast measure --json', one object or a list): every prediction is "
+                        "corrected by the kernel's offset log2(measured/predicted)")
     p.add_argument("--profile", help="device profile: a bundled name (a100, v100, h100, rtx4090) or a JSON path; "
                                      "default: this machine's device, calibrated on first use")
     p.add_argument("--device", help="OpenCL device whose profile to use when --profile is not given")
@@ -276,8 +501,9 @@ def add_parsers(sub: Any) -> None:
     p = sub.add_parser("tune", help="search launch configurations (and power caps) with the analytical model",
                        description="Enumerate valid work-group sizes (multiples of the warp up to the device "
                                    "limit; --shapes for every 2D block shape) and power caps, score them with the "
-                                   "analytical model, and print the best or the time/energy Pareto set; "
-                                   "--measure-top K measures the best K and compares the ranks.")
+                                   "analytical model (or a tabular model, --model), and print the best or the "
+                                   "time/energy Pareto set; --measure-top K measures the best K one at a time, "
+                                   "corrects the rest by the measurements, and compares the ranks.")
     p.add_argument("--kernel", required=True)
     p.add_argument("--name")
     p.add_argument("--gsize", required=True, help="problem global size: N, NxM or NxMxK (padded up per local size)")
@@ -289,7 +515,13 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--max-wg", type=int, help="cap the work-group size")
     p.add_argument("--profile")
     p.add_argument("--device")
-    p.add_argument("--measure-top", type=int, metavar="K", help="measure the predicted best K on the device")
+    p.add_argument("--model", metavar="DIR", help="score with a tabular model (kernelcast train --kind tabular) "
+                                                  "instead of the analytical model; adds 90%% intervals")
+    p.add_argument("--measured", metavar="FILE", help="measured configurations of this kernel (as predict --measured): "
+                                                      "predictions corrected by the kernel's offset")
+    p.add_argument("--measure-top", type=int, metavar="K",
+                   help="measure the predicted best K on the device, one at a time, re-ranking the rest by the "
+                        "corrected prediction after each measurement")
     p.add_argument("--build-options", default="")
     p.add_argument("--json", action="store_true", help="print the chosen configurations (and measurements) as JSON")
     p.set_defaults(func=cmd_tune)

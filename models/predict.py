@@ -3,10 +3,14 @@
 A prediction frame has one row per launch configuration with the dataset's columns (``source``,
 ``kernel_name``, ``build_options``, ``gsize``, ``lsize``, ``args``, ``power_cap_w``);
 :func:`configuration_row` builds one from a kernel and a configuration.
+:func:`predict_with_intervals` adds the 90 % intervals and the few-shot corrections of measured
+configurations (:func:`measured_frame`).
 """
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,12 +19,14 @@ import pandas as pd
 
 from kernelcast.errors import UsageError
 from kernelcast.schema import ArgBinding, Kernel
+from models.fewshot import DEFAULT_SHRINK_PRIOR, MeasuredSet, Offset, fit_offset
 
 if TYPE_CHECKING:
     from calib.profile import DeviceProfile
     from kernelcast.clang import KernelParam
     from models.base import Predictor
     from models.blend import BlendWeights
+    from models.tabular import ResidualCalibration
 
 
 def arg_dicts(bindings: list[ArgBinding]) -> list[dict[str, Any]]:
@@ -51,6 +57,27 @@ def configuration_row(kernel: Kernel, gsize: tuple[int, ...], lsize: tuple[int, 
     return {"source": kernel.source, "kernel_name": kernel.name, "build_options": kernel.build_options,
             "gsize": list(gsize), "lsize": list(lsize) if lsize else None, "args": args,
             "power_cap_w": np.nan if power_cap_w is None else power_cap_w}
+
+
+def measured_frame(kernel: Kernel, params: list[KernelParam], measured: MeasuredSet, arg_specs: list[str],
+                   power_cap_w: float | None = None) -> tuple[pd.DataFrame, np.ndarray]:
+    """Prediction rows of the measured configurations of ``kernel`` and their times (us): the
+    argument bindings the measurement used where the file has them (``measure --json``), else the
+    file's argument columns, then ``arg_specs`` and simple selection (as ``predict --configs``)."""
+    from models.fewshot import MeasuredFileError
+
+    rows = []
+    for c in measured.configs:
+        if c.args is not None:
+            args = c.args
+        else:
+            specs = list(arg_specs) + [f"{k}={v}" for k, v in c.arg_values.items()]
+            try:
+                args, _ = bind_arguments(params, specs, c.gsize, c.lsize, kernel.name)
+            except UsageError as e:
+                raise MeasuredFileError(f"--measured {measured.path}: {c.where}: {e}") from None
+        rows.append(configuration_row(kernel, c.gsize, c.lsize, args, power_cap_w))
+    return pd.DataFrame(rows), np.array([c.time_us for c in measured.configs], dtype=np.float64)
 
 
 def load_learned(model: str | None) -> tuple[Predictor | None, BlendWeights | None]:
@@ -96,18 +123,28 @@ def predict_frame(frame: pd.DataFrame, profile: DeviceProfile, learned: Predicto
     ``learned`` is a CodeGen predictor (it gets the analytical prediction as ``analytical_log2_time``)
     or a tabular one (which computes its own analytical columns with the profile saved with it, and
     already corrects the analytical model: without ``weights`` its blend is the tabular prediction)."""
+    return _predict(frame, profile, learned, weights)[0]
+
+
+def _predict(frame: pd.DataFrame, profile: DeviceProfile, learned: Predictor | None,
+             weights: BlendWeights | None) -> tuple[pd.DataFrame, list[str | None] | None]:
+    """:func:`predict_frame`, and with a tabular model the analytical bound of each row under the
+    model's profile (what its interval quantiles are binned by)."""
     from models.analytical import AnalyticalModel
 
     an = AnalyticalModel(profile)
     pa = an.predict(frame)
     out = pd.DataFrame({"analytical_us": pa.time_us, "analytical_energy_j": pa.energy_j})
     out["explanation"] = pa.explanation
+    bounds = None
     if learned is not None:
         from models.blend import BlendModel, BlendWeights
-        from models.tabular import TabularPredictor
+        from models.tabular import TabularPredictor, bound_names, build_table
 
         if isinstance(learned, TabularPredictor):
-            pl = learned.predict(frame)
+            table = build_table(frame, learned.profile)
+            pl = learned.predict_table(table)
+            bounds = bound_names(table["an_bound"].to_numpy(dtype=np.float64))
             default = BlendWeights(0.0, 1.0, 0.0, "learned")
         else:
             f2 = frame.copy()
@@ -120,4 +157,206 @@ def predict_frame(frame: pd.DataFrame, profile: DeviceProfile, learned: Predicto
         pb = blend.combine(pa, pl)
         out["blend_us"] = pb.time_us
         out["blend_kind"] = blend.weights.kind
+    return out, bounds
+
+
+# ---------------------------------------------------------------------------------------------
+# intervals and few-shot corrections
+
+#: the time columns of :func:`predict_frame` that get intervals and corrections, in printing order
+MODEL_COLUMNS = ("analytical", "learned", "blend")
+
+
+@dataclass
+class PredictionSet:
+    """Predictions with their 90 % intervals and few-shot corrections (:func:`predict_with_intervals`).
+
+    ``frame`` holds :func:`predict_frame`'s columns, where ``<model>_us`` is the corrected prediction
+    when measured configurations were given (``<model>_raw_us`` the uncorrected one), and
+    ``<model>_lo_us`` / ``<model>_hi_us`` the interval (NaN where the model has none), and
+    ``measured_us`` the measurement of a configuration that was itself measured (NaN elsewhere; its
+    model columns hold it too). ``offsets``: the correction of each model; ``notes``: why a model
+    has no interval, or kept its zero-shot one."""
+
+    frame: pd.DataFrame
+    models: list[str]
+    offsets: dict[str, Offset] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
+    shots: int = 0
+
+    @property
+    def has_intervals(self) -> bool:
+        return any(np.isfinite(self.frame[f"{m}_lo_us"]).any() for m in self.models)
+
+
+def same_profile(a: DeviceProfile, b: DeviceProfile) -> bool:
+    """Whether two device profiles hold the same values (the analytical model's residuals taken
+    with one apply to the other)."""
+    return json.dumps(a.to_dict(), sort_keys=True, default=str) == json.dumps(b.to_dict(), sort_keys=True, default=str)
+
+
+def _calibrations(profile: DeviceProfile, learned: Predictor | None, weights: BlendWeights | None,
+                  models: list[str]) -> tuple[dict[str, ResidualCalibration], dict[str, str]]:
+    """The residual calibration behind each model column's interval, or why it has none."""
+    from models.tabular import TabularPredictor
+
+    cals: dict[str, ResidualCalibration] = {}
+    notes: dict[str, str] = {}
+    tab = learned if isinstance(learned, TabularPredictor) else None
+    cal_an = tab.residual_calibration("analytical") if tab is not None else None
+    if cal_an is not None and same_profile(profile, tab.profile):      # type: ignore[union-attr]
+        cals["analytical"] = cal_an
+    elif tab is None:
+        notes["analytical"] = ("no measured residuals of the analytical model on this device: its interval would be "
+                               "invented (a tabular model stores them: 'kernelcast train --kind tabular', then "
+                               "--model)")
+    elif cal_an is None:
+        notes["analytical"] = "the tabular model was saved without residuals (no interval calibration)"
+    else:
+        notes["analytical"] = (f"the model's analytical residuals were measured with another profile "
+                               f"({tab.profile.device.name}, {tab.profile.kind}); predicting with "
+                               f"{profile.device.name} ({profile.kind})")
+    if "learned" in models:
+        cal = tab.residual_calibration("tabular") if tab is not None else None
+        if cal is not None:
+            cals["learned"] = cal
+            if weights is None or (weights.kind == "learned" and weights.a == 0 and weights.b == 1 and weights.c == 0):
+                cals["blend"] = cal
+            else:
+                notes["blend"] = f"the blend ({weights.kind}) stores no residuals"
+        else:
+            why = ("the CodeGen model stores no residuals" if tab is None
+                   else "the tabular model was saved without residuals (no interval calibration)")
+            notes["learned"] = notes["blend"] = why
+    return cals, notes
+
+
+def predict_with_intervals(frame: pd.DataFrame, profile: DeviceProfile, learned: Predictor | None = None,
+                           weights: BlendWeights | None = None, measured: pd.DataFrame | None = None,
+                           measured_us: Any = None) -> PredictionSet:
+    """:func:`predict_frame` with a 90 % interval per model where measured residuals exist, and,
+    with ``measured`` (prediction rows of measured configurations of the same kernel) and their
+    ``measured_us``, every model corrected by its few-shot offset (:mod:`models.fewshot`).
+
+    Intervals: a tabular model's own (out-of-fold quantiles saved with it, per analytical bound),
+    the same for its blend when the blend is the tabular prediction, and the analytical model's
+    when the model's profile is the one predicted with. After a k-shot correction the interval
+    uses the model's k-shot quantiles, widened to the shots' own scatter; a model without k-shot
+    quantiles keeps its zero-shot interval (said in ``notes``). The shrinkage of the offset uses
+    the prior strength estimated with the model's residuals, else ``k / (k + 1)``."""
+    res, bounds = _predict(frame, profile, learned, weights)
+    models = ["analytical"] + (["learned", "blend"] if learned is not None else [])
+    cals, notes = _calibrations(profile, learned, weights, models)
+    out = PredictionSet(res, models, notes=notes)
+    offsets: dict[str, Offset] = {}
+    if measured is not None:
+        m_us = np.asarray(measured_us, dtype=np.float64)
+        if len(measured) != len(m_us):
+            raise ValueError(f"{len(measured)} measured rows, {len(m_us)} times")
+        shots_pred, _ = _predict(measured, profile, learned, weights)
+        for m in models:
+            cal = cals.get(m)
+            offsets[m] = fit_offset(m_us, shots_pred[f"{m}_us"].to_numpy(dtype=np.float64),
+                                    cal.prior if cal is not None else DEFAULT_SHRINK_PRIOR)
+            res[f"{m}_raw_us"] = res[f"{m}_us"]
+            res[f"{m}_us"] = offsets[m].apply(res[f"{m}_us"].to_numpy(dtype=np.float64))
+        out.offsets = offsets
+        out.shots = max((o.k for o in offsets.values()), default=0)
+    an_bounds = [e.get("bound") if isinstance(e, dict) else None for e in res["explanation"]]
+    for m in models:
+        pred = res[f"{m}_us"].to_numpy(dtype=np.float64)
+        cal = cals.get(m)
+        if cal is None:
+            res[f"{m}_lo_us"], res[f"{m}_hi_us"] = np.nan, np.nan
+            continue
+        off = offsets.get(m)
+        k = off.k if off is not None else 0
+        if k and not any(s <= k for s in cal.shots):
+            notes[m] = (f"kept the zero-shot interval: the model stores no {k}-shot residual quantiles (its training "
+                        f"kernels had too few rows)")
+        lo, hi = cal.interval(pred, an_bounds if m == "analytical" else bounds, shots=k,
+                              spread=off.spread if off is not None else 0.0)
+        res[f"{m}_lo_us"], res[f"{m}_hi_us"] = lo, hi
+    res["measured_us"] = np.nan
+    if measured is not None:
+        # a configuration that was itself measured is predicted by its measurement (module docstring
+        # of models.fewshot): no model column keeps its own guess there, and no interval is claimed
+        m_us = np.asarray(measured_us, dtype=np.float64)
+        times: dict[str, list[float]] = {}
+        for key, t in zip(_config_keys(measured), m_us):
+            if np.isfinite(t) and t > 0:
+                times.setdefault(key, []).append(float(t))
+        for i, key in enumerate(_config_keys(frame)):
+            if key in times:
+                v = float(2.0 ** np.mean(np.log2(times[key])))
+                res.loc[res.index[i], "measured_us"] = v
+                for m in models:
+                    res.loc[res.index[i], [f"{m}_us", f"{m}_lo_us", f"{m}_hi_us"]] = [v, np.nan, np.nan]
     return out
+
+
+def _config_keys(frame: pd.DataFrame) -> list[str]:
+    """A key per prediction row that two rows of the same configuration share (sizes, argument
+    bindings without their initialisation, power cap)."""
+    from kernelcast.columns import decode_args, decode_sizes
+
+    keys = []
+    for _, r in frame.iterrows():
+        args = [(a.get("name"), a.get("kind"), a.get("dtype"), a.get("count"),
+                 None if a.get("value") is None else str(a.get("value"))) for a in decode_args(r.get("args"))]
+        cap = r.get("power_cap_w")
+        cap = None if cap is None or (isinstance(cap, float) and not np.isfinite(cap)) else float(cap)
+        keys.append(json.dumps([list(decode_sizes(r.get("gsize")) or ()), list(decode_sizes(r.get("lsize")) or ()),
+                                args, cap], default=str))
+    return keys
+
+
+@dataclass
+class ScoredConfigs:
+    """The configurations ``tune`` scores: the time and energy of the scoring model (``tabular``
+    with a tabular model, else ``analytical``), the analytical explanation of each row, the bins
+    of the model's interval quantiles and its residual calibration (``None``, with ``note``, when
+    it has none)."""
+
+    model: str
+    time_us: np.ndarray
+    energy_j: np.ndarray
+    explanation: list[dict[str, Any]]
+    bounds: list[str | None]
+    calibration: ResidualCalibration | None
+    note: str = ""
+
+    def intervals(self, time_us: np.ndarray, offset: Offset | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(lower, upper) of the interval around ``time_us`` (the predictions, corrected by
+        ``offset`` when given); NaN without a calibration."""
+        if self.calibration is None:
+            return np.full(len(time_us), np.nan), np.full(len(time_us), np.nan)
+        k = offset.k if offset is not None else 0
+        return self.calibration.interval(time_us, self.bounds, shots=k, spread=offset.spread if offset else 0.0)
+
+
+def score_configurations(frame: pd.DataFrame, profile: DeviceProfile,
+                         tabular: Predictor | None = None) -> ScoredConfigs:
+    """Score prediction rows with the analytical model of ``profile``, or with ``tabular`` (a
+    :class:`models.tabular.TabularPredictor`; energy from its energy head where it has one, else
+    the analytical energy)."""
+    from models.analytical import AnalyticalModel
+
+    pa = AnalyticalModel(profile).predict(frame)
+    if tabular is None:
+        return ScoredConfigs("analytical", pa.time_us, pa.energy_j, pa.explanation,
+                             [e.get("bound") for e in pa.explanation], None,
+                             "no measured residuals of the analytical model on this device: its interval would be "
+                             "invented (tune --model with a tabular model gives intervals)")
+    from models.tabular import TabularPredictor, bound_names, build_table
+
+    if not isinstance(tabular, TabularPredictor):
+        raise TypeError("score_configurations scores with a tabular model only")
+    table = build_table(frame, tabular.profile)
+    pt = tabular.predict_table(table)
+    energy = np.where(np.isfinite(pt.energy_j), pt.energy_j, pa.energy_j)
+    cal = tabular.residual_calibration("tabular")
+    return ScoredConfigs("tabular", pt.time_us, energy, pa.explanation,
+                         bound_names(table["an_bound"].to_numpy(dtype=np.float64)), cal,
+                         "" if cal is not None else "the tabular model was saved without residuals (no interval "
+                                                    "calibration)")

@@ -69,10 +69,20 @@ no energy calibration for the energy head) are predicted by a second, *direct* b
 on ``log2(measured)`` fitted on every row; a head whose training rows had no analytical value at all
 (energy with a profile without energy calibration) has only the direct booster.
 
+Intervals: every time prediction carries a 90 % interval from split-conformal quantiles of
+out-of-fold (OOF) residuals ``r = log2(measured / predicted)`` (:class:`IntervalCalibration`,
+computed by ``train/tabular.py`` with a grouped K-fold over the training rows): for the tabular
+model and for the analytical model (with the model's profile), over all rows and per analytical
+bound with at least :data:`MIN_BOUND_ROWS` rows, and after k measured configurations of the kernel
+corrected it (:mod:`models.fewshot`). :meth:`TabularPredictor.interval` gives them; a model saved
+without a calibration (older files, or too few kernel groups to cross-validate) has none (NaN).
+Energy predictions have no interval.
+
 Saved as ``tabular.json`` (:meth:`TabularPredictor.save`): format name and version, the feature
 names, the targets, the training summary, the device profile the analytical columns were computed
-with, and each booster as LightGBM's own text model (``model_to_string``). No pickle; loading it
-imports LightGBM and neither torch nor transformers.
+with, each booster as LightGBM's own text model (``model_to_string``) and, when calibrated, the
+interval calibration (``intervals``: quantiles and OOF figures; infinite quantiles as null). No
+pickle; loading it imports LightGBM and neither torch nor transformers.
 """
 
 from __future__ import annotations
@@ -185,9 +195,10 @@ BOUND_NAMES: dict[int, str] = {v: k for k, v in BOUND_CODES.items()}
 INTERVAL_LEVEL = 0.9
 #: fewest out-of-fold residuals of one analytical bound for quantiles of its own (fewer: the overall ones)
 MIN_BOUND_ROWS = 50
-#: the interval :meth:`ResidualQuantiles.log2_bounds` spans: ``signed`` (the 5 % and 95 % signed
-#: quantiles, asymmetric around a biased model) or ``symmetric`` (the conformal quantile of |r|)
-INTERVAL_KIND = "signed"
+#: the intervals :meth:`ResidualQuantiles.log2_bounds` can span: ``symmetric`` (the conformal quantile
+#: of |r| on both sides) or ``signed`` (the 5 % and 95 % signed quantiles: asymmetric, following a
+#: biased model); training keeps, per model, the one with the narrower held-out intervals
+INTERVAL_KINDS = ("symmetric", "signed")
 #: most kernels whose static analysis :func:`build_table` keeps in memory
 STATIC_CACHE_SIZE = 4096
 
@@ -585,11 +596,13 @@ class ResidualQuantiles:
         k_hi = math.ceil((n + 1) * (1.0 + level) / 2.0)
         return cls(n, _kth_smallest(np.abs(r), k_abs), _kth_smallest(r, n + 1 - k_hi), _kth_smallest(r, k_hi))
 
-    def log2_bounds(self) -> tuple[float, float]:
-        """(lower, upper) of ``log2(measured / predicted)`` that the interval spans
-        (:data:`INTERVAL_KIND`)."""
-        if INTERVAL_KIND == "signed":
+    def log2_bounds(self, kind: str = "symmetric") -> tuple[float, float]:
+        """(lower, upper) of ``log2(measured / predicted)`` that an interval of ``kind``
+        (:data:`INTERVAL_KINDS`) spans."""
+        if kind == "signed":
             return self.lo_q, self.hi_q
+        if kind != "symmetric":
+            raise ValueError(f"interval kind must be one of {INTERVAL_KINDS}, not {kind!r}")
         return -self.abs_q, self.abs_q
 
     def to_dict(self) -> dict[str, Any]:
@@ -607,12 +620,14 @@ class ResidualCalibration:
     quantiles over every row (``overall``), per analytical bound with at least
     :data:`MIN_BOUND_ROWS` rows (``by_bound``), after a k-shot correction (``shots``: k ->
     quantiles of the residuals of a kernel's other rows once k of its rows corrected it, see
-    :mod:`models.fewshot`), the shrinkage prior strength of the few-shot offset (``prior``) and the
-    OOF figures (``figures``: median APE, MAPE, within 2x, coverage and width of the interval)."""
+    :mod:`models.fewshot`), the interval ``kind`` (:data:`INTERVAL_KINDS`), the shrinkage prior
+    strength of the few-shot offset (``prior``) and the OOF figures (``figures``: median APE, MAPE,
+    within 2x, coverage and width of the interval)."""
 
     overall: ResidualQuantiles
     by_bound: dict[str, ResidualQuantiles] = field(default_factory=dict)
     shots: dict[int, ResidualQuantiles] = field(default_factory=dict)
+    kind: str = "symmetric"
     prior: float = DEFAULT_SHRINK_PRIOR
     figures: dict[str, Any] = field(default_factory=dict)
 
@@ -644,7 +659,7 @@ class ResidualCalibration:
         for b in set(bounds):
             sel = np.array([x == b for x in bounds])
             q, k = self.quantiles(b, shots)
-            a, z = q.log2_bounds()
+            a, z = q.log2_bounds(self.kind)
             if k > 0 and spread > 0:
                 a, z = min(a, -spread), max(z, spread)
             lo[sel], hi[sel] = p[sel] * np.exp2(a), p[sel] * np.exp2(z)
@@ -654,15 +669,16 @@ class ResidualCalibration:
 
     def to_dict(self) -> dict[str, Any]:
         return {"overall": self.overall.to_dict(), "by_bound": {b: q.to_dict() for b, q in self.by_bound.items()},
-                "shots": {str(k): q.to_dict() for k, q in sorted(self.shots.items())}, "prior": self.prior,
-                "figures": self.figures}
+                "shots": {str(k): q.to_dict() for k, q in sorted(self.shots.items())}, "kind": self.kind,
+                "prior": self.prior, "figures": self.figures}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ResidualCalibration:
         return cls(ResidualQuantiles.from_dict(d["overall"]),
                    {str(b): ResidualQuantiles.from_dict(q) for b, q in (d.get("by_bound") or {}).items()},
                    {int(k): ResidualQuantiles.from_dict(q) for k, q in (d.get("shots") or {}).items()},
-                   float(d.get("prior", DEFAULT_SHRINK_PRIOR)), dict(d.get("figures") or {}))
+                   str(d.get("kind", "symmetric")), float(d.get("prior", DEFAULT_SHRINK_PRIOR)),
+                   dict(d.get("figures") or {}))
 
 
 @dataclass
@@ -679,18 +695,16 @@ class IntervalCalibration:
     models: dict[str, ResidualCalibration]
     method: str = "split-conformal: quantiles of grouped K-fold out-of-fold residuals log2(measured/predicted)"
     seed: int = 0
-    kind: str = INTERVAL_KIND
 
     def to_dict(self) -> dict[str, Any]:
         return {"level": self.level, "folds": self.folds, "groups": self.groups, "rows": self.rows,
-                "method": self.method, "seed": self.seed, "kind": self.kind,
-                "models": {m: c.to_dict() for m, c in self.models.items()}}
+                "method": self.method, "seed": self.seed, "models": {m: c.to_dict() for m, c in self.models.items()}}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> IntervalCalibration:
         return cls(float(d["level"]), int(d["folds"]), int(d["groups"]), int(d["rows"]),
                    {str(m): ResidualCalibration.from_dict(c) for m, c in d["models"].items()},
-                   str(d.get("method", "")), int(d.get("seed", 0)), str(d.get("kind", INTERVAL_KIND)))
+                   str(d.get("method", "")), int(d.get("seed", 0)))
 
 
 # ---------------------------------------------------------------------------------------------

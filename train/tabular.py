@@ -9,6 +9,19 @@ Zhang et al. weight a squared error in joules, ``(E_p - E_m)^2 / E_m``, to favou
 kernels; here the error is already relative (log2), so the same weights favour them more strongly
 than in their paper, hence the clipping.
 
+Intervals (:func:`calibrate_intervals`, run by :func:`train_tabular`): an internal grouped K-fold
+(:data:`INTERVAL_FOLDS`; groups by :func:`kernel_groups`: a synthetic template family, or one
+kernel) refits the time head on each fold's other rows with the same parameters and seed and
+predicts the fold. The out-of-fold residuals ``log2(measured / predicted)`` of the tabular model
+and of the analytical model give their split-conformal quantiles (the ``ceil((n + 1) 0.9)``-th
+smallest ``|r|``, and the 5 % / 95 % signed quantiles by the same rule), overall and per analytical
+bound with at least 50 rows; the shrinkage prior of few-shot updating (``models.fewshot``); and the
+quantiles of the residuals left after a simulated k-shot correction (k in :data:`SHOT_COUNTS`, k
+random rows of each kernel as its measured configurations, :data:`SHOT_DRAWS` draws). Per model the
+interval kind (symmetric or signed) whose held-out intervals are narrower is kept. The figures
+stored with them: OOF median APE, MAPE and share within 2x, and the cross-fold coverage and median
+width (upper / lower) of the intervals, each fold's intervals from the other folds' quantiles.
+
 Defaults (:data:`DEFAULT_PARAMS`, :data:`DEFAULT_ROUNDS`) are generic settings for a few thousand
 rows (31 leaves, at least 20 rows per leaf, learning rate 0.1 for 100 rounds, feature and row
 bagging, one thread, deterministic for a seed); fitting takes about a second per thousand rows. Few
@@ -17,9 +30,12 @@ trees keep prediction fast (the booster's cost grows with the number of trees).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
+import re
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -28,13 +44,22 @@ import pandas as pd
 
 from calib.profile import DeviceProfile
 from datagen.frame import DataError
+from kernelcast.metrics import mape, median_ape, within_factor
+from models.fewshot import DEFAULT_SHRINK_PRIOR, estimate_prior, shrinkage
 from models.tabular import (
     BASES,
     CATEGORICAL_COLUMNS,
     FEATURE_COLUMNS,
+    INTERVAL_KINDS,
+    INTERVAL_LEVEL,
+    MIN_BOUND_ROWS,
     TARGETS,
+    IntervalCalibration,
+    ResidualCalibration,
+    ResidualQuantiles,
     TabularHead,
     TabularPredictor,
+    bound_names,
     build_table,
     is_tabular_dir,
 )
@@ -149,11 +174,238 @@ def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target =
     return TabularPredictor(heads, features, profile, summary_all)
 
 
+# ---------------------------------------------------------------------------------------------
+# intervals: an internal grouped K-fold over the training rows
+
+
+#: folds of the internal grouped cross-validation that calibrates the intervals
+INTERVAL_FOLDS = 5
+#: numbers of measured configurations whose corrected residual quantiles a model stores
+SHOT_COUNTS = (1, 2, 3, 5)
+#: random draws of the measured configurations per kernel in the k-shot simulation
+SHOT_DRAWS = 5
+_SYNTH_NAME = re.compile(r"^synth(?:_\w+)?_\d+$")
+_TRAILING_NUMBER = re.compile(r"_\d+$")
+
+
+def kernel_groups(names: Sequence[Any], ids: Sequence[Any] | None = None,
+                  origins: Sequence[Any] | None = None) -> np.ndarray:
+    """The cross-validation group of each row: a synthetic kernel (origin ``synth...``, or a name
+    ``synth[_<family>]_<number>``) belongs to its template family (the name without the trailing
+    ``_<digits>``), any other kernel to itself (its id, else its name)."""
+    out = []
+    for i, name in enumerate(names):
+        origin = str(origins[i]) if origins is not None and origins[i] is not None else ""
+        name = str(name)
+        if origin.startswith("synth") or _SYNTH_NAME.match(name):
+            out.append("family:" + _TRAILING_NUMBER.sub("", name))
+        else:
+            kid = ids[i] if ids is not None else None
+            out.append("kernel:" + (str(kid) if kid is not None and str(kid) not in ("", "nan") else name))
+    return np.asarray(out, dtype=object)
+
+
+def grouped_folds(groups: Sequence[Any], n_folds: int, seed: int = 0) -> np.ndarray:
+    """The fold (0..n_folds-1) of every row; a group is never in two folds. Groups are placed
+    largest first (ties in a seeded hash order) into the fold with the fewest rows so far
+    (ties: the lowest fold): deterministic for a seed, balanced by rows."""
+    g = np.asarray(groups, dtype=object)
+    keys, inv, counts = np.unique(g.astype(str), return_inverse=True, return_counts=True)
+    if len(keys) < n_folds:
+        raise DataError(f"{len(keys)} kernel group(s) for {n_folds} folds")
+    rank = [hashlib.sha256(f"{seed}:{k}".encode()).hexdigest() for k in keys]
+    order = sorted(range(len(keys)), key=lambda i: (-int(counts[i]), rank[i]))
+    load = [0] * n_folds
+    fold_of = np.zeros(len(keys), dtype=int)
+    for i in order:
+        f = min(range(n_folds), key=lambda j: (load[j], j))
+        fold_of[i] = f
+        load[f] += int(counts[i])
+    return fold_of[inv]
+
+
+def _figures(pred: np.ndarray, true: np.ndarray) -> dict[str, float]:
+    return {"rows": int((np.isfinite(pred) & np.isfinite(true) & (true > 0)).sum()),
+            "median_ape": median_ape(pred, true), "mape": mape(pred, true), "within_2x": within_factor(pred, true)}
+
+
+def _bins(bounds: list[str | None], sel: np.ndarray) -> set[str]:
+    """The bounds with at least :data:`MIN_BOUND_ROWS` rows among ``sel``."""
+    counts: dict[str, int] = {}
+    for b, s in zip(bounds, sel):
+        if s and b is not None:
+            counts[b] = counts.get(b, 0) + 1
+    return {b for b, n in counts.items() if n >= MIN_BOUND_ROWS}
+
+
+def _calibration(r: np.ndarray, sel: np.ndarray, bounds: list[str | None], level: float) -> ResidualCalibration:
+    """Zero-shot quantiles of the residuals ``r[sel]``: overall and per bound with enough rows."""
+    cal = ResidualCalibration(ResidualQuantiles.of(r[sel], level))
+    b_arr = np.asarray(bounds, dtype=object)
+    for b in sorted(_bins(bounds, sel)):
+        cal.by_bound[b] = ResidualQuantiles.of(r[sel & (b_arr == b)], level)
+    return cal
+
+
+def _coverage(lo: np.ndarray, hi: np.ndarray, true: np.ndarray) -> dict[str, float]:
+    ok = np.isfinite(lo) & np.isfinite(hi) & np.isfinite(true) & (true > 0)
+    if not ok.any():
+        return {"coverage": float("nan"), "width_median": float("nan"), "rows": 0}
+    return {"coverage": float(np.mean((lo[ok] <= true[ok]) & (true[ok] <= hi[ok]))),
+            "width_median": float(np.median(hi[ok] / lo[ok])), "rows": int(ok.sum())}
+
+
+def _shot_draws(r: np.ndarray, kernels: np.ndarray, k: int, prior: float, seed: int) -> tuple[np.ndarray, ...]:
+    """Simulated k-shot corrections on out-of-fold residuals: per kernel with more than k rows and
+    per draw, k random rows are the measured configurations and the kernel's other rows are
+    corrected by their shrunk mean residual. Returns (row index, corrected residual, kernel) of
+    every corrected row."""
+    rng = np.random.default_rng(seed + 1000 * k)
+    w = shrinkage(k, prior)
+    rows, res, ker = [], [], []
+    ok = np.isfinite(r)
+    for kern in sorted(set(kernels[ok].tolist())):
+        idx = np.flatnonzero(ok & (kernels == kern))
+        if len(idx) <= k:
+            continue
+        for _ in range(SHOT_DRAWS):
+            pick = rng.permutation(len(idx))
+            shots, rest = idx[pick[:k]], idx[pick[k:]]
+            rows.append(rest)
+            res.append(r[rest] - w * float(np.mean(r[shots])))
+            ker.append(np.full(len(rest), kern, dtype=object))
+    if not rows:
+        return np.zeros(0, dtype=int), np.zeros(0), np.zeros(0, dtype=object)
+    return np.concatenate(rows), np.concatenate(res), np.concatenate(ker)
+
+
+def _model_calibration(pred: np.ndarray, true: np.ndarray, bounds: list[str | None], kernels: np.ndarray,
+                       folds: np.ndarray, level: float, seed: int) -> ResidualCalibration | None:
+    """The residual calibration of one model from its out-of-fold predictions ``pred``, with its
+    figures: OOF accuracy, and the cross-fold coverage and width of the intervals (each fold's
+    intervals from the quantiles of the other folds' residuals), zero-shot and k-shot. Of the
+    interval kinds (:data:`models.tabular.INTERVAL_KINDS`) it keeps the one whose cross-fold
+    intervals are narrower (median upper/lower ratio)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where((pred > 0) & (true > 0), np.log2(true / pred), np.nan)
+    ok = np.isfinite(r)
+    if ok.sum() < 2:
+        return None
+    by_kind: dict[str, dict[str, float]] = {}
+    for kind in INTERVAL_KINDS:
+        lo, hi = np.full(len(r), np.nan), np.full(len(r), np.nan)
+        for f in np.unique(folds):
+            test = ok & (folds == f)
+            other = ok & (folds != f)
+            if other.sum() < 2 or not test.any():
+                continue
+            c = _calibration(r, other, bounds, level)
+            c.kind = kind
+            idx = np.flatnonzero(test)
+            lo[idx], hi[idx] = c.interval(pred[idx], [bounds[i] for i in idx])
+        by_kind[kind] = _coverage(lo, hi, true)
+    widths = {k: v["width_median"] for k, v in by_kind.items() if np.isfinite(v["width_median"])}
+    cal = _calibration(r, ok, bounds, level)
+    cal.kind = min(widths, key=lambda k: (widths[k], INTERVAL_KINDS.index(k))) if widths else INTERVAL_KINDS[0]
+    prior, detail = estimate_prior(r, kernels)
+    cal.prior = prior
+    figures: dict[str, Any] = {"oof": _figures(pred, true), "bias_log2_median": float(np.median(-r[ok])),
+                               "interval_cv": by_kind[cal.kind], "interval_cv_by_kind": by_kind, "prior": prior,
+                               "prior_detail": detail, "shots": {}}
+    for k in SHOT_COUNTS:
+        entry: dict[str, Any] = {}
+        for name, pr in (("estimated_prior", prior), ("default_prior", DEFAULT_SHRINK_PRIOR)):
+            rows, rc, _ = _shot_draws(r, kernels, k, pr, seed)
+            if not len(rows):
+                break
+            pc = true[rows] / np.exp2(rc)                   # the corrected predictions
+            entry[name] = _figures(pc, true[rows])
+            if name != "estimated_prior":
+                continue
+            q = ResidualQuantiles.of(rc, level)
+            if not np.isfinite(q.abs_q):
+                break
+            cal.shots[k] = q
+            slo, shi = np.full(len(rows), np.nan), np.full(len(rows), np.nan)
+            for f in np.unique(folds[rows]):
+                test = folds[rows] == f
+                if test.all():
+                    continue
+                a, z = ResidualQuantiles.of(rc[~test], level).log2_bounds(cal.kind)
+                slo[test], shi[test] = pc[test] * np.exp2(a), pc[test] * np.exp2(z)
+            entry["interval_cv"] = _coverage(slo, shi, true[rows])
+        if entry:
+            figures["shots"][str(k)] = entry
+    cal.figures = figures
+    return cal
+
+
+def calibrate_intervals(table: pd.DataFrame, profile: DeviceProfile,
+                        groups: Sequence[Any] | np.ndarray | None = None, *, folds: int = INTERVAL_FOLDS,
+                        seed: int = 0, params: dict[str, Any] | None = None,
+                        level: float = INTERVAL_LEVEL) -> tuple[IntervalCalibration | None, str]:
+    """Out-of-fold residuals of the tabular time model (refitted on each grouped fold's other
+    rows, same parameters and seed as :func:`fit_tabular`) and of the analytical model, and their
+    :class:`IntervalCalibration`. ``groups`` (one per row): :func:`kernel_groups` of the table's
+    kernel names by default. Returns ``(None, reason)`` when the table has fewer than two groups
+    with a measured time; the number of folds is at most the number of groups."""
+    t0 = time.perf_counter()
+    y = pd.to_numeric(table[TARGETS["time"]], errors="coerce").to_numpy(dtype=np.float64) \
+        if TARGETS["time"] in table.columns else np.full(len(table), np.nan)
+    valid = np.isfinite(y) & (y > 0)
+    names = table["kernel_name"].tolist() if "kernel_name" in table.columns else [""] * len(table)
+    ids = table["kernel_id"].tolist() if "kernel_id" in table.columns else None
+    g = np.asarray(groups, dtype=object) if groups is not None else kernel_groups(names, ids)
+    n_groups = len(set(g[valid].tolist()))
+    if n_groups < 2:
+        return None, (f"no intervals: the training rows hold {n_groups} kernel group(s); out-of-fold residuals need "
+                      f"at least 2 (a synthetic template family counts once)")
+    n_folds = min(folds, n_groups)
+    sub = table.loc[valid]
+    fold = grouped_folds(g[valid], n_folds, seed)
+    oof = np.full(len(sub), np.nan)
+    for f in range(n_folds):
+        tr, te = fold != f, fold == f
+        m = fit_tabular(sub.iloc[np.flatnonzero(tr)], profile, target="time", seed=seed, params=params)
+        oof[te] = m.predict_table(sub.iloc[np.flatnonzero(te)]).time_us
+    true = y[valid]
+    bounds = bound_names(sub["an_bound"].to_numpy(dtype=np.float64))
+    kernels = np.asarray([str(x) for x in (ids if ids is not None else names)], dtype=object)[valid]
+    models: dict[str, ResidualCalibration] = {}
+    for name, pred in (("tabular", oof), ("analytical", sub[BASES["time"]].to_numpy(dtype=np.float64))):
+        c = _model_calibration(pred, true, bounds, kernels, fold, level, seed)
+        if c is not None:
+            models[name] = c
+    if "tabular" not in models:
+        return None, "no intervals: no out-of-fold tabular prediction"
+    cal = IntervalCalibration(level, n_folds, n_groups, int(valid.sum()), models, seed=seed)
+    log.info("intervals calibrated on %d rows, %d groups, %d folds in %.1f s", cal.rows, n_groups, n_folds,
+             time.perf_counter() - t0)
+    return cal, ""
+
+
+def interval_summary(cal: IntervalCalibration | None, reason: str = "") -> dict[str, Any]:
+    """The figures of a calibration as ``train --kind tabular --json`` reports them."""
+    if cal is None:
+        return {"available": False, "reason": reason}
+    out: dict[str, Any] = {"available": True, "level": cal.level, "folds": cal.folds,
+                           "groups": cal.groups, "rows": cal.rows, "models": {}}
+    for m, c in cal.models.items():
+        f = c.figures
+        out["models"][m] = {"oof": f.get("oof"), "interval_kind": c.kind, "interval_cv": f.get("interval_cv"),
+                            "quantiles": c.overall.to_dict(), "bounds_with_own_quantiles": sorted(c.by_bound),
+                            "prior": c.prior, "shots": f.get("shots")}
+    return out
+
+
 def train_tabular(dataset_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], profile: DeviceProfile, *,
-                  target: Target = "time", seed: int = 0, params: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Load a dataset (``datagen.frame.load_measured_frame``), build its table, fit, save the model
-    in ``out_dir`` and return a summary (also what ``kernelcast train --kind tabular --json`` prints).
-    Nothing is written when loading or fitting fails."""
+                  target: Target = "time", seed: int = 0, params: dict[str, Any] | None = None,
+                  interval_folds: int = INTERVAL_FOLDS) -> dict[str, Any]:
+    """Load a dataset (``datagen.frame.load_measured_frame``), build its table, fit, calibrate the
+    time intervals (:func:`calibrate_intervals` with ``interval_folds`` grouped folds, grouped by
+    :func:`kernel_groups`; below 2: none), save the model in ``out_dir`` and return a summary (also
+    what ``kernelcast train --kind tabular --json`` prints). Nothing is written when loading or
+    fitting fails."""
     from datagen.frame import load_measured_frame
 
     out = Path(out_dir)
@@ -168,6 +420,17 @@ def train_tabular(dataset_dir: str | os.PathLike[str], out_dir: str | os.PathLik
     t2 = time.perf_counter()
     model = fit_tabular(table, profile, target=target, seed=seed, params=params)
     t3 = time.perf_counter()
+    if "time" not in model.heads:
+        cal, why = None, "no intervals: the model has no time head"
+    elif interval_folds < 2:
+        cal, why = None, "no intervals: the internal cross-validation was turned off"
+    else:
+        groups = kernel_groups(frame["kernel_name"].tolist(),
+                               frame["kernel_id"].tolist() if "kernel_id" in frame.columns else None,
+                               frame["kernel_origin"].tolist() if "kernel_origin" in frame.columns else None)
+        cal, why = calibrate_intervals(table, profile, groups, folds=interval_folds, seed=seed, params=params)
+    model.calibration = cal
+    t4 = time.perf_counter()
     model.summary["data"] = {"dataset": str(dataset_dir), **counts, "rows": len(frame),
                              "kernels": int(frame["kernel_id"].nunique()) if "kernel_id" in frame.columns else None,
                              "rows_static_failed": int((table["k_static_ok"] == 0).sum())}
@@ -175,5 +438,7 @@ def train_tabular(dataset_dir: str | os.PathLike[str], out_dir: str | os.PathLik
     return {"kind": "tabular", "out_dir": str(out), "data": model.summary["data"],
             "targets": model.targets, "features": len(model.features),
             "heads": {t: h.summary for t, h in model.heads.items()},
-            "seconds": {"load": t1 - t0, "table": t2 - t1, "fit": t3 - t2, "total": time.perf_counter() - t0},
+            "intervals": interval_summary(cal, why),
+            "seconds": {"load": t1 - t0, "table": t2 - t1, "fit": t3 - t2, "intervals": t4 - t3,
+                        "total": time.perf_counter() - t0},
             "profile": profile.device.name}
