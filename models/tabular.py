@@ -435,7 +435,7 @@ def _analytical_columns(an: Any, sf: Any, env: dict[str, np.ndarray],
     p = res.parts
     t_us = res.time_s * 1e6
     parts_us = {k: np.asarray(p[f"{k}_s"], dtype=np.float64) * 1e6 for k in ("launch", "compute", "memory", "sync")}
-    total = sum(parts_us.values())
+    total: np.ndarray = sum(parts_us.values(), np.zeros(np.shape(t_us)))
     out = {"analytical_us": t_us}
     for k, v in parts_us.items():
         out[f"an_{k}_us"] = v

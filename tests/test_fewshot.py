@@ -37,6 +37,7 @@ from models.tabular import (
     TabularPredictor,
     build_table,
 )
+from tests.kernels import TRIAD, poly
 from train.synthetic import synthetic_rows
 from train.tabular import calibrate_intervals, fit_tabular, grouped_folds, kernel_groups
 
@@ -326,18 +327,7 @@ def test_predict_measured_with_a_real_measurement(tmp_path, capsys):
     assert other["analytical"]["time_us"] == pytest.approx(other["analytical"]["uncorrected_time_us"] * c["factor"])
 
 
-TRIAD = """__kernel void triad(__global const float *a, __global const float *b, __global float *c,
-                    const float s, const int n) {
-  int i = get_global_id(0);
-  if (i < n) c[i] = a[i] + s * b[i];
-}"""
-POLY = """__kernel void poly(__global const float *a, __global float *c, const int n) {
-  int i = get_global_id(0);
-  if (i >= n) return;
-  float x = a[i], y = 0.0f;
-  for (int k = 0; k < 32; ++k) y = y * x + 1.0f;
-  c[i] = y;
-}"""
+POLY = poly(32)
 SCALE = """__kernel void scale(__global float *a, const float s, const int n) {
   int i = get_global_id(0);
   if (i < n) a[i] = a[i] * s;

@@ -31,6 +31,7 @@ from models.tabular import (
     builtin_counts,
     clear_static_cache,
 )
+from tests.kernels import TRIAD, poly
 from train.synthetic import synthetic_rows, write_synthetic_dataset
 from train.tabular import fit_tabular
 
@@ -251,18 +252,7 @@ def test_predict_with_a_tabular_model_does_not_import_torch(tmp_path, dataset, p
     assert out["predictions"][0]["learned"]["time_us"] > 0
 
 
-TRIAD = """__kernel void triad(__global const float *a, __global const float *b, __global float *c,
-                    const float s, const int n) {
-  int i = get_global_id(0);
-  if (i < n) c[i] = a[i] + s * b[i];
-}"""
-POLY = """__kernel void poly(__global const float *a, __global float *c, const int n) {
-  int i = get_global_id(0);
-  if (i >= n) return;
-  float x = a[i], y = 0.0f;
-  for (int k = 0; k < 64; ++k) y = y * x + 1.0f;
-  c[i] = y;
-}"""
+POLY = poly(64)
 
 
 @pytest.mark.parametrize("source,name", [(TRIAD, "triad"), (POLY, "poly")])
