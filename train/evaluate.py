@@ -29,7 +29,6 @@ import itertools
 import json
 import logging
 import os
-import re
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -58,6 +57,7 @@ from kernelcast.metrics import (
     tuning_scores,
     within_factor,
 )
+from train.split import family_of, synthetic_family
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +75,6 @@ CRITERIA: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
 #: was fitted on, so with few rows it would win by over-fitting)
 LSQ_ROWS_PER_COEF = 20
 SYNTH_ORIGIN = "synth:"
-_SYNTH_NAME = re.compile(r"^synth_\w*?_\d+$")
-_TRAILING_NUMBER = re.compile(r"_\d+$")
 
 Progress = Callable[[str], None]
 
@@ -170,8 +168,8 @@ def base_group(name: str, origin: Any, kernel_id: str) -> tuple[str, str]:
     """(key, kind) of a kernel before near-duplicate merging: its synthetic template family, its
     source file, or (with no origin) the kernel alone."""
     origin = origin if isinstance(origin, str) else ""
-    if origin.startswith(SYNTH_ORIGIN) or (not origin and _SYNTH_NAME.match(name)):
-        return "synth:" + _TRAILING_NUMBER.sub("", name), "synthetic_family"
+    if origin.startswith(SYNTH_ORIGIN) or (not origin and synthetic_family(name)):
+        return "synth:" + family_of(name), "synthetic_family"
     if origin:
         return "file:" + origin, "source_file"
     return "kernel:" + kernel_id, "kernel"

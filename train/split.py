@@ -3,7 +3,23 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable
+
+_SYNTH_NAME = re.compile(r"^synth(?:_\w+)?_\d+$")
+_TRAILING_NUMBER = re.compile(r"_\d+$")
+
+
+def synthetic_family(name: str) -> str | None:
+    """The template family of a synthetic kernel's name (``synth_tile_000028`` -> ``synth_tile``),
+    or None for a name the synthetic generator does not make. Kernels of one family share a
+    template, so a kernel-disjoint split keeps a family on one side."""
+    return _TRAILING_NUMBER.sub("", name) if _SYNTH_NAME.match(name) else None
+
+
+def family_of(name: str) -> str:
+    """The template family of a kernel known to be synthetic (its name without a trailing ``_<digits>``)."""
+    return _TRAILING_NUMBER.sub("", name)
 
 
 def _rank_key(seed: int, kernel: str) -> str:

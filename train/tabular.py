@@ -33,7 +33,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -63,6 +62,7 @@ from models.tabular import (
     build_table,
     is_tabular_dir,
 )
+from train.split import family_of, synthetic_family
 
 log = logging.getLogger(__name__)
 
@@ -184,8 +184,6 @@ INTERVAL_FOLDS = 5
 SHOT_COUNTS = (1, 2, 3, 5)
 #: random draws of the measured configurations per kernel in the k-shot simulation
 SHOT_DRAWS = 5
-_SYNTH_NAME = re.compile(r"^synth(?:_\w+)?_\d+$")
-_TRAILING_NUMBER = re.compile(r"_\d+$")
 
 
 def kernel_groups(names: Sequence[Any], ids: Sequence[Any] | None = None,
@@ -197,8 +195,8 @@ def kernel_groups(names: Sequence[Any], ids: Sequence[Any] | None = None,
     for i, name in enumerate(names):
         origin = str(origins[i]) if origins is not None and origins[i] is not None else ""
         name = str(name)
-        if origin.startswith("synth") or _SYNTH_NAME.match(name):
-            out.append("family:" + _TRAILING_NUMBER.sub("", name))
+        if origin.startswith("synth") or synthetic_family(name):
+            out.append("family:" + family_of(name))
         else:
             kid = ids[i] if ids is not None else None
             out.append("kernel:" + (str(kid) if kid is not None and str(kid) not in ("", "nan") else name))
