@@ -200,7 +200,9 @@ def test_window_energy_idle_and_dynamic(install: Callable[..., Any], device: str
 
     assert reading.meter == "nvml"
     assert reading.source == source
-    assert reading.duration_s == pytest.approx(0.06, abs=0.03)
+    # the window covers the 60 ms of load; how much longer depends on the scheduler (0.32 s seen once
+    # on a busy 2-core CI run), so only the lower bound is a property of the meter
+    assert 0.06 - 1e-3 <= reading.duration_s < 5.0
     assert reading.energy_j == pytest.approx(LOAD_W * reading.duration_s, rel=tol)
     assert reading.avg_power_w == pytest.approx(LOAD_W, rel=tol)
     assert reading.idle_power_w == idle
