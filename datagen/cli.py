@@ -174,6 +174,78 @@ def cmd_dataset(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------------------------
+# dataset import-kt
+
+
+def cmd_import_kt(args: argparse.Namespace) -> int:
+    from datagen.ktcache import GridRules, import_kt, kt_rows, read_kt_cache
+    from kernelcast.argspec import check_against_signature, parse_arg
+    from kernelcast.console import load_kernel_source
+
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {args.out}: exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not (out / "manifest.json").is_file():
+        raise UsageError(f"--out {args.out}: a directory that is not a dataset")
+    if args.arg and not args.kernel:
+        raise UsageError("--arg binds arguments of the kernel source: give --kernel too")
+    rules = GridRules.parse(args.grid)
+    cache = read_kt_cache(args.cache)
+    kernel = params = None
+    given = [parse_arg(a) for a in args.arg]
+    if args.kernel:
+        from datagen.ktcache import block_size_names, kt_defines, launch_of
+
+        name = args.name or cache.kernel_name
+        if not cache.records:
+            raise UsageError(f"{args.cache}: the cache holds no configuration")
+        first = cache.records[0][1]
+        names = block_size_names(cache, rules)
+        opts = kt_defines(first, cache.tune_params_keys, launch_of(cache, first, names, rules), names)
+        kernel, params = load_kernel_source(args.kernel, name, opts)
+        kernel.build_options = ""           # the macros are per row (build_options column)
+        check_against_signature(given, params, kernel.name)
+    imp = kt_rows(cache, kernel=kernel, params=params, arg_specs=given, rules=rules, kernel_name=args.name)
+    appended, total = import_kt(imp, out)
+    info = {**imp.summary(), "dataset": str(out), "rows_appended": appended, "rows_in_dataset": total}
+    if args.json:
+        print(to_json(info))
+        return 0
+    st = ", ".join(f"{k} {v}" for k, v in sorted(imp.statuses.items()))
+    print(f"{cache.path}: Kernel Tuner cache ({cache.format}{'' if cache.closed else ', left open'}), kernel "
+          f"{cache.kernel_name} on {cache.device_name}, {len(cache.records)} configurations ({st})")
+    print(f"tune parameters: {', '.join(cache.tune_params_keys)}; observers: "
+          f"{', '.join(imp.observer_columns) or 'none'}; energy: {', '.join(imp.energy_columns) or 'none'}")
+    print(f"dataset: {out} ({appended} rows added, {total} in all)"
+          + ("" if kernel else "; no --kernel: rows without source (not usable for training)"))
+    return 0
+
+
+class _DatasetActions(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """``kernelcast dataset ACTION ...`` or, when the first word names no action, ``kernelcast dataset
+    DATASET ...`` (the summary). Actions register with :func:`add_dataset_action`."""
+
+    class _Any(dict):  # type: ignore[type-arg]
+        def __contains__(self, key: object) -> bool:
+            return isinstance(key, str)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        if values and values[0] not in self._name_parser_map:
+            values = [SUMMARY, *values]
+        super().__call__(parser, namespace, values, option_string)
+
+
+SUMMARY = "summary"
+
+
+def add_dataset_action(dsub: Any, name: str, **kw: Any) -> argparse.ArgumentParser:
+    """A subcommand of ``kernelcast dataset``."""
+    p: argparse.ArgumentParser = dsub.add_parser(name, **kw)
+    return p
+
+
 def add_parsers(sub: Any) -> None:
     p = sub.add_parser("corpus", help="build kernel corpora (ingest real code, or generate synthetic kernels)",
                        description="Build a corpus directory (kernels.jsonl + manifest.json).")
@@ -228,9 +300,38 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the run's summary as JSON (no progress bar)")
     p.set_defaults(func=cmd_datagen)
 
-    p = sub.add_parser("dataset", help="summarize a dataset; plot the IQR rebalancing of one kernel",
-                       description="Rows by status, kernels by validity, the time distribution by regime and "
-                                   "pass; optionally a before/after IQR histogram (LLMPerf Figure 1).")
+    d = sub.add_parser("dataset", help="summarize a dataset (kernelcast dataset DS); import Kernel Tuner caches",
+                       description="kernelcast dataset DATASET [--json] [--plot-iqr KERNEL]: the summary. "
+                                   "kernelcast dataset import-kt CACHE.json --out DATASET: a Kernel Tuner cache "
+                                   "as dataset rows.")
+    d.register("action", "dataset_actions", _DatasetActions)
+    dsub = d.add_subparsers(dest="dataset_action", metavar="DATASET|ACTION", action="dataset_actions")
+    dsub.required = True
+    dsub.choices = _DatasetActions._Any(dsub.choices)
+    p = add_dataset_action(dsub, "import-kt", help="a Kernel Tuner cache file as dataset rows",
+                           description="Turn a Kernel Tuner cache (0.4-1.x, closed or left open) into dataset "
+                                       "rows: tune parameters as tp_* columns (and -D macros per row), the launch "
+                                       "from the problem size and block-size parameters, time in us with every "
+                                       "iteration, every observer column (kt_*: energy, power, clocks, "
+                                       "temperature), failed configurations as rows with their status.",
+                           epilog="--grid rules (';'-separated): block_size_names=NAME[,NAME[,NAME]], "
+                                  "grid_div_x=EXPR (also _y, _z; expressions of the tune parameters, default: "
+                                  "the block-size parameter), problem_size=EXPR[,EXPR[,EXPR]] (for caches "
+                                  "without one). As Kernel Tuner: work-groups = ceil(problem / grid_div), "
+                                  "global size = work-groups x block size.")
+    p.add_argument("cache", help="Kernel Tuner cache file (JSON)")
+    p.add_argument("--out", required=True, help="dataset directory (created, or appended to)")
+    p.add_argument("--kernel", help="the kernel's source file (OpenCL C): rows get its id and source")
+    p.add_argument("--name", help="kernel name (default: the cache's kernel_name)")
+    p.add_argument("--grid", help="launch rules (see below)")
+    p.add_argument("--arg", action="append", default=[], metavar="SPEC",
+                   help="bind one kernel argument as in 'measure' (others: simple selection over the problem size)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_import_kt)
+
+    p = add_dataset_action(dsub, SUMMARY, help="(default) rows by status, validity, time distributions",
+                           description="Rows by status, kernels by validity, the time distribution by regime and "
+                                       "pass; optionally a before/after IQR histogram (LLMPerf Figure 1).")
     p.add_argument("dataset", help="dataset directory")
     p.add_argument("--json", action="store_true")
     p.add_argument("--plot-iqr", metavar="KERNEL", help="kernel name (or 'auto') to plot")
