@@ -482,7 +482,8 @@ def kt_rows(cache: KTCache, *, kernel: Kernel | None = None, params: list[Kernel
         cap = _number(rec.get("nvml_pwr_limit"))
         build_options = kt_defines(rec, keys, ln, names)
         row: dict[str, Any] = {
-            "row_key": row_key(kid, ln.gsize, ln.lsize, args, selection=f"kt:{cache.device_name}:{ckey}"),
+            # the record's identity (not the arguments kernelcast bound): a rerun with other --arg adds nothing
+            "row_key": row_key(kid, ln.gsize, ln.lsize, [], selection=f"kt:{cache.device_name}:{ln.problem}:{ckey}"),
             "kernel_id": kid, "kernel_name": name, "kernel_origin": f"kt:{Path(cache.path).name}",
             "build_options": build_options, "dims": len(ln.gsize), "selection": SELECTION, "pass": PASS,
             "regime": None, "n_wg": int(np.prod(ln.grid)), "gsize": list(ln.gsize), "lsize": list(ln.lsize),
