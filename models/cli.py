@@ -320,16 +320,16 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if args.format == "kernel-tuner":
         from models.tune import kernel_tuner_shortlist, write_shortlist
 
-        doc = kernel_tuner_shortlist(
+        shortlist = kernel_tuner_shortlist(
             kernel.name, n, [tuple(rows[i]["lsize"]) for i in chosen],
             [None if not np.isfinite(rows[i]["power_cap_w"]) else float(rows[i]["power_cap_w"]) for i in chosen],
             [float(t[i]) for i in chosen], [float(e[i]) for i in chosen],
             objective=args.objective if have_energy else "time", profile=dev.name)
         if kt_out is None:
-            print(to_json(doc))
+            print(to_json(shortlist))
         else:
-            write_shortlist(kt_out, doc)
-            print(f"{len(doc['configurations'])} configurations ({label}) written to {kt_out} as Kernel Tuner "  # type: ignore[arg-type]
+            write_shortlist(kt_out, shortlist)
+            print(f"{len(shortlist['configurations'])} configurations ({label}) written to {kt_out} as Kernel Tuner "
                   f"tune_params + restrictions", file=sys.stderr)
         return 0
     ctx = _TuneContext(args, kernel, rows, order, t_raw, sc, prior,

@@ -8,6 +8,7 @@ import math
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -79,7 +80,7 @@ KT_FORMAT = "kernelcast-kernel-tuner-shortlist"
 
 def kernel_tuner_shortlist(kernel_name: str, problem: tuple[int, ...], lsizes: list[tuple[int, ...]],
                            power_caps_w: list[float | None], pred_us: list[float], pred_energy_j: list[float | None],
-                           *, objective: str, profile: str) -> dict[str, object]:
+                           *, objective: str, profile: str) -> dict[str, Any]:
     """The chosen configurations (best first) as Kernel Tuner input: ``tune_params`` (the values of
     ``block_size_x/y/z`` and, with power caps, ``nvml_pwr_limit``) and ``restrictions`` (one string
     that admits exactly the chosen combinations), for ``kernel_tuner.tune_kernel(name, source,
@@ -114,7 +115,7 @@ def kernel_tuner_shortlist(kernel_name: str, problem: tuple[int, ...], lsizes: l
     }
 
 
-def write_shortlist(path: str | os.PathLike[str], doc: dict[str, object]) -> None:
+def write_shortlist(path: str | os.PathLike[str], doc: dict[str, Any]) -> None:
     """Write a :func:`kernel_tuner_shortlist` as JSON, atomically (a temporary file renamed)."""
     p = Path(path)
     fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.")
