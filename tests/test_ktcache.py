@@ -187,3 +187,16 @@ def test_bad_input_one_line_exit_2_nothing_written(tmp_path: Path, capsys: pytes
     assert code == 2 and text == ""
     assert len(err.strip().splitlines()) == 1 and message in err, err
     assert not out.exists()
+
+
+def test_import_into_a_dataset_of_another_device_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "ds"
+    assert _run(["dataset", "import-kt", str(cache_1x(tmp_path)), "--out", str(out)], capsys)[0] == 0
+    other = json.loads((tmp_path / "mm_1x.json").read_text())
+    other["device_name"] = "NVIDIA A100-SXM4-40GB"
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    code, text, err = _run(["dataset", "import-kt", str(tmp_path / "other.json"), "--out", str(out)], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "device_identity" in err
+    assert len(read_dataset(out)) == 5
+    code, text, _ = _run(["dataset", str(out), "--json"], capsys)          # the summary still answers
+    assert code == 0 and json.loads(text)["rows"] == 5
