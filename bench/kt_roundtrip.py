@@ -18,6 +18,8 @@ Needs kernel-tuner (``pip install kernelcast[kt]``).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import sys
 import tempfile
@@ -50,7 +52,8 @@ PROFILE = str(Path(__file__).resolve().parent.parent / "calib" / "profiles" / "p
 
 
 def _run(argv: list[str]) -> None:
-    code = kernelcast(argv)
+    with contextlib.redirect_stdout(io.StringIO()):
+        code = kernelcast(argv)
     if code != 0:
         raise SystemExit(f"kernelcast {' '.join(argv)} failed with status {code}")
 

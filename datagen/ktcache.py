@@ -11,9 +11,10 @@ to one record: the tune parameter values, ``time`` (ms, the mean over the benchm
 ``nvml_energy`` / ``ps_energy`` / ``pmt_energy`` (J per launch), ``nvml_power`` / ``ps_power`` (W),
 ``core_freq`` / ``mem_freq`` (MHz), ``temperature`` (C), user metrics (``GFLOP/s``...). A
 configuration that failed holds an error name instead of a number (``InvalidConfig``,
-``CompilationFailedConfig``, ``RuntimeFailedConfig``, ``ErrorConfig``; Kernel Tuner 1.x); Kernel
-Tuner 0.4.0 stored a failure as the sentinel ``time = 1e20``. A cache of an interrupted run has no
-closing brackets (and maybe a trailing comma); it is read as Kernel Tuner reads it.
+``CompilationFailedConfig``, ``RuntimeFailedConfig``, ``ErrorConfig``; Kernel Tuner 0.4.x with error
+classes and 1.x); earlier releases stored a failure as the sentinel ``time = 1e20``. A cache of an
+interrupted run has no closing brackets (and maybe a trailing comma); it is read as Kernel Tuner
+reads it.
 
 The launch configuration of a record follows Kernel Tuner's rules: the work-group size is the
 values of the block-size parameters (``block_size_x/y/z`` or the names given; a missing one is 1),
@@ -58,7 +59,7 @@ KT_ERRORS: dict[str, str] = {
     "RuntimeFailedConfig": "runtime_error",
     "ErrorConfig": "runtime_error",
 }
-#: Kernel Tuner 0.4.0 stored a failed configuration as this time (ms)
+#: early Kernel Tuner 0.4 releases stored a failed configuration as this time (ms)
 KT_FAILURE_SENTINEL_MS = 1e20
 DEFAULT_BLOCK_NAMES: tuple[str, str, str] = ("block_size_x", "block_size_y", "block_size_z")
 #: Kernel Tuner's bookkeeping keys of a record (ms, or text): kept under ``kt_`` like any other column
@@ -375,13 +376,13 @@ def _number(v: Any) -> float | None:
 
 
 def record_status(rec: dict[str, Any]) -> tuple[str, str]:
-    """(status, reason) of a record: an error name anywhere in it, the 0.4 failure sentinel, or ok."""
+    """(status, reason) of a record: an error name anywhere in it, the old failure sentinel, or ok."""
     for k, v in rec.items():
         if isinstance(v, str) and v in KT_ERRORS:
             return KT_ERRORS[v], f"Kernel Tuner: {v} ({k})"
     t = rec.get("time")
     if isinstance(t, (int, float)) and not isinstance(t, bool) and t >= KT_FAILURE_SENTINEL_MS:
-        return "runtime_error", f"Kernel Tuner 0.4 failure sentinel time={t:g} (compile or runtime failure)"
+        return "runtime_error", f"old Kernel Tuner failure sentinel time={t:g} (compile or runtime failure)"
     if _number(t) is None:
         return "runtime_error", f"Kernel Tuner record without a numeric time ({t!r})"
     return "ok", ""
