@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -59,14 +60,21 @@ def add_parser(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
     p = subparsers.add_parser(
-        "blend", help="fit the analytical+learned blend on a trained model's validation split",
-        description="Predict the validation kernels of a trained model with the analytical and the "
-                    "learned model, fit the log-space blend, keep the candidate with the lowest "
-                    "validation MAPE (blend.json in the model directory), and print all three.")
-    p.add_argument("--data", required=True, help="the dataset the model was trained on")
-    p.add_argument("--model", required=True)
-    p.add_argument("--profile")
+        "blend", help="fit the analytical+learned blend on out-of-fold predictions (stacking)",
+        description="Refit the learned model of --model (same kind: tabular or CodeGen) on grouped folds of the "
+                    "dataset, so that every row gets a prediction from a model that never saw its kernel; choose "
+                    "the blend of the analytical and the learned model on those out-of-fold predictions by the "
+                    "median |log2(predicted/measured)| (candidates: each model alone, with a constant offset, the "
+                    "geometric mean, least squares in log space), write it with its figures to blend.json in the "
+                    "model directory, and print the models and the blend side by side.")
+    p.add_argument("--data", required=True, help="the dataset the model was trained on (or a larger one)")
+    p.add_argument("--model", required=True, help="learned model directory (kernelcast train)")
+    p.add_argument("--profile", help="device profile of the analytical model (default: this device's)")
     p.add_argument("--device")
+    p.add_argument("--folds", type=int, default=5, help="grouped folds of the out-of-fold predictions (5)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--criterion", default="median_abs_log2", choices=["median_abs_log2", "mse_log2"])
+    p.add_argument("--codegen-epochs", type=int, default=5, help="CodeGen model: epochs per fold (5)")
     p.add_argument("--json", action="store_true", help="print the figures and the chosen blend as JSON")
     p.set_defaults(func=cmd_blend)
 
@@ -211,32 +219,46 @@ def format_metrics(m: dict[str, Any], out_dir: str) -> str:
 def cmd_blend(args: argparse.Namespace) -> int:
     from calib.local import resolve_profile
     from kernelcast.console import to_json
-    from train.blend import fit_on_validation
+    from train.blend import fit_blend_oof, learned_kind
 
-    if not (Path(args.model) / "metrics.json").is_file():
-        raise UsageError(f"--model {args.model}: not a trained model directory (no metrics.json)")
+    learned_kind(args.model)
     if not Path(args.data).is_dir():
         raise UsageError(f"--data {args.data}: no such dataset directory")
+    if args.folds < 2:
+        raise UsageError(f"--folds must be at least 2, got {args.folds}")
+    if args.codegen_epochs < 1:
+        raise UsageError(f"--codegen-epochs must be at least 1, got {args.codegen_epochs}")
     profile = resolve_profile(args.profile, args.device,
                               on_calibrate=lambda msg: print(f"note: {msg}", file=sys.stderr))
-    res = fit_on_validation(args.data, args.model, profile)
+    say = None if args.json else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    res = fit_blend_oof(args.data, args.model, profile, folds=args.folds, seed=args.seed, criterion=args.criterion,
+                        codegen_epochs=args.codegen_epochs, progress=say)
     if args.json:
-        print(to_json(res))
+        print(to_json({**{k: v for k, v in res.items() if k != "blend"}, "blend": res["blend"].to_dict()}))
         return 0
     print(format_blend(res, args.model))
     return 0
 
 
 def format_blend(res: dict[str, Any], model_dir: str) -> str:
-    """What ``blend`` prints: the three models on the validation rows and the chosen blend."""
-    rows = [[m, res[m]["mape"], res[m]["mape_per_kernel"], res[m]["median_ape"], res[m]["spearman_all"],
-             res[m]["spearman_per_kernel"]] for m in ("analytical", "learned", "blend")]
-    b = res["weights"]
+    """What ``blend`` prints: the two models and the chosen blend on the out-of-fold rows, and every
+    candidate's criterion."""
+    f = res["figures"]
+    rows = [[m, f[m]["rows"], f[m]["median_ape"], f[m]["p90_ape"], f[m]["mape"], f[m]["within_2x_pct"],
+             f[m]["median_abs_log2"]] for m in ("analytical", "learned", "blend")]
+    b = res["blend"]
+    cands = [[k, v] for k, v in sorted(b.scores.items(), key=lambda kv: (not math.isfinite(kv[1]), kv[1]))]
     return "\n".join([
-        f"validation split of {model_dir}: {res['rows']} rows of {res['kernels']} kernels",
-        fmt_table(rows, ["model", "MAPE %", "MAPE/kernel %", "median APE %", "rho", "rho/kernel"]),
-        f"blend chosen: {b['kind']} (log2 t = {b['a']:.3f} log2 t_analytical + {b['b']:.3f} log2 t_learned "
-        f"+ {b['c']:.3f}); written to {Path(model_dir) / 'blend.json'}"])
+        f"out-of-fold predictions of {res['rows']} rows of {res['kernels']} kernels ({res['groups']} kernel groups, "
+        f"{res['folds']} grouped folds; learned model: {res['learned_kind']} refitted per fold)",
+        fmt_table(rows, ["model", "rows", "median APE %", "p90 APE %", "MAPE %", "within 2x %", "med |log2|"]),
+        "",
+        f"candidates (criterion {b.criterion}, lower is better)",
+        fmt_table(cands, ["candidate", b.criterion]),
+        "",
+        f"blend chosen: {b.kind} ({b.formula()}); written to {res['path']}",
+        "(the blend's figures are on the out-of-fold rows it was chosen on; 'kernelcast evaluate --models "
+        "...,blend' scores it on rows it never saw)"])
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:

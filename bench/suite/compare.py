@@ -133,7 +133,8 @@ def write_report(results: pd.DataFrame, tab: pd.DataFrame, out: Path, meta: dict
              f"Device {meta['device']}; profile {meta['profile']}; learned model {meta['model'] or 'none'}"
              + (f" (blend: {meta['blend']})" if meta.get("blend") else "") + f"; measured {meta['date']}; "
              f"{meta['instances']} instances in {meta['wall_s']:.0f} s. Times are medians of the harness's adaptive "
-             f"repeats (at least 10 launches and 0.1 s per instance).", "",
+             f"repeats (at least 10 launches and 0.1 s per instance)"
+             + (f"; reused from {meta['measured']}, not measured again." if meta.get("measured") else "."), "",
              "## MAPE across problem sizes (%) and Spearman rho", "",
              "| kernel | sizes ok | measured us | " + " | ".join(f"{m} MAPE" for m in MODELS) + " | "
              + " | ".join(f"{m} rho" for m in MODELS) + " |",
@@ -165,10 +166,13 @@ def print_table(tab: pd.DataFrame) -> str:
 
 def run_bench(suite_path: str, out: str, *, model: str | None, profile_spec: str | None, device: str | None,
               meter: str = "auto", max_sizes: int | None = None, ids: list[str] | None = None,
-              progress: bool = True) -> tuple[pd.DataFrame, Path]:
+              progress: bool = True, measured: str | None = None) -> tuple[pd.DataFrame, Path]:
+    """Measure (or, with ``measured``, reuse an earlier ``results.csv`` of) every instance of a
+    suite, predict each with every model, and write the report; returns the per-kernel table and
+    the report's path."""
     from bench.suite.manifest import load_manifest
     from bench.suite.model import ManifestError
-    from bench.suite.run import measure_suite
+    from bench.suite.run import measure_suite, measured_rows
     from calib.local import resolve_profile
     from instrument.backends import select_device
     from instrument.harness import Harness
@@ -186,18 +190,23 @@ def run_bench(suite_path: str, out: str, *, model: str | None, profile_spec: str
         if unknown:
             raise UsageError(f"--kernels: {', '.join(unknown)} not in the suite (has {', '.join(suite.ids())})")
     load_learned(model)                      # fail early on a bad --model
+    reused = measured_rows(suite, measured, ids=ids, max_sizes=max_sizes) if measured else None
     info = select_device(device_spec(device))
     profile = resolve_profile(profile_spec, device,
                               on_calibrate=lambda msg: print(f"note: {msg}", file=sys.stderr))
     t0 = time.perf_counter()
-    with Harness(info, meter=meter) as h:
-        rows = measure_suite(suite, h, progress=progress, ids=ids, max_sizes=max_sizes)
+    if reused is not None:
+        rows = reused
+    else:
+        with Harness(info, meter=meter) as h:
+            rows = measure_suite(suite, h, progress=progress, ids=ids, max_sizes=max_sizes)
     sources = {k.id: (k.kernel_record().source, k.kernel_record().build_options) for k in suite.kernels}
     results = predict_rows(rows, sources, profile, model)
     tab = table(results)
     meta = {"suite": suite.name, "device": info.name, "profile": f"{profile.device.name} ({profile.kind})",
             "model": model, "blend": results.attrs.get("blend_kind"), "instances": len(rows),
-            "wall_s": time.perf_counter() - t0, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+            "wall_s": time.perf_counter() - t0, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "measured": str(Path(measured).resolve()) if measured else None}
     report = write_report(results, tab, Path(out), meta)
     (Path(out) / "meta.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
     return tab, report
