@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         print()
 
     _stage(6, "bench: the project's own suite, measured once, predicted by every model", t0)
-    reports = []
+    reports: list[Path] = []
     for name, d in (("tabular", tabular), ("codegen", model)):
         report = out / f"report-{name}"
         first = reports[0] / "results.csv" if reports else None

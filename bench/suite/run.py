@@ -222,7 +222,7 @@ def measured_rows(suite: Suite, path: str | Path, *, ids: Iterable[str] | None =
                                             f"{row['gsize']} lsize {row['lsize']}, the manifest now says "
                                             f"{list(g)} / {list(loc) if loc else None}")
                 try:
-                    t = float(row["median_us"])
+                    t = float(row["median_us"])  # type: ignore[arg-type]
                 except (TypeError, ValueError):
                     t = float("nan")
                 if not (t > 0):
