@@ -38,14 +38,45 @@ def fit_blend(t_an: np.ndarray, t_le: np.ndarray, measured: np.ndarray) -> Blend
     return best
 
 
+def _json_file(path: Path, what: str) -> Any:
+    from kernelcast.errors import UsageError
+
+    if not path.is_file():
+        raise UsageError(f"--model {path.parent}: not a trained model directory (no {path.name})")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise UsageError(f"--model {path.parent}: {path.name} is not JSON ({what} damaged)") from None
+    except OSError as e:
+        raise UsageError(f"--model {path.parent}: cannot read {path.name}: {e.strerror}") from None
+
+
+def validation_kernels(model_dir: str | Path) -> set[str]:
+    """The validation kernels of a trained model (its ``metrics.json``); :class:`UsageError` naming
+    the file for a directory that is not a complete trained model."""
+    from kernelcast.errors import UsageError
+
+    d = Path(model_dir)
+    metrics = _json_file(d / "metrics.json", "training metrics")
+    cfg = _json_file(d / "config.json", "model configuration")
+    if not isinstance(cfg, dict):
+        raise UsageError(f"--model {d}: config.json is not a JSON object")
+    if not (d / "model.safetensors").is_file():
+        raise UsageError(f"--model {d}: no model.safetensors")
+    split = metrics.get("split") if isinstance(metrics, dict) else None
+    val = split.get("val_kernels") if isinstance(split, dict) else None
+    if not isinstance(val, list):
+        raise UsageError(f"--model {d}: metrics.json has no split.val_kernels (not written by kernelcast train)")
+    return {str(k) for k in val}
+
+
 def fit_on_validation(dataset_dir: str | Path, model_dir: str | Path, profile: DeviceProfile) -> dict[str, Any]:
     """Fit the blend on the validation kernels of a trained model, save ``blend.json`` beside it,
     and return analytical / learned / blend figures side by side on those rows."""
     from models.analytical import AnalyticalModel
     from models.learned.predictor import LearnedPredictor
 
-    metrics = json.loads((Path(model_dir) / "metrics.json").read_text())
-    val = set(metrics["split"]["val_kernels"])
+    val = validation_kernels(model_dir)
     df, _ = load_measured_frame(dataset_dir)
     df = df[df["kernel_id"].isin(val)].reset_index(drop=True)
     if df.empty:
