@@ -12,6 +12,7 @@ saved in ``blend.json`` beside the model.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -88,7 +89,17 @@ def learned_kind(model_dir: str | Path) -> str:
         raise UsageError(f"--model {model_dir}: no such model directory")
     if is_tabular_dir(p):
         return "tabular"
-    if (p / "config.json").is_file():
+    cfg = p / "config.json"
+    if cfg.is_file():
+        # checked here, before torch is imported to load it
+        try:
+            ok = isinstance(json.loads(cfg.read_text(encoding="utf-8")), dict)
+        except (OSError, UnicodeDecodeError, ValueError):
+            ok = False
+        if not ok:
+            raise UsageError(f"--model {model_dir}: config.json is not a JSON object (damaged model directory)")
+        if not (p / "model.safetensors").is_file():
+            raise UsageError(f"--model {model_dir}: no model.safetensors (training did not finish?)")
         return "codegen"
     raise UsageError(f"--model {model_dir}: not a model directory (no tabular.json or config.json); train one with "
                      f"'kernelcast train'")

@@ -227,6 +227,8 @@ def run_bench(suite_path: str, out: str, *, model: str | None, profile_spec: str
             raise UsageError(f"--kernels: {', '.join(unknown)} not in the suite (has {', '.join(suite.ids())})")
     load_learned(model)                      # fail early on a bad --model
     reused = measured_rows(suite, measured, ids=ids, max_sizes=max_sizes) if measured else None
+    if profile_spec:                         # and on a bad --profile, before measuring the suite
+        resolve_profile(profile_spec)
     info = select_device(device_spec(device))
     profile = resolve_profile(profile_spec, device,
                               on_calibrate=lambda msg: print(f"note: {msg}", file=sys.stderr))

@@ -84,6 +84,8 @@ def read_document(path: str | Path) -> Any:
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ManifestError(p, [Issue(None, "file", f"not a text file (byte {e.start} is not UTF-8)")]) from None
     except OSError as e:
         raise ManifestError(p, [Issue(None, "file", f"cannot read the manifest: {e.strerror or e}")]) from None
     if p.suffix.lower() in (".yaml", ".yml"):
