@@ -105,6 +105,7 @@ class LoopInfo:
     divergent: bool = False  # trip count differs between work-items
     has_break: bool = False  # break/return inside: trip is an upper bound
     early_exit: bool = False  # extra data-dependent exit condition: trip is an upper bound
+    assumed: str = ""        # what the trip count assumes (dead code, a break bound, avg_trip), "" if exact
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> LoopInfo:
