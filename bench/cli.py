@@ -6,11 +6,10 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from pathlib import Path
 from typing import Any
 
 from kernelcast.console import to_json
-from kernelcast.errors import UsageError
+from kernelcast.options import check_out_dir, positive_int
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -18,14 +17,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from instrument.meters import check_meter_spec
 
     ids = [s for s in args.kernels.split(",") if s] if args.kernels else None
-    if args.max_sizes is not None and args.max_sizes < 1:
-        raise UsageError("--max-sizes must be at least 1")
-    if Path(args.out).exists() and not Path(args.out).is_dir():
-        raise UsageError(f"--out {args.out}: exists and is not a directory")
+    check_out_dir(args.out)
     check_meter_spec(args.meter)
     tab, report = run_bench(args.suite or str(default_suite()), args.out, model=args.model,
                             profile_spec=args.profile, device=args.device, meter=args.meter,
-                            max_sizes=args.max_sizes, ids=ids, progress=sys.stderr.isatty() and not args.json)
+                            max_sizes=args.max_sizes, ids=ids, progress=sys.stderr.isatty() and not args.json,
+                            measured=args.measured)
     if args.json:
         print(to_json({"table": [{k: (None if isinstance(v, float) and not math.isfinite(v) else v)
                                   for k, v in r.items()} for r in tab.to_dict("records")],
@@ -48,6 +45,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--device")
     p.add_argument("--meter", default="auto")
     p.add_argument("--kernels", help="comma-separated kernel ids to run")
-    p.add_argument("--max-sizes", type=int, help="only the first N sizes of each kernel")
+    p.add_argument("--max-sizes", type=positive_int, help="only the first N sizes of each kernel")
+    p.add_argument("--measured", metavar="CSV",
+                   help="reuse the measurements of an earlier run (its REPORT_DIR/results.csv) instead of measuring "
+                        "again; every instance must be in it, from the same kernel source")
     p.add_argument("--json", action="store_true", help="print the per-kernel table as JSON")
     p.set_defaults(func=cmd_bench)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import sys
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 
 from kernelcast.console import fmt_table
 from kernelcast.errors import InputError, UsageError
+from kernelcast.options import positive_float
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +34,8 @@ def _parse_bytes(text: str) -> int:
         v = float(t) * mult
     except ValueError:
         raise UsageError(f"--max-bytes {text!r}: expected a size such as 64MiB") from None
+    if not math.isfinite(v):
+        raise UsageError(f"--max-bytes {text!r}: expected a size such as 64MiB")
     if v < 64 * 1024:
         raise UsageError(f"--max-bytes {text!r}: must be at least 64KiB")
     return int(v)
@@ -49,7 +53,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only", metavar="LIST",
                    help=f"comma-separated benchmarks to run (default all: {','.join(BENCHES)})")
     p.add_argument("--max-bytes", metavar="SIZE", help="largest working set of the memory sweeps (default 512MiB)")
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds before a running benchmark kernel is killed")
+    p.add_argument("--timeout", type=positive_float, default=60.0,
+                   help="seconds before a running benchmark kernel is killed")
     p.add_argument("--json", action="store_true", help="print the profile JSON instead of the table")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 

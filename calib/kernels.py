@@ -101,7 +101,40 @@ OP_CLASSES: dict[str, OpClass] = {c.name: c for c in (
             description="fp32 native_exp (special-function unit where one exists)"),
     OpClass("native_sqrt", "float", "{a} = native_sqrt({a});", 1, "2.0f + 0.01f * {k}", 0.0, 0.0,
             description="fp32 native_sqrt (special-function unit where one exists)"),
+    # one class per builtin family the static analysis charges on its own (BUILTIN_FAMILIES in
+    # models/static/clbuiltins.py); each update is the builtin plus at most one add, values
+    # converge to a normal fixed point
+    OpClass("log", "float", "{a} = log({a} + s);", 1, "1.0f + 0.01f * {k}", 3.0, 0.0,
+            description="fp32 log (full precision; one add per update)"),
+    OpClass("pow", "float", "{a} = pow({a} + t, s);", 1, "1.0f + 0.01f * {k}", 0.9, 0.5,
+            description="fp32 pow (full precision; one add per update)"),
+    OpClass("tanh", "float", "{a} = tanh({a} + s);", 1, "0.5f + 0.01f * {k}", 0.5, 0.0,
+            description="fp32 tanh (full precision; one add per update)"),
+    OpClass("erf", "float", "{a} = erf({a} + s);", 1, "0.5f + 0.01f * {k}", 0.3, 0.0,
+            description="fp32 erf (full precision; one add per update)"),
+    OpClass("atan", "float", "{a} = atan({a}) + s;", 1, "0.5f + 0.01f * {k}", 0.7, 0.0,
+            description="fp32 atan (full precision; one add per update)"),
+    OpClass("rsqrt", "float", "{a} = rsqrt({a} + s);", 1, "1.0f + 0.01f * {k}", 1.0, 0.0,
+            description="fp32 rsqrt (one add per update)"),
+    OpClass("native_log", "float", "{a} = native_log({a} + s);", 1, "1.0f + 0.01f * {k}", 3.0, 0.0,
+            description="fp32 native_log (one add per update)"),
+    OpClass("native_rsqrt", "float", "{a} = native_rsqrt({a} + s);", 1, "1.0f + 0.01f * {k}", 1.0, 0.0,
+            description="fp32 native_rsqrt (one add per update)"),
+    OpClass("native_divide", "float", "{a} = native_divide(s, {a});", 1, "1.0f + 0.01f * {k}", 1.7, 0.0,
+            description="fp32 native_divide"),
+    OpClass("native_powr", "float", "{a} = native_powr({a} + t, s);", 1, "1.0f + 0.01f * {k}", 0.9, 0.5,
+            description="fp32 native_powr (one add per update)"),
+    OpClass("half_exp", "float", "{a} = half_exp(-{a});", 1, "0.5f + 0.01f * {k}", 0.0, 0.0,
+            description="fp32 half_exp"),
+    OpClass("half_sin", "float", "{a} = half_sin({a});", 1, "1.0f + 0.01f * {k}", 0.0, 0.0,
+            description="fp32 half_sin"),
+    OpClass("half_sqrt", "float", "{a} = half_sqrt({a});", 1, "2.0f + 0.01f * {k}", 0.0, 0.0,
+            description="fp32 half_sqrt"),
 )}
+#: the builtin-family classes (``peak_<class>_gops`` and ``scalar_<class>_gops``)
+BUILTIN_OP_CLASSES = ("sin", "exp", "sqrt", "log", "pow", "tanh", "erf", "atan", "rsqrt", "native_sin",
+                      "native_exp", "native_sqrt", "native_log", "native_rsqrt", "native_divide", "native_powr",
+                      "half_exp", "half_sin", "half_sqrt")
 
 _FP64_PRAGMA = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
 _OP_NAME_RE = re.compile(r"^kc_(?:op_(?P<cls>[a-z0-9_]+?)|busy)_w(?P<w>\d+)k(?P<k>\d+)$")

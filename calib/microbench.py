@@ -11,6 +11,11 @@ What each benchmark reports (names as in :data:`calib.profile.VALUE_NAMES`):
                of a few vector shapes and work-group sizes. The loop count is scaled until one
                launch takes the target time (5 ms; 3 ms with ``quick``); the rate is that of the
                fastest of the timed launches, as befits a peak.
+``scalar``     CPU devices: ``scalar_<class>_gops``, the rate of scalar code (one work-item of
+               scalar accumulators, ``W = 1``, 8 chains): what a kernel runs at when the runtime
+               does not vectorize its work-item loop (a loop inside the kernel, atomics), for the
+               arithmetic classes and every builtin family (the analytical model's CPU class).
+               Also the median (not the fastest) launch, like the datasets.
 ``bandwidth``  read bandwidth against working-set size (a curve), cache levels found as
                plateaus of that curve (``bw_level<i>_gbs``, ``cache_level<i>_bytes``) and
                ``dram_bw_gbs``, the plateau of the largest working sets.
@@ -73,7 +78,11 @@ KiB = 1024
 MiB = 1024 * KiB
 MAX_ITERS = (1 << 31) - 1
 
-BENCHES = ("launch", "peak", "bandwidth", "local", "latency", "wg", "barrier", "host", "energy")
+BENCHES = ("launch", "peak", "scalar", "bandwidth", "local", "latency", "wg", "barrier", "host", "energy")
+#: classes of the scalar benchmark (quick: arithmetic and the three classic builtins)
+SCALAR_CLASSES = ("fp32_add", "fp32_mul", "fp32_fma", "fp32_div", "fp64_fma", "int32_add", "int32_mul",
+                  *K.BUILTIN_OP_CLASSES)
+QUICK_SCALAR_CLASSES = ("fp32_add", "fp32_fma", "fp32_div", "int32_add", "sin", "exp", "sqrt")
 DEFAULT_CLASSES = tuple(K.OP_CLASSES)
 QUICK_CLASSES = ("fp32_add", "fp32_mul", "fp32_fma", "fp64_fma", "int32_add", "int32_mul",
                  "fp32_div", "sin", "exp", "sqrt")
@@ -327,7 +336,7 @@ class Calibrator:
         ])
 
     def _timed_op(self, kernel: Kernel, cls: str, width: int, chains: int, items: int, lsize: int,
-                  rate_est: float | None) -> OpBest | None:
+                  rate_est: float | None, statistic: str = "min") -> OpBest | None:
         """Scale the loop count until a launch takes the target time; the resulting rate."""
         opi = K.ops_per_iter(cls, width, chains)
         target = self.opt.launch_target_s
@@ -343,7 +352,7 @@ class Calibrator:
             if m is None:
                 return None
             assert m.time is not None
-            t = m.time.min_us * 1e-6      # the fastest launch (see the module docstring)
+            t = (m.time.min_us if statistic == "min" else m.time.median_us) * 1e-6  # see the module docstring
             if t >= 0.5 * target or iters >= MAX_ITERS:
                 break
             busy = max(t - self.state.launch_s, 0.05 * t, 1e-7)
@@ -412,6 +421,30 @@ class Calibrator:
             if b is not None:
                 self.profile.set(name, 2 * b.rate / 1e9, "GFLOP/s", self.source("peak"),
                                  notes=f"2 flops per FMA x peak_{cls}_gops")
+
+    # -- scalar rates (CPU) ----------------------------------------------------------------
+
+    def bench_scalar(self) -> None:
+        if "CPU" not in (self.device.type or "").upper():
+            self.profile.notes.append("scalar: not a CPU device; skipped (the GPU model has no scalar rates)")
+            return
+        classes = self.opt.op_classes or (QUICK_SCALAR_CLASSES if self.opt.quick else SCALAR_CLASSES)
+        items = self.cu * self.max_wg * 2
+        ls = self._fit_lsize(items, self.ls)
+        for cls in classes:
+            if cls not in K.OP_CLASSES:
+                raise ValueError(f"unknown operation class {cls}")
+            peak = self.state.op_best.get(cls)
+            est = peak.rate / 16 if peak else None
+            r = self._timed_op(K.op_kernel(cls, 1, 8), cls, 1, 8, items, ls, est, statistic="median")
+            if r is None:
+                self.profile.notes.append(f"scalar {cls}: failed; no value")
+                continue
+            ratio = f"; {peak.rate / r.rate:.1f}x below the vectorized peak" if peak else ""
+            self.profile.set(f"scalar_{cls}_gops", r.rate / 1e9, "Gop/s", self.source("scalar"), notes=(
+                f"{K.OP_CLASSES[cls].description}; scalar code: 8 independent scalar chains per work-item, "
+                f"{r.items} work-items in work-groups of {r.lsize}, {r.iters} iterations: "
+                f"{r.time_s * 1e6:.0f} us for the median launch{ratio}"))
 
     # -- bandwidth -------------------------------------------------------------------------
 

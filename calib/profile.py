@@ -59,6 +59,7 @@ VALUE_NAMES: dict[str, tuple[str, str]] = {
     "peak_fp32_gflops": ("GFLOP/s", "fp32 FMA rate x 2"),
     "peak_fp64_gflops": ("GFLOP/s", "fp64 FMA rate x 2"),
     "peak_{cls}_gops": ("Gop/s", "operations per second of one class (an FMA is one op)"),
+    "scalar_{cls}_gops": ("Gop/s", "rate of scalar code: one work-item per lane, not vectorized (CPU devices)"),
     # memory
     "dram_bw_gbs": ("GB/s", "main-memory (global) bandwidth: large-working-set plateau"),
     "bw_level{i}_gbs": ("GB/s", "read bandwidth of cache level i"),
@@ -186,6 +187,21 @@ class DeviceIdentity:
         return cls(**{k: v for k, v in d.items() if k in names})
 
 
+#: value names (by prefix or suffix) that must be above 0: counts, sizes, rates, clocks, power
+_POSITIVE_SUFFIXES = ("_gbs", "_gflops", "_gops", "_mhz", "_bytes", "_size", "_per_cu", "_per_thread", "_w")
+_POSITIVE_NAMES = ("compute_units", "warp_size")
+
+
+def _check_range(name: str, value: float) -> None:
+    """A profile value that cannot be what it says: a zero or negative count, size or rate; a
+    negative time or energy."""
+    positive = name in _POSITIVE_NAMES or name.startswith("max_") or name.endswith(_POSITIVE_SUFFIXES)
+    if positive and not value > 0:
+        raise ProfileError(f"value {name!r} is {value:g}; it must be above 0")
+    if not value >= 0:
+        raise ProfileError(f"value {name!r} is {value:g}; it must not be negative")
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
 
@@ -266,9 +282,17 @@ class DeviceProfile:
         notes = d.get("notes", [])
         if not isinstance(notes, list):
             raise ProfileError("'notes' must be a list")
+        parsed = {str(k): ProfileValue.from_dict(v, k) for k, v in values.items()}
+        for k, v in parsed.items():
+            _check_range(k, v.value)
+        dev = DeviceIdentity.from_dict(d["device"])
+        for k in ("compute_units", "wg_multiple", "max_work_group_size"):
+            dv = getattr(dev, k, None)
+            if isinstance(dv, (int, float)) and dv <= 0:
+                raise ProfileError(f"the profile's device {k} is {dv}; it must be above 0")
         return cls(
-            device=DeviceIdentity.from_dict(d["device"]),
-            values={str(k): ProfileValue.from_dict(v, k) for k, v in values.items()},
+            device=dev,
+            values=parsed,
             curves={str(k): Curve.from_dict(v, k) for k, v in curves.items()},
             kind=str(d.get("kind", "measured")), meter=str(d.get("meter", "none")),
             created=str(d.get("created", "")), tool=str(d.get("tool", "")),
@@ -288,6 +312,8 @@ class DeviceProfile:
         p = Path(path)
         try:
             text = p.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise ProfileError(f"{p}: not a JSON profile (not UTF-8 text)") from None
         except OSError as e:
             raise ProfileError(f"cannot read profile {p}: {e.strerror or e}") from None
         try:

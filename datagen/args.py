@@ -39,7 +39,10 @@ def simple_args(params: list[KernelParam], gsize: tuple[int, ...],
             if t.numpy.kind in "iu":
                 import numpy as np
 
-                value = min(total, int(np.iinfo(t.numpy).max))
+                top = int(np.iinfo(t.numpy).max)
+                if total > top:
+                    raise UnsupportedArgument(f"argument {p.name!r} ({p.dtype}) would be the global size {total}, "
+                                              f"above the {p.dtype} maximum {top}")
             out.append(ArgBinding(p.name, "scalar", p.dtype, value=value))
     return out
 

@@ -11,8 +11,13 @@ from typing import Any
 
 from kernelcast.console import to_json
 from kernelcast.errors import UsageError
+from kernelcast.options import bounded_int, check_out_dir, fraction, nonneg_float, positive_float, positive_int, seed
 
 log = logging.getLogger(__name__)
+
+
+#: most kernels one ``corpus synth`` makes (each is generated, formatted and written)
+MAX_SYNTH = 100_000
 
 
 def bundled_dir() -> Path:
@@ -28,8 +33,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from instrument.backends import select_device
     from kernelcast.config import device_spec
 
-    if Path(args.out).exists() and not Path(args.out).is_dir():
-        raise UsageError(f"--out {args.out}: exists and is not a directory")
+    check_out_dir(args.out)
     sources: list[str | Path] = [bundled_dir() if s == "bundled" else Path(s) for s in args.sources]
     for s in sources:
         if not Path(s).exists():
@@ -56,8 +60,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 def cmd_synth(args: argparse.Namespace) -> int:
     from datagen.synth import write_synth_corpus
 
-    if args.count < 1:
-        raise UsageError("--count must be at least 1")
+    check_out_dir(args.out)
     out = write_synth_corpus(args.out, args.count, args.seed)
     print(f"{args.count} synthetic kernels (seed {args.seed}) written to {out}")
     return 0
@@ -70,9 +73,9 @@ def load_corpus_kernels(spec: str, limit: int | None = None, device: str | None 
     if spec == "bundled":
         from datagen.corpus import ingest_to
 
-        tmp = Path(tempfile.mkdtemp(prefix="kernelcast-bundled-"))
-        ingest_to(tmp, [bundled_dir()], compile_fn=None)
-        kernels = read_corpus(tmp)
+        with tempfile.TemporaryDirectory(prefix="kernelcast-bundled-") as tmp:   # removed once read
+            ingest_to(Path(tmp), [bundled_dir()], compile_fn=None)
+            kernels = read_corpus(Path(tmp))
         desc = "bundled"
     else:
         p = Path(spec)
@@ -117,6 +120,7 @@ def datagen_options(args: argparse.Namespace) -> Any:
 
 
 def cmd_datagen(args: argparse.Namespace) -> int:
+    from datagen.dataset import existing_dataset
     from datagen.generate import DatagenInterrupted, run_datagen
     from instrument.backends import select_device
     from instrument.meters import check_meter_spec
@@ -124,8 +128,8 @@ def cmd_datagen(args: argparse.Namespace) -> int:
 
     opts = datagen_options(args)
     check_meter_spec(args.meter)
-    if Path(args.out).exists() and not Path(args.out).is_dir():
-        raise UsageError(f"--out {args.out}: exists and is not a directory")
+    check_out_dir(args.out)
+    existing_dataset(Path(args.out))         # a damaged or foreign --out: one line, before any work
     corpora = [load_corpus_kernels(c, None) for c in args.corpus]
     kernels = [k for ks, _ in corpora for k in ks]
     if args.limit is not None:
@@ -154,7 +158,11 @@ def cmd_datagen(args: argparse.Namespace) -> int:
 def cmd_dataset(args: argparse.Namespace) -> int:
     from datagen.dataset import read_dataset, read_manifest
     from datagen.report import plot_rebalance, summarize
+    from kernelcast.options import check_in_dir, check_out_file
 
+    check_in_dir(args.dataset, "dataset", "dataset directory")
+    if args.plot_iqr:
+        check_out_file(args.plot_out, "--plot-out")
     try:
         df = read_dataset(args.dataset)
         manifest = read_manifest(args.dataset)
@@ -174,20 +182,34 @@ def cmd_dataset(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_dataset_check(args: argparse.Namespace) -> int:
+    from datagen.integrity import check_dataset
+
+    report = check_dataset(args.dataset)
+    print(to_json(report.to_dict()) if args.json else report.format())
+    return 0 if report.ok else 1
+
+
+def cmd_dataset_repair(args: argparse.Namespace) -> int:
+    from datagen.integrity import repair_dataset
+
+    report = repair_dataset(args.dataset)
+    print(to_json(report.to_dict()) if args.json else report.format())
+    return 0
+
+
 # ---------------------------------------------------------------------------------------------
 # dataset import-kt
 
 
 def cmd_import_kt(args: argparse.Namespace) -> int:
+    from datagen.dataset import existing_dataset
     from datagen.ktcache import GridRules, import_kt, kt_rows, read_kt_cache
     from kernelcast.argspec import check_against_signature, parse_arg
     from kernelcast.console import load_kernel_source
 
     out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {args.out}: exists and is not a directory")
-    if out.is_dir() and any(out.iterdir()) and not (out / "manifest.json").is_file():
-        raise UsageError(f"--out {args.out}: a directory that is not a dataset")
+    existing_dataset(out)                   # a damaged or foreign --out: one line, before any work
     if args.arg and not args.kernel:
         raise UsageError("--arg binds arguments of the kernel source: give --kernel too")
     rules = GridRules.parse(args.grid)
@@ -222,28 +244,39 @@ def cmd_import_kt(args: argparse.Namespace) -> int:
     return 0
 
 
-class _DatasetActions(argparse._SubParsersAction):  # type: ignore[type-arg,unused-ignore]
-    """``kernelcast dataset ACTION ...`` or, when the first word names no action, ``kernelcast dataset
-    DATASET ...`` (the summary). Actions register with :func:`add_dataset_action`."""
-
-    class _Any(dict):  # type: ignore[type-arg,unused-ignore]
-        def __contains__(self, key: object) -> bool:
-            return isinstance(key, str)
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
-        if values and values[0] not in self._name_parser_map:
-            values = [SUMMARY, *values]
-        super().__call__(parser, namespace, values, option_string)
-
-
-SUMMARY = "summary"
-
-
-def add_dataset_action(dsub: Any, name: str, **kw: Any) -> argparse.ArgumentParser:
-    """A subcommand of ``kernelcast dataset``."""
-    p: argparse.ArgumentParser = dsub.add_parser(name, **kw)
-    return p
+def add_dataset_parser(sub: Any) -> Any:
+    """``dataset [summary] DS``, ``dataset check DS``, ``dataset repair DS``. Further actions register
+    on the returned subparsers (``add_parser(name, ...)`` with ``set_defaults(func=...)``)."""
+    p = sub.add_parser("dataset", help="summarize, check or repair a dataset",
+                       description="dataset DS (= dataset summary DS): rows by status, kernels by validity, the "
+                                   "time distribution by regime and pass, optionally an IQR histogram. dataset "
+                                   "check DS: name damaged files. dataset repair DS: quarantine them, keep every "
+                                   "good row.")
+    p.default_action = "summary"     # ``dataset DS`` means ``dataset summary DS`` (kernelcast.cli)
+    dsub = p.add_subparsers(dest="dataset_command", metavar="ACTION")
+    dsub.required = True
+    q = dsub.add_parser("summary", help="summarize a dataset; plot the IQR rebalancing of one kernel",
+                        description="Rows by status, kernels by validity, the time distribution by regime and "
+                                    "pass; optionally a before/after IQR histogram (LLMPerf Figure 1).")
+    q.add_argument("dataset", help="dataset directory")
+    q.add_argument("--json", action="store_true")
+    q.add_argument("--plot-iqr", metavar="KERNEL", help="kernel name (or 'auto') to plot")
+    q.add_argument("--plot-out", default="iqr_rebalance.png", help="PNG path")
+    q.set_defaults(func=cmd_dataset)
+    q = dsub.add_parser("check", help="read every file of a dataset and name the damaged ones",
+                        description="Read the manifest, every shard, every journal line and the kernel sources; "
+                                    "list what is damaged. Changes nothing. Exit status 1 when damage is found.")
+    q.add_argument("dataset", help="dataset directory")
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=cmd_dataset_check)
+    q = dsub.add_parser("repair", help="quarantine the damaged files of a dataset, keeping every good row",
+                        description="Move damaged shards, kernel sources and leftover files to DS/quarantine/TIME/ "
+                                    "(never deleting), drop damaged journal lines (kept in the quarantine), "
+                                    "rebuild a lost manifest; rerunning datagen re-measures what was lost.")
+    q.add_argument("dataset", help="dataset directory")
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=cmd_dataset_repair)
+    return dsub
 
 
 def add_parsers(sub: Any) -> None:
@@ -258,7 +291,7 @@ def add_parsers(sub: Any) -> None:
     q.add_argument("sources", nargs="+", help=".cl files or directories ('bundled' = the bundled corpus)")
     q.add_argument("--out", required=True, help="corpus directory to write")
     q.add_argument("-D", "--define", action="append", default=[], metavar="NAME[=VALUE]", help="preprocessor macro")
-    q.add_argument("--near-dup", type=float, default=0.92, help="near-duplicate Jaccard threshold (0.92)")
+    q.add_argument("--near-dup", type=fraction, default=0.92, help="near-duplicate Jaccard threshold (0.92)")
     q.add_argument("--no-compile", action="store_true", help="skip the compile check")
     q.add_argument("--device", help="OpenCL device for the compile check")
     q.add_argument("--json", action="store_true", help="print the ingest report as JSON")
@@ -266,8 +299,9 @@ def add_parsers(sub: Any) -> None:
     q = csub.add_parser("synth", help="generate synthetic OpenCL kernels",
                         description="Generate random but realistic OpenCL kernels (access patterns, arithmetic "
                                     "mixes, loops with scalar trip counts, local tiles, barriers, branches).")
-    q.add_argument("--count", type=int, required=True)
-    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--count", type=bounded_int(1, MAX_SYNTH), required=True,
+                   help=f"kernels to generate (1 to {MAX_SYNTH:,})")
+    q.add_argument("--seed", type=seed, default=0)
     q.add_argument("--out", required=True, help="corpus directory to write")
     q.set_defaults(func=cmd_synth)
 
@@ -279,46 +313,39 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--corpus", action="append", required=True,
                    help="corpus directory, or 'bundled' (repeatable)")
     p.add_argument("--out", required=True, help="dataset directory (created, or resumed)")
-    p.add_argument("--configs-per-kernel", type=int, default=200)
-    p.add_argument("--lsizes-per-kernel", type=int, default=4)
+    p.add_argument("--configs-per-kernel", type=positive_int, default=200)
+    p.add_argument("--lsizes-per-kernel", type=positive_int, default=4)
     p.add_argument("--args", default="simple",
                    help="argument selection: simple (LLMPerf II-B1), memory (II-B2, memory analysis) or both")
     p.add_argument("--rebalance", default="iqr", choices=["iqr", "none"])
-    p.add_argument("--k", type=float, default=80.0, help="fully-utilized threshold k x compute units (80)")
+    p.add_argument("--k", type=positive_float, default=80.0, help="fully-utilized threshold k x compute units (80)")
     p.add_argument("--ratio", default="25:60:15", help="idle:under:full sampling ratio")
-    p.add_argument("--max-items", type=int, default=1 << 24, help="largest global size in work-items")
-    p.add_argument("--min-time", type=float, default=0.02, help="minimum summed kernel time per config (s)")
-    p.add_argument("--repeats", type=int, default=5, help="minimum timed repeats per config")
-    p.add_argument("--timeout", type=float, default=30.0, help="seconds before a running kernel is killed")
-    p.add_argument("--limit", type=int, help="only the first N kernels")
+    p.add_argument("--max-items", type=positive_int, default=1 << 24, help="largest global size in work-items")
+    p.add_argument("--min-time", type=nonneg_float, default=0.02, help="minimum summed kernel time per config (s)")
+    p.add_argument("--repeats", type=positive_int, default=5, help="minimum timed repeats per config")
+    p.add_argument("--timeout", type=positive_float, default=30.0, help="seconds before a running kernel is killed")
+    p.add_argument("--limit", type=positive_int, help="only the first N kernels")
     p.add_argument("--no-validity", action="store_true", help="skip the validity checks")
     p.add_argument("--keep-invalid", action="store_true", help="measure kernels that fail a validity check")
     p.add_argument("--device", help="OpenCL device: auto, P:D, or part of its name")
     p.add_argument("--meter", default="auto", help="energy meter: auto, nvml, rapl, none")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed, default=0)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the run's summary as JSON (no progress bar)")
     p.set_defaults(func=cmd_datagen)
 
-    d = sub.add_parser("dataset", help="summarize a dataset (kernelcast dataset DS); import Kernel Tuner caches",
-                       description="kernelcast dataset DATASET [--json] [--plot-iqr KERNEL]: the summary. "
-                                   "kernelcast dataset import-kt CACHE.json --out DATASET: a Kernel Tuner cache "
-                                   "as dataset rows.")
-    d.register("action", "dataset_actions", _DatasetActions)
-    dsub = d.add_subparsers(dest="dataset_action", metavar="DATASET|ACTION", action="dataset_actions")
-    dsub.required = True
-    dsub.choices = _DatasetActions._Any(dsub.choices)
-    p = add_dataset_action(dsub, "import-kt", help="a Kernel Tuner cache file as dataset rows",
-                           description="Turn a Kernel Tuner cache (0.4-1.x, closed or left open) into dataset "
-                                       "rows: tune parameters as tp_* columns (and -D macros per row), the launch "
-                                       "from the problem size and block-size parameters, time in us with every "
-                                       "iteration, every observer column (kt_*: energy, power, clocks, "
-                                       "temperature), failed configurations as rows with their status.",
-                           epilog="--grid rules (';'-separated): block_size_names=NAME[,NAME[,NAME]], "
-                                  "grid_div_x=EXPR (also _y, _z; expressions of the tune parameters, default: "
-                                  "the block-size parameter), problem_size=EXPR[,EXPR[,EXPR]] (for caches "
-                                  "without one). As Kernel Tuner: work-groups = ceil(problem / grid_div), "
-                                  "global size = work-groups x block size.")
+    dsub = add_dataset_parser(sub)
+    p = dsub.add_parser("import-kt", help="a Kernel Tuner cache file as dataset rows",
+                       description="Turn a Kernel Tuner cache (0.4-1.x, closed or left open) into dataset "
+                                   "rows: tune parameters as tp_* columns (and -D macros per row), the launch "
+                                   "from the problem size and block-size parameters, time in us with every "
+                                   "iteration, every observer column (kt_*: energy, power, clocks, "
+                                   "temperature), failed configurations as rows with their status.",
+                       epilog="--grid rules (';'-separated): block_size_names=NAME[,NAME[,NAME]], "
+                              "grid_div_x=EXPR (also _y, _z; expressions of the tune parameters, default: "
+                              "the block-size parameter), problem_size=EXPR[,EXPR[,EXPR]] (for caches "
+                              "without one). As Kernel Tuner: work-groups = ceil(problem / grid_div), "
+                              "global size = work-groups x block size.")
     p.add_argument("cache", help="Kernel Tuner cache file (JSON)")
     p.add_argument("--out", required=True, help="dataset directory (created, or appended to)")
     p.add_argument("--kernel", help="the kernel's source file (OpenCL C): rows get its id and source")
@@ -328,12 +355,3 @@ def add_parsers(sub: Any) -> None:
                    help="bind one kernel argument as in 'measure' (others: simple selection over the problem size)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_import_kt)
-
-    p = add_dataset_action(dsub, SUMMARY, help="(default) rows by status, validity, time distributions",
-                           description="Rows by status, kernels by validity, the time distribution by regime and "
-                                       "pass; optionally a before/after IQR histogram (LLMPerf Figure 1).")
-    p.add_argument("dataset", help="dataset directory")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--plot-iqr", metavar="KERNEL", help="kernel name (or 'auto') to plot")
-    p.add_argument("--plot-out", default="iqr_rebalance.png", help="PNG path")
-    p.set_defaults(func=cmd_dataset)

@@ -14,7 +14,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from kernelcast.errors import InputError
 from kernelcast.schema import SCHEMA_VERSION, Kernel
+
+
+class CorpusError(InputError, ValueError):
+    """A corpus file that cannot be read (a damaged ``kernels.jsonl``), naming the file and line."""
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -52,8 +57,26 @@ def read_records(directory: str | os.PathLike[str]) -> list[dict[str, Any]]:
     path = Path(directory) / "kernels.jsonl"
     if not path.is_file():
         raise FileNotFoundError(f"{directory}: not a corpus (no kernels.jsonl)")
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    out: list[dict[str, Any]] = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for i, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    r = json.loads(line)
+                except ValueError as e:
+                    raise CorpusError(f"{path} line {i}: not a JSON record ({e}); the corpus is damaged: "
+                                      f"regenerate it (kernelcast corpus ingest/synth)") from None
+                if not isinstance(r, dict) or not isinstance(r.get("source"), str) or \
+                        not isinstance(r.get("name"), str):
+                    raise CorpusError(f"{path} line {i}: not a kernel record (needs 'source' and 'name'); the "
+                                      f"corpus is damaged: regenerate it (kernelcast corpus ingest/synth)")
+                out.append(r)
+    except UnicodeDecodeError as e:
+        raise CorpusError(f"{path}: not UTF-8 text (byte {e.start}); the corpus is damaged: regenerate it "
+                          f"(kernelcast corpus ingest/synth)") from None
+    return out
 
 
 def read_corpus(directory: str | os.PathLike[str], *, compiled_only: bool = True) -> list[Kernel]:

@@ -41,6 +41,58 @@ class DatasetMismatch(InputError, ValueError):
     """The directory holds a dataset made with another device, seed or schema."""
 
 
+class DatasetDamaged(InputError, ValueError):
+    """A file of the dataset cannot be read; the message names it and points to ``dataset repair``."""
+
+    def __init__(self, root: Path, what: str):
+        super().__init__(f"{root}: damaged: {what}; 'kernelcast dataset check {root}' lists the damage, "
+                         f"'kernelcast dataset repair {root}' quarantines it and keeps every good row "
+                         f"(rerunning datagen re-measures what was lost)")
+        self.root, self.what = root, what
+
+
+def load_manifest(root: Path) -> dict[str, Any]:
+    """``manifest.json`` of a dataset directory as a dict; :class:`DatasetDamaged` if it is not one."""
+    path = root / MANIFEST
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise DatasetDamaged(root, f"{MANIFEST} is not JSON ({type(e).__name__})") from None
+    except OSError as e:
+        raise DatasetDamaged(root, f"{MANIFEST} cannot be read ({e.strerror})") from None
+    if not isinstance(d, dict):
+        raise DatasetDamaged(root, f"{MANIFEST} is not a JSON object")
+    return d
+
+
+def read_shard(root: Path, path: Path, columns: list[str] | None = None) -> pd.DataFrame:
+    """One Parquet shard; :class:`DatasetDamaged` naming it if it cannot be read or has no row keys."""
+    import pyarrow as pa
+
+    try:
+        df = pd.read_parquet(path, columns=columns)
+    except (OSError, ValueError, pa.ArrowException) as e:
+        first = (str(e).splitlines() or [type(e).__name__])[0][:120]
+        raise DatasetDamaged(root, f"{path.relative_to(root)} is not a readable Parquet file ({first})") from None
+    if "row_key" not in df.columns:
+        raise DatasetDamaged(root, f"{path.relative_to(root)} has no row_key column")
+    return df
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename or a new file in ``path`` durable (no-op where directories cannot be opened)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def row_key(kernel_id: str, gsize: tuple[int, ...], lsize: tuple[int, ...] | None, args: list[dict[str, Any]],
             selection: str = "simple") -> str:
     """The row's identity: kernel, sizes, arguments and ``selection`` (an argument selection, or a
@@ -58,6 +110,7 @@ def _atomic_write_text(path: Path, text: str) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+    fsync_dir(path.parent)
 
 
 def _read_journal(path: Path) -> tuple[list[dict[str, Any]], int]:
@@ -83,17 +136,33 @@ def _shard_paths(root: Path) -> list[Path]:
     return sorted(d.glob("part-*.parquet")) if d.is_dir() else []
 
 
+def existing_dataset(root: Path) -> tuple[dict[str, Any] | None, set[str]]:
+    """The manifest (None for a new dataset) and the shards' row keys of an output directory,
+    checked before anything is written: :class:`DatasetDamaged` for a damaged manifest or shard,
+    :class:`DatasetMismatch` for a directory that holds something else."""
+    if root.exists() and not root.is_dir():
+        raise DatasetMismatch(f"{root}: exists and is not a directory")
+    old: dict[str, Any] | None = load_manifest(root) if (root / MANIFEST).is_file() else None
+    if old is None and root.is_dir() and any(root.iterdir()):
+        if _shard_paths(root) or (root / JOURNAL).is_file():
+            raise DatasetDamaged(root, f"rows but no {MANIFEST}")
+        raise DatasetMismatch(f"{root}: not empty and not a dataset (no {MANIFEST}); use another --out")
+    keys: set[str] = set()
+    for p in _shard_paths(root):
+        keys.update(read_shard(root, p, columns=["row_key"])["row_key"].tolist())
+    return old, keys
+
+
 class DatasetWriter:
     """Appends measurement rows to a dataset directory, resuming one that exists."""
 
     def __init__(self, root: str | os.PathLike[str], manifest: dict[str, Any], *, shard_rows: int = 1000) -> None:
         self.root = Path(root)
         self.shard_rows = shard_rows
-        self.root.mkdir(parents=True, exist_ok=True)
-        (self.root / SHARDS).mkdir(exist_ok=True)
         mpath = self.root / MANIFEST
-        if mpath.is_file():
-            old: dict[str, Any] = json.loads(mpath.read_text())
+        # read and check everything before writing anything
+        old, keys = existing_dataset(self.root)
+        if old is not None:
             for k in RESUME_KEYS:
                 if k in manifest and k in old and old[k] != manifest[k]:
                     raise DatasetMismatch(f"{self.root} was made with {k}={old[k]!r}, this run has {manifest[k]!r}; "
@@ -102,10 +171,10 @@ class DatasetWriter:
             self.manifest["resumed"] = int(old.get("resumed", 0)) + 1
         else:
             self.manifest = dict(manifest)
+        self.root.mkdir(parents=True, exist_ok=True)
+        (self.root / SHARDS).mkdir(exist_ok=True)
         _atomic_write_text(mpath, json.dumps(self.manifest, indent=2, sort_keys=True, default=str) + "\n")
-        self._keys: set[str] = set()
-        for p in _shard_paths(self.root):
-            self._keys.update(pd.read_parquet(p, columns=["row_key"])["row_key"].tolist())
+        self._keys: set[str] = keys
         jpath = self.root / JOURNAL
         rows, bad = _read_journal(jpath)
         if bad:
@@ -151,7 +220,10 @@ class DatasetWriter:
             shard = self.root / SHARDS / f"part-{n:05d}.parquet"
             tmp = shard.with_name(f".{shard.name}.tmp")
             frame_from_rows(rows).to_parquet(tmp, index=False)
+            with open(tmp, "rb") as f:       # the shard must be durable before the journal is emptied
+                os.fsync(f.fileno())
             os.replace(tmp, shard)
+            fsync_dir(shard.parent)
         _atomic_write_text(jpath, "")
         self._journal = open(jpath, "a", encoding="utf-8")  # noqa: SIM115
         self._journal_rows = 0
@@ -189,7 +261,7 @@ def read_dataset(root: str | os.PathLike[str]) -> pd.DataFrame:
     path = Path(root)
     if not (path / MANIFEST).is_file():
         raise FileNotFoundError(f"{path}: not a dataset (no {MANIFEST})")
-    frames = [pd.read_parquet(p) for p in _shard_paths(path)]
+    frames = [read_shard(path, p) for p in _shard_paths(path)]
     rows, _ = _read_journal(path / JOURNAL)
     if rows:
         frames.append(frame_from_rows(rows))
@@ -201,5 +273,4 @@ def read_dataset(root: str | os.PathLike[str]) -> pd.DataFrame:
 
 def read_manifest(root: str | os.PathLike[str]) -> dict[str, Any]:
     """The dataset's ``manifest.json``."""
-    manifest: dict[str, Any] = json.loads((Path(root) / MANIFEST).read_text())
-    return manifest
+    return load_manifest(Path(root))

@@ -37,6 +37,9 @@ def load_measured_frame(dataset_dir: str | os.PathLike[str]) -> tuple[pd.DataFra
     counts = {"rows_total": len(df)}
     if df.empty or "status" not in df.columns:
         raise DataError(f"{root}: the dataset has no rows")
+    lacking = [c for c in ("pass", "kernel_id", "gsize") if c not in df.columns]
+    if lacking:
+        raise DataError(f"{root}: not a kernelcast dataset (its rows have no {', '.join(lacking)} column)")
     df = df[(df["status"] == "ok") & df["pass"].isin(TRAIN_PASSES)]
     counts["rows_ok"] = len(df)
     if df.empty:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing as mp
+import os
 import signal
 import time
 import traceback
@@ -38,8 +39,18 @@ def _signal_name(num: int) -> str:
         return f"signal {num}"
 
 
-def _worker_main(conn: Connection, device: dict[str, Any], meter_spec: str, meter_options: dict[str, Any]) -> None:
-    """Worker process: open the device and meter once, then serve jobs until told to stop."""
+def _worker_main(conn: Connection, device: dict[str, Any], meter_spec: str, meter_options: dict[str, Any],
+                 lifeline: tuple[int, float] | None = None) -> None:
+    """Worker process: open the device and meter once, then serve jobs until told to stop.
+
+    ``lifeline``: (parent pid, seconds one job may take at most): the worker dies with its parent
+    and ends itself past that deadline (:mod:`instrument.lifeline`)."""
+    from instrument.lifeline import arm_deadline, bind_to_parent
+
+    job_deadline_s = 0.0
+    if lifeline is not None:
+        bind_to_parent(lifeline[0])
+        job_deadline_s = lifeline[1]
     try:
         from instrument.meters import make_meter
 
@@ -59,6 +70,8 @@ def _worker_main(conn: Connection, device: dict[str, Any], meter_spec: str, mete
         if msg is None:
             break
         kernel, config, policy, want_outputs, readback, arrays = msg
+        if job_deadline_s:
+            arm_deadline(job_deadline_s)
         try:
             m = run_config(backend, kernel, config, policy, meter,
                            phase=lambda p: conn.send(("phase", p)), want_outputs=want_outputs,
@@ -68,6 +81,8 @@ def _worker_main(conn: Connection, device: dict[str, Any], meter_spec: str, mete
             tb = traceback.format_exc(limit=5)
             log.debug("worker error: %s", tb)
             conn.send(("error", f"{type(e).__name__}: {e}"))
+        if job_deadline_s:
+            arm_deadline(0)
     meter.close()
     backend.close()
 
@@ -99,7 +114,8 @@ class Harness:
     def _start(self) -> None:
         parent, child = self._ctx.Pipe()
         proc = self._ctx.Process(
-            target=_worker_main, args=(child, self.device.to_dict(), self.meter_spec, self.meter_options),
+            target=_worker_main, args=(child, self.device.to_dict(), self.meter_spec, self.meter_options,
+                                       (os.getpid(), self._job_deadline_s())),
             daemon=True, name="kernelcast-worker",
         )
         proc.start()
@@ -118,6 +134,12 @@ class Harness:
             raise HarnessError(f"worker could not start: {payload}")
         self.meter_name = payload
         self._proc, self._conn = proc, parent
+
+    def _job_deadline_s(self) -> float:
+        """The worker's own limit on one job: past the parent's build and run limits plus a grace."""
+        from instrument.lifeline import DEADLINE_GRACE_S
+
+        return self.build_timeout_s + self.timeout_s + DEADLINE_GRACE_S
 
     def _lose_worker(self) -> None:
         """The worker crashed or was killed: reap it; the next run starts a new one."""

@@ -13,6 +13,7 @@ from typing import Any
 from kernelcast.console import fmt_table, human_bytes, load_kernel_source, to_json
 from kernelcast.errors import InputError, UsageError
 from kernelcast.log import setup_logging
+from kernelcast.options import Parser, default_action, nonneg_float, nonneg_int, positive_float, positive_int, seed
 
 log = logging.getLogger("kernelcast")
 
@@ -53,18 +54,14 @@ def cmd_devices(args: argparse.Namespace) -> int:
 def _policy(args: argparse.Namespace) -> Any:
     from instrument.runner import TimingPolicy
 
-    p = TimingPolicy()
+    p = TimingPolicy()      # ranges are checked by the parser (kernelcast.options)
     if args.repeats is not None:
-        if args.repeats < 1:
-            raise UsageError("--repeats must be at least 1")
         p.min_repeats = args.repeats
         p.max_repeats = max(p.max_repeats, args.repeats)
     if args.min_time is not None:
-        if args.min_time < 0:
-            raise UsageError("--min-time must not be negative")
         p.min_time_s = args.min_time
     if args.warmup is not None:
-        p.warmup = max(0, args.warmup)
+        p.warmup = args.warmup
     p.seed = args.seed
     return p
 
@@ -73,6 +70,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
     from datagen.args import UnsupportedArgument, complete_args
     from instrument.backends import select_device
     from instrument.harness import Harness, HarnessError
+    from instrument.memcheck import check_buffer_memory
     from instrument.meters import check_meter_spec
     from instrument.runner import validate_geometry
     from kernelcast.argspec import check_against_signature, parse_arg, parse_size
@@ -93,6 +91,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
         bindings, filled = complete_args(params, given, gsize, lsize)
     except UnsupportedArgument as e:
         raise UsageError(f"{e}; give it with --arg") from None
+    check_buffer_memory(device, bindings)
     if filled and not args.json:
         print(f"note: simple argument selection for {', '.join(filled)} (LLMPerf II-B1: arrays of gsize "
               f"elements, scalars = gsize)", file=sys.stderr)
@@ -156,7 +155,7 @@ def _add_device(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="kernelcast",
         description="GPU kernel performance/energy datasets, time and energy prediction, and benchmarks.",
     )
@@ -186,11 +185,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--build-options", default="", help="OpenCL build options, e.g. '-DTILE=16'")
     _add_device(p)
     p.add_argument("--meter", default="auto", help="energy meter: auto, nvml, rapl, none (default auto)")
-    p.add_argument("--repeats", type=int, help="minimum timed repeats (default 10)")
-    p.add_argument("--min-time", type=float, help="minimum summed kernel time in seconds (default 0.1)")
-    p.add_argument("--warmup", type=int, help="warm-up launches (default 2)")
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds before a running kernel is killed")
-    p.add_argument("--seed", type=int, default=0, help="seed of random buffer contents")
+    p.add_argument("--repeats", type=positive_int, help="minimum timed repeats (default 10)")
+    p.add_argument("--min-time", type=nonneg_float, help="minimum summed kernel time in seconds (default 0.1)")
+    p.add_argument("--warmup", type=nonneg_int, help="warm-up launches (default 2)")
+    p.add_argument("--timeout", type=positive_float, default=60.0, help="seconds before a running kernel is killed")
+    p.add_argument("--seed", type=seed, default=0, help="seed of random buffer contents")
     p.add_argument("--json", action="store_true", help="print the whole measurement record as JSON")
     p.set_defaults(func=cmd_measure)
 
@@ -213,8 +212,20 @@ def _extra_commands() -> list[Callable[[Any], object]]:
     return [datagen_parsers, calib_parser, model_parsers, bench_parser, train_parser]
 
 
+def _default_actions(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """Commands with actions and a default one (``dataset DS`` = ``dataset summary DS``)."""
+    for action in parser._subparsers._group_actions if parser._subparsers else []:
+        for name, sub in getattr(action, "choices", {}).items():
+            default = getattr(sub, "default_action", None)
+            if default and sub._subparsers is not None:
+                names = {n for a in sub._subparsers._group_actions for n in getattr(a, "choices", {})}
+                argv = default_action(argv, name, default, names)
+    return argv
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = _default_actions(parser, list(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
     setup_logging(args.verbose)
     try:

@@ -4,10 +4,11 @@
 2. ``datagen``: measure them over sampled launch configurations on the local device (with IQR
    rebalancing) into a dataset;
 3. ``calib --quick``: calibrate the device into a profile;
-4. ``train``: the small learned model (efficient mode, from scratch) on the dataset;
-5. ``blend``: fit the analytical+learned blend on the model's validation kernels;
-6. ``bench``: the project's own suite (kernels not in the training corpus), measured and predicted
-   by all three models, with the report and plots.
+4. ``train``: the two learned models on the dataset: the tabular model (gradient-boosted trees on
+   the analytical model's residual) and the small CodeGen model (efficient mode, from scratch);
+5. ``blend``: for each, the analytical+learned blend fitted on out-of-fold predictions (stacking);
+6. ``bench``: the project's own suite (kernels not in the training corpus), measured once and
+   predicted by the analytical model, each learned model and its blend, with the reports and plots.
 
 Everything printed is measured in this run: the output directory is emptied first (``--resume``
 keeps it, and each stage then resumes instead).
@@ -57,9 +58,10 @@ def run(args: argparse.Namespace) -> int:
     from instrument.backends import select_device
     from instrument.meters import check_meter_spec
     from kernelcast.config import device_spec
-    from train.blend import fit_on_validation
-    from train.cli import format_blend, format_metrics
+    from train.blend import fit_blend_oof
+    from train.cli import format_blend, format_metrics, format_tabular
     from train.loop import train_model
+    from train.tabular import train_tabular
 
     for name in ("bundled_every", "synthetic", "configs_per_kernel", "epochs", "max_sizes"):
         if getattr(args, name) < 1:
@@ -109,24 +111,33 @@ def run(args: argparse.Namespace) -> int:
     print(f"\nprofile written to {profile_path} ({len(profile.values)} values, {cal.n_runs} measurements, "
           f"{time.perf_counter() - tc:.1f} s)")
 
-    _stage(4, "train: the learned model (efficient mode, small CodeGen from scratch)", t0)
+    _stage(4, "train: the tabular model and the small CodeGen model (efficient mode, from scratch)", t0)
+    tabular = out / "tabular"
+    print(format_tabular(train_tabular(dataset, tabular, profile)))
     model = out / "model"
     result = train_model(dataset, model, mode="efficient", epochs=args.epochs, progress=False,
                          resume=args.resume)
     print(format_metrics(result.metrics, str(result.out_dir)))
 
-    _stage(5, "blend: fit analytical + learned on the validation kernels", t0)
-    print(format_blend(fit_on_validation(dataset, model, profile), str(model)))
+    _stage(5, "blend: analytical + each learned model, stacked on out-of-fold predictions", t0)
+    for d in (tabular, model):
+        print(format_blend(fit_blend_oof(dataset, d, profile, folds=3, codegen_epochs=args.epochs), str(d)))
+        print()
 
-    _stage(6, "bench: the project's own suite, measured and predicted by all three models", t0)
-    report = out / "report"
-    tab, report_md = run_bench(str(default_suite()), str(report), model=str(model), profile_spec=str(profile_path),
-                               device=device.spec, meter=args.meter, max_sizes=args.max_sizes,
-                               progress=sys.stderr.isatty())
-    print(print_table(tab))
-    print(f"report: {report_md} (plots in {report_md.parent / 'plots'})")
-    print(f"\ndemo finished in {time.perf_counter() - t0:.0f} s; report {report / 'REPORT.md'}, plots in "
-          f"{report / 'plots'}, dataset {dataset}, model {model}")
+    _stage(6, "bench: the project's own suite, measured once, predicted by every model", t0)
+    reports: list[Path] = []
+    for name, d in (("tabular", tabular), ("codegen", model)):
+        report = out / f"report-{name}"
+        first = reports[0] / "results.csv" if reports else None
+        tab, report_md = run_bench(str(default_suite()), str(report), model=str(d), profile_spec=str(profile_path),
+                                   device=device.spec, meter=args.meter, max_sizes=args.max_sizes,
+                                   progress=sys.stderr.isatty(), measured=str(first) if first else None)
+        print(f"learned model: {name} ({d})" + (f"; measurements of {first}" if first else ""))
+        print(print_table(tab))
+        print(f"report: {report_md} (plots in {report_md.parent / 'plots'})\n")
+        reports.append(report)
+    print(f"demo finished in {time.perf_counter() - t0:.0f} s; reports {', '.join(str(r) for r in reports)}, "
+          f"dataset {dataset}, models {tabular} and {model}")
     return 0
 
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -44,6 +44,7 @@ import pandas as pd
 from calib.profile import DeviceProfile
 from kernelcast.columns import decode_args, decode_sizes
 from models.base import Predictions, Predictor
+from models.static.features import BUILTIN_CLASSES
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,9 @@ class DeviceParams:
     mem_latency_s: float | None
     tdp_w: float | None
     energy: dict[str, float] | None
+    is_cpu: bool = False
+    builtin_rates: dict[str, float] = field(default_factory=dict)   # bi_* class -> calls/s, vectorized
+    scalar_rates: dict[str, float] = field(default_factory=dict)    # op / bi_* class -> ops/s, not vectorized
 
     @classmethod
     def from_profile(cls, p: DeviceProfile, device_info: Any = None) -> DeviceParams:
@@ -148,7 +152,15 @@ class DeviceParams:
         energy = None
         if p.has_energy and get("idle_power_w") is not None:
             energy = {n: v.value for n, v in p.values.items()}
+        builtin_rates, b_sources = _builtin_rates(p, rates)
+        sources.update(b_sources)
+        is_cpu = "CPU" in kind and not is_gpu
+        scalar_rates: dict[str, float] = {}
+        if is_cpu:
+            scalar_rates, s_sources = _scalar_rates(p, {**rates, **builtin_rates})
+            sources.update(s_sources)
         return cls(
+            is_cpu=is_cpu, builtin_rates=builtin_rates, scalar_rates=scalar_rates,
             name=getattr(dev, "name", "") or "device", is_gpu=bool(is_gpu), compute_units=int(cu), warp=int(warp),
             rates=rates, rate_sources=sources, bw_levels=[lv for lv in levels if lv[0] > 0], dram_bw=dram,
             local_bw=(get("bw_local_gbs") or 0) * 1e9 or None,
@@ -164,6 +176,99 @@ class DeviceParams:
             if c in self.rates:
                 return self.rates[c]
         return self.rates.get("fp32_fma") or self.rates.get("fp32_add") or 1e10
+
+    def builtin_rate(self, b: str) -> float:
+        """Vectorized rate of builtin family class ``b``; a family without a calibrated rate gets
+        the generic special-function rate divided by the ``sfu`` weight of its calls."""
+        if b in self.builtin_rates:
+            return self.builtin_rates[b]
+        weight = 2.0 if b.endswith(("pow", "tanh")) else 1.0
+        return self.rate("sfu") / weight
+
+    def scalar_rate(self, op: str) -> float:
+        """Rate of code the runtime does not vectorize across work-items (CPU devices)."""
+        if op in self.scalar_rates:
+            return self.scalar_rates[op]
+        for c in RATE_CLASSES.get(op, ()):
+            if c in self.scalar_rates:
+                return self.scalar_rates[c]
+        return (self.builtin_rate(op) if op.startswith("bi_") else self.rate(op)) / DEFAULT_SIMD_LANES
+
+
+#: vectorized / scalar rate ratio assumed for a CPU profile without ``scalar_<class>_gops``
+#: (8 fp32 lanes: AVX2; AVX-512 devices measure their own ratio with ``calib --only scalar``)
+DEFAULT_SIMD_LANES = 8.0
+#: profile classes tried for each builtin family class, in order (after ``peak_<variant><family>``)
+_FAMILY_FALLBACK = {"half_": ("half_", "native_", ""), "native_": ("native_", ""), "": ("",)}
+
+
+def _builtin_rates(p: DeviceProfile, rates: dict[str, float]) -> tuple[dict[str, float], dict[str, str]]:
+    """Vectorized rate of each builtin family class (``bi_*``): ``peak_<variant><family>_gops``,
+    else the same family's other variants, else (``divide``) the fp32 division rate; families
+    without any measured rate are left out (the model then charges them at the ``sfu`` rate)."""
+    from models.static.features import BUILTIN_FAMILIES
+
+    out: dict[str, float] = {}
+    src: dict[str, str] = {}
+    for fam in BUILTIN_FAMILIES:
+        for variant, order in _FAMILY_FALLBACK.items():
+            key = f"bi_{variant}{fam}"
+            for v in order:
+                val = p.get(f"peak_{v}{fam}_gops")
+                if val:
+                    out[key] = val * 1e9
+                    src[key] = "profile" if v == variant else f"profile (peak_{v}{fam}_gops)"
+                    break
+            if key not in out and fam == "divide" and "fp32_div" in rates:
+                out[key], src[key] = rates["fp32_div"], "profile (fp32 division rate)"
+    return out, src
+
+
+def _scalar_rates(p: DeviceProfile, vec: dict[str, float]) -> tuple[dict[str, float], dict[str, str]]:
+    """Scalar (not vectorized across work-items) rates of a CPU profile: ``scalar_<class>_gops``
+    where measured, else the vectorized rate times the measured scalar/vector ratio of the
+    closest class (fp32 FMA for arithmetic), else ``1 / DEFAULT_SIMD_LANES`` of it."""
+    out: dict[str, float] = {}
+    src: dict[str, str] = {}
+    ratio_fma = None
+    if p.get("scalar_fp32_fma_gops") and "fp32_fma" in vec:
+        ratio_fma = p.get("scalar_fp32_fma_gops", 0.0) * 1e9 / vec["fp32_fma"]  # type: ignore[operator]
+    for c, r in vec.items():
+        name = c[3:] if c.startswith("bi_") else c
+        val = p.get(f"scalar_{name}_gops")
+        if val:
+            out[c], src["scalar " + c] = val * 1e9, "profile"
+        elif ratio_fma is not None and not c.startswith("bi_"):
+            out[c], src["scalar " + c] = r * ratio_fma, "profile (vector rate x scalar/vector ratio of fp32 FMA)"
+        else:
+            out[c], src["scalar " + c] = r / DEFAULT_SIMD_LANES, f"rule: vector rate / {DEFAULT_SIMD_LANES:g} lanes"
+    return out, src
+
+
+#: constant trip counts up to this are taken as fully unrolled by the compiler (LLVM's full unroll
+#: of small constant loops), leaving the work-item loop innermost and vectorizable
+UNROLL_MAX_TRIP = 16
+
+
+def cpu_vectorizable(feats: Any) -> tuple[bool, str]:
+    """Static estimate of whether a CPU OpenCL runtime (PoCL, Intel) vectorizes the work-item
+    loop of a kernel: LLVM's loop vectorizer only handles innermost loops, so a kernel with a loop
+    it does not fully unroll runs one work-item per lane of scalar code; atomics are not vectorized.
+    Branches are if-converted (masked stores), gathers use gather instructions, math builtins
+    have vector variants (SLEEF)."""
+    for a in getattr(feats, "accesses", []):
+        if a.kind == "atomic":
+            return False, f"atomic on {a.arg} (line {a.line})"
+    for lp in getattr(feats, "loops", []):
+        if lp.trip_kind == "dead":
+            continue
+        try:
+            t = float(lp.trip)
+        except ValueError:
+            return False, f"loop at line {lp.line} with trip count {lp.trip}"
+        if t > UNROLL_MAX_TRIP:
+            return False, f"loop at line {lp.line} with {t:g} trips (not unrolled)"
+    return True, "no loop left after unrolling and no atomics"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -269,13 +374,24 @@ class AnalyticalModel(Predictor):
         prefix = "warp_" if d.is_gpu else ""
         comp_s_item = np.zeros_like(g)       # seconds of one compute unit per work-item
         flops = np.zeros_like(g)
+        vec = True
+        if d.is_cpu:
+            vec, _why = cpu_vectorizable(feats)
+        families = [b for b in BUILTIN_CLASSES if b in f and np.any(f[b] > 0)]
         for op in RATE_CLASSES:
             cnt = f.get(prefix + op, f.get(op))
             if cnt is None:
                 continue
-            comp_s_item = comp_s_item + cnt / (d.rate(op) / cu)
+            if op == "sfu" and families:
+                continue        # every special function is charged in its family below
+            rate = d.rate(op) if vec else d.scalar_rate(op)
+            comp_s_item = comp_s_item + cnt / (rate / cu)
             if op.startswith("fp"):
                 flops = flops + f[op] * (2 if op.endswith("fma") else 1)
+        for b in families:
+            cnt = f.get(prefix + b, f[b])
+            rate = d.builtin_rate(b) if vec else d.scalar_rate(b)
+            comp_s_item = comp_s_item + cnt / (rate / cu)
         fetched = f["global_fetched_bytes"] + f["constant_load_bytes"] * 0.0
         requested = f["global_load_bytes"] + f["global_store_bytes"] + f["global_atomic_bytes"]
         bw = np.full_like(g, d.dram_bw)
@@ -433,9 +549,26 @@ class AnalyticalModel(Predictor):
             res = self.evaluate(feats, env, cap)
             time_us[idx] = res.time_s * 1e6
             energy[idx] = res.energy_j
+            extra = kernel_assumptions(feats, self.dev)
             for j, i in enumerate(idx):
                 expl[i] = explain({k: v[j] for k, v in res.parts.items()}, res.time_s[j])
+                expl[i].update(extra)
         return Predictions(time_us, energy, expl)
+
+
+def kernel_assumptions(feats: Any, dev: DeviceParams) -> dict[str, Any]:
+    """What the prediction of a kernel assumed: trip counts that are not exact (dead loops removed,
+    loops bounded by a ``break``, ``avg_trip`` guesses) and, on a CPU device, whether the work-item
+    loop is taken as vectorized and why."""
+    out: dict[str, Any] = {}
+    loops = [f"line {lp.line}: {lp.assumed}" for lp in getattr(feats, "loops", []) if getattr(lp, "assumed", "")]
+    if loops:
+        out["assumed_trip_counts"] = loops
+    if dev.is_cpu:
+        vec, why = cpu_vectorizable(feats)
+        out["cpu_vectorized"] = vec
+        out["cpu_vectorized_because"] = why
+    return out
 
 
 def explain(p: dict[str, Any], t: float) -> dict[str, Any]:

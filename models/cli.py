@@ -15,6 +15,7 @@ import pandas as pd
 
 from kernelcast.console import fmt_table, json_number, load_kernel_source, to_json
 from kernelcast.errors import InputError, UsageError
+from kernelcast.options import positive_float, positive_int
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,18 @@ def _measured_notes(ms: Any, json_mode: bool) -> None:
         _note(f"--measured {ms.path}: {ms.skipped} record(s) with a status other than ok left out")
 
 
+def _check_local_sizes(rows: list[dict[str, Any]], profile: Any) -> None:
+    """A local size the device (profile) cannot run is refused, as ``measure`` refuses it."""
+    max_wg = profile.get("max_wg_size") or profile.device.max_work_group_size
+    if not max_wg:
+        return
+    for i, r in enumerate(rows):
+        if r["lsize"] and int(np.prod(r["lsize"])) > max_wg:
+            where = f"configuration {i + 1}: " if len(rows) > 1 else ""
+            raise UsageError(f"{where}work-group of {int(np.prod(r['lsize']))} work-items exceeds the maximum "
+                             f"{int(max_wg)} of {profile.device.name}")
+
+
 def cmd_predict(args: argparse.Namespace) -> int:
     from calib.local import resolve_profile
     from kernelcast.argspec import parse_size
@@ -113,6 +126,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if args.measured:
         ms, mframe, m_us = _read_measured(args, kernel, params)
     profile = resolve_profile(args.profile, args.device, on_calibrate=None if args.json else _note)
+    _check_local_sizes(rows, profile)
     # intervals and corrections are shown with a tabular model or measured configurations; the
     # outputs of the other cases are unchanged
     detailed = isinstance(learned, TabularPredictor) or ms is not None
@@ -247,12 +261,6 @@ def cmd_tune(args: argparse.Namespace) -> int:
     n = parse_size(args.gsize, "--gsize")
     if args.objective not in ("time", "energy", "pareto"):
         raise UsageError("--objective must be time, energy or pareto")
-    if args.top < 1:
-        raise UsageError("--top must be at least 1")
-    if args.measure_top is not None and args.measure_top < 1:
-        raise UsageError("--measure-top must be at least 1")
-    if args.max_wg is not None and args.max_wg < 1:
-        raise UsageError("--max-wg must be at least 1")
     caps = power_caps(args.power_caps)
     kt_out = _check_kt_format(args)
     tab = _load_tune_model(args.model) if args.model else None
@@ -527,7 +535,8 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--profile", help="device profile: a bundled name (a100, v100, h100, rtx4090) or a JSON path; "
                                      "default: this machine's device, calibrated on first use")
     p.add_argument("--device", help="OpenCL device whose profile to use when --profile is not given")
-    p.add_argument("--power-cap", type=float, help="power cap in W (DVFS adjustment; needs tdp_w in the profile)")
+    p.add_argument("--power-cap", type=positive_float,
+                   help="power cap in W (DVFS adjustment; needs tdp_w in the profile)")
     p.add_argument("--build-options", default="")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_predict)
@@ -545,15 +554,15 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--shapes", action="store_true", help="every 2D/3D block shape, not one per size")
     p.add_argument("--power-caps", metavar="LO:HI:STEP", help="power caps in W, e.g. 100:250:25")
     p.add_argument("--objective", default="time", help="time, energy or pareto")
-    p.add_argument("--top", type=int, default=10, help="rows to print for time/energy objectives")
-    p.add_argument("--max-wg", type=int, help="cap the work-group size")
+    p.add_argument("--top", type=positive_int, default=10, help="rows to print for time/energy objectives")
+    p.add_argument("--max-wg", type=positive_int, help="cap the work-group size")
     p.add_argument("--profile")
     p.add_argument("--device")
     p.add_argument("--model", metavar="DIR", help="score with a tabular model (kernelcast train --kind tabular) "
                                                   "instead of the analytical model; adds 90%% intervals")
     p.add_argument("--measured", metavar="FILE", help="measured configurations of this kernel (as predict --measured): "
                                                       "predictions corrected by the kernel's offset")
-    p.add_argument("--measure-top", type=int, metavar="K",
+    p.add_argument("--measure-top", type=positive_int, metavar="K",
                    help="measure the predicted best K on the device, one at a time, re-ranking the rest by the "
                         "corrected prediction after each measurement")
     p.add_argument("--build-options", default="")

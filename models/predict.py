@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from calib.profile import DeviceProfile
     from kernelcast.clang import KernelParam
     from models.base import Predictor
-    from models.blend import BlendWeights
+    from models.blend import StackedBlend
     from models.tabular import ResidualCalibration
 
 
@@ -80,7 +80,7 @@ def measured_frame(kernel: Kernel, params: list[KernelParam], measured: Measured
     return pd.DataFrame(rows), np.array([c.time_us for c in measured.configs], dtype=np.float64)
 
 
-def load_learned(model: str | None) -> tuple[Predictor | None, BlendWeights | None]:
+def load_learned(model: str | None) -> tuple[Predictor | None, StackedBlend | None]:
     """The learned predictor of a model directory and its blend weights, or ``(None, None)``
     without one. The kind is read from the directory: a tabular model (``tabular.json``, loaded
     without torch) or a CodeGen model (``config.json``). :class:`UsageError` for a directory that
@@ -91,7 +91,7 @@ def load_learned(model: str | None) -> tuple[Predictor | None, BlendWeights | No
     from models.tabular import is_tabular_dir
 
     if p.is_dir() and is_tabular_dir(p):
-        from models.blend import BlendWeights
+        from models.blend import StackedBlend
         from models.tabular import TabularPredictor
 
         try:
@@ -99,23 +99,23 @@ def load_learned(model: str | None) -> tuple[Predictor | None, BlendWeights | No
         except Exception as e:  # noqa: BLE001 - any loading failure is bad input here
             why = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise UsageError(f"--model {model}: cannot load: {why}") from None
-        return tp, BlendWeights.load(p)
+        return tp, StackedBlend.load(p)
     if p.exists() and not (p / "config.json").is_file():
         raise UsageError(f"--model {model}: not a model directory (no config.json or tabular.json); train one with "
                          f"'kernelcast train'")
     try:
-        from models.blend import BlendWeights
+        from models.blend import StackedBlend
         from models.learned.predictor import LearnedPredictor
 
         lp = LearnedPredictor.from_pretrained(model)
     except Exception as e:  # noqa: BLE001 - any loading failure is bad input here
         why = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise UsageError(f"--model {model}: cannot load: {why}") from None
-    return lp, (BlendWeights.load(p) if p.is_dir() else None)
+    return lp, (StackedBlend.load(p) if p.is_dir() else None)
 
 
 def predict_frame(frame: pd.DataFrame, profile: DeviceProfile, learned: Predictor | None = None,
-                  weights: BlendWeights | None = None) -> pd.DataFrame:
+                  weights: StackedBlend | None = None) -> pd.DataFrame:
     """Analytical, learned and blended predictions side by side for the rows of ``frame``:
     ``analytical_us``, ``analytical_energy_j``, ``explanation``, and with a learned model
     ``learned_us``, ``learned_energy_j``, ``blend_us``, ``blend_kind``.
@@ -127,7 +127,7 @@ def predict_frame(frame: pd.DataFrame, profile: DeviceProfile, learned: Predicto
 
 
 def _predict(frame: pd.DataFrame, profile: DeviceProfile, learned: Predictor | None,
-             weights: BlendWeights | None) -> tuple[pd.DataFrame, list[str | None] | None]:
+             weights: StackedBlend | None) -> tuple[pd.DataFrame, list[str | None] | None]:
     """:func:`predict_frame`, and with a tabular model the analytical bound of each row under the
     model's profile (what its interval quantiles are binned by)."""
     from models.analytical import AnalyticalModel
@@ -138,25 +138,25 @@ def _predict(frame: pd.DataFrame, profile: DeviceProfile, learned: Predictor | N
     out["explanation"] = pa.explanation
     bounds = None
     if learned is not None:
-        from models.blend import BlendModel, BlendWeights
+        from models.blend import BlendModel, single
         from models.tabular import TabularPredictor, bound_names, build_table
 
         if isinstance(learned, TabularPredictor):
             table = build_table(frame, learned.profile)
             pl = learned.predict_table(table)
             bounds = bound_names(table["an_bound"].to_numpy(dtype=np.float64))
-            default = BlendWeights(0.0, 1.0, 0.0, "learned")
+            default = single("learned", "analytical", "learned (no blend fitted)")
         else:
             f2 = frame.copy()
             f2["analytical_log2_time"] = np.log2(np.maximum(pa.time_us, 1e-9))
             pl = learned.predict(f2)
-            default = BlendWeights()
+            default = single("learned", "analytical", "learned (no blend fitted)")
         out["learned_us"] = pl.time_us
         out["learned_energy_j"] = pl.energy_j
         blend = BlendModel(an, learned, weights or default)
         pb = blend.combine(pa, pl)
         out["blend_us"] = pb.time_us
-        out["blend_kind"] = blend.weights.kind
+        out["blend_kind"] = blend.blend.kind
     return out, bounds
 
 
@@ -195,7 +195,7 @@ def same_profile(a: DeviceProfile, b: DeviceProfile) -> bool:
     return json.dumps(a.to_dict(), sort_keys=True, default=str) == json.dumps(b.to_dict(), sort_keys=True, default=str)
 
 
-def _calibrations(profile: DeviceProfile, learned: Predictor | None, weights: BlendWeights | None,
+def _calibrations(profile: DeviceProfile, learned: Predictor | None, weights: StackedBlend | None,
                   models: list[str]) -> tuple[dict[str, ResidualCalibration], dict[str, str]]:
     """The residual calibration behind each model column's interval, or why it has none."""
     from models.tabular import TabularPredictor
@@ -220,7 +220,7 @@ def _calibrations(profile: DeviceProfile, learned: Predictor | None, weights: Bl
         cal = tab.residual_calibration("tabular") if tab is not None else None
         if cal is not None:
             cals["learned"] = cal
-            if weights is None or (weights.kind == "learned" and weights.a == 0 and weights.b == 1 and weights.c == 0):
+            if weights is None or (weights.weights == {"learned": 1.0} and weights.intercept == 0):
                 cals["blend"] = cal
             else:
                 notes["blend"] = f"the blend ({weights.kind}) stores no residuals"
@@ -232,7 +232,7 @@ def _calibrations(profile: DeviceProfile, learned: Predictor | None, weights: Bl
 
 
 def predict_with_intervals(frame: pd.DataFrame, profile: DeviceProfile, learned: Predictor | None = None,
-                           weights: BlendWeights | None = None, measured: pd.DataFrame | None = None,
+                           weights: StackedBlend | None = None, measured: pd.DataFrame | None = None,
                            measured_us: Any = None) -> PredictionSet:
     """:func:`predict_frame` with a 90 % interval per model where measured residuals exist, and,
     with ``measured`` (prediction rows of measured configurations of the same kernel) and their

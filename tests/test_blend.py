@@ -1,43 +1,75 @@
-"""The log-space blend: combination, fallback, save/load, and the choice among candidates."""
+"""The log-space blend: combination, fallback, save/load (and the version-1 file), the choice among
+candidates on out-of-fold predictions."""
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pytest
 
-from models.blend import BlendWeights
-from train.blend import fit_blend
+from kernelcast.metrics import median_abs_log2
+from models.blend import BlendFileError, StackedBlend, single
+from train.blend import LSQ_ROWS_PER_COEF, fit_stacked_blend
 
 
 def test_combine_is_a_weighted_geometric_mean_with_fallback():
-    w = BlendWeights(0.5, 0.5, 0.0)
-    out = w.combine(np.array([4.0, np.nan, 8.0]), np.array([16.0, 3.0, np.nan]))
+    w = StackedBlend({"analytical": 0.5, "learned": 0.5}, 0.0, "geometric_mean", ["learned", "analytical"])
+    out = w.combine({"analytical": np.array([4.0, np.nan, 8.0]), "learned": np.array([16.0, 3.0, np.nan])})
     np.testing.assert_allclose(out, [8.0, 3.0, 8.0])       # sqrt(4 * 16); one model missing: the other
-    np.testing.assert_allclose(BlendWeights(1, 0, 1).combine(np.array([5.0]), np.array([7.0])), [10.0])
+    one = StackedBlend({"analytical": 1.0}, 1.0, "analytical+offset")
+    np.testing.assert_allclose(one.combine({"analytical": np.array([5.0]), "learned": np.array([7.0])}), [10.0])
+    assert single("learned", "analytical").combine({"analytical": np.array([2.0]),
+                                                    "learned": np.array([np.nan])})[0] == 2.0
 
 
 def test_save_and_load_round_trip(tmp_path):
-    w = BlendWeights(0.8, 0.3, -0.2, "least_squares", {"rows": 12})
+    w = StackedBlend({"analytical": 0.8, "learned": 0.3}, -0.2, "least_squares", ["learned", "analytical"],
+                     {"analytical": 1.0, "least_squares": 0.5}, rows=12, fitted={"folds": 5})
     w.save(tmp_path)
-    assert BlendWeights.load(tmp_path) == w
-    assert BlendWeights.load(tmp_path / "none") is None
+    assert StackedBlend.load(tmp_path) == w
+    assert StackedBlend.load(tmp_path / "none") is None
+    assert json.loads((tmp_path / "blend.json").read_text())["version"] == 2
 
 
-def test_fit_picks_the_exact_candidate():
+def test_a_version_1_blend_is_read_as_the_same_formula(tmp_path):
+    (tmp_path / "blend.json").write_text(json.dumps({"a": 1.0, "b": 0.5, "c": 1.0, "kind": "least_squares",
+                                                     "validation": {"rows": 62}}))
+    w = StackedBlend.load(tmp_path)
+    assert w is not None and w.weights == {"analytical": 1.0, "learned": 0.5} and w.intercept == 1.0
+    # log2 t = log2 4 + 0.5 log2 16 + 1 = 5
+    assert w.combine({"analytical": np.array([4.0]), "learned": np.array([16.0])})[0] == pytest.approx(32.0)
+
+
+@pytest.mark.parametrize("text", ["{not json", "[1, 2]", json.dumps({"kind_of_file": "kernelcast-blend",
+                                                                      "version": 9})])
+def test_a_damaged_blend_file_is_an_input_error_naming_it(tmp_path, text):
+    (tmp_path / "blend.json").write_text(text)
+    with pytest.raises(BlendFileError, match="blend.json"):
+        StackedBlend.load(tmp_path)
+
+
+def test_fit_picks_the_exact_model():
     rng = np.random.default_rng(0)
     y = 2.0 ** rng.uniform(0, 10, 40)
     # the learned model is exact, the analytical one is off by 4x with noise: learned alone wins
     an = y * 4 * 2.0 ** rng.normal(0, 0.5, 40)
-    w = fit_blend(an, y, y)
-    assert w.kind in ("learned", "least_squares")
-    np.testing.assert_allclose(w.combine(an, y), y, rtol=1e-6)
-    assert w.validation["rows"] == 40
+    w = fit_stacked_blend({"analytical": an, "learned": y}, y)
+    assert w.kind == "learned" and w.rows == 40
+    np.testing.assert_allclose(w.combine({"analytical": an, "learned": y}), y)
 
 
-def test_least_squares_recovers_a_known_mix():
+def test_least_squares_recovers_a_known_mix_only_with_enough_rows():
     rng = np.random.default_rng(1)
-    an, le = 2.0 ** rng.uniform(0, 8, 50), 2.0 ** rng.uniform(0, 8, 50)
+    n = LSQ_ROWS_PER_COEF * 3
+    an, le = 2.0 ** rng.uniform(0, 8, n), 2.0 ** rng.uniform(0, 8, n)
     y = 2.0 ** (0.25 * np.log2(an) + 0.75 * np.log2(le) + 1.0)
-    w = fit_blend(an, le, y)
+    w = fit_stacked_blend({"analytical": an, "learned": le}, y)
     assert w.kind == "least_squares"
-    assert (w.a, w.b, w.c) == pytest.approx((0.25, 0.75, 1.0), abs=1e-9)
+    assert (w.weights["analytical"], w.weights["learned"], w.intercept) == pytest.approx((0.25, 0.75, 1.0), abs=1e-9)
+    # too few rows per coefficient: no least-squares candidate (it would win by over-fitting)
+    few = fit_stacked_blend({"analytical": an[:10], "learned": le[:10]}, y[:10])
+    assert "least_squares" not in few.scores
+    # whatever is chosen is never worse than the best single model on these rows
+    best_single = min(few.scores["analytical"], few.scores["learned"])
+    assert median_abs_log2(few.combine({"analytical": an[:10], "learned": le[:10]}), y[:10]) <= best_single

@@ -207,7 +207,7 @@ class Truth:
     barrier_ns: float = 40.0
     rates: dict[str, float] = field(default_factory=lambda: {
         c: r for c, r in zip(K.OP_CLASSES, (4e12, 4e12, 8e12, 2e12, 3e12, 1e12, 0.5e12, 0.25e12, 0.3e12, 0.35e12,
-                                             1.1e12, 1.2e12, 1.3e12))})
+                                             1.1e12, 1.2e12, 1.3e12) + tuple(0.1e12 + 0.01e12 * i for i in range(20)))})
     bw: tuple[tuple[float, float], ...] = ((64 * KiB, 800e9), (4 * MiB, 300e9), (math.inf, 100e9))
     lat: tuple[tuple[float, float], ...] = ((64 * KiB, 2e-9), (4 * MiB, 10e-9), (math.inf, 80e-9))
     local_bw: float = 2000e9
@@ -303,10 +303,10 @@ class FakeHarness:
         return m
 
 
-def _fake_device(truth: Truth) -> DeviceInfo:
+def _fake_device(truth: Truth, kind: str = "GPU") -> DeviceInfo:
     return DeviceInfo(
         platform_index=0, device_index=0, platform_name="Fake", platform_version="OpenCL 3.0 Fake",
-        name="Fake GPU", vendor="Fake", type="GPU", driver_version="1.0", device_version="OpenCL 3.0",
+        name=f"Fake {kind}", vendor="Fake", type=kind, driver_version="1.0", device_version="OpenCL 3.0",
         compute_units=truth.cu, max_work_group_size=1024, max_work_item_sizes=[1024, 1024, 64],
         preferred_wg_multiple=32, global_mem_bytes=1 << 30, max_alloc_bytes=1 << 30, local_mem_bytes=64 * KiB,
         max_constant_bytes=64 * KiB, max_clock_mhz=1500, mem_base_align_bytes=128,
@@ -320,6 +320,20 @@ def fake_calibration():
     cal = Calibrator(dev, FakeHarness(truth, energy=False), FakeHarness(truth, energy=True, seed=1),
                      CalibOptions(host_overhead=False), meter="fake")
     return truth, cal, cal.run()
+
+
+def test_fake_cpu_scalar_rates():
+    """The fake runs a width-1 kernel at 0.6 of the class rate (work-groups of 256): the scalar
+    benchmark reports that, within the 0.2 % noise plus launch and work-group overheads; a GPU
+    skips it."""
+    truth = Truth()
+    opts = CalibOptions(host_overhead=False, benches=("launch", "peak", "scalar"), op_classes=("fp32_fma", "exp"))
+    p = Calibrator(_fake_device(truth, "CPU"), FakeHarness(truth, energy=False), None, opts).run()
+    for cls in ("fp32_fma", "exp"):
+        assert p.get(f"scalar_{cls}_gops") == pytest.approx(0.6 * truth.rates[cls] / 1e9, rel=0.03)
+        assert p.get(f"peak_{cls}_gops") == pytest.approx(truth.rates[cls] / 1e9, rel=0.03)
+    g = Calibrator(_fake_device(truth, "GPU"), FakeHarness(truth, energy=False), None, opts).run()
+    assert g.get("scalar_fp32_fma_gops") is None
 
 
 def test_fake_calibration_recovers_time_parameters(fake_calibration):

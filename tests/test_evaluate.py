@@ -26,6 +26,7 @@ from kernelcast.metrics import (
     within_factor,
 )
 from kernelcast.schema import Kernel
+from tests.kernels import TRIAD
 from train.evaluate import (
     EvaluateOptions,
     assign_folds,
@@ -373,4 +374,49 @@ def test_evaluate_bad_input_exits_2_and_writes_nothing(case, tiny_dataset, tmp_p
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     assert cli.main(args) == 2
     assert expect in _error(capsys)
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+def test_blend_command_stacks_on_out_of_fold_predictions(tiny_dataset, tmp_path, capsys):
+    """``kernelcast blend`` on a tabular model: the blend is chosen on OOF predictions (the tabular
+    model refitted per grouped fold), stored with its figures, never worse than the better single
+    model there, and predict uses it."""
+    model = tmp_path / "tab"
+    assert cli.main(["train", "--kind", "tabular", "--data", str(tiny_dataset), "--out", str(model),
+                     "--profile", PROFILE]) == 0
+    capsys.readouterr()
+    assert cli.main(["blend", "--data", str(tiny_dataset), "--model", str(model), "--profile", PROFILE,
+                     "--folds", "2", "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    saved = json.loads((model / "blend.json").read_text())
+    assert saved["kind"] == res["blend"]["kind"] and saved["fitted"]["method"].startswith("stacking")
+    assert saved["fitted"]["folds"] == 2 and saved["fitted"]["rows"] == res["rows"] > 0
+    figs = res["figures"]
+    assert figs["blend"]["median_abs_log2"] <= min(figs["analytical"]["median_abs_log2"],
+                                                   figs["learned"]["median_abs_log2"]) + 1e-12
+    # the OOF analytical figure is the analytical model's own (nothing fitted)
+    assert figs["analytical"]["rows"] == res["rows"]
+    # a damaged blend.json is one line and exit 2 in predict
+    (model / "blend.json").write_text("{oops")
+    k = tmp_path / "k.cl"
+    k.write_text(TRIAD)
+    assert cli.main(["predict", "--kernel", str(k), "--gsize", "4096", "--lsize", "64", "--model", str(model),
+                     "--profile", PROFILE]) == 2
+    assert "blend.json" in _error(capsys)
+
+
+@pytest.mark.parametrize("case", ["not a model", "folds 1"])
+def test_blend_bad_input_exits_2_and_writes_nothing(case, tiny_dataset, tmp_path, capsys):
+    model = tmp_path / "m"
+    model.mkdir()
+    args = ["blend", "--data", str(tiny_dataset), "--model", str(model), "--profile", PROFILE]
+    if case == "folds 1":
+        args += ["--folds", "1"]
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    try:
+        rc = cli.main(args)
+    except SystemExit as e:          # an option's type check (argparse)
+        rc = e.code
+    assert rc == 2
+    assert {"not a model": "not a model directory", "folds 1": "--folds: must be at least 2"}[case] in _error(capsys)
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before

@@ -575,3 +575,25 @@ def test_manifest_document_roundtrip_via_parse(tdir):
     doc = _doc()
     suite = parse_manifest(copy.deepcopy(doc), tdir / "virtual.json")
     assert suite.name == "t" and suite.constants == {"KI": 1024, "WG": 64}
+
+
+def test_a_local_size_sweep_gives_one_instance_per_size_and_local_size(tdir):
+    e = _entry()
+    del e["lsize"]
+    e["lsizes"] = ["WG", 128, "256"]
+    e["gsize"] = "round_up(n, 256)"
+    suite = _load(tdir, _doc(e))
+    insts = list(suite.instances())
+    assert [(i.n, i.lsize) for i in insts] == [(1024, (64,)), (1024, (128,)), (1024, (256,)),
+                                               (2048, (64,)), (2048, (128,)), (2048, (256,))]
+    assert insts[1].label == "axpy n=1024 lsize=128" and insts[0].gsize == insts[2].gsize == (1024,)
+
+
+def test_sweep_mistakes_name_the_field(tdir):
+    e = _entry()
+    e["lsizes"] = [32, 64]                         # and lsize too
+    _has(_error(tdir, _doc(e)), "axpy", "lsizes", "not both")
+    e = _entry()
+    del e["lsize"]
+    e["lsizes"] = [64, 48]                         # 48 does not divide round_up(n, 64) = 1024
+    _has(_error(tdir, _doc(e)), "axpy", "lsizes[1]", "does not divide")

@@ -107,3 +107,62 @@ def test_compare_catches_wrong_results(suite):
     assert compare("label", one_off, labels) is None
     one_off[6] = 0
     assert (compare("label", one_off, labels) or "").startswith("label: 2/1000 values differ")
+
+
+_COPY = ("__kernel void kc_t_scale(__global const float *a, __global float *b, const int n) {"
+         " int i = get_global_id(0); if (i < n) b[i] = 2.0f * a[i]; }\n")
+
+
+def _sweep_manifest(tmp_path: Path) -> Path:
+    (tmp_path / "k.cl").write_text(_COPY)
+    doc = {"name": "sweep", "version": 1, "kernels": [
+        {"id": "scale", "file": "k.cl", "kernel": "kc_t_scale", "sizes": [8192, 32768], "gsize": "n",
+         "lsizes": [16, 64, 128],
+         "args": [{"name": "a", "buffer": "float", "count": "n"}, {"name": "b", "buffer": "float", "count": "n"},
+                  {"name": "n", "scalar": "int", "value": "n"}]}]}
+    p = tmp_path / "m.json"
+    p.write_text(json.dumps(doc))
+    return p
+
+
+def test_bench_sweep_tuning_figures_and_measured_reuse(device, tmp_path, capsys):
+    """A local-size sweep gets per-size tuning figures; ``--measured`` reuses the first run's
+    measurements exactly and refuses a file that does not match the suite."""
+    import pandas as pd
+
+    import kernelcast.cli as cli
+
+    m = _sweep_manifest(tmp_path)
+    common = ["bench", "--suite", str(m), "--profile", "pocl-local", "--device", device.spec, "--meter", "none"]
+    assert cli.main([*common, "--out", str(tmp_path / "r1")]) == 0
+    first = pd.read_csv(tmp_path / "r1" / "results.csv")
+    assert len(first) == 6 and (first["status"] == "ok").all()
+    assert sorted(first["local_items"].unique()) == [16, 64, 128]
+    tab = pd.read_csv(tmp_path / "r1" / "table.csv")
+    assert int(tab.loc[tab["kernel"] == "scale", "tuning_groups"].iloc[0]) == 2
+    top1 = float(tab.loc[tab["kernel"] == "scale", "analytical_top1"].iloc[0])
+    assert top1 in (0.0, 50.0, 100.0)
+    assert "Local-size sweeps" in (tmp_path / "r1" / "REPORT.md").read_text()
+    capsys.readouterr()
+
+    assert cli.main([*common, "--out", str(tmp_path / "r2"), "--measured", str(tmp_path / "r1" / "results.csv")]) == 0
+    again = pd.read_csv(tmp_path / "r2" / "results.csv")
+    pd.testing.assert_frame_equal(again[["label", "median_us", "analytical_us"]],
+                                  first[["label", "median_us", "analytical_us"]])
+    assert "reused from" in (tmp_path / "r2" / "REPORT.md").read_text()
+    capsys.readouterr()
+
+    def refused(out: str, measured: Path, text: str) -> None:
+        assert cli.main([*common, "--out", str(tmp_path / out), "--measured", str(measured)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and text in err[0], err
+        assert not (tmp_path / out).exists()
+
+    partial = tmp_path / "partial.csv"
+    first.iloc[:4].to_csv(partial, index=False)
+    refused("r3", partial, "scale n=32768 lsize=64 was not measured there")
+    binary = tmp_path / "binary.csv"
+    binary.write_bytes(bytes(range(256)) * 4)
+    refused("r4", binary, "not a bench results.csv")
+    (tmp_path / "k.cl").write_text(_COPY.replace("2.0f", "3.0f"))      # the kernel changed since
+    refused("r5", tmp_path / "r1" / "results.csv", "another source of the kernel")

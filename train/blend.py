@@ -1,70 +1,182 @@
-"""Fitting the analytical+learned blend (``kernelcast blend``).
+"""Fitting the stacked blend (``kernelcast blend`` and ``kernelcast evaluate``'s blend).
 
-Candidates are the least-squares blend ``log2 t = a log2 t_analytical + b log2 t_learned + c``, the
-analytical model alone (1, 0, 0), the learned model alone (0, 1, 0) and the equal-weight geometric
-mean (0.5, 0.5, 0); the one with the lowest validation MAPE is kept and recorded with its figures
-in ``blend.json`` beside the learned model.
+The blend's weights are fitted on out-of-fold (OOF) predictions: for a model directory and a
+dataset, the learned model of the same kind is refitted on grouped folds of the dataset (a kernel,
+its near-duplicates and the synthetic kernels of its template family never on both sides) so that
+every row gets a prediction from a model that did not see its kernel, and the blend is chosen on
+those predictions by the median ``|log2(pred / measured)|`` (never by MAPE, which rewards
+predicting low). The candidates include each single model, so on these OOF rows the blend is
+never worse than the best of them. The choice, every candidate's score and the OOF figures are
+saved in ``blend.json`` beside the model.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+import logging
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from calib.profile import DeviceProfile
 from datagen.frame import DataError, load_measured_frame
-from kernelcast.metrics import mape, spearman
-from models.blend import BlendWeights
+from kernelcast.errors import UsageError
+from kernelcast.metrics import mean_sq_log2, median_abs_log2
+from models.blend import StackedBlend
+
+log = logging.getLogger(__name__)
+
+#: blend selection criteria (lower is better); never MAPE
+CRITERIA: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
+    "median_abs_log2": median_abs_log2, "mse_log2": mean_sq_log2}
+#: the least-squares blend candidate needs this many rows per coefficient (it is chosen on the rows it
+#: was fitted on, so with few rows it would win by over-fitting)
+LSQ_ROWS_PER_COEF = 20
 
 
-def fit_blend(t_an: np.ndarray, t_le: np.ndarray, measured: np.ndarray) -> BlendWeights:
-    """Choose the blend with the lowest MAPE on validation rows."""
-    t_an, t_le, y = (np.asarray(x, dtype=np.float64) for x in (t_an, t_le, measured))
-    ok = np.isfinite(t_an) & np.isfinite(t_le) & (t_an > 0) & (t_le > 0) & (y > 0)
-    cands = [BlendWeights(1, 0, 0, "analytical"), BlendWeights(0, 1, 0, "learned"),
-             BlendWeights(0.5, 0.5, 0, "geometric_mean")]
-    if ok.sum() >= 3:
-        X = np.vstack([np.log2(t_an[ok]), np.log2(t_le[ok]), np.ones(ok.sum())]).T
-        (a, b, c), *_ = np.linalg.lstsq(X, np.log2(y[ok]), rcond=None)
-        cands.append(BlendWeights(float(a), float(b), float(c), "least_squares"))
-    scores = {w.kind: mape(w.combine(t_an[ok], t_le[ok]), y[ok]) for w in cands}
-    best = min(cands, key=lambda w: scores[w.kind] if np.isfinite(scores[w.kind]) else np.inf)
-    best.validation = {"rows": int(ok.sum()), "mape_by_candidate": scores}
+def fit_stacked_blend(preds: Mapping[str, np.ndarray], true: np.ndarray,
+                      criterion: str = "median_abs_log2") -> StackedBlend:
+    """Choose the blend of out-of-fold predictions ``preds`` (model -> time) with the lowest
+    ``criterion`` against ``true``, on the rows every model predicts. Candidates: each model alone,
+    each model with a constant log offset (the median residual), the geometric mean, and (with
+    :data:`LSQ_ROWS_PER_COEF` rows per coefficient) the least-squares fit in log2 space; the single
+    models come first, so a tie keeps a single model, and the chosen blend is never worse than the
+    best single model on these rows."""
+    if criterion not in CRITERIA:
+        raise UsageError(f"blend criterion must be one of {', '.join(CRITERIA)}, got {criterion!r}")
+    score_fn = CRITERIA[criterion]
+    names = list(preds)
+    y = np.asarray(true, dtype=np.float64)
+    ok = np.isfinite(y) & (y > 0)
+    for m in names:
+        p = np.asarray(preds[m], dtype=np.float64)
+        ok &= np.isfinite(p) & (p > 0)
+    n = int(ok.sum())
+    cands = [StackedBlend({m: 1.0}, 0.0, m) for m in names]
+    if n:
+        ly = np.log2(y[ok])
+        logs = {m: np.log2(np.asarray(preds[m], dtype=np.float64)[ok]) for m in names}
+        cands += [StackedBlend({m: 1.0}, float(np.median(ly - logs[m])), f"{m}+offset") for m in names]
+        if len(names) > 1:
+            cands.append(StackedBlend({m: 1.0 / len(names) for m in names}, 0.0, "geometric_mean"))
+        if n >= LSQ_ROWS_PER_COEF * (len(names) + 1):
+            X = np.column_stack([logs[m] for m in names] + [np.ones(n)])
+            coef, *_ = np.linalg.lstsq(X, ly, rcond=None)
+            cands.append(StackedBlend({m: float(c) for m, c in zip(names, coef[:-1])}, float(coef[-1]),
+                                      "least_squares"))
+    sub = {m: np.asarray(preds[m], dtype=np.float64)[ok] for m in names}
+    scores = {c.kind: score_fn(c.combine(sub), y[ok]) if n else float("nan") for c in cands}
+
+    def rank(c: StackedBlend) -> float:
+        s = scores[c.kind]
+        return s if np.isfinite(s) else np.inf
+
+    best = min(cands, key=rank)            # min keeps the first of equals: singles come first
+    best.fallback = sorted(names, key=lambda m: rank(cands[names.index(m)]))
+    best.scores, best.criterion, best.rows = scores, criterion, n
     return best
 
 
-def fit_on_validation(dataset_dir: str | Path, model_dir: str | Path, profile: DeviceProfile) -> dict[str, Any]:
-    """Fit the blend on the validation kernels of a trained model, save ``blend.json`` beside it,
-    and return analytical / learned / blend figures side by side on those rows."""
-    from models.analytical import AnalyticalModel
-    from models.learned.predictor import LearnedPredictor
+def learned_kind(model_dir: str | Path) -> str:
+    """``tabular`` or ``codegen``: the kind of learned model a directory holds (UsageError if none)."""
+    from models.tabular import is_tabular_dir
 
-    metrics = json.loads((Path(model_dir) / "metrics.json").read_text())
-    val = set(metrics["split"]["val_kernels"])
-    df, _ = load_measured_frame(dataset_dir)
-    df = df[df["kernel_id"].isin(val)].reset_index(drop=True)
-    if df.empty:
-        raise DataError("no validation rows of this model in the dataset")
-    an = AnalyticalModel(profile)
-    pa = an.predict(df)
-    f2 = df.assign(analytical_log2_time=np.log2(np.maximum(pa.time_us, 1e-9)))
-    pl = LearnedPredictor.from_pretrained(model_dir).predict(f2)
-    y = df["time_median_us"].to_numpy(dtype=float)
-    w = fit_blend(pa.time_us, pl.time_us, y)
-    w.save(model_dir)
-    pb = w.combine(pa.time_us, pl.time_us)
-    out: dict[str, Any] = {"rows": len(df), "kernels": int(df["kernel_id"].nunique()), "weights": asdict(w)}
-    for name, p in (("analytical", pa.time_us), ("learned", pl.time_us), ("blend", pb)):
-        ape = np.abs(p - y) / y
-        per_kernel = pd.Series(ape).groupby(df["kernel_id"]).mean()
-        rhos = [spearman(p[g.index], y[g.index], min_points=3) for _, g in df.groupby("kernel_id")]
-        out[name] = {"mape": float(np.nanmean(ape) * 100), "mape_per_kernel": float(per_kernel.mean() * 100),
-                     "median_ape": float(np.nanmedian(ape) * 100), "spearman_all": spearman(p, y, min_points=3),
-                     "spearman_per_kernel": float(np.nanmean(rhos)) if rhos else float("nan")}
-    (Path(model_dir) / "blend_validation.json").write_text(json.dumps(out, indent=2, default=str) + "\n")
-    return out
+    p = Path(model_dir)
+    if not p.is_dir():
+        raise UsageError(f"--model {model_dir}: no such model directory")
+    if is_tabular_dir(p):
+        return "tabular"
+    cfg = p / "config.json"
+    if cfg.is_file():
+        # checked here, before torch is imported to load it
+        try:
+            ok = isinstance(json.loads(cfg.read_text(encoding="utf-8")), dict)
+        except (OSError, UnicodeDecodeError, ValueError):
+            ok = False
+        if not ok:
+            raise UsageError(f"--model {model_dir}: config.json is not a JSON object (damaged model directory)")
+        if not (p / "model.safetensors").is_file():
+            raise UsageError(f"--model {model_dir}: no model.safetensors (training did not finish?)")
+        return "codegen"
+    raise UsageError(f"--model {model_dir}: not a model directory (no tabular.json or config.json); train one with "
+                     f"'kernelcast train'")
+
+
+def fit_blend_oof(dataset_dir: str | Path, model_dir: str | Path, profile: DeviceProfile, *, folds: int = 5,
+                  seed: int = 0, criterion: str = "median_abs_log2", codegen_epochs: int = 5,
+                  progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Fit the blend of the analytical model (with ``profile``) and the learned model of
+    ``model_dir`` on OOF predictions over the rows of ``dataset_dir``, save it as ``blend.json``
+    beside the model, and return the figures (the models' and the blend's on the OOF rows, every
+    candidate's criterion, the folds)."""
+    from models.predict import load_learned
+    from models.tabular import TabularPredictor
+    from train.evaluate import (
+        TARGET,
+        AnalyticalFitter,
+        CodegenFitter,
+        Fitter,
+        TabularFitter,
+        build_groups,
+        row_folds,
+        row_metrics,
+    )
+
+    say = progress or (lambda msg: log.info("%s", msg))
+    kind = learned_kind(model_dir)
+    if folds < 2:
+        raise UsageError(f"--folds must be at least 2, got {folds}")
+    if criterion not in CRITERIA:
+        raise UsageError(f"--criterion must be one of {', '.join(CRITERIA)}, got {criterion!r}")
+    learned, _ = load_learned(str(model_dir))          # fails early (one line) on a damaged model
+    t0 = time.perf_counter()
+    frame, counts = load_measured_frame(dataset_dir)
+    y = frame[TARGET].to_numpy(dtype=np.float64)
+    frame = frame[np.isfinite(y) & (y > 0)].reset_index(drop=True)
+    if frame.empty:
+        raise DataError(f"{dataset_dir}: no row has a measured time")
+    y = frame[TARGET].to_numpy(dtype=np.float64)
+    kernel_ids = frame["kernel_id"].astype(str).to_numpy()
+    kf = frame.assign(kernel_id=kernel_ids)
+    if "kernel_origin" not in kf.columns:
+        kf["kernel_origin"] = None
+    per_kernel = (kf.groupby("kernel_id", sort=True)
+                  .agg(kernel_name=("kernel_name", "first"), kernel_origin=("kernel_origin", "first"),
+                       source=("source", "first"), rows=("kernel_name", "size")).reset_index())
+    grouping = build_groups(per_kernel)
+    fold_of_row = row_folds(kernel_ids, grouping, folds, seed)
+
+    analytical = AnalyticalFitter(profile)
+    if kind == "tabular":
+        assert isinstance(learned, TabularPredictor)
+        # the model's own profile builds its table, as at prediction time
+        learner: Fitter = TabularFitter(learned.profile, seed)
+    else:
+        learner = CodegenFitter(seed, codegen_epochs)
+    say(f"{len(frame)} rows of {len(per_kernel)} kernels in {len(grouping.groups)} kernel groups, {folds} folds; "
+        f"learned model: {kind}")
+    analytical.prepare(frame)
+    learner.prepare(frame)
+    oof = {"analytical": np.full(len(frame), np.nan), "learned": np.full(len(frame), np.nan)}
+    for f in range(folds):
+        test, train = np.flatnonzero(fold_of_row == f), np.flatnonzero(fold_of_row != f)
+        say(f"fold {f + 1}/{folds}: {kind} on {len(train)} rows, predicting {len(test)}")
+        oof["analytical"][test] = analytical.fit_predict(train, test)
+        oof["learned"][test] = learner.fit_predict(train, test)
+    blend = fit_stacked_blend(oof, y, criterion)
+    pb = blend.combine(oof)
+    figures = {m: row_metrics(p, y, kernel_ids) for m, p in (("analytical", oof["analytical"]),
+                                                              ("learned", oof["learned"]), ("blend", pb))}
+    blend.fitted = {
+        "method": "stacking on grouped out-of-fold predictions", "dataset": str(Path(dataset_dir).resolve()),
+        "rows": len(frame), "kernels": len(per_kernel), "groups": len(grouping.groups), "folds": folds,
+        "seed": seed, "learned_kind": kind, "profile": f"{profile.device.name} ({profile.kind})",
+        "oof": figures, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
+    path = blend.save(model_dir)
+    return {"blend": blend, "path": str(path), "figures": figures, "rows": len(frame), "kernels": len(per_kernel),
+            "groups": len(grouping.groups), "folds": folds, "learned_kind": kind, "counts": counts,
+            "seconds": time.perf_counter() - t0}

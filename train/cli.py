@@ -4,14 +4,35 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import sys
 from pathlib import Path
 from typing import Any
 
 from kernelcast.console import fmt_table
 from kernelcast.errors import UsageError
+from kernelcast.options import (
+    check_in_dir,
+    check_out_dir,
+    nonneg_float,
+    nonneg_int,
+    positive_float,
+    positive_int,
+    seed,
+    unit_fraction,
+)
 
 log = logging.getLogger(__name__)
+
+
+def bounded_folds(text: str) -> int:
+    """A number of folds: at least 2 (one to hold out, one to fit)."""
+    import argparse
+
+    v = nonneg_int(text)
+    if v < 2:
+        raise argparse.ArgumentTypeError(f"must be at least 2, got {text}")
+    return v
 
 
 def add_parser(subparsers: Any) -> None:
@@ -42,31 +63,39 @@ def add_parser(subparsers: Any) -> None:
                                   "a local directory; default: a small CodeGen from scratch")
     p.add_argument("--target", choices=("time", "energy", "both"), default="time",
                    help="what to predict (energy needs a dataset measured with an energy meter)")
-    p.add_argument("--epochs", type=int, default=10, help="epochs (default 10)")
-    p.add_argument("--batch-size", type=int, help="rows per batch (default 8 prompt, 64 efficient)")
-    p.add_argument("--lr", type=float, help="peak learning rate (default 5e-4 from scratch, 1e-5 with --base)")
-    p.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay (0.01)")
-    p.add_argument("--warmup-ratio", type=float, default=0.1, help="fraction of steps of linear warm-up (0.1)")
-    p.add_argument("--grad-accum", type=int, default=1, help="batches per optimizer step (1)")
-    p.add_argument("--patience", type=int, default=15, help="early stopping: epochs without improvement (15)")
-    p.add_argument("--max-steps", type=int, help="stop after this many optimizer steps (rerun to continue)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the split, the data order and the weights")
-    p.add_argument("--threads", type=int, help="torch CPU threads (default: one per core; 1 can be faster on a "
-                                               "machine busy with other work)")
+    p.add_argument("--epochs", type=positive_int, default=10, help="epochs (default 10)")
+    p.add_argument("--batch-size", type=positive_int, help="rows per batch (default 8 prompt, 64 efficient)")
+    p.add_argument("--lr", type=positive_float, help="peak learning rate (default 5e-4 from scratch, 1e-5 with --base)")
+    p.add_argument("--weight-decay", type=nonneg_float, default=0.01, help="AdamW weight decay (0.01)")
+    p.add_argument("--warmup-ratio", type=unit_fraction, default=0.1, help="fraction of steps of linear warm-up (0.1)")
+    p.add_argument("--grad-accum", type=positive_int, default=1, help="batches per optimizer step (1)")
+    p.add_argument("--patience", type=positive_int, default=15, help="early stopping: epochs without improvement (15)")
+    p.add_argument("--max-steps", type=positive_int, help="stop after this many optimizer steps (rerun to continue)")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the split, the data order and the weights")
+    p.add_argument("--threads", type=positive_int,
+                   help="torch CPU threads (default: one per core; 1 can be faster on a "
+                        "machine busy with other work)")
     p.add_argument("--no-resume", action="store_true", help="start over even if --out holds a checkpoint")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print metrics.json instead of the summary")
     p.set_defaults(func=run)
 
     p = subparsers.add_parser(
-        "blend", help="fit the analytical+learned blend on a trained model's validation split",
-        description="Predict the validation kernels of a trained model with the analytical and the "
-                    "learned model, fit the log-space blend, keep the candidate with the lowest "
-                    "validation MAPE (blend.json in the model directory), and print all three.")
-    p.add_argument("--data", required=True, help="the dataset the model was trained on")
-    p.add_argument("--model", required=True)
-    p.add_argument("--profile")
+        "blend", help="fit the analytical+learned blend on out-of-fold predictions (stacking)",
+        description="Refit the learned model of --model (same kind: tabular or CodeGen) on grouped folds of the "
+                    "dataset, so that every row gets a prediction from a model that never saw its kernel; choose "
+                    "the blend of the analytical and the learned model on those out-of-fold predictions by the "
+                    "median |log2(predicted/measured)| (candidates: each model alone, with a constant offset, the "
+                    "geometric mean, least squares in log space), write it with its figures to blend.json in the "
+                    "model directory, and print the models and the blend side by side.")
+    p.add_argument("--data", required=True, help="the dataset the model was trained on (or a larger one)")
+    p.add_argument("--model", required=True, help="learned model directory (kernelcast train)")
+    p.add_argument("--profile", help="device profile of the analytical model (default: this device's)")
     p.add_argument("--device")
+    p.add_argument("--folds", type=bounded_folds, default=5, help="grouped folds of the out-of-fold predictions (5)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--criterion", default="median_abs_log2", choices=["median_abs_log2", "mse_log2"])
+    p.add_argument("--codegen-epochs", type=positive_int, default=5, help="CodeGen model: epochs per fold (5)")
     p.add_argument("--json", action="store_true", help="print the figures and the chosen blend as JSON")
     p.set_defaults(func=cmd_blend)
 
@@ -83,23 +112,23 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--data", required=True, metavar="DATASET", help="dataset directory (kernelcast datagen --out)")
     p.add_argument("--out", required=True, metavar="DIR", help="directory to write (an earlier evaluation there is "
                                                                "replaced)")
-    p.add_argument("--folds", type=int, default=5, help="number of grouped folds (5)")
+    p.add_argument("--folds", type=bounded_folds, default=5, help="number of grouped folds (5)")
     p.add_argument("--models", help="comma-separated: analytical, tabular, codegen, blend "
                                     "(default analytical,tabular,blend)")
     p.add_argument("--profile", help="device profile (bundled name or JSON path); default: this device's")
     p.add_argument("--device", help="OpenCL device whose cached profile to use when --profile is not given")
-    p.add_argument("--seed", type=int, default=0, help="seed of the folds, the shots and the models (0)")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the folds, the shots and the models (0)")
     p.add_argument("--shots", default="0,1,3", help="few-shot: measured configurations per held-out kernel (0,1,3)")
     p.add_argument("--interval-by", choices=("none", "regime", "bound"), default="none",
                    help="interval quantiles per datagen regime or per analytical bound (default: one for all rows)")
-    p.add_argument("--inner-folds", type=int, default=3, help="blend: folds of the inner CV (3)")
-    p.add_argument("--codegen-epochs", type=int, default=5, help="codegen: epochs per fold (5)")
+    p.add_argument("--inner-folds", type=bounded_folds, default=3, help="blend: folds of the inner CV (3)")
+    p.add_argument("--codegen-epochs", type=positive_int, default=5, help="codegen: epochs per fold (5)")
     p.add_argument("--learning-curve", action="store_true",
                    help="also the tabular model's median APE vs training kernels (10, 20, 40, ..., all)")
     p.add_argument("--energy-pcts", default="10,25",
                    help="energy few-shot: %% of each problem's configurations measured (10,25); energy figures "
                         "are computed when rows carry measured energy")
-    p.add_argument("--energy-top-k", type=int, default=20, help="energy: the top-k of the ranking share (20)")
+    p.add_argument("--energy-top-k", type=positive_int, default=20, help="energy: the top-k of the ranking share (20)")
     p.add_argument("--no-plots", action="store_true", help="no PNG plots")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument("--json", action="store_true", help="print metrics.json instead of the summary")
@@ -107,11 +136,8 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} exists and is not a directory")
-    if not Path(args.data).is_dir():
-        raise UsageError(f"no such dataset directory: {args.data}")
+    out = check_out_dir(args.out)
+    check_in_dir(args.data, "--data", "dataset directory")
     if args.kind == "tabular":
         return run_tabular(args)
     if args.base and not Path(args.base).is_dir() and str(args.base).count("/") != 1:
@@ -215,32 +241,44 @@ def format_metrics(m: dict[str, Any], out_dir: str) -> str:
 def cmd_blend(args: argparse.Namespace) -> int:
     from calib.local import resolve_profile
     from kernelcast.console import to_json
-    from train.blend import fit_on_validation
+    from models.predict import load_learned
+    from train.blend import fit_blend_oof, learned_kind
 
-    if not (Path(args.model) / "metrics.json").is_file():
-        raise UsageError(f"--model {args.model}: not a trained model directory (no metrics.json)")
-    if not Path(args.data).is_dir():
-        raise UsageError(f"--data {args.data}: no such dataset directory")
+    check_in_dir(args.model, "--model", "model directory")
+    learned_kind(args.model)
+    check_in_dir(args.data, "--data", "dataset directory")
+    load_learned(args.model)           # a damaged model: one line, before calibrating or reading data
     profile = resolve_profile(args.profile, args.device,
                               on_calibrate=lambda msg: print(f"note: {msg}", file=sys.stderr))
-    res = fit_on_validation(args.data, args.model, profile)
+    say = None if args.json else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    res = fit_blend_oof(args.data, args.model, profile, folds=args.folds, seed=args.seed, criterion=args.criterion,
+                        codegen_epochs=args.codegen_epochs, progress=say)
     if args.json:
-        print(to_json(res))
+        print(to_json({**{k: v for k, v in res.items() if k != "blend"}, "blend": res["blend"].to_dict()}))
         return 0
     print(format_blend(res, args.model))
     return 0
 
 
 def format_blend(res: dict[str, Any], model_dir: str) -> str:
-    """What ``blend`` prints: the three models on the validation rows and the chosen blend."""
-    rows = [[m, res[m]["mape"], res[m]["mape_per_kernel"], res[m]["median_ape"], res[m]["spearman_all"],
-             res[m]["spearman_per_kernel"]] for m in ("analytical", "learned", "blend")]
-    b = res["weights"]
+    """What ``blend`` prints: the two models and the chosen blend on the out-of-fold rows, and every
+    candidate's criterion."""
+    f = res["figures"]
+    rows = [[m, f[m]["rows"], f[m]["median_ape"], f[m]["p90_ape"], f[m]["mape"], f[m]["within_2x_pct"],
+             f[m]["median_abs_log2"]] for m in ("analytical", "learned", "blend")]
+    b = res["blend"]
+    cands = [[k, v] for k, v in sorted(b.scores.items(), key=lambda kv: (not math.isfinite(kv[1]), kv[1]))]
     return "\n".join([
-        f"validation split of {model_dir}: {res['rows']} rows of {res['kernels']} kernels",
-        fmt_table(rows, ["model", "MAPE %", "MAPE/kernel %", "median APE %", "rho", "rho/kernel"]),
-        f"blend chosen: {b['kind']} (log2 t = {b['a']:.3f} log2 t_analytical + {b['b']:.3f} log2 t_learned "
-        f"+ {b['c']:.3f}); written to {Path(model_dir) / 'blend.json'}"])
+        f"out-of-fold predictions of {res['rows']} rows of {res['kernels']} kernels ({res['groups']} kernel groups, "
+        f"{res['folds']} grouped folds; learned model: {res['learned_kind']} refitted per fold)",
+        fmt_table(rows, ["model", "rows", "median APE %", "p90 APE %", "MAPE %", "within 2x %", "med |log2|"]),
+        "",
+        f"candidates (criterion {b.criterion}, lower is better)",
+        fmt_table(cands, ["candidate", b.criterion]),
+        "",
+        f"blend chosen: {b.kind} ({b.formula()}); written to {res['path']}",
+        "(the blend's figures are on the out-of-fold rows it was chosen on; 'kernelcast evaluate --models "
+        "...,blend' scores it on rows it never saw)"])
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -262,8 +300,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                            interval_by=args.interval_by, inner_folds=args.inner_folds,
                            codegen_epochs=args.codegen_epochs, learning_curve=args.learning_curve,
                            energy_pcts=parse_pcts(args.energy_pcts), energy_top_k=args.energy_top_k)
-    if not Path(args.data).is_dir():
-        raise UsageError(f"--data {args.data}: no such dataset directory")
+    check_in_dir(args.data, "--data", "dataset directory")
     profile = resolve_profile(args.profile, args.device,
                               on_calibrate=lambda msg: print(f"note: {msg}", file=sys.stderr))
 

@@ -32,7 +32,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,8 @@ from kernelcast.metrics import (
     tuning_scores,
     within_factor,
 )
+from models.blend import StackedBlend
+from train.blend import CRITERIA, fit_stacked_blend  # noqa: F401 - fit_stacked_blend re-exported
 from train.split import family_of, synthetic_family
 
 log = logging.getLogger(__name__)
@@ -68,12 +70,6 @@ FORMAT_VERSION = 1
 TARGET = "time_median_us"
 #: nominal coverages of the calibration plot
 CALIBRATION_LEVELS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
-#: blend selection criteria (lower is better); never MAPE
-CRITERIA: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
-    "median_abs_log2": median_abs_log2, "mse_log2": mean_sq_log2}
-#: the least-squares blend candidate needs this many rows per coefficient (it is chosen on the rows it
-#: was fitted on, so with few rows it would win by over-fitting)
-LSQ_ROWS_PER_COEF = 20
 SYNTH_ORIGIN = "synth:"
 
 Progress = Callable[[str], None]
@@ -420,77 +416,6 @@ class CodegenFitter(Fitter):
 
 # ---------------------------------------------------------------------------------------------
 # the stacked blend
-
-
-@dataclass
-class StackedBlend:
-    """``log2 t = sum_m w_m log2 t_m + c`` over the models' predictions; a row where a weighted
-    model has no prediction takes the first model of ``fallback`` that has one."""
-
-    weights: dict[str, float]
-    intercept: float = 0.0
-    kind: str = ""
-    fallback: list[str] = field(default_factory=list)
-    scores: dict[str, float] = field(default_factory=dict)   # candidate -> criterion where chosen
-    criterion: str = "median_abs_log2"
-    rows: int = 0
-
-    def combine(self, preds: Mapping[str, np.ndarray]) -> np.ndarray:
-        n = len(next(iter(preds.values())))
-        acc = np.full(n, float(self.intercept))
-        ok = np.ones(n, dtype=bool)
-        for m, w in self.weights.items():
-            p = np.asarray(preds[m], dtype=np.float64)
-            good = np.isfinite(p) & (p > 0)
-            ok &= good
-            acc += w * np.log2(np.where(good, p, 1.0))
-        out = np.where(ok, 2.0 ** acc, np.nan)
-        for m in self.fallback:
-            p = np.asarray(preds[m], dtype=np.float64)
-            fill = np.isnan(out) & np.isfinite(p) & (p > 0)
-            out[fill] = p[fill]
-        return out
-
-
-def fit_stacked_blend(preds: Mapping[str, np.ndarray], true: np.ndarray,
-                      criterion: str = "median_abs_log2") -> StackedBlend:
-    """Choose the blend of out-of-fold predictions ``preds`` (model -> time) with the lowest
-    ``criterion`` against ``true``, on the rows every model predicts. Candidates: each model alone,
-    each model with a constant log offset (the median residual), the geometric mean, and (with
-    :data:`LSQ_ROWS_PER_COEF` rows per coefficient) the least-squares fit in log2 space; the single
-    models come first, so a tie keeps a single model, and the chosen blend is never worse than the
-    best single model on these rows."""
-    score_fn = CRITERIA[criterion]
-    names = list(preds)
-    y = np.asarray(true, dtype=np.float64)
-    ok = np.isfinite(y) & (y > 0)
-    for m in names:
-        p = np.asarray(preds[m], dtype=np.float64)
-        ok &= np.isfinite(p) & (p > 0)
-    n = int(ok.sum())
-    cands = [StackedBlend({m: 1.0}, 0.0, m) for m in names]
-    if n:
-        ly = np.log2(y[ok])
-        logs = {m: np.log2(np.asarray(preds[m], dtype=np.float64)[ok]) for m in names}
-        cands += [StackedBlend({m: 1.0}, float(np.median(ly - logs[m])), f"{m}+offset") for m in names]
-        if len(names) > 1:
-            cands.append(StackedBlend({m: 1.0 / len(names) for m in names}, 0.0, "geometric_mean"))
-        if n >= LSQ_ROWS_PER_COEF * (len(names) + 1):
-            X = np.column_stack([logs[m] for m in names] + [np.ones(n)])
-            coef, *_ = np.linalg.lstsq(X, ly, rcond=None)
-            cands.append(StackedBlend({m: float(c) for m, c in zip(names, coef[:-1])}, float(coef[-1]),
-                                      "least_squares"))
-    sub = {m: np.asarray(preds[m], dtype=np.float64)[ok] for m in names}
-    scores = {c.kind: score_fn(c.combine(sub), y[ok]) if n else float("nan") for c in cands}
-
-    def rank(c: StackedBlend) -> float:
-        s = scores[c.kind]
-        return s if np.isfinite(s) else np.inf
-
-    best = min(cands, key=rank)            # min keeps the first of equals: singles come first
-    best.fallback = sorted(names, key=lambda m: rank(cands[names.index(m)]))
-    best.scores, best.criterion, best.rows = scores, criterion, n
-    return best
 
 
 # ---------------------------------------------------------------------------------------------

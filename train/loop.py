@@ -461,8 +461,10 @@ def fit_frame(frame: pd.DataFrame, *, out_dir: str | os.PathLike[str], options: 
     finally:
         bar.close()
 
-    if not (out / "model.safetensors").is_file():
-        save_best()  # stopped before the first epoch ended: the current model is the best there is
+    if state["best_epoch"] is None or not (out / "model.safetensors").is_file():
+        # stopped before the first epoch ended: the current model is the best there is (a
+        # model.safetensors already in --out is from another run, never this run's best)
+        save_best()
     best_model = KernelPerfModel.from_pretrained(out)
     predictor_out = LearnedPredictor(best_model, load_tokenizer(out), batch_size=opts.eval_batch_size,
                                      kernels_per_batch=max(opts.kernels_per_batch, 8))

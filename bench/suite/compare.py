@@ -26,10 +26,12 @@ import pandas as pd
 
 from kernelcast.console import fmt_table
 from kernelcast.errors import UsageError
-from kernelcast.metrics import mape, spearman
+from kernelcast.metrics import mape, spearman, tuning_scores
 
 log = logging.getLogger(__name__)
 MODELS = ("analytical", "learned", "blend")
+#: a model's pick of a sweep is right when its measured time is within this share of the measured best
+TUNING_TOLERANCE = 0.05
 
 
 def default_suite() -> Path:
@@ -68,16 +70,25 @@ def table(results: pd.DataFrame) -> pd.DataFrame:
         y = ok["median_us"].to_numpy(float)
         r: dict[str, Any] = {"kernel": kid, "sizes": len(g), "ok": len(ok),
                              "measured_us": f"{y.min():.1f}..{y.max():.1f}" if len(y) else "-"}
+        n = ok["n"].to_numpy()
         for m in MODELS:
             p = ok[f"{m}_us"].to_numpy(float)
             r[f"{m}_mape"] = mape(p, y)
             r[f"{m}_rho"] = spearman(p, y, min_points=3)
+            # a sweep: which local size each model picks for each problem size
+            ts = tuning_scores(p, y, n, tol=TUNING_TOLERANCE)
+            r["tuning_groups"] = max(r.get("tuning_groups", 0), ts["groups"])
+            r[f"{m}_top1"] = 100.0 * ts["top1_within"] if ts["groups"] else float("nan")
+            r[f"{m}_regret"] = ts["regret_geomean"] if ts["groups"] else float("nan")
         rows.append(r)
     t = pd.DataFrame(rows)
-    avg = {"kernel": "average", "sizes": int(t["sizes"].sum()), "ok": int(t["ok"].sum()), "measured_us": ""}
+    avg = {"kernel": "average", "sizes": int(t["sizes"].sum()), "ok": int(t["ok"].sum()), "measured_us": "",
+           "tuning_groups": int(t["tuning_groups"].sum())}
     for c in t.columns:
-        if c.endswith(("_mape", "_rho")):
+        if c.endswith(("_mape", "_rho", "_top1")):
             avg[c] = float(np.nanmean(t[c])) if t[c].notna().any() else float("nan")
+        elif c.endswith("_regret"):
+            avg[c] = float(np.exp(np.nanmean(np.log(t[c])))) if t[c].notna().any() else float("nan")
     return pd.concat([t, pd.DataFrame([avg])], ignore_index=True)
 
 
@@ -90,8 +101,12 @@ def plot_kernel(g: pd.DataFrame, kid: str, out: Path) -> Path | None:
     ok = g[g["status"] == "ok"].sort_values("n")
     if ok.empty:
         return None
+    sweep = bool(ok.duplicated("n").any())
+    if sweep:      # a local-size sweep: the fastest configuration of each size, measured and predicted
+        ok = ok.groupby("n", as_index=False).agg(
+            median_us=("median_us", "min"), **{f"{m}_us": (f"{m}_us", "min") for m in MODELS})
     fig, ax = plt.subplots(figsize=(5.5, 4))
-    ax.plot(ok["n"], ok["median_us"], "ko-", label="measured (median)")
+    ax.plot(ok["n"], ok["median_us"], "ko-", label="measured (median)" + (", fastest local size" if sweep else ""))
     style = {"analytical": ("tab:blue", "s--"), "learned": ("tab:orange", "^--"), "blend": ("tab:green", "d-.")}
     for m in MODELS:
         col = f"{m}_us"
@@ -102,7 +117,7 @@ def plot_kernel(g: pd.DataFrame, kid: str, out: Path) -> Path | None:
     ax.set_yscale("log")
     ax.set_xlabel("problem size n")
     ax.set_ylabel("time (us)")
-    ax.set_title(f"{kid}: predicted vs measured")
+    ax.set_title(f"{kid}: predicted vs measured" + (" (best of the sweep)" if sweep else ""))
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -133,7 +148,8 @@ def write_report(results: pd.DataFrame, tab: pd.DataFrame, out: Path, meta: dict
              f"Device {meta['device']}; profile {meta['profile']}; learned model {meta['model'] or 'none'}"
              + (f" (blend: {meta['blend']})" if meta.get("blend") else "") + f"; measured {meta['date']}; "
              f"{meta['instances']} instances in {meta['wall_s']:.0f} s. Times are medians of the harness's adaptive "
-             f"repeats (at least 10 launches and 0.1 s per instance).", "",
+             f"repeats (at least 10 launches and 0.1 s per instance)"
+             + (f"; reused from {meta['measured']}, not measured again." if meta.get("measured") else "."), "",
              "## MAPE across problem sizes (%) and Spearman rho", "",
              "| kernel | sizes ok | measured us | " + " | ".join(f"{m} MAPE" for m in MODELS) + " | "
              + " | ".join(f"{m} rho" for m in MODELS) + " |",
@@ -142,6 +158,18 @@ def write_report(results: pd.DataFrame, tab: pd.DataFrame, out: Path, meta: dict
         lines.append(f"| {r['kernel']} | {r['ok']}/{r['sizes']} | {r['measured_us']} | "
                      + " | ".join(_fmt(r[f'{m}_mape'], True) for m in MODELS) + " | "
                      + " | ".join(_fmt(r[f'{m}_rho']) for m in MODELS) + " |")
+    sweeps = tab[(tab["kernel"] != "average") & (tab["tuning_groups"] > 0)]
+    if not sweeps.empty:
+        lines += ["", "## Local-size sweeps: which configuration each model picks", "",
+                  f"Per problem size, a model's pick (its fastest predicted local size) is right when its measured "
+                  f"time is within {TUNING_TOLERANCE:.0%} of the measured best; regret = measured time of the pick / "
+                  f"the measured best (geometric mean over the sizes).", "",
+                  "| kernel | sizes swept | " + " | ".join(f"{m} top-1 %" for m in MODELS) + " | "
+                  + " | ".join(f"{m} regret" for m in MODELS) + " |", "|---|---|" + "---|" * (2 * len(MODELS))]
+        for _, r in sweeps.iterrows():
+            lines.append(f"| {r['kernel']} | {int(r['tuning_groups'])} | "
+                         + " | ".join(_fmt(r[f'{m}_top1'], True) for m in MODELS) + " | "
+                         + " | ".join(_fmt(r[f'{m}_regret']) for m in MODELS) + " |")
     failed = results[results["status"] != "ok"]
     lines += ["", "## Failed instances", ""]
     if failed.empty:
@@ -160,15 +188,27 @@ def write_report(results: pd.DataFrame, tab: pd.DataFrame, out: Path, meta: dict
 def print_table(tab: pd.DataFrame) -> str:
     rows = [[r["kernel"], f"{r['ok']}/{r['sizes']}"] + [r[f"{m}_mape"] for m in MODELS]
             + [r[f"{m}_rho"] for m in MODELS] for _, r in tab.iterrows()]
-    return fmt_table(rows, ["kernel", "ok"] + [f"{m[:5]} MAPE%" for m in MODELS] + [f"{m[:5]} rho" for m in MODELS])
+    out = fmt_table(rows, ["kernel", "ok"] + [f"{m[:5]} MAPE%" for m in MODELS] + [f"{m[:5]} rho" for m in MODELS])
+    sweeps = tab[tab["tuning_groups"] > 0] if "tuning_groups" in tab else tab.iloc[:0]
+    if not sweeps.empty:
+        rows = [[r["kernel"], int(r["tuning_groups"])] + [r[f"{m}_top1"] for m in MODELS]
+                + [r[f"{m}_regret"] for m in MODELS] for _, r in sweeps.iterrows()]
+        out += ("\n\nlocal-size sweeps: the model's pick within 5 % of the measured best (top-1 %), regret "
+                "(measured time of the pick / best, geometric mean)\n"
+                + fmt_table(rows, ["kernel", "sizes"] + [f"{m[:5]} top1%" for m in MODELS]
+                            + [f"{m[:5]} regret" for m in MODELS]))
+    return out
 
 
 def run_bench(suite_path: str, out: str, *, model: str | None, profile_spec: str | None, device: str | None,
               meter: str = "auto", max_sizes: int | None = None, ids: list[str] | None = None,
-              progress: bool = True) -> tuple[pd.DataFrame, Path]:
+              progress: bool = True, measured: str | None = None) -> tuple[pd.DataFrame, Path]:
+    """Measure (or, with ``measured``, reuse an earlier ``results.csv`` of) every instance of a
+    suite, predict each with every model, and write the report; returns the per-kernel table and
+    the report's path."""
     from bench.suite.manifest import load_manifest
     from bench.suite.model import ManifestError
-    from bench.suite.run import measure_suite
+    from bench.suite.run import measure_suite, measured_rows
     from calib.local import resolve_profile
     from instrument.backends import select_device
     from instrument.harness import Harness
@@ -186,18 +226,25 @@ def run_bench(suite_path: str, out: str, *, model: str | None, profile_spec: str
         if unknown:
             raise UsageError(f"--kernels: {', '.join(unknown)} not in the suite (has {', '.join(suite.ids())})")
     load_learned(model)                      # fail early on a bad --model
+    reused = measured_rows(suite, measured, ids=ids, max_sizes=max_sizes) if measured else None
+    if profile_spec:                         # and on a bad --profile, before measuring the suite
+        resolve_profile(profile_spec)
     info = select_device(device_spec(device))
     profile = resolve_profile(profile_spec, device,
                               on_calibrate=lambda msg: print(f"note: {msg}", file=sys.stderr))
     t0 = time.perf_counter()
-    with Harness(info, meter=meter) as h:
-        rows = measure_suite(suite, h, progress=progress, ids=ids, max_sizes=max_sizes)
+    if reused is not None:
+        rows = reused
+    else:
+        with Harness(info, meter=meter) as h:
+            rows = measure_suite(suite, h, progress=progress, ids=ids, max_sizes=max_sizes)
     sources = {k.id: (k.kernel_record().source, k.kernel_record().build_options) for k in suite.kernels}
     results = predict_rows(rows, sources, profile, model)
     tab = table(results)
     meta = {"suite": suite.name, "device": info.name, "profile": f"{profile.device.name} ({profile.kind})",
             "model": model, "blend": results.attrs.get("blend_kind"), "instances": len(rows),
-            "wall_s": time.perf_counter() - t0, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+            "wall_s": time.perf_counter() - t0, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "measured": str(Path(measured).resolve()) if measured else None}
     report = write_report(results, tab, Path(out), meta)
     (Path(out) / "meta.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
     return tab, report

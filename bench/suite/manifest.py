@@ -84,6 +84,8 @@ def read_document(path: str | Path) -> Any:
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ManifestError(p, [Issue(None, "file", f"not a text file (byte {e.start} is not UTF-8)")]) from None
     except OSError as e:
         raise ManifestError(p, [Issue(None, "file", f"cannot read the manifest: {e.strerror or e}")]) from None
     if p.suffix.lower() in (".yaml", ".yml"):
@@ -280,6 +282,17 @@ def _parse_kernel(chk: _Checker, raw: dict[str, Any], index: int, base: Path, su
         if gsize and lsize and len(lsize) != len(gsize):
             chk.add(kid, "lsize", f"has {len(lsize)} dimensions, gsize has {len(gsize)}")
             lsize = None
+    lsizes = None
+    if raw.get("lsizes") is not None:
+        if raw.get("lsize") is not None:
+            chk.add(kid, "lsizes", "give either lsize or lsizes (a sweep of local sizes), not both")
+        lsizes = []
+        for j, item in enumerate(raw["lsizes"]):
+            one = _geometry_list(chk, kid, f"lsizes[{j}]", item)
+            if gsize and one and len(one) != len(gsize):
+                chk.add(kid, f"lsizes[{j}]", f"has {len(one)} dimensions, gsize has {len(gsize)}")
+            elif one:
+                lsizes.append(one)
 
     generators = _parse_generators(chk, kid, raw.get("generators", {}))
     args = _parse_args(chk, kid, raw["args"], generators)
@@ -291,7 +304,7 @@ def _parse_kernel(chk: _Checker, raw: dict[str, Any], index: int, base: Path, su
                       gsize=gsize or [], lsize=lsize, args=args, generators=generators, defines=defines,
                       constants=constants, title=raw.get("title", ""), notes=raw.get("notes", ""),
                       seed=int(raw.get("seed", 0)), suite_constants=dict(suite_constants), suite_seed=suite_seed,
-                      manifest=chk.path)
+                      manifest=chk.path, lsizes=lsizes or None)
     if check_signatures:
         _check_signature(chk, spec)
     elif not re.search(rf"\b{re.escape(kname)}\s*\(", source):
@@ -462,7 +475,8 @@ def _check_sizes(chk: _Checker, spec: KernelSpec) -> None:
         for part in ("geometry", "generators", *range(len(spec.args))):
             try:
                 if part == "geometry":
-                    spec.geometry(env)
+                    for v in range(spec.variants):
+                        spec.geometry(env, v)
                 elif part == "generators":
                     spec.generator_params(env)
                 else:

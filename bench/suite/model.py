@@ -169,6 +169,8 @@ class KernelSpec:
     suite_constants: dict[str, Number] = field(default_factory=dict)
     suite_seed: int = 0
     manifest: Path | None = None
+    #: a launch-configuration sweep: every size is measured with each of these local sizes (instead of ``lsize``)
+    lsizes: list[list[Expr]] | None = None
 
     # -- evaluation ----------------------------------------------------------------------------
 
@@ -188,16 +190,29 @@ class KernelSpec:
                 raise FieldError(f"constants.{name}", str(e)) from None
         return env
 
-    def geometry(self, env: Mapping[str, Number]) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
+    @property
+    def variants(self) -> int:
+        """Launch configurations per problem size: the local sizes of the sweep, or 1."""
+        return len(self.lsizes) if self.lsizes else 1
+
+    def label(self, n: int, variant: int = 0) -> str:
+        """The instance's name: ``id n=N``, with ``lsize=AxB`` in a sweep."""
+        if not self.lsizes:
+            return f"{self.id} n={n}"
+        return f"{self.id} n={n} lsize={'x'.join(str(e) for e in self.lsizes[variant])}"
+
+    def geometry(self, env: Mapping[str, Number], variant: int = 0
+                 ) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
         gs = tuple(_positive_int(e, env, f"gsize[{i}]" if len(self.gsize) > 1 else "gsize")
                    for i, e in enumerate(self.gsize))
-        if self.lsize is None:
+        lsize, field_name = (self.lsizes[variant], f"lsizes[{variant}]") if self.lsizes else (self.lsize, "lsize")
+        if lsize is None:
             return gs, None
-        ls = tuple(_positive_int(e, env, f"lsize[{i}]" if len(self.lsize) > 1 else "lsize")
-                   for i, e in enumerate(self.lsize))
+        ls = tuple(_positive_int(e, env, f"{field_name}[{i}]" if len(lsize) > 1 else field_name)
+                   for i, e in enumerate(lsize))
         for d, (g, loc) in enumerate(zip(gs, ls)):
             if g % loc:
-                raise FieldError("lsize", f"local size {loc} does not divide global size {g} in dimension {d}")
+                raise FieldError(field_name, f"local size {loc} does not divide global size {g} in dimension {d}")
         return gs, ls
 
     def generator_params(self, env: Mapping[str, Number]) -> dict[str, dict[str, Any]]:
@@ -226,11 +241,12 @@ class KernelSpec:
         text = "/".join(str(x) for x in (self.suite_seed, self.seed, self.id, *what))
         return zlib.crc32(text.encode())
 
-    def instance(self, n: int, suite: str = "") -> BenchInstance:
-        """Everything needed to launch this kernel at problem size ``n`` (generates the inputs)."""
+    def instance(self, n: int, suite: str = "", variant: int = 0) -> BenchInstance:
+        """Everything needed to launch this kernel at problem size ``n`` (generates the inputs), with
+        the ``variant``-th local size of a sweep."""
         try:
             env = self.environment(n)
-            gsize, lsize = self.geometry(env)
+            gsize, lsize = self.geometry(env, variant)
             gparams = self.generator_params(env)
             generated: dict[str, Any] = {}
             for gid, params in gparams.items():
@@ -244,7 +260,8 @@ class KernelSpec:
                                 ) from None
         scalars = {f"{gid}.{k}": v for gid, g in generated.items() for k, v in g.scalars.items()}
         return BenchInstance(suite=suite, id=self.id, kernel=self.kernel_record(), n=n, gsize=gsize, lsize=lsize,
-                             args=bindings, arrays=arrays, label=f"{self.id} n={n}", env=dict(env), scalars=scalars)
+                             args=bindings, arrays=arrays, label=self.label(n, variant), env=dict(env),
+                             scalars=scalars)
 
     def _bind(self, env: Mapping[str, Number], n: int, generated: Mapping[str, Any] | None
               ) -> tuple[list[ArgBinding], dict[str, np.ndarray]]:
@@ -396,7 +413,8 @@ class Suite:
         for k in chosen:
             for n in k.sizes:
                 if only is None or n in only:
-                    yield k.instance(n, self.name)
+                    for v in range(k.variants):
+                        yield k.instance(n, self.name, v)
 
 
 # -- evaluation helpers ----------------------------------------------------------------------------

@@ -23,6 +23,7 @@ import pandas as pd
 from bench.suite.manifest import load_manifest
 from bench.suite.model import BenchInstance, KernelSpec, ManifestError, Suite
 from instrument.runner import TimingPolicy
+from kernelcast.errors import InputError
 from kernelcast.schema import Measurement
 
 log = logging.getLogger(__name__)
@@ -100,10 +101,10 @@ def row_from(inst: BenchInstance, m: Measurement, spec: KernelSpec | None = None
     )
 
 
-def _failed_row(suite: Suite, spec: KernelSpec, n: int, status: str, reason: str) -> SuiteRow:
+def _failed_row(suite: Suite, spec: KernelSpec, n: int, status: str, reason: str, variant: int = 0) -> SuiteRow:
     k = spec.kernel_record()
     return SuiteRow(suite=suite.name, kernel=spec.id, kernel_name=spec.kernel, kernel_hash=k.id,
-                    file=str(spec.file), n=n, label=f"{spec.id} n={n}", gsize=[], lsize=None, global_items=0,
+                    file=str(spec.file), n=n, label=spec.label(n, variant), gsize=[], lsize=None, global_items=0,
                     local_items=None, status=status, reason=reason)
 
 
@@ -119,7 +120,8 @@ def measure_suite(suite: Suite, harness: Any, policy: TimingPolicy | None = None
     policy = policy or TimingPolicy()
     chosen = suite.kernels if ids is None else [suite.kernel(k) for k in ids]
     only = set(sizes) if sizes is not None else None
-    jobs = [(spec, n) for spec in chosen for n in spec.sizes[:max_sizes] if only is None or n in only]
+    jobs = [(spec, n, v) for spec in chosen for n in spec.sizes[:max_sizes] if only is None or n in only
+            for v in range(spec.variants)]
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -128,16 +130,16 @@ def measure_suite(suite: Suite, harness: Any, policy: TimingPolicy | None = None
     rows: list[dict[str, Any]] = []
     t0 = time.perf_counter()
     try:
-        for spec, n in jobs:
+        for spec, n, v in jobs:
             if bar is not None:
-                bar.set_postfix_str(f"{spec.id} n={n}")
+                bar.set_postfix_str(spec.label(n, v))
             try:
-                inst = spec.instance(n, suite.name)
+                inst = spec.instance(n, suite.name, v)
             except ManifestError as e:
-                log.warning("%s n=%d: inputs not generated: %s", spec.id, n, e)
-                row = _failed_row(suite, spec, n, "invalid_config", str(e.issues[0]) if e.issues else str(e))
+                log.warning("%s: inputs not generated: %s", spec.label(n, v), e)
+                row = _failed_row(suite, spec, n, "invalid_config", str(e.issues[0]) if e.issues else str(e), v)
             except MemoryError:
-                row = _failed_row(suite, spec, n, "invalid_config", "out of host memory generating the inputs")
+                row = _failed_row(suite, spec, n, "invalid_config", "out of host memory generating the inputs", v)
             else:
                 m = harness.run(inst.kernel, inst.config, policy, arrays=inst.arrays)
                 row = row_from(inst, m, spec)
@@ -153,6 +155,81 @@ def measure_suite(suite: Suite, harness: Any, policy: TimingPolicy | None = None
         if bar is not None:
             bar.close()
     log.info("measured %d instances of %s in %.1f s", len(rows), suite.name, time.perf_counter() - t0)
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+class MeasuredFileError(InputError):
+    """A ``--measured`` file that cannot stand in for measuring the suite."""
+
+
+#: columns a reused measurement must have
+MEASURED_REQUIRED = ("suite", "kernel", "kernel_hash", "n", "label", "gsize", "lsize", "status", "reason",
+                     "median_us", "args")
+
+
+def _list_cell(v: Any) -> list[int] | None:
+    if v is None or (isinstance(v, float) and v != v) or v == "":
+        return None
+    if isinstance(v, list):
+        return [int(x) for x in v]
+    out = json.loads(str(v))
+    return None if out is None else [int(x) for x in out]
+
+
+def measured_rows(suite: Suite, path: str | Path, *, ids: Iterable[str] | None = None,
+                  max_sizes: int | None = None) -> pd.DataFrame:
+    """The rows of an earlier measurement of ``suite`` (a bench ``results.csv``) for the instances that
+    would be measured now, in the same order, instead of measuring again. Every instance must be
+    in the file, measured from the same kernel source (``kernel_hash``) and with the same launch
+    geometry; :class:`MeasuredFileError` otherwise, naming the first mismatch."""
+    p = Path(path)
+    if not p.is_file():
+        raise MeasuredFileError(f"--measured {path}: no such file")
+    try:
+        df = pd.read_csv(p, dtype={"kernel": str, "label": str, "suite": str, "kernel_hash": str})
+    except (UnicodeDecodeError, ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise MeasuredFileError(f"--measured {path}: not a bench results.csv ({why})") from None
+    missing = [c for c in MEASURED_REQUIRED if c not in df.columns]
+    if missing:
+        raise MeasuredFileError(f"--measured {path}: not a bench results.csv (no column {', '.join(missing)})")
+    names = set(df["suite"].dropna().astype(str))
+    if names and names != {suite.name}:
+        raise MeasuredFileError(f"--measured {path}: measured suite {', '.join(sorted(names))}, not {suite.name}")
+    chosen = suite.kernels if ids is None else [suite.kernel(k) for k in ids]
+    by_key = {(str(r["kernel"]), str(r["label"])): r for r in df.to_dict("records")}
+    rows: list[dict[str, Any]] = []
+    for spec in chosen:
+        kid = spec.kernel_record().id
+        for n, v in ((n, v) for n in spec.sizes[:max_sizes] for v in range(spec.variants)):
+            r = by_key.get((spec.id, spec.label(n, v)))
+            if r is None:
+                raise MeasuredFileError(f"--measured {path}: {spec.label(n, v)} was not measured there")
+            if str(r["kernel_hash"]) != kid:
+                raise MeasuredFileError(f"--measured {path}: {spec.id} was measured from another source of the "
+                                        f"kernel (hash {r['kernel_hash']}, now {kid}); measure again")
+            row = {c: r.get(c) for c in COLUMNS}
+            try:
+                row["gsize"], row["lsize"] = _list_cell(r["gsize"]) or [], _list_cell(r["lsize"])
+            except (ValueError, TypeError):
+                raise MeasuredFileError(f"--measured {path}: {spec.label(n, v)}: unreadable gsize/lsize") from None
+            if row["status"] == "ok":
+                try:
+                    g, loc = spec.geometry(spec.environment(int(n)), v)
+                except Exception:  # noqa: BLE001 - a geometry error is reported when measuring, not here
+                    g, loc = None, None
+                if g is not None and (list(g) != row["gsize"] or (list(loc) if loc else None) != row["lsize"]):
+                    raise MeasuredFileError(f"--measured {path}: {spec.label(n, v)} was measured at gsize "
+                                            f"{row['gsize']} lsize {row['lsize']}, the manifest now says "
+                                            f"{list(g)} / {list(loc) if loc else None}")
+                try:
+                    t = float(row["median_us"])  # type: ignore[arg-type]
+                except (TypeError, ValueError):
+                    t = float("nan")
+                if not (t > 0):
+                    raise MeasuredFileError(f"--measured {path}: {spec.label(n, v)}: status ok without a time")
+            row["reason"] = "" if row["reason"] is None or row["reason"] != row["reason"] else str(row["reason"])
+            rows.append(row)
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 

@@ -408,8 +408,11 @@ class Backend(ABC):
         one per parameter in order; ``bindings`` must cover every parameter. Raises
         :class:`ConfigError` for bindings the device cannot take, :class:`BackendError` when
         the driver fails. Random contents are drawn in parameter order from ``seed``."""
+        from instrument.memcheck import check_buffer_memory
+
         info = self.device
         by_name = {b.name: b for b in bindings}
+        check_buffer_memory(info, [by_name[p.name] for p in params if p.name in by_name])
         rng = np.random.default_rng(seed)
         align = max(info.mem_base_align_bytes, 8)
         guard = _round_up(max(guard_bytes, align), align)

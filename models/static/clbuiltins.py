@@ -23,6 +23,23 @@ _SFU: dict[str, int] = {
     **dict.fromkeys(["tan", "tanpi", "atan2", "atan2pi", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh",
                      "pow", "pown", "powr", "rootn", "sincos", "lgamma", "lgamma_r", "tgamma", "hypot"], 2),
 }
+#: builtin families charged at their own calibrated rate (``bi_<variant><family>`` op classes,
+#: counted once per call and vector component, next to the ``sfu`` count above)
+FAMILY: dict[str, str] = {
+    **dict.fromkeys(["exp", "exp2", "exp10", "expm1"], "exp"),
+    **dict.fromkeys(["log", "log2", "log10", "log1p", "logb", "ilogb"], "log"),
+    **dict.fromkeys(["sin", "cos", "sinpi", "cospi", "tan", "tanpi"], "sin"),
+    **dict.fromkeys(["asin", "acos", "atan", "atan2", "asinpi", "acospi", "atanpi", "atan2pi"], "atan"),
+    **dict.fromkeys(["pow", "pown", "powr", "rootn"], "pow"),
+    **dict.fromkeys(["tanh", "sinh", "cosh", "asinh", "acosh", "atanh"], "tanh"),
+    **dict.fromkeys(["sqrt", "cbrt", "hypot"], "sqrt"),
+    "rsqrt": "rsqrt",
+    **dict.fromkeys(["erf", "erfc", "lgamma", "lgamma_r", "tgamma"], "erf"),
+    **dict.fromkeys(["divide", "recip"], "divide"),
+}
+#: calls per family per builtin (``sincos`` and ``tan`` are a sine and a cosine)
+FAMILY_CALLS = {"sincos": 2, "tan": 2, "tanpi": 2}
+FAMILY["sincos"] = "sin"
 _ALU = {"fabs", "fmin", "fmax", "min", "max", "floor", "ceil", "round", "trunc", "rint", "sign", "step",
         "copysign", "select", "abs", "abs_diff", "add_sat", "sub_sat", "hadd", "rhadd", "fdim", "maxmag",
         "minmag", "nextafter", "degrees", "radians", "fract", "modf", "frexp", "ldexp", "nan"}
@@ -43,6 +60,18 @@ SIZES = {"get_global_size": "gsize", "get_local_size": "lsize", "get_enqueued_lo
          "get_num_groups": "ngroups"}
 VLOAD = re.compile(r"^vload(a)?(_half)?(\d+)?(_rt[enpz])?$")
 VSTORE = re.compile(r"^vstore(a)?(_half)?(\d+)?(_rt[enpz])?$")
+
+
+def family_class(name: str) -> str:
+    """The op class of a builtin family call: ``bi_<variant><family>``, variant ``native_`` /
+    ``half_`` / none (``fast_length`` and friends count as ``native_``)."""
+    variant = ""
+    base = name
+    for pre in ("native_", "half_", "fast_"):
+        if base.startswith(pre):
+            variant = "half_" if pre == "half_" else "native_"
+            base = base[len(pre):]
+    return f"bi_{variant}{FAMILY.get(base, 'sqrt')}"
 
 
 @dataclass
@@ -79,6 +108,7 @@ def math_builtin(name: str, vals: list[Val], result: tuple[str, int], first_arg:
         pass
     elif base in _SFU:
         ops.append(("sfu", _SFU[base] * width))
+        ops.append((family_class(name), FAMILY_CALLS.get(base, 1) * width))
         if base == "hypot":
             ops.append((f"{fp}_fma", 2 * width))
     elif base in ("fma", "mad"):
@@ -86,7 +116,7 @@ def math_builtin(name: str, vals: list[Val], result: tuple[str, int], first_arg:
     elif base == "mix":
         ops += [(f"{fp}_fma", width), (f"{fp}_add", width)]
     elif base == "divide" and name.startswith(("native_", "half_")):
-        ops += [("sfu", width), (f"{fp}_mul", width)]
+        ops += [("sfu", width), (f"{fp}_mul", width), (family_class(name), width)]
     elif base in _DIV:
         ops.append((f"{fp}_div", width))
     elif base == "dot":
@@ -96,7 +126,7 @@ def math_builtin(name: str, vals: list[Val], result: tuple[str, int], first_arg:
     elif base in ("length", "distance", "normalize"):
         if base == "distance":
             ops.append((f"{fp}_add", awidth))
-        ops += [(f"{fp}_fma", awidth), ("sfu", 1)]
+        ops += [(f"{fp}_fma", awidth), ("sfu", 1), (family_class(name[:-len(base)] + "sqrt"), 1)]
         if base == "normalize":
             ops.append((f"{fp}_mul", awidth))
     elif base in ("floor", "ceil", "trunc", "round", "rint") and width == 1 and vals and vals[0].poly is not None:

@@ -58,6 +58,10 @@ OP_CLASSES = (
     "int_add", "int_mul", "int_div", "int_bit",
     "sfu", "cmp", "conv", "branch", "barrier", "fence",
 )
+#: builtin families with their own rates (:data:`models.static.clbuiltins.FAMILY`); a call counts in
+#: ``sfu`` (all special functions together) and in ``bi_<variant><family>``
+BUILTIN_FAMILIES = ("exp", "log", "sin", "atan", "pow", "tanh", "sqrt", "rsqrt", "erf", "divide")
+BUILTIN_CLASSES = tuple(f"bi_{v}{f}" for v in ("", "native_", "half_") for f in BUILTIN_FAMILIES)
 RESERVED = frozenset({
     "gsize0", "gsize1", "gsize2", "lsize0", "lsize1", "lsize2", "ngroups0", "ngroups1", "ngroups2",
     "avg_trip", "warp", "seg_bytes", "work_dim", "min", "max", "log2", "ceil", "floor", "abs",
@@ -105,6 +109,7 @@ class LoopInfo:
     divergent: bool = False  # trip count differs between work-items
     has_break: bool = False  # break/return inside: trip is an upper bound
     early_exit: bool = False  # extra data-dependent exit condition: trip is an upper bound
+    assumed: str = ""        # what the trip count assumes (dead code, a break bound, avg_trip), "" if exact
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> LoopInfo:
@@ -217,6 +222,9 @@ class SourceFeatures:
         zeros = np.zeros(shape, dtype=np.float64)
         out: dict[str, np.ndarray] = {}
         for k in OP_CLASSES:
+            out[k] = ev(self.ops[k]) if k in self.ops else zeros
+            out["warp_" + k] = ev(self.ops_warp[k]) if k in self.ops_warp else zeros
+        for k in BUILTIN_CLASSES:
             out[k] = ev(self.ops[k]) if k in self.ops else zeros
             out["warp_" + k] = ev(self.ops_warp[k]) if k in self.ops_warp else zeros
 

@@ -87,8 +87,9 @@ from kernelcast.clang import find_kernels, kernel_params, parse
 from kernelcast.schema import Kernel
 from models.static.affine import average
 from models.static.cursors import type_bytes, type_class
+from models.static.deadcode import dead_loops
 from models.static.expr import Poly
-from models.static.features import OP_CLASSES, RESERVED, SourceFeatures
+from models.static.features import BUILTIN_CLASSES, OP_CLASSES, RESERVED, SourceFeatures
 from models.static.values import ZERO, Ptr, Val
 from models.static.walk_base import Frame
 from models.static.walk_call import CallWalker
@@ -173,6 +174,7 @@ def analyze_source(kernel: Kernel, filename: str = "kernel.cl") -> SourceFeature
     sys.setrecursionlimit(max(limit, 20000))  # long unrolled expressions nest deeply
     try:
         if body is not None:
+            w.dead_loops = dead_loops(body)
             w.walk_body(body)
     finally:
         sys.setrecursionlimit(limit)
@@ -214,7 +216,7 @@ def _final(p: Poly, w: _Walker) -> Poly:
 
 def _op_strings(ops: dict[str, Poly], w: _Walker) -> dict[str, str]:
     out: dict[str, str] = {}
-    for k in OP_CLASSES:
+    for k in OP_CLASSES + BUILTIN_CLASSES:
         p = ops.get(k)
         if p is None or p.is_zero():
             continue

@@ -69,6 +69,7 @@ class WalkerBase(ABC):
         self._seen_local: set[int] = set()
         self.geo_params: dict[int, tuple[Poly, Fraction]] = {}   # loop id -> (start, factor)
         self.acc_polys: list[tuple[Poly, Poly]] = []              # count polys of self.accesses
+        self.dead_loops: dict[tuple[int, int, int], str] = {}    # loop key -> why it is dead code
 
     # --- bookkeeping ----------------------------------------------------------------------------
     def serial(self) -> int:

@@ -18,6 +18,8 @@ import clang.cindex as ci
 
 from models.static import _cx
 from models.static.affine import printable
+from models.static.cursors import expr_text
+from models.static.deadcode import loop_key
 from models.static.expr import DATA, ITER, VAR, WI, Atom, Poly, p_max, p_min
 from models.static.features import LoopInfo
 from models.static.loops import Induction, assigned, conjuncts, for_parts, induction_candidates, iter_refs, variant_deps
@@ -58,12 +60,39 @@ class LoopWalker(WalkerBase):
             trip = AVG_TRIP
         if printable(trip) is None:
             trip, trip_kind = AVG_TRIP, "unknown"
+        why_dead = self.dead_loops.get(loop_key(c))
+        if why_dead and trip_kind in ("affine", "geometric"):
+            # the compiler deletes a finite loop without effects (models.static.deadcode)
+            self._leave_loop(carried, {}, True, trip)
+            if not self.mute:
+                self.note(f"loop at line {line} not counted: dead code ({why_dead})")
+                self.loops.append(LoopInfo(
+                    line=line, kind=kind, var=var_name, trip="0", trip_kind="dead", depth=len(self.loop_stack) + 1,
+                    assumed=f"dead code, removed by the compiler: {why_dead} (static trip {trip.to_str()})"))
+            return
         if kind == "do":
             trip = p_max(ONE, trip)
+        vars_in = dict(self.vars)
         it_atom = Atom(f"i:{lid}", "iter", f"it{lid}", deps=frozenset({ITER}),
                        avg=(trip - 1) * Fraction(1, 2), rng=trip, deriv=(ZERO, ZERO, ZERO))
         it = Poly.atom(it_atom)
         post = self._induction_values(cands, entry_vars, loop_atoms, ind_key, ind_val, trip_kind, it)
+        assumed = "" if trip_kind in ("affine", "geometric") else f"{trip_kind} trip count: avg_trip assumed"
+        if trip_kind != "geometric":
+            bounds = self._break_bounds(body, it_atom, loop_atoms, lid)
+            if bounds:
+                alt = bounds[0][0] if len(bounds) == 1 else p_min(*(b for b, _ in bounds))
+                new_trip = alt if trip_kind != "affine" else p_min(trip, alt)
+                if kind == "do":
+                    new_trip = p_max(ONE, new_trip)
+                if printable(new_trip) is not None:
+                    trip, trip_kind = new_trip, "affine"
+                    assumed = "trip bounded by " + " / ".join(f"'if ({t}) break'" for _, t in bounds)
+                    self.vars = vars_in
+                    it_atom = Atom(f"i:{lid}", "iter", f"it{lid}", deps=frozenset({ITER}),
+                                   avg=(trip - 1) * Fraction(1, 2), rng=trip, deriv=(ZERO, ZERO, ZERO))
+                    it = Poly.atom(it_atom)
+                    post = self._induction_values(cands, entry_vars, loop_atoms, ind_key, ind_val, trip_kind, it)
 
         # condition deps (for divergence) with the loop-variant values
         with self.muted():
@@ -94,7 +123,73 @@ class LoopWalker(WalkerBase):
         if not self.mute:
             self.loops.append(LoopInfo(
                 line=line, kind=kind, var=var_name, trip=trip.to_str(), trip_kind=trip_kind, depth=depth,
-                data_dependent=data_dep, divergent=divergent, has_break=ctx.has_break, early_exit=early))
+                data_dependent=data_dep, divergent=divergent, has_break=ctx.has_break, early_exit=early,
+                assumed=assumed))
+
+    def _break_bounds(self, body: ci.Cursor, it_atom: Atom, loop_atoms: set[str], lid: int) -> list[tuple[Poly, str]]:
+        """Trip counts implied by ``if (cond) break;`` statements at the top level of the body whose
+        condition is linear in the iteration counter with a bound that is not loaded data: the
+        number of iterations before ``cond`` first holds (averaged over work-items)."""
+        stmts = list(body.get_children()) if body.kind == K.COMPOUND_STMT else [body]
+        out: list[tuple[Poly, str]] = []
+        if not any(x.kind == K.BREAK_STMT for s in stmts for x in s.walk_preorder()):
+            return out
+        with self.muted():
+            for s in stmts:
+                if s.kind == K.IF_STMT:
+                    ch = list(s.get_children())
+                    if len(ch) == 2 and _is_break(ch[1]):
+                        b = self._exit_bound(ch[0], it_atom, loop_atoms, lid)
+                        if b is not None:
+                            out.append((b, expr_text(ch[0])))
+                        continue
+                if s.kind in (K.FOR_STMT, K.WHILE_STMT, K.DO_STMT, K.SWITCH_STMT, K.RETURN_STMT, K.BREAK_STMT,
+                              K.CONTINUE_STMT, K.GOTO_STMT):
+                    break
+                self.walk_stmt(s)
+        return out
+
+    def _exit_bound(self, cond: ci.Cursor, it_atom: Atom, loop_atoms: set[str], lid: int) -> Poly | None:
+        """Iterations before the exit condition ``cond`` (a ``||`` chain) first holds, or None."""
+        disj: list[ci.Cursor] = []
+        _disjuncts(cond, disj)
+        trips: list[Poly] = []
+        for x in disj:
+            if x.kind != K.BINARY_OPERATOR:
+                continue
+            op = _cx.binary_op(x)
+            if op not in ("<", "<=", ">", ">=", "=="):
+                continue
+            lhs, rhs = list(x.get_children())
+            lv, rv = self.ev(lhs), self.ev(rhs)
+            if lv.poly is None or rv.poly is None:
+                continue
+            d = lv.poly - rv.poly
+            co = d.coefficient(it_atom)
+            if co is None or co.is_zero():
+                continue
+            rest = d - co * Poly.atom(it_atom)
+            if any(a == it_atom for a in rest.all_atoms()) or any(a == it_atom for a in co.all_atoms()):
+                continue
+            if co.is_const():
+                pos = co.const_value() > 0
+            elif all(c > 0 for c in co.terms.values()) and not (co.deps & {DATA, VAR, WI, ITER}):
+                pos = True      # a positive combination of sizes / scalar arguments
+            else:
+                continue
+            # exit when co*it + rest (op) 0; keep going while step*it (cont) B
+            if pos and op in (">=", ">", "=="):
+                cont, bound, step = ("<=" if op == ">" else "<"), -rest, co
+            elif not pos and op in ("<", "<=", "=="):
+                cont, bound, step = ("<=" if op == "<" else "<"), rest, -co
+            else:
+                continue
+            t = induction_trip(cont, "+", Val(ZERO), bound, bound.deps, Val(step), loop_atoms, lid)
+            if t.kind == "affine":
+                trips.append(t.trip)
+        if not trips:
+            return None
+        return trips[0] if len(trips) == 1 else p_min(*trips)
 
     def _loop_variant_values(self, carried: dict[int, list[ci.Cursor | None]], parts: list[ci.Cursor]) -> set[str]:
         """Give the carried variables fresh loop-variant values; returns the keys of their atoms."""
@@ -289,3 +384,23 @@ def _value_stepper(start: Poly, step: Poly, deps: frozenset[str]) -> Callable[[P
     def advance(t: Poly) -> Val:
         return Val.of(start + step * t, deps | {ITER})
     return advance
+
+
+def _is_break(c: ci.Cursor) -> bool:
+    if c.kind == K.BREAK_STMT:
+        return True
+    ch = list(c.get_children()) if c.kind == K.COMPOUND_STMT else []
+    return len(ch) == 1 and ch[0].kind == K.BREAK_STMT
+
+
+def _disjuncts(c: ci.Cursor, out: list[ci.Cursor]) -> None:
+    """Append the operands of a ``||`` chain to ``out``."""
+    from models.static.cursors import unwrap
+
+    s = unwrap(c)
+    if s.kind == K.BINARY_OPERATOR and _cx.binary_op(s) == "||":
+        a, b = list(s.get_children())
+        _disjuncts(a, out)
+        _disjuncts(b, out)
+    else:
+        out.append(s)

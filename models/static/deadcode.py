@@ -1,0 +1,377 @@
+"""Dead loops of a kernel body: loops whose results never reach memory, as the compiler sees them.
+
+A loop in the kernel body is *dead* (the compiler deletes it: LLVM's dead-code and loop-deletion
+passes at -O2, which OpenCL runtimes use) when
+
+* it has no side effect: no store through a pointer or into an array, no atomic, ``vstore``,
+  image write, barrier, fence, ``printf``, asynchronous copy, call to a helper function (helpers
+  are not followed: a call keeps the loop), ``return`` or ``goto``; and
+* every variable it assigns that is declared outside it is *dead after it*: either it is not
+  *useful* (flow-insensitively, its value never flows into a store, an atomic, a side-effecting
+  call or a condition controlling one), or every path from the loop's exit to a read of it first
+  overwrites it (``acc = expr`` not reading ``acc``, or both sides of an ``if``/``else`` doing so).
+
+The check is conservative: anything it does not follow (a ``break``/``continue``/``goto`` on the
+path after the loop, a loop after it that mentions the variable, a ``switch``) counts as a read.
+Only loops of the kernel body itself are examined (not loops of inlined helpers). The result is a
+set of loop keys (:func:`loop_key`) with a short reason each; the walker counts such a loop zero
+times and says so in its :class:`~models.static.features.LoopInfo` (``trip_kind`` ``dead``).
+Dead loops whose variables were read only by other dead loops are found by iterating (twice).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import clang.cindex as ci
+
+from models.static import _cx
+from models.static.cursors import unwrap
+
+K = ci.CursorKind
+
+LOOPS = (K.FOR_STMT, K.WHILE_STMT, K.DO_STMT)
+#: builtins with side effects (prefixes)
+SIDE_EFFECT_CALLS = ("atomic_", "atom_", "vstore", "write_image", "barrier", "work_group_barrier", "mem_fence",
+                     "read_mem_fence", "write_mem_fence", "atomic_work_item_fence", "printf",
+                     "async_work_group", "wait_group_events", "prefetch", "sub_group_barrier")
+
+Key = tuple[int, int, int]
+
+
+def loop_key(c: ci.Cursor) -> Key:
+    """Identity of a cursor that survives re-walking: kind and source extent offsets."""
+    return (c.kind.value, c.extent.start.offset, c.extent.end.offset)
+
+
+def _inside(c: ci.Cursor, outer: Key) -> bool:
+    return outer[1] <= c.extent.start.offset and c.extent.end.offset <= outer[2]
+
+
+def _var_key(c: ci.Cursor) -> int | None:
+    if c.kind == K.DECL_REF_EXPR and c.referenced is not None and c.referenced.kind in (K.VAR_DECL, K.PARM_DECL):
+        return int(c.referenced.hash)
+    return None
+
+
+def _lhs_var(lhs: ci.Cursor) -> int | None:
+    """The variable a plain assignment writes, or None when it writes memory (array, pointer, member)."""
+    return _var_key(unwrap(lhs))
+
+
+def _refs(c: ci.Cursor, ignored: list[Key]) -> set[int]:
+    out: set[int] = set()
+    for x in c.walk_preorder():
+        k = _var_key(x)
+        if k is not None and not any(_inside(x, ig) for ig in ignored):
+            out.add(k)
+    return out
+
+
+def _is_user_function(c: ci.Cursor) -> bool:
+    ref = c.referenced
+    if ref is None:
+        return False
+    d = ref.get_definition()
+    return d is not None and any(ch.kind == K.COMPOUND_STMT for ch in d.get_children())
+
+
+def side_effect(c: ci.Cursor) -> str | None:
+    """Why a statement has an effect outside its variables (None: it has none)."""
+    for x in c.walk_preorder():
+        k = x.kind
+        if k in (K.BINARY_OPERATOR, K.COMPOUND_ASSIGNMENT_OPERATOR):
+            op = _cx.binary_op(x)
+            if op == "=" or k == K.COMPOUND_ASSIGNMENT_OPERATOR:
+                lhs = list(x.get_children())[0]
+                if _lhs_var(lhs) is None:
+                    return "stores to memory"
+        elif k == K.UNARY_OPERATOR:
+            op = _cx.unary_op(x)
+            if op in ("post++", "post--", "pre++", "pre--"):
+                ch = list(x.get_children())
+                if ch and _lhs_var(ch[0]) is None:
+                    return "stores to memory"
+            elif op == "&":
+                return "takes an address"
+        elif k == K.CALL_EXPR:
+            name = x.spelling
+            if name.startswith(SIDE_EFFECT_CALLS):
+                return f"calls {name}"
+            if _is_user_function(x):
+                return f"calls {name or 'a function'}"
+        elif k in (K.RETURN_STMT, K.GOTO_STMT, K.INDIRECT_GOTO_STMT, K.ASM_STMT):
+            return "returns or jumps"
+    return None
+
+
+def _conditions(c: ci.Cursor) -> list[ci.Cursor]:
+    """The controlling expressions of a statement (if / loop / switch)."""
+    ch = list(c.get_children())
+    if c.kind in (K.IF_STMT, K.WHILE_STMT, K.SWITCH_STMT) and ch:
+        return [ch[0]]
+    if c.kind == K.DO_STMT and ch:
+        return [ch[-1]]
+    if c.kind == K.FOR_STMT:
+        return ch[:-1]
+    return []
+
+
+def useful_vars(body: ci.Cursor, ignored: list[Key]) -> set[int]:
+    """Variables whose value may reach a side effect (flow-insensitive fixed point)."""
+    # assignment sites: (var, refs of the right-hand side, refs of the controlling conditions)
+    sites: list[tuple[int, set[int], set[int]]] = []
+    sinks: set[int] = set()
+
+    def visit(c: ci.Cursor, conds: set[int]) -> None:
+        if any(loop_key(c) == ig for ig in ignored):
+            return
+        k = c.kind
+        if k in (K.IF_STMT, K.WHILE_STMT, K.DO_STMT, K.FOR_STMT, K.SWITCH_STMT):
+            cs = set(conds)
+            for e in _conditions(c):
+                cs |= _refs(e, ignored)
+            for ch in c.get_children():
+                visit(ch, cs)
+            return
+        if k == K.VAR_DECL:
+            init = [x for x in c.get_children() if x.kind.is_expression()]
+            refs = set().union(*(_refs(x, ignored) for x in init)) if init else set()
+            sites.append((int(c.hash), refs, conds))
+            for x in init:
+                visit(x, conds)
+            return
+        if k in (K.BINARY_OPERATOR, K.COMPOUND_ASSIGNMENT_OPERATOR):
+            op = _cx.binary_op(c)
+            if op == "=" or k == K.COMPOUND_ASSIGNMENT_OPERATOR:
+                lhs, rhs = list(c.get_children())
+                v = _lhs_var(lhs)
+                if v is None:
+                    sinks.update(_refs(c, ignored) | conds)
+                else:
+                    refs = _refs(rhs, ignored) | ({v} if k == K.COMPOUND_ASSIGNMENT_OPERATOR else set())
+                    sites.append((v, refs, conds))
+                visit(rhs, conds)
+                return
+        if k == K.CALL_EXPR and (c.spelling.startswith(SIDE_EFFECT_CALLS) or _is_user_function(c)):
+            sinks.update(_refs(c, ignored) | conds)
+        if k == K.RETURN_STMT:
+            sinks.update(_refs(c, ignored) | conds)
+        if k == K.UNARY_OPERATOR and _cx.unary_op(c) == "&":
+            sinks.update(_refs(c, ignored))
+        if k == K.UNARY_OPERATOR and _cx.unary_op(c) in ("post++", "post--", "pre++", "pre--"):
+            ch = list(c.get_children())
+            if ch and _lhs_var(ch[0]) is None:
+                sinks.update(_refs(c, ignored) | conds)
+        for ch in c.get_children():
+            visit(ch, conds)
+
+    visit(body, set())
+    useful = set(sinks)
+    changed = True
+    while changed:
+        changed = False
+        for v, refs, conds in sites:
+            if v in useful:
+                new = (refs | conds) - useful
+                if new:
+                    useful |= new
+                    changed = True
+    return useful
+
+
+def _has_jump(c: ci.Cursor) -> bool:
+    """A break / continue / goto in ``c`` that leaves it (not inside a nested loop or switch)."""
+    def rec(x: ci.Cursor, nested: bool) -> bool:
+        k = x.kind
+        if k in (K.GOTO_STMT, K.INDIRECT_GOTO_STMT):
+            return True
+        if k in (K.BREAK_STMT, K.CONTINUE_STMT) and not nested:
+            return True
+        inner = nested or k in LOOPS or k == K.SWITCH_STMT
+        return any(rec(ch, inner) for ch in x.get_children())
+    return rec(c, False)
+
+
+class _Liveness:
+    """Backward liveness of variables on the AST of one kernel body (module docstring)."""
+
+    MAX_DEPTH = 3
+
+    def __init__(self, parents: dict[Key, ci.Cursor], ignored: list[Key]) -> None:
+        self.parents = parents
+        self.ignored = ignored
+
+    def dead_def(self, c: ci.Cursor, v: int, depth: int) -> bool:
+        """Whether ``c`` is ``x = f(v)`` / ``T x = f(v)`` with no side effect and ``x`` dead after it."""
+        if depth >= self.MAX_DEPTH or side_effect(c) is not None:
+            return False
+        s = unwrap(c)
+        target: int | None = None
+        if s.kind == K.DECL_STMT:
+            decls = list(s.get_children())
+            if len(decls) == 1 and decls[0].kind == K.VAR_DECL:
+                target = int(decls[0].hash)
+        elif s.kind in (K.BINARY_OPERATOR, K.COMPOUND_ASSIGNMENT_OPERATOR) and (
+                s.kind == K.COMPOUND_ASSIGNMENT_OPERATOR or _cx.binary_op(s) == "="):
+            target = _lhs_var(list(s.get_children())[0])
+        if target is None or target == v:
+            return False
+        return not self.live_after(c, target, depth + 1)
+
+    def first_effect(self, c: ci.Cursor, v: int, depth: int = 0) -> str | None:
+        """What a statement first does to variable ``v``: ``read``, ``kill`` (overwritten without
+        being read) or None (neither, on some path)."""
+        ig = self.ignored
+        if any(loop_key(c) == x for x in ig):
+            return None
+        refs = _refs(c, ig)
+        if _has_jump(c):
+            return "read"
+        if v not in refs:
+            return None
+        k = c.kind
+        s = unwrap(c)
+        if s.kind == K.BINARY_OPERATOR and _cx.binary_op(s) == "=":
+            lhs, rhs = list(s.get_children())
+            if _lhs_var(lhs) == v and v not in _refs(rhs, ig):
+                return "kill"
+        if k == K.COMPOUND_STMT:
+            for ch in c.get_children():
+                e = self.first_effect(ch, v, depth)
+                if e is not None:
+                    return e
+            return None
+        if k == K.IF_STMT:
+            ch = list(c.get_children())
+            if v in _refs(ch[0], ig):
+                return "read"
+            e_then = self.first_effect(ch[1], v, depth)
+            e_else = self.first_effect(ch[2], v, depth) if len(ch) > 2 else None
+            if "read" in (e_then, e_else):
+                return "read"
+            if e_then == "kill" and e_else == "kill":
+                return "kill"
+            return None
+        if self.dead_def(c, v, depth):
+            return None
+        return "read"
+
+    def effect_before(self, container: ci.Cursor, target: Key, v: int, depth: int) -> str | None:
+        """The first effect on ``v`` from the start of ``container`` down to the statement ``target``."""
+        if loop_key(container) == target:
+            return None
+        ch = list(container.get_children())
+        if container.kind == K.COMPOUND_STMT:
+            for x in ch:
+                if _inside(x, target):
+                    return self.effect_before(x, target, v, depth)
+                e = self.first_effect(x, v, depth)
+                if e is not None:
+                    return e
+            return None
+        if container.kind in LOOPS or container.kind in (K.IF_STMT, K.SWITCH_STMT):
+            if any(v in _refs(x, self.ignored) for x in _conditions(container)):
+                return "read"
+        for x in ch:
+            if _inside(x, target):
+                return self.effect_before(x, target, v, depth)
+        return None
+
+    def live_after(self, stmt: ci.Cursor, v: int, depth: int = 0) -> bool:
+        """Whether ``v`` may be read after ``stmt`` before being overwritten."""
+        target = loop_key(stmt)
+        cur = stmt
+        while True:
+            parent = self.parents.get(loop_key(cur))
+            if parent is None:
+                return False
+            pk = parent.kind
+            if pk == K.COMPOUND_STMT:
+                after = False
+                for x in parent.get_children():
+                    if loop_key(x) == loop_key(cur):
+                        after = True
+                        continue
+                    if after:
+                        e = self.first_effect(x, v, depth)
+                        if e == "read":
+                            return True
+                        if e == "kill":
+                            return False
+            elif pk in LOOPS:
+                if any(v in _refs(x, self.ignored) for x in _conditions(parent)):
+                    return True
+                body = list(parent.get_children())[-1] if pk != K.DO_STMT else list(parent.get_children())[0]
+                if self.effect_before(body, target, v, depth) == "read":
+                    return True
+            elif pk in (K.SWITCH_STMT, K.CASE_STMT, K.DEFAULT_STMT, K.LABEL_STMT):
+                return True
+            elif pk not in (K.IF_STMT, K.DECL_STMT) and not pk.is_statement():
+                return True
+            cur = parent
+
+
+def _parents(body: ci.Cursor) -> dict[Key, ci.Cursor]:
+    out: dict[Key, ci.Cursor] = {}
+    stack = [body]
+    while stack:
+        c = stack.pop()
+        for ch in c.get_children():
+            out[loop_key(ch)] = c
+            stack.append(ch)
+    return out
+
+
+def _loops(body: ci.Cursor) -> Iterable[ci.Cursor]:
+    for x in body.walk_preorder():
+        if x.kind in LOOPS:
+            yield x
+
+
+def carried(loop: ci.Cursor) -> set[int]:
+    """Variables the loop assigns that are declared outside it."""
+    declared = {int(x.hash) for x in loop.walk_preorder() if x.kind == K.VAR_DECL}
+    out: set[int] = set()
+    for x in loop.walk_preorder():
+        k = x.kind
+        if k in (K.BINARY_OPERATOR, K.COMPOUND_ASSIGNMENT_OPERATOR):
+            op = _cx.binary_op(x)
+            if op == "=" or k == K.COMPOUND_ASSIGNMENT_OPERATOR:
+                v = _lhs_var(list(x.get_children())[0])
+                if v is not None:
+                    out.add(v)
+        elif k == K.UNARY_OPERATOR and _cx.unary_op(x) in ("post++", "post--", "pre++", "pre--"):
+            ch = list(x.get_children())
+            v = _lhs_var(ch[0]) if ch else None
+            if v is not None:
+                out.add(v)
+    return out - declared
+
+
+def dead_loops(body: ci.Cursor) -> dict[Key, str]:
+    """Dead loops of a kernel body: loop key -> reason (module docstring)."""
+    parents = _parents(body)
+    loops = list(_loops(body))
+    dead: dict[Key, str] = {}
+    for _round in range(2):
+        ignored = list(dead)
+        useful = useful_vars(body, ignored)
+        lv = _Liveness(parents, ignored)
+        found = False
+        for lp in loops:
+            key = loop_key(lp)
+            if key in dead or any(_inside(lp, d) for d in dead):
+                continue
+            if side_effect(lp) is not None:
+                continue
+            vs = carried(lp)
+            unused = [v for v in vs if v not in useful]
+            killed = [v for v in vs if v in useful and not lv.live_after(lp, v)]
+            if len(unused) + len(killed) == len(vs):
+                why = "its results are never used" if not killed else "its results are overwritten before use"
+                dead[key] = why
+                found = True
+        if not found:
+            break
+    return dead

@@ -1,0 +1,159 @@
+"""Dead loops and break-bounded trip counts in the source analysis (hand-computed answers), and
+on the device: the compiler really removes a dead loop, and a break-bounded loop really stops."""
+
+from __future__ import annotations
+
+import pytest
+
+from instrument.runner import TimingPolicy
+from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
+from models.static.source import analyze_source_text
+
+OVERWRITTEN = """__kernel void over(__global float* out, const int iters) {
+  int i = get_global_id(0);
+  float acc = 0.0f;
+  for (int k = 0; k < iters; k++) { acc += sin((float)k * 0.001f); }
+  acc = 2.0f;
+  out[i] = acc;
+}"""
+UNUSED = """__kernel void unused(__global float* out, const int iters) {
+  int i = get_global_id(0);
+  float acc = 0.0f, t = 0.0f;
+  for (int k = 0; k < iters; k++) { acc += sin((float)k); }
+  t = acc * 2.0f;
+  out[i] = 1.0f;
+}"""
+# overwritten on both sides of an if/else, through an intermediate variable (the synthetic
+# stencil shape: the loop result feeds 'val', and 'val' is overwritten before the store)
+BOTH_SIDES = """__kernel void both(__global const float* a, __global float* out, int iters) {
+  int i = get_global_id(0);
+  float s = 0.0f;
+  for (int k = 0; k < iters; k++) { s += a[(i + k) % 64] * 0.5f; }
+  float val = a[i] + s;
+  if ((i & 1) == 0) { val = a[i]; } else { val = 2.0f * a[i]; }
+  out[i] = val;
+}"""
+PARTLY = """__kernel void partly(__global float* out, const int iters) {
+  int i = get_global_id(0);
+  float acc = 0.0f;
+  for (int k = 0; k < iters; k++) { acc += sin((float)k); }
+  if (i > 3) acc = 1.0f;
+  out[i] = acc;
+}"""
+STORES = """__kernel void stores(__global float* out, const int iters) {
+  int i = get_global_id(0);
+  for (int k = 0; k < iters; k++) { out[i] = (float)k; }
+}"""
+CARRIED = """__kernel void carried(__global float* out, const int iters, const int reps) {
+  int i = get_global_id(0);
+  float acc = 0.0f;
+  for (int r = 0; r < reps; r++) {
+    for (int k = 0; k < iters; k++) { acc += sin((float)k); }
+    acc = acc * 0.5f;
+  }
+  out[i] = acc;
+}"""
+STRIDED_BREAK = """__kernel void sbreak(__global const float* a, __global float* b, int n, int per_item) {
+  int i = get_global_id(0);
+  for (int t = 0; t < per_item; t++) {
+    int j = i + t * (int)get_global_size(0);
+    if (j >= n) break;
+    b[j] = a[j] * 2.0f;
+  }
+}"""
+WHILE_BREAK = """__kernel void wbreak(__global float* b, int n) {
+  int i = get_global_id(0);
+  int j = 0;
+  while (1) {
+    if (j >= n || j >= 100) break;
+    b[i] += 1.0f;
+    j++;
+  }
+}"""
+DATA_BREAK = """__kernel void dbreak(__global const float* a, __global float* b, int iters) {
+  int i = get_global_id(0);
+  float acc = 0.0f;
+  for (int k = 0; k < iters; k++) {
+    acc += a[(i + k) % 64];
+    if (acc > 1000.0f) break;
+  }
+  b[i] = acc;
+}"""
+
+
+def _loop(src: str, name: str):
+    f = analyze_source_text(src, name)
+    assert len(f.loops) >= 1
+    return f, f.loops[0]
+
+
+@pytest.mark.parametrize("src,name", [(OVERWRITTEN, "over"), (UNUSED, "unused"), (BOTH_SIDES, "both")])
+def test_dead_loops_are_not_counted(src, name):
+    f, lp = _loop(src, name)
+    assert lp.trip_kind == "dead" and lp.trip == "0"
+    assert "dead code" in lp.assumed
+    assert any("dead code" in n for n in f.notes)
+    v = f.evaluate({"gsize0": 1024, "iters": 1 << 20})
+    assert v["sfu"] == 0.0
+    assert v["fp32_add"] <= 2.0      # at most the statements outside the loop
+
+
+@pytest.mark.parametrize("src,name", [(PARTLY, "partly"), (STORES, "stores"), (CARRIED, "carried")])
+def test_live_loops_are_counted(src, name):
+    f = analyze_source_text(src, name)
+    assert all(lp.trip_kind == "affine" for lp in f.loops)
+    v = f.evaluate({"gsize0": 1024, "iters": 100, "reps": 3})
+    if name == "partly":
+        assert v["sfu"] == pytest.approx(100)
+    elif name == "carried":
+        assert v["sfu"] == pytest.approx(300)
+    else:
+        assert v["global_stores"] == pytest.approx(100)
+
+
+def test_break_on_a_counter_bound_limits_the_trip_count():
+    _f, lp = _loop(STRIDED_BREAK, "sbreak")
+    assert "j >= n" in lp.assumed
+    f = analyze_source_text(STRIDED_BREAK, "sbreak")
+    g = 4096
+    # j = i + t*g < n: with n = g every work-item runs one trip (the loop bound per_item = g)
+    assert f.evaluate({"gsize0": g, "n": g, "per_item": g})["global_stores"] == pytest.approx(1.0)
+    # n = 4g: four trips each; per_item = 2 caps it at two
+    assert f.evaluate({"gsize0": g, "n": 4 * g, "per_item": 1 << 20})["global_stores"] == pytest.approx(4.0)
+    assert f.evaluate({"gsize0": g, "n": 4 * g, "per_item": 2})["global_stores"] == pytest.approx(2.0)
+
+
+def test_break_bounds_an_unbounded_while_loop():
+    f, lp = _loop(WHILE_BREAK, "wbreak")
+    assert lp.trip_kind == "affine"
+    assert f.evaluate({"gsize0": 64, "n": 40})["global_stores"] == pytest.approx(40)
+    assert f.evaluate({"gsize0": 64, "n": 4000})["global_stores"] == pytest.approx(100)
+
+
+def test_data_dependent_break_keeps_the_static_bound():
+    f, lp = _loop(DATA_BREAK, "dbreak")
+    assert lp.has_break and lp.assumed == ""
+    assert f.evaluate({"gsize0": 64, "iters": 50})["global_loads"] == pytest.approx(50)
+
+
+REAL = TimingPolicy(warmup=2, min_repeats=5, min_time_s=0.0, max_repeats=10, max_time_s=5)
+
+
+def _median_us(harness, src: str, name: str, g: int, scalars: dict[str, int]) -> float:
+    args = [ArgBinding("out", "buffer", "float", count=g, init="zeros")] + [
+        ArgBinding(k, "scalar", "int", value=v) for k, v in scalars.items()]
+    m = harness.run(Kernel(src, name), LaunchConfig((g,), (64,), args), REAL)
+    assert m.status == "ok", m.reason
+    return m.time.median_us
+
+
+@pytest.mark.slow
+def test_device_removes_the_dead_loop_and_keeps_the_live_one(device, harness):
+    """2^20 sines per work-item would take seconds; the dead loop costs what an empty kernel does.
+    The live loop (PARTLY) with the same trip count is at least 100x slower than the dead one."""
+    g = 4096
+    dead = _median_us(harness, OVERWRITTEN, "over", g, {"iters": 1 << 20})
+    empty = _median_us(harness, OVERWRITTEN, "over", g, {"iters": 0})
+    live = _median_us(harness, PARTLY, "partly", g, {"iters": 1 << 12})
+    assert dead < 20 * max(empty, 5.0)
+    assert live > 10 * dead
