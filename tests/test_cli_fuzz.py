@@ -92,6 +92,18 @@ _add("dataset",
      "dataset {fx}/ds_badmanifest", "dataset {fx}/ds_badshard", "dataset {fx}/ds_notdataset",
      "dataset {fx}/ds_badshard --json", "dataset check {fx}/missing", "dataset check {fx}/file.txt",
      "dataset repair {fx}/missing", "dataset repair {fx}/emptydir", "dataset check")
+KT = "dataset import-kt {fx}/kt_cache.json"
+_add("dataset",
+     "dataset import-kt", "dataset import-kt {fx}/missing.json --out {out}",
+     "dataset import-kt {fx}/bad.json --out {out}",
+     "dataset import-kt {fx}/binary.bin --out {out}", "dataset import-kt {fx}/notobj.json --out {out}",
+     "dataset import-kt {fx}/file.txt --out {out}", "dataset import-kt {fx}/kt_noblock.json --out {out}",
+     f"{KT}", f"{KT} --out {{fx}}/file.txt", f"{KT} --out {{fx}}/ds_badshard", f"{KT} --out {{fx}}/ds_notdataset",
+     f"{KT} --out {{out}} --grid bogus", f"{KT} --out {{out}} --grid grid_div_x=block_size_x*nope",
+     f"{KT} --out {{out}} --grid grid_div_x=__import__", f"{KT} --out {{out}} --grid block_size_names=nope",
+     f"{KT} --out {{out}} --kernel {{fx}}/missing.cl", f"{KT} --out {{out}} --kernel {{fx}}/binary.bin",
+     f"{KT} --out {{out}} --arg n=4", f"{KT} --out {{out}} --kernel {{fx}}/empty.cl",
+     f"{KT} --out {{out}} --kernel {K} --name nope", f"{KT} --out {{out}} --kernel {K} --arg bogus=1")
 _add("calib",
      "calib", "calib --out {fx}/emptydir", "calib --out {fx}/nodir/p.json", "calib --out {out} --only bogus",
      "calib --out {out} --max-bytes 1", "calib --out {out} --max-bytes abc", "calib --out {out} --timeout 0",
@@ -119,7 +131,8 @@ _add("evaluate",
      f"{E} --inner-folds 0", f"{E} --codegen-epochs 0", "evaluate --data {fx}/missing --out {out} --profile a100",
      "evaluate --data {fx}/file.txt --out {out} --profile a100", f"{E} --interval-by bogus", f"{E} --seed=-1",
      "evaluate --data {fx}/ds_badshard --out {out} --profile a100",
-     "evaluate --data {fx}/ds_good --out {out} --profile {fx}/profile_cu0.json")
+     "evaluate --data {fx}/ds_good --out {out} --profile {fx}/profile_cu0.json",
+     f"{E} --energy-pcts 0", f"{E} --energy-pcts 100", f"{E} --energy-pcts x", f"{E} --energy-top-k 0")
 P = f"predict --kernel {K} --profile a100"
 _add("predict",
      "predict --kernel {fx}/missing.cl --gsize 64 --profile a100", f"{P}", f"{P} --configs {{fx}}/binary.bin",
@@ -146,7 +159,10 @@ _add("tune",
      f"tune --kernel {K} --gsize 1024 --profile {{fx}}/profile_cu0.json", f"{TU} --model {{fx}}/model_garbage",
      f"{TU} --model {{fx}}/missing", f"{TU} --measured {{fx}}/bad.json", f"{TU} --measured {{fx}}/binary.bin",
      f"tune --kernel {K} --gsize 1000000000000 --profile a100", "tune --kernel {fx}/missing.cl --gsize 64",
-     f"{TU} --top x", f"tune --kernel {K} --gsize 1024 --profile v100 --shapes --power-caps 1:1000000:1")
+     f"{TU} --top x", f"tune --kernel {K} --gsize 1024 --profile v100 --shapes --power-caps 1:1000000:1",
+     f"{TU} --format bogus", f"{TU} --out {{out}}", f"{TU} --format kernel-tuner --json",
+     f"{TU} --format kernel-tuner --measure-top 2", f"{TU} --format kernel-tuner --out {{fx}}/emptydir",
+     f"{TU} --format kernel-tuner --out {{fx}}/nodir/sl.json")
 B = "bench --out {out} --profile a100"
 _add("bench",
      "bench --out {fx}/file.txt --profile a100", f"{B} --max-sizes 0", f"{B} --max-sizes=-1", f"{B} --max-sizes x",
@@ -173,6 +189,12 @@ def make_fixtures(fx: Path) -> None:
     (fx / "nogsize.csv").write_text("a,b\n1,2\n")
     (fx / "badsize.csv").write_text("gsize,lsize\n64,abc\n")
     (fx / "file.txt").write_text("an existing file\n")
+    kt = {"device_name": "GPU", "kernel_name": "vadd", "problem_size": 1024, "tune_params_keys": ["block_size_x"],
+          "tune_params": {"block_size_x": [64]}, "objective": "time",
+          "cache": {"64": {"block_size_x": 64, "time": 1.0}}}
+    (fx / "kt_cache.json").write_text(json.dumps(kt))
+    (fx / "kt_noblock.json").write_text(json.dumps({**kt, "tune_params_keys": ["tile"],
+                                                    "cache": {"2": {"tile": 2, "time": 1.0}}}))
     (fx / "emptydir").mkdir(exist_ok=True)
     (fx / "corpus_bad").mkdir(exist_ok=True)
     (fx / "corpus_bad" / "kernels.jsonl").write_bytes(b"{\"id\": 1,\n\x00\xff garbage\n")
