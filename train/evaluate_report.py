@@ -321,6 +321,11 @@ def format_report(m: Mapping[str, Any], figures: Sequence[tuple[str, str]] = ())
         lines += [_md_table([[_num(p["train_kernels"]) + (" (all)" if p["all"] else ""), p["median_ape"], p["mape"],
                               p["within_2x_pct"]] for p in lc["points"]],
                             ["training kernels per fold", "median APE %", "MAPE %", "within 2x %"]), ""]
+    energy = m.get("energy")
+    if energy:
+        from train.evaluate_energy import energy_lines
+
+        lines += ["## Energy ranking", "", "```", *energy_lines(energy), "```", ""]
     lines += ["## Folds", "", _md_table([[f["fold"], f["groups"], f["kernels"], f["rows"]] for f in m["folds"]],
                                          ["fold", "groups", "kernels", "rows"]), ""]
     lines += ["Largest groups:", ""]
