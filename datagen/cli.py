@@ -201,11 +201,11 @@ def cmd_dataset_repair(args: argparse.Namespace) -> int:
 def add_dataset_parser(sub: Any) -> Any:
     """``dataset [summary] DS``, ``dataset check DS``, ``dataset repair DS``. Further actions register
     on the returned subparsers (``add_parser(name, ...)`` with ``set_defaults(func=...)``)."""
-    p = sub.add_parser("dataset", help="summarize, check or repair a dataset",
+    p = sub.add_parser("dataset", help="summarize, check or repair a dataset; import Kernel Tuner caches",
                        description="dataset DS (= dataset summary DS): rows by status, kernels by validity, the "
                                    "time distribution by regime and pass, optionally an IQR histogram. dataset "
                                    "check DS: name damaged files. dataset repair DS: quarantine them, keep every "
-                                   "good row.")
+                                   "good row. dataset import-kt CACHE --out DS: a Kernel Tuner cache as rows.")
     p.default_action = "summary"     # ``dataset DS`` means ``dataset summary DS`` (kernelcast.cli)
     dsub = p.add_subparsers(dest="dataset_command", metavar="ACTION")
     dsub.required = True
@@ -231,6 +231,54 @@ def add_dataset_parser(sub: Any) -> Any:
     q.add_argument("--json", action="store_true")
     q.set_defaults(func=cmd_dataset_repair)
     return dsub
+
+
+# ---------------------------------------------------------------------------------------------
+# dataset import-kt
+
+
+def cmd_import_kt(args: argparse.Namespace) -> int:
+    from datagen.ktcache import GridRules, import_kt, kt_rows, read_kt_cache
+    from kernelcast.argspec import check_against_signature, parse_arg
+    from kernelcast.console import load_kernel_source
+
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {args.out}: exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not (out / "manifest.json").is_file():
+        raise UsageError(f"--out {args.out}: a directory that is not a dataset")
+    if args.arg and not args.kernel:
+        raise UsageError("--arg binds arguments of the kernel source: give --kernel too")
+    rules = GridRules.parse(args.grid)
+    cache = read_kt_cache(args.cache)
+    kernel = params = None
+    given = [parse_arg(a) for a in args.arg]
+    if args.kernel:
+        from datagen.ktcache import block_size_names, kt_defines, launch_of
+
+        name = args.name or cache.kernel_name
+        if not cache.records:
+            raise UsageError(f"{args.cache}: the cache holds no configuration")
+        first = cache.records[0][1]
+        names = block_size_names(cache, rules)
+        opts = kt_defines(first, cache.tune_params_keys, launch_of(cache, first, names, rules), names)
+        kernel, params = load_kernel_source(args.kernel, name, opts)
+        kernel.build_options = ""           # the macros are per row (build_options column)
+        check_against_signature(given, params, kernel.name)
+    imp = kt_rows(cache, kernel=kernel, params=params, arg_specs=given, rules=rules, kernel_name=args.name)
+    appended, total = import_kt(imp, out)
+    info = {**imp.summary(), "dataset": str(out), "rows_appended": appended, "rows_in_dataset": total}
+    if args.json:
+        print(to_json(info))
+        return 0
+    st = ", ".join(f"{k} {v}" for k, v in sorted(imp.statuses.items()))
+    print(f"{cache.path}: Kernel Tuner cache ({cache.format}{'' if cache.closed else ', left open'}), kernel "
+          f"{cache.kernel_name} on {cache.device_name}, {len(cache.records)} configurations ({st})")
+    print(f"tune parameters: {', '.join(cache.tune_params_keys)}; observers: "
+          f"{', '.join(imp.observer_columns) or 'none'}; energy: {', '.join(imp.energy_columns) or 'none'}")
+    print(f"dataset: {out} ({appended} rows added, {total} in all)"
+          + ("" if kernel else "; no --kernel: rows without source (not usable for training)"))
+    return 0
 
 
 def add_parsers(sub: Any) -> None:
@@ -288,4 +336,24 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the run's summary as JSON (no progress bar)")
     p.set_defaults(func=cmd_datagen)
 
-    add_dataset_parser(sub)
+    dsub = add_dataset_parser(sub)
+    p = dsub.add_parser("import-kt", help="a Kernel Tuner cache file as dataset rows",
+                           description="Turn a Kernel Tuner cache (0.4-1.x, closed or left open) into dataset "
+                                       "rows: tune parameters as tp_* columns (and -D macros per row), the launch "
+                                       "from the problem size and block-size parameters, time in us with every "
+                                       "iteration, every observer column (kt_*: energy, power, clocks, "
+                                       "temperature), failed configurations as rows with their status.",
+                           epilog="--grid rules (';'-separated): block_size_names=NAME[,NAME[,NAME]], "
+                                  "grid_div_x=EXPR (also _y, _z; expressions of the tune parameters, default: "
+                                  "the block-size parameter), problem_size=EXPR[,EXPR[,EXPR]] (for caches "
+                                  "without one). As Kernel Tuner: work-groups = ceil(problem / grid_div), "
+                                  "global size = work-groups x block size.")
+    p.add_argument("cache", help="Kernel Tuner cache file (JSON)")
+    p.add_argument("--out", required=True, help="dataset directory (created, or appended to)")
+    p.add_argument("--kernel", help="the kernel's source file (OpenCL C): rows get its id and source")
+    p.add_argument("--name", help="kernel name (default: the cache's kernel_name)")
+    p.add_argument("--grid", help="launch rules (see below)")
+    p.add_argument("--arg", action="append", default=[], metavar="SPEC",
+                   help="bind one kernel argument as in 'measure' (others: simple selection over the problem size)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_import_kt)

@@ -13,8 +13,8 @@ from kernelcast.errors import InputError
 
 log = logging.getLogger(__name__)
 
-#: the passes of datagen whose rows train and evaluate models (not validity checks)
-TRAIN_PASSES = ("sample", "iqr")
+#: the passes whose rows train and evaluate models: datagen's (not validity checks) and Kernel Tuner imports (``kt``)
+TRAIN_PASSES = ("sample", "iqr", "kt")
 
 
 class DataError(InputError, ValueError):

@@ -206,6 +206,65 @@ def tuning_scores(pred: np.ndarray, true: np.ndarray, groups: Sequence[Any] | np
     }
 
 
+def top_k_share(pred: np.ndarray, true: np.ndarray, k: int) -> float:
+    """The share (0-1) of the ``k`` rows with the lowest measured value that are among the ``k`` rows
+    with the lowest prediction (FlipFlop's "top-20 found in the predicted top-20"); rows where either
+    side is not finite are left out; NaN when fewer than ``k`` rows remain. Ties are broken by row
+    order (a stable sort)."""
+    pred = np.asarray(pred, dtype=np.float64)
+    true = np.asarray(true, dtype=np.float64)
+    ok = np.flatnonzero(np.isfinite(pred) & np.isfinite(true))
+    if k < 1 or len(ok) < k:
+        return float("nan")
+    best_true = set(ok[np.argsort(true[ok], kind="stable")[:k]].tolist())
+    best_pred = set(ok[np.argsort(pred[ok], kind="stable")[:k]].tolist())
+    return len(best_true & best_pred) / k
+
+
+def ranking_scores(pred: np.ndarray, true: np.ndarray, groups: Sequence[Any] | np.ndarray, *, top_k: int = 20,
+                   min_rho_points: int = 3) -> dict[str, Any]:
+    """How well predictions order the configurations of each group (e.g. the energies of one
+    kernel's configurations for one problem): per group with at least ``min_rho_points`` rows where
+    both sides are finite, Spearman's rho and :func:`top_k_share` with ``k = min(top_k, rows // 2)``
+    (a group no larger than ``top_k`` would otherwise find its whole top-k trivially). Returns the
+    number of groups, the mean and median rho over groups where it is defined, the mean top-k share
+    in percent, and the smallest and largest k used."""
+    pred = np.asarray(pred, dtype=np.float64)
+    true = np.asarray(true, dtype=np.float64)
+    groups = np.asarray(groups)
+    ok = np.isfinite(pred) & np.isfinite(true)
+    rhos: list[float] = []
+    shares: list[float] = []
+    ks: list[int] = []
+    n_groups = 0
+    for g in np.unique(groups[ok]):
+        sel = ok & (groups == g)
+        n = int(sel.sum())
+        if n < min_rho_points:
+            continue
+        n_groups += 1
+        rho = spearman(pred[sel], true[sel], min_points=min_rho_points)
+        if np.isfinite(rho):
+            rhos.append(rho)
+        k = min(top_k, n // 2)
+        share = top_k_share(pred[sel], true[sel], k)
+        if np.isfinite(share):
+            shares.append(share)
+            ks.append(k)
+    nan = float("nan")
+    return {
+        "groups": n_groups,
+        "rows": int(ok.sum()),
+        "spearman_mean": float(np.mean(rhos)) if rhos else nan,
+        "spearman_median": float(np.median(rhos)) if rhos else nan,
+        "spearman_groups": len(rhos),
+        "top_k": top_k,
+        "top_k_share_pct": 100.0 * float(np.mean(shares)) if shares else nan,
+        "k_min": min(ks) if ks else None,
+        "k_max": max(ks) if ks else None,
+    }
+
+
 # ---------------------------------------------------------------------------------------------
 # intervals
 

@@ -232,6 +232,24 @@ def _load_tune_model(model: str) -> Any:
         raise UsageError(f"--model {model}: cannot load: {str(e).splitlines()[0]}") from None
 
 
+def _check_kt_format(args: argparse.Namespace) -> Path | None:
+    """``--format kernel-tuner`` / ``--out``: checked before any work; the output path or None (stdout)."""
+    if args.format != "kernel-tuner":
+        if args.out:
+            raise UsageError("--out goes with --format kernel-tuner")
+        return None
+    if args.json or args.measure_top:
+        raise UsageError("--format kernel-tuner prints the shortlist only: drop --json / --measure-top")
+    if not args.out:
+        return None
+    out = Path(args.out)
+    if out.is_dir():
+        raise UsageError(f"--out {args.out}: is a directory")
+    if not out.parent.is_dir():
+        raise UsageError(f"--out {args.out}: no such directory {out.parent}")
+    return out
+
+
 def cmd_tune(args: argparse.Namespace) -> int:
     from calib.local import resolve_profile
     from kernelcast.argspec import parse_size
@@ -244,6 +262,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if args.objective not in ("time", "energy", "pareto"):
         raise UsageError("--objective must be time, energy or pareto")
     caps = power_caps(args.power_caps)
+    kt_out = _check_kt_format(args)
     tab = _load_tune_model(args.model) if args.model else None
     ms = mframe = m_us = None
     if args.measured:
@@ -306,6 +325,21 @@ def cmd_tune(args: argparse.Namespace) -> int:
              for k, i in enumerate(chosen)]
     label = "Pareto set (time vs energy)" if args.objective == "pareto" and have_energy else \
         f"best {len(chosen)} by predicted {args.objective if have_energy else 'time'}"
+    if args.format == "kernel-tuner":
+        from models.tune import kernel_tuner_shortlist, write_shortlist
+
+        shortlist = kernel_tuner_shortlist(
+            kernel.name, n, [tuple(rows[i]["lsize"]) for i in chosen],
+            [None if not np.isfinite(rows[i]["power_cap_w"]) else float(rows[i]["power_cap_w"]) for i in chosen],
+            [float(t[i]) for i in chosen], [float(e[i]) for i in chosen],
+            objective=args.objective if have_energy else "time", profile=dev.name)
+        if kt_out is None:
+            print(to_json(shortlist))
+        else:
+            write_shortlist(kt_out, shortlist)
+            print(f"{len(shortlist['configurations'])} configurations ({label}) written to {kt_out} as Kernel Tuner "
+                  f"tune_params + restrictions", file=sys.stderr)
+        return 0
     ctx = _TuneContext(args, kernel, rows, order, t_raw, sc, prior,
                        objective_time=args.objective != "energy" or not have_energy,
                        shots_us=[float(x) for x in m_us] if m_us is not None else [], shots_pred=shots_pred)
@@ -533,4 +567,7 @@ def add_parsers(sub: Any) -> None:
                         "corrected prediction after each measurement")
     p.add_argument("--build-options", default="")
     p.add_argument("--json", action="store_true", help="print the chosen configurations (and measurements) as JSON")
+    p.add_argument("--format", default="table", choices=["table", "kernel-tuner"],
+                   help="kernel-tuner: the chosen configurations as Kernel Tuner tune_params + restrictions (JSON)")
+    p.add_argument("--out", metavar="FILE", help="with --format kernel-tuner: write the JSON here (default: stdout)")
     p.set_defaults(func=cmd_tune)

@@ -3,7 +3,12 @@ caps, and the time/energy Pareto set. Every enumeration is bounded."""
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -66,3 +71,59 @@ def pareto(time_: np.ndarray, energy: np.ndarray) -> np.ndarray:
             keep.append(i)
             best_e = energy[i]
     return np.array(keep, dtype=int)
+
+
+#: Kernel Tuner's names of the work-group dimensions
+KT_BLOCK_NAMES = ("block_size_x", "block_size_y", "block_size_z")
+KT_FORMAT = "kernelcast-kernel-tuner-shortlist"
+
+
+def kernel_tuner_shortlist(kernel_name: str, problem: tuple[int, ...], lsizes: list[tuple[int, ...]],
+                           power_caps_w: list[float | None], pred_us: list[float], pred_energy_j: list[float | None],
+                           *, objective: str, profile: str) -> dict[str, Any]:
+    """The chosen configurations (best first) as Kernel Tuner input: ``tune_params`` (the values of
+    ``block_size_x/y/z`` and, with power caps, ``nvml_pwr_limit``) and ``restrictions`` (one string
+    that admits exactly the chosen combinations), for ``kernel_tuner.tune_kernel(name, source,
+    problem_size, args, tune_params, restrictions=restrictions)``. Kernel Tuner launches
+    ``ceil(problem / block)`` work-groups of ``block`` work-items, the global size kernelcast
+    predicted (the problem padded up to a multiple of the work-group size)."""
+    dims = len(problem)
+    names = list(KT_BLOCK_NAMES[:dims])
+    with_caps = any(c is not None for c in power_caps_w)
+    if with_caps:
+        names.append("nvml_pwr_limit")
+    configs: list[dict[str, object]] = []
+    seen: set[tuple[int, ...]] = set()
+    for rank, (ls, cap, t, e) in enumerate(zip(lsizes, power_caps_w, pred_us, pred_energy_j), start=1):
+        values = tuple(int(x) for x in ls) + ((int(round(cap)) if cap is not None else 0,) if with_caps else ())
+        if values in seen:        # two caps that round to the same whole watt
+            continue
+        seen.add(values)
+        c: dict[str, object] = dict(zip(names, values))
+        c.update(rank=rank, pred_us=float(t), pred_energy_j=None if e is None or not math.isfinite(e) else float(e))
+        configs.append(c)
+    tune_params = {n: sorted({int(str(c[n])) for c in configs}) for n in names}
+    clauses = ["(" + " and ".join(f"{n} == {c[n]}" for n in names) + ")" for c in configs]
+    return {
+        "format": KT_FORMAT, "version": 1, "kernel_name": kernel_name, "problem_size": list(problem),
+        "objective": objective, "profile": profile,
+        "tune_params": tune_params,
+        "restrictions": [" or ".join(clauses)] if len(configs) > 1 or dims > 1 or with_caps else [],
+        "configurations": configs,
+        "usage": "kernel_tuner.tune_kernel(kernel_name, source, problem_size, arguments, tune_params, "
+                 "restrictions=restrictions, lang='OpenCL')",
+    }
+
+
+def write_shortlist(path: str | os.PathLike[str], doc: dict[str, Any]) -> None:
+    """Write a :func:`kernel_tuner_shortlist` as JSON, atomically (a temporary file renamed)."""
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=2)
+            f.write("\n")
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -125,6 +125,10 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--codegen-epochs", type=positive_int, default=5, help="codegen: epochs per fold (5)")
     p.add_argument("--learning-curve", action="store_true",
                    help="also the tabular model's median APE vs training kernels (10, 20, 40, ..., all)")
+    p.add_argument("--energy-pcts", default="10,25",
+                   help="energy few-shot: %% of each problem's configurations measured (10,25); energy figures "
+                        "are computed when rows carry measured energy")
+    p.add_argument("--energy-top-k", type=positive_int, default=20, help="energy: the top-k of the ranking share (20)")
     p.add_argument("--no-plots", action="store_true", help="no PNG plots")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument("--json", action="store_true", help="print metrics.json instead of the summary")
@@ -280,14 +284,22 @@ def format_blend(res: dict[str, Any], model_dir: str) -> str:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from calib.local import resolve_profile
     from kernelcast.console import to_json
-    from train.evaluate import DEFAULT_MODELS, EvaluateOptions, evaluate_dataset, parse_models, parse_shots
+    from train.evaluate import (
+        DEFAULT_MODELS,
+        EvaluateOptions,
+        evaluate_dataset,
+        parse_models,
+        parse_pcts,
+        parse_shots,
+    )
     from train.evaluate_report import check_out_dir, format_summary, metrics_json, write_evaluation
 
     check_out_dir(args.out)
     models = parse_models(args.models) if args.models is not None else DEFAULT_MODELS
     opts = EvaluateOptions(folds=args.folds, models=models, seed=args.seed, shots=parse_shots(args.shots),
                            interval_by=args.interval_by, inner_folds=args.inner_folds,
-                           codegen_epochs=args.codegen_epochs, learning_curve=args.learning_curve)
+                           codegen_epochs=args.codegen_epochs, learning_curve=args.learning_curve,
+                           energy_pcts=parse_pcts(args.energy_pcts), energy_top_k=args.energy_top_k)
     check_in_dir(args.data, "--data", "dataset directory")
     profile = resolve_profile(args.profile, args.device,
                               on_calibrate=lambda msg: print(f"note: {msg}", file=sys.stderr))

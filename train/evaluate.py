@@ -90,6 +90,8 @@ class EvaluateOptions:
     tuning_tolerance: float = 0.05
     learning_curve: bool = False
     codegen_epochs: int = 5
+    energy_pcts: tuple[float, ...] = (10.0, 25.0)   # few-shot energy: % of each problem's configurations measured
+    energy_top_k: int = 20
 
     def __post_init__(self) -> None:
         if self.folds < 2:
@@ -113,6 +115,10 @@ class EvaluateOptions:
             raise UsageError(f"blend criterion must be one of {', '.join(CRITERIA)}, got {self.criterion!r}")
         if self.codegen_epochs < 1:
             raise UsageError("--codegen-epochs must be at least 1")
+        if any(not 0.0 < p < 100.0 for p in self.energy_pcts):
+            raise UsageError("--energy-pcts must be percentages in (0, 100)")
+        if self.energy_top_k < 1:
+            raise UsageError("--energy-top-k must be at least 1")
         if self.learning_curve and "tabular" not in self.models:
             raise UsageError("--learning-curve is drawn for the tabular model: add tabular to --models")
 
@@ -137,6 +143,17 @@ def parse_shots(text: str) -> tuple[int, ...]:
     if not shots or shots[0] < 0:
         raise UsageError(f"--shots {text!r}: expected non-negative numbers like 0,1,3")
     return tuple(shots)
+
+
+def parse_pcts(text: str) -> tuple[float, ...]:
+    """``10,25`` -> (10.0, 25.0); :class:`UsageError` for anything else (range checked by the options)."""
+    try:
+        pcts = sorted({float(s) for s in text.split(",") if s.strip()})
+    except ValueError:
+        raise UsageError(f"--energy-pcts {text!r}: expected percentages like 10,25") from None
+    if not pcts or not all(0.0 < p < 100.0 for p in pcts):
+        raise UsageError(f"--energy-pcts {text!r}: expected percentages in (0, 100) like 10,25")
+    return tuple(pcts)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -702,6 +719,13 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile, options: Evaluat
         tab = fitters["tabular"]
         lc = learning_curve(tab, oof["tabular"], y, kernel_ids, folds, opts.seed, say)
 
+    from train.evaluate_energy import energy_rows, evaluate_energy
+
+    energy = None
+    if energy_rows(frame).any():
+        energy = evaluate_energy(frame, profile, folds, models=models, seed=opts.seed, pcts=opts.energy_pcts,
+                                 top_k=opts.energy_top_k, progress=say)
+
     fold_table = []
     for f in range(opts.folds):
         sel = folds == f
@@ -723,6 +747,7 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile, options: Evaluat
         "intervals": intervals,
         "blend": {"criterion": opts.criterion, "inner_folds": opts.inner_folds, "folds": blends} if blends else None,
         "learning_curve": lc,
+        "energy": energy,
         "folds": fold_table,
         "groups": {
             "count": len(grouping.groups), "by_kind": kinds, "near_duplicate_threshold": opts.near_duplicate_threshold,

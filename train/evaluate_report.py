@@ -237,6 +237,9 @@ def format_summary(m: Mapping[str, Any]) -> str:
         kinds = [b["kind"] for b in m["blend"]["folds"]]
         lines.append(f"blend: chosen per fold by {m['blend']['criterion']} on inner OOF predictions: "
                      f"{', '.join(kinds)}")
+    from train.evaluate_energy import energy_lines
+
+    lines += energy_lines(m.get("energy"))
     lc = m.get("learning_curve")
     if lc:
         pts = ", ".join(f"{p['train_kernels']:.0f}{' (all)' if p['all'] else ''}: {_num(p['median_ape'])} %"

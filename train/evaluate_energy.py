@@ -1,0 +1,163 @@
+"""Energy figures of ``kernelcast evaluate``: how well the models order the configurations of a kernel
+by measured energy (FlipFlop's yardstick: Spearman's rho across the configurations of a kernel, and
+the share of the measured top-20 energy-efficient configurations found in the predicted top-20).
+
+Rows: those of the evaluation that carry a measured energy (``energy_j`` > 0: datagen with a meter,
+or a Kernel Tuner cache with NVML / PowerSensor energy imported by ``dataset import-kt``). Groups:
+the configurations of one problem (:func:`train.evaluate.problem_keys`: a Kernel Tuner cache is one
+problem). Per group :func:`kernelcast.metrics.ranking_scores` (``k = min(top_k, rows // 2)``).
+
+* **zero-shot, analytical**: the analytical energy model of the profile (NaN without an energy
+  calibration: the figures say so).
+* **zero-shot, tabular**: the tabular model's energy head fitted, for each fold of the evaluation,
+  on the energy rows of the other folds (kernel-disjoint) and predicting the fold.
+* **few-shot, tabular** (``pcts``): for each problem, ``pct`` % of its configurations (at least one,
+  chosen at random, seeded) are "measured"; the energy head is fitted on the other folds' rows plus
+  the measured configurations of the fold's problems and scored on the fold's other configurations
+  (the measured ones are left out of the scores). With a single problem (one cache) that is fitting
+  on ``pct`` % of the cache and predicting the rest.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from calib.profile import DeviceProfile
+from datagen.frame import DataError
+from kernelcast.metrics import ranking_scores
+
+log = logging.getLogger(__name__)
+
+ENERGY = "energy_j"
+TOP_K = 20
+DEFAULT_PCTS = (10, 25)
+#: fewest energy rows for which the figures are computed
+MIN_ENERGY_ROWS = 3
+
+
+def energy_rows(frame: pd.DataFrame) -> np.ndarray:
+    """Mask of the rows with a measured energy."""
+    if ENERGY not in frame.columns:
+        return np.zeros(len(frame), dtype=bool)
+    e = pd.to_numeric(frame[ENERGY], errors="coerce").to_numpy(dtype=np.float64)
+    return np.isfinite(e) & (e > 0)
+
+
+def shot_mask(groups: np.ndarray, pct: float, seed: int) -> np.ndarray:
+    """``pct`` % of the rows of every group (rounded, at least one, never all but when the group has
+    one row), chosen at random for a seed, the group and the percentage."""
+    import hashlib
+
+    out = np.zeros(len(groups), dtype=bool)
+    for g in np.unique(groups):
+        idx = np.flatnonzero(groups == g)
+        m = min(len(idx) - 1 if len(idx) > 1 else 1, max(1, int(round(pct / 100.0 * len(idx)))))
+        h = int.from_bytes(hashlib.sha256(f"{seed}:{pct}:{g}".encode()).digest()[:8], "little")
+        out[np.random.default_rng(h).choice(idx, size=m, replace=False)] = True
+    return out
+
+
+def evaluate_energy(frame: pd.DataFrame, profile: DeviceProfile, folds: np.ndarray, *, models: Sequence[str],
+                    seed: int = 0, pcts: Sequence[float] = DEFAULT_PCTS, top_k: int = TOP_K,
+                    progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The energy figures (module docstring) of the rows of ``frame`` (the evaluation's rows, with
+    ``folds`` its row folds)."""
+    from train.evaluate import problem_keys
+
+    say = progress or (lambda msg: log.info("%s", msg))
+    has = energy_rows(frame)
+    out: dict[str, Any] = {"rows": int(has.sum()), "top_k": top_k, "grouping": "configurations of one problem",
+                           "zero_shot": {}, "few_shot": {"pcts": list(pcts), "models": {}}, "notes": []}
+    if has.sum() < MIN_ENERGY_ROWS:
+        out["notes"].append(f"{int(has.sum())} row(s) carry a measured energy: no energy figures")
+        return out
+    fe = frame[has].reset_index(drop=True)
+    y = pd.to_numeric(fe[ENERGY], errors="coerce").to_numpy(dtype=np.float64)
+    fo = np.asarray(folds)[has]
+    groups = problem_keys(fe)
+    out["problems"] = int(len(np.unique(groups)))
+    out["meters"] = sorted(str(m) for m in fe["meter"].dropna().unique()) if "meter" in fe.columns else []
+
+    if "analytical" in models:
+        from models.analytical import AnalyticalModel
+
+        e = np.asarray(AnalyticalModel(profile).predict(fe).energy_j, dtype=np.float64)
+        if np.isfinite(e).any():
+            out["zero_shot"]["analytical"] = ranking_scores(e, y, groups, top_k=top_k)
+        else:
+            out["notes"].append(f"analytical: the profile ({profile.device.name}) has no energy calibration")
+    if "tabular" in models:
+        from models.tabular import build_table
+
+        table = build_table(fe, profile)
+        oof = np.full(len(fe), np.nan)
+        for f in np.unique(fo):
+            test, train = np.flatnonzero(fo == f), np.flatnonzero(fo != f)
+            if len(train) < 2:
+                continue
+            say(f"energy: fold {int(f) + 1}: tabular energy head ({len(train)} training rows, {len(test)} test rows)")
+            oof[test] = _fit_predict(table, train, test, profile, seed)
+        if np.isfinite(oof).any():
+            out["zero_shot"]["tabular"] = ranking_scores(oof, y, groups, top_k=top_k)
+        else:
+            out["notes"].append("tabular zero-shot: the energy rows are all in one kernel group (one fold): no "
+                                "held-out kernel to score")
+        few: dict[str, Any] = {}
+        for pct in pcts:
+            shots = shot_mask(groups, pct, seed)
+            pred = np.full(len(fe), np.nan)
+            for f in np.unique(fo):
+                test = np.flatnonzero((fo == f) & ~shots)
+                train = np.flatnonzero((fo != f) | ((fo == f) & shots))
+                if len(test) == 0 or len(train) < 2:
+                    continue
+                say(f"energy: {pct:g} % measured, fold {int(f) + 1}: tabular energy head ({len(train)} training rows)")
+                pred[test] = _fit_predict(table, train, test, profile, seed)
+            scores = ranking_scores(pred, y, groups, top_k=top_k)
+            scores["measured_rows"] = int(shots.sum())
+            few[f"{pct:g}"] = scores
+        out["few_shot"]["models"]["tabular"] = few
+    return out
+
+
+def _fit_predict(table: pd.DataFrame, train: np.ndarray, test: np.ndarray, profile: DeviceProfile,
+                 seed: int) -> np.ndarray:
+    from train.tabular import fit_tabular
+
+    try:
+        model = fit_tabular(table.iloc[train].reset_index(drop=True), profile, target="energy", seed=seed)
+    except DataError as e:
+        log.info("energy head not fitted: %s", e)
+        return np.full(len(test), np.nan)
+    p = model.predict_table(table.iloc[test].reset_index(drop=True))
+    return np.asarray(p.energy_j, dtype=np.float64)
+
+
+def energy_lines(m: dict[str, Any] | None) -> list[str]:
+    """The energy part of ``kernelcast evaluate``'s summary."""
+    if not m:
+        return []
+    if not m.get("zero_shot") and not m.get("few_shot", {}).get("models"):
+        return [f"energy: {'; '.join(m.get('notes') or ['no measured energy'])}"]
+
+    def fig(s: dict[str, Any]) -> str:
+        rho = s["spearman_mean"]
+        share = s["top_k_share_pct"]
+        k = s["k_min"] if s["k_min"] == s["k_max"] else f"{s['k_min']}-{s['k_max']}"
+        return (f"rho {'-' if rho != rho else f'{rho:.3f}'} over {s['spearman_groups']} problem(s), measured top-k "
+                f"found in the predicted top-k {'-' if share != share else f'{share:.0f} %'} (k = {k})")
+
+    lines = [f"energy ({m['rows']} rows with measured energy, {m.get('problems', 0)} problem(s), meters "
+             f"{', '.join(m.get('meters') or ['-'])}): ranking of each problem's configurations by energy"]
+    for name, s in m["zero_shot"].items():
+        lines.append(f"  zero-shot {name}: {fig(s)}")
+    for name, by_pct in m["few_shot"]["models"].items():
+        for pct, s in by_pct.items():
+            lines.append(f"  {pct} % measured, {name}: {fig(s)} ({s['measured_rows']} measured rows)")
+    lines += [f"  note: {n}" for n in m.get("notes") or []]
+    return lines
