@@ -17,6 +17,7 @@ longer than ``max_config_time_s`` per launch, the larger ones of that local size
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import math
 import random
@@ -32,13 +33,22 @@ import numpy as np
 from datagen.args import SELECTORS, UnsupportedArgument
 from datagen.dataset import DatasetWriter, read_dataset, row_key
 from datagen.rebalance import plan_rebalance
-from datagen.sampler import DEFAULT_K, DEFAULT_MAX_TOTAL_ITEMS, DEFAULT_RATIO, DeviceLimits, regime_of, sample_configs
+from datagen.sampler import (
+    DEFAULT_K,
+    DEFAULT_MAX_TOTAL_ITEMS,
+    DEFAULT_RATIO,
+    DeviceLimits,
+    regime_of,
+    sample_configs,
+    sample_sweeps,
+)
 from datagen.validity import VALIDITY_SEED, check_validity
 from instrument.backends import backend_for
 from instrument.runner import HARNESS_VERSION, TimingPolicy
 from kernelcast.clang import KernelParam, ParseError, kernel_signatures
 from kernelcast.errors import KernelcastError
-from kernelcast.schema import SCHEMA_VERSION, ArgsSelection, Kernel, LaunchConfig, Measurement
+from datagen.dataset import DATASET_SCHEMA_VERSION as SCHEMA_VERSION
+from kernelcast.schema import ArgsSelection, Kernel, LaunchConfig, Measurement
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +65,9 @@ class DatagenOptions:
     k: float = DEFAULT_K
     ratio: tuple[int, int, int] = DEFAULT_RATIO
     max_total_items: int = DEFAULT_MAX_TOTAL_ITEMS
+    sweeps_per_kernel: int = 4        # tuning sweeps: problems measured with several local sizes each
+    lsizes_per_sweep: int = 4
+    activity: bool = True             # record active_fraction / bytes_touched (instrumented run)
     max_config_time_s: float = 0.2
     max_faults: int = 3
     validity: bool = True
@@ -69,12 +82,28 @@ def kernel_rng(seed: int, kernel_id: str, salt: str = "") -> random.Random:
     return random.Random(int.from_bytes(h[:8], "little"))
 
 
+def problem_id(kernel_id: str, selection: str, gsize: tuple[int, ...], args: list[dict[str, Any]]) -> str:
+    """The problem a row measures: kernel, argument selection, global size and every argument but
+    the local-memory ones (those belong to the launch configuration, like the local size). Rows
+    of one problem with different local sizes form a tuning group."""
+    payload = json.dumps([kernel_id, selection, list(gsize),
+                          [[a["name"], a["kind"], a["dtype"], a.get("count"), a.get("value")]
+                           for a in args if a["kind"] != "local"]], sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
 def flatten(m: Measurement, kernel: Kernel, *, key: str, selection: str, pass_: str, regime: str | None,
-            n_wg: int | None, seed: int) -> dict[str, Any]:
-    """One dataset row from a measurement."""
+            n_wg: int | None, seed: int, problem: str | None = None, sweep: bool = False,
+            activity: Any = None) -> dict[str, Any]:
+    """One dataset row from a measurement (``activity``: an
+    :class:`instrument.activity.Activity` of the row's arguments, or None)."""
     t = m.time
     return {
         "row_key": key,
+        "problem_id": problem,
+        "sweep": sweep,
+        "active_fraction": activity.active_fraction if activity is not None else None,
+        "bytes_touched": activity.bytes_per_item if activity is not None else None,
         "kernel_id": kernel.id,
         "kernel_name": kernel.name,
         "kernel_origin": kernel.origin,
