@@ -100,6 +100,9 @@ def datagen_options(args: argparse.Namespace) -> Any:
         raise UsageError(f"--args {args.args!r}: available selections are {', '.join([*SELECTORS, *KERNEL_SELECTORS])}")
     if args.configs_per_kernel < 1 or args.lsizes_per_kernel < 1:
         raise UsageError("--configs-per-kernel and --lsizes-per-kernel must be positive")
+    if args.sweeps_per_kernel < 0 or args.lsizes_per_sweep < 2:
+        raise UsageError("--sweeps-per-kernel must be >= 0 and --lsizes-per-sweep >= 2 (a sweep compares local "
+                         "sizes)")
     try:
         ratio = tuple(int(x) for x in args.ratio.split(":"))
         assert len(ratio) == 3 and all(r >= 0 for r in ratio) and sum(ratio) > 0
@@ -109,7 +112,8 @@ def datagen_options(args: argparse.Namespace) -> Any:
         configs_per_kernel=args.configs_per_kernel, lsizes_per_kernel=args.lsizes_per_kernel, args=args.args,
         rebalance=None if args.rebalance == "none" else args.rebalance, k=args.k, ratio=ratio,
         max_total_items=args.max_items, seed=args.seed, validity=not args.no_validity,
-        keep_invalid=args.keep_invalid,
+        keep_invalid=args.keep_invalid, sweeps_per_kernel=args.sweeps_per_kernel,
+        lsizes_per_sweep=args.lsizes_per_sweep, activity=not args.no_activity,
     )
     opts.timing.min_time_s = args.min_time
     opts.timing.min_repeats = args.repeats
@@ -211,6 +215,12 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--lsizes-per-kernel", type=int, default=4)
     p.add_argument("--args", default="simple",
                    help="argument selection: simple (LLMPerf II-B1), memory (II-B2, memory analysis) or both")
+    p.add_argument("--sweeps-per-kernel", type=int, default=4,
+                   help="tuning sweeps per kernel: problems measured with several local sizes each (4; 0: none)")
+    p.add_argument("--lsizes-per-sweep", type=int, default=4,
+                   help="local sizes / block shapes per sweep (4, fewer only where the device allows fewer)")
+    p.add_argument("--no-activity", action="store_true",
+                   help="do not record active_fraction / bytes_touched (saves one instrumented run per simple row)")
     p.add_argument("--rebalance", default="iqr", choices=["iqr", "none"])
     p.add_argument("--k", type=float, default=80.0, help="fully-utilized threshold k x compute units (80)")
     p.add_argument("--ratio", default="25:60:15", help="idle:under:full sampling ratio")
