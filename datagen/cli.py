@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shlex
 import sys
 import tempfile
 from pathlib import Path
@@ -90,11 +91,36 @@ def load_corpus_kernels(spec: str, limit: int | None = None, device: str | None 
 # datagen
 
 
+#: the defaults of the datagen options a preset may set (argparse defaults are None so a preset can
+#: tell given options from defaults)
+DATAGEN_DEFAULTS: dict[str, Any] = {"configs_per_kernel": 200, "lsizes_per_kernel": 4, "sweeps_per_kernel": 4,
+                                    "lsizes_per_sweep": 4, "args": "simple", "rebalance": "iqr"}
+
+
+def resolve_datagen_defaults(args: argparse.Namespace) -> Any:
+    """Fill the options left unset from ``--preset`` (when given) or the built-in defaults; the
+    preset, or None. Raises for an unknown preset or a preset combined with ``--corpus``."""
+    from datagen.presets import get_preset
+
+    preset = get_preset(args.preset) if args.preset else None
+    if preset is None and not args.corpus:
+        raise UsageError("give --corpus CORPUS (or 'bundled'), or --preset standard")
+    if preset is not None and args.corpus:
+        raise UsageError(f"--preset {preset.name} chooses the corpora itself; leave out --corpus")
+    for name, default in DATAGEN_DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, (preset.options if preset else {}).get(name, default))
+    return preset
+
+
 def datagen_options(args: argparse.Namespace) -> Any:
     """The :class:`~datagen.generate.DatagenOptions` of a ``datagen`` command line, validated."""
     from datagen.args import SELECTORS
     from datagen.generate import DatagenOptions
     from datagen.memargs import KERNEL_SELECTORS
+
+    if any(getattr(args, n, None) is None for n in DATAGEN_DEFAULTS):
+        resolve_datagen_defaults(args)
 
     if args.args not in SELECTORS and args.args not in KERNEL_SELECTORS and args.args != "both":
         raise UsageError(f"--args {args.args!r}: available selections are {', '.join([*SELECTORS, *KERNEL_SELECTORS])}")
@@ -126,29 +152,95 @@ def cmd_datagen(args: argparse.Namespace) -> int:
     from instrument.meters import check_meter_spec
     from kernelcast.config import device_spec
 
+    preset = resolve_datagen_defaults(args)
     opts = datagen_options(args)
     check_meter_spec(args.meter)
-    if Path(args.out).exists() and not Path(args.out).is_dir():
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
         raise UsageError(f"--out {args.out}: exists and is not a directory")
-    corpora = [load_corpus_kernels(c, None) for c in args.corpus]
+    check_resumable(out)
+    extra: dict[str, Any] = {}
+    if preset is not None:
+        from datagen.presets import ingested_corpora, synthetic_corpus
+
+        specs = (["bundled"] if preset.bundled else []) + \
+            ([str(p) for p in ingested_corpora()] if preset.ingested else [])
+        corpora = [load_corpus_kernels(c, None) for c in specs]
+        if preset.synthetic:
+            out.mkdir(parents=True, exist_ok=True)
+            corpora.append(load_corpus_kernels(str(synthetic_corpus(out, preset)), None))
+        extra = {"preset": preset.to_dict()}
+    else:
+        corpora = [load_corpus_kernels(c, None) for c in args.corpus]
     kernels = [k for ks, _ in corpora for k in ks]
     if args.limit is not None:
         kernels = kernels[: args.limit]
     if not kernels:
         raise UsageError("the corpus holds no kernels")
+    extra["command"] = command_line(args, preset)
     device = select_device(device_spec(args.device))
     try:
         run = run_datagen(kernels, args.out, device, opts, meter=args.meter, timeout_s=args.timeout,
-                          corpus=",".join(d for _, d in corpora), progress=not args.quiet and not args.json)
+                          corpus=",".join(d for _, d in corpora), progress=not args.quiet and not args.json,
+                          extra_manifest=extra)
     except DatagenInterrupted as e:
+        if preset is not None:
+            from datagen.card import write_card
+
+            write_card(out)
         print(f"\n{e}", file=sys.stderr)
         return 130
+    card = None
+    if preset is not None:
+        from datagen.card import write_card
+
+        card, _ = write_card(out)
     if args.json:
-        print(to_json({"summary": run.summary.to_dict(), "dataset": args.out, "rows_total": run.rows_total}))
+        print(to_json({"summary": run.summary.to_dict(), "dataset": args.out, "rows_total": run.rows_total,
+                       "card": str(card) if card else None}))
         return 0
     print(run.summary.format())
-    print(f"dataset: {args.out} ({run.rows_total} rows in all)")
+    print(f"dataset: {args.out} ({run.rows_total} rows in all)" + (f"; card: {card}" if card else ""))
     return 0
+
+
+def command_line(args: argparse.Namespace, preset: Any) -> str:
+    """The ``kernelcast datagen`` command that continues this dataset (options spelled out)."""
+    words = ["kernelcast", "datagen"]
+    words += ["--preset", preset.name] if preset is not None else [w for c in args.corpus for w in ("--corpus", c)]
+    words += ["--out", args.out]
+    for name in (*DATAGEN_DEFAULTS, "seed", "k", "ratio", "max_items", "min_time", "repeats", "timeout", "limit",
+                 "device", "meter"):
+        v = getattr(args, name, None)
+        pv = preset.options.get(name) if preset is not None else None
+        if v is None or (preset is not None and v == pv) or (preset is None and v == DATAGEN_DEFAULTS.get(name)):
+            continue
+        if name in ("seed",) and v == 0 or name == "meter" and v == "auto":
+            continue
+        words += [f"--{name.replace('_', '-')}", str(v)]
+    for flag in ("no_validity", "keep_invalid", "no_activity"):
+        if getattr(args, flag, False):
+            words.append(f"--{flag.replace('_', '-')}")
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def check_resumable(out: Path) -> None:
+    """A dataset directory of another schema version cannot be resumed: say so before any work."""
+    from datagen.dataset import DATASET_SCHEMA_VERSION, MANIFEST, DatasetMismatch
+
+    mpath = out / MANIFEST
+    if not mpath.is_file():
+        return
+    import json
+
+    try:
+        old = json.loads(mpath.read_text())
+    except ValueError:
+        raise UsageError(f"{mpath}: not a readable dataset manifest") from None
+    ver = old.get("schema_version", 1)
+    if ver != DATASET_SCHEMA_VERSION:
+        raise DatasetMismatch(f"{out} is a dataset of schema version {ver}; this kernelcast writes version "
+                              f"{DATASET_SCHEMA_VERSION} and cannot resume it (it still reads it); use another --out")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -176,6 +268,45 @@ def cmd_dataset(args: argparse.Namespace) -> int:
             raise UsageError(str(e)) from None
         print(f"IQR before/after histogram: {path}")
     return 0
+
+
+def cmd_card(args: argparse.Namespace) -> int:
+    from datagen.card import write_card
+    from datagen.dataset import MANIFEST
+
+    if not (Path(args.dataset) / MANIFEST).is_file():
+        raise UsageError(f"{args.dataset}: not a dataset (no {MANIFEST})")
+    path, facts = write_card(args.dataset)
+    if args.json:
+        print(to_json({"card": str(path), **facts}))
+        return 0
+    print(path.read_text(encoding="utf-8"))
+    print(f"card written to {path}")
+    return 0
+
+
+class _DatasetActions(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """``kernelcast dataset ACTION ...`` or, when the first word names no action, ``kernelcast dataset
+    DATASET ...`` (the summary). Actions register with :func:`add_dataset_action`."""
+
+    class _Any(dict):  # type: ignore[type-arg]
+        def __contains__(self, key: object) -> bool:
+            return isinstance(key, str)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        if values and values[0] not in self._name_parser_map:
+            values = [SUMMARY, *values]
+        super().__call__(parser, namespace, values, option_string)
+
+
+SUMMARY = "summary"
+
+
+def add_dataset_action(dsub: Any, name: str, **kw: Any) -> argparse.ArgumentParser:
+    """A subcommand of ``kernelcast dataset``."""
+    p: argparse.ArgumentParser = dsub.add_parser(name, **kw)
+    return p
 
 
 def add_parsers(sub: Any) -> None:
@@ -208,20 +339,23 @@ def add_parsers(sub: Any) -> None:
                                    "(idle / under-utilized / fully-utilized work-group counts, 25:60:15), with "
                                    "IQR rebalancing, into an append-only Parquet dataset. Interrupt it at any "
                                    "time; rerunning the same command resumes.")
-    p.add_argument("--corpus", action="append", required=True,
-                   help="corpus directory, or 'bundled' (repeatable)")
+    p.add_argument("--corpus", action="append", default=[],
+                   help="corpus directory, or 'bundled' (repeatable); not with --preset")
+    p.add_argument("--preset", help="a named dataset recipe: 'standard' = bundled + ingested + 1,500 synthetic "
+                                    "kernels, simple and memory selection, regime samples and sweeps; writes "
+                                    "DATASET/CARD.md. Options given override the preset's")
     p.add_argument("--out", required=True, help="dataset directory (created, or resumed)")
-    p.add_argument("--configs-per-kernel", type=int, default=200)
-    p.add_argument("--lsizes-per-kernel", type=int, default=4)
-    p.add_argument("--args", default="simple",
+    p.add_argument("--configs-per-kernel", type=int, default=None, help="regime samples per kernel (200)")
+    p.add_argument("--lsizes-per-kernel", type=int, default=None, help="local sizes of the regime samples (4)")
+    p.add_argument("--args", default=None,
                    help="argument selection: simple (LLMPerf II-B1), memory (II-B2, memory analysis) or both")
-    p.add_argument("--sweeps-per-kernel", type=int, default=4,
+    p.add_argument("--sweeps-per-kernel", type=int, default=None,
                    help="tuning sweeps per kernel: problems measured with several local sizes each (4; 0: none)")
-    p.add_argument("--lsizes-per-sweep", type=int, default=4,
+    p.add_argument("--lsizes-per-sweep", type=int, default=None,
                    help="local sizes / block shapes per sweep (4, fewer only where the device allows fewer)")
     p.add_argument("--no-activity", action="store_true",
                    help="do not record active_fraction / bytes_touched (saves one instrumented run per simple row)")
-    p.add_argument("--rebalance", default="iqr", choices=["iqr", "none"])
+    p.add_argument("--rebalance", default=None, choices=["iqr", "none"], help="IQR rebalancing (iqr)")
     p.add_argument("--k", type=float, default=80.0, help="fully-utilized threshold k x compute units (80)")
     p.add_argument("--ratio", default="25:60:15", help="idle:under:full sampling ratio")
     p.add_argument("--max-items", type=int, default=1 << 24, help="largest global size in work-items")
@@ -238,9 +372,24 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the run's summary as JSON (no progress bar)")
     p.set_defaults(func=cmd_datagen)
 
-    p = sub.add_parser("dataset", help="summarize a dataset; plot the IQR rebalancing of one kernel",
-                       description="Rows by status, kernels by validity, the time distribution by regime and "
-                                   "pass; optionally a before/after IQR histogram (LLMPerf Figure 1).")
+    d = sub.add_parser("dataset", help="summarize a dataset (kernelcast dataset DS); write its card",
+                       description="kernelcast dataset DATASET [--json] [--plot-iqr KERNEL]: the summary. "
+                                   "kernelcast dataset card DATASET: (re)write DATASET/CARD.md.")
+    d.register("action", "dataset_actions", _DatasetActions)
+    dsub = d.add_subparsers(dest="dataset_action", metavar="DATASET|ACTION", action="dataset_actions")
+    dsub.required = True
+    dsub.choices = _DatasetActions._Any(dsub.choices)
+    p = add_dataset_action(dsub, "card", help="write the dataset card (DATASET/CARD.md + time plot)",
+                           description="Device and versions, kernels and rows by status, regime and sweep counts, "
+                                       "time distribution plot, noise statistics (CV), active fractions; written "
+                                       "to DATASET/CARD.md and printed.")
+    p.add_argument("dataset", help="dataset directory")
+    p.add_argument("--json", action="store_true", help="print the card's figures as JSON")
+    p.set_defaults(func=cmd_card)
+
+    p = add_dataset_action(dsub, SUMMARY, help="(default) rows by status, validity, time distributions",
+                           description="Rows by status, kernels by validity, the time distribution by regime and "
+                                       "pass; optionally a before/after IQR histogram (LLMPerf Figure 1).")
     p.add_argument("dataset", help="dataset directory")
     p.add_argument("--json", action="store_true")
     p.add_argument("--plot-iqr", metavar="KERNEL", help="kernel name (or 'auto') to plot")

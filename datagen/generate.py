@@ -523,7 +523,8 @@ class DatagenRun:
 
 
 def run_datagen(kernels: list[Kernel], out: str | Path, device: Any, options: DatagenOptions, *, meter: str,
-                timeout_s: float, corpus: str, progress: bool = True) -> DatagenRun:
+                timeout_s: float, corpus: str, progress: bool = True,
+                extra_manifest: dict[str, Any] | None = None) -> DatagenRun:
     """Measure ``kernels`` on ``device`` into the dataset directory ``out`` (created, or resumed),
     with a progress bar when ``progress``. :class:`DatagenInterrupted` on Ctrl-C."""
     from tqdm import tqdm
@@ -531,7 +532,7 @@ def run_datagen(kernels: list[Kernel], out: str | Path, device: Any, options: Da
     from instrument.harness import Harness
 
     with Harness(device, meter=meter, timeout_s=timeout_s) as h:
-        manifest = dataset_manifest(h, options, corpus)
+        manifest = {**dataset_manifest(h, options, corpus), **(extra_manifest or {})}
         writer = DatasetWriter(out, manifest)
         write_kernels(Path(out), kernels)
         total = len(kernels) * (options.configs_per_kernel + options.sweeps_per_kernel * options.lsizes_per_sweep)

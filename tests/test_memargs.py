@@ -262,7 +262,7 @@ def test_combination_cap_is_deterministic_and_keeps_the_gsize_combination(harnes
     kw = dict(settings=SETTINGS_1D[:2], max_combos=5, validate=False)
     an1 = _analyse(harness, src, "many", **kw)
     an2 = _analyse(harness, src, "many", **kw)
-    assert an1.combos_total == 6 ** 4 and an1.combos_tried == 5
+    assert an1.combos_total == 7 ** 4 and an1.combos_tried == 5
     combos1 = [tuple(ch.label for ch in s.scalars.values()) for s in an1.settings]
     assert combos1 == [tuple(ch.label for ch in s.scalars.values()) for s in an2.settings]
     assert combos1[0] == ("gsize",) * 4
@@ -276,8 +276,9 @@ def test_candidates_and_labels():
     def p(t):
         return KernelParam(0, "x", "scalar", "private", t, False, t)
 
-    assert [c.label for c in scalar_candidates(p("int"), 1)] == ["1", "4", "gsize", "16", "32", "256"]
-    assert [c.label for c in scalar_candidates(p("uint"), 2)] == ["1", "4", "gsize0", "gsize1", "16", "32", "256"]
+    assert [c.label for c in scalar_candidates(p("int"), 1)] == ["1", "4", "gsize", "4*gsize", "16", "32", "256"]
+    assert [c.label for c in scalar_candidates(p("uint"), 2)] == ["1", "4", "gsize0", "gsize1", "4*gsize0", "4*gsize1", "16", "32",
+                                                           "256"]
     assert [c.label for c in scalar_candidates(p("uchar"), 1)] == ["1", "4", "16", "32"]
     assert [c.label for c in scalar_candidates(p("float"), 1)] == ["1"]
     for label in ("4", "gsize", "gsize1", "4*gsize", "2*gsize0"):
