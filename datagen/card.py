@@ -64,11 +64,9 @@ def card_facts(df: pd.DataFrame, manifest: dict[str, Any]) -> dict[str, Any]:
     facts["kernels_by_origin"] = {str(k): int(v) for k, v in
                                   df.groupby(df["kernel_origin"].fillna("").map(_origin_class))["kernel_id"]
                                   .nunique().items()}
-    facts["kernel_validity"] = {f"{sel}:{st}": int(n) for (sel, st), n in
-                                valid.groupby(["selection", "status"]).size().items()} if len(valid) else {}
+    facts["kernel_validity"] = _pair_counts(valid)
     facts["rows_by_status"] = {str(k): int(v) for k, v in rows["status"].value_counts().items()}
-    facts["rows_by_selection_status"] = {f"{sel}:{st}": int(n) for (sel, st), n in
-                                         rows.groupby(["selection", "status"]).size().items()} if len(rows) else {}
+    facts["rows_by_selection_status"] = _pair_counts(rows)
     facts["kernels_with_ok_row"] = int(ok["kernel_id"].nunique())
     facts["ok_rows_by_regime"] = {str(k): int(v) for k, v in ok["regime"].value_counts().items()}
     facts["ok_rows_by_pass"] = {str(k): int(v) for k, v in ok["pass"].value_counts().items()}
@@ -78,14 +76,13 @@ def card_facts(df: pd.DataFrame, manifest: dict[str, Any]) -> dict[str, Any]:
     facts["noise"] = {"cv": _quantiles(cv), "share_cv_le_5pct": float((cv <= 0.05).mean()) if len(cv) else None,
                       "share_cv_le_10pct": float((cv <= 0.10).mean()) if len(cv) else None,
                       "repeats": _quantiles(ok["repeats"]) if "repeats" in ok else {}}
-    af = pd.to_numeric(ok.get("active_fraction"), errors="coerce").dropna() if "active_fraction" in ok else \
-        pd.Series(dtype=float)
+    af = _numeric(ok, "active_fraction")
     facts["active_fraction"] = {"rows": int(len(af)), "quantiles": _quantiles(af),
                                 "share_full": float((af >= 0.99).mean()) if len(af) else None,
                                 "share_below_10pct": float((af < 0.1).mean()) if len(af) else None}
     kt = float(np.nansum([np.sum(np.asarray(v, dtype=float)) for v in ok["times_us"] if v is not None])) * 1e-6 \
         if "times_us" in ok else 0.0
-    wall = float(pd.to_numeric(rows.get("wall_s"), errors="coerce").fillna(0).sum()) if "wall_s" in rows else 0.0
+    wall = float(_numeric(rows, "wall_s").sum())
     facts["kernel_time_s"] = kt
     facts["harness_wall_s"] = wall
     if len(rows) > 1 and "measured_at" in rows:
@@ -93,6 +90,20 @@ def card_facts(df: pd.DataFrame, manifest: dict[str, Any]) -> dict[str, Any]:
         span = float(t.max() - t.min()) if len(t) else 0.0
         facts["measuring_span_h"] = span / 3600
     return facts
+
+
+def _numeric(frame: pd.DataFrame, col: str) -> pd.Series:
+    if col not in frame.columns:
+        return pd.Series(dtype=float)
+    return pd.Series(pd.to_numeric(frame[col], errors="coerce")).dropna()
+
+
+def _pair_counts(frame: pd.DataFrame) -> dict[str, int]:
+    """Rows per ``selection:status``."""
+    if not len(frame):
+        return {}
+    keys = frame["selection"].astype(str) + ":" + frame["status"].astype(str)
+    return {str(k): int(v) for k, v in keys.value_counts().items()}
 
 
 def _origin_class(origin: str) -> str:
@@ -130,7 +141,7 @@ def _plot_times(ok: pd.DataFrame, out: Path) -> Path | None:
     if t.empty:
         return None
     fig, ax = plt.subplots(figsize=(7, 4))
-    bins = np.logspace(np.log10(t.min()), np.log10(t.max()) + 1e-9, 40)
+    bins = [float(b) for b in np.logspace(np.log10(t.min()), np.log10(t.max()) + 1e-9, 40)]
     for name, grp in ok.assign(_t=pd.to_numeric(ok["time_median_us"], errors="coerce")).groupby("pass"):
         v = grp["_t"].dropna()
         v = v[v > 0]

@@ -285,11 +285,11 @@ def cmd_card(args: argparse.Namespace) -> int:
     return 0
 
 
-class _DatasetActions(argparse._SubParsersAction):  # type: ignore[type-arg]
+class _DatasetActions(argparse._SubParsersAction):
     """``kernelcast dataset ACTION ...`` or, when the first word names no action, ``kernelcast dataset
     DATASET ...`` (the summary). Actions register with :func:`add_dataset_action`."""
 
-    class _Any(dict):  # type: ignore[type-arg]
+    class _Any(dict):
         def __contains__(self, key: object) -> bool:
             return isinstance(key, str)
 

@@ -591,9 +591,14 @@ def ranked_settings(analysis: MemoryAnalysis, gsize: tuple[int, ...], seed: int 
         first = h % len(ok)
         return ok[first:] + ok[:first]
     scores = setting_scores(analysis)
-    known = [scores[i] for i in ok if scores[i] is not None]
+    known = [v for v in (scores[i] for i in ok) if v is not None]
     top = max(known) if known else None
-    good = [i for i in ok if top is None or (scores[i] is not None and scores[i] >= GOOD_SCORE * top)]
+
+    def is_good(i: int) -> bool:
+        v = scores[i]
+        return top is None or (v is not None and v >= GOOD_SCORE * top)
+
+    good = [i for i in ok if is_good(i)]
     rest = sorted((i for i in ok if i not in good), key=lambda i: -(scores[i] or 0.0))
     first = h % len(good)
     return good[first:] + good[:first] + rest
