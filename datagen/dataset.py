@@ -12,6 +12,19 @@ close) the journal is compacted into a new Parquet shard, written to a temporary
 the journal is then replaced by an empty one. Rows carry a ``row_key`` (kernel, sizes, arguments):
 readers and the resuming writer drop a key seen before, so a crash between the shard rename and
 the journal reset duplicates nothing.
+
+Schema versions (``schema_version`` in the manifest and in every row):
+
+* 1: the rows as first written.
+* 2 (:data:`DATASET_SCHEMA_VERSION`): adds ``problem_id`` (rows measuring one problem, i.e. one
+  kernel, argument selection, global size and non-local arguments, share it; the local sizes of a
+  tuning sweep form one group), ``sweep`` (True for the rows of a tuning sweep),
+  ``active_fraction`` and ``bytes_touched`` (how much of its work the kernel did under the row's
+  arguments, :mod:`instrument.activity`; null where not measured).
+
+A writer refuses a directory of another schema version (:class:`DatasetMismatch`, an input error:
+one line, exit status 2, nothing written); :func:`read_dataset` reads an older version with the
+columns it lacks (:data:`V2_COLUMNS`) as nulls, so models train and evaluate on it unchanged.
 """
 
 from __future__ import annotations
@@ -35,6 +48,10 @@ JOURNAL = "journal.jsonl"
 SHARDS = "shards"
 #: manifest fields that must match for a run to resume into an existing dataset
 RESUME_KEYS: tuple[str, ...] = ("device_identity", "seed", "schema_version", "args_selection")
+#: the dataset schema this code writes (see the module docstring)
+DATASET_SCHEMA_VERSION = 2
+#: the columns schema version 2 added, null when reading an older dataset
+V2_COLUMNS: tuple[str, ...] = ("problem_id", "sweep", "active_fraction", "bytes_touched")
 
 
 class DatasetMismatch(InputError, ValueError):
@@ -163,6 +180,7 @@ class DatasetWriter:
         # read and check everything before writing anything
         old, keys = existing_dataset(self.root)
         if old is not None:
+            old.setdefault("schema_version", 1)
             for k in RESUME_KEYS:
                 if k in manifest and k in old and old[k] != manifest[k]:
                     raise DatasetMismatch(f"{self.root} was made with {k}={old[k]!r}, this run has {manifest[k]!r}; "
@@ -268,7 +286,11 @@ def read_dataset(root: str | os.PathLike[str]) -> pd.DataFrame:
     if not frames:
         return pd.DataFrame()
     df = pd.concat(frames, ignore_index=True)
-    return df.drop_duplicates("row_key", keep="first").reset_index(drop=True)
+    df = df.drop_duplicates("row_key", keep="first").reset_index(drop=True)
+    for col in V2_COLUMNS:          # an older schema: the columns it lacks, as nulls
+        if col not in df.columns:
+            df[col] = None
+    return df
 
 
 def read_manifest(root: str | os.PathLike[str]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ longer than ``max_config_time_s`` per launch, the larger ones of that local size
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import math
 import random
@@ -30,15 +31,24 @@ from typing import Any
 import numpy as np
 
 from datagen.args import SELECTORS, UnsupportedArgument
+from datagen.dataset import DATASET_SCHEMA_VERSION as SCHEMA_VERSION
 from datagen.dataset import DatasetWriter, read_dataset, row_key
 from datagen.rebalance import plan_rebalance
-from datagen.sampler import DEFAULT_K, DEFAULT_MAX_TOTAL_ITEMS, DEFAULT_RATIO, DeviceLimits, regime_of, sample_configs
+from datagen.sampler import (
+    DEFAULT_K,
+    DEFAULT_MAX_TOTAL_ITEMS,
+    DEFAULT_RATIO,
+    DeviceLimits,
+    regime_of,
+    sample_configs,
+    sample_sweeps,
+)
 from datagen.validity import VALIDITY_SEED, check_validity
 from instrument.backends import backend_for
 from instrument.runner import HARNESS_VERSION, TimingPolicy
 from kernelcast.clang import KernelParam, ParseError, kernel_signatures
 from kernelcast.errors import KernelcastError
-from kernelcast.schema import SCHEMA_VERSION, ArgsSelection, Kernel, LaunchConfig, Measurement
+from kernelcast.schema import ArgsSelection, Kernel, LaunchConfig, Measurement
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +65,9 @@ class DatagenOptions:
     k: float = DEFAULT_K
     ratio: tuple[int, int, int] = DEFAULT_RATIO
     max_total_items: int = DEFAULT_MAX_TOTAL_ITEMS
+    sweeps_per_kernel: int = 4        # tuning sweeps: problems measured with several local sizes each
+    lsizes_per_sweep: int = 4
+    activity: bool = True             # record active_fraction / bytes_touched (instrumented run)
     max_config_time_s: float = 0.2
     max_faults: int = 3
     validity: bool = True
@@ -69,12 +82,28 @@ def kernel_rng(seed: int, kernel_id: str, salt: str = "") -> random.Random:
     return random.Random(int.from_bytes(h[:8], "little"))
 
 
+def problem_id(kernel_id: str, selection: str, gsize: tuple[int, ...], args: list[dict[str, Any]]) -> str:
+    """The problem a row measures: kernel, argument selection, global size and every argument but
+    the local-memory ones (those belong to the launch configuration, like the local size). Rows
+    of one problem with different local sizes form a tuning group."""
+    payload = json.dumps([kernel_id, selection, list(gsize),
+                          [[a["name"], a["kind"], a["dtype"], a.get("count"), a.get("value")]
+                           for a in args if a["kind"] != "local"]], sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
 def flatten(m: Measurement, kernel: Kernel, *, key: str, selection: str, pass_: str, regime: str | None,
-            n_wg: int | None, seed: int) -> dict[str, Any]:
-    """One dataset row from a measurement."""
+            n_wg: int | None, seed: int, problem: str | None = None, sweep: bool = False,
+            activity: Any = None) -> dict[str, Any]:
+    """One dataset row from a measurement (``activity``: an
+    :class:`instrument.activity.Activity` of the row's arguments, or None)."""
     t = m.time
     return {
         "row_key": key,
+        "problem_id": problem,
+        "sweep": sweep,
+        "active_fraction": activity.active_fraction if activity is not None else None,
+        "bytes_touched": activity.bytes_per_item if activity is not None else None,
         "kernel_id": kernel.id,
         "kernel_name": kernel.name,
         "kernel_origin": kernel.origin,
@@ -201,6 +230,8 @@ class Generator:
             raise ValueError(f"unknown argument selection {options.args!r}")
         self.summary = Summary()
         self.progress = progress
+        self._act_kernel: str | None = None
+        self._act: Any = None
         existing = read_dataset(writer.root) if len(writer) else None
         self.stored: dict[str, dict[str, Any]] = {}
         self.preexisting: set[str] = set()
@@ -279,6 +310,31 @@ class Generator:
                 faults += self._rebalance(k, params, lsize, rows)
                 if faults >= self.o.max_faults:
                     return "abandoned"
+        return self._sweeps(k, params, dims, faults)
+
+    def sweep_configs(self, k: Kernel, dims: int) -> list[Any]:
+        """The tuning-sweep configurations of ``k`` (seeded per kernel, like the regime samples)."""
+        return sample_sweeps(kernel_rng(self.o.seed, k.id, "sweeps"), self.limits, dims, self.o.sweeps_per_kernel,
+                             self.o.lsizes_per_sweep, self.o.k, self.o.ratio, self.o.max_total_items)
+
+    def _sweeps(self, k: Kernel, params: list[KernelParam], dims: int, faults: int) -> str:
+        """Measure the kernel's tuning sweeps: each problem with several local sizes, smallest
+        first; a sweep whose configuration times out or runs past ``max_config_time_s`` is cut
+        short (the rest counted as skipped)."""
+        by_sweep: dict[int, list[Any]] = defaultdict(list)
+        for c in self.sweep_configs(k, dims):
+            by_sweep[c.sweep].append(c)
+        for _, group in sorted(by_sweep.items()):
+            for i, c in enumerate(group):
+                r = self._measure(k, params, c.gsize, c.lsize, c.n_wg, c.regime, "sweep", sweep=True)
+                faults += r["status"] in FAULTS
+                if faults >= self.o.max_faults:
+                    log.info("%s: %d crashes/timeouts, abandoned", k.name, faults)
+                    return "abandoned"
+                if self._too_slow(r):
+                    self.summary.skipped += len(group) - i - 1
+                    self._tick(len(group) - i - 1)
+                    break
         return "ok"
 
     def _too_slow(self, r: dict[str, Any]) -> bool:
@@ -317,7 +373,7 @@ class Generator:
         return faults
 
     def _measure(self, k: Kernel, params: list[KernelParam], gsize: tuple[int, ...], lsize: tuple[int, ...],
-                 n_wg: int, regime: str, pass_: str) -> dict[str, Any]:
+                 n_wg: int, regime: str, pass_: str, sweep: bool = False) -> dict[str, Any]:
         try:
             args = self.select(params, gsize, lsize)
         except UnsupportedArgument as e:
@@ -331,8 +387,12 @@ class Generator:
                 self.summary.rows_resumed += 1
             return self.stored[key]   # stored before, or earlier in this run (rebalancing hit a sampled N_WG)
         setting = getattr(self.select, "last_setting", None)
+        activity = getattr(self.select, "last_activity", None)
+        if activity is None and self.o.activity:
+            activity = self._activity(k, gsize, lsize, args)
         m = self.h.run(k, LaunchConfig(gsize, lsize, args), self.o.timing)
-        row = flatten(m, k, key=key, selection=self.o.args, pass_=pass_, regime=regime, n_wg=n_wg, seed=self.o.seed)
+        row = flatten(m, k, key=key, selection=self.o.args, pass_=pass_, regime=regime, n_wg=n_wg, seed=self.o.seed,
+                      problem=problem_id(k.id, self.o.args, gsize, arg_dicts), sweep=sweep, activity=activity)
         if setting is not None:   # memory analysis: the fitted size = c * work-items + d of every array
             row["extra"] = {"array_fits": {n: {"c": float(f.c), "d": float(f.d)} for n, f in setting.arrays.items()},
                             "scalar_choices": {n: str(v) for n, v in setting.scalars.items()}}
@@ -341,6 +401,35 @@ class Generator:
                                                 "lsize", "n_wg", "pass")}
         self.summary.add(m, regime, pass_)
         return row
+
+    def _activity(self, k: Kernel, gsize: tuple[int, ...], lsize: tuple[int, ...], args: list[Any]) -> Any:
+        """One run of the activity-instrumented kernel with the row's arguments (simple selection;
+        memory selection gets it from its bounds check); None when the kernel cannot be
+        instrumented or the run fails (the plain run then says why)."""
+        from instrument.activity import activity_of_args, activity_rewrite
+        from instrument.rewrite import (
+            InstrumentedRunError,
+            RewriteError,
+            device_supports_int64_atomics,
+            instrument_kernel,
+        )
+
+        if self._act_kernel != k.id:
+            self._act_kernel, self._act = k.id, None
+            try:
+                rr = instrument_kernel(k, int64_atomics=device_supports_int64_atomics(self.h.device))
+                if rr.ok and all(s.elem_bytes for s in rr.slots.values()):
+                    self._act = activity_rewrite(rr)
+            except (RewriteError, ValueError) as e:
+                log.debug("%s: no activity record (%s)", k.name, e)
+        if self._act is None:
+            return None
+        try:
+            bad, act = activity_of_args(self.h, self._act, gsize, lsize, args)
+        except (InstrumentedRunError, ValueError, KeyError) as e:
+            log.debug("%s: activity run failed (%s)", k.name, e)
+            return None
+        return None if bad else act
 
     # -- validity -----------------------------------------------------------------------------
 
@@ -434,7 +523,8 @@ class DatagenRun:
 
 
 def run_datagen(kernels: list[Kernel], out: str | Path, device: Any, options: DatagenOptions, *, meter: str,
-                timeout_s: float, corpus: str, progress: bool = True) -> DatagenRun:
+                timeout_s: float, corpus: str, progress: bool = True,
+                extra_manifest: dict[str, Any] | None = None) -> DatagenRun:
     """Measure ``kernels`` on ``device`` into the dataset directory ``out`` (created, or resumed),
     with a progress bar when ``progress``. :class:`DatagenInterrupted` on Ctrl-C."""
     from tqdm import tqdm
@@ -442,10 +532,10 @@ def run_datagen(kernels: list[Kernel], out: str | Path, device: Any, options: Da
     from instrument.harness import Harness
 
     with Harness(device, meter=meter, timeout_s=timeout_s) as h:
-        manifest = dataset_manifest(h, options, corpus)
+        manifest = {**dataset_manifest(h, options, corpus), **(extra_manifest or {})}
         writer = DatasetWriter(out, manifest)
         write_kernels(Path(out), kernels)
-        total = len(kernels) * options.configs_per_kernel
+        total = len(kernels) * (options.configs_per_kernel + options.sweeps_per_kernel * options.lsizes_per_sweep)
         with writer, tqdm(total=total, unit="cfg", dynamic_ncols=True, disable=not progress,
                           desc="datagen") as bar:
             gen = Generator(h, writer, options, progress=bar)
