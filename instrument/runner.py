@@ -18,14 +18,20 @@ from typing import Any
 
 import numpy as np
 
-from instrument.backends.base import Backend, BackendError, BoundArgs, ConfigError, DeviceInfo, Driver
+from instrument.backends.base import Backend, BackendError, BoundArgs, ConfigError, DeviceInfo, Driver, Restore
+from instrument.machine import MachineProbe
 from instrument.meters.base import EnergyMeter, MeterReading
+from instrument.state import changed, maybe_read_buffers
 from kernelcast.clang import KernelParam, ParseError, kernel_signatures
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig, Measurement, Status, TimeStats
 
 log = logging.getLogger(__name__)
 
-HARNESS_VERSION = "1"
+HARNESS_VERSION = "2"   # 2: state-consuming kernels restored before every launch; machine state
+
+#: most bytes of buffers compared / copied for the state check of one configuration; above it
+#: the kernel's launches are timed on the state they leave (and the row says "unchecked")
+STATE_CHECK_BYTES = 512 << 20
 
 
 @dataclass
@@ -116,9 +122,11 @@ def run_config(backend: Backend, kernel: Kernel, config: LaunchConfig, policy: T
         return done("invalid_config", str(e))
     except BackendError as e:
         return done("runtime_error", f"allocating buffers: {e}")
+    forced = {a.name for a in config.args if a.kind == "buffer" and a.reset_each_run}
+    readable = _readable(kernel.source, kernel.name, tuple(p.name for p in params if p.kind == "buffer"))
     try:
         status, reason = _run_bound(backend, br.program, kernel.name, bound, m, policy, meter,
-                                    want_outputs, readback)
+                                    want_outputs, readback, forced, readable)
     finally:
         backend.release(bound)
     return done(status, reason)
@@ -126,14 +134,38 @@ def run_config(backend: Backend, kernel: Kernel, config: LaunchConfig, policy: T
 
 def _run_bound(backend: Backend, program: Driver, name: str, bound: BoundArgs, m: Measurement,
                policy: TimingPolicy, meter: EnergyMeter, want_outputs: bool,
-               readback: list[str] | None) -> tuple[Status, str]:
-    """Launch a bound kernel: the first launch (bounds check, outputs), warm-up, the timed
-    window; fills ``m`` and returns (status, reason)."""
+               readback: list[str] | None, forced: set[str] | None = None,
+               readable: frozenset[str] = frozenset()) -> tuple[Status, str]:
+    """Launch a bound kernel: the first launch (bounds check, outputs, state check), warm-up,
+    the timed window; fills ``m`` and returns (status, reason)."""
     try:
         knl = backend.prepare(program, name, bound)
     except BackendError as e:
         return "invalid_config", f"setting arguments: {e}"
+    restores: list[Restore] = []
+    try:
+        return _launches(backend, knl, bound, m, policy, meter, want_outputs, readback, forced or set(),
+                         readable, restores)
+    finally:
+        for r in restores:
+            backend.free(r.pristine)
+
+
+def _launches(backend: Backend, knl: Driver, bound: BoundArgs, m: Measurement, policy: TimingPolicy,
+              meter: EnergyMeter, want_outputs: bool, readback: list[str] | None, forced: set[str],
+              readable: frozenset[str], restores: list[Restore]) -> tuple[Status, str]:
     gsize, lsize = m.gsize, m.lsize
+
+    # buffers the kernel may read and write (or the caller wants reset): snapshot before the first launch
+    watch = [b for b in bound.buffers if b.name in forced or (b.is_output_candidate and b.name in readable)]
+    before: dict[str, np.ndarray] = {}
+    try:
+        if sum(b.nbytes for b in watch) <= STATE_CHECK_BYTES:
+            before = {b.name: backend.read_range(b, b.front, b.nbytes) for b in watch}
+        else:
+            m.state_reset = "unchecked"
+    except BackendError as e:
+        return "runtime_error", f"reading initial contents: {e}"
 
     # first launch from fresh inputs: bounds check and output digests
     try:
@@ -154,17 +186,40 @@ def _run_bound(backend: Backend, program: Driver, name: str, bound: BoundArgs, m
             for b in bound.buffers
         }
 
+    # a launch that changed a buffer it may read leaves the next launch another problem
+    try:
+        consumed = [b for b in watch if b.name in before
+                    and (b.name in forced or changed(before[b.name], backend.read_range(b, b.front, b.nbytes)))]
+    except BackendError as e:
+        return "runtime_error", f"state check: {e}"
+    if consumed:
+        m.reset_buffers = [b.name for b in consumed]
+        try:
+            for b in consumed:
+                restores.append(Restore(b, backend.upload(before.pop(b.name))))
+            m.state_reset = "restore"
+        except BackendError as e:
+            log.info("%s: no room for pristine copies (%s); timing the first launch only", m.kernel_name, e)
+            m.state_reset = "single"
+    before.clear()
+    if m.state_reset == "single":
+        m.time = TimeStats.from_times([first_us])
+        m.machine = {"window_s": 0.0}
+        return "ok", ""
+
     try:
         # a launch of more than 50 ms is its own warm-up: do not pay for more
-        backend.enqueue(knl, gsize, lsize, policy.warmup if first_us < 5e4 else 0)
+        backend.enqueue(knl, gsize, lsize, policy.warmup if first_us < 5e4 else 0, restore=restores)
         backend.synchronize()
         if meter.preheat_s > 0:
             t_end = time.perf_counter() + meter.preheat_s
             while time.perf_counter() < t_end:
-                backend.enqueue(knl, gsize, lsize)
+                backend.enqueue(knl, gsize, lsize, restore=restores)
                 backend.synchronize()
         idle_w = meter.measure_idle(policy.idle_s) if meter.name != "none" else None
-        times, reading = _timed_window(backend, knl, gsize, lsize, policy, meter, first_us)
+        probe = MachineProbe()
+        times, reading = _timed_window(backend, knl, gsize, lsize, policy, meter, first_us, restores)
+        m.machine = probe.stop()
         oob, _ = backend.check_guards(bound)
     except BackendError as e:
         return "runtime_error", f"timed launches: {e}"
@@ -186,7 +241,8 @@ def _run_bound(backend: Backend, program: Driver, name: str, bound: BoundArgs, m
 
 
 def _timed_window(backend: Backend, knl: Driver, gsize: tuple[int, ...], lsize: tuple[int, ...] | None,
-                  policy: TimingPolicy, meter: EnergyMeter, est_us: float) -> tuple[list[float], MeterReading]:
+                  policy: TimingPolicy, meter: EnergyMeter, est_us: float,
+                  restores: list[Restore] | None = None) -> tuple[list[float], MeterReading]:
     """Launch in batches (so the device stays busy for the meter), collecting device times."""
     times: list[float] = []
     est_s = max(est_us * 1e-6, 1e-6)
@@ -208,12 +264,17 @@ def _timed_window(backend: Backend, knl: Driver, gsize: tuple[int, ...], lsize: 
                 batch = min(batch, max(need, int((policy.min_time_s - sum(times) * 1e-6) / est_s) + 1))
             if window_ok:
                 batch = min(batch, max(policy.max_repeats - len(times), 1))
-            new = backend.launch_batch(knl, gsize, lsize, batch)
+            new = backend.launch_batch(knl, gsize, lsize, batch, restore=restores or ())
             times.extend(new)
             est_s = max(float(np.median(new)) * 1e-6, 1e-6)
     finally:
         reading = meter.stop()
     return times, reading
+
+
+@functools.lru_cache(maxsize=256)
+def _readable(source: str, name: str, buffers: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(maybe_read_buffers(source, name, buffers))
 
 
 @functools.lru_cache(maxsize=256)

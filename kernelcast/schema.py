@@ -85,6 +85,7 @@ class ArgBinding:
     count: int | None = None
     value: Any = None
     init: str = "random"              # buffers: random / zeros / ones / array
+    reset_each_run: bool = False      # buffers: restore the initial contents before every launch
 
     def describe(self) -> str:
         if self.kind == "scalar":
@@ -175,6 +176,12 @@ class Measurement:
     wall_s: float | None = None
     harness_version: str = ""
     schema_version: int = SCHEMA_VERSION
+    # state-consuming kernels: "none", "restore" (reset_buffers put back before every launch,
+    # untimed) or "single" (only the first launch, on the initial state, is timed)
+    state_reset: str = "none"
+    reset_buffers: list[str] = field(default_factory=list)
+    # the machine during the timed window (load average, other processes' CPU time, clock)
+    machine: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
