@@ -196,7 +196,24 @@ def read_dataset(root: str | os.PathLike[str]) -> pd.DataFrame:
     if not frames:
         return pd.DataFrame()
     df = pd.concat(frames, ignore_index=True)
-    return df.drop_duplicates("row_key", keep="first").reset_index(drop=True)
+    df = df.drop_duplicates("row_key", keep="first").reset_index(drop=True)
+    return resolve_remeasured(df)
+
+
+def resolve_remeasured(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per configuration: of a row and its re-measurements (``remeasure_of`` = its key),
+    the one with the lowest ``time_cv``, under the original ``row_key``."""
+    if "remeasure_of" not in df.columns or not df["remeasure_of"].notna().any():
+        return df
+    group = df["remeasure_of"].where(df["remeasure_of"].notna(), df["row_key"])
+    cv = df["time_cv"].astype(float).fillna(float("inf")) if "time_cv" in df.columns else pd.Series(0.0, df.index)
+    order = pd.DataFrame({"g": group, "cv": cv, "r": df["remeasure_of"].notna()}).sort_values(
+        ["g", "cv", "r"], kind="stable")
+    keep = sorted(order.drop_duplicates("g", keep="first").index)
+    out = df.loc[keep].copy()
+    out["remeasured"] = out["remeasure_of"].notna() | out["row_key"].isin(df["remeasure_of"].dropna())
+    out["row_key"] = group.loc[keep]
+    return out.reset_index(drop=True)
 
 
 def read_manifest(root: str | os.PathLike[str]) -> dict[str, Any]:

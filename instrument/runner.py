@@ -38,10 +38,15 @@ STATE_CHECK_BYTES = 512 << 20
 class TimingPolicy:
     """How many times to launch.
 
-    After ``warmup`` launches, repeat until at least ``min_repeats`` launches *and*
+    After ``warmup`` launches, repeat until at least ``min_repeats`` samples *and*
     ``min_time_s`` of summed kernel time (so microsecond kernels get many repeats), but stop at
-    ``max_repeats`` or ``max_time_s`` of wall time, whichever comes first. A meter's
-    ``min_window_s`` extends the window (and may exceed ``max_repeats``)."""
+    ``max_repeats`` samples or ``max_time_s`` of wall time, whichever comes first. A meter's
+    ``min_window_s`` extends the window (and may exceed ``max_repeats``).
+
+    A sample is one launch's device time, except for kernels shorter than ``group_us``: then a
+    sample is the interquartile mean of a group of back-to-back launches summing to about
+    ``group_us`` (at most ``max_group``), so a preempted launch or the timer's granularity does
+    not make the sample (``group_us=0``: one launch per sample)."""
 
     warmup: int = 2
     min_repeats: int = 10
@@ -50,6 +55,8 @@ class TimingPolicy:
     max_time_s: float = 10.0
     idle_s: float = 0.5          # idle-power measurement before the window (meters that can)
     seed: int = 0                # buffer contents
+    group_us: float = 1000.0     # target device time of one sample of a short kernel (0: no groups)
+    max_group: int = 256
     guard_bytes: int = 4096
 
 
@@ -218,7 +225,7 @@ def _launches(backend: Backend, knl: Driver, bound: BoundArgs, m: Measurement, p
                 backend.synchronize()
         idle_w = meter.measure_idle(policy.idle_s) if meter.name != "none" else None
         probe = MachineProbe()
-        times, reading = _timed_window(backend, knl, gsize, lsize, policy, meter, first_us, restores)
+        times, group, reading = _timed_window(backend, knl, gsize, lsize, policy, meter, first_us, restores)
         m.machine = probe.stop()
         oob, _ = backend.check_guards(bound)
     except BackendError as e:
@@ -226,8 +233,8 @@ def _launches(backend: Backend, knl: Driver, bound: BoundArgs, m: Measurement, p
     if oob:
         return "out_of_bounds", f"during repeats: {oob}"
 
-    m.time = TimeStats.from_times(times)
-    n = len(times)
+    m.time = TimeStats.from_times(times, group)
+    n = len(times) * group
     m.meter, m.meter_method = reading.meter, reading.method
     m.meter_samples, m.meter_window_s = reading.samples, reading.duration_s
     m.idle_power_w = reading.idle_power_w if reading.idle_power_w is not None else idle_w
@@ -240,36 +247,67 @@ def _launches(backend: Backend, knl: Driver, bound: BoundArgs, m: Measurement, p
     return "ok", ""
 
 
+def _iq_mean(x: np.ndarray) -> float:
+    """Mean of the values between the quartiles (all of them for fewer than 4)."""
+    if len(x) < 4:
+        return float(x.mean())
+    q1, q3 = np.percentile(x, [25, 75])
+    mid = x[(x >= q1) & (x <= q3)]
+    return float(mid.mean()) if len(mid) else float(np.median(x))
+
+
+def group_size(policy: TimingPolicy, est_us: float) -> int:
+    """Launches per sample for a kernel of ``est_us``."""
+    if policy.group_us <= 0 or est_us >= policy.group_us / 2:
+        return 1
+    return int(min(policy.max_group, max(1, policy.group_us // max(est_us, 0.05))))
+
+
 def _timed_window(backend: Backend, knl: Driver, gsize: tuple[int, ...], lsize: tuple[int, ...] | None,
                   policy: TimingPolicy, meter: EnergyMeter, est_us: float,
-                  restores: list[Restore] | None = None) -> tuple[list[float], MeterReading]:
-    """Launch in batches (so the device stays busy for the meter), collecting device times."""
+                  restores: list[Restore] | None = None) -> tuple[list[float], int, MeterReading]:
+    """Launch in batches (so the device stays busy for the meter), collecting samples of device
+    time (one launch each, or the interquartile mean of a group for short kernels); returns the
+    samples, the launches per sample and the meter's reading."""
+    restore = restores or ()
+    group = 1
+    if policy.group_us > 0 and est_us < policy.group_us / 2:
+        # the first launch is cold: the group size comes from a short warm probe (not sampled)
+        probe = backend.launch_batch(knl, gsize, lsize, 8, restore=restore)
+        est_us = float(np.median(probe))
+        group = group_size(policy, est_us)
     times: list[float] = []
-    est_s = max(est_us * 1e-6, 1e-6)
+    kernel_s = 0.0
+    est_s = max(est_us * group * 1e-6, 1e-6)       # per sample
     t0 = time.perf_counter()
     meter.start()
     try:
         while True:
             elapsed = time.perf_counter() - t0
-            enough_timing = len(times) >= policy.min_repeats and sum(times) * 1e-6 >= policy.min_time_s
+            enough_timing = len(times) >= policy.min_repeats and kernel_s >= policy.min_time_s
             window_ok = elapsed >= meter.min_window_s
             if (enough_timing and window_ok) or (elapsed >= policy.max_time_s and len(times) >= 1):
                 break
             if len(times) >= policy.max_repeats and window_ok:
                 break
-            # a batch of about 50 ms of device time, at least 1 launch
-            batch = int(min(max(1, 0.05 / est_s), 1000))
+            # a batch of about 50 ms of device time, at least 1 sample
+            batch = int(min(max(1, 0.05 / est_s), max(1, 1000 // group)))
             if not enough_timing:
                 need = max(policy.min_repeats - len(times), 1)
-                batch = min(batch, max(need, int((policy.min_time_s - sum(times) * 1e-6) / est_s) + 1))
+                batch = min(batch, max(need, int((policy.min_time_s - kernel_s) / est_s) + 1))
             if window_ok:
                 batch = min(batch, max(policy.max_repeats - len(times), 1))
-            new = backend.launch_batch(knl, gsize, lsize, batch, restore=restores or ())
-            times.extend(new)
-            est_s = max(float(np.median(new)) * 1e-6, 1e-6)
+            new = np.asarray(backend.launch_batch(knl, gsize, lsize, batch * group, restore=restore))
+            kernel_s += float(new.sum()) * 1e-6
+            if group == 1:
+                samples = new.tolist()
+            else:
+                samples = [_iq_mean(c) for c in new.reshape(batch, group)]
+            times.extend(samples)
+            est_s = max(float(np.median(samples)) * group * 1e-6, 1e-6)
     finally:
         reading = meter.stop()
-    return times, reading
+    return times, group, reading
 
 
 @functools.lru_cache(maxsize=256)

@@ -129,9 +129,10 @@ class TimeStats:
     iqr_us: float
     cv: float                        # standard deviation / mean
     times_us: list[float] = field(default_factory=list)
+    group: int = 1                   # launches per sample (interquartile mean of a group of short launches)
 
     @classmethod
-    def from_times(cls, times_us: list[float]) -> TimeStats:
+    def from_times(cls, times_us: list[float], group: int = 1) -> TimeStats:
         import numpy as np
 
         t = np.asarray(times_us, dtype=np.float64)
@@ -140,7 +141,7 @@ class TimeStats:
         cv = float(t.std(ddof=1) / mean) if len(t) > 1 and mean > 0 else 0.0
         return cls(
             repeats=len(t), median_us=med, min_us=float(t.min()), mean_us=mean,
-            q1_us=q1, q3_us=q3, iqr_us=q3 - q1, cv=cv, times_us=[float(x) for x in t],
+            q1_us=q1, q3_us=q3, iqr_us=q3 - q1, cv=cv, times_us=[float(x) for x in t], group=group,
         )
 
 

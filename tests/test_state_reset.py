@@ -120,3 +120,23 @@ def test_guard_check_still_sees_restored_buffers(harness, n):
     g = _graph(n, 2)
     m = harness.run(Kernel(BFS_CLEAR, "bfs_clear"), _config(n, 2), POLICY, arrays=g)
     assert m.status == "ok", m.reason
+
+
+def test_suite_manifest_takes_reset_each_run(tmp_path):
+    import json
+
+    from bench.suite.manifest import ManifestError, load_manifest
+
+    (tmp_path / "k.cl").write_text(INPLACE)
+    doc = {"name": "t", "version": 1, "kernels": [{
+        "id": "scale", "file": "k.cl", "kernel": "scale", "sizes": [256], "gsize": "n", "lsize": 64,
+        "args": [{"name": "x", "buffer": "float", "count": "n", "reset_each_run": True},
+                 {"name": "s", "scalar": "float", "value": 2}]}]}
+    (tmp_path / "s.json").write_text(json.dumps(doc))
+    suite = load_manifest(tmp_path / "s.json")
+    inst = next(iter(suite.instances()))
+    assert inst.arg("x").reset_each_run is True
+    doc["kernels"][0]["args"][0]["reset_each_run"] = "yes"
+    (tmp_path / "s.json").write_text(json.dumps(doc))
+    with pytest.raises(ManifestError, match="reset_each_run"):
+        load_manifest(tmp_path / "s.json")
