@@ -43,6 +43,8 @@ from kernelcast.schema import SCHEMA_VERSION, ArgsSelection, Kernel, LaunchConfi
 log = logging.getLogger(__name__)
 
 FAULTS = ("crash", "timeout")
+#: what a generator keeps of every stored row (resuming, pruning, rebalancing)
+STORED_COLUMNS = ("row_key", "kernel_id", "status", "reason", "time_median_us", "lsize", "n_wg", "pass")
 
 #: a row with a larger CV is measured once more at the end of its kernel (interleaved with the
 #: kernel's other noisy rows); readers keep the measurement with the lower CV
@@ -201,7 +203,10 @@ def _dist(v: list[float]) -> dict[str, float]:
 class Generator:
     """Measures a corpus into a dataset through a harness."""
 
-    def __init__(self, harness: Any, writer: DatasetWriter, options: DatagenOptions, progress: Any = None):
+    def __init__(self, harness: Any, writer: DatasetWriter, options: DatagenOptions, progress: Any = None,
+                 known_rows: Iterable[dict[str, Any]] = ()):
+        """``known_rows``: rows stored elsewhere (the main dataset of a distributed run), with at
+        least the columns of :data:`STORED_COLUMNS`; their configurations are not measured again."""
         self.h = harness
         self.w = writer
         self.o = options
@@ -222,10 +227,11 @@ class Generator:
         self.stored: dict[str, dict[str, Any]] = {}
         self.preexisting: set[str] = set()
         if existing is not None and len(existing):
-            cols = ["row_key", "kernel_id", "status", "reason", "time_median_us", "lsize", "n_wg", "pass"]
-            for r in existing[cols].to_dict("records"):
+            for r in existing[list(STORED_COLUMNS)].to_dict("records"):
                 self.stored[r["row_key"]] = r
-            self.preexisting = set(self.stored)
+        for r in known_rows:
+            self.stored.setdefault(r["row_key"], r)
+        self.preexisting = set(self.stored)
 
     def _tick(self, n: int = 1) -> None:
         if self.progress is not None:
