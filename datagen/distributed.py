@@ -286,7 +286,6 @@ def run_datagen_ray(kernels: list[Kernel], out: str | Path, device: str, options
     :class:`RayUnavailable` when the cluster cannot be reached (before anything is written);
     :class:`ActorsLost` when actors died (their rows are kept; rerun to resume). ``on_actor``:
     called with each actor's ``info()`` once it started (tests use it to kill one)."""
-    from datagen.generate import dataset_manifest, write_kernels
 
     if actors is not None and actors < 1:
         raise InputError("--ray-actors must be at least 1")
