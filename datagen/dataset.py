@@ -184,8 +184,9 @@ def frame_from_rows(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame.from_records(flat)
 
 
-def read_dataset(root: str | os.PathLike[str]) -> pd.DataFrame:
-    """Every row of a dataset (shards and journal), each row key once."""
+def read_dataset(root: str | os.PathLike[str], resolve: bool = True) -> pd.DataFrame:
+    """Every row of a dataset (shards and journal), each row key once; with ``resolve``, one row
+    per configuration (:func:`resolve_remeasured`), else re-measurements as rows of their own."""
     path = Path(root)
     if not (path / MANIFEST).is_file():
         raise FileNotFoundError(f"{path}: not a dataset (no {MANIFEST})")
@@ -197,18 +198,21 @@ def read_dataset(root: str | os.PathLike[str]) -> pd.DataFrame:
         return pd.DataFrame()
     df = pd.concat(frames, ignore_index=True)
     df = df.drop_duplicates("row_key", keep="first").reset_index(drop=True)
-    return resolve_remeasured(df)
+    return resolve_remeasured(df) if resolve else df
 
 
 def resolve_remeasured(df: pd.DataFrame) -> pd.DataFrame:
     """One row per configuration: of a row and its re-measurements (``remeasure_of`` = its key),
-    the one with the lowest ``time_cv``, under the original ``row_key``."""
+    a re-measurement for drift if there is one, else the one with the lowest ``time_cv``, under
+    the original ``row_key``."""
     if "remeasure_of" not in df.columns or not df["remeasure_of"].notna().any():
         return df
     group = df["remeasure_of"].where(df["remeasure_of"].notna(), df["row_key"])
     cv = df["time_cv"].astype(float).fillna(float("inf")) if "time_cv" in df.columns else pd.Series(0.0, df.index)
-    order = pd.DataFrame({"g": group, "cv": cv, "r": df["remeasure_of"].notna()}).sort_values(
-        ["g", "cv", "r"], kind="stable")
+    # a re-measurement after a drifted reference check replaces the suspect original outright
+    drift = (df["remeasure_reason"] == "drift") if "remeasure_reason" in df.columns else pd.Series(False, df.index)
+    order = pd.DataFrame({"g": group, "d": ~drift, "cv": cv, "r": df["remeasure_of"].notna()}).sort_values(
+        ["g", "d", "cv", "r"], kind="stable")
     keep = sorted(order.drop_duplicates("g", keep="first").index)
     out = df.loc[keep].copy()
     out["remeasured"] = out["remeasure_of"].notna() | out["row_key"].isin(df["remeasure_of"].dropna())

@@ -198,7 +198,7 @@ def _known_rows(root: Path) -> list[dict[str, Any]]:
     from datagen.dataset import read_dataset
     from datagen.generate import STORED_COLUMNS
 
-    df = read_dataset(root)
+    df = read_dataset(root, resolve=False)
     if not len(df):
         return []
     cols = [c for c in STORED_COLUMNS if c in df.columns]

@@ -70,6 +70,7 @@ class DatagenOptions:
     validity: bool = True
     keep_invalid: bool = False        # measure kernels that fail a validity check anyway
     seed: int = 0
+    reference_every_s: float = 300.0  # reference-kernel drift check period (0: none)
     timing: TimingPolicy = field(default_factory=lambda: TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.02,
                                                                        max_repeats=200, max_time_s=5.0))
 
@@ -143,6 +144,8 @@ class Summary:
     rows_new: int = 0
     rows_resumed: int = 0
     remeasured: int = 0
+    reference_checks: int = 0
+    reference_drifted: int = 0
     skipped: int = 0
     status: Counter = field(default_factory=Counter)
     wall_s: float = 0.0
@@ -163,7 +166,8 @@ class Summary:
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {k: getattr(self, k) for k in ("kernels", "rows_new", "rows_resumed", "remeasured",
-                                                           "skipped", "wall_s", "measure_wall_s", "kernel_time_s")}
+                                                           "reference_checks", "reference_drifted", "skipped",
+                                                           "wall_s", "measure_wall_s", "kernel_time_s")}
         d["kernel_status"] = dict(self.kernel_status)
         d["status"] = dict(self.status)
         d["by_regime"] = {k: _dist(v) for k, v in self.by_regime.items()}
@@ -178,7 +182,8 @@ class Summary:
             f"kernels: {self.kernels}  ("
             + ", ".join(f"{k}: {v}" for k, v in sorted(self.kernel_status.items())) + ")",
             f"rows: {self.rows_new} new, {self.rows_resumed} already stored, {self.skipped} skipped (pruned), "
-            f"{self.remeasured} noisy re-measured",
+            f"{self.remeasured} re-measured (noisy or drifted), reference checks {self.reference_checks} "
+            f"({self.reference_drifted} drifted)",
             "rows by status: " + ", ".join(f"{k}: {v}" for k, v in sorted(self.status.items())),
         ]
         if self.wall_s:
@@ -222,8 +227,15 @@ class Generator:
             raise ValueError(f"unknown argument selection {options.args!r}")
         self.summary = Summary()
         self._noisy: list[tuple[dict[str, Any], LaunchConfig]] = []
+        from datagen.reference import ReferenceCheck
+
+        self.ref = ReferenceCheck(every_s=options.reference_every_s)
+        self._since_check: list[tuple[Kernel, dict[str, Any], LaunchConfig]] = []
+        self._suspect: list[tuple[Kernel, dict[str, Any], LaunchConfig]] = []
         self.progress = progress
-        existing = read_dataset(writer.root) if len(writer) else None
+        # planning (pruning, rebalancing) uses each configuration's first measurement, as the
+        # run that stored it did, so a resumed run plans the same configurations
+        existing = read_dataset(writer.root, resolve=False) if len(writer) else None
         self.stored: dict[str, dict[str, Any]] = {}
         self.preexisting: set[str] = set()
         if existing is not None and len(existing):
@@ -250,6 +262,8 @@ class Generator:
                 status = self.kernel(k)
                 self.summary.kernel_status[status if len(selections) == 1 else f"{sel}:{status}"] += 1
         self.o.args = requested
+        self._reference(final=True)
+        self.summary.reference_checks, self.summary.reference_drifted = self.ref.checks, self.ref.drifted
         self.summary.wall_s = time.perf_counter() - t0
         return self.summary
 
@@ -309,14 +323,39 @@ class Generator:
     def _remeasure(self, k: Kernel) -> None:
         """Measure the kernel's noisy rows once more, now that others ran in between; the new row
         (``remeasure_of`` the first) is journaled like any other, readers keep the lower CV."""
-        for row, cfg in self._noisy:
-            key = f"{row['row_key']}~r1"
+        self._remeasure_rows([(k, row, cfg) for row, cfg in self._noisy], "noise")
+        self._noisy = []
+
+    def _reference(self, final: bool = False) -> None:
+        """The drift check (when due, or ``final``): see :mod:`datagen.reference`."""
+        from datagen.reference import REF_CONFIG, REF_KERNEL, REF_POLICY, log_check
+
+        if not final and not self.ref.due():
+            return
+        if final and (self.ref.every_s <= 0 or not (self._since_check or self._suspect)):
+            return
+        m = self.h.run(REF_KERNEL, REF_CONFIG, REF_POLICY)
+        good, ratio = self.ref.record(m)
+        log_check(self.w.root, m, ratio, good)
+        if not good:
+            log.info("reference kernel %.2fx its best: %d rows since the last check are suspect",
+                     ratio or float("nan"), len(self._since_check))
+            self._suspect += self._since_check
+        else:
+            suspect, self._suspect = self._suspect, []
+            self._remeasure_rows(suspect, "drift")
+        self._since_check = []
+
+    def _remeasure_rows(self, items: list[tuple[Kernel, dict[str, Any], LaunchConfig]], reason: str) -> None:
+        for k, row, cfg in items:
+            key = f"{row['row_key']}~{reason[0]}1"
             if key in self.stored:
                 continue
             m = self.h.run(k, cfg, self.o.timing)
             new = {**row, **flatten(m, k, key=key, selection=row["selection"], pass_=row["pass"],
                                     regime=row["regime"], n_wg=row["n_wg"], seed=self.o.seed)}
             new["remeasure_of"] = row["row_key"]
+            new["remeasure_reason"] = reason
             self.w.append(new)
             self.stored[key] = {c: new[c] for c in ("row_key", "kernel_id", "status", "reason", "time_median_us",
                                                     "lsize", "n_wg", "pass")}
@@ -324,7 +363,6 @@ class Generator:
             self.summary.measure_wall_s += m.wall_s or 0.0
             if m.time is not None:
                 self.summary.kernel_time_s += sum(m.time.times_us) * m.time.group * 1e-6
-        self._noisy = []
 
     def _too_slow(self, r: dict[str, Any]) -> bool:
         if r["status"] == "timeout":
@@ -377,6 +415,7 @@ class Generator:
             return self.stored[key]   # stored before, or earlier in this run (rebalancing hit a sampled N_WG)
         setting = getattr(self.select, "last_setting", None)
         cfg = LaunchConfig(gsize, lsize, args)
+        self._reference()
         m = self.h.run(k, cfg, self.o.timing)
         row = flatten(m, k, key=key, selection=self.o.args, pass_=pass_, regime=regime, n_wg=n_wg, seed=self.o.seed)
         if setting is not None:   # memory analysis: the fitted size = c * work-items + d of every array
@@ -388,6 +427,8 @@ class Generator:
         self.summary.add(m, regime, pass_)
         if needs_remeasure(m.status, m.time.cv if m.time else None):
             self._noisy.append((row, cfg))
+        if m.status == "ok":
+            self._since_check.append((k, row, cfg))
         return row
 
     # -- validity -----------------------------------------------------------------------------
