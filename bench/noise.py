@@ -96,7 +96,8 @@ def run(kernels: int, configs: int, policies: tuple[str, ...], seed: int = 0) ->
                 for pol in policies:
                     m = h.run(k, cfg, _policy(pol))
                     cells.setdefault((i, pol), Cell()).passes[pass_] = m
-                    if pol.endswith("+remeasure") and needs_remeasure(m.status, m.time.cv if m.time else None):
+                    if pol.endswith("+remeasure") and m.time is not None and needs_remeasure(
+                            m.status, m.time.cv, sum(m.time.times_us) * m.time.group * 1e-6):
                         noisy.append((i, pol))
             for i, pol in noisy:      # later, interleaved with the other noisy ones
                 k, cfg = jobs[i]

@@ -210,7 +210,7 @@ def _raw_rows(root: Path) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for p in _shard_paths(root):
         df = pd.read_parquet(p)
-        rows.extend({k: v for k, v in r.items() if not _missing(v)} for r in df.to_dict("records"))
+        rows.extend({str(k): v for k, v in r.items() if not _missing(v)} for r in df.to_dict("records"))
     jrows, _ = _read_journal(root / JOURNAL)
     rows.extend(jrows)
     return rows
@@ -325,9 +325,10 @@ def _drive(ray: Any, kernels: list[Kernel], root: Path, device: str, options: Da
     from instrument.backends import DeviceInfo
 
     class _Dev:       # what dataset_manifest needs of a harness
-        device = DeviceInfo.from_dict(first["device"])
+        def __init__(self, d: dict[str, Any]) -> None:
+            self.device = DeviceInfo.from_dict(d)
 
-    manifest = dataset_manifest(_Dev(), options, corpus)
+    manifest = dataset_manifest(_Dev(first["device"]), options, corpus)
     manifest["ray"] = {"address": address or "local", "actors": len(handles)}
     summary = Summary()
     with DatasetWriter(root, manifest) as writer:

@@ -49,10 +49,14 @@ STORED_COLUMNS = ("row_key", "kernel_id", "status", "reason", "time_median_us", 
 #: a row with a larger CV is measured once more at the end of its kernel (interleaved with the
 #: kernel's other noisy rows); readers keep the measurement with the lower CV
 REMEASURE_CV = 0.05
+#: ... when measuring it again costs at most this much kernel time (a long kernel's few repeats
+#: under load rarely improve, and would double the run's time: measured in the issue 11 profile)
+REMEASURE_MAX_S = 0.25
 
 
-def needs_remeasure(status: str, cv: float | None) -> bool:
-    return status == "ok" and cv is not None and not math.isnan(cv) and cv > REMEASURE_CV
+def needs_remeasure(status: str, cv: float | None, kernel_s: float = 0.0) -> bool:
+    return (status == "ok" and cv is not None and not math.isnan(cv) and cv > REMEASURE_CV
+            and kernel_s <= REMEASURE_MAX_S)
 
 
 @dataclass
@@ -425,7 +429,7 @@ class Generator:
         self.stored[key] = {c: row[c] for c in ("row_key", "kernel_id", "status", "reason", "time_median_us",
                                                 "lsize", "n_wg", "pass")}
         self.summary.add(m, regime, pass_)
-        if needs_remeasure(m.status, m.time.cv if m.time else None):
+        if m.time is not None and needs_remeasure(m.status, m.time.cv, sum(m.time.times_us) * m.time.group * 1e-6):
             self._noisy.append((row, cfg))
         if m.status == "ok":
             self._since_check.append((k, row, cfg))
