@@ -12,6 +12,11 @@ close) the journal is compacted into a new Parquet shard, written to a temporary
 the journal is then replaced by an empty one. Rows carry a ``row_key`` (kernel, sizes, arguments):
 readers and the resuming writer drop a key seen before, so a crash between the shard rename and
 the journal reset duplicates nothing.
+Timing columns (harness version 2): ``time_group`` (launches per sample), ``state_reset``
+(``none`` / ``restore`` / ``single`` / ``unchecked``) and ``reset_buffers``, the machine during the
+window (``load_avg_1m``, ``other_cpu_frac``, ``cpu_mhz``), and on re-measured rows
+``remeasure_of`` (the original's key) and ``remeasure_reason`` (``noise`` / ``drift``):
+:func:`read_dataset` keeps one row per configuration (:func:`resolve_remeasured`).
 """
 
 from __future__ import annotations
@@ -175,6 +180,9 @@ class DatasetWriter:
 
 
 _JSON_COLUMNS: tuple[str, ...] = ("args", "outputs", "device_state", "extra")
+#: columns the timing work of issue 11 (items 3-5) added to every measured row
+TIMING_COLUMNS: tuple[str, ...] = ("time_group", "state_reset", "reset_buffers", "load_avg_1m", "other_cpu_frac",
+                                   "cpu_mhz", "remeasure_of", "remeasure_reason")
 
 
 def frame_from_rows(rows: list[dict[str, Any]]) -> pd.DataFrame:
