@@ -168,6 +168,15 @@ def cmd_datagen(args: argparse.Namespace) -> int:
     preset = resolve_datagen_defaults(args)
     opts = datagen_options(args)
     check_meter_spec(args.meter)
+    if args.ray_actors is not None and args.ray is None:
+        raise UsageError("--ray-actors needs --ray")
+    if args.ray_actors is not None and args.ray_actors < 1:
+        raise UsageError("--ray-actors must be at least 1")
+    if args.ray is not None:
+        from datagen.distributed import check_address, ray_available
+
+        ray_available()
+        check_address(None if args.ray == "local" else args.ray)
     check_out_dir(args.out)
     out = Path(args.out)
     existing_dataset(out)                    # a damaged or foreign --out: one line, before any work
@@ -191,18 +200,29 @@ def cmd_datagen(args: argparse.Namespace) -> int:
     if not kernels:
         raise UsageError("the corpus holds no kernels")
     extra["command"] = command_line(args, preset)
-    device = select_device(device_spec(args.device))
-    try:
-        run = run_datagen(kernels, args.out, device, opts, meter=args.meter, timeout_s=args.timeout,
-                          corpus=",".join(d for _, d in corpora), progress=not args.quiet and not args.json,
-                          extra_manifest=extra)
-    except DatagenInterrupted as e:
-        if preset is not None:
-            from datagen.card import write_card
+    if args.ray is not None:
+        from datagen.distributed import ActorsLost, run_datagen_ray
 
-            write_card(out)
-        print(f"\n{e}", file=sys.stderr)
-        return 130
+        try:
+            run = run_datagen_ray(kernels, args.out, device_spec(args.device), opts, meter=args.meter,
+                                  timeout_s=args.timeout, corpus=",".join(d for _, d in corpora),
+                                  address=None if args.ray == "local" else args.ray, actors=args.ray_actors)
+        except ActorsLost as e:
+            print(str(e), file=sys.stderr)
+            return 1
+    else:
+        device = select_device(device_spec(args.device))
+        try:
+            run = run_datagen(kernels, args.out, device, opts, meter=args.meter, timeout_s=args.timeout,
+                              corpus=",".join(d for _, d in corpora), progress=not args.quiet and not args.json,
+                              extra_manifest=extra)
+        except DatagenInterrupted as e:
+            if preset is not None:
+                from datagen.card import write_card
+
+                write_card(out)
+            print(f"\n{e}", file=sys.stderr)
+            return 130
     card = None
     if preset is not None:
         from datagen.card import write_card
@@ -461,6 +481,11 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--device", help="OpenCL device: auto, P:D, or part of its name")
     p.add_argument("--meter", default="auto", help="energy meter: auto, nvml, rapl, none")
     p.add_argument("--seed", type=seed, default=0)
+    p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                   help="distribute over a Ray cluster (pip install 'kernelcast[ray]'): one actor per device, "
+                        "kernels sharded by id; ADDRESS is HOST:PORT, ray://HOST:PORT or auto; "
+                        "without it a local cluster is started")
+    p.add_argument("--ray-actors", type=positive_int, metavar="N", help="with --ray: exactly N actors (testing)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the run's summary as JSON (no progress bar)")
     p.set_defaults(func=cmd_datagen)
