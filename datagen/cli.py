@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shlex
 import sys
 import tempfile
 from pathlib import Path
@@ -11,7 +12,16 @@ from typing import Any
 
 from kernelcast.console import to_json
 from kernelcast.errors import UsageError
-from kernelcast.options import bounded_int, check_out_dir, fraction, nonneg_float, positive_float, positive_int, seed
+from kernelcast.options import (
+    bounded_int,
+    check_out_dir,
+    fraction,
+    nonneg_float,
+    nonneg_int,
+    positive_float,
+    positive_int,
+    seed,
+)
 
 log = logging.getLogger(__name__)
 
@@ -93,16 +103,44 @@ def load_corpus_kernels(spec: str, limit: int | None = None, device: str | None 
 # datagen
 
 
+#: the defaults of the datagen options a preset may set (argparse defaults are None so a preset can
+#: tell given options from defaults)
+DATAGEN_DEFAULTS: dict[str, Any] = {"configs_per_kernel": 200, "lsizes_per_kernel": 4, "sweeps_per_kernel": 4,
+                                    "lsizes_per_sweep": 4, "args": "simple", "rebalance": "iqr"}
+
+
+def resolve_datagen_defaults(args: argparse.Namespace) -> Any:
+    """Fill the options left unset from ``--preset`` (when given) or the built-in defaults; the
+    preset, or None. Raises for an unknown preset or a preset combined with ``--corpus``."""
+    from datagen.presets import get_preset
+
+    preset = get_preset(args.preset) if args.preset else None
+    if preset is None and not args.corpus:
+        raise UsageError("give --corpus CORPUS (or 'bundled'), or --preset standard")
+    if preset is not None and args.corpus:
+        raise UsageError(f"--preset {preset.name} chooses the corpora itself; leave out --corpus")
+    for name, default in DATAGEN_DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, (preset.options if preset else {}).get(name, default))
+    return preset
+
+
 def datagen_options(args: argparse.Namespace) -> Any:
     """The :class:`~datagen.generate.DatagenOptions` of a ``datagen`` command line, validated."""
     from datagen.args import SELECTORS
     from datagen.generate import DatagenOptions
     from datagen.memargs import KERNEL_SELECTORS
 
+    if any(getattr(args, n, None) is None for n in DATAGEN_DEFAULTS):
+        resolve_datagen_defaults(args)
+
     if args.args not in SELECTORS and args.args not in KERNEL_SELECTORS and args.args != "both":
         raise UsageError(f"--args {args.args!r}: available selections are {', '.join([*SELECTORS, *KERNEL_SELECTORS])}")
     if args.configs_per_kernel < 1 or args.lsizes_per_kernel < 1:
         raise UsageError("--configs-per-kernel and --lsizes-per-kernel must be positive")
+    if args.sweeps_per_kernel < 0 or args.lsizes_per_sweep < 2:
+        raise UsageError("--sweeps-per-kernel must be >= 0 and --lsizes-per-sweep >= 2 (a sweep compares local "
+                         "sizes)")
     try:
         ratio = tuple(int(x) for x in args.ratio.split(":"))
         assert len(ratio) == 3 and all(r >= 0 for r in ratio) and sum(ratio) > 0
@@ -112,7 +150,8 @@ def datagen_options(args: argparse.Namespace) -> Any:
         configs_per_kernel=args.configs_per_kernel, lsizes_per_kernel=args.lsizes_per_kernel, args=args.args,
         rebalance=None if args.rebalance == "none" else args.rebalance, k=args.k, ratio=ratio,
         max_total_items=args.max_items, seed=args.seed, validity=not args.no_validity,
-        keep_invalid=args.keep_invalid,
+        keep_invalid=args.keep_invalid, sweeps_per_kernel=args.sweeps_per_kernel,
+        lsizes_per_sweep=args.lsizes_per_sweep, activity=not args.no_activity,
     )
     opts.timing.min_time_s = args.min_time
     opts.timing.min_repeats = args.repeats
@@ -126,29 +165,115 @@ def cmd_datagen(args: argparse.Namespace) -> int:
     from instrument.meters import check_meter_spec
     from kernelcast.config import device_spec
 
+    preset = resolve_datagen_defaults(args)
     opts = datagen_options(args)
     check_meter_spec(args.meter)
+    if args.ray_actors is not None and args.ray is None:
+        raise UsageError("--ray-actors needs --ray")
+    if args.ray_actors is not None and args.ray_actors < 1:
+        raise UsageError("--ray-actors must be at least 1")
+    if args.ray is not None:
+        from datagen.distributed import check_address, ray_available
+
+        ray_available()
+        check_address(None if args.ray == "local" else args.ray)
     check_out_dir(args.out)
-    existing_dataset(Path(args.out))         # a damaged or foreign --out: one line, before any work
-    corpora = [load_corpus_kernels(c, None) for c in args.corpus]
+    out = Path(args.out)
+    existing_dataset(out)                    # a damaged or foreign --out: one line, before any work
+    check_resumable(out)
+    extra: dict[str, Any] = {}
+    if preset is not None:
+        from datagen.presets import ingested_corpora, synthetic_corpus
+
+        specs = (["bundled"] if preset.bundled else []) + \
+            ([str(p) for p in ingested_corpora()] if preset.ingested else [])
+        corpora = [load_corpus_kernels(c, None) for c in specs]
+        if preset.synthetic:
+            out.mkdir(parents=True, exist_ok=True)
+            corpora.append(load_corpus_kernels(str(synthetic_corpus(out, preset)), None))
+        extra = {"preset": preset.to_dict()}
+    else:
+        corpora = [load_corpus_kernels(c, None) for c in args.corpus]
     kernels = [k for ks, _ in corpora for k in ks]
     if args.limit is not None:
         kernels = kernels[: args.limit]
     if not kernels:
         raise UsageError("the corpus holds no kernels")
-    device = select_device(device_spec(args.device))
-    try:
-        run = run_datagen(kernels, args.out, device, opts, meter=args.meter, timeout_s=args.timeout,
-                          corpus=",".join(d for _, d in corpora), progress=not args.quiet and not args.json)
-    except DatagenInterrupted as e:
-        print(f"\n{e}", file=sys.stderr)
-        return 130
+    extra["command"] = command_line(args, preset)
+    if args.ray is not None:
+        from datagen.distributed import ActorsLost, run_datagen_ray
+
+        try:
+            run = run_datagen_ray(kernels, args.out, device_spec(args.device), opts, meter=args.meter,
+                                  timeout_s=args.timeout, corpus=",".join(d for _, d in corpora),
+                                  address=None if args.ray == "local" else args.ray, actors=args.ray_actors)
+        except ActorsLost as e:
+            print(str(e), file=sys.stderr)
+            return 1
+    else:
+        device = select_device(device_spec(args.device))
+        try:
+            run = run_datagen(kernels, args.out, device, opts, meter=args.meter, timeout_s=args.timeout,
+                              corpus=",".join(d for _, d in corpora), progress=not args.quiet and not args.json,
+                              extra_manifest=extra)
+        except DatagenInterrupted as e:
+            if preset is not None:
+                from datagen.card import write_card
+
+                write_card(out)
+            print(f"\n{e}", file=sys.stderr)
+            return 130
+    card = None
+    if preset is not None:
+        from datagen.card import write_card
+
+        card, _ = write_card(out)
     if args.json:
-        print(to_json({"summary": run.summary.to_dict(), "dataset": args.out, "rows_total": run.rows_total}))
+        print(to_json({"summary": run.summary.to_dict(), "dataset": args.out, "rows_total": run.rows_total,
+                       "card": str(card) if card else None}))
         return 0
     print(run.summary.format())
-    print(f"dataset: {args.out} ({run.rows_total} rows in all)")
+    print(f"dataset: {args.out} ({run.rows_total} rows in all)" + (f"; card: {card}" if card else ""))
     return 0
+
+
+def command_line(args: argparse.Namespace, preset: Any) -> str:
+    """The ``kernelcast datagen`` command that continues this dataset (options spelled out)."""
+    words = ["kernelcast", "datagen"]
+    words += ["--preset", preset.name] if preset is not None else [w for c in args.corpus for w in ("--corpus", c)]
+    words += ["--out", args.out]
+    for name in (*DATAGEN_DEFAULTS, "seed", "k", "ratio", "max_items", "min_time", "repeats", "timeout", "limit",
+                 "device", "meter"):
+        v = getattr(args, name, None)
+        pv = preset.options.get(name) if preset is not None else None
+        if v is None or (preset is not None and v == pv) or (preset is None and v == DATAGEN_DEFAULTS.get(name)):
+            continue
+        if name in ("seed",) and v == 0 or name == "meter" and v == "auto":
+            continue
+        words += [f"--{name.replace('_', '-')}", str(v)]
+    for flag in ("no_validity", "keep_invalid", "no_activity"):
+        if getattr(args, flag, False):
+            words.append(f"--{flag.replace('_', '-')}")
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def check_resumable(out: Path) -> None:
+    """A dataset directory of another schema version cannot be resumed: say so before any work."""
+    from datagen.dataset import DATASET_SCHEMA_VERSION, MANIFEST, DatasetMismatch
+
+    mpath = out / MANIFEST
+    if not mpath.is_file():
+        return
+    import json
+
+    try:
+        old = json.loads(mpath.read_text())
+    except ValueError:
+        raise UsageError(f"{mpath}: not a readable dataset manifest") from None
+    ver = old.get("schema_version", 1)
+    if ver != DATASET_SCHEMA_VERSION:
+        raise DatasetMismatch(f"{out} is a dataset of schema version {ver}; this kernelcast writes version "
+                              f"{DATASET_SCHEMA_VERSION} and cannot resume it (it still reads it); use another --out")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -182,6 +307,21 @@ def cmd_dataset(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_card(args: argparse.Namespace) -> int:
+    from datagen.card import write_card
+    from datagen.dataset import MANIFEST
+
+    if not (Path(args.dataset) / MANIFEST).is_file():
+        raise UsageError(f"{args.dataset}: not a dataset (no {MANIFEST})")
+    path, facts = write_card(args.dataset)
+    if args.json:
+        print(to_json({"card": str(path), **facts}))
+        return 0
+    print(path.read_text(encoding="utf-8"))
+    print(f"card written to {path}")
+    return 0
+
+
 def cmd_dataset_check(args: argparse.Namespace) -> int:
     from datagen.integrity import check_dataset
 
@@ -196,6 +336,41 @@ def cmd_dataset_repair(args: argparse.Namespace) -> int:
     report = repair_dataset(args.dataset)
     print(to_json(report.to_dict()) if args.json else report.format())
     return 0
+
+
+def add_dataset_parser(sub: Any) -> Any:
+    """``dataset [summary] DS``, ``dataset check DS``, ``dataset repair DS``. Further actions register
+    on the returned subparsers (``add_parser(name, ...)`` with ``set_defaults(func=...)``)."""
+    p = sub.add_parser("dataset", help="summarize, check or repair a dataset; import Kernel Tuner caches",
+                       description="dataset DS (= dataset summary DS): rows by status, kernels by validity, the "
+                                   "time distribution by regime and pass, optionally an IQR histogram. dataset "
+                                   "check DS: name damaged files. dataset repair DS: quarantine them, keep every "
+                                   "good row. dataset import-kt CACHE --out DS: a Kernel Tuner cache as rows.")
+    p.default_action = "summary"     # ``dataset DS`` means ``dataset summary DS`` (kernelcast.cli)
+    dsub = p.add_subparsers(dest="dataset_command", metavar="ACTION")
+    dsub.required = True
+    q = dsub.add_parser("summary", help="summarize a dataset; plot the IQR rebalancing of one kernel",
+                        description="Rows by status, kernels by validity, the time distribution by regime and "
+                                    "pass; optionally a before/after IQR histogram (LLMPerf Figure 1).")
+    q.add_argument("dataset", help="dataset directory")
+    q.add_argument("--json", action="store_true")
+    q.add_argument("--plot-iqr", metavar="KERNEL", help="kernel name (or 'auto') to plot")
+    q.add_argument("--plot-out", default="iqr_rebalance.png", help="PNG path")
+    q.set_defaults(func=cmd_dataset)
+    q = dsub.add_parser("check", help="read every file of a dataset and name the damaged ones",
+                        description="Read the manifest, every shard, every journal line and the kernel sources; "
+                                    "list what is damaged. Changes nothing. Exit status 1 when damage is found.")
+    q.add_argument("dataset", help="dataset directory")
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=cmd_dataset_check)
+    q = dsub.add_parser("repair", help="quarantine the damaged files of a dataset, keeping every good row",
+                        description="Move damaged shards, kernel sources and leftover files to DS/quarantine/TIME/ "
+                                    "(never deleting), drop damaged journal lines (kept in the quarantine), "
+                                    "rebuild a lost manifest; rerunning datagen re-measures what was lost.")
+    q.add_argument("dataset", help="dataset directory")
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=cmd_dataset_repair)
+    return dsub
 
 
 # ---------------------------------------------------------------------------------------------
@@ -244,41 +419,6 @@ def cmd_import_kt(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_dataset_parser(sub: Any) -> Any:
-    """``dataset [summary] DS``, ``dataset check DS``, ``dataset repair DS``. Further actions register
-    on the returned subparsers (``add_parser(name, ...)`` with ``set_defaults(func=...)``)."""
-    p = sub.add_parser("dataset", help="summarize, check or repair a dataset",
-                       description="dataset DS (= dataset summary DS): rows by status, kernels by validity, the "
-                                   "time distribution by regime and pass, optionally an IQR histogram. dataset "
-                                   "check DS: name damaged files. dataset repair DS: quarantine them, keep every "
-                                   "good row.")
-    p.default_action = "summary"     # ``dataset DS`` means ``dataset summary DS`` (kernelcast.cli)
-    dsub = p.add_subparsers(dest="dataset_command", metavar="ACTION")
-    dsub.required = True
-    q = dsub.add_parser("summary", help="summarize a dataset; plot the IQR rebalancing of one kernel",
-                        description="Rows by status, kernels by validity, the time distribution by regime and "
-                                    "pass; optionally a before/after IQR histogram (LLMPerf Figure 1).")
-    q.add_argument("dataset", help="dataset directory")
-    q.add_argument("--json", action="store_true")
-    q.add_argument("--plot-iqr", metavar="KERNEL", help="kernel name (or 'auto') to plot")
-    q.add_argument("--plot-out", default="iqr_rebalance.png", help="PNG path")
-    q.set_defaults(func=cmd_dataset)
-    q = dsub.add_parser("check", help="read every file of a dataset and name the damaged ones",
-                        description="Read the manifest, every shard, every journal line and the kernel sources; "
-                                    "list what is damaged. Changes nothing. Exit status 1 when damage is found.")
-    q.add_argument("dataset", help="dataset directory")
-    q.add_argument("--json", action="store_true")
-    q.set_defaults(func=cmd_dataset_check)
-    q = dsub.add_parser("repair", help="quarantine the damaged files of a dataset, keeping every good row",
-                        description="Move damaged shards, kernel sources and leftover files to DS/quarantine/TIME/ "
-                                    "(never deleting), drop damaged journal lines (kept in the quarantine), "
-                                    "rebuild a lost manifest; rerunning datagen re-measures what was lost.")
-    q.add_argument("dataset", help="dataset directory")
-    q.add_argument("--json", action="store_true")
-    q.set_defaults(func=cmd_dataset_repair)
-    return dsub
-
-
 def add_parsers(sub: Any) -> None:
     p = sub.add_parser("corpus", help="build kernel corpora (ingest real code, or generate synthetic kernels)",
                        description="Build a corpus directory (kernels.jsonl + manifest.json).")
@@ -310,14 +450,23 @@ def add_parsers(sub: Any) -> None:
                                    "(idle / under-utilized / fully-utilized work-group counts, 25:60:15), with "
                                    "IQR rebalancing, into an append-only Parquet dataset. Interrupt it at any "
                                    "time; rerunning the same command resumes.")
-    p.add_argument("--corpus", action="append", required=True,
-                   help="corpus directory, or 'bundled' (repeatable)")
+    p.add_argument("--corpus", action="append", default=[],
+                   help="corpus directory, or 'bundled' (repeatable); not with --preset")
+    p.add_argument("--preset", help="a named dataset recipe: 'standard' = bundled + ingested + 1,500 synthetic "
+                                    "kernels, simple and memory selection, regime samples and sweeps; writes "
+                                    "DATASET/CARD.md. Options given override the preset's")
     p.add_argument("--out", required=True, help="dataset directory (created, or resumed)")
-    p.add_argument("--configs-per-kernel", type=positive_int, default=200)
-    p.add_argument("--lsizes-per-kernel", type=positive_int, default=4)
-    p.add_argument("--args", default="simple",
+    p.add_argument("--configs-per-kernel", type=positive_int, default=None, help="regime samples per kernel (200)")
+    p.add_argument("--lsizes-per-kernel", type=positive_int, default=None, help="local sizes of the regime samples (4)")
+    p.add_argument("--args", default=None,
                    help="argument selection: simple (LLMPerf II-B1), memory (II-B2, memory analysis) or both")
-    p.add_argument("--rebalance", default="iqr", choices=["iqr", "none"])
+    p.add_argument("--sweeps-per-kernel", type=nonneg_int, default=None,
+                   help="tuning sweeps per kernel: problems measured with several local sizes each (4; 0: none)")
+    p.add_argument("--lsizes-per-sweep", type=positive_int, default=None,
+                   help="local sizes / block shapes per sweep (4, fewer only where the device allows fewer)")
+    p.add_argument("--no-activity", action="store_true",
+                   help="do not record active_fraction / bytes_touched (saves one instrumented run per simple row)")
+    p.add_argument("--rebalance", default=None, choices=["iqr", "none"], help="IQR rebalancing (iqr)")
     p.add_argument("--k", type=positive_float, default=80.0, help="fully-utilized threshold k x compute units (80)")
     p.add_argument("--ratio", default="25:60:15", help="idle:under:full sampling ratio")
     p.add_argument("--max-items", type=positive_int, default=1 << 24, help="largest global size in work-items")
@@ -330,22 +479,35 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--device", help="OpenCL device: auto, P:D, or part of its name")
     p.add_argument("--meter", default="auto", help="energy meter: auto, nvml, rapl, none")
     p.add_argument("--seed", type=seed, default=0)
+    p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                   help="distribute over a Ray cluster (pip install 'kernelcast[ray]'): one actor per device, "
+                        "kernels sharded by id; ADDRESS is HOST:PORT, ray://HOST:PORT or auto; "
+                        "without it a local cluster is started")
+    p.add_argument("--ray-actors", type=positive_int, metavar="N", help="with --ray: exactly N actors (testing)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the run's summary as JSON (no progress bar)")
     p.set_defaults(func=cmd_datagen)
 
     dsub = add_dataset_parser(sub)
+    p = dsub.add_parser("card", help="write the dataset card (DATASET/CARD.md + time plot)",
+                        description="Device and versions, kernels and rows by status, regime and sweep counts, "
+                                    "time distribution plot, noise statistics (CV), active fractions; written "
+                                    "to DATASET/CARD.md and printed.")
+    p.add_argument("dataset", help="dataset directory")
+    p.add_argument("--json", action="store_true", help="print the card's figures as JSON")
+    p.set_defaults(func=cmd_card)
+
     p = dsub.add_parser("import-kt", help="a Kernel Tuner cache file as dataset rows",
-                       description="Turn a Kernel Tuner cache (0.4-1.x, closed or left open) into dataset "
-                                   "rows: tune parameters as tp_* columns (and -D macros per row), the launch "
-                                   "from the problem size and block-size parameters, time in us with every "
-                                   "iteration, every observer column (kt_*: energy, power, clocks, "
-                                   "temperature), failed configurations as rows with their status.",
-                       epilog="--grid rules (';'-separated): block_size_names=NAME[,NAME[,NAME]], "
-                              "grid_div_x=EXPR (also _y, _z; expressions of the tune parameters, default: "
-                              "the block-size parameter), problem_size=EXPR[,EXPR[,EXPR]] (for caches "
-                              "without one). As Kernel Tuner: work-groups = ceil(problem / grid_div), "
-                              "global size = work-groups x block size.")
+                           description="Turn a Kernel Tuner cache (0.4-1.x, closed or left open) into dataset "
+                                       "rows: tune parameters as tp_* columns (and -D macros per row), the launch "
+                                       "from the problem size and block-size parameters, time in us with every "
+                                       "iteration, every observer column (kt_*: energy, power, clocks, "
+                                       "temperature), failed configurations as rows with their status.",
+                           epilog="--grid rules (';'-separated): block_size_names=NAME[,NAME[,NAME]], "
+                                  "grid_div_x=EXPR (also _y, _z; expressions of the tune parameters, default: "
+                                  "the block-size parameter), problem_size=EXPR[,EXPR[,EXPR]] (for caches "
+                                  "without one). As Kernel Tuner: work-groups = ceil(problem / grid_div), "
+                                  "global size = work-groups x block size.")
     p.add_argument("cache", help="Kernel Tuner cache file (JSON)")
     p.add_argument("--out", required=True, help="dataset directory (created, or appended to)")
     p.add_argument("--kernel", help="the kernel's source file (OpenCL C): rows get its id and source")

@@ -12,6 +12,25 @@ close) the journal is compacted into a new Parquet shard, written to a temporary
 the journal is then replaced by an empty one. Rows carry a ``row_key`` (kernel, sizes, arguments):
 readers and the resuming writer drop a key seen before, so a crash between the shard rename and
 the journal reset duplicates nothing.
+
+Schema versions (``schema_version`` in the manifest and in every row):
+
+* 1: the rows as first written.
+* 2 (:data:`DATASET_SCHEMA_VERSION`): adds ``problem_id`` (rows measuring one problem, i.e. one
+  kernel, argument selection, global size and non-local arguments, share it; the local sizes of a
+  tuning sweep form one group), ``sweep`` (True for the rows of a tuning sweep),
+  ``active_fraction`` and ``bytes_touched`` (how much of its work the kernel did under the row's
+  arguments, :mod:`instrument.activity`; null where not measured).
+
+A writer refuses a directory of another schema version (:class:`DatasetMismatch`, an input error:
+one line, exit status 2, nothing written); :func:`read_dataset` reads an older version with the
+columns it lacks (:data:`V2_COLUMNS`) as nulls, so models train and evaluate on it unchanged.
+
+Timing columns (harness version 2): ``time_group`` (launches per sample), ``state_reset``
+(``none`` / ``restore`` / ``single`` / ``unchecked``) and ``reset_buffers``, the machine during the
+window (``load_avg_1m``, ``other_cpu_frac``, ``cpu_mhz``), and on re-measured rows
+``remeasure_of`` (the original's key) and ``remeasure_reason`` (``noise`` / ``drift``):
+:func:`read_dataset` keeps one row per configuration (:func:`resolve_remeasured`).
 """
 
 from __future__ import annotations
@@ -35,6 +54,10 @@ JOURNAL = "journal.jsonl"
 SHARDS = "shards"
 #: manifest fields that must match for a run to resume into an existing dataset
 RESUME_KEYS: tuple[str, ...] = ("device_identity", "seed", "schema_version", "args_selection")
+#: the dataset schema this code writes (see the module docstring)
+DATASET_SCHEMA_VERSION = 2
+#: the columns schema version 2 added, null when reading an older dataset
+V2_COLUMNS: tuple[str, ...] = ("problem_id", "sweep", "active_fraction", "bytes_touched")
 
 
 class DatasetMismatch(InputError, ValueError):
@@ -163,6 +186,7 @@ class DatasetWriter:
         # read and check everything before writing anything
         old, keys = existing_dataset(self.root)
         if old is not None:
+            old.setdefault("schema_version", 1)
             for k in RESUME_KEYS:
                 if k in manifest and k in old and old[k] != manifest[k]:
                     raise DatasetMismatch(f"{self.root} was made with {k}={old[k]!r}, this run has {manifest[k]!r}; "
@@ -247,6 +271,9 @@ class DatasetWriter:
 
 
 _JSON_COLUMNS: tuple[str, ...] = ("args", "outputs", "device_state", "extra")
+#: columns the timing work of issue 11 (items 3-5) added to every measured row
+TIMING_COLUMNS: tuple[str, ...] = ("time_group", "state_reset", "reset_buffers", "load_avg_1m", "other_cpu_frac",
+                                   "cpu_mhz", "remeasure_of", "remeasure_reason")
 
 
 def frame_from_rows(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -256,8 +283,9 @@ def frame_from_rows(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame.from_records(flat)
 
 
-def read_dataset(root: str | os.PathLike[str]) -> pd.DataFrame:
-    """Every row of a dataset (shards and journal), each row key once."""
+def read_dataset(root: str | os.PathLike[str], resolve: bool = True) -> pd.DataFrame:
+    """Every row of a dataset (shards and journal), each row key once; with ``resolve``, one row
+    per configuration (:func:`resolve_remeasured`), else re-measurements as rows of their own."""
     path = Path(root)
     if not (path / MANIFEST).is_file():
         raise FileNotFoundError(f"{path}: not a dataset (no {MANIFEST})")
@@ -268,7 +296,30 @@ def read_dataset(root: str | os.PathLike[str]) -> pd.DataFrame:
     if not frames:
         return pd.DataFrame()
     df = pd.concat(frames, ignore_index=True)
-    return df.drop_duplicates("row_key", keep="first").reset_index(drop=True)
+    df = df.drop_duplicates("row_key", keep="first").reset_index(drop=True)
+    for col in V2_COLUMNS:          # an older schema: the columns it lacks, as nulls
+        if col not in df.columns:
+            df[col] = None
+    return resolve_remeasured(df) if resolve else df
+
+
+def resolve_remeasured(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per configuration: of a row and its re-measurements (``remeasure_of`` = its key),
+    a re-measurement for drift if there is one, else the one with the lowest ``time_cv``, under
+    the original ``row_key``."""
+    if "remeasure_of" not in df.columns or not df["remeasure_of"].notna().any():
+        return df
+    group = df["remeasure_of"].where(df["remeasure_of"].notna(), df["row_key"])
+    cv = df["time_cv"].astype(float).fillna(float("inf")) if "time_cv" in df.columns else pd.Series(0.0, df.index)
+    # a re-measurement after a drifted reference check replaces the suspect original outright
+    drift = (df["remeasure_reason"] == "drift") if "remeasure_reason" in df.columns else pd.Series(False, df.index)
+    order = pd.DataFrame({"g": group, "d": ~drift, "cv": cv, "r": df["remeasure_of"].notna()}).sort_values(
+        ["g", "d", "cv", "r"], kind="stable")
+    keep = sorted(order.drop_duplicates("g", keep="first").index)
+    out = df.loc[keep].copy()
+    out["remeasured"] = out["remeasure_of"].notna() | out["row_key"].isin(df["remeasure_of"].dropna())
+    out["row_key"] = group.loc[keep]
+    return out.reset_index(drop=True)
 
 
 def read_manifest(root: str | os.PathLike[str]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ longer than ``max_config_time_s`` per launch, the larger ones of that local size
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import math
 import random
@@ -30,19 +31,42 @@ from typing import Any
 import numpy as np
 
 from datagen.args import SELECTORS, UnsupportedArgument
+from datagen.dataset import DATASET_SCHEMA_VERSION as SCHEMA_VERSION
 from datagen.dataset import DatasetWriter, read_dataset, row_key
 from datagen.rebalance import plan_rebalance
-from datagen.sampler import DEFAULT_K, DEFAULT_MAX_TOTAL_ITEMS, DEFAULT_RATIO, DeviceLimits, regime_of, sample_configs
+from datagen.sampler import (
+    DEFAULT_K,
+    DEFAULT_MAX_TOTAL_ITEMS,
+    DEFAULT_RATIO,
+    DeviceLimits,
+    regime_of,
+    sample_configs,
+    sample_sweeps,
+)
 from datagen.validity import VALIDITY_SEED, check_validity
 from instrument.backends import backend_for
 from instrument.runner import HARNESS_VERSION, TimingPolicy
 from kernelcast.clang import KernelParam, ParseError, kernel_signatures
 from kernelcast.errors import KernelcastError
-from kernelcast.schema import SCHEMA_VERSION, ArgsSelection, Kernel, LaunchConfig, Measurement
+from kernelcast.schema import ArgsSelection, Kernel, LaunchConfig, Measurement
 
 log = logging.getLogger(__name__)
 
 FAULTS = ("crash", "timeout")
+#: what a generator keeps of every stored row (resuming, pruning, rebalancing)
+STORED_COLUMNS = ("row_key", "kernel_id", "status", "reason", "time_median_us", "lsize", "n_wg", "pass")
+
+#: a row with a larger CV is measured once more at the end of its kernel (interleaved with the
+#: kernel's other noisy rows); readers keep the measurement with the lower CV
+REMEASURE_CV = 0.05
+#: ... when measuring it again costs at most this much kernel time (a long kernel's few repeats
+#: under load rarely improve, and would double the run's time: measured in the issue 11 profile)
+REMEASURE_MAX_S = 0.25
+
+
+def needs_remeasure(status: str, cv: float | None, kernel_s: float = 0.0) -> bool:
+    return (status == "ok" and cv is not None and not math.isnan(cv) and cv > REMEASURE_CV
+            and kernel_s <= REMEASURE_MAX_S)
 
 
 @dataclass
@@ -55,11 +79,15 @@ class DatagenOptions:
     k: float = DEFAULT_K
     ratio: tuple[int, int, int] = DEFAULT_RATIO
     max_total_items: int = DEFAULT_MAX_TOTAL_ITEMS
+    sweeps_per_kernel: int = 4        # tuning sweeps: problems measured with several local sizes each
+    lsizes_per_sweep: int = 4
+    activity: bool = True             # record active_fraction / bytes_touched (instrumented run)
     max_config_time_s: float = 0.2
     max_faults: int = 3
     validity: bool = True
     keep_invalid: bool = False        # measure kernels that fail a validity check anyway
     seed: int = 0
+    reference_every_s: float = 300.0  # reference-kernel drift check period (0: none)
     timing: TimingPolicy = field(default_factory=lambda: TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.02,
                                                                        max_repeats=200, max_time_s=5.0))
 
@@ -69,12 +97,28 @@ def kernel_rng(seed: int, kernel_id: str, salt: str = "") -> random.Random:
     return random.Random(int.from_bytes(h[:8], "little"))
 
 
+def problem_id(kernel_id: str, selection: str, gsize: tuple[int, ...], args: list[dict[str, Any]]) -> str:
+    """The problem a row measures: kernel, argument selection, global size and every argument but
+    the local-memory ones (those belong to the launch configuration, like the local size). Rows
+    of one problem with different local sizes form a tuning group."""
+    payload = json.dumps([kernel_id, selection, list(gsize),
+                          [[a["name"], a["kind"], a["dtype"], a.get("count"), a.get("value")]
+                           for a in args if a["kind"] != "local"]], sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
 def flatten(m: Measurement, kernel: Kernel, *, key: str, selection: str, pass_: str, regime: str | None,
-            n_wg: int | None, seed: int) -> dict[str, Any]:
-    """One dataset row from a measurement."""
+            n_wg: int | None, seed: int, problem: str | None = None, sweep: bool = False,
+            activity: Any = None) -> dict[str, Any]:
+    """One dataset row from a measurement (``activity``: an
+    :class:`instrument.activity.Activity` of the row's arguments, or None)."""
     t = m.time
     return {
         "row_key": key,
+        "problem_id": problem,
+        "sweep": sweep,
+        "active_fraction": activity.active_fraction if activity is not None else None,
+        "bytes_touched": activity.bytes_per_item if activity is not None else None,
         "kernel_id": kernel.id,
         "kernel_name": kernel.name,
         "kernel_origin": kernel.origin,
@@ -99,6 +143,7 @@ def flatten(m: Measurement, kernel: Kernel, *, key: str, selection: str, pass_: 
         "time_iqr_us": t.iqr_us if t else None,
         "time_cv": t.cv if t else None,
         "times_us": t.times_us if t else None,
+        "time_group": t.group if t else None,
         "energy_j": m.energy_j,
         "dynamic_energy_j": m.dynamic_energy_j,
         "avg_power_w": m.avg_power_w,
@@ -117,6 +162,11 @@ def flatten(m: Measurement, kernel: Kernel, *, key: str, selection: str, pass_: 
         "schema_version": SCHEMA_VERSION,
         "seed": seed,
         "measured_at": time.time(),
+        "state_reset": m.state_reset,
+        "reset_buffers": list(m.reset_buffers),
+        "load_avg_1m": m.machine.get("load_avg_1m"),
+        "other_cpu_frac": m.machine.get("other_cpu_frac"),
+        "cpu_mhz": m.machine.get("cpu_mhz"),
     }
 
 
@@ -126,6 +176,9 @@ class Summary:
     kernel_status: Counter = field(default_factory=Counter)
     rows_new: int = 0
     rows_resumed: int = 0
+    remeasured: int = 0
+    reference_checks: int = 0
+    reference_drifted: int = 0
     skipped: int = 0
     status: Counter = field(default_factory=Counter)
     wall_s: float = 0.0
@@ -139,13 +192,14 @@ class Summary:
         self.status[m.status] += 1
         self.measure_wall_s += m.wall_s or 0.0
         if m.time is not None:
-            self.kernel_time_s += sum(m.time.times_us) * 1e-6
+            self.kernel_time_s += sum(m.time.times_us) * m.time.group * 1e-6
             if regime:
                 self.by_regime[regime].append(m.time.median_us)
             self.by_pass[pass_].append(m.time.median_us)
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {k: getattr(self, k) for k in ("kernels", "rows_new", "rows_resumed", "skipped",
+        d: dict[str, Any] = {k: getattr(self, k) for k in ("kernels", "rows_new", "rows_resumed", "remeasured",
+                                                           "reference_checks", "reference_drifted", "skipped",
                                                            "wall_s", "measure_wall_s", "kernel_time_s")}
         d["kernel_status"] = dict(self.kernel_status)
         d["status"] = dict(self.status)
@@ -160,7 +214,9 @@ class Summary:
         lines = [
             f"kernels: {self.kernels}  ("
             + ", ".join(f"{k}: {v}" for k, v in sorted(self.kernel_status.items())) + ")",
-            f"rows: {self.rows_new} new, {self.rows_resumed} already stored, {self.skipped} skipped (pruned)",
+            f"rows: {self.rows_new} new, {self.rows_resumed} already stored, {self.skipped} skipped (pruned), "
+            f"{self.remeasured} re-measured (noisy or drifted), reference checks {self.reference_checks} "
+            f"({self.reference_drifted} drifted)",
             "rows by status: " + ", ".join(f"{k}: {v}" for k, v in sorted(self.status.items())),
         ]
         if self.wall_s:
@@ -185,7 +241,10 @@ def _dist(v: list[float]) -> dict[str, float]:
 class Generator:
     """Measures a corpus into a dataset through a harness."""
 
-    def __init__(self, harness: Any, writer: DatasetWriter, options: DatagenOptions, progress: Any = None):
+    def __init__(self, harness: Any, writer: DatasetWriter, options: DatagenOptions, progress: Any = None,
+                 known_rows: Iterable[dict[str, Any]] = ()):
+        """``known_rows``: rows stored elsewhere (the main dataset of a distributed run), with at
+        least the columns of :data:`STORED_COLUMNS`; their configurations are not measured again."""
         self.h = harness
         self.w = writer
         self.o = options
@@ -200,15 +259,26 @@ class Generator:
         elif options.args not in KERNEL_SELECTORS:
             raise ValueError(f"unknown argument selection {options.args!r}")
         self.summary = Summary()
+        self._noisy: list[tuple[dict[str, Any], LaunchConfig]] = []
+        from datagen.reference import ReferenceCheck
+
+        self.ref = ReferenceCheck(every_s=options.reference_every_s)
+        self._since_check: list[tuple[Kernel, dict[str, Any], LaunchConfig]] = []
+        self._suspect: list[tuple[Kernel, dict[str, Any], LaunchConfig]] = []
         self.progress = progress
-        existing = read_dataset(writer.root) if len(writer) else None
+        self._act_kernel: str | None = None
+        self._act: Any = None
+        # planning (pruning, rebalancing) uses each configuration's first measurement, as the
+        # run that stored it did, so a resumed run plans the same configurations
+        existing = read_dataset(writer.root, resolve=False) if len(writer) else None
         self.stored: dict[str, dict[str, Any]] = {}
         self.preexisting: set[str] = set()
         if existing is not None and len(existing):
-            cols = ["row_key", "kernel_id", "status", "reason", "time_median_us", "lsize", "n_wg", "pass"]
-            for r in existing[cols].to_dict("records"):
+            for r in existing[list(STORED_COLUMNS)].to_dict("records"):
                 self.stored[r["row_key"]] = r
-            self.preexisting = set(self.stored)
+        for r in known_rows:
+            self.stored.setdefault(r["row_key"], r)
+        self.preexisting = set(self.stored)
 
     def _tick(self, n: int = 1) -> None:
         if self.progress is not None:
@@ -227,6 +297,8 @@ class Generator:
                 status = self.kernel(k)
                 self.summary.kernel_status[status if len(selections) == 1 else f"{sel}:{status}"] += 1
         self.o.args = requested
+        self._reference(final=True)
+        self.summary.reference_checks, self.summary.reference_drifted = self.ref.checks, self.ref.drifted
         self.summary.wall_s = time.perf_counter() - t0
         return self.summary
 
@@ -256,6 +328,7 @@ class Generator:
         for c in configs:
             by_lsize[c.lsize].append(c)
         faults = 0
+        self._noisy = []
         for lsize, group in by_lsize.items():
             group.sort(key=lambda c: c.n_wg)
             rows = []
@@ -279,7 +352,78 @@ class Generator:
                 faults += self._rebalance(k, params, lsize, rows)
                 if faults >= self.o.max_faults:
                     return "abandoned"
+        status = self._sweeps(k, params, dims, faults)
+        self._remeasure(k)
+        return status
+
+    def sweep_configs(self, k: Kernel, dims: int) -> list[Any]:
+        """The tuning-sweep configurations of ``k`` (seeded per kernel, like the regime samples)."""
+        return sample_sweeps(kernel_rng(self.o.seed, k.id, "sweeps"), self.limits, dims, self.o.sweeps_per_kernel,
+                             self.o.lsizes_per_sweep, self.o.k, self.o.ratio, self.o.max_total_items)
+
+    def _sweeps(self, k: Kernel, params: list[KernelParam], dims: int, faults: int) -> str:
+        """Measure the kernel's tuning sweeps: each problem with several local sizes, smallest
+        first; a sweep whose configuration times out or runs past ``max_config_time_s`` is cut
+        short (the rest counted as skipped)."""
+        by_sweep: dict[int, list[Any]] = defaultdict(list)
+        for c in self.sweep_configs(k, dims):
+            by_sweep[c.sweep].append(c)
+        for _, group in sorted(by_sweep.items()):
+            for i, c in enumerate(group):
+                r = self._measure(k, params, c.gsize, c.lsize, c.n_wg, c.regime, "sweep", sweep=True)
+                faults += r["status"] in FAULTS
+                if faults >= self.o.max_faults:
+                    log.info("%s: %d crashes/timeouts, abandoned", k.name, faults)
+                    return "abandoned"
+                if self._too_slow(r):
+                    self.summary.skipped += len(group) - i - 1
+                    self._tick(len(group) - i - 1)
+                    break
         return "ok"
+
+    def _remeasure(self, k: Kernel) -> None:
+        """Measure the kernel's noisy rows once more, now that others ran in between; the new row
+        (``remeasure_of`` the first) is journaled like any other, readers keep the lower CV."""
+        self._remeasure_rows([(k, row, cfg) for row, cfg in self._noisy], "noise")
+        self._noisy = []
+
+    def _reference(self, final: bool = False) -> None:
+        """The drift check (when due, or ``final``): see :mod:`datagen.reference`."""
+        from datagen.reference import REF_CONFIG, REF_KERNEL, REF_POLICY, log_check
+
+        if not final and not self.ref.due():
+            return
+        if final and (self.ref.every_s <= 0 or not (self._since_check or self._suspect)):
+            return
+        m = self.h.run(REF_KERNEL, REF_CONFIG, REF_POLICY)
+        good, ratio = self.ref.record(m)
+        log_check(self.w.root, m, ratio, good)
+        if not good:
+            log.info("reference kernel %.2fx its best: %d rows since the last check are suspect",
+                     ratio or float("nan"), len(self._since_check))
+            self._suspect += self._since_check
+        else:
+            suspect, self._suspect = self._suspect, []
+            self._remeasure_rows(suspect, "drift")
+        self._since_check = []
+
+    def _remeasure_rows(self, items: list[tuple[Kernel, dict[str, Any], LaunchConfig]], reason: str) -> None:
+        for k, row, cfg in items:
+            key = f"{row['row_key']}~{reason[0]}1"
+            if key in self.stored:
+                continue
+            m = self.h.run(k, cfg, self.o.timing)
+            new = {**row, **flatten(m, k, key=key, selection=row["selection"], pass_=row["pass"],
+                                    regime=row["regime"], n_wg=row["n_wg"], seed=self.o.seed)}
+            new["remeasure_of"] = row["row_key"]
+            new["remeasure_reason"] = reason
+            self.w.append(new)
+            self.stored[key] = {c: new[c] for c in ("row_key", "kernel_id", "status", "reason", "time_median_us",
+                                                    "lsize", "n_wg", "pass")}
+            self.summary.remeasured += 1
+            self.summary.measure_wall_s += m.wall_s or 0.0
+            if m.time is not None:
+                self.summary.kernel_time_s += sum(m.time.times_us) * m.time.group * 1e-6
 
     def _too_slow(self, r: dict[str, Any]) -> bool:
         if r["status"] == "timeout":
@@ -317,7 +461,7 @@ class Generator:
         return faults
 
     def _measure(self, k: Kernel, params: list[KernelParam], gsize: tuple[int, ...], lsize: tuple[int, ...],
-                 n_wg: int, regime: str, pass_: str) -> dict[str, Any]:
+                 n_wg: int, regime: str, pass_: str, sweep: bool = False) -> dict[str, Any]:
         try:
             args = self.select(params, gsize, lsize)
         except UnsupportedArgument as e:
@@ -331,8 +475,14 @@ class Generator:
                 self.summary.rows_resumed += 1
             return self.stored[key]   # stored before, or earlier in this run (rebalancing hit a sampled N_WG)
         setting = getattr(self.select, "last_setting", None)
-        m = self.h.run(k, LaunchConfig(gsize, lsize, args), self.o.timing)
-        row = flatten(m, k, key=key, selection=self.o.args, pass_=pass_, regime=regime, n_wg=n_wg, seed=self.o.seed)
+        activity = getattr(self.select, "last_activity", None)
+        if activity is None and self.o.activity:
+            activity = self._activity(k, gsize, lsize, args)
+        cfg = LaunchConfig(gsize, lsize, args)
+        self._reference()
+        m = self.h.run(k, cfg, self.o.timing)
+        row = flatten(m, k, key=key, selection=self.o.args, pass_=pass_, regime=regime, n_wg=n_wg, seed=self.o.seed,
+                      problem=problem_id(k.id, self.o.args, gsize, arg_dicts), sweep=sweep, activity=activity)
         if setting is not None:   # memory analysis: the fitted size = c * work-items + d of every array
             row["extra"] = {"array_fits": {n: {"c": float(f.c), "d": float(f.d)} for n, f in setting.arrays.items()},
                             "scalar_choices": {n: str(v) for n, v in setting.scalars.items()}}
@@ -340,7 +490,40 @@ class Generator:
         self.stored[key] = {c: row[c] for c in ("row_key", "kernel_id", "status", "reason", "time_median_us",
                                                 "lsize", "n_wg", "pass")}
         self.summary.add(m, regime, pass_)
+        if m.time is not None and needs_remeasure(m.status, m.time.cv, sum(m.time.times_us) * m.time.group * 1e-6):
+            self._noisy.append((row, cfg))
+        if m.status == "ok":
+            self._since_check.append((k, row, cfg))
         return row
+
+    def _activity(self, k: Kernel, gsize: tuple[int, ...], lsize: tuple[int, ...], args: list[Any]) -> Any:
+        """One run of the activity-instrumented kernel with the row's arguments (simple selection;
+        memory selection gets it from its bounds check); None when the kernel cannot be
+        instrumented or the run fails (the plain run then says why)."""
+        from instrument.activity import activity_of_args, activity_rewrite
+        from instrument.rewrite import (
+            InstrumentedRunError,
+            RewriteError,
+            device_supports_int64_atomics,
+            instrument_kernel,
+        )
+
+        if self._act_kernel != k.id:
+            self._act_kernel, self._act = k.id, None
+            try:
+                rr = instrument_kernel(k, int64_atomics=device_supports_int64_atomics(self.h.device))
+                if rr.ok and all(s.elem_bytes for s in rr.slots.values()):
+                    self._act = activity_rewrite(rr)
+            except (RewriteError, ValueError) as e:
+                log.debug("%s: no activity record (%s)", k.name, e)
+        if self._act is None:
+            return None
+        try:
+            bad, act = activity_of_args(self.h, self._act, gsize, lsize, args)
+        except (InstrumentedRunError, ValueError, KeyError) as e:
+            log.debug("%s: activity run failed (%s)", k.name, e)
+            return None
+        return None if bad else act
 
     # -- validity -----------------------------------------------------------------------------
 
@@ -434,7 +617,8 @@ class DatagenRun:
 
 
 def run_datagen(kernels: list[Kernel], out: str | Path, device: Any, options: DatagenOptions, *, meter: str,
-                timeout_s: float, corpus: str, progress: bool = True) -> DatagenRun:
+                timeout_s: float, corpus: str, progress: bool = True,
+                extra_manifest: dict[str, Any] | None = None) -> DatagenRun:
     """Measure ``kernels`` on ``device`` into the dataset directory ``out`` (created, or resumed),
     with a progress bar when ``progress``. :class:`DatagenInterrupted` on Ctrl-C."""
     from tqdm import tqdm
@@ -442,10 +626,10 @@ def run_datagen(kernels: list[Kernel], out: str | Path, device: Any, options: Da
     from instrument.harness import Harness
 
     with Harness(device, meter=meter, timeout_s=timeout_s) as h:
-        manifest = dataset_manifest(h, options, corpus)
+        manifest = {**dataset_manifest(h, options, corpus), **(extra_manifest or {})}
         writer = DatasetWriter(out, manifest)
         write_kernels(Path(out), kernels)
-        total = len(kernels) * options.configs_per_kernel
+        total = len(kernels) * (options.configs_per_kernel + options.sweeps_per_kernel * options.lsizes_per_sweep)
         with writer, tqdm(total=total, unit="cfg", dynamic_ncols=True, disable=not progress,
                           desc="datagen") as bar:
             gen = Generator(h, writer, options, progress=bar)

@@ -54,6 +54,14 @@ from typing import Any
 import numpy as np
 
 from datagen.args import Selector, UnsupportedArgument
+from instrument.activity import (
+    Activity,
+    ActivityError,
+    ActivityRewrite,
+    activity_of_args,
+    activity_rewrite,
+    measure_activity,
+)
 from instrument.rewrite import (
     InstrumentedRunError,
     RewriteError,
@@ -68,8 +76,11 @@ from kernelcast.schema import ArgBinding, Kernel
 
 log = logging.getLogger(__name__)
 
-ANALYSIS_VERSION = 1
-DEFAULT_CANDIDATES: tuple[int | str, ...] = (1, 4, "gsize", 16, 32, 256)
+ANALYSIS_VERSION = 2
+DEFAULT_CANDIDATES: tuple[int | str, ...] = (1, 4, "gsize", "4*gsize", 16, 32, 256)
+#: a setting is *good* when, for every argument, the share of work-items touching it is at least
+#: this fraction of the best share any setting of the kernel reaches (see :func:`setting_scores`)
+GOOD_SCORE = 0.9
 DEFAULT_FLOAT_VALUES: tuple[float, ...] = (1.0,)
 DEFAULT_MAX_COMBOS = 64
 DEFAULT_MEM_CAP_BYTES = 256 << 20
@@ -148,10 +159,16 @@ class ArrayFit:
 
 @dataclass
 class Setting:
-    """One valid combination: scalar values and the fitted size of every array."""
+    """One valid combination: scalar values, the fitted size of every array and, when the
+    validating run recorded it (:mod:`instrument.activity`), how much of its work the kernel did
+    there: per argument the share of work-items that touched it, the smallest of those shares,
+    and the bytes accessed per work-item."""
 
     scalars: dict[str, ScalarChoice]
     arrays: dict[str, ArrayFit]
+    per_arg: dict[str, float] = field(default_factory=dict)
+    active_fraction: float | None = None
+    bytes_per_item: float | None = None
 
     def sizes(self, gsize: Sequence[int]) -> dict[str, int]:
         total = math.prod(gsize)
@@ -220,7 +237,8 @@ class MemoryAnalysis:
 
         return cls(
             kernel_id=d["kernel_id"], kernel_name=d["kernel_name"], dims=d["dims"],
-            settings=[Setting(scal(s["scalars"]), {n: ArrayFit(**f) for n, f in s["arrays"].items()})
+            settings=[Setting(scal(s["scalars"]), {n: ArrayFit(**f) for n, f in s["arrays"].items()},
+                              dict(s.get("per_arg") or {}), s.get("active_fraction"), s.get("bytes_per_item"))
                       for s in d["settings"]],
             rejected=[Rejected(scal(r["scalars"]), r["reason"]) for r in d["rejected"]],
             unsupported=list(d["unsupported"]),
@@ -355,6 +373,7 @@ def infer_arguments(harness: Any, kernel: Kernel, *, device_limits: Any = None, 
     if rr.unsupported:
         an.unsupported += rr.unsupported
         return an
+    ar = _activity_variant(rr)
 
     if settings is None:
         if device_limits is not None:
@@ -387,7 +406,7 @@ def infer_arguments(harness: Any, kernel: Kernel, *, device_limits: Any = None, 
         combo = {p.name: lists[i][d] for i, (p, d) in enumerate(zip(scalars, _decode(idx, radices)))}
         an.combos_tried += 1
         outcome = _try_combo(harness, rr, params, combo, settings, validate, max_const, mem_cap_bytes,
-                             ref_total_items, an)
+                             ref_total_items, an, ar)
         if isinstance(outcome, Setting):
             an.settings.append(outcome)
             continue
@@ -419,7 +438,8 @@ def _analysis_alloc(total_items: int, elem_bytes: int, qualifier: str, max_const
 
 def _try_combo(harness: Any, rr: RewriteResult, params: list[KernelParam], combo: dict[str, ScalarChoice],
                settings: list[tuple[tuple[int, ...], tuple[int, ...]]], validate: bool, max_const: int,
-               mem_cap_bytes: int, ref_total_items: int | None, an: MemoryAnalysis) -> Setting | tuple[str, str]:
+               mem_cap_bytes: int, ref_total_items: int | None, an: MemoryAnalysis,
+               ar: ActivityRewrite | None = None) -> Setting | tuple[str, str]:
     """Fit one combination: a :class:`Setting`, or (reason, run status) when rejected."""
     by_name = {p.name: p for p in params}
     samples: list[tuple[int, dict[str, int]]] = []
@@ -464,7 +484,12 @@ def _try_combo(harness: Any, rr: RewriteResult, params: list[KernelParam], combo
                 return f"{s.name}: {sizes[s.name]} elements exceed the device's __constant limit", "ok"
         an.runs += 1
         try:
-            run = measure_instrumented(harness, rr, gsize, lsize, values, sizes)
+            if ar is not None:       # the validating run also records how much work the kernel did
+                run, act = measure_activity(harness, ar, gsize, lsize, values, sizes)
+                setting.per_arg, setting.active_fraction = act.per_arg, act.active_fraction
+                setting.bytes_per_item = act.bytes_per_item
+            else:
+                run = measure_instrumented(harness, rr, gsize, lsize, values, sizes)
         except InstrumentedRunError as e:
             return f"validating at gsize {gsize}: {e.status}: {e.reason}", e.status
         for name, ext in run.extents.items():
@@ -520,24 +545,85 @@ def eligible_settings(analysis: MemoryAnalysis, gsize: tuple[int, ...],
     return [i for i, s in enumerate(analysis.settings) if s.total_bytes(gsize) <= mem_cap_bytes]
 
 
+def _activity_variant(rr: RewriteResult) -> ActivityRewrite | None:
+    try:
+        return activity_rewrite(rr)
+    except ActivityError as e:   # pragma: no cover - the rewrite always emits its guard
+        log.warning("%s", e)
+        return None
+
+
+def setting_scores(analysis: MemoryAnalysis) -> list[float | None]:
+    """How fully each setting lets the kernel work, relative to the kernel's best setting.
+
+    For every argument ``a``, ``best[a]`` is the largest share of work-items touching ``a`` that
+    any setting reached in its validating run; a setting's score is the smallest, over those
+    arguments, of its share / ``best[a]``. 1.0: every argument is reached by as many work-items as
+    under the best setting (the kernel does its full work); LLMPerf's Listing 1 with ``N = 1``
+    scores ``1/gsize``. None for a setting without an activity record (an analysis without the
+    validating run)."""
+    best: dict[str, float] = {}
+    for st in analysis.settings:
+        for a, v in st.per_arg.items():
+            best[a] = max(best.get(a, 0.0), v)
+    out: list[float | None] = []
+    for st in analysis.settings:
+        if st.active_fraction is None and not st.per_arg:
+            out.append(None)
+            continue
+        out.append(min((st.per_arg.get(a, 0.0) / b for a, b in best.items() if b > 0), default=1.0))
+    return out
+
+
+def ranked_settings(analysis: MemoryAnalysis, gsize: tuple[int, ...], seed: int = 0,
+                    mem_cap_bytes: int = DEFAULT_MEM_CAP_BYTES, rank: bool = True) -> list[int]:
+    """The settings to try at ``gsize``, best first: those that fit the memory cap there; with
+    ``rank``, the *good* ones (score >= :data:`GOOD_SCORE`, see :func:`setting_scores`) first,
+    rotated by a hash of (seed, kernel, gsize) so a kernel's problems spread over its good
+    settings, then the others by decreasing score. Without ``rank`` (the selection before
+    activity ranking): every eligible setting, rotated by the same hash. The order does not
+    depend on the local size, so every local size of a tuning sweep gets the same arguments."""
+    ok = eligible_settings(analysis, gsize, mem_cap_bytes)
+    if not ok:
+        return []
+    h = int.from_bytes(hashlib.sha256(f"{seed}:{analysis.kernel_id}:{tuple(gsize)}".encode()).digest()[:8], "little")
+    if not rank:
+        first = h % len(ok)
+        return ok[first:] + ok[:first]
+    scores = setting_scores(analysis)
+    known = [v for v in (scores[i] for i in ok) if v is not None]
+    top = max(known) if known else None
+
+    def is_good(i: int) -> bool:
+        v = scores[i]
+        return top is None or (v is not None and v >= GOOD_SCORE * top)
+
+    good = [i for i in ok if is_good(i)]
+    rest = sorted((i for i in ok if i not in good), key=lambda i: -(scores[i] or 0.0))
+    first = h % len(good)
+    return good[first:] + good[:first] + rest
+
+
 def memory_selector(analysis: MemoryAnalysis, *, seed: int = 0, mem_cap_bytes: int = DEFAULT_MEM_CAP_BYTES,
                     choice: int | None = None, harness: Any = None, rewrite: RewriteResult | None = None,
-                    max_attempts: int = 3) -> Selector:
+                    max_attempts: int = 3, rank: bool = True) -> Selector:
     """A selector (``(params, gsize, lsize) -> list[ArgBinding]``) over one kernel's analysis.
 
-    Without ``choice``, each (gsize, lsize) gets one of the settings that fit the memory cap
-    there, picked by a hash of (seed, kernel, gsize, lsize): reproducible, and varied across a
-    kernel's configurations.
+    Without ``choice``, each global size gets the first setting of :func:`ranked_settings`: one of
+    the settings under which the kernel does its full work (``rank``), reproducible, varied across
+    a kernel's problems, the same for every local size of one problem.
 
     With ``harness`` and ``rewrite`` (the instrumented kernel), the arguments of each
     configuration are first checked by an instrumented run at that very configuration (crash-free:
     out-of-range accesses are recorded, not performed); a setting whose accesses exceed its
-    sizes there (a fit extrapolated past a breakpoint) is replaced by the next eligible one, up to
-    ``max_attempts`` instrumented runs; then :class:`UnsupportedArgument`."""
-    verified: dict[tuple[Any, ...], list[ArgBinding]] = {}
-    verified_pick: dict[tuple[Any, ...], int] = {}
+    sizes there (a fit extrapolated past a breakpoint) is replaced by the next one, up to
+    ``max_attempts`` instrumented runs; then :class:`UnsupportedArgument`. That run records the
+    configuration's :class:`~instrument.activity.Activity` too (``select.last_activity``)."""
+    verified: dict[tuple[Any, ...], tuple[list[ArgBinding], int, Activity | None]] = {}
+    ar = _activity_variant(rewrite) if rewrite is not None else None
 
     def select(params: list[KernelParam], gsize: tuple[int, ...], lsize: tuple[int, ...] | None) -> list[ArgBinding]:
+        select.last_activity = None  # type: ignore[attr-defined]
         if not analysis.settings:
             raise UnsupportedArgument(f"{analysis.kernel_name}: memory analysis found no valid setting "
                                       f"({analysis.reason})")
@@ -551,27 +637,31 @@ def memory_selector(analysis: MemoryAnalysis, *, seed: int = 0, mem_cap_bytes: i
                                           f"{tuple(gsize)}")
             order = [choice]
         else:
-            h = hashlib.sha256(f"{seed}:{analysis.kernel_id}:{tuple(gsize)}:{lsize}".encode()).digest()
-            first = int.from_bytes(h[:8], "little") % len(ok)
-            order = ok[first:] + ok[:first]
+            order = ranked_settings(analysis, gsize, seed, mem_cap_bytes, rank)
         if harness is None or rewrite is None:
             select.last_setting = analysis.settings[order[0]]  # type: ignore[attr-defined]
             return memory_args(analysis, params, gsize, lsize, order[0])
         key = (tuple(gsize), tuple(lsize) if lsize else None)
         if key in verified:
-            select.last_setting = analysis.settings[verified_pick[key]]  # type: ignore[attr-defined]
-            return verified[key]
+            args, pick, act = verified[key]
+            select.last_setting = analysis.settings[pick]  # type: ignore[attr-defined]
+            select.last_activity = act  # type: ignore[attr-defined]
+            return args
         problems: list[str] = []
         for pick in order[:max(1, max_attempts)]:
             args = memory_args(analysis, params, gsize, lsize, pick)
+            act = None
             try:
-                bad = check_bounds(harness, rewrite, gsize, lsize, args)
+                if ar is not None:
+                    bad, act = activity_of_args(harness, ar, gsize, lsize, args)
+                else:
+                    bad = check_bounds(harness, rewrite, gsize, lsize, args)
             except InstrumentedRunError as e:
                 bad = [f"bounds check: {e.status}: {e.reason}"]
             if not bad:
-                verified[key] = args
-                verified_pick[key] = pick
+                verified[key] = (args, pick, act)
                 select.last_setting = analysis.settings[pick]  # type: ignore[attr-defined]
+                select.last_activity = act  # type: ignore[attr-defined]
                 return args
             problems.append(f"setting {pick}: {bad[0]}")
             log.info("%s gsize %s: setting %d fails the bounds check: %s", analysis.kernel_name, gsize, pick, bad[0])
@@ -609,7 +699,7 @@ def analyse_cached(harness: Any, kernel: Kernel, cache_dir: Path | None = None, 
 
 def kernel_selector(harness: Any, kernel: Kernel, params: list[KernelParam] | None = None, *, seed: int = 0,
                     cache_dir: Path | None = None, mem_cap_bytes: int = DEFAULT_MEM_CAP_BYTES,
-                    verify: bool = True, **options: Any) -> Selector:
+                    verify: bool = True, rank: bool = True, **options: Any) -> Selector:
     """Run (or load) the memory analysis of ``kernel`` and return its selector.
 
     ``verify`` (default): bounds-check every configuration with one instrumented run before
@@ -623,7 +713,7 @@ def kernel_selector(harness: Any, kernel: Kernel, params: list[KernelParam] | No
     if verify and an.settings:
         rewrite = instrument_kernel(kernel, int64_atomics=an.int64_atomics)
     return memory_selector(an, seed=seed, mem_cap_bytes=mem_cap_bytes, harness=harness if verify else None,
-                           rewrite=rewrite)
+                           rewrite=rewrite, rank=rank)
 
 
 #: selections that need the kernel (and a device) before they can choose arguments, by name

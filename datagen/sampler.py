@@ -206,3 +206,90 @@ def sample_configs(rng: random.Random, limits: DeviceLimits, dims: int, n_lsizes
             gsize = tuple(g * loc for g, loc in zip(grid, lsize))
             out.append(SampledConfig(gsize, lsize, n_wg, regime))
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# tuning sweeps
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """One configuration of a tuning sweep: sweep ``sweep`` of a kernel measures one problem
+    (global size ``gsize``) with several local sizes / block shapes."""
+
+    gsize: tuple[int, ...]
+    lsize: tuple[int, ...]
+    n_wg: int
+    regime: str
+    sweep: int
+
+
+def _power_shapes(limits: DeviceLimits, dims: int, max_wg: int | None = None) -> list[tuple[int, ...]]:
+    """Every block shape of power-of-two sides whose product is a multiple of the warp in
+    ``[warp, max work-group size]`` and whose sides fit the device (bounded: at most 13 sides
+    per dimension are tried)."""
+    top = min(limits.max_work_group_size, max_wg or limits.max_work_group_size)
+    warp = max(1, limits.warp)
+    sides = [[1 << i for i in range(13) if (1 << i) <= min(top, m)] for m in limits.max_work_item_sizes[:dims]]
+    shapes: list[tuple[int, ...]] = [()]
+    for d in range(dims):
+        shapes = [(*s, v) for s in shapes for v in sides[d]]
+    return [s for s in shapes if warp <= math.prod(s) <= top and math.prod(s) % warp == 0]
+
+
+def sample_sweeps(rng: random.Random, limits: DeviceLimits, dims: int, n_sweeps: int, lsizes_per_sweep: int,
+                  k: float = DEFAULT_K, ratio: tuple[int, int, int] = DEFAULT_RATIO,
+                  max_total_items: int = DEFAULT_MAX_TOTAL_ITEMS, max_wg: int | None = None) -> list[SweepConfig]:
+    """``n_sweeps`` problems, each measured with ``lsizes_per_sweep`` local sizes (fewer only when
+    fewer block shapes divide the problem on this device).
+
+    Per sweep: a reference block shape of power-of-two sides (product a multiple of the warp) is
+    drawn, its number of work-groups is drawn by the regime sampler (the sweeps of a kernel cycle
+    through idle / under-utilized / fully-utilized in ``ratio``), and the global size is that grid
+    times the shape; the other shapes are drawn among those that divide the global size in every
+    dimension. A draw that leaves fewer than ``lsizes_per_sweep`` dividing shapes is retried (up to
+    20 times) and the best one kept. The regime recorded per row is that of the row's own
+    work-group count."""
+    if n_sweeps < 1 or lsizes_per_sweep < 1:
+        return []
+    shapes = _power_shapes(limits, dims, max_wg)
+    if not shapes:
+        return []
+    out: list[SweepConfig] = []
+    for s in range(n_sweeps):
+        regime_ratio = _regime_for_sweep(s, ratio)
+        best: tuple[tuple[int, ...], list[tuple[int, ...]]] | None = None
+        for _ in range(20):
+            ref = rng.choice(shapes)
+            max_nwg = max(1, max_total_items // math.prod(ref))
+            drawn = sample_nwg(rng, limits, 1, k, regime_ratio, max_nwg)
+            n_wg = drawn[0][0] if drawn else 1
+            gsize = tuple(g * r for g, r in zip(grid_for(rng, n_wg, dims), ref))
+            fits = [sh for sh in shapes if sh != ref and all(g % v == 0 for g, v in zip(gsize, sh))]
+            pick = [ref, *rng.sample(fits, min(lsizes_per_sweep - 1, len(fits)))]
+            if best is None or len(pick) > len(best[1]):
+                best = (gsize, pick)
+            if len(pick) >= lsizes_per_sweep:
+                break
+        assert best is not None
+        gsize, pick = best
+        total = math.prod(gsize)
+        for lsize in sorted(pick, key=lambda sh: (math.prod(sh), sh)):
+            nwg = total // math.prod(lsize)
+            out.append(SweepConfig(gsize, lsize, nwg, regime_of(nwg, limits.compute_units, k), s))
+    return out
+
+
+def _regime_for_sweep(index: int, ratio: tuple[int, int, int]) -> tuple[int, int, int]:
+    """A one-hot ratio naming the regime of sweep ``index``: the sweeps of a kernel cycle through
+    the regimes in proportion to ``ratio`` (largest-remainder order over a cycle of 20)."""
+    total = sum(ratio) or 1
+    cycle: list[int] = []
+    for r, w in enumerate(ratio):
+        cycle += [r] * round(20 * w / total)
+    cycle = cycle or [1]
+    # interleave so the first few sweeps already cover the regimes: under, idle, full, under, ...
+    order = sorted(range(len(cycle)), key=lambda i: (cycle[:i + 1].count(cycle[i]) / max(1, cycle.count(cycle[i])),
+                                                     -ratio[cycle[i]]))
+    r = cycle[order[index % len(cycle)]]
+    return tuple(1 if i == r else 0 for i in range(3))  # type: ignore[return-value]

@@ -85,6 +85,7 @@ class ArgBinding:
     count: int | None = None
     value: Any = None
     init: str = "random"              # buffers: random / zeros / ones / array
+    reset_each_run: bool = False      # buffers: restore the initial contents before every launch
 
     def describe(self) -> str:
         if self.kind == "scalar":
@@ -128,9 +129,10 @@ class TimeStats:
     iqr_us: float
     cv: float                        # standard deviation / mean
     times_us: list[float] = field(default_factory=list)
+    group: int = 1                   # launches per sample (interquartile mean of a group of short launches)
 
     @classmethod
-    def from_times(cls, times_us: list[float]) -> TimeStats:
+    def from_times(cls, times_us: list[float], group: int = 1) -> TimeStats:
         import numpy as np
 
         t = np.asarray(times_us, dtype=np.float64)
@@ -139,7 +141,7 @@ class TimeStats:
         cv = float(t.std(ddof=1) / mean) if len(t) > 1 and mean > 0 else 0.0
         return cls(
             repeats=len(t), median_us=med, min_us=float(t.min()), mean_us=mean,
-            q1_us=q1, q3_us=q3, iqr_us=q3 - q1, cv=cv, times_us=[float(x) for x in t],
+            q1_us=q1, q3_us=q3, iqr_us=q3 - q1, cv=cv, times_us=[float(x) for x in t], group=group,
         )
 
 
@@ -175,6 +177,12 @@ class Measurement:
     wall_s: float | None = None
     harness_version: str = ""
     schema_version: int = SCHEMA_VERSION
+    # state-consuming kernels: "none", "restore" (reset_buffers put back before every launch,
+    # untimed) or "single" (only the first launch, on the initial state, is timed)
+    state_reset: str = "none"
+    reset_buffers: list[str] = field(default_factory=list)
+    # the machine during the timed window (load average, other processes' CPU time, clock)
+    machine: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -201,3 +201,66 @@ def test_datagen_end_to_end_with_kill_and_resume(tmp_path, device):
         assert s.returncode == 0 and (tmp_path / "iqr.png").stat().st_size > 0, s.stderr
     else:
         assert s.returncode == 2 and "no IQR rebalancing rows to plot" in s.stderr, s.stderr
+
+
+def test_schema_1_dataset_reads_with_null_columns_and_refuses_resume(tmp_path):
+    """A dataset written by schema 1 (no problem_id / sweep / active_fraction / bytes_touched):
+    read_dataset gives the new columns as nulls; datagen into it stops with one line, exit 2,
+    before touching anything."""
+    from datagen.dataset import V2_COLUMNS
+
+    old = tmp_path / "old"
+    with DatasetWriter(old, {"device_identity": "A", "seed": 0, "schema_version": 1}) as w:
+        for i in range(3):
+            w.append(_row(i))
+    df = read_dataset(old)
+    assert len(df) == 3
+    for col in V2_COLUMNS:
+        assert col in df.columns and df[col].isna().all()
+    before = {p.name: p.read_bytes() for p in old.rglob("*") if p.is_file()}
+    r = subprocess.run([sys.executable, "-m", "kernelcast.cli", "datagen", "--corpus", "bundled", "--out", str(old),
+                        "--quiet"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "schema version 1" in lines[0] and "Traceback" not in r.stderr
+    assert {p.name: p.read_bytes() for p in old.rglob("*") if p.is_file()} == before
+    with pytest.raises(DatasetMismatch, match="schema_version"):
+        DatasetWriter(old, {"device_identity": "A", "seed": 0, "schema_version": 2})
+
+
+def test_datagen_sweeps_problem_groups_and_card(tmp_path, device):
+    """Tuning sweeps on the real device: every sweep is one problem (one problem_id) measured with
+    four local sizes; regime samples get their own problem ids; evaluate's tuning basis finds the
+    groups; the card counts them."""
+    from datagen.card import write_card
+    from train.evaluate import tuning_basis
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "cheap.cl").write_text(CHEAP)
+    corpus = tmp_path / "corpus"
+    r = subprocess.run([sys.executable, "-m", "kernelcast.cli", "corpus", "ingest", str(src), "--out", str(corpus)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "ds"
+    r = subprocess.run(_datagen(corpus, out, "--sweeps-per-kernel", "3", "--lsizes-per-sweep", "4",
+                                "--rebalance", "none", "--configs-per-kernel", "4"),
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    df = read_dataset(out)
+    rows = df[(df["pass"] != "validity") & (df["status"] == "ok")]
+    sweep = rows[rows["sweep"].astype(bool)]
+    assert set(sweep["pass"]) == {"sweep"} and rows["problem_id"].notna().all()
+    groups = sweep.groupby(["kernel_name", "problem_id"])
+    assert groups.ngroups == 3 * sweep["kernel_name"].nunique()
+    for _, g in groups:
+        assert len(g) == 4 and g["lsize"].map(tuple).nunique() == 4
+        assert g["global_items"].nunique() == 1
+    assert rows["active_fraction"].notna().all() and (rows["bytes_touched"] > 0).all()
+    basis = tuning_basis(rows)
+    assert basis.basis == "problem" and basis.problem_groups == groups.ngroups
+    card, facts = write_card(out)
+    assert facts["sweeps"]["groups"] == groups.ngroups
+    text = card.read_text()
+    assert f"tuning groups (one problem, >= 2 local sizes): {groups.ngroups}" in text
+    assert "## Noise" in text and (out / "card-time.png").stat().st_size > 0

@@ -262,7 +262,7 @@ def test_combination_cap_is_deterministic_and_keeps_the_gsize_combination(harnes
     kw = dict(settings=SETTINGS_1D[:2], max_combos=5, validate=False)
     an1 = _analyse(harness, src, "many", **kw)
     an2 = _analyse(harness, src, "many", **kw)
-    assert an1.combos_total == 6 ** 4 and an1.combos_tried == 5
+    assert an1.combos_total == 7 ** 4 and an1.combos_tried == 5
     combos1 = [tuple(ch.label for ch in s.scalars.values()) for s in an1.settings]
     assert combos1 == [tuple(ch.label for ch in s.scalars.values()) for s in an2.settings]
     assert combos1[0] == ("gsize",) * 4
@@ -276,8 +276,9 @@ def test_candidates_and_labels():
     def p(t):
         return KernelParam(0, "x", "scalar", "private", t, False, t)
 
-    assert [c.label for c in scalar_candidates(p("int"), 1)] == ["1", "4", "gsize", "16", "32", "256"]
-    assert [c.label for c in scalar_candidates(p("uint"), 2)] == ["1", "4", "gsize0", "gsize1", "16", "32", "256"]
+    assert [c.label for c in scalar_candidates(p("int"), 1)] == ["1", "4", "gsize", "4*gsize", "16", "32", "256"]
+    assert [c.label for c in scalar_candidates(p("uint"), 2)] == ["1", "4", "gsize0", "gsize1", "4*gsize0",
+                                                                  "4*gsize1", "16", "32", "256"]
     assert [c.label for c in scalar_candidates(p("uchar"), 1)] == ["1", "4", "16", "32"]
     assert [c.label for c in scalar_candidates(p("float"), 1)] == ["1"]
     for label in ("4", "gsize", "gsize1", "4*gsize", "2*gsize0"):
@@ -309,3 +310,35 @@ def test_verifying_selector_catches_a_fit_extrapolated_past_a_breakpoint(harness
         checked(params, (8192,), (64,))
     assert check_bounds(harness, k, (8192,), (64,), plain(params, (8192,), (64,))) == [
         "a: touches [0, 24573] of 8192 elements"]
+
+
+# -- representative arguments: rank settings by how much of its work the kernel does -------------
+
+
+def test_listing1_selection_does_the_full_work(harness, tmp_path):
+    """LLMPerf's Listing 1 under memory selection: every configuration gets N >= k * gsize and an
+    `in` of k * gsize elements (the kernel reads all of it), across several problem sizes, and the
+    good settings are sampled (more than one k). The selection before ranking (rank=False) picked
+    degenerate settings (the bound N cuts the work) for some of the same sizes."""
+    from datagen.memargs import setting_scores
+
+    k = Kernel(LISTING1, "summation", dims=1)
+    params = kernel_signatures(LISTING1, "")["summation"]
+    sel = KERNEL_SELECTORS["memory"](harness, k, params, seed=0, cache_dir=tmp_path)
+    old = KERNEL_SELECTORS["memory"](harness, k, params, seed=0, cache_dir=tmp_path, rank=False)
+    ks, old_fracs = set(), []
+    for g in (512, 1024, 3072, 4096, 8192, 20480, 65536, 1 << 18):
+        args = {a.name: a for a in sel(params, (g,), (64,))}
+        n, kk = int(args["N"].value), int(args["k"].value)
+        assert n >= kk * g, (g, n, kk)
+        assert args["in"].count == kk * g and args["out"].count == g
+        assert sel.last_activity.active_fraction == 1.0
+        ks.add(kk)
+        old(params, (g,), (64,))
+        old_fracs.append(old.last_activity.active_fraction)
+    assert len(ks) >= 2
+    assert min(old_fracs) < 0.5
+    an = analyse_cached(harness, k, tmp_path, seed=0, mem_cap_bytes=256 << 20)
+    scores = setting_scores(an)
+    good = {tuple(ch.label for ch in s.scalars.values()) for s, sc in zip(an.settings, scores) if sc and sc >= 0.9}
+    assert good == {("gsize", "1"), ("4*gsize", "1"), ("4*gsize", "4")}

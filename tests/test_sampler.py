@@ -85,3 +85,37 @@ def test_iqr_rebalance_declines_without_signal():
     assert plan_rebalance([1, 2], [1.0, 2.0], random.Random(0)).reason
     flat = plan_rebalance([1, 2, 3, 4, 5], [9.0, 7.0, 5.0, 3.0, 1.0], random.Random(0))
     assert flat.reason == "time does not grow with N_WG" and not flat.new_nwg
+
+
+@pytest.mark.parametrize("limits", [GPU, CPU])
+@pytest.mark.parametrize("dims", [1, 2, 3])
+def test_sweeps_share_a_problem_and_vary_the_block_shape(limits, dims):
+    from datagen.sampler import sample_sweeps
+
+    sweeps = sample_sweeps(random.Random(3), limits, dims, 10, 4)
+    assert sweeps == sample_sweeps(random.Random(3), limits, dims, 10, 4)       # seeded
+    by = {}
+    for c in sweeps:
+        by.setdefault(c.sweep, []).append(c)
+    assert sorted(by) == list(range(10))
+    for group in by.values():
+        assert len(group) == 4                                   # >= 4 shapes divide every problem here
+        assert len({c.gsize for c in group}) == 1 and len({c.lsize for c in group}) == 4
+        for c in group:
+            total = math.prod(c.lsize)
+            assert all(g % loc == 0 for g, loc in zip(c.gsize, c.lsize))
+            assert total % limits.warp == 0 and total <= limits.max_work_group_size
+            assert all(x <= m for x, m in zip(c.lsize, limits.max_work_item_sizes))
+            assert math.prod(c.gsize) == c.n_wg * total <= 1 << 24
+            assert c.regime == regime_of(c.n_wg, limits.compute_units, 80)
+    # the problems spread over the regimes of their reference work-group count: not all in one
+    assert len({c.gsize for c in sweeps}) == 10
+
+
+def test_sweeps_on_a_device_with_few_shapes():
+    tiny = DeviceLimits(compute_units=1, max_work_group_size=16, max_work_item_sizes=(16,), warp=8)
+    from datagen.sampler import sample_sweeps
+
+    sweeps = sample_sweeps(random.Random(0), tiny, 1, 3, 4)
+    assert {c.lsize for c in sweeps} <= {(8,), (16,)}            # only two shapes exist: as many as allowed
+    assert all(len([c for c in sweeps if c.sweep == s]) <= 2 for s in range(3))

@@ -518,13 +518,15 @@ def interval_figures(pred: np.ndarray, true: np.ndarray, folds: np.ndarray, leve
 
 
 def problem_keys(frame: pd.DataFrame) -> np.ndarray:
-    """One key per row naming its problem: the kernel plus ``problem_id`` when the dataset has it,
-    else the kernel, the global size and the argument sizes (buffer element counts and scalar
+    """One key per row naming its problem: the kernel plus ``problem_id`` where the row has one
+    (dataset schema 2), else the kernel, the global size and the argument sizes (buffer element counts and scalar
     values; local-memory arguments belong to the configuration, not the problem)."""
-    if "problem_id" in frame.columns and frame["problem_id"].notna().any():
-        return np.array([f"{k}|{p}" for k, p in zip(frame["kernel_id"], frame["problem_id"])], dtype=object)
+    pids = frame["problem_id"] if "problem_id" in frame.columns else pd.Series([None] * len(frame), index=frame.index)
     out = []
-    for k, g, a in zip(frame["kernel_id"], frame["gsize"], frame["args"]):
+    for k, g, a, pid in zip(frame["kernel_id"], frame["gsize"], frame["args"], pids):
+        if isinstance(pid, str) and pid:        # schema 2: the row's own problem id
+            out.append(f"{k}|{pid}")
+            continue
         args = tuple((x.get("name"), x.get("count") if x.get("kind") == "buffer" else x.get("value"))
                      for x in decode_args(a) if x.get("kind") != "local")
         out.append(f"{k}|{decode_sizes(g)}|{args}")

@@ -391,7 +391,8 @@ def _parse_args(chk: _Checker, kid: str, raw: list[dict[str, Any]], generators: 
             chk.add(kid, f"{where}.name", "duplicate argument name")
         names.add(name)
         kind = next(k for k in ("buffer", "scalar", "local") if k in a)
-        spec = ArgSpec(name=name, kind=kind, dtype=a[kind], notes=a.get("notes", ""), index=i)
+        spec = ArgSpec(name=name, kind=kind, dtype=a[kind], notes=a.get("notes", ""), index=i,
+                       reset_each_run=bool(a.get("reset_each_run", False)))
         if kind == "scalar":
             v = a["value"]
             if isinstance(v, dict):

@@ -101,6 +101,7 @@ class ArgSpec:
     value: Expr | list[Expr] | PartRef | None = None   # scalar
     notes: str = ""
     index: int = 0                             # position in the manifest's args list
+    reset_each_run: bool = False               # buffer: initial contents restored before every launch
 
     @property
     def field(self) -> str:
@@ -285,7 +286,7 @@ class KernelSpec:
             return ArgBinding(a.name, "scalar", a.dtype, value=self._scalar(a, t, env, generated)), None
         count, data = self._buffer(a, t, env, n, generated)
         init = a.init.kind if a.init is not None and a.init.kind in ("zeros", "ones") else "array"
-        return ArgBinding(a.name, "buffer", a.dtype, count=count, init=init), data
+        return ArgBinding(a.name, "buffer", a.dtype, count=count, init=init, reset_each_run=a.reset_each_run), data
 
     def _scalar(self, a: ArgSpec, t: CLType, env: Mapping[str, Number],
                 generated: Mapping[str, Any] | None) -> Any:

@@ -65,6 +65,7 @@ class SuiteRow:
     args: str = "[]"
     build_s: float | None = None
     wall_s: float | None = None
+    state_reset: str = "none"          # none / restore / single / unchecked (instrument.runner)
 
     def as_dict(self) -> dict[str, Any]:
         return {c: getattr(self, c) for c in COLUMNS}
@@ -98,6 +99,7 @@ def row_from(inst: BenchInstance, m: Measurement, spec: KernelSpec | None = None
         cv=t.cv if t else None, repeats=t.repeats if t else None,
         energy_j=m.energy_j, avg_power_w=m.avg_power_w, meter=m.meter,
         input_bytes=inst.input_bytes(), args=args_json(inst), build_s=m.build_s, wall_s=m.wall_s,
+        state_reset=m.state_reset,
     )
 
 

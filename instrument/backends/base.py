@@ -509,8 +509,9 @@ class Backend(ABC):
 
     @abstractmethod
     def enqueue(self, kernel: Driver, gsize: tuple[int, ...], lsize: tuple[int, ...] | None,
-                count: int = 1) -> None:
-        """Queue ``count`` launches without waiting or timing them."""
+                count: int = 1, restore: Sequence[Restore] = ()) -> None:
+        """Queue ``count`` launches without waiting or timing them (``restore``: as in
+        :meth:`launch_batch`)."""
 
     @abstractmethod
     def synchronize(self) -> None:
@@ -522,6 +523,29 @@ class Backend(ABC):
 
     @abstractmethod
     def launch_batch(self, kernel: Driver, gsize: tuple[int, ...], lsize: tuple[int, ...] | None,
-                     count: int) -> list[float]:
+                     count: int, restore: Sequence[Restore] = ()) -> list[float]:
         """``count`` launches back to back, then wait for all: the device time of each, in
-        microseconds (the device stays busy in between, as a meter window needs)."""
+        microseconds (the device stays busy in between, as a meter window needs). ``restore``:
+        before each launch, copy each pristine buffer over its target (device side, untimed)."""
+
+    # state-consuming kernels
+
+    @abstractmethod
+    def upload(self, data: np.ndarray) -> Driver:
+        """A new device buffer holding ``data`` (a pristine copy for :class:`Restore`)."""
+
+    @abstractmethod
+    def restore(self, items: Sequence[Restore]) -> None:
+        """Queue the device-side copies of ``items`` (pristine contents over the buffers' data)."""
+
+    @abstractmethod
+    def free(self, mem: Driver) -> None:
+        """Release a buffer made by :meth:`upload`."""
+
+
+@dataclass
+class Restore:
+    """A buffer whose initial contents are put back before every launch, and its pristine copy."""
+
+    buffer: BoundBuffer
+    pristine: Driver

@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
@@ -26,6 +27,7 @@ from instrument.backends.base import (
     Compiled,
     DeviceInfo,
     Driver,
+    Restore,
     TrialBuild,
     guarded_image,
 )
@@ -392,11 +394,13 @@ class OpenCLBackend(Backend):
         return knl
 
     def enqueue(self, kernel: cl.Kernel, gsize: tuple[int, ...], lsize: tuple[int, ...] | None,
-                count: int = 1) -> None:
+                count: int = 1, restore: Sequence[Restore] = ()) -> None:
         import pyopencl as cl
 
         try:
             for _ in range(count):
+                if restore:
+                    self.restore(restore)
                 cl.enqueue_nd_range_kernel(self._queue, kernel, gsize, lsize)
         except cl.Error as e:
             raise BackendError(str(e)) from e
@@ -420,17 +424,54 @@ class OpenCLBackend(Backend):
             raise BackendError(str(e)) from e
 
     def launch_batch(self, kernel: cl.Kernel, gsize: tuple[int, ...], lsize: tuple[int, ...] | None,
-                     count: int) -> list[float]:
+                     count: int, restore: Sequence[Restore] = ()) -> list[float]:
         import pyopencl as cl
 
         try:
-            events = [cl.enqueue_nd_range_kernel(self._queue, kernel, gsize, lsize) for _ in range(count)]
+            events = []
+            for _ in range(count):
+                if restore:
+                    self.restore(restore)
+                events.append(cl.enqueue_nd_range_kernel(self._queue, kernel, gsize, lsize))
             if events:
                 events[-1].wait()
             self._queue.finish()
             return [_event_us(e) for e in events]
         except cl.Error as e:
             raise BackendError(str(e)) from e
+
+
+    # state-consuming kernels
+
+    def upload(self, data: np.ndarray) -> cl.Buffer:
+        import pyopencl as cl
+
+        raw = np.ascontiguousarray(data).view(np.uint8)
+        try:
+            if raw.size == 0:
+                return cl.Buffer(self._ctx, cl.mem_flags.READ_ONLY, 8)
+            return cl.Buffer(self._ctx, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, hostbuf=raw)
+        except cl.Error as e:
+            raise BackendError(str(e)) from e
+
+    def restore(self, items: Sequence[Restore]) -> None:
+        import pyopencl as cl
+
+        try:
+            for r in items:
+                if r.buffer.nbytes:
+                    cl.enqueue_copy(self._queue, r.buffer.parent, r.pristine, byte_count=r.buffer.nbytes,
+                                    dst_offset=r.buffer.front)
+        except cl.Error as e:
+            raise BackendError(str(e)) from e
+
+    def free(self, mem: cl.Buffer) -> None:
+        import pyopencl as cl
+
+        try:
+            mem.release()
+        except cl.Error as e:  # best effort
+            log.debug("releasing a pristine copy: %s", e)
 
 
 def _event_us(ev: cl.Event) -> float:

@@ -1,0 +1,67 @@
+"""instrument.activity: which work-items touch which arguments, and how many bytes, on the real device.
+
+Known answers are hand-computed from the kernels: LLMPerf's Listing 1 (``summation(in, out, N,
+k)``, work-item ``id`` reads ``in[id*k + i]`` for ``i < k`` while ``id*k + i < N`` and writes
+``out[id]``) at 1024 work-items reads ``in`` in ``min(1024, ceil(N / k))`` work-items."""
+
+from __future__ import annotations
+
+import pytest
+
+from instrument.activity import activity_rewrite, measure_activity
+from instrument.rewrite import instrument_kernel
+from kernelcast.schema import Kernel
+
+LISTING1 = """__kernel void summation(__global float* in, __global float* out, int N, int k) {
+  int id = get_global_id(0);
+  float sum = 0.0f;
+  for (int i = 0; i < k; i++) {
+    int cId = id * k + i;
+    if (cId < N) {
+      sum += in[cId];
+    }
+  }
+  out[id] = sum;
+}"""
+
+LEADER = """__kernel void leader(__global const float* in, __global float* out) {
+  if (get_local_id(0) == 0) out[get_group_id(0)] = in[get_global_id(0)];
+}"""
+
+
+@pytest.fixture(scope="module")
+def listing1():
+    return activity_rewrite(instrument_kernel(Kernel(LISTING1, "summation", dims=1)))
+
+
+@pytest.mark.parametrize(("n", "k", "frac", "nbytes"), [
+    (1, 1, 1 / 1024, 4 + 4 / 1024),        # only work-item 0 reads in (one float); every one writes out
+    (1024, 1, 1.0, 8.0),                    # full work: one read, one write each
+    (1024, 4, 0.25, 8.0),                   # the bound stops 3/4 of the work-items: 256 x 4 reads
+    (4096, 4, 1.0, 20.0),                   # N = k * gsize: four reads and one write each
+    (256, 1, 0.25, 5.0),
+])
+def test_listing1_activity(harness, listing1, n, k, frac, nbytes):
+    run, act = measure_activity(harness, listing1, (1024,), (64,), {"N": n, "k": k},
+                                {"in": max(n, 1), "out": 1024})
+    assert not any(e.out_of_bounds for e in run.extents.values())
+    assert act.sampled == 1024 and act.stride == 1
+    assert act.active_fraction == pytest.approx(frac)
+    assert act.per_arg["out"] == 1.0
+    assert act.bytes_per_item == pytest.approx(nbytes)
+
+
+def test_sampled_work_items_see_a_power_of_two_pattern(harness):
+    """2^20 work-items are tracked through an odd stride; one work-item in 256 is active."""
+    ar = activity_rewrite(instrument_kernel(Kernel(LEADER, "leader", dims=1)))
+    total = 1 << 20
+    _, act = measure_activity(harness, ar, (total,), (256,), {}, {"in": total, "out": total // 256})
+    assert act.stride % 2 == 1 and act.sampled <= 1 << 16
+    assert act.active_fraction == pytest.approx(1 / 256, rel=0.1)
+    assert act.bytes_per_item == pytest.approx(8 / 256, rel=0.1)
+
+
+def test_out_of_range_accesses_are_recorded_not_performed(harness, listing1):
+    run, act = measure_activity(harness, listing1, (1024,), (64,), {"N": 4096, "k": 4}, {"in": 16, "out": 1024})
+    assert run.extents["in"].out_of_bounds and run.extents["in"].max_index == 4095
+    assert act.active_fraction == 1.0          # the guard sent the reads to the pad; they still count
