@@ -72,8 +72,9 @@ def write_synthetic_dataset(root: str | os.PathLike[str], n_kernels: int = 6, co
 
     frame, kernels = synthetic_rows(n_kernels, configs_per_kernel, seed=seed, energy=energy)
     root = Path(root)
-    write_corpus(root / "kernels", [k.to_dict() for k in kernels], {"origin": "synthetic"})
+    # the writer first: it refuses a non-empty directory without a manifest
     with DatasetWriter(root, {"seed": seed, "kind": "kernelcast-dataset", "synthetic": True}) as w:
+        write_corpus(root / "kernels", [k.to_dict() for k in kernels], {"origin": "synthetic"})
         for r in frame.drop(columns=["source"]).to_dict("records"):
             r["args"] = json.loads(r["args"])
             r["status"] = status
