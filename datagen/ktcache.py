@@ -339,8 +339,11 @@ def launch_of(cache: KTCache, params: dict[str, Any], names: list[str], rules: G
     return Launch(gsize=gsize, lsize=tuple(threads[:dims]), problem=tuple(problem[:dims]), grid=tuple(grid[:dims]))
 
 
-def kt_defines(params: dict[str, Any], keys: list[str], launch: Launch, names: list[str]) -> str:
-    """The macros Kernel Tuner prepends to the kernel, as build options."""
+def kt_defines(params: dict[str, Any], keys: list[str], launch: Launch, names: list[str],
+               used: set[str] | None = None) -> str:
+    """The macros Kernel Tuner prepends to the kernel, as build options; with ``used`` (the
+    identifiers of the kernel source) only those the source names: the others cannot change the
+    kernel, and configurations that differ only in them share one static analysis."""
     d: dict[str, Any] = {}
     grid3 = list(launch.grid) + [1] * (MAX_DIMS - len(launch.grid))
     threads3 = list(launch.lsize) + [1] * (MAX_DIMS - len(launch.lsize))
@@ -353,7 +356,7 @@ def kt_defines(params: dict[str, Any], keys: list[str], launch: Launch, names: l
     d["kernel_tuner"] = 1
     out = []
     for k, v in d.items():
-        if not k.isidentifier():
+        if not k.isidentifier() or (used is not None and k not in used):
             continue
         if isinstance(v, bool):
             v = int(v)
@@ -427,6 +430,7 @@ def kt_rows(cache: KTCache, *, kernel: Kernel | None = None, params: list[Kernel
     device = f"kt:{cache.device_name}"
     keys = cache.tune_params_keys
     launches = [launch_of(cache, rec, names, rules) for _, rec in cache.records]   # every record maps, or error
+    used = set(re.findall(r"[A-Za-z_]\w*", kernel.source)) if kernel is not None else None
     energy_cols: set[str] = set()
     observer_cols: set[str] = set()
     rows: list[dict[str, Any]] = []
@@ -481,7 +485,7 @@ def kt_rows(cache: KTCache, *, kernel: Kernel | None = None, params: list[Kernel
             if v is not None:
                 state[dst] = v
         cap = _number(rec.get("nvml_pwr_limit"))
-        build_options = kt_defines(rec, keys, ln, names)
+        build_options = kt_defines(rec, keys, ln, names, used)
         row: dict[str, Any] = {
             # the record's identity (not the arguments kernelcast bound): a rerun with other --arg adds nothing
             "row_key": row_key(kid, ln.gsize, ln.lsize, [], selection=f"kt:{cache.device_name}:{ln.problem}:{ckey}"),

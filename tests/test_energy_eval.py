@@ -163,7 +163,6 @@ def test_energy_head_trains_on_imported_rows(energy_dataset: tuple[Path, Path, i
     assert np.mean(np.abs(np.log2(pred / true)) <= 1.0) >= 0.8
 
 
-@pytest.mark.slow      # about 20-35 s on the 2-core development machine under load
 def test_evaluate_reports_energy_ranking(energy_dataset: tuple[Path, Path, int], tmp_path: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:
     ds, profile, rows = energy_dataset
