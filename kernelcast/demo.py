@@ -34,7 +34,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--meter", default="auto", help="energy meter: auto, nvml, rapl, none")
     p.add_argument("--bundled-every", type=int, default=4, help="take every N-th bundled kernel (4)")
     p.add_argument("--synthetic", type=int, default=30, help="synthetic kernels (30)")
-    p.add_argument("--configs-per-kernel", type=int, default=10)
+    p.add_argument("--configs-per-kernel", type=int, default=8)
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--max-sizes", type=int, default=6, help="problem sizes per suite kernel (6)")
     p.add_argument("--resume", action="store_true", help="keep the working directory and resume each stage")
@@ -88,7 +88,9 @@ def run(args: argparse.Namespace) -> int:
 
     _stage(2, "datagen: measure the corpus on the device", t0)
     dataset = out / "dataset"
-    opts = DatagenOptions(configs_per_kernel=args.configs_per_kernel, lsizes_per_kernel=2, max_total_items=1 << 22)
+    # regime samples plus one tuning sweep per kernel (one problem, four local sizes)
+    opts = DatagenOptions(configs_per_kernel=args.configs_per_kernel, lsizes_per_kernel=2, max_total_items=1 << 22,
+                          sweeps_per_kernel=1, lsizes_per_sweep=4)
     opts.timing.min_time_s = 0.01
     opts.timing.min_repeats = 5
     try:

@@ -102,7 +102,7 @@ def test_datagen_logs_reference_checks_and_machine_columns(tmp_path, device):
     from datagen.generate import DatagenOptions, run_datagen
 
     opts = DatagenOptions(configs_per_kernel=4, lsizes_per_kernel=2, rebalance=None, validity=False,
-                          max_total_items=1 << 16, reference_every_s=1e-3,
+                          max_total_items=1 << 16, reference_every_s=1e-3, sweeps_per_kernel=0,
                           timing=TimingPolicy(warmup=1, min_repeats=3, min_time_s=0.0, max_repeats=20, max_time_s=2))
     run = run_datagen([Kernel(TRIAD, "triad", dims=1)], tmp_path / "ds", device, opts, meter="none", timeout_s=30,
                       corpus="test", progress=False)
