@@ -197,7 +197,8 @@ int __any_sync(unsigned int, int);
 unsigned int __ballot_sync(unsigned int, int);
 unsigned int __activemask();
 #define __KC_AT(n, T) T n(volatile T*, T);
-#define __KC_ATS(n) __KC_AT(n, int) __KC_AT(n, unsigned int) __KC_AT(n, long) __KC_AT(n, unsigned long) __KC_AT(n, float) __KC_AT(n, double)
+#define __KC_ATS(n) __KC_AT(n, int) __KC_AT(n, unsigned int) __KC_AT(n, long) \
+    __KC_AT(n, unsigned long) __KC_AT(n, float) __KC_AT(n, double)
 __KC_ATS(atomic_add) __KC_ATS(atomic_sub) __KC_ATS(atomic_xchg) __KC_ATS(atomic_min) __KC_ATS(atomic_max)
 __KC_ATS(atomic_and) __KC_ATS(atomic_or) __KC_ATS(atomic_xor)
 int atomic_cmpxchg(volatile int*, int, int);

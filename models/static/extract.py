@@ -17,7 +17,8 @@ log = logging.getLogger(__name__)
 
 def extract(kernel: Kernel, *, ptx: bool = True, arch: str | None = None,
             resources: bool = True) -> StaticFeatures:
-    """Source features (OpenCL C, CUDA through its translation) plus, where a toolchain exists, PTX features and ptxas resources.
+    """Source features (OpenCL C; CUDA through its translation) plus, where a toolchain exists, PTX
+    features and ptxas resources.
 
     Never raises for a bad kernel: failures go to ``StaticFeatures.errors``. ``arch`` is the PTX
     target (``sm_75``...; default: clang's default for OpenCL, nvcc's lowest for CUDA);
