@@ -68,6 +68,8 @@ def _worker_main(conn: Connection, device: dict[str, Any], meter_spec: str, mete
             tb = traceback.format_exc(limit=5)
             log.debug("worker error: %s", tb)
             conn.send(("error", f"{type(e).__name__}: {e}"))
+        if backend.lost:        # sticky driver error: this worker's context is unusable; the next run starts a new one
+            break
     meter.close()
     backend.close()
 

@@ -87,7 +87,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
     check_against_signature(given, params, kernel.name)
     policy = _policy(args)
     check_meter_spec(args.meter)
-    device = select_device(device_spec(args.device))
+    device = select_device(device_spec(args.device), language=kernel.language)
     validate_geometry(device, gsize, lsize)
     try:
         bindings, filled = complete_args(params, given, gsize, lsize)
@@ -152,7 +152,8 @@ def _measurement_text(m: Any, device: Any, wall: float) -> str:
 
 
 def _add_device(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--device", help="OpenCL device: auto (default; KERNELCAST_DEVICE), P:D, or part of its name")
+    p.add_argument("--device", help="device: auto (default; KERNELCAST_DEVICE), OpenCL P:D, cuda:N, or part of its "
+                                    "name")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -178,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="Arguments: NAME=buffer:DTYPE:COUNT[:random|zeros|ones], NAME=local:DTYPE:COUNT, "
                               "NAME=VALUE. Arguments not given get simple selection (arrays of gsize elements, "
                               "scalars = gsize).")
-    p.add_argument("--kernel", required=True, help="OpenCL C source file")
+    p.add_argument("--kernel", required=True, help="OpenCL C (.cl) or CUDA (.cu) source file")
     p.add_argument("--name", help="kernel name (needed when the file has several)")
     p.add_argument("--gsize", required=True, help="global size: N, NxM or NxMxK")
     p.add_argument("--lsize", help="local size (default: chosen by the driver)")

@@ -28,7 +28,10 @@ templates of helper functions called with explicit arguments (they are counted a
 
 from __future__ import annotations
 
+import functools
 import re
+import shutil
+import subprocess
 from dataclasses import dataclass, field
 
 import clang.cindex as ci
@@ -528,7 +531,53 @@ def translate(source: str, name: str, build_options: str = "", filename: str = "
                        build_options=f"-cl-std={TRANSLATION_STD} {defines}".strip(),
                        prelude_lines=PRELUDE.count("\n"), notes=notes)
 
+# ---------------------------------------------------------------------------------------------
+# PTX entries of a kernel name
+
+
+@functools.lru_cache(maxsize=1)
+def _cxxfilt() -> str | None:
+    return shutil.which("c++filt") or shutil.which("cu++filt")
+
+
+def _demangle(names: list[str]) -> list[str]:
+    tool = _cxxfilt()
+    if tool is None or not names:
+        return names
+    try:
+        r = subprocess.run([tool], input="\n".join(names), capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return names
+    out = r.stdout.splitlines()
+    return out if len(out) == len(names) else names
+
+
+_ENTRY = re.compile(r"\.entry\s+([\w$]+)")
+
+
+def _mangled_base(name: str) -> str:
+    m = re.match(r"_Z(\d+)", name)
+    return name[m.end():m.end() + int(m.group(1))] if m else name
+
+
+def ptx_entry_name(ptx: str, name: str) -> str | None:
+    """The ``.entry`` of a PTX module that is kernel ``name`` (``vadd``, ``reduce<float, 256>``):
+    the name itself, else the one C++-mangled entry of that function, else (several
+    instantiations) the one whose demangled template arguments match (``c++filt``)."""
+    base, targs = split_name(name)
+    entries = _ENTRY.findall(ptx)
+    if base in entries and targs is None:
+        return base
+    cands = [e for e in entries if _mangled_base(e) == base]
+    if len(cands) <= 1:
+        return cands[0] if cands else None
+    want = re.sub(r"\s+", "", f"{base}<{','.join(targs)}>" if targs else base)
+    for e, d in zip(cands, _demangle(cands)):
+        if re.sub(r"^void", "", re.sub(r"\s+", "", d)).split("(")[0] == want:
+            return e
+    return None
+
 
 __all__ = ["CUDA_SHIM", "CudaKernelInfo", "Translation", "cuda_kernel_info", "cuda_kernel_signatures",
-           "cuda_params", "find_cuda_kernels", "is_cuda_path", "looks_like_cuda", "parse_cuda", "split_name",
-           "translate"]
+           "cuda_params", "find_cuda_kernels", "is_cuda_path", "looks_like_cuda", "parse_cuda", "ptx_entry_name",
+           "split_name", "translate"]

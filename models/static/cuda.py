@@ -10,19 +10,15 @@ for ``sub_group_shuffle*`` in OpenCL C); the PTX features count them (``shfl`` i
 
 For PTX, a template kernel is instantiated by appending a host-side reference to
 ``name<args>`` to the source (``nvcc`` emits only instantiated templates), and the entry is
-found by demangling the ``.entry`` names (``c++filt``; with one instantiation of the name the
-mangled prefix suffices).
+found by :func:`kernelcast.cuda.ptx_entry_name`.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
-import re
-import shutil
 import subprocess
 
-from kernelcast.cuda import split_name, translate
+from kernelcast.cuda import ptx_entry_name, split_name, translate
 from kernelcast.schema import Kernel
 from models.static import ptx as ptxmod
 from models.static.features import SourceFeatures
@@ -90,38 +86,7 @@ def nvcc_error(kernel: Kernel, arch: str | None = None) -> str | None:
     return (lines[0] if lines else "nvcc failed").replace(src, "kernel.cu")
 
 
-@functools.lru_cache(maxsize=1)
-def _cxxfilt() -> str | None:
-    return shutil.which("c++filt") or shutil.which("cu++filt")
-
-
-def _demangle(names: list[str]) -> list[str]:
-    tool = _cxxfilt()
-    if tool is None or not names:
-        return names
-    try:
-        r = subprocess.run([tool], input="\n".join(names), capture_output=True, text=True, timeout=20, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return names
-    out = r.stdout.splitlines()
-    return out if len(out) == len(names) else names
-
-
-def entry_name(ptx: str, name: str) -> str | None:
-    """The ``.entry`` of ``ptx`` that is kernel ``name`` (``reduce<float, 256>`` or ``vadd``)."""
-    base, targs = split_name(name)
-    entries = ptxmod.ptx_entries(ptx)
-    if base in entries:
-        return base
-    cands = [e for e in entries if ptxmod.demangle_builtin(e) == base]
-    if len(cands) <= 1:
-        return cands[0] if cands else None
-    want = re.sub(r"\s+", "", f"{base}<{', '.join(targs)}>" if targs else base)
-    for e, d in zip(cands, _demangle(cands)):
-        dd = re.sub(r"\s+", "", d)
-        if dd.startswith(("void" + want + "(", want + "(")) or re.sub(r"^void", "", dd).split("(")[0] == want:
-            return e
-    return None
+entry_name = ptx_entry_name
 
 
 __all__ = ["analyze_cuda_source", "entry_name", "kernel_ptx", "nvcc_error", "nvcc_options"]
