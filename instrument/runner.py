@@ -223,17 +223,22 @@ def _signatures(source: str, build_options: str) -> dict[str, list[KernelParam]]
     return kernel_signatures(source, build_options)
 
 
+@functools.lru_cache(maxsize=256)
+def _cuda_params(source: str, name: str, build_options: str) -> list[KernelParam] | None:
+    from kernelcast.cuda import cuda_kernel_info
+
+    try:
+        return cuda_kernel_info(source, name, build_options).params
+    except ParseError as e:
+        if "no __global__ kernel named" in str(e):
+            return None
+        raise
+
+
 def _params(kernel: Kernel) -> list[KernelParam] | None:
     """The parameters of ``kernel`` (OpenCL C or CUDA), None when the source lacks it."""
     if kernel.language == "cuda":
-        from kernelcast.cuda import cuda_kernel_info
-
-        try:
-            return cuda_kernel_info(kernel.source, kernel.name, kernel.build_options).params
-        except ParseError as e:
-            if "no __global__ kernel named" in str(e):
-                return None
-            raise
+        return _cuda_params(kernel.source, kernel.name, kernel.build_options)
     return _signatures(kernel.source, kernel.build_options).get(kernel.name)
 
 
