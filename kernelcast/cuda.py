@@ -42,6 +42,12 @@ K = ci.CursorKind
 TK = ci.TypeKind
 
 SHIM_NAME = "/__kernelcast__/cuda_shim.h"
+SHIM_INCLUDE = "/__kernelcast__/include"
+#: toolkit and C headers a kernel file may include: empty stand-ins (the shim declares what they would)
+SYSTEM_HEADERS = ("cuda_runtime.h", "cuda_runtime_api.h", "cuda.h", "device_launch_parameters.h",
+                  "device_functions.h", "math_constants.h", "math.h", "cmath", "stdio.h", "cstdio", "stdint.h",
+                  "cstdint", "stdlib.h", "cstdlib", "assert.h", "cassert")
+_INCLUDE_RE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"]([\w./]+)[>\"][^\n]*$", re.M)
 
 #: the declarations libclang needs to parse CUDA device code without the toolkit's headers
 CUDA_SHIM = r"""
@@ -56,6 +62,8 @@ CUDA_SHIM = r"""
 #define __restrict__ __restrict
 #define __launch_bounds__(...) __attribute__((launch_bounds(__VA_ARGS__)))
 typedef __SIZE_TYPE__ size_t;
+typedef signed char int8_t; typedef unsigned char uint8_t; typedef short int16_t; typedef unsigned short uint16_t;
+typedef int int32_t; typedef unsigned int uint32_t; typedef long long int64_t; typedef unsigned long long uint64_t;
 struct uint3 { unsigned int x, y, z; };
 struct dim3 { unsigned int x, y, z; };
 struct int2 { int x, y; }; struct int4 { int x, y, z, w; };
@@ -187,6 +195,8 @@ PRELUDE = r"""#define __kc_syncthreads() barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBA
 #define atomic_dec2(p, v) atomic_dec(p)
 #define __kc_saturate(x) clamp((x), 0.0f, 1.0f)
 #define warpSize 32
+typedef char int8_t; typedef uchar uint8_t; typedef short int16_t; typedef ushort uint16_t;
+typedef int int32_t; typedef uint uint32_t; typedef long int64_t; typedef ulong uint64_t;
 template <typename T> T sub_group_shuffle(T, unsigned int);
 template <typename T> T sub_group_shuffle_up(T, unsigned int);
 template <typename T> T sub_group_shuffle_down(T, unsigned int);
@@ -263,7 +273,7 @@ def cuda_args(build_options: str = "") -> list[str]:
     """libclang arguments for CUDA device code with the shim."""
     return ["-x", "cuda", "--cuda-device-only", "-nocudainc", "-nocudalib", "--cuda-gpu-arch=sm_80",
             "-std=c++17", "-Wno-unknown-cuda-version", "-include", SHIM_NAME,
-            *build_option_defines(build_options)]
+            *build_option_defines(build_options), "-isystem", SHIM_INCLUDE]
 
 
 def parse_cuda(source: str, filename: str = "kernel.cu", build_options: str = "") -> ci.TranslationUnit:
@@ -271,7 +281,8 @@ def parse_cuda(source: str, filename: str = "kernel.cu", build_options: str = ""
     index = ci.Index.create()
     try:
         tu = index.parse(filename, args=cuda_args(build_options),
-                         unsaved_files=[(filename, source), (SHIM_NAME, CUDA_SHIM)],
+                         unsaved_files=[(filename, source), (SHIM_NAME, CUDA_SHIM),
+                                        *((f"{SHIM_INCLUDE}/{h}", "#pragma once\n") for h in SYSTEM_HEADERS)],
                          options=ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD)
     except ci.TranslationUnitLoadError as e:  # pragma: no cover - libclang internal failure
         raise ParseError(f"libclang could not parse {filename}: {e}") from e
@@ -515,6 +526,9 @@ def translate(source: str, name: str, build_options: str = "", filename: str = "
             edits.append((p, p, "__global "))
     for a, b in blank:
         edits.append((a, b, "\n" * source.count("\n", a, b)))
+    for m in _INCLUDE_RE.finditer(source):      # the stand-in headers do not exist for C++ for OpenCL
+        if m.group(1) in SYSTEM_HEADERS:
+            edits.append((m.start(), m.end(), ""))
     edits.sort(key=lambda x: (x[0], x[1]))
     out: list[str] = []
     pos = 0

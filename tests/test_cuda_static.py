@@ -158,3 +158,39 @@ def test_bad_cuda_exits_2_and_writes_nothing(tmp_path, src, name, msg):
     assert r.returncode == 2 and msg in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
     assert sorted(x.name for x in tmp_path.iterdir()) == ["bad.cu"]
+
+
+SOFTSUM = """#include <cuda_runtime.h>
+#include <stdint.h>
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ float act(const float* __restrict__ p, int32_t i) { return expf(__ldg(p + i)); }
+
+__global__ void __launch_bounds__(256) softsum(const float* __restrict__ x, float* __restrict__ out, int n) {
+    int stride = gridDim.x * blockDim.x;
+    float acc = 0.0f;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) acc += act(x, i);
+    acc = warp_sum(acc);
+    if ((threadIdx.x & 31) == 0) atomicAdd(out, fminf(acc, 1e30f));
+}
+"""
+
+
+def test_grid_stride_helpers_shuffles_and_includes():
+    f = analyze_source(Kernel(source=SOFTSUM, name="softsum", language="cuda"))
+    e = f.evaluate({"gsize0": 1 << 20, "lsize0": 256, "n": 1 << 24})
+    # grid-stride loop: n / (gridDim * blockDim) = 16 trips, each one __ldg load and one expf
+    assert e["global_loads"] == 16 and e["global_load_bytes"] == 64 and e["sfu"] == 16
+    # 16 accumulations + 5 shuffle-reduction adds + fminf in lane 0 of each warp (1/32)
+    assert e["fp32_add"] == pytest.approx(16 + 5 + 1 / 32)
+    assert e["global_atomics"] == pytest.approx(1 / 32)
+    assert "builtin sub_group_shuffle_down not classified" in f.notes
+
+
+@needs_nvcc
+def test_ptx_counts_the_shuffles():
+    sf = extract(Kernel(source=SOFTSUM, name="softsum", language="cuda"), arch="sm_80")
+    assert sf.errors == [] and sf.ptx is not None
+    assert sf.ptx.counts.get("warp") == 5            # five shfl.sync.down (the loop is unrolled by nvcc)
