@@ -21,9 +21,12 @@ template header is dropped and each template parameter replaced by its argument 
 kernel. Host functions (no ``__device__``/``__global__``) are blanked. The translation keeps the
 line numbers of the CUDA source after a prelude of :attr:`Translation.prelude_lines` lines.
 
-Not handled (a note, or a parse error): dynamic shared memory (``extern __shared__``), host code
-that launches kernels (``<<<...>>>``), cooperative groups, CUB/Thrust, ``half`` intrinsics,
-templates of helper functions called with explicit arguments (they are counted as calls).
+Dynamic shared memory (``extern __shared__ T s[];`` in the kernel) becomes a ``__local T* s``
+parameter after the real ones, as OpenCL writes it (:func:`dynamic_shared`).
+
+Not handled (a note, or a parse error): file-scope ``extern __shared__``, host code that launches
+kernels (``<<<...>>>``), cooperative groups, CUB/Thrust, ``half`` intrinsics, templates of helper
+functions called with explicit arguments (they are counted as calls).
 """
 
 from __future__ import annotations
@@ -352,6 +355,27 @@ def cuda_params(c: ci.Cursor, subst: dict[str, str] | None = None) -> list[Kerne
         else:
             dtype = _norm(_strip(spelling), sub)
             out.append(KernelParam(i, a.spelling, "scalar", "private", dtype, t.is_const_qualified(), spelling))
+    for j, (_stmt, var) in enumerate(dynamic_shared(c)):
+        dtype = _norm(_strip(var.type.spelling.split("[")[0]), sub)
+        out.append(KernelParam(len(args) + j, var.spelling, "local", "local", dtype, False, var.type.spelling))
+    return out
+
+
+def dynamic_shared(c: ci.Cursor) -> list[tuple[ci.Cursor, ci.Cursor]]:
+    """``(declaration statement, variable)`` of each ``extern __shared__ T name[];`` in a kernel body.
+
+    Such an array is the block's dynamic shared memory, sized at launch: kernelcast treats it as
+    OpenCL treats a ``__local T*`` argument (a ``local`` parameter after the real ones, bound with
+    ``--arg name=local:T:COUNT``). Several of them alias the same memory in CUDA; each is bound on
+    its own here."""
+    out = []
+    for stmt in c.walk_preorder():
+        if stmt.kind != K.DECL_STMT:
+            continue
+        for v in stmt.get_children():
+            if (v.kind == K.VAR_DECL and v.storage_class == ci.StorageClass.EXTERN
+                    and any(x.kind == K.CUDASHARED_ATTR for x in v.get_children())):
+                out.append((stmt, v))
     return out
 
 
@@ -493,8 +517,8 @@ def translate(source: str, name: str, build_options: str = "", filename: str = "
             if s == "__global__":
                 edits.append((o, e, "__kernel" if inside else ""))
             elif s == "__shared__":
-                if i + 1 < n and any(x.spelling == "extern" for x in toks[max(0, i - 2):i + 2]):
-                    notes.append("dynamic shared memory (extern __shared__) not modelled")
+                if not inside and any(x.spelling == "extern" for x in toks[max(0, i - 2):i + 2]):
+                    notes.append("file-scope dynamic shared memory (extern __shared__) not modelled")
                 edits.append((o, e, "__local"))
             elif s == "__constant__":
                 edits.append((o, e, "__constant"))
@@ -520,10 +544,25 @@ def translate(source: str, name: str, build_options: str = "", filename: str = "
             edits = [ed for ed in edits if not (off(toks[j].location) <= ed[0] <= off(toks[k].location))]
             edits.append((off(toks[j].location), off(toks[k].location) + len(toks[k].spelling), ""))
     # pointer parameters of the kernel live in global memory
-    for a in (x for x in kc.get_children() if x.kind == K.PARM_DECL):
+    parms = [x for x in kc.get_children() if x.kind == K.PARM_DECL]
+    for a in parms:
         if a.type.kind == TK.POINTER or "*" in a.type.spelling:
             p = off(a.extent.start)
             edits.append((p, p, "__global "))
+    # dynamic shared memory becomes __local pointer parameters (see dynamic_shared)
+    extra = []
+    for stmt, var in dynamic_shared(kc):
+        a, b = off(stmt.extent.start), off(stmt.extent.end)
+        edits = [ed for ed in edits if not a <= ed[0] < b]
+        edits.append((a, b, ""))
+        elem = var.type.spelling.split("[")[0].strip()
+        elem = " ".join(subst.get(w, w) for w in elem.split())
+        extra.append(f"__local {elem}* {var.spelling}")
+    if extra:
+        if not parms:
+            raise ParseError(f"kernel {base!r}: dynamic shared memory in a kernel without parameters is not supported")
+        p = off(parms[-1].extent.end)
+        edits.append((p, p, ", " + ", ".join(extra)))
     for a, b in blank:
         edits.append((a, b, "\n" * source.count("\n", a, b)))
     for m in _INCLUDE_RE.finditer(source):      # the stand-in headers do not exist for C++ for OpenCL

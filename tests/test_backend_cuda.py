@@ -383,3 +383,31 @@ def test_real_gpu_vadd(tmp_path):     # pragma: no cover - needs a GPU
     np.testing.assert_allclose(m.readback["c"], m.readback["a"] + m.readback["b"])
     # 12 B per element: at least 1 us and at most 12 B * n / (50 GB/s) on any CUDA GPU
     assert 1.0 <= m.time.median_us <= 12 * n / 50e9 * 1e6
+
+
+DYN = """template <typename T> __global__ void blocksum(const T* in, T* out, int n) {
+    extern __shared__ T buf[];
+    unsigned int tid = threadIdx.x, i = blockIdx.x * blockDim.x + threadIdx.x;
+    buf[tid] = i < n ? in[i] : T(0);
+    __syncthreads();
+    for (unsigned int s = blockDim.x / 2; s > 0; s >>= 1) { if (tid < s) buf[tid] += buf[tid + s]; __syncthreads(); }
+    if (tid == 0) out[blockIdx.x] = buf[0];
+}
+"""
+
+
+@needs_nvcc
+def test_dynamic_shared_memory_is_the_launch_shared_size(fake, tmp_path):
+    gpu, _ = fake
+    be = cb.CudaBackend(device(), build_dir=tmp_path)
+    cfg = LaunchConfig(gsize=(4096,), lsize=(256,), args=[
+        ArgBinding("in", "buffer", "float", 4096), ArgBinding("out", "buffer", "float", 16),
+        ArgBinding("n", "scalar", "int", value=4096), ArgBinding("buf", "local", "float", 256)])
+    m = run_config(be, Kernel(DYN, "blocksum<float>", language="cuda"), cfg, POLICY, make_meter("none"))
+    assert m.status == "ok", m.reason
+    first = gpu.launches[0]
+    assert first["shared"] == 256 * 4 and len(first["args"]) == 3      # buf is not a kernel argument
+    too_big = LaunchConfig(gsize=(4096,), lsize=(256,),
+                           args=[*cfg.args[:3], ArgBinding("buf", "local", "float", 1 << 20)])
+    m = run_config(be, Kernel(DYN, "blocksum<float>", language="cuda"), too_big, POLICY, make_meter("none"))
+    assert m.status == "invalid_config" and "49152" in m.reason          # the device's shared memory per block

@@ -194,3 +194,22 @@ def test_ptx_counts_the_shuffles():
     sf = extract(Kernel(source=SOFTSUM, name="softsum", language="cuda"), arch="sm_80")
     assert sf.errors == [] and sf.ptx is not None
     assert sf.ptx.counts.get("warp") == 5            # five shfl.sync.down (the loop is unrolled by nvcc)
+
+
+def test_dynamic_shared_memory_is_a_local_parameter():
+    src = (DATA / "kernels.cu").read_text() + """
+template <typename T> __global__ void blocksum(const T* in, T* out, int n) {
+    extern __shared__ T buf[];
+    unsigned int tid = threadIdx.x, i = blockIdx.x * blockDim.x + threadIdx.x;
+    buf[tid] = i < n ? in[i] : T(0);
+    __syncthreads();
+    for (unsigned int s = blockDim.x / 2; s > 0; s >>= 1) { if (tid < s) buf[tid] += buf[tid + s]; __syncthreads(); }
+    if (tid == 0) out[blockIdx.x] = buf[0];
+}
+"""
+    info = cuda_kernel_info(src, "blocksum<double>")
+    assert [(p.name, p.kind, p.dtype) for p in info.params][-1] == ("buf", "local", "double")
+    f = analyze_source(Kernel(source=src, name="blocksum<double>", language="cuda"))
+    e = f.evaluate({"gsize0": 1 << 20, "lsize0": 256, "n": 1 << 20, "len_buf": 256})
+    # 256 doubles of shared memory; the halving loop over blockDim.x = 256 runs log2(256) = 8 times
+    assert f.local_args == {"buf": 8} and e["local_mem_bytes"] == 2048 and e["barrier"] == 9

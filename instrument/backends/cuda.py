@@ -23,8 +23,9 @@ Selected with ``--device cuda:N`` (or ``auto`` for a CUDA kernel). It runs CUDA 
   :attr:`Backend.lost` is set and the harness replaces the worker.
 
 pycuda is imported only when a device is listed or opened (:func:`_driver`; tests replace it with
-a fake of the calls made here). Dynamic shared memory is not supported (no ``__local`` pointer
-arguments in CUDA).
+a fake of the calls made here). Dynamic shared memory (``extern __shared__ T s[]``) is a ``local``
+parameter, bound like an OpenCL ``__local`` argument (``--arg s=local:float:256``) and passed as the
+launch's shared-memory size.
 """
 
 from __future__ import annotations
@@ -139,10 +140,19 @@ class CudaProgram:
 
 @dataclass
 class CudaLaunch:
-    """A kernel with its arguments, ready to launch."""
+    """A kernel with its arguments and its dynamic shared memory, ready to launch."""
 
     function: Driver
     args: list[Any]
+    shared_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class DynamicShared:
+    """The value bound to a ``local`` parameter (``extern __shared__`` array): bytes of dynamic
+    shared memory, passed at launch, not as a kernel argument."""
+
+    nbytes: int
 
 
 class CudaBackend(Backend):
@@ -328,7 +338,7 @@ class CudaBackend(Backend):
         return parent, np.uintp(int(parent) + front), front
 
     def _local_arg(self, nbytes: int) -> Driver:
-        raise ConfigError("CUDA kernels take no __local pointer arguments (dynamic shared memory is not supported)")
+        return DynamicShared(nbytes)
 
     def read_range(self, buf: BoundBuffer, offset: int, size: int) -> np.ndarray:
         out = np.empty(size, dtype=np.uint8)
@@ -359,10 +369,12 @@ class CudaBackend(Backend):
             fn = program.module.get_function(entry)
         except self._drv.Error as e:
             raise self._fail(e, "getting the kernel") from e
-        return CudaLaunch(fn, list(bound.values))
+        args = [v for v in bound.values if not isinstance(v, DynamicShared)]
+        shared = sum(v.nbytes for v in bound.values if isinstance(v, DynamicShared))
+        return CudaLaunch(fn, args, shared)
 
     def _call(self, k: CudaLaunch, grid: tuple[int, int, int], block: tuple[int, int, int]) -> None:
-        k.function(*k.args, block=block, grid=grid, stream=self._stream, shared=0)
+        k.function(*k.args, block=block, grid=grid, stream=self._stream, shared=k.shared_bytes)
 
     def enqueue(self, kernel: CudaLaunch, gsize: tuple[int, ...], lsize: tuple[int, ...] | None,
                 count: int = 1) -> None:
