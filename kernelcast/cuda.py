@@ -272,6 +272,15 @@ def split_name(name: str) -> tuple[str, list[str] | None]:
     return name[:i].strip(), args
 
 
+def instantiation(name: str) -> str:
+    """Source text that makes nvcc emit template kernel ``name`` (``reduce<float, 256>``): a
+    host-side reference to it (nvcc emits only instantiated templates); empty for a plain name."""
+    base, targs = split_name(name)
+    if not targs:
+        return ""
+    return f"\nstatic void* __kernelcast_instance_ = (void*)&{base}<{', '.join(targs)}>;\n"
+
+
 def cuda_args(build_options: str = "") -> list[str]:
     """libclang arguments for CUDA device code with the shim."""
     return ["-x", "cuda", "--cuda-device-only", "-nocudainc", "-nocudalib", "--cuda-gpu-arch=sm_80",
@@ -632,5 +641,5 @@ def ptx_entry_name(ptx: str, name: str) -> str | None:
 
 
 __all__ = ["CUDA_SHIM", "CudaKernelInfo", "Translation", "cuda_kernel_info", "cuda_kernel_signatures",
-           "cuda_params", "find_cuda_kernels", "is_cuda_path", "looks_like_cuda", "parse_cuda", "ptx_entry_name",
-           "split_name", "translate"]
+           "cuda_params", "dynamic_shared", "find_cuda_kernels", "instantiation", "is_cuda_path", "looks_like_cuda",
+           "parse_cuda", "ptx_entry_name", "split_name", "translate"]

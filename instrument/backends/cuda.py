@@ -52,7 +52,7 @@ from instrument.backends.base import (
     DeviceInfo,
     Driver,
 )
-from kernelcast.cuda import ptx_entry_name, split_name
+from kernelcast.cuda import instantiation, ptx_entry_name
 from kernelcast.schema import Kernel
 
 log = logging.getLogger(__name__)
@@ -89,14 +89,6 @@ def _nvcc_archs(nvcc: str) -> list[int]:
     import re
 
     return sorted({int(m) for m in re.findall(r"compute_(\d+)", r.stdout)})
-
-
-def instantiation(name: str) -> str:
-    """Source text that makes nvcc emit template kernel ``name`` (empty for a plain name)."""
-    base, targs = split_name(name)
-    if not targs:
-        return ""
-    return f"\nstatic void* __kernelcast_instance_ = (void*)&{base}<{', '.join(targs)}>;\n"
 
 
 def grid_block(gsize: tuple[int, ...], lsize: tuple[int, ...] | None) -> tuple[tuple[int, int, int],

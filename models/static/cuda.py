@@ -16,9 +16,8 @@ found by :func:`kernelcast.cuda.ptx_entry_name`.
 from __future__ import annotations
 
 import logging
-import subprocess
 
-from kernelcast.cuda import ptx_entry_name, split_name, translate
+from kernelcast.cuda import instantiation, ptx_entry_name, translate
 from kernelcast.schema import Kernel
 from models.static import ptx as ptxmod
 from models.static.features import SourceFeatures
@@ -47,13 +46,6 @@ def analyze_cuda_source(kernel: Kernel, filename: str = "kernel.cu") -> SourceFe
     return feats
 
 
-def _instantiation(kernel: Kernel) -> str:
-    base, targs = split_name(kernel.name)
-    if not targs:
-        return ""
-    return f"\nstatic void* __kernelcast_instance_ = (void*)&{base}<{', '.join(targs)}>;\n"
-
-
 def nvcc_options(build_options: str) -> list[str]:
     """The ``-D``/``-I`` options of a build-option string, for nvcc."""
     from kernelcast.clang import build_option_defines
@@ -63,30 +55,10 @@ def nvcc_options(build_options: str) -> list[str]:
 
 def kernel_ptx(kernel: Kernel, arch: str | None = None) -> str | None:
     """PTX of a CUDA kernel's source with its defines (and its template instantiated), or None."""
-    return ptxmod.cuda_to_ptx(kernel.source + _instantiation(kernel), arch, nvcc_options(kernel.build_options))
-
-
-def nvcc_error(kernel: Kernel, arch: str | None = None) -> str | None:
-    """The first error line of ``nvcc -ptx`` on the kernel's source, or None when it compiles (or
-    no nvcc is installed)."""
-    nvcc = ptxmod.find_nvcc()
-    if nvcc is None or kernel_ptx(kernel, arch) is not None:
-        return None
-    import os
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="kc_nvcc_") as td:
-        src = os.path.join(td, "kernel.cu")
-        with open(src, "w") as f:
-            f.write(kernel.source + _instantiation(kernel))
-        r = subprocess.run([nvcc, "-ptx", f"-arch={ptxmod.resolve_arch(arch)}", *nvcc_options(kernel.build_options),
-                            src, "-o", os.path.join(td, "k.ptx")], capture_output=True, text=True,
-                           timeout=ptxmod.TOOL_TIMEOUT_S, check=False, cwd=td)
-    lines = [x.strip() for x in (r.stderr + r.stdout).splitlines() if "error" in x]
-    return (lines[0] if lines else "nvcc failed").replace(src, "kernel.cu")
+    return ptxmod.cuda_to_ptx(kernel.source + instantiation(kernel.name), arch, nvcc_options(kernel.build_options))
 
 
 entry_name = ptx_entry_name
 
 
-__all__ = ["analyze_cuda_source", "entry_name", "kernel_ptx", "nvcc_error", "nvcc_options"]
+__all__ = ["analyze_cuda_source", "entry_name", "kernel_ptx", "nvcc_options"]
