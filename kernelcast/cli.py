@@ -29,7 +29,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
         print(json.dumps([d.to_dict() for d in devs], indent=2))
         return 0
     if not devs:
-        print("no OpenCL devices found")
+        print("no OpenCL or CUDA devices found")
         return 1
     rows = []
     for d in devs:
@@ -165,8 +165,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
-    p = sub.add_parser("devices", help="list OpenCL platforms/devices and the energy meter for each",
-                       description="List every OpenCL platform/device with compute units, work-group limits, "
+    p = sub.add_parser("devices", help="list OpenCL and CUDA devices and the energy meter for each",
+                       description="List every OpenCL platform/device (and CUDA device, with pycuda) with compute "
+                                   "units, work-group limits, "
                                    "memory sizes, whether it builds kernels, and the energy meter --meter auto "
                                    "would use.")
     p.add_argument("--json", action="store_true", help="print JSON")
