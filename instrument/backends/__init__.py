@@ -75,7 +75,7 @@ def select_device(spec: str = "auto", devices: list[DeviceInfo] | None = None, *
     api = spec.partition(":")[0].lower()
     if api in BACKENDS and BACKENDS[api] not in backends:
         raise DeviceNotFound(f"device {spec} runs {', '.join(BACKENDS[api].languages)} kernels, not {language} "
-                             f"(choose a {' or '.join(b.label for b in backends)} device with --device)")
+                             f"(--device must name one of: {', '.join(b.label for b in backends)})")
     if devices is not None:
         devs = devices
     else:
