@@ -104,9 +104,16 @@ class ProfileValue:
     source: str                   # "measured: calib <bench> on <date>" or a citation
     r2: float | None = None       # of the fit that produced it, where one did
     notes: str = ""
+    measured_on: str = ""         # published values: the GPU the source measured it on
+    transferred: bool = False     # measured on another GPU than the profile's, used here as an approximation
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        if not self.measured_on:
+            d.pop("measured_on")
+        if not self.transferred:
+            d.pop("transferred")
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], name: str = "?") -> ProfileValue:
@@ -121,8 +128,12 @@ class ProfileValue:
         r2 = d.get("r2")
         if r2 is not None and (isinstance(r2, bool) or not isinstance(r2, (int, float))):
             raise ProfileError(f"value {name!r} has a non-numeric r2: {r2!r}")
+        tr = d.get("transferred", False)
+        if not isinstance(tr, bool):
+            raise ProfileError(f"value {name!r} has a non-boolean 'transferred': {tr!r}")
         return cls(value=v, units=str(d["units"]), source=str(d["source"]),
-                   r2=None if r2 is None else float(r2), notes=str(d.get("notes", "")))
+                   r2=None if r2 is None else float(r2), notes=str(d.get("notes", "")),
+                   measured_on=str(d.get("measured_on", "")), transferred=tr)
 
 
 @dataclass
@@ -238,6 +249,10 @@ class DeviceProfile:
         pv = ProfileValue(value=value, units=units, source=source, r2=r2, notes=notes)
         self.values[name] = pv
         return pv
+
+    def transferred_values(self, prefixes: tuple[str, ...] = ("energy_", "power_", "idle_power")) -> list[str]:
+        """Names of the values (energy ones by default) measured on another GPU than this one."""
+        return [k for k, v in self.values.items() if v.transferred and k.startswith(prefixes)]
 
     @property
     def has_energy(self) -> bool:

@@ -83,6 +83,8 @@ def _worker_main(conn: Connection, device: dict[str, Any], meter_spec: str, mete
             conn.send(("error", f"{type(e).__name__}: {e}"))
         if job_deadline_s:
             arm_deadline(0)
+        if backend.lost:        # sticky driver error: this worker's context is unusable; the next run starts a new one
+            break
     meter.close()
     backend.close()
 

@@ -117,7 +117,7 @@ def run_config(backend: Backend, kernel: Kernel, config: LaunchConfig, policy: T
     if not backend.has_kernel(br.program, kernel.name):
         return done("invalid_config", f"no kernel named {kernel.name!r} in the program")
     try:
-        params = _signatures(kernel.source, kernel.build_options).get(kernel.name)
+        params = _params(kernel)
     except ParseError as e:
         return done("compile_error", f"libclang: {e}")
     if params is None:
@@ -178,6 +178,8 @@ def _launches(backend: Backend, knl: Driver, bound: BoundArgs, m: Measurement, p
     try:
         first_us = backend.launch(knl, gsize, lsize)
         oob, digests = backend.check_guards(bound, digests=want_outputs)
+    except ConfigError as e:     # a launch the device refuses (CUDA: too many resources for the block)
+        return "invalid_config", f"first launch: {e}"
     except BackendError as e:
         return "runtime_error", f"first launch: {e}"
     if oob:
@@ -324,6 +326,25 @@ def _readable(source: str, name: str, buffers: tuple[str, ...]) -> frozenset[str
 @functools.lru_cache(maxsize=256)
 def _signatures(source: str, build_options: str) -> dict[str, list[KernelParam]]:
     return kernel_signatures(source, build_options)
+
+
+@functools.lru_cache(maxsize=256)
+def _cuda_params(source: str, name: str, build_options: str) -> list[KernelParam] | None:
+    from kernelcast.cuda import cuda_kernel_info
+
+    try:
+        return cuda_kernel_info(source, name, build_options).params
+    except ParseError as e:
+        if "no __global__ kernel named" in str(e):
+            return None
+        raise
+
+
+def _params(kernel: Kernel) -> list[KernelParam] | None:
+    """The parameters of ``kernel`` (OpenCL C or CUDA), None when the source lacks it."""
+    if kernel.language == "cuda":
+        return _cuda_params(kernel.source, kernel.name, kernel.build_options)
+    return _signatures(kernel.source, kernel.build_options).get(kernel.name)
 
 
 def _first_error_line(text: str) -> str:

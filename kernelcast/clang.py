@@ -70,10 +70,12 @@ def build_option_defines(build_options: str) -> list[str]:
 def parse(source: str, filename: str = "kernel.cl", build_options: str = "") -> ci.TranslationUnit:
     """Parse OpenCL C source; raise :class:`ParseError` on errors."""
     index = ci.Index.create()
+    # C++ for OpenCL (the translation of CUDA kernels, kernelcast.cuda) parses with its own standard
+    cxx = re.search(r"(?:^|\s)-cl-std=(CLC\+\+\S*)", build_options)
     try:
         tu = index.parse(
             filename,
-            args=clang_args(build_option_defines(build_options)),
+            args=clang_args(build_option_defines(build_options), std=cxx.group(1) if cxx else "CL1.2"),
             unsaved_files=[(filename, source)],
             options=ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD,
         )

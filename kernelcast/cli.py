@@ -30,7 +30,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
         print(json.dumps([d.to_dict() for d in devs], indent=2))
         return 0
     if not devs:
-        print("no OpenCL devices found")
+        print("no OpenCL or CUDA devices found")
         return 1
     rows = []
     for d in devs:
@@ -85,7 +85,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
     check_against_signature(given, params, kernel.name)
     policy = _policy(args)
     check_meter_spec(args.meter)
-    device = select_device(device_spec(args.device))
+    device = select_device(device_spec(args.device), language=kernel.language)
     validate_geometry(device, gsize, lsize)
     try:
         bindings, filled = complete_args(params, given, gsize, lsize)
@@ -151,7 +151,8 @@ def _measurement_text(m: Any, device: Any, wall: float) -> str:
 
 
 def _add_device(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--device", help="OpenCL device: auto (default; KERNELCAST_DEVICE), P:D, or part of its name")
+    p.add_argument("--device", help="device: auto (default; KERNELCAST_DEVICE), OpenCL P:D, cuda:N, or part of its "
+                                    "name")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -163,8 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
-    p = sub.add_parser("devices", help="list OpenCL platforms/devices and the energy meter for each",
-                       description="List every OpenCL platform/device with compute units, work-group limits, "
+    p = sub.add_parser("devices", help="list OpenCL and CUDA devices and the energy meter for each",
+                       description="List every OpenCL platform/device (and CUDA device, with pycuda) with compute "
+                                   "units, work-group limits, "
                                    "memory sizes, whether it builds kernels, and the energy meter --meter auto "
                                    "would use.")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -177,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="Arguments: NAME=buffer:DTYPE:COUNT[:random|zeros|ones], NAME=local:DTYPE:COUNT, "
                               "NAME=VALUE. Arguments not given get simple selection (arrays of gsize elements, "
                               "scalars = gsize).")
-    p.add_argument("--kernel", required=True, help="OpenCL C source file")
+    p.add_argument("--kernel", required=True, help="OpenCL C (.cl) or CUDA (.cu) source file")
     p.add_argument("--name", help="kernel name (needed when the file has several)")
     p.add_argument("--gsize", required=True, help="global size: N, NxM or NxMxK")
     p.add_argument("--lsize", help="local size (default: chosen by the driver)")

@@ -77,6 +77,10 @@ def load_kernel_source(path: str, name: str | None, build_options: str = "") -> 
         source = p.read_text(encoding="utf-8", errors="replace")
     except OSError as e:
         raise UsageError(f"cannot read {path}: {e.strerror}") from None
+    from kernelcast.cuda import is_cuda_path, looks_like_cuda
+
+    if is_cuda_path(p.name) or (not p.name.lower().endswith(".cl") and looks_like_cuda(source)):
+        return _load_cuda(source, p, name, build_options)
     try:
         sigs = kernel_signatures(source, build_options, filename=p.name)
     except ParseError as e:
@@ -90,3 +94,23 @@ def load_kernel_source(path: str, name: str | None, build_options: str = "") -> 
     if name not in sigs:
         raise UsageError(f"{path} has no kernel named {name!r} (it has: {', '.join(sigs)})")
     return Kernel(source=source, name=name, build_options=build_options, origin=str(p)), sigs[name]
+
+
+def _load_cuda(source: str, p: Path, name: str | None, build_options: str) -> tuple[Kernel, list[Any]]:
+    """A CUDA kernel file (``--name`` carries template arguments: ``reduce<float, 256>``)."""
+    from kernelcast.clang import ParseError
+    from kernelcast.cuda import cuda_kernel_info, cuda_kernel_signatures
+
+    try:
+        sigs = cuda_kernel_signatures(source, build_options, filename=p.name)
+        if not sigs:
+            raise UsageError(f"{p} defines no __global__ kernel")
+        if name is None:
+            if len(sigs) > 1:
+                raise UsageError(f"{p} defines {len(sigs)} kernels ({', '.join(sigs)}); choose one with --name")
+            name = next(iter(sigs))
+        info = cuda_kernel_info(source, name, build_options, filename=p.name)
+    except ParseError as e:
+        raise UsageError(f"cannot parse {p} as CUDA: {e}") from None
+    return Kernel(source=source, name=info.name, language="cuda", build_options=build_options,
+                  origin=str(p)), info.params

@@ -157,7 +157,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
                 d["measured_us"] = json_number(p["measured_us"])
             out.append(d)
         doc: dict[str, Any] = {"kernel": kernel.name, "profile": profile.device.name, "learned_model": args.model,
-                               "predictions": out}
+                               "predictions": out, "energy_transferred": profile.transferred_values()}
         if ps is not None:
             doc["intervals"] = {"level": 0.9, "none_because": {m: ps.notes[m] for m in models if m in ps.notes}}
             if ms is not None:
@@ -209,9 +209,17 @@ def cmd_predict(args: argparse.Namespace) -> int:
             print(f"{n_meas} of these configuration(s) were measured (--measured): their predictions are the "
                   f"measurement, without an interval")
     print(fmt_table(table, header))
-    print(f"{len(rows)} configuration(s) predicted in {t_pred * 1e3:.1f} ms (energy '-': the profile has no energy "
-          f"calibration)")
+    print(f"{len(rows)} configuration(s) predicted in {t_pred * 1e3:.1f} ms ({_energy_note(profile, res)})")
     return 0
+
+
+def _energy_note(profile: Any, res: pd.DataFrame) -> str:
+    """Where the energy column comes from: none, or the profile's constants (naming transferred ones)."""
+    if not np.isfinite(res["analytical_energy_j"].to_numpy(dtype=float)).any():
+        return "energy '-': the profile has no energy calibration"
+    tr = profile.transferred_values()
+    return "energy from the profile's " + ("measured" if profile.kind == "measured" else "published") + \
+        " constants" + (f"; measured on another GPU and transferred: {', '.join(tr)}" if tr else "")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -306,6 +314,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
         if args.objective == "energy":
             raise UsageError("--objective energy needs a profile with energy calibration (this one has none)")
         print("note: the profile has no energy calibration: the Pareto set is over time only", file=sys.stderr)
+    elif args.objective in ("energy", "pareto") and profile.transferred_values() and not args.json:
+        print(f"note: energy uses constants measured on another GPU: {', '.join(profile.transferred_values())}",
+              file=sys.stderr)
     if args.objective == "time" or not have_energy:
         order = np.argsort(t)
         chosen = order[: args.top]

@@ -537,8 +537,10 @@ def test_errors():
         feats(VADD, "nope")
     with pytest.raises(ParseError):
         feats("__kernel void k(__global float *a) { a[0] = undefined_thing; }", "k")
-    with pytest.raises(ValueError, match="OpenCL"):
-        analyze_source(Kernel(source="__global__ void k() {}", name="k", language="cuda"))
+    with pytest.raises(ValueError, match="OpenCL C and CUDA"):
+        analyze_source(Kernel(source="kernel void k() {}", name="k", language="metal"))
+    # CUDA goes through its translation (tests/test_cuda_static.py)
+    assert analyze_source(Kernel(source="__global__ void k() {}", name="k", language="cuda")).kernel_name == "k"
 
 
 def test_build_option_defines_are_used():

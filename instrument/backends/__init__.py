@@ -1,8 +1,9 @@
 """Compute backends the harness runs kernels on, behind one interface (:class:`base.Backend`).
 
-OpenCL (:mod:`instrument.backends.opencl`) is the one implemented. Another API is one more
-module with a :class:`~instrument.backends.base.Backend` subclass, added to :data:`BACKENDS`
-(more specific backends before OpenCL, which claims every device it reaches).
+OpenCL (:mod:`instrument.backends.opencl`, pyopencl) and CUDA (:mod:`instrument.backends.cuda`,
+pycuda, the optional extra ``kernelcast[cuda]``). Another API is one more module with a
+:class:`~instrument.backends.base.Backend` subclass, added to :data:`BACKENDS`; each owns the
+devices it listed (``DeviceInfo.backend``) and builds the kernel languages it names.
 
 Device discovery and selection go through this package, not through a backend module:
 :func:`list_devices`, :func:`select_device`; :func:`backend_for` gives the backend class of a
@@ -19,6 +20,7 @@ from instrument.backends.base import (
     DeviceNotFound,
     choose_device,
 )
+from instrument.backends.cuda import CudaBackend
 from instrument.backends.opencl import OpenCLBackend
 from kernelcast.errors import InputError
 
@@ -36,11 +38,11 @@ __all__ = [
 ]
 
 #: every backend by name, in the order they claim devices
-BACKENDS: dict[str, type[Backend]] = {b.name: b for b in (OpenCLBackend,)}
+BACKENDS: dict[str, type[Backend]] = {b.name: b for b in (CudaBackend, OpenCLBackend)}
 
 
 def get_backend(name: str) -> type[Backend]:
-    """The backend class called ``name`` (``"opencl"``)."""
+    """The backend class called ``name`` (``"opencl"``, ``"cuda"``)."""
     try:
         return BACKENDS[name]
     except KeyError:
@@ -60,12 +62,25 @@ def list_devices(probe: bool = True) -> list[DeviceInfo]:
     return [d for b in BACKENDS.values() for d in b.list_devices(probe)]
 
 
-def select_device(spec: str = "auto", devices: list[DeviceInfo] | None = None) -> DeviceInfo:
-    """Pick a device by spec (of ``devices``, default every device; see
-    :func:`~instrument.backends.base.choose_device`): ``auto`` is the first GPU that builds,
-    else the first device that builds; ``P:D`` platform P, device D; anything else a part of the
-    device's or platform's name. :class:`DeviceNotFound` when none fits."""
-    devs = devices if devices is not None else list_devices()
-    what = " or ".join(b.label for b in BACKENDS.values())
-    hint = "; ".join(b.install_hint for b in BACKENDS.values() if b.install_hint)
+def select_device(spec: str = "auto", devices: list[DeviceInfo] | None = None, *,
+                  language: str = "opencl") -> DeviceInfo:
+    """Pick a device that runs ``language`` kernels by spec (of ``devices``, default every
+    device; see :func:`~instrument.backends.base.choose_device`): ``auto`` is the first GPU that
+    builds, else the first device that builds; ``P:D`` OpenCL platform P, device D; ``cuda:N``
+    CUDA device N; anything else a part of the device's or platform's name.
+    :class:`DeviceNotFound` when none fits."""
+    backends = [b for b in BACKENDS.values() if language in b.languages]
+    if not backends:
+        raise InputError(f"no backend runs {language} kernels ({', '.join(BACKENDS)})")
+    api = spec.partition(":")[0].lower()
+    if api in BACKENDS and BACKENDS[api] not in backends:
+        raise DeviceNotFound(f"device {spec} runs {', '.join(BACKENDS[api].languages)} kernels, not {language} "
+                             f"(--device must name one of: {', '.join(b.label for b in backends)})")
+    if devices is not None:
+        devs = devices
+    else:
+        devs = [d for b in backends for d in b.list_devices()]
+    devs = [d for d in devs if any(b.owns(d) for b in backends)]
+    what = " or ".join(b.label for b in backends)
+    hint = "; ".join(b.install_hint for b in backends if b.install_hint)
     return choose_device(devs, spec, what=what, hint=hint)

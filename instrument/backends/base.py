@@ -1,4 +1,4 @@
-"""The backend seam: what the harness needs of a compute API (OpenCL today, CUDA next).
+"""The backend seam: what the harness needs of a compute API (OpenCL, CUDA).
 
 A :class:`Backend` subclass answers questions about devices without opening one (class methods:
 discovery, version facts, features) and, as an instance, is one open device in the worker
@@ -54,7 +54,11 @@ class BackendError(KernelcastError, RuntimeError):
 
 @dataclass
 class DeviceInfo:
-    """What the harness and the models need to know about one compute device."""
+    """What the harness and the models need to know about one compute device, in the words of
+    no particular API: a work-group is a CUDA thread block, local memory is CUDA shared memory,
+    a compute unit is a streaming multiprocessor. ``backend`` names the API that reaches it
+    (``opencl``, ``cuda``); for an API without platforms (CUDA) ``platform_index`` is 0 and
+    ``platform_name``/``platform_version`` name the API and its driver."""
 
     platform_index: int
     device_index: int
@@ -64,14 +68,14 @@ class DeviceInfo:
     vendor: str
     type: str                       # "GPU", "CPU", "ACCELERATOR", ...
     driver_version: str
-    device_version: str
+    device_version: str             # OpenCL version string; CUDA: compute capability "sm_80"
     compute_units: int
     max_work_group_size: int
     max_work_item_sizes: list[int]
-    preferred_wg_multiple: int | None   # warp / wavefront width; from a probe build
+    preferred_wg_multiple: int | None   # warp / wavefront width; from a probe build or the API
     global_mem_bytes: int
     max_alloc_bytes: int
-    local_mem_bytes: int
+    local_mem_bytes: int            # per work-group (block)
     max_constant_bytes: int
     max_clock_mhz: int
     mem_base_align_bytes: int
@@ -79,9 +83,13 @@ class DeviceInfo:
     builds: bool | None = None          # did a trivial kernel build on it
     build_error: str = ""
     meter: str = "none"                 # energy meter --meter auto would pick
+    backend: str = "opencl"             # the API that runs kernels on it
 
     @property
     def spec(self) -> str:
+        """``P:D`` for OpenCL (platform, device), ``NAME:D`` for other APIs (``cuda:0``)."""
+        if self.backend != "opencl":
+            return f"{self.backend}:{self.device_index}"
         return f"{self.platform_index}:{self.device_index}"
 
     @property
@@ -110,6 +118,13 @@ def choose_device(devices: Sequence[DeviceInfo], spec: str = "auto", *, what: st
     appended when there is no device at all."""
     if not devices:
         raise DeviceNotFound(f"no {what} device found{f' ({hint})' if hint else ''}")
+    api, _, num = spec.partition(":")
+    if num.isdigit() and not api.isdigit():     # "cuda:0"
+        for d in devices:
+            if d.backend == api.lower() and d.device_index == int(num):
+                return d
+        have = ", ".join(d.spec for d in devices)
+        raise DeviceNotFound(f"no {api} device {num} (have {have}{f'; {hint}' if hint else ''})")
     if spec in ("", "auto"):
         for want_gpu in (True, False):
             for d in devices:
@@ -283,6 +298,8 @@ class Backend(ABC):
     label: ClassVar[str]
     #: appended to "no <label> device found" when the API shows no device at all
     install_hint: ClassVar[str] = ""
+    #: kernel languages it builds (``Kernel.language``)
+    languages: ClassVar[tuple[str, ...]] = ("opencl",)
 
     # -- devices and facts (no device open) ---------------------------------------------------
 
@@ -320,6 +337,8 @@ class Backend(ABC):
         self.build_dir = build_dir or (cache_dir() / "builds")
         self.build_dir.mkdir(parents=True, exist_ok=True)
         self._builds: dict[str, BuildResult] = {}
+        #: the device context is unusable after a sticky driver error: the harness replaces the worker
+        self.lost = False
 
     @abstractmethod
     def close(self) -> None:

@@ -247,9 +247,8 @@ class OpenCLBackend(Backend):
 
     @classmethod
     def owns(cls, device: DeviceInfo) -> bool:
-        """Every device: OpenCL reaches them all; a more specific backend registered before this
-        one claims its own devices first."""
-        return True
+        """The devices this backend listed (``backend == "opencl"``)."""
+        return device.backend == "opencl"
 
     @classmethod
     def version_facts(cls) -> dict[str, str]:

@@ -7,6 +7,7 @@ import time
 
 from kernelcast.clang import ParseError
 from kernelcast.schema import Kernel
+from models.static import cuda as cudamod
 from models.static import ptx as ptxmod
 from models.static.features import StaticFeatures
 from models.static.source import analyze_source
@@ -16,7 +17,8 @@ log = logging.getLogger(__name__)
 
 def extract(kernel: Kernel, *, ptx: bool = True, arch: str | None = None,
             resources: bool = True) -> StaticFeatures:
-    """Source features (OpenCL C) plus, where a toolchain exists, PTX features and ptxas resources.
+    """Source features (OpenCL C; CUDA through its translation) plus, where a toolchain exists, PTX
+    features and ptxas resources.
 
     Never raises for a bad kernel: failures go to ``StaticFeatures.errors``. ``arch`` is the PTX
     target (``sm_75``...; default: clang's default for OpenCL, nvcc's lowest for CUDA);
@@ -25,7 +27,7 @@ def extract(kernel: Kernel, *, ptx: bool = True, arch: str | None = None,
     out = StaticFeatures(kernel_id=kernel.id, kernel_name=kernel.name, language=kernel.language)
     t0 = time.perf_counter()
     is_cl = kernel.language in ("opencl", "cl", "opencl-c")
-    if is_cl:
+    if is_cl or kernel.language == "cuda":
         try:
             out.source = analyze_source(kernel)
         except (ParseError, ValueError) as e:
@@ -49,7 +51,7 @@ def extract(kernel: Kernel, *, ptx: bool = True, arch: str | None = None,
         else:
             out.toolchain["ptx"] = ptxmod.tool_versions().get("clang", ptxmod.find_clang() or "")
     elif kernel.language == "cuda":
-        text = ptxmod.cuda_to_ptx(kernel.source, arch)
+        text = cudamod.kernel_ptx(kernel, arch)
         if ptxmod.find_nvcc() is None:
             out.errors.append("ptx: nvcc not found")
         elif text is None:
@@ -61,7 +63,8 @@ def extract(kernel: Kernel, *, ptx: bool = True, arch: str | None = None,
     out.seconds["compile"] = t2 - t1
     if text is not None:
         try:
-            out.ptx = ptxmod.parse_ptx(text, kernel.name)
+            entry = cudamod.entry_name(text, kernel.name) if kernel.language == "cuda" else kernel.name
+            out.ptx = ptxmod.parse_ptx(text, entry or kernel.name)
         except ValueError as e:
             out.errors.append(f"ptx: {e}")
         if resources and out.ptx is not None:

@@ -84,6 +84,7 @@ import sys
 import clang.cindex as ci
 
 from kernelcast.clang import find_kernels, kernel_params, parse
+from kernelcast.cuda import looks_like_cuda
 from kernelcast.schema import Kernel
 from models.static.affine import average
 from models.static.cursors import type_bytes, type_class
@@ -137,8 +138,12 @@ def analyze_source(kernel: Kernel, filename: str = "kernel.cl") -> SourceFeature
     Raises :class:`kernelcast.clang.ParseError` when the source does not parse and
     ``ValueError`` when the kernel is not in it.
     """
+    if kernel.language == "cuda" or (kernel.language == "opencl" and looks_like_cuda(kernel.source)):
+        from models.static.cuda import analyze_cuda_source  # CUDA: through its C++ for OpenCL translation
+
+        return analyze_cuda_source(kernel)
     if kernel.language not in ("opencl", "cl", "opencl-c"):
-        raise ValueError(f"analyze_source handles OpenCL C kernels, not {kernel.language!r}")
+        raise ValueError(f"analyze_source handles OpenCL C and CUDA kernels, not {kernel.language!r}")
     _tu, kernels = _parse_cached(kernel.source, filename, kernel.build_options)
     if kernel.name not in kernels:
         raise ValueError(f"kernel {kernel.name!r} not found (kernels in the source: {', '.join(kernels) or 'none'})")
