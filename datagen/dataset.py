@@ -33,6 +33,9 @@ log = logging.getLogger(__name__)
 MANIFEST = "manifest.json"
 JOURNAL = "journal.jsonl"
 SHARDS = "shards"
+#: what a dataset directory may hold besides its manifest (kernel sources, memory-analysis cache,
+#: quarantined damage)
+DATASET_ENTRIES = frozenset({MANIFEST, JOURNAL, SHARDS, "kernels", "memargs", "quarantine"})
 #: manifest fields that must match for a run to resume into an existing dataset
 RESUME_KEYS: tuple[str, ...] = ("device_identity", "seed", "schema_version", "args_selection")
 
@@ -143,10 +146,13 @@ def existing_dataset(root: Path) -> tuple[dict[str, Any] | None, set[str]]:
     if root.exists() and not root.is_dir():
         raise DatasetMismatch(f"{root}: exists and is not a directory")
     old: dict[str, Any] | None = load_manifest(root) if (root / MANIFEST).is_file() else None
-    if old is None and root.is_dir() and any(root.iterdir()):
-        if _shard_paths(root) or (root / JOURNAL).is_file():
+    if old is None and root.is_dir():
+        if _shard_paths(root) or ((root / JOURNAL).is_file() and (root / JOURNAL).stat().st_size):
             raise DatasetDamaged(root, f"rows but no {MANIFEST}")
-        raise DatasetMismatch(f"{root}: not empty and not a dataset (no {MANIFEST}); use another --out")
+        foreign = sorted(p.name for p in root.iterdir() if p.name not in DATASET_ENTRIES)
+        if foreign:
+            raise DatasetMismatch(f"{root}: not empty and not a dataset (no {MANIFEST}; holds {foreign[0]}"
+                                  f"{' ...' if len(foreign) > 1 else ''}); use another --out")
     keys: set[str] = set()
     for p in _shard_paths(root):
         keys.update(read_shard(root, p, columns=["row_key"])["row_key"].tolist())

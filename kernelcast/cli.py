@@ -226,7 +226,10 @@ def _default_actions(parser: argparse.ArgumentParser, argv: list[str]) -> list[s
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv = _default_actions(parser, list(sys.argv[1:] if argv is None else argv))
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:     # a malformed command line (one line printed by Parser.error), or --help
+        return e.code if isinstance(e.code, int) else 2
     setup_logging(args.verbose)
     try:
         return int(args.func(args) or 0)
