@@ -89,6 +89,15 @@ def load_corpus_kernels(spec: str, limit: int | None = None, device: str | None 
     return kernels, desc
 
 
+def _not_compiled(spec: str) -> int:
+    """Kernels of a corpus directory marked as failing its compile check (read_corpus leaves them out)."""
+    from datagen.corpus_store import read_records
+
+    if spec == "bundled":
+        return 0      # ingested on the fly without a compile check
+    return sum(r.get("compile_status", "ok") not in ("ok", "unchecked") for r in read_records(spec))
+
+
 # ---------------------------------------------------------------------------------------------
 # datagen
 
@@ -134,8 +143,13 @@ def cmd_datagen(args: argparse.Namespace) -> int:
     kernels = [k for ks, _ in corpora for k in ks]
     if args.limit is not None:
         kernels = kernels[: args.limit]
+    not_compiled = sum(_not_compiled(c) for c in args.corpus)
     if not kernels:
-        raise UsageError("the corpus holds no kernels")
+        raise UsageError("the corpus holds no kernels" + (f" that compiled ({not_compiled} failed the corpus's "
+                                                          f"compile check)" if not_compiled else ""))
+    if not_compiled and not args.json:
+        print(f"note: {not_compiled} corpus kernel(s) failed the corpus's compile check and are not measured",
+              file=sys.stderr)
     device = select_device(device_spec(args.device))
     try:
         run = run_datagen(kernels, args.out, device, opts, meter=args.meter, timeout_s=args.timeout,
@@ -144,7 +158,8 @@ def cmd_datagen(args: argparse.Namespace) -> int:
         print(f"\n{e}", file=sys.stderr)
         return 130
     if args.json:
-        print(to_json({"summary": run.summary.to_dict(), "dataset": args.out, "rows_total": run.rows_total}))
+        print(to_json({"summary": run.summary.to_dict(), "dataset": args.out, "rows_total": run.rows_total,
+                       "corpus_not_compiled": not_compiled}))
         return 0
     print(run.summary.format())
     print(f"dataset: {args.out} ({run.rows_total} rows in all)")

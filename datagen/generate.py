@@ -126,6 +126,7 @@ class Summary:
     kernel_status: Counter = field(default_factory=Counter)
     rows_new: int = 0
     rows_resumed: int = 0
+    duplicates: int = 0           # sampled configurations identical to one already visited this run
     skipped: int = 0
     status: Counter = field(default_factory=Counter)
     wall_s: float = 0.0
@@ -145,7 +146,8 @@ class Summary:
             self.by_pass[pass_].append(m.time.median_us)
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {k: getattr(self, k) for k in ("kernels", "rows_new", "rows_resumed", "skipped",
+        d: dict[str, Any] = {k: getattr(self, k) for k in ("kernels", "rows_new", "rows_resumed", "duplicates",
+                                                           "skipped",
                                                            "wall_s", "measure_wall_s", "kernel_time_s")}
         d["kernel_status"] = dict(self.kernel_status)
         d["status"] = dict(self.status)
@@ -160,7 +162,8 @@ class Summary:
         lines = [
             f"kernels: {self.kernels}  ("
             + ", ".join(f"{k}: {v}" for k, v in sorted(self.kernel_status.items())) + ")",
-            f"rows: {self.rows_new} new, {self.rows_resumed} already stored, {self.skipped} skipped (pruned)",
+            f"rows: {self.rows_new} new, {self.rows_resumed} already stored, {self.skipped} skipped (pruned)"
+            + (f", {self.duplicates} duplicate configuration(s) sampled" if self.duplicates else ""),
             "rows by status: " + ", ".join(f"{k}: {v}" for k, v in sorted(self.status.items())),
         ]
         if self.wall_s:
@@ -204,6 +207,7 @@ class Generator:
         existing = read_dataset(writer.root) if len(writer) else None
         self.stored: dict[str, dict[str, Any]] = {}
         self.preexisting: set[str] = set()
+        self.visited: set[str] = set()        # row keys this run has asked for
         if existing is not None and len(existing):
             cols = ["row_key", "kernel_id", "status", "reason", "time_median_us", "lsize", "n_wg", "pass"]
             for r in existing[cols].to_dict("records"):
@@ -326,8 +330,12 @@ class Generator:
                       "value": None if a.value is None else str(a.value), "init": a.init} for a in args]
         key = row_key(k.id, gsize, lsize, arg_dicts, self.o.args)
         self._tick()
+        first_visit = key not in self.visited
+        self.visited.add(key)
         if key in self.stored:
-            if key in self.preexisting:
+            if not first_visit:
+                self.summary.duplicates += 1      # sampled twice (or rebalancing hit a sampled N_WG)
+            elif key in self.preexisting:
                 self.summary.rows_resumed += 1
             return self.stored[key]   # stored before, or earlier in this run (rebalancing hit a sampled N_WG)
         setting = getattr(self.select, "last_setting", None)

@@ -2,12 +2,14 @@
 
 The parent kills a worker whose kernel runs past the timeout, but a parent that is itself killed
 (``kill -9``, OOM killer) cannot: the worker would be re-parented to PID 1 and keep burning a core.
-Three mechanisms, installed from inside the worker, close that gap:
+Installed from inside the worker:
 
 * ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` (Linux, via ctypes): the kernel kills the worker the moment
   its parent dies, even while the worker is blocked inside the driver holding the GIL.
 * a watchdog thread that polls ``os.getppid()`` (every platform; the fallback where ``prctl`` is
   missing) and kills the worker when the parent is gone.
+* SIGINT is ignored: Ctrl-C is the parent's to handle; a SIGINT reaching the worker alone would
+  otherwise store the configuration in flight as a permanent ``crash``.
 * a per-job deadline on an interval timer whose signal keeps its default action (terminate): a
   worker still inside one job after the parent's own limits plus a grace period ends, whatever it
   is blocked in. The parent's limits always fire first, so a live parent still reports ``timeout``.
@@ -55,7 +57,12 @@ def _watch_parent(parent_pid: int) -> None:
 
 
 def bind_to_parent(parent_pid: int) -> None:
-    """Make this (worker) process die with ``parent_pid``. Call first thing in the worker."""
+    """Make this (worker) process die with ``parent_pid``. Call first thing in the worker.
+
+    The worker also ignores SIGINT: Ctrl-C is the parent's to handle (it stops the worker), and a
+    SIGINT that reaches the worker alone must not turn the configuration in flight into a
+    permanent ``crash`` row."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _set_pdeathsig()
     if os.getppid() != parent_pid:     # the parent died before prctl took effect
         _die()
