@@ -75,7 +75,8 @@ def read_shard(root: Path, path: Path, columns: list[str] | None = None) -> pd.D
     try:
         df = pd.read_parquet(path, columns=columns)
     except (OSError, ValueError, pa.ArrowException) as e:
-        first = (str(e).splitlines() or [type(e).__name__])[0][:120]
+        first = (str(e).splitlines() or [type(e).__name__])[0]
+        first = first.split("': ", 1)[-1].split(". ")[0][:100]     # pyarrow: "Could not open ... 'PATH': WHY. ..."
         raise DatasetDamaged(root, f"{path.relative_to(root)} is not a readable Parquet file ({first})") from None
     if "row_key" not in df.columns:
         raise DatasetDamaged(root, f"{path.relative_to(root)} has no row_key column")
