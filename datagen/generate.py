@@ -43,6 +43,10 @@ from kernelcast.schema import SCHEMA_VERSION, ArgsSelection, Kernel, LaunchConfi
 log = logging.getLogger(__name__)
 
 FAULTS = ("crash", "timeout")
+#: the validity race check's global size: at least this many work-items, and this many
+#: warp-sized work-groups per compute unit
+CONCURRENT_MIN_ITEMS = 4096
+CONCURRENT_WGS_PER_CU = 64
 
 
 @dataclass
@@ -378,7 +382,14 @@ class Generator:
             args = self.select(params, gsize, lsize)
         except UnsupportedArgument as e:
             return self._kernel_row(k, "invalid_config", str(e))
-        v = check_validity(self.h, k, LaunchConfig(gsize, lsize, args), seed=VALIDITY_SEED)
+        # the race check: many small work-groups, several per compute unit, so that they overlap
+        cgsize = tuple([self.limits.warp * max(CONCURRENT_WGS_PER_CU * self.limits.compute_units,
+                                               CONCURRENT_MIN_ITEMS // self.limits.warp)] + [1] * (dims - 1))
+        try:
+            concurrent = LaunchConfig(cgsize, lsize, self.select(params, cgsize, lsize))
+        except UnsupportedArgument:
+            concurrent = None
+        v = check_validity(self.h, k, LaunchConfig(gsize, lsize, args), seed=VALIDITY_SEED, concurrent=concurrent)
         return self._kernel_row(k, v.status, v.reason, {"gsize": list(gsize), "lsize": list(lsize),
                                                         "extra": v.to_dict()})
 
