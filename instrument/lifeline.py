@@ -31,6 +31,8 @@ PR_SET_PDEATHSIG = 1
 #: seconds the worker's own deadline runs past the parent's (build + run) limits
 DEADLINE_GRACE_S = 10.0
 POLL_S = 0.5
+#: longest deadline the interval timer takes (a year; larger values overflow time_t on some platforms)
+MAX_DEADLINE_S = 365 * 24 * 3600.0
 
 
 def _set_pdeathsig() -> bool:
@@ -78,6 +80,6 @@ def arm_deadline(seconds: float) -> None:
         return
     if seconds > 0:
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
-        signal.setitimer(signal.ITIMER_REAL, seconds)
+        signal.setitimer(signal.ITIMER_REAL, min(seconds, MAX_DEADLINE_S))
     else:
         signal.setitimer(signal.ITIMER_REAL, 0)
