@@ -147,6 +147,9 @@ _add("tune",
      f"{TU} --model {{fx}}/missing", f"{TU} --measured {{fx}}/bad.json", f"{TU} --measured {{fx}}/binary.bin",
      f"tune --kernel {K} --gsize 1000000000000 --profile a100", "tune --kernel {fx}/missing.cl --gsize 64",
      f"{TU} --top x", f"tune --kernel {K} --gsize 1024 --profile v100 --shapes --power-caps 1:1000000:1")
+_add("demo",
+     "demo --out {fx}/file.txt", "demo --out {fx}/corpus", "demo --synthetic 0", "demo --epochs=-1",
+     "demo --bundled-every x", "demo --meter bogus", "demo --max-sizes 0", "demo --configs-per-kernel=-2")
 B = "bench --out {out} --profile a100"
 _add("bench",
      "bench --out {fx}/file.txt --profile a100", f"{B} --max-sizes 0", f"{B} --max-sizes=-1", f"{B} --max-sizes x",
@@ -334,7 +337,7 @@ def test_table_is_large_and_covers_every_subcommand() -> None:
     cmds = {c for c, _ in CASES}
     assert len(CASES) >= 150
     assert cmds >= {"devices", "measure", "corpus", "datagen", "dataset", "calib", "train", "blend", "evaluate",
-                    "predict", "tune", "bench"}
+                    "predict", "tune", "bench", "demo"}
 
 
 @pytest.mark.parametrize(("cmd", "argv"), CASES, ids=[" ".join(a)[:80] for _, a in CASES])
