@@ -5,7 +5,10 @@ The parent kills a worker whose kernel runs past the timeout, but a parent that 
 Installed from inside the worker:
 
 * ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` (Linux, via ctypes): the kernel kills the worker the moment
-  its parent dies, even while the worker is blocked inside the driver holding the GIL.
+  its parent dies, even while the worker is blocked inside the driver holding the GIL. Linux sends
+  it when the parent *thread* that started the worker ends, so a :class:`~instrument.harness.Harness`
+  must be started (its first ``run``) from a thread that outlives it (the main thread everywhere
+  in kernelcast).
 * a watchdog thread that polls ``os.getppid()`` (every platform; the fallback where ``prctl`` is
   missing) and kills the worker when the parent is gone.
 * SIGINT is ignored: Ctrl-C is the parent's to handle; a SIGINT reaching the worker alone would
