@@ -355,8 +355,13 @@ def test_bad_command_line(cmd: str, argv: list[str], fuzz_dir: Path) -> None:
 def main() -> int:
     import tempfile
 
-    os.environ.setdefault("KERNELCAST_CACHE", tempfile.mkdtemp(prefix="kernelcast-fuzz-cache-"))
-    tmp = Path(tempfile.mkdtemp(prefix="kernelcast-fuzz-"))
+    with tempfile.TemporaryDirectory(prefix="kernelcast-fuzz-") as d:     # removed afterwards
+        os.environ.setdefault("KERNELCAST_CACHE", str(Path(d) / "cache"))
+        (Path(d) / "run").mkdir()
+        return _run_table(Path(d) / "run")
+
+
+def _run_table(tmp: Path) -> int:
     make_fixtures(tmp / "fx")
     counts: dict[str, list[int]] = {}
     bad: list[Outcome] = []
