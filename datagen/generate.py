@@ -35,6 +35,7 @@ from datagen.rebalance import plan_rebalance
 from datagen.sampler import DEFAULT_K, DEFAULT_MAX_TOTAL_ITEMS, DEFAULT_RATIO, DeviceLimits, regime_of, sample_configs
 from datagen.validity import VALIDITY_SEED, check_validity
 from instrument.backends import backend_for
+from instrument.memcheck import HOST_MEMORY_REASON
 from instrument.runner import HARNESS_VERSION, TimingPolicy
 from kernelcast.clang import KernelParam, ParseError, kernel_signatures
 from kernelcast.errors import KernelcastError
@@ -344,6 +345,10 @@ class Generator:
             return self.stored[key]   # stored before, or earlier in this run (rebalancing hit a sampled N_WG)
         setting = getattr(self.select, "last_setting", None)
         m = self.h.run(k, LaunchConfig(gsize, lsize, args), self.o.timing)
+        if m.status == "invalid_config" and HOST_MEMORY_REASON in (m.reason or ""):
+            # refused for the host's free memory at this moment: not stored, so a rerun tries again
+            self.summary.skipped += 1
+            return {"status": "invalid_config", "reason": m.reason}
         row = flatten(m, k, key=key, selection=self.o.args, pass_=pass_, regime=regime, n_wg=n_wg, seed=self.o.seed)
         if setting is not None:   # memory analysis: the fitted size = c * work-items + d of every array
             row["extra"] = {"array_fits": {n: {"c": float(f.c), "d": float(f.d)} for n, f in setting.arrays.items()},
