@@ -28,6 +28,13 @@ from kernelcast.errors import UsageError
 DEMO_MARKER = ".kernelcast-demo"
 
 
+def _is_demo_dir(out: Path) -> bool:
+    """The demo's own working directory: its marker, or (made before the marker existed) nothing but
+    the entries the demo writes."""
+    names = {p.name for p in out.iterdir()}
+    return DEMO_MARKER in names or names <= {"corpus", "bundled", "dataset", "profile.json", "model", "report"}
+
+
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("demo", help="the main job: corpus -> dataset -> calibration -> training -> bench",
                        description=__doc__.split("\n\n")[0] + " " + " ".join(__doc__.split("\n\n")[1].split()))
@@ -71,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {args.out}: exists and is not a directory")
-    if out.is_dir() and any(out.iterdir()) and not (out / DEMO_MARKER).is_file():
+    if out.is_dir() and any(out.iterdir()) and not _is_demo_dir(out):
         # the demo replaces its working directory: never one it did not make
         raise UsageError(f"--out {args.out}: a directory the demo did not make (no {DEMO_MARKER}); "
                          f"give an empty or new directory")
