@@ -99,6 +99,15 @@ def load_corpus_kernels(spec: str, limit: int | None = None, device: str | None 
     return kernels, desc
 
 
+def _not_compiled(spec: str) -> int:
+    """Kernels of a corpus directory marked as failing its compile check (read_corpus leaves them out)."""
+    from datagen.corpus_store import read_records
+
+    if spec == "bundled":
+        return 0      # ingested on the fly without a compile check
+    return sum(r.get("compile_status", "ok") not in ("ok", "unchecked") for r in read_records(spec))
+
+
 # ---------------------------------------------------------------------------------------------
 # datagen
 
@@ -187,18 +196,24 @@ def cmd_datagen(args: argparse.Namespace) -> int:
 
         specs = (["bundled"] if preset.bundled else []) + \
             ([str(p) for p in ingested_corpora()] if preset.ingested else [])
-        corpora = [load_corpus_kernels(c, None) for c in specs]
         if preset.synthetic:
             out.mkdir(parents=True, exist_ok=True)
-            corpora.append(load_corpus_kernels(str(synthetic_corpus(out, preset)), None))
+            specs.append(str(synthetic_corpus(out, preset)))
+        corpora = [load_corpus_kernels(c, None) for c in specs]
         extra = {"preset": preset.to_dict()}
     else:
-        corpora = [load_corpus_kernels(c, None) for c in args.corpus]
+        specs = list(args.corpus)
+        corpora = [load_corpus_kernels(c, None) for c in specs]
     kernels = [k for ks, _ in corpora for k in ks]
     if args.limit is not None:
         kernels = kernels[: args.limit]
+    not_compiled = sum(_not_compiled(c) for c in specs)
     if not kernels:
-        raise UsageError("the corpus holds no kernels")
+        raise UsageError("the corpus holds no kernels" + (f" that compiled ({not_compiled} failed the corpus's "
+                                                          f"compile check)" if not_compiled else ""))
+    if not_compiled and not args.json:
+        print(f"note: {not_compiled} corpus kernel(s) failed the corpus's compile check and are not measured",
+              file=sys.stderr)
     extra["command"] = command_line(args, preset)
     if args.ray is not None:
         from datagen.distributed import ActorsLost, run_datagen_ray
@@ -230,7 +245,7 @@ def cmd_datagen(args: argparse.Namespace) -> int:
         card, _ = write_card(out)
     if args.json:
         print(to_json({"summary": run.summary.to_dict(), "dataset": args.out, "rows_total": run.rows_total,
-                       "card": str(card) if card else None}))
+                       "card": str(card) if card else None, "corpus_not_compiled": not_compiled}))
         return 0
     print(run.summary.format())
     print(f"dataset: {args.out} ({run.rows_total} rows in all)" + (f"; card: {card}" if card else ""))

@@ -52,6 +52,9 @@ log = logging.getLogger(__name__)
 MANIFEST = "manifest.json"
 JOURNAL = "journal.jsonl"
 SHARDS = "shards"
+#: what a dataset directory may hold besides its manifest (kernel sources, memory-analysis cache,
+#: quarantined damage)
+DATASET_ENTRIES = frozenset({MANIFEST, JOURNAL, SHARDS, "kernels", "memargs", "quarantine"})
 #: manifest fields that must match for a run to resume into an existing dataset
 RESUME_KEYS: tuple[str, ...] = ("device_identity", "seed", "schema_version", "args_selection")
 #: the dataset schema this code writes (see the module docstring)
@@ -95,7 +98,8 @@ def read_shard(root: Path, path: Path, columns: list[str] | None = None) -> pd.D
     try:
         df = pd.read_parquet(path, columns=columns)
     except (OSError, ValueError, pa.ArrowException) as e:
-        first = (str(e).splitlines() or [type(e).__name__])[0][:120]
+        first = (str(e).splitlines() or [type(e).__name__])[0]
+        first = first.split("': ", 1)[-1].split(". ")[0][:100]     # pyarrow: "Could not open ... 'PATH': WHY. ..."
         raise DatasetDamaged(root, f"{path.relative_to(root)} is not a readable Parquet file ({first})") from None
     if "row_key" not in df.columns:
         raise DatasetDamaged(root, f"{path.relative_to(root)} has no row_key column")
@@ -166,10 +170,13 @@ def existing_dataset(root: Path) -> tuple[dict[str, Any] | None, set[str]]:
     if root.exists() and not root.is_dir():
         raise DatasetMismatch(f"{root}: exists and is not a directory")
     old: dict[str, Any] | None = load_manifest(root) if (root / MANIFEST).is_file() else None
-    if old is None and root.is_dir() and any(root.iterdir()):
-        if _shard_paths(root) or (root / JOURNAL).is_file():
+    if old is None and root.is_dir():
+        if _shard_paths(root) or ((root / JOURNAL).is_file() and (root / JOURNAL).stat().st_size):
             raise DatasetDamaged(root, f"rows but no {MANIFEST}")
-        raise DatasetMismatch(f"{root}: not empty and not a dataset (no {MANIFEST}); use another --out")
+        foreign = sorted(p.name for p in root.iterdir() if p.name not in DATASET_ENTRIES)
+        if foreign:
+            raise DatasetMismatch(f"{root}: not empty and not a dataset (no {MANIFEST}; holds {foreign[0]}"
+                                  f"{' ...' if len(foreign) > 1 else ''}); use another --out")
     keys: set[str] = set()
     for p in _shard_paths(root):
         keys.update(read_shard(root, p, columns=["row_key"])["row_key"].tolist())

@@ -45,6 +45,7 @@ from datagen.sampler import (
 )
 from datagen.validity import VALIDITY_SEED, check_validity
 from instrument.backends import backend_for
+from instrument.memcheck import HOST_MEMORY_REASON
 from instrument.runner import HARNESS_VERSION, TimingPolicy
 from kernelcast.clang import KernelParam, ParseError, kernel_signatures
 from kernelcast.errors import KernelcastError
@@ -67,6 +68,12 @@ REMEASURE_MAX_S = 0.25
 def needs_remeasure(status: str, cv: float | None, kernel_s: float = 0.0) -> bool:
     return (status == "ok" and cv is not None and not math.isnan(cv) and cv > REMEASURE_CV
             and kernel_s <= REMEASURE_MAX_S)
+
+
+#: the validity race check's global size: at least this many work-items, and this many
+#: warp-sized work-groups per compute unit
+CONCURRENT_MIN_ITEMS = 4096
+CONCURRENT_WGS_PER_CU = 64
 
 
 @dataclass
@@ -179,6 +186,7 @@ class Summary:
     remeasured: int = 0
     reference_checks: int = 0
     reference_drifted: int = 0
+    duplicates: int = 0           # sampled configurations identical to one already visited this run
     skipped: int = 0
     status: Counter = field(default_factory=Counter)
     wall_s: float = 0.0
@@ -198,8 +206,9 @@ class Summary:
             self.by_pass[pass_].append(m.time.median_us)
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {k: getattr(self, k) for k in ("kernels", "rows_new", "rows_resumed", "remeasured",
-                                                           "reference_checks", "reference_drifted", "skipped",
+        d: dict[str, Any] = {k: getattr(self, k) for k in ("kernels", "rows_new", "rows_resumed", "duplicates",
+                                                           "remeasured", "reference_checks", "reference_drifted",
+                                                           "skipped",
                                                            "wall_s", "measure_wall_s", "kernel_time_s")}
         d["kernel_status"] = dict(self.kernel_status)
         d["status"] = dict(self.status)
@@ -214,8 +223,9 @@ class Summary:
         lines = [
             f"kernels: {self.kernels}  ("
             + ", ".join(f"{k}: {v}" for k, v in sorted(self.kernel_status.items())) + ")",
-            f"rows: {self.rows_new} new, {self.rows_resumed} already stored, {self.skipped} skipped (pruned), "
-            f"{self.remeasured} re-measured (noisy or drifted), reference checks {self.reference_checks} "
+            f"rows: {self.rows_new} new, {self.rows_resumed} already stored, {self.skipped} skipped (pruned)"
+            + (f", {self.duplicates} duplicate configuration(s) sampled" if self.duplicates else "")
+            + f", {self.remeasured} re-measured (noisy or drifted), reference checks {self.reference_checks} "
             f"({self.reference_drifted} drifted)",
             "rows by status: " + ", ".join(f"{k}: {v}" for k, v in sorted(self.status.items())),
         ]
@@ -273,6 +283,7 @@ class Generator:
         existing = read_dataset(writer.root, resolve=False) if len(writer) else None
         self.stored: dict[str, dict[str, Any]] = {}
         self.preexisting: set[str] = set()
+        self.visited: set[str] = set()        # row keys this run has asked for
         if existing is not None and len(existing):
             for r in existing[list(STORED_COLUMNS)].to_dict("records"):
                 self.stored[r["row_key"]] = r
@@ -470,8 +481,12 @@ class Generator:
                       "value": None if a.value is None else str(a.value), "init": a.init} for a in args]
         key = row_key(k.id, gsize, lsize, arg_dicts, self.o.args)
         self._tick()
+        first_visit = key not in self.visited
+        self.visited.add(key)
         if key in self.stored:
-            if key in self.preexisting:
+            if not first_visit:
+                self.summary.duplicates += 1      # sampled twice (or rebalancing hit a sampled N_WG)
+            elif key in self.preexisting:
                 self.summary.rows_resumed += 1
             return self.stored[key]   # stored before, or earlier in this run (rebalancing hit a sampled N_WG)
         setting = getattr(self.select, "last_setting", None)
@@ -481,6 +496,10 @@ class Generator:
         cfg = LaunchConfig(gsize, lsize, args)
         self._reference()
         m = self.h.run(k, cfg, self.o.timing)
+        if m.status == "invalid_config" and HOST_MEMORY_REASON in (m.reason or ""):
+            # refused for the host's free memory at this moment: not stored, so a rerun tries again
+            self.summary.skipped += 1
+            return {"status": "invalid_config", "reason": m.reason}
         row = flatten(m, k, key=key, selection=self.o.args, pass_=pass_, regime=regime, n_wg=n_wg, seed=self.o.seed,
                       problem=problem_id(k.id, self.o.args, gsize, arg_dicts), sweep=sweep, activity=activity)
         if setting is not None:   # memory analysis: the fitted size = c * work-items + d of every array
@@ -553,7 +572,14 @@ class Generator:
             args = self.select(params, gsize, lsize)
         except UnsupportedArgument as e:
             return self._kernel_row(k, "invalid_config", str(e))
-        v = check_validity(self.h, k, LaunchConfig(gsize, lsize, args), seed=VALIDITY_SEED)
+        # the race check: many small work-groups, several per compute unit, so that they overlap
+        cgsize = tuple([self.limits.warp * max(CONCURRENT_WGS_PER_CU * self.limits.compute_units,
+                                               CONCURRENT_MIN_ITEMS // self.limits.warp)] + [1] * (dims - 1))
+        try:
+            concurrent = LaunchConfig(cgsize, lsize, self.select(params, cgsize, lsize))
+        except UnsupportedArgument:
+            concurrent = None
+        v = check_validity(self.h, k, LaunchConfig(gsize, lsize, args), seed=VALIDITY_SEED, concurrent=concurrent)
         return self._kernel_row(k, v.status, v.reason, {"gsize": list(gsize), "lsize": list(lsize),
                                                         "extra": v.to_dict()})
 

@@ -147,7 +147,8 @@ def check_dataset(root: str | os.PathLike[str]) -> CheckReport:
         try:
             read_records(p / KERNELS.parent)
         except CorpusError as e:
-            damage.append(Damage(str(KERNELS), "kernels", str(e).split(": ", 1)[-1].split(";")[0]))
+            detail = str(e).split(";")[0].replace(str(p / KERNELS), "").replace(str(p / KERNELS.parent), "")
+            damage.append(Damage(str(KERNELS), "kernels", detail.lstrip(": ").strip()))
     return CheckReport(str(p), shards, rows, len(good), damage)
 
 

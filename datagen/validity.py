@@ -8,6 +8,11 @@ Three runs of one small configuration, each from freshly initialised buffers:
 
 A kernel that fails a check is recorded with status ``invalid_output`` and the reason; one that
 crashes, hangs, fails to build or writes out of bounds in A gets that status instead.
+
+The small configuration runs so few work-groups that they hardly overlap, so a data race (a
+non-atomic read-modify-write of one global by every work-item) passes it. With a ``concurrent``
+configuration (many small work-groups, several per compute unit) the kernel also runs
+:data:`CONCURRENT_RUNS` times from the same inputs there; any difference is nondeterminism too.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from instrument.runner import TimingPolicy
 from kernelcast.schema import Kernel, LaunchConfig
 
 VALIDITY_SEED = 1234
+#: runs of the concurrent configuration compared with one another
+CONCURRENT_RUNS = 3
 _ONCE = TimingPolicy(warmup=0, min_repeats=1, min_time_s=0.0, max_repeats=1, max_time_s=5.0)
 
 
@@ -29,6 +36,7 @@ class Validity:
     nondeterministic: bool | None = None
     input_insensitive: bool | None = None
     changed_outputs: list[str] = field(default_factory=list)
+    concurrent_gsize: list[int] | None = None     # where the race check ran (None: not run)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -38,7 +46,8 @@ def _digests(m: Any) -> dict[str, str]:
     return {n: o["sha256"] for n, o in m.outputs.items() if o.get("output_candidate")}
 
 
-def check_validity(harness: Any, kernel: Kernel, config: LaunchConfig, seed: int = VALIDITY_SEED) -> Validity:
+def check_validity(harness: Any, kernel: Kernel, config: LaunchConfig, seed: int = VALIDITY_SEED,
+                   concurrent: LaunchConfig | None = None) -> Validity:
     a = harness.run(kernel, config, TimingPolicy(**{**asdict(_ONCE), "seed": seed}), want_outputs=True)
     if a.status != "ok":
         return Validity(a.status, a.reason)
@@ -60,4 +69,27 @@ def check_validity(harness: Any, kernel: Kernel, config: LaunchConfig, seed: int
         v.status, v.reason = "invalid_output", "nondeterministic: same inputs gave different outputs"
     elif insensitive:
         v.status, v.reason = "invalid_output", "input-insensitive: different inputs gave the same outputs"
+    elif concurrent is not None:
+        _check_concurrent(harness, kernel, concurrent, seed, v)
     return v
+
+
+def _check_concurrent(harness: Any, kernel: Kernel, config: LaunchConfig, seed: int, v: Validity) -> None:
+    """Run ``config`` from the same inputs :data:`CONCURRENT_RUNS` times; differing outputs make
+    ``v`` nondeterministic. A run that fails leaves ``v`` as it is (the sampled configurations will
+    show the failure with its status)."""
+    first: dict[str, str] | None = None
+    for _ in range(CONCURRENT_RUNS):
+        m = harness.run(kernel, config, TimingPolicy(**{**asdict(_ONCE), "seed": seed}), want_outputs=True)
+        if m.status != "ok":
+            return
+        d = {n: h for n, h in _digests(m).items() if n in v.changed_outputs}
+        if first is None:
+            first = d
+            v.concurrent_gsize = list(config.gsize)
+        elif d != first:
+            v.nondeterministic = True
+            v.status = "invalid_output"
+            v.reason = (f"nondeterministic at global size {'x'.join(map(str, config.gsize))} (work-groups running "
+                        f"concurrently): same inputs gave different outputs, a data race")
+            return

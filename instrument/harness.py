@@ -181,7 +181,9 @@ class Harness:
     def __enter__(self) -> Harness:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is KeyboardInterrupt:      # the worker ignores SIGINT: stop it now, not after 5 s
+            self._stop_worker(kill=True)
         self.close()
 
     # -- running ----------------------------------------------------------------------------

@@ -2,12 +2,17 @@
 
 The parent kills a worker whose kernel runs past the timeout, but a parent that is itself killed
 (``kill -9``, OOM killer) cannot: the worker would be re-parented to PID 1 and keep burning a core.
-Three mechanisms, installed from inside the worker, close that gap:
+Installed from inside the worker:
 
 * ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` (Linux, via ctypes): the kernel kills the worker the moment
-  its parent dies, even while the worker is blocked inside the driver holding the GIL.
+  its parent dies, even while the worker is blocked inside the driver holding the GIL. Linux sends
+  it when the parent *thread* that started the worker ends, so a :class:`~instrument.harness.Harness`
+  must be started (its first ``run``) from a thread that outlives it (the main thread everywhere
+  in kernelcast).
 * a watchdog thread that polls ``os.getppid()`` (every platform; the fallback where ``prctl`` is
   missing) and kills the worker when the parent is gone.
+* SIGINT is ignored: Ctrl-C is the parent's to handle; a SIGINT reaching the worker alone would
+  otherwise store the configuration in flight as a permanent ``crash``.
 * a per-job deadline on an interval timer whose signal keeps its default action (terminate): a
   worker still inside one job after the parent's own limits plus a grace period ends, whatever it
   is blocked in. The parent's limits always fire first, so a live parent still reports ``timeout``.
@@ -29,6 +34,8 @@ PR_SET_PDEATHSIG = 1
 #: seconds the worker's own deadline runs past the parent's (build + run) limits
 DEADLINE_GRACE_S = 10.0
 POLL_S = 0.5
+#: longest deadline the interval timer takes (a year; larger values overflow time_t on some platforms)
+MAX_DEADLINE_S = 365 * 24 * 3600.0
 
 
 def _set_pdeathsig() -> bool:
@@ -55,7 +62,12 @@ def _watch_parent(parent_pid: int) -> None:
 
 
 def bind_to_parent(parent_pid: int) -> None:
-    """Make this (worker) process die with ``parent_pid``. Call first thing in the worker."""
+    """Make this (worker) process die with ``parent_pid``. Call first thing in the worker.
+
+    The worker also ignores SIGINT: Ctrl-C is the parent's to handle (it stops the worker), and a
+    SIGINT that reaches the worker alone must not turn the configuration in flight into a
+    permanent ``crash`` row."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _set_pdeathsig()
     if os.getppid() != parent_pid:     # the parent died before prctl took effect
         _die()
@@ -71,6 +83,6 @@ def arm_deadline(seconds: float) -> None:
         return
     if seconds > 0:
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
-        signal.setitimer(signal.ITIMER_REAL, seconds)
+        signal.setitimer(signal.ITIMER_REAL, min(seconds, MAX_DEADLINE_S))
     else:
         signal.setitimer(signal.ITIMER_REAL, 0)

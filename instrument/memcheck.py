@@ -25,6 +25,8 @@ HOST_COPIES_GPU = 2
 GUARD_BYTES = 4096
 #: share of the available host memory a launch may take
 HOST_SHARE = 0.8
+#: in the reason of a configuration refused for the host's memory *now* (it may fit later)
+HOST_MEMORY_REASON = "the host's available memory"
 
 
 def host_available_bytes() -> int | None:
@@ -72,5 +74,5 @@ def check_buffer_memory(info: DeviceInfo, bindings: Sequence[ArgBinding], host_a
     copies = HOST_COPIES_CPU if str(info.type).upper() == "CPU" else HOST_COPIES_GPU
     if avail is not None and total * copies > avail * HOST_SHARE:
         raise ConfigError(f"buffers need {_human(total)}, {copies} host copies of which ({_human(total * copies)}) "
-                          f"exceed {HOST_SHARE:.0%} of the host's available memory ({_human(avail)})")
+                          f"exceed {HOST_SHARE:.0%} of {HOST_MEMORY_REASON} ({_human(avail)})")
     return total

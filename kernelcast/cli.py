@@ -228,7 +228,10 @@ def _default_actions(parser: argparse.ArgumentParser, argv: list[str]) -> list[s
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv = _default_actions(parser, list(sys.argv[1:] if argv is None else argv))
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:     # a malformed command line (one line printed by Parser.error), or --help
+        return e.code if isinstance(e.code, int) else 2
     setup_logging(args.verbose)
     try:
         return int(args.func(args) or 0)
@@ -238,6 +241,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("kernelcast: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:     # output piped into a reader that stopped (| head): not an error of ours
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -25,6 +25,16 @@ from typing import Any
 
 from kernelcast.errors import UsageError
 
+#: the file that marks a directory as the demo's own (the demo deletes only such a directory)
+DEMO_MARKER = ".kernelcast-demo"
+
+
+def _is_demo_dir(out: Path) -> bool:
+    """The demo's own working directory: its marker, or (made before the marker existed) nothing but
+    the entries the demo writes."""
+    names = {p.name for p in out.iterdir()}
+    return DEMO_MARKER in names or names <= {"corpus", "bundled", "dataset", "profile.json", "model", "report"}
+
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("demo", help="the main job: corpus -> dataset -> calibration -> training -> bench",
@@ -70,11 +80,16 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {args.out}: exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not _is_demo_dir(out):
+        # the demo replaces its working directory: never one it did not make
+        raise UsageError(f"--out {args.out}: a directory the demo did not make (no {DEMO_MARKER}); "
+                         f"give an empty or new directory")
     device = select_device(device_spec(args.device))
     t0 = time.perf_counter()
     if out.exists() and not args.resume:
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
+    (out / DEMO_MARKER).write_text("a kernelcast demo working directory: 'kernelcast demo' replaces it\n")
 
     _stage(1, "corpus: bundled slice + synthetic kernels", t0)
     corpus = out / "corpus"

@@ -283,6 +283,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
         max_wg = min(max_wg, args.max_wg)
     if caps != [None] and not (profile.get("tdp_w")):
         raise UsageError("--power-caps needs a profile with tdp_w (a GPU profile); this one has none")
+    if max_wg // max(warp, 1) > MAX_POINTS:     # a profile's limits bound the enumeration; say so
+        raise UsageError(f"{max_wg // max(warp, 1)} work-group sizes (max {max_wg} / warp {warp}) is more than "
+                         f"{MAX_POINTS}; lower --max-wg")
     configs = enumerate_shapes(n, warp, max_wg, None, args.shapes)
     if not configs:
         raise UsageError(f"no valid work-group size: warp {warp} exceeds the maximum {max_wg}")

@@ -163,6 +163,9 @@ _add("tune",
      f"{TU} --format bogus", f"{TU} --out {{out}}", f"{TU} --format kernel-tuner --json",
      f"{TU} --format kernel-tuner --measure-top 2", f"{TU} --format kernel-tuner --out {{fx}}/emptydir",
      f"{TU} --format kernel-tuner --out {{fx}}/nodir/sl.json")
+_add("demo",
+     "demo --out {fx}/file.txt", "demo --out {fx}/corpus", "demo --synthetic 0", "demo --epochs=-1",
+     "demo --bundled-every x", "demo --meter bogus", "demo --max-sizes 0", "demo --configs-per-kernel=-2")
 B = "bench --out {out} --profile a100"
 _add("bench",
      "bench --out {fx}/file.txt --profile a100", f"{B} --max-sizes 0", f"{B} --max-sizes=-1", f"{B} --max-sizes x",
@@ -356,7 +359,7 @@ def test_table_is_large_and_covers_every_subcommand() -> None:
     cmds = {c for c, _ in CASES}
     assert len(CASES) >= 150
     assert cmds >= {"devices", "measure", "corpus", "datagen", "dataset", "calib", "train", "blend", "evaluate",
-                    "predict", "tune", "bench"}
+                    "predict", "tune", "bench", "demo"}
 
 
 @pytest.mark.parametrize(("cmd", "argv"), CASES, ids=[" ".join(a)[:80] for _, a in CASES])
@@ -374,8 +377,13 @@ def test_bad_command_line(cmd: str, argv: list[str], fuzz_dir: Path) -> None:
 def main() -> int:
     import tempfile
 
-    os.environ.setdefault("KERNELCAST_CACHE", tempfile.mkdtemp(prefix="kernelcast-fuzz-cache-"))
-    tmp = Path(tempfile.mkdtemp(prefix="kernelcast-fuzz-"))
+    with tempfile.TemporaryDirectory(prefix="kernelcast-fuzz-") as d:     # removed afterwards
+        os.environ.setdefault("KERNELCAST_CACHE", str(Path(d) / "cache"))
+        (Path(d) / "run").mkdir()
+        return _run_table(Path(d) / "run")
+
+
+def _run_table(tmp: Path) -> int:
     make_fixtures(tmp / "fx")
     counts: dict[str, list[int]] = {}
     bad: list[Outcome] = []

@@ -39,8 +39,8 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def test_worker_dies_with_a_killed_parent(tmp_path: Path, device: DeviceInfo) -> None:
-    """kill -9 of `kernelcast measure` while its worker spins in a hanging kernel: the worker goes too."""
+def _start_hanging_measure(tmp_path: Path, device: DeviceInfo) -> tuple[subprocess.Popen[bytes], int]:
+    """`kernelcast measure` of a kernel that never ends, and its worker's pid once it spins in it."""
     (tmp_path / "hang.cl").write_text(HANG)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     parent = subprocess.Popen(
@@ -63,6 +63,17 @@ def test_worker_dies_with_a_killed_parent(tmp_path: Path, device: DeviceInfo) ->
         assert worker is not None, "the worker never started running the kernel"
         time.sleep(1.0)
         assert _alive(worker)
+    except BaseException:
+        parent.kill()
+        parent.wait()
+        raise
+    return parent, worker
+
+
+def test_worker_dies_with_a_killed_parent(tmp_path: Path, device: DeviceInfo) -> None:
+    """kill -9 of `kernelcast measure` while its worker spins in a hanging kernel: the worker goes too."""
+    parent, worker = _start_hanging_measure(tmp_path, device)
+    try:
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait(10)
         t_kill = time.monotonic()
@@ -104,3 +115,21 @@ def test_worker_enforces_its_own_deadline(device: DeviceInfo) -> None:
         if proc.is_alive():
             proc.kill()
             proc.join()
+
+
+def test_ctrl_c_stops_the_command_and_its_worker_at_once(tmp_path: Path, device: DeviceInfo) -> None:
+    """SIGINT to the command (what Ctrl-C sends it): exit 130 within seconds, worker gone."""
+    parent, worker = _start_hanging_measure(tmp_path, device)
+    try:
+        t0 = time.monotonic()
+        os.kill(parent.pid, signal.SIGINT)
+        rc = parent.wait(15)
+        assert rc == 130
+        while _alive(worker) and time.monotonic() - t0 < 5:
+            time.sleep(0.05)
+        assert not _alive(worker)
+        assert time.monotonic() - t0 < 5
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()

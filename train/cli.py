@@ -143,6 +143,12 @@ def run(args: argparse.Namespace) -> int:
     if args.base and not Path(args.base).is_dir() and str(args.base).count("/") != 1:
         raise UsageError(f"--base {args.base}: no such directory, and not a hub name "
                          f"like Salesforce/codegen-350M-multi")
+    if args.base and not Path(args.base).is_dir():
+        from models.hub import hub_unavailable
+
+        why = hub_unavailable(args.base)       # seconds, instead of the hub client's minute of retries
+        if why:
+            raise UsageError(f"--base {args.base}: {why}")
 
     from train.loop import DataError, train_model
 
