@@ -580,7 +580,8 @@ def ranked_settings(analysis: MemoryAnalysis, gsize: tuple[int, ...], seed: int 
     """The settings to try at ``gsize``, best first: those that fit the memory cap there; with
     ``rank``, the *good* ones (score >= :data:`GOOD_SCORE`, see :func:`setting_scores`) first,
     rotated by a hash of (seed, kernel, gsize) so a kernel's problems spread over its good
-    settings, then the others by decreasing score. Without ``rank`` (the selection before
+    settings, then the others by decreasing score (ties: more bytes accessed per work-item
+    first). Without ``rank`` (the selection before
     activity ranking): every eligible setting, rotated by the same hash. The order does not
     depend on the local size, so every local size of a tuning sweep gets the same arguments."""
     ok = eligible_settings(analysis, gsize, mem_cap_bytes)
@@ -599,7 +600,8 @@ def ranked_settings(analysis: MemoryAnalysis, gsize: tuple[int, ...], seed: int 
         return top is None or (v is not None and v >= GOOD_SCORE * top)
 
     good = [i for i in ok if is_good(i)]
-    rest = sorted((i for i in ok if i not in good), key=lambda i: -(scores[i] or 0.0))
+    rest = sorted((i for i in ok if i not in good),
+                  key=lambda i: (-(scores[i] or 0.0), -(analysis.settings[i].bytes_per_item or 0.0)))
     first = h % len(good)
     return good[first:] + good[:first] + rest
 
