@@ -30,7 +30,14 @@ Choices made here, beyond the paper:
   the next eligible one. Kernels whose state carries over between repeated launches (an atomic
   counter used as an index) can still overrun during the timed repeats: only the first launch is
   checked.
-* Candidates: integer scalars take ``(1, 4, "gsize", 16, 32, 256)`` (values outside the type's
+* **Representative settings.** The validating run uses the activity-recording kernel
+  (:mod:`instrument.activity`): per argument, the share of work-items that touched it. A setting
+  under which a scalar bound cuts the kernel's work (LLMPerf's Listing 1 with ``N = 1``: one
+  work-item reads ``in``) scores low against the kernel's best setting (:func:`setting_scores`);
+  the selector samples among the settings within :data:`GOOD_SCORE` of the best
+  (:func:`ranked_settings`), so the dataset measures kernels doing their full work, and records
+  each configuration's active fraction and bytes per work-item from its bounds-check run.
+* Candidates: integer scalars take ``(1, 4, "gsize", "4*gsize", 16, 32, 256)`` (values outside the type's
   range dropped; ``"gsize"`` markers only for int-sized or wider types; ``"k*gsize"`` markers are
   accepted too); float scalars take ``float_values`` (1.0). Over ``max_combos`` combinations, the
   all-``gsize`` combination (what simple selection does) plus a deterministic sample (seeded by
