@@ -560,6 +560,10 @@ def _activity_variant(rr: RewriteResult) -> ActivityRewrite | None:
         return None
 
 
+def _fraction(act: Activity | None) -> float:
+    return -1.0 if act is None or act.active_fraction is None else act.active_fraction
+
+
 def setting_scores(analysis: MemoryAnalysis) -> list[float | None]:
     """How fully each setting lets the kernel work, relative to the kernel's best setting.
 
@@ -627,7 +631,10 @@ def memory_selector(analysis: MemoryAnalysis, *, seed: int = 0, mem_cap_bytes: i
     out-of-range accesses are recorded, not performed); a setting whose accesses exceed its
     sizes there (a fit extrapolated past a breakpoint) is replaced by the next one, up to
     ``max_attempts`` instrumented runs; then :class:`UnsupportedArgument`. That run records the
-    configuration's :class:`~instrument.activity.Activity` too (``select.last_activity``)."""
+    configuration's :class:`~instrument.activity.Activity` too (``select.last_activity``); with
+    ``rank``, a setting whose active fraction there falls below :data:`GOOD_SCORE` x the one of
+    its validating run (a scalar tied to one dimension of a 2D launch of another aspect ratio)
+    is followed by the next ones, within the same ``max_attempts``, and the most active kept."""
     verified: dict[tuple[Any, ...], tuple[list[ArgBinding], int, Activity | None]] = {}
     ar = _activity_variant(rewrite) if rewrite is not None else None
 
@@ -657,6 +664,7 @@ def memory_selector(analysis: MemoryAnalysis, *, seed: int = 0, mem_cap_bytes: i
             select.last_activity = act  # type: ignore[attr-defined]
             return args
         problems: list[str] = []
+        best: tuple[list[ArgBinding], int, Activity | None] | None = None
         for pick in order[:max(1, max_attempts)]:
             args = memory_args(analysis, params, gsize, lsize, pick)
             act = None
@@ -667,13 +675,23 @@ def memory_selector(analysis: MemoryAnalysis, *, seed: int = 0, mem_cap_bytes: i
                     bad = check_bounds(harness, rewrite, gsize, lsize, args)
             except InstrumentedRunError as e:
                 bad = [f"bounds check: {e.status}: {e.reason}"]
-            if not bad:
-                verified[key] = (args, pick, act)
-                select.last_setting = analysis.settings[pick]  # type: ignore[attr-defined]
-                select.last_activity = act  # type: ignore[attr-defined]
-                return args
-            problems.append(f"setting {pick}: {bad[0]}")
-            log.info("%s gsize %s: setting %d fails the bounds check: %s", analysis.kernel_name, gsize, pick, bad[0])
+            if bad:
+                problems.append(f"setting {pick}: {bad[0]}")
+                log.info("%s gsize %s: setting %d fails the bounds check: %s", analysis.kernel_name, gsize, pick,
+                         bad[0])
+                continue
+            if best is None or _fraction(act) > _fraction(best[2]):
+                best = (args, pick, act)
+            ref = analysis.settings[pick].active_fraction
+            if not rank or act is None or ref is None or _fraction(act) >= GOOD_SCORE * ref:
+                break
+            # the work done here fell well below the validating run's (a scalar tied to one
+            # dimension met another aspect ratio): try the next setting, keep the best
+        if best is not None:
+            verified[key] = best
+            select.last_setting = analysis.settings[best[1]]  # type: ignore[attr-defined]
+            select.last_activity = best[2]  # type: ignore[attr-defined]
+            return best[0]
         raise UnsupportedArgument(f"{analysis.kernel_name}: no setting passes the bounds check at gsize "
                                   f"{tuple(gsize)} ({'; '.join(problems)})")
 
