@@ -619,7 +619,7 @@ def ranked_settings(analysis: MemoryAnalysis, gsize: tuple[int, ...], seed: int 
 
 def memory_selector(analysis: MemoryAnalysis, *, seed: int = 0, mem_cap_bytes: int = DEFAULT_MEM_CAP_BYTES,
                     choice: int | None = None, harness: Any = None, rewrite: RewriteResult | None = None,
-                    max_attempts: int = 3, rank: bool = True) -> Selector:
+                    max_attempts: int = 6, rank: bool = True) -> Selector:
     """A selector (``(params, gsize, lsize) -> list[ArgBinding]``) over one kernel's analysis.
 
     Without ``choice``, each global size gets the first setting of :func:`ranked_settings`: one of
