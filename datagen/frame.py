@@ -14,7 +14,7 @@ from kernelcast.errors import InputError
 log = logging.getLogger(__name__)
 
 #: the passes of datagen whose rows train and evaluate models (not validity checks)
-TRAIN_PASSES = ("sample", "iqr")
+TRAIN_PASSES = ("sample", "iqr", "sweep")
 
 
 class DataError(InputError, ValueError):
@@ -22,7 +22,7 @@ class DataError(InputError, ValueError):
 
 
 def load_measured_frame(dataset_dir: str | os.PathLike[str]) -> tuple[pd.DataFrame, dict[str, int]]:
-    """The ok rows of passes sample/iqr of a dataset, each with its kernel ``source``, and the
+    """The ok rows of passes sample/iqr/sweep of a dataset, each with its kernel ``source``, and the
     row counts along the way (``rows_total``, ``rows_ok``, ``rows_without_source``)."""
     from datagen.corpus_store import read_corpus
     from datagen.dataset import read_dataset
@@ -40,7 +40,7 @@ def load_measured_frame(dataset_dir: str | os.PathLike[str]) -> tuple[pd.DataFra
     df = df[(df["status"] == "ok") & df["pass"].isin(TRAIN_PASSES)]
     counts["rows_ok"] = len(df)
     if df.empty:
-        raise DataError(f"{root}: the dataset has no ok rows of pass sample/iqr to train on")
+        raise DataError(f"{root}: the dataset has no ok rows of pass sample/iqr/sweep to train on")
     if "source" not in df.columns:
         try:
             kernels = {k.id: k for k in read_corpus(root / "kernels", compiled_only=False)}
