@@ -52,7 +52,8 @@ def card_facts(df: pd.DataFrame, manifest: dict[str, Any]) -> dict[str, Any]:
                      if manifest.get(k) is not None},
         "host": manifest.get("host"),
         "created": manifest.get("created"),
-        "preset": manifest.get("preset"),
+        "preset": (manifest.get("preset") or {}).get("name") if isinstance(manifest.get("preset"), dict)
+        else manifest.get("preset"),
         "corpus": manifest.get("corpus"),
         "seed": manifest.get("seed"),
         "kernels": int(df["kernel_id"].nunique()) if len(df) else 0,

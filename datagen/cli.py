@@ -257,13 +257,12 @@ def command_line(args: argparse.Namespace, preset: Any) -> str:
     words = ["kernelcast", "datagen"]
     words += ["--preset", preset.name] if preset is not None else [w for c in args.corpus for w in ("--corpus", c)]
     words += ["--out", args.out]
-    for name in (*DATAGEN_DEFAULTS, "seed", "k", "ratio", "max_items", "min_time", "repeats", "timeout", "limit",
-                 "device", "meter"):
+    plain = {"seed": 0, "k": 80.0, "ratio": "25:60:15", "max_items": 1 << 24, "min_time": 0.02, "repeats": 5,
+             "timeout": 30.0, "meter": "auto"}       # the parser's defaults: left out
+    for name in (*DATAGEN_DEFAULTS, *plain, "limit", "device"):
         v = getattr(args, name, None)
-        pv = preset.options.get(name) if preset is not None else None
-        if v is None or (preset is not None and v == pv) or (preset is None and v == DATAGEN_DEFAULTS.get(name)):
-            continue
-        if name in ("seed",) and v == 0 or name == "meter" and v == "auto":
+        default = (preset.options if preset is not None else DATAGEN_DEFAULTS).get(name, plain.get(name))
+        if v is None or v == default:
             continue
         words += [f"--{name.replace('_', '-')}", str(v)]
     for flag in ("no_validity", "keep_invalid", "no_activity"):

@@ -13,8 +13,9 @@ from kernelcast.errors import InputError
 
 log = logging.getLogger(__name__)
 
-#: the passes whose rows train and evaluate models: datagen's (not validity checks) and Kernel Tuner imports (``kt``)
-TRAIN_PASSES = ("sample", "iqr", "kt")
+#: the passes whose rows train and evaluate models: datagen's regime samples, rebalancing and tuning
+#: sweeps (not validity checks) and Kernel Tuner imports (``kt``)
+TRAIN_PASSES = ("sample", "iqr", "sweep", "kt")
 
 
 class DataError(InputError, ValueError):
@@ -22,7 +23,7 @@ class DataError(InputError, ValueError):
 
 
 def load_measured_frame(dataset_dir: str | os.PathLike[str]) -> tuple[pd.DataFrame, dict[str, int]]:
-    """The ok rows of passes sample/iqr of a dataset, each with its kernel ``source``, and the
+    """The ok rows of passes sample/iqr/sweep of a dataset, each with its kernel ``source``, and the
     row counts along the way (``rows_total``, ``rows_ok``, ``rows_without_source``)."""
     from datagen.corpus_store import read_corpus
     from datagen.dataset import read_dataset
@@ -43,7 +44,7 @@ def load_measured_frame(dataset_dir: str | os.PathLike[str]) -> tuple[pd.DataFra
     df = df[(df["status"] == "ok") & df["pass"].isin(TRAIN_PASSES)]
     counts["rows_ok"] = len(df)
     if df.empty:
-        raise DataError(f"{root}: the dataset has no ok rows of pass sample/iqr to train on")
+        raise DataError(f"{root}: the dataset has no ok rows of pass sample/iqr/sweep to train on")
     if "source" not in df.columns:
         try:
             kernels = {k.id: k for k in read_corpus(root / "kernels", compiled_only=False)}

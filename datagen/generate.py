@@ -192,6 +192,7 @@ class Summary:
     wall_s: float = 0.0
     measure_wall_s: float = 0.0
     kernel_time_s: float = 0.0
+    activity_s: float = 0.0           # wall time of the activity runs of simple-selection rows
     by_regime: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     by_pass: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
 
@@ -208,8 +209,8 @@ class Summary:
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {k: getattr(self, k) for k in ("kernels", "rows_new", "rows_resumed", "duplicates",
                                                            "remeasured", "reference_checks", "reference_drifted",
-                                                           "skipped",
-                                                           "wall_s", "measure_wall_s", "kernel_time_s")}
+                                                           "skipped", "wall_s", "measure_wall_s", "kernel_time_s",
+                                                           "activity_s")}
         d["kernel_status"] = dict(self.kernel_status)
         d["status"] = dict(self.status)
         d["by_regime"] = {k: _dist(v) for k, v in self.by_regime.items()}
@@ -232,7 +233,8 @@ class Summary:
         if self.wall_s:
             lines.append(f"wall {self.wall_s:.1f} s, {d['rows_per_hour']:.0f} rows/hour" +
                          (f", harness overhead {d['overhead_ratio']:.1f}x summed kernel time"
-                          if d["overhead_ratio"] else ""))
+                          if d["overhead_ratio"] else "") +
+                         (f", activity runs {self.activity_s:.1f} s" if self.activity_s else ""))
         for name, dist in (("regime", d["by_regime"]), ("pass", d["by_pass"])):
             for k, v in sorted(dist.items()):
                 lines.append(f"time by {name} {k:>8}: n={v['n']:5d}  p10 {v['p10']:10.1f} us  median "
@@ -492,7 +494,9 @@ class Generator:
         setting = getattr(self.select, "last_setting", None)
         activity = getattr(self.select, "last_activity", None)
         if activity is None and self.o.activity:
+            t_act = time.perf_counter()
             activity = self._activity(k, gsize, lsize, args)
+            self.summary.activity_s += time.perf_counter() - t_act
         cfg = LaunchConfig(gsize, lsize, args)
         self._reference()
         m = self.h.run(k, cfg, self.o.timing)

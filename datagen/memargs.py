@@ -30,7 +30,14 @@ Choices made here, beyond the paper:
   the next eligible one. Kernels whose state carries over between repeated launches (an atomic
   counter used as an index) can still overrun during the timed repeats: only the first launch is
   checked.
-* Candidates: integer scalars take ``(1, 4, "gsize", 16, 32, 256)`` (values outside the type's
+* **Representative settings.** The validating run uses the activity-recording kernel
+  (:mod:`instrument.activity`): per argument, the share of work-items that touched it. A setting
+  under which a scalar bound cuts the kernel's work (LLMPerf's Listing 1 with ``N = 1``: one
+  work-item reads ``in``) scores low against the kernel's best setting (:func:`setting_scores`);
+  the selector samples among the settings within :data:`GOOD_SCORE` of the best
+  (:func:`ranked_settings`), so the dataset measures kernels doing their full work, and records
+  each configuration's active fraction and bytes per work-item from its bounds-check run.
+* Candidates: integer scalars take ``(1, 4, "gsize", "4*gsize", 16, 32, 256)`` (values outside the type's
   range dropped; ``"gsize"`` markers only for int-sized or wider types; ``"k*gsize"`` markers are
   accepted too); float scalars take ``float_values`` (1.0). Over ``max_combos`` combinations, the
   all-``gsize`` combination (what simple selection does) plus a deterministic sample (seeded by
@@ -553,6 +560,10 @@ def _activity_variant(rr: RewriteResult) -> ActivityRewrite | None:
         return None
 
 
+def _fraction(act: Activity | None) -> float:
+    return -1.0 if act is None or act.active_fraction is None else act.active_fraction
+
+
 def setting_scores(analysis: MemoryAnalysis) -> list[float | None]:
     """How fully each setting lets the kernel work, relative to the kernel's best setting.
 
@@ -580,7 +591,8 @@ def ranked_settings(analysis: MemoryAnalysis, gsize: tuple[int, ...], seed: int 
     """The settings to try at ``gsize``, best first: those that fit the memory cap there; with
     ``rank``, the *good* ones (score >= :data:`GOOD_SCORE`, see :func:`setting_scores`) first,
     rotated by a hash of (seed, kernel, gsize) so a kernel's problems spread over its good
-    settings, then the others by decreasing score. Without ``rank`` (the selection before
+    settings, then the others by decreasing score (ties: more bytes accessed per work-item
+    first). Without ``rank`` (the selection before
     activity ranking): every eligible setting, rotated by the same hash. The order does not
     depend on the local size, so every local size of a tuning sweep gets the same arguments."""
     ok = eligible_settings(analysis, gsize, mem_cap_bytes)
@@ -599,14 +611,15 @@ def ranked_settings(analysis: MemoryAnalysis, gsize: tuple[int, ...], seed: int 
         return top is None or (v is not None and v >= GOOD_SCORE * top)
 
     good = [i for i in ok if is_good(i)]
-    rest = sorted((i for i in ok if i not in good), key=lambda i: -(scores[i] or 0.0))
+    rest = sorted((i for i in ok if i not in good),
+                  key=lambda i: (-(scores[i] or 0.0), -(analysis.settings[i].bytes_per_item or 0.0)))
     first = h % len(good)
     return good[first:] + good[:first] + rest
 
 
 def memory_selector(analysis: MemoryAnalysis, *, seed: int = 0, mem_cap_bytes: int = DEFAULT_MEM_CAP_BYTES,
                     choice: int | None = None, harness: Any = None, rewrite: RewriteResult | None = None,
-                    max_attempts: int = 3, rank: bool = True) -> Selector:
+                    max_attempts: int = 6, rank: bool = True) -> Selector:
     """A selector (``(params, gsize, lsize) -> list[ArgBinding]``) over one kernel's analysis.
 
     Without ``choice``, each global size gets the first setting of :func:`ranked_settings`: one of
@@ -618,7 +631,10 @@ def memory_selector(analysis: MemoryAnalysis, *, seed: int = 0, mem_cap_bytes: i
     out-of-range accesses are recorded, not performed); a setting whose accesses exceed its
     sizes there (a fit extrapolated past a breakpoint) is replaced by the next one, up to
     ``max_attempts`` instrumented runs; then :class:`UnsupportedArgument`. That run records the
-    configuration's :class:`~instrument.activity.Activity` too (``select.last_activity``)."""
+    configuration's :class:`~instrument.activity.Activity` too (``select.last_activity``); with
+    ``rank``, a setting whose active fraction there falls below :data:`GOOD_SCORE` x the one of
+    its validating run (a scalar tied to one dimension of a 2D launch of another aspect ratio)
+    is followed by the next ones, within the same ``max_attempts``, and the most active kept."""
     verified: dict[tuple[Any, ...], tuple[list[ArgBinding], int, Activity | None]] = {}
     ar = _activity_variant(rewrite) if rewrite is not None else None
 
@@ -648,6 +664,7 @@ def memory_selector(analysis: MemoryAnalysis, *, seed: int = 0, mem_cap_bytes: i
             select.last_activity = act  # type: ignore[attr-defined]
             return args
         problems: list[str] = []
+        best: tuple[list[ArgBinding], int, Activity | None] | None = None
         for pick in order[:max(1, max_attempts)]:
             args = memory_args(analysis, params, gsize, lsize, pick)
             act = None
@@ -658,13 +675,23 @@ def memory_selector(analysis: MemoryAnalysis, *, seed: int = 0, mem_cap_bytes: i
                     bad = check_bounds(harness, rewrite, gsize, lsize, args)
             except InstrumentedRunError as e:
                 bad = [f"bounds check: {e.status}: {e.reason}"]
-            if not bad:
-                verified[key] = (args, pick, act)
-                select.last_setting = analysis.settings[pick]  # type: ignore[attr-defined]
-                select.last_activity = act  # type: ignore[attr-defined]
-                return args
-            problems.append(f"setting {pick}: {bad[0]}")
-            log.info("%s gsize %s: setting %d fails the bounds check: %s", analysis.kernel_name, gsize, pick, bad[0])
+            if bad:
+                problems.append(f"setting {pick}: {bad[0]}")
+                log.info("%s gsize %s: setting %d fails the bounds check: %s", analysis.kernel_name, gsize, pick,
+                         bad[0])
+                continue
+            if best is None or _fraction(act) > _fraction(best[2]):
+                best = (args, pick, act)
+            ref = analysis.settings[pick].active_fraction
+            if not rank or act is None or ref is None or _fraction(act) >= GOOD_SCORE * ref:
+                break
+            # the work done here fell well below the validating run's (a scalar tied to one
+            # dimension met another aspect ratio): try the next setting, keep the best
+        if best is not None:
+            verified[key] = best
+            select.last_setting = analysis.settings[best[1]]  # type: ignore[attr-defined]
+            select.last_activity = best[2]  # type: ignore[attr-defined]
+            return best[0]
         raise UnsupportedArgument(f"{analysis.kernel_name}: no setting passes the bounds check at gsize "
                                   f"{tuple(gsize)} ({'; '.join(problems)})")
 

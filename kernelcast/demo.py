@@ -103,9 +103,10 @@ def run(args: argparse.Namespace) -> int:
 
     _stage(2, "datagen: measure the corpus on the device", t0)
     dataset = out / "dataset"
-    # regime samples plus one tuning sweep per kernel (one problem, four local sizes)
+    # regime samples plus one tuning sweep per kernel (one problem, four local sizes); no activity
+    # records (an instrumented run per row: the demo is about the models)
     opts = DatagenOptions(configs_per_kernel=args.configs_per_kernel, lsizes_per_kernel=2, max_total_items=1 << 22,
-                          sweeps_per_kernel=1, lsizes_per_sweep=4)
+                          sweeps_per_kernel=1, lsizes_per_sweep=4, activity=False)
     opts.timing.min_time_s = 0.01
     opts.timing.min_repeats = 5
     try:

@@ -65,3 +65,10 @@ def test_out_of_range_accesses_are_recorded_not_performed(harness, listing1):
     run, act = measure_activity(harness, listing1, (1024,), (64,), {"N": 4096, "k": 4}, {"in": 16, "out": 1024})
     assert run.extents["in"].out_of_bounds and run.extents["in"].max_index == 4095
     assert act.active_fraction == 1.0          # the guard sent the reads to the pad; they still count
+
+
+def test_32_bit_record_gives_the_same_answer(harness):
+    """Devices without 64-bit atomics get an int record: same mask and byte counts."""
+    ar = activity_rewrite(instrument_kernel(Kernel(LISTING1, "summation", dims=1), int64_atomics=False))
+    _, act = measure_activity(harness, ar, (1024,), (64,), {"N": 1024, "k": 4}, {"in": 1024, "out": 1024})
+    assert act.active_fraction == pytest.approx(0.25) and act.bytes_per_item == pytest.approx(8.0)

@@ -259,6 +259,11 @@ def test_datagen_sweeps_problem_groups_and_card(tmp_path, device):
     assert rows["active_fraction"].notna().all() and (rows["bytes_touched"] > 0).all()
     basis = tuning_basis(rows)
     assert basis.basis == "problem" and basis.problem_groups == groups.ngroups
+    from datagen.frame import load_measured_frame
+
+    frame, _ = load_measured_frame(out)                      # what models train and evaluate on
+    assert set(frame["row_key"]) == set(rows["row_key"])
+    assert tuning_basis(frame).problem_groups == groups.ngroups
     card, facts = write_card(out)
     assert facts["sweeps"]["groups"] == groups.ngroups
     text = card.read_text()
