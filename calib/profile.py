@@ -204,8 +204,26 @@ class DeviceProfile:
     tool: str = "kernelcast calib"
     notes: list[str] = field(default_factory=list)
     schema_version: int = PROFILE_SCHEMA_VERSION
+    origin: str = field(default="", compare=False)   # where it was read from (not saved)
 
     # -- access -------------------------------------------------------------------------------
+
+    def age_days(self, now: datetime | None = None) -> float | None:
+        """Days since ``created`` (None when the date does not parse)."""
+        try:
+            t = datetime.fromisoformat(self.created.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        if t.tzinfo is None:
+            t = t.replace(tzinfo=timezone.utc)
+        return ((now or datetime.now(timezone.utc)) - t).total_seconds() / 86400.0
+
+    def describe(self) -> str:
+        """One line: which profile, from where, and how old (for predict / tune output)."""
+        age = self.age_days()
+        when = f"created {self.created[:19]}" + (f", {age:.1f} days old" if age is not None else "")
+        src = f" from {self.origin}" if self.origin else ""
+        return f"profile {self.device.name or '?'} ({self.kind}{src}; {when})"
 
     def get(self, name: str, default: float | None = None) -> float | None:
         """The value called ``name``, or ``default`` when the profile does not have it."""
@@ -292,9 +310,11 @@ class DeviceProfile:
         except OSError as e:
             raise ProfileError(f"cannot read profile {p}: {e.strerror or e}") from None
         try:
-            return cls.from_json(text)
+            prof = cls.from_json(text)
         except ProfileError as e:
             raise ProfileError(f"{p}: {e}") from None
+        prof.origin = str(p)
+        return prof
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write atomically (a temporary file in the same directory, then rename)."""

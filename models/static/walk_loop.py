@@ -120,6 +120,8 @@ class LoopWalker(WalkerBase):
         if trip_kind == "geometric" and lid in self.geo_params and ind_val is not None:
             self.integrate(snap, ind_val(it).poly, trip, *self.geo_params[lid])
         self._leave_loop(carried, post, ctx.has_break, trip)
+        if not assumed and (early or ctx.has_break):
+            assumed = "upper bound: the loop can exit earlier on a condition the analysis does not bound"
         if not self.mute:
             self.loops.append(LoopInfo(
                 line=line, kind=kind, var=var_name, trip=trip.to_str(), trip_kind=trip_kind, depth=depth,
