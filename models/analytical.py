@@ -588,6 +588,7 @@ def explain(p: dict[str, Any], t: float) -> dict[str, Any]:
         "bandwidth_GBps": float(p["bandwidth_Bps"]) / 1e9,
         "arithmetic_intensity": float(p["arithmetic_intensity"]),
         "time_balance": float(p["time_balance"]),
+        "fetched_bytes": float(p["fetched_bytes"]),
     }
     if "energy_balance" in p:
         out["energy_balance"] = float(p["energy_balance"])
