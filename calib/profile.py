@@ -74,6 +74,7 @@ VALUE_NAMES: dict[str, tuple[str, str]] = {
     "host_launch_throughput_us": ("us", "host wall time per launch of back-to-back empty kernels"),
     "wg_overhead_us": ("us", "device time per extra work-group (slope), whole device"),
     "barrier_ns": ("ns", "device time per work-group barrier (slope)"),
+    "calib_host_load": ("1", "largest host 1-minute load average seen during calibration"),
     # energy (present only with a meter)
     "idle_power_w": ("W", "device power with nothing running"),
     "energy_per_op_{cls}_pj": ("pJ", "dynamic energy per operation (regression slope)"),
