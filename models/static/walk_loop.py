@@ -65,10 +65,12 @@ class LoopWalker(WalkerBase):
             # the compiler deletes a finite loop without effects (models.static.deadcode)
             self._leave_loop(carried, {}, True, trip)
             if not self.mute:
-                self.note(f"loop at line {line} not counted: dead code ({why_dead})")
+                what = "computed in closed form by the compiler" if "closed form" in why_dead else \
+                    "dead code, removed by the compiler"
+                self.note(f"loop at line {line} not counted: {what} ({why_dead})")
                 self.loops.append(LoopInfo(
                     line=line, kind=kind, var=var_name, trip="0", trip_kind="dead", depth=len(self.loop_stack) + 1,
-                    assumed=f"dead code, removed by the compiler: {why_dead} (static trip {trip.to_str()})"))
+                    assumed=f"{what}: {why_dead} (static trip {trip.to_str()})"))
             return
         if kind == "do":
             trip = p_max(ONE, trip)
