@@ -15,7 +15,13 @@ work-groups on ``a = min(w, CU)`` active compute units::
     t(wave)  = max(compute, memory) + local-memory time + sync
 
 ``BW(level)`` is the bandwidth of the smallest cache level that holds the working set (the sum of
-the kernel's buffers), from the calibrated bandwidth curve, else main memory. For GPU profiles
+the kernel's buffers), from the calibrated bandwidth curve, else main memory. On a CPU device
+(the profile's device type) each work-group is a task run by one core; the compute rates are the
+vectorized peaks when the runtime vectorizes the work-item loop and the scalar rates
+(``scalar_<class>_gops``, else 1/8 of the peak) when it does not (:func:`cpu_vectorizable`: a loop
+left after unrolling, an atomic, a call of a full-precision transcendental builtin). Special
+functions are charged per builtin family (``bi_*`` counts, ``peak_<family>_gops``), not at one
+mean rate. For GPU profiles
 the per-wave cost follows Hong and Kim's MWP/CWP cases instead (memory warp parallelism limited
 by latency / departure delay, computation warp parallelism, and the three cases N = MWP = CWP,
 CWP >= MWP, CWP < MWP).
