@@ -130,10 +130,23 @@ def test_break_bounds_an_unbounded_while_loop():
     assert f.evaluate({"gsize0": 64, "n": 4000})["global_stores"] == pytest.approx(100)
 
 
-def test_data_dependent_break_keeps_the_static_bound():
+ESCAPE = """__kernel void esc(__global const float* a, __global float* b, int max_iter) {
+  int i = get_global_id(0); float z = a[i]; int it = 0;
+  while (it < max_iter && fabs(z) <= 4.0f) { z = z * z * 0.5f + 0.25f; it++; }
+  b[i] = z; }"""
+
+
+def test_data_dependent_exits_assume_avg_trip_below_the_static_bound():
+    """A break or loop condition on loaded data: the static bound is only an upper bound, and
+    min(bound, avg_trip) is assumed (avg_trip defaults to 8, as for loops bounded by data)."""
     f, lp = _loop(DATA_BREAK, "dbreak")
-    assert lp.has_break and lp.assumed.startswith("upper bound")
-    assert f.evaluate({"gsize0": 64, "iters": 50})["global_loads"] == pytest.approx(50)
+    assert lp.has_break and "data-dependent exit" in lp.assumed
+    assert f.evaluate({"gsize0": 64, "iters": 50})["global_loads"] == pytest.approx(8)
+    assert f.evaluate({"gsize0": 64, "iters": 5})["global_loads"] == pytest.approx(5)
+    assert f.evaluate({"gsize0": 64, "iters": 50, "avg_trip": 30})["global_loads"] == pytest.approx(30)
+    f, lp = _loop(ESCAPE, "esc")
+    assert lp.early_exit and "data-dependent exit" in lp.assumed
+    assert f.evaluate({"gsize0": 64, "max_iter": 1 << 20})["fp32_fma"] == pytest.approx(8)
 
 
 REAL = TimingPolicy(warmup=2, min_repeats=5, min_time_s=0.0, max_repeats=10, max_time_s=5)
