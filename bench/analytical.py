@@ -6,7 +6,9 @@ Prints, over the ok rows of the dataset (every kernel measured across local and 
 MAPE and median APE of the predicted time, the mean Spearman rho of predicted vs measured time
 across each kernel's configurations, the share of kernels whose predicted best configuration
 (fastest per work-item, since sizes differ) is within 5 % of the measured best, and predictions
-per second of the vectorized model. The profile defaults to this device's cached calibration.
+per second of the vectorized model, and whether the rows that are memory-bound by measurement
+(their bytes at >= 1/2 of the calibrated bandwidth) are called memory-bound. The profile defaults
+to this device's cached calibration.
 """
 
 from __future__ import annotations
@@ -54,6 +56,16 @@ def main(argv: list[str] | None = None) -> int:
         per_item_p = g["pred"] / g["global_items"]
         best = per_item_m.min()
         within.append(per_item_m.loc[per_item_p.idxmin()] <= 1.05 * best)
+    # explanations that hold: a row whose measured time is what its bytes take at the calibrated
+    # bandwidth (achieved >= half of it, time well above the launch) is memory-bound by measurement;
+    # the model should say "memory" there
+    ex = pred.explanation
+    fetched = np.array([e.get("fetched_bytes", np.nan) for e in ex], dtype=float)
+    bw = np.array([e.get("bandwidth_GBps", np.nan) for e in ex], dtype=float) * 1e9
+    bound = np.array([e.get("bound", "") for e in ex])
+    achieved = fetched / np.maximum(y * 1e-6, 1e-12)
+    mem_meas = ok & (achieved >= 0.5 * bw) & (y >= 20.0)
+    said_mem = bound == "memory"
     # throughput of the vectorized core on one kernel, 200k configurations
     k0 = df["kernel_id"].value_counts().index[0]
     feats = model.features(kernels[k0].source, kernels[k0].name, kernels[k0].build_options)
@@ -78,6 +90,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"mean Spearman rho    {np.nanmean(rhos):8.3f}   over {len(rhos)} kernels (>= 3 configurations)")
     print(f"best config within 5% of measured best (per work-item): {np.mean(within) * 100:.1f} % of "
           f"{len(within)} kernels")
+    print(f"memory-bound check   {int((mem_meas & said_mem).sum())} of {int(mem_meas.sum())} rows whose measured time "
+          f"moves their bytes at >= 1/2 of the calibrated bandwidth (and >= 20 us) are called memory-bound; "
+          f"{int((said_mem & ok & (achieved < 0.25 * bw) & (y >= 20.0)).sum())} of "
+          f"{int((said_mem & ok & (y >= 20.0)).sum())} rows called memory-bound achieve < 1/4 of it")
     print(f"predict() end to end {len(df) / t_all:10.0f} rows/s (static analysis per kernel included)")
     print(f"vectorized core      {n / t_vec:10.0f} configurations/s (one kernel, {n} configurations)")
     return 0

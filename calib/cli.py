@@ -55,6 +55,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-bytes", metavar="SIZE", help="largest working set of the memory sweeps (default 512MiB)")
     p.add_argument("--timeout", type=positive_float, default=60.0,
                    help="seconds before a running benchmark kernel is killed")
+    p.add_argument("--max-load", type=positive_float, metavar="LOAD",
+                   help="CPU devices: refuse to calibrate while the host 1-minute load average is above LOAD "
+                        "(checked before every benchmark, waiting up to 30 s for it to drop); the largest load "
+                        "seen is written into the profile either way (calib_host_load)")
     p.add_argument("--json", action="store_true", help="print the profile JSON instead of the table")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -118,11 +122,13 @@ def run(args: argparse.Namespace) -> int:
     max_bytes = _parse_bytes(args.max_bytes) if args.max_bytes else None
     if args.timeout <= 0:
         raise UsageError("--timeout must be positive")
+    if args.max_load is not None and not args.max_load > 0:
+        raise UsageError("--max-load must be positive")
     check_meter_spec(args.meter)
     device = select_device(device_spec(args.device))
     meter = device.meter if args.meter == "auto" else args.meter
     want_energy = meter != "none" and "energy" in benches
-    opts = CalibOptions(quick=args.quick, benches=benches, max_bytes=max_bytes)
+    opts = CalibOptions(quick=args.quick, benches=benches, max_bytes=max_bytes, max_load=args.max_load)
 
     bar: Any = None
     if not args.no_progress and sys.stderr.isatty():

@@ -38,7 +38,9 @@ def resolve_profile(spec: str | None, device: str | None = None, *,
     info = select_device(device_spec(device))
     path = cached_profile_path(info)
     if path.is_file():
-        return DeviceProfile.load(path)
+        prof = DeviceProfile.load(path)
+        prof.origin = f"{path}, the cached calibration of this device"
+        return prof
     from calib.microbench import CalibOptions
 
     if on_calibrate is not None:
@@ -46,6 +48,7 @@ def resolve_profile(spec: str | None, device: str | None = None, *,
                      f"cached in {path}")
     profile, _ = calibrate(info, CalibOptions(quick=True), meter="none", timeout_s=None)
     profile.save(path)
+    profile.origin = f"{path}, a quick calibration just run"
     return profile
 
 

@@ -10,12 +10,11 @@ What each benchmark reports (names as in :data:`calib.profile.VALUE_NAMES`):
                independent chains per work-item, ``2 x CUs x max work-group`` work-items; the best
                of a few vector shapes and work-group sizes. The loop count is scaled until one
                launch takes the target time (5 ms; 3 ms with ``quick``); the rate is that of the
-               fastest of the timed launches, as befits a peak.
+               median launch (see below).
 ``scalar``     CPU devices: ``scalar_<class>_gops``, the rate of scalar code (one work-item of
                scalar accumulators, ``W = 1``, 8 chains): what a kernel runs at when the runtime
                does not vectorize its work-item loop (a loop inside the kernel, atomics), for the
                arithmetic classes and every builtin family (the analytical model's CPU class).
-               Also the median (not the fastest) launch, like the datasets.
 ``bandwidth``  read bandwidth against working-set size (a curve), cache levels found as
                plateaus of that curve (``bw_level<i>_gbs``, ``cache_level<i>_bytes``) and
                ``dram_bw_gbs``, the plateau of the largest working sets.
@@ -41,10 +40,13 @@ What each benchmark reports (names as in :data:`calib.profile.VALUE_NAMES`):
                work-groups (one per compute unit); ``transient_ratio`` r = P_short / P_sustained
                (:mod:`calib.energy_bench`).
 
-Times are the fastest of each measurement's timed launches (``TimeStats.min_us``): the profile
-describes what the device can do, and the fastest launch is the one least disturbed by other
-work on the host (a CPU device shares its cores with everything else). The launch overhead is
-the exception: it is the median, the typical cost of a launch. Energy uses the meter window.
+Times are the median of each measurement's timed launches (``TimeStats.median_us``), the
+statistic the datasets record, so that a profile predicts what a dataset measures
+(``CalibOptions.statistic = "min"`` gives the fastest launch instead, as earlier profiles used);
+peak and scalar rates write the spread of their launches (IQR / median) into their notes. On a CPU
+device other processes share the cores: ``calib_host_load`` records the largest host load average
+seen before a benchmark, and ``--max-load`` refuses to measure above a limit. Energy uses the
+meter window.
 
 Sweeps over working-set sizes stop at ``min(512 MiB, global memory / 4, max allocation)`` and
 also when the next point would exceed a wall-time budget (the harness initialises and checks
@@ -70,6 +72,7 @@ from calib.host_bench import measure_host_overhead
 from calib.profile import Curve, DeviceIdentity, DeviceProfile
 from instrument.backends import DeviceInfo
 from instrument.runner import TimingPolicy
+from kernelcast.errors import InputError
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig, Measurement
 
 log = logging.getLogger(__name__)
@@ -86,6 +89,10 @@ QUICK_SCALAR_CLASSES = ("fp32_add", "fp32_fma", "fp32_div", "int32_add", "sin", 
 DEFAULT_CLASSES = tuple(K.OP_CLASSES)
 QUICK_CLASSES = ("fp32_add", "fp32_mul", "fp32_fma", "fp64_fma", "int32_add", "int32_mul",
                  "fp32_div", "sin", "exp", "sqrt")
+
+
+class HostBusyError(InputError):
+    """The host is too busy to calibrate a CPU device (``--max-load``)."""
 
 
 class Runner(Protocol):
@@ -108,6 +115,9 @@ class CalibOptions:
     sweep_budget_s: float | None = None           # wall budget of the bandwidth sweep (60 s; quick 15 s)
     latency_budget_s: float | None = None         # wall budget of the latency sweep (45 s; quick 15 s)
     host_overhead: bool = True
+    max_load: float | None = None                 # CPU devices: refuse to measure above this load average
+    statistic: str = "median"                     # launch time used: median (as the datasets) or min
+    load_wait_s: float = 30.0                     # how long a benchmark waits for the load to drop
 
     @property
     def launch_target_s(self) -> float:
@@ -135,6 +145,7 @@ class OpBest:
     time_s: float
     rate: float                      # ops/s
     configs_tried: int = 0
+    spread: float = 0.0              # IQR / median of the launches of the measurement kept
 
 
 @dataclass
@@ -261,6 +272,12 @@ class Calibrator:
             return None
         return m
 
+    def _stat(self, m: Measurement, statistic: str | None = None) -> float:
+        """The launch time (us) a benchmark uses: the median of the timed launches, as in the
+        datasets (``CalibOptions.statistic``; ``min`` for the fastest launch)."""
+        assert m.time is not None
+        return m.time.min_us if (statistic or self.opt.statistic) == "min" else m.time.median_us
+
     def _fit_lsize(self, items: int, want: int) -> int:
         ls = max(1, min(want, items))
         while items % ls:
@@ -273,6 +290,8 @@ class Calibrator:
         """Run the selected benchmarks in pipeline order; a failing benchmark is noted, not fatal."""
         t_all = time.perf_counter()
         load0 = _loadavg()
+        self.check_load("before calibration", wait=False)
+        loads: list[float] = [] if load0 is None else [load0]
         for bench in BENCHES:
             if bench not in self.opt.benches:
                 continue
@@ -282,6 +301,9 @@ class Calibrator:
                 continue
             if self.on_bench is not None:
                 self.on_bench(bench)
+            lb = self.check_load(f"before benchmark {bench}", wait=True)
+            if lb is not None:
+                loads.append(lb)
             t0 = time.perf_counter()
             try:
                 getattr(self, f"bench_{bench}")()
@@ -299,6 +321,11 @@ class Calibrator:
                        + (" (quick)" if self.opt.quick else "")
                        + "; seconds per benchmark: "
                        + ", ".join(f"{k} {v:.1f}" for k, v in self.seconds.items()))
+        if loads:
+            self.profile.set("calib_host_load", max(loads), "1", self.source("load"), notes=(
+                f"largest 1-minute host load average seen before a benchmark ({len(loads)} samples, "
+                f"min {min(loads):.2f}); on a CPU device anything above ~0.5 means other processes shared "
+                f"the cores the rates were measured on"))
         if load0 is not None:
             busy_cpu = "CPU" in (self.device.type or "") and load0 > 0.5
             p.notes.append(f"host 1-minute load average {load0:.2f} before calibration"
@@ -307,6 +334,24 @@ class Calibrator:
         for f in self.failures:
             p.notes.append(f"failed: {f}")
         return p
+
+    def check_load(self, when: str, *, wait: bool) -> float | None:
+        """The host load average now; on a CPU device with ``max_load`` set, wait up to
+        ``load_wait_s`` for it to drop below, else raise :class:`HostBusyError` (nothing of a
+        refused calibration is written)."""
+        load = _loadavg()
+        limit = self.opt.max_load
+        if load is None or limit is None or "CPU" not in (self.device.type or "").upper():
+            return load
+        deadline = time.monotonic() + (self.opt.load_wait_s if wait else 0.0)
+        while load is not None and load > limit and time.monotonic() < deadline:
+            time.sleep(min(5.0, max(0.0, deadline - time.monotonic())))
+            load = _loadavg()
+        if load is not None and load > limit:
+            raise HostBusyError(f"host load average {load:.2f} {when} is above --max-load {limit:g}: a CPU device "
+                                f"shares its cores with the other processes, so its rates would be theirs too; "
+                                f"calibrate on an idle host or raise --max-load")
+        return load
 
     # -- launch ----------------------------------------------------------------------------
 
@@ -336,7 +381,7 @@ class Calibrator:
         ])
 
     def _timed_op(self, kernel: Kernel, cls: str, width: int, chains: int, items: int, lsize: int,
-                  rate_est: float | None, statistic: str = "min") -> OpBest | None:
+                  rate_est: float | None, statistic: str | None = None) -> OpBest | None:
         """Scale the loop count until a launch takes the target time; the resulting rate."""
         opi = K.ops_per_iter(cls, width, chains)
         target = self.opt.launch_target_s
@@ -346,20 +391,22 @@ class Calibrator:
             iters = 4
         m: Measurement | None = None
         t = 0.0
+        spread = 0.0
         for _ in range(5):
             m = self.measure(kernel, self.op_config(cls, width, items, lsize, iters),
                               f"peak {cls} w{width}k{chains} wg{lsize} x{iters}", quiet_compile_error=True)
             if m is None:
                 return None
             assert m.time is not None
-            t = (m.time.min_us if statistic == "min" else m.time.median_us) * 1e-6  # see the module docstring
+            t = self._stat(m, statistic) * 1e-6  # see the module docstring
+            spread = m.time.iqr_us / max(m.time.median_us, 1e-12)
             if t >= 0.5 * target or iters >= MAX_ITERS:
                 break
             busy = max(t - self.state.launch_s, 0.05 * t, 1e-7)
             iters = int(min(MAX_ITERS, max(2 * iters, math.ceil(iters * target / busy))))
         if m is None or t <= 0:
             return None
-        return OpBest(cls, width, chains, items, lsize, iters, t, items * iters * opi / t)
+        return OpBest(cls, width, chains, items, lsize, iters, t, items * iters * opi / t, spread=spread)
 
     def _shapes(self, cls: str) -> list[tuple[int, int]]:
         if K.OP_CLASSES[cls].base == "double":
@@ -415,7 +462,8 @@ class Calibrator:
             self.profile.set(f"peak_{cls}_gops", best.rate / 1e9, "Gop/s", self.source("peak"), notes=(
                 f"{c.description}; {best.items} work-items in work-groups of {best.lsize}, "
                 f"{best.chains} chains of {best.width}-wide vectors per work-item, {best.iters} iterations: "
-                f"{best.time_s * 1e6:.0f} us for the fastest launch; best of {tried} configurations"))
+                f"{best.time_s * 1e6:.0f} us per launch ({self.opt.statistic}; launch spread IQR/median "
+                f"{best.spread:.3f}); best of {tried} configurations"))
         for cls, name in (("fp32_fma", "peak_fp32_gflops"), ("fp64_fma", "peak_fp64_gflops")):
             b = self.state.op_best.get(cls)
             if b is not None:
@@ -436,7 +484,7 @@ class Calibrator:
                 raise ValueError(f"unknown operation class {cls}")
             peak = self.state.op_best.get(cls)
             est = peak.rate / 16 if peak else None
-            r = self._timed_op(K.op_kernel(cls, 1, 8), cls, 1, 8, items, ls, est, statistic="median")
+            r = self._timed_op(K.op_kernel(cls, 1, 8), cls, 1, 8, items, ls, est)
             if r is None:
                 self.profile.notes.append(f"scalar {cls}: failed; no value")
                 continue
@@ -444,7 +492,8 @@ class Calibrator:
             self.profile.set(f"scalar_{cls}_gops", r.rate / 1e9, "Gop/s", self.source("scalar"), notes=(
                 f"{K.OP_CLASSES[cls].description}; scalar code: 8 independent scalar chains per work-item, "
                 f"{r.items} work-items in work-groups of {r.lsize}, {r.iters} iterations: "
-                f"{r.time_s * 1e6:.0f} us for the median launch{ratio}"))
+                f"{r.time_s * 1e6:.0f} us per launch ({self.opt.statistic}; launch spread IQR/median "
+                f"{r.spread:.3f}){ratio}"))
 
     # -- bandwidth -------------------------------------------------------------------------
 
@@ -502,7 +551,7 @@ class Calibrator:
             if m is None:
                 return None
             assert m.time is not None
-            t = m.time.min_us * 1e-6
+            t = self._stat(m) * 1e-6
             if t >= 0.4 * target or passes >= MAX_ITERS:
                 break
             busy = max(t - self.state.launch_s, 0.05 * t, 1e-7)
@@ -617,7 +666,7 @@ class Calibrator:
                 if m is None:
                     break
                 assert m.time is not None
-                t = m.time.min_us * 1e-6
+                t = self._stat(m) * 1e-6
                 ok = True
                 if t >= 0.5 * target:
                     break
@@ -679,7 +728,7 @@ class Calibrator:
                     break
                 assert m.time is not None
                 pts_s.append(float(s))
-                pts_t.append(m.time.min_us * 1e-6)
+                pts_t.append(self._stat(m) * 1e-6)
             spent += wall
             last_wall, last_size = wall, size
             if len(pts_s) < 2:
@@ -738,7 +787,7 @@ class Calibrator:
                 continue
             assert m.time is not None
             xs.append(float(n_wg))
-            ys.append(m.time.min_us)
+            ys.append(self._stat(m))
         if len(xs) < 2:
             return
         fit = linear_fit(xs, ys)
@@ -767,8 +816,8 @@ class Calibrator:
             return
         assert m0.time is not None and m1.time is not None
         xs += [0.0, float(probe)]
-        ys += [m0.time.min_us, m1.time.min_us]
-        per = max((m1.time.min_us - m0.time.min_us) * 1e-6 / probe, 1e-10)
+        ys += [self._stat(m0), self._stat(m1)]
+        per = max((self._stat(m1) - self._stat(m0)) * 1e-6 / probe, 1e-10)
         n_max = int(min(1 << 28, max(4 * probe, self.opt.launch_target_s / per)))
         for nb in ([n_max] if self.opt.quick else [n_max // 2, n_max]):
             m = self.measure(kern, cfg(nb), f"barrier x{nb}")
@@ -776,7 +825,7 @@ class Calibrator:
                 continue
             assert m.time is not None
             xs.append(float(nb))
-            ys.append(m.time.min_us)
+            ys.append(self._stat(m))
         fit = linear_fit(xs, ys)
         self.profile.set("barrier_ns", fit.slope * 1e3, "ns", self.source("barrier"), r2=fit.r2, notes=(
             f"slope of device time against barriers in a loop (0 to {int(max(xs))}), {n_wg} work-groups of "

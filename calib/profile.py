@@ -74,6 +74,7 @@ VALUE_NAMES: dict[str, tuple[str, str]] = {
     "host_launch_throughput_us": ("us", "host wall time per launch of back-to-back empty kernels"),
     "wg_overhead_us": ("us", "device time per extra work-group (slope), whole device"),
     "barrier_ns": ("ns", "device time per work-group barrier (slope)"),
+    "calib_host_load": ("1", "largest host 1-minute load average seen during calibration"),
     # energy (present only with a meter)
     "idle_power_w": ("W", "device power with nothing running"),
     "energy_per_op_{cls}_pj": ("pJ", "dynamic energy per operation (regression slope)"),
@@ -230,8 +231,26 @@ class DeviceProfile:
     tool: str = "kernelcast calib"
     notes: list[str] = field(default_factory=list)
     schema_version: int = PROFILE_SCHEMA_VERSION
+    origin: str = field(default="", compare=False)   # where it was read from (not saved)
 
     # -- access -------------------------------------------------------------------------------
+
+    def age_days(self, now: datetime | None = None) -> float | None:
+        """Days since ``created`` (None when the date does not parse)."""
+        try:
+            t = datetime.fromisoformat(self.created.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        if t.tzinfo is None:
+            t = t.replace(tzinfo=timezone.utc)
+        return ((now or datetime.now(timezone.utc)) - t).total_seconds() / 86400.0
+
+    def describe(self) -> str:
+        """One line: which profile, from where, and how old (for predict / tune output)."""
+        age = self.age_days()
+        when = f"created {self.created[:19]}" + (f", {age:.1f} days old" if age is not None else "")
+        src = f" from {self.origin}" if self.origin else ""
+        return f"profile {self.device.name or '?'} ({self.kind}{src}; {when})"
 
     def get(self, name: str, default: float | None = None) -> float | None:
         """The value called ``name``, or ``default`` when the profile does not have it."""
@@ -332,9 +351,11 @@ class DeviceProfile:
         except OSError as e:
             raise ProfileError(f"cannot read profile {p}: {e.strerror or e}") from None
         try:
-            return cls.from_json(text)
+            prof = cls.from_json(text)
         except ProfileError as e:
             raise ProfileError(f"{p}: {e}") from None
+        prof.origin = str(p)
+        return prof
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write atomically (a temporary file in the same directory, then rename)."""

@@ -156,8 +156,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
             if ps is not None and ps.offsets:
                 d["measured_us"] = json_number(p["measured_us"])
             out.append(d)
+        age = profile.age_days()
         doc: dict[str, Any] = {"kernel": kernel.name, "profile": profile.device.name, "learned_model": args.model,
-                               "predictions": out, "energy_transferred": profile.transferred_values()}
+                               "profile_origin": profile.origin, "profile_created": profile.created,
+                               "profile_age_days": None if age is None else round(age, 2), "predictions": out,
+                               "energy_transferred": profile.transferred_values()}
         if ps is not None:
             doc["intervals"] = {"level": 0.9, "none_because": {m: ps.notes[m] for m in models if m in ps.notes}}
             if ms is not None:
@@ -199,7 +202,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
                      + cells + [None if not np.isfinite(energy) else float(energy),
                                 ex.get("bound", ex.get("error", "-")), ex.get("occupancy"), ex.get("coalescing"),
                                 ex.get("arithmetic_intensity")])
-    print(f"kernel {kernel.name}; profile {profile.device.name} ({profile.kind})"
+    print(f"kernel {kernel.name}; {profile.describe()}"
           + (f"; blend: {weights.kind}" if weights is not None else ""))
     if ps is not None and ps.offsets:
         for m, o in ps.offsets.items():

@@ -158,3 +158,76 @@ def test_config_env():
                                                                         "dtype": "float4", "count": 64}])
     assert env["ngroups0"] == 16 and env["ngroups1"] == 2 and env["n"] == 7 and env["len_t"] == 64
     assert env["__working_set_bytes"] == 40
+
+
+# --- the CPU device class and the builtin families ----------------------------------------------
+
+FLAT_POW = """__kernel void fpow(__global const float* a, __global float* b) {
+  int i = get_global_id(0); b[i] = pow(a[i], 2.2f); }"""
+FLAT_NEXP = """__kernel void fnexp(__global const float* a, __global float* b) {
+  int i = get_global_id(0); b[i] = native_exp(a[i]); }"""
+ATOMIC = """__kernel void hist(__global const int* a, __global int* h) {
+  int i = get_global_id(0); atomic_inc(&h[a[i] & 15]); }"""
+
+
+def fast_cpu_profile() -> DeviceProfile:
+    """A CPU profile where everything but fp32 FMA and the two builtins is nearly free, so the
+    compute time of the test kernels is their FMA / builtin count over one rate, by hand."""
+    p = DeviceProfile(DeviceIdentity(name="test-cpu", device_type="CPU", compute_units=4, wg_multiple=8))
+    for k in ("fp32_add", "fp32_mul", "int32_add", "int32_mul", "int32_div", "fp32_div", "sfu"):
+        p.set(f"peak_{k}_gops", 1e9, "Gop/s", "test")
+        p.set(f"scalar_{k}_gops", 1e9, "Gop/s", "test")
+    for k, v, u in [("peak_fp32_fma_gops", 100.0, "Gop/s"), ("scalar_fp32_fma_gops", 10.0, "Gop/s"),
+                    ("peak_pow_gops", 0.5, "Gop/s"), ("peak_native_exp_gops", 50.0, "Gop/s"),
+                    ("dram_bw_gbs", 1e6, "GB/s"), ("launch_overhead_us", 2.0, "us"), ("wg_overhead_us", 0.0, "us")]:
+        p.set(k, v, u, "test")
+    return p
+
+
+def test_cpu_loop_kernel_runs_at_the_scalar_rate():
+    """HEAVY has a loop of k FMAs per work-item: not vectorized across work-items, so its FMAs run
+    at scalar_fp32_fma_gops (10 Gop/s): 2^16 items x 1000 FMAs / 10e9 = 6553.6 us."""
+    m = AnalyticalModel(fast_cpu_profile())
+    assert m.dev.is_cpu
+    n = 1 << 16
+    p = m.predict(frame(HEAVY, "heavy", [(n, 64, [buf("a", n), buf("b", n), scal("k", 1000)])]))
+    ex = p.explanation[0]
+    assert ex["cpu_vectorized"] is False and "loop" in ex["cpu_vectorized_because"]
+    assert ex["time_parts_us"]["compute"] == pytest.approx(6553.6, rel=0.01)
+
+
+def test_builtin_families_are_charged_at_their_own_rates():
+    """native_exp at 50 Gop/s, vectorized (no loop): 2^20 calls take 20.97 us. pow (0.5 Gop/s
+    vectorized) keeps the work-item loop scalar: with no scalar_pow_gops in the profile, 1/8 of it,
+    2^20 calls take 16777 us. Both used to cost the one special-function rate."""
+    m = AnalyticalModel(fast_cpu_profile())
+    n = 1 << 20
+    rows = [(n, 64, [buf("a", n), buf("b", n)])]
+    pw = m.predict(frame(FLAT_POW, "fpow", rows)).explanation[0]
+    ne = m.predict(frame(FLAT_NEXP, "fnexp", rows)).explanation[0]
+    assert ne["cpu_vectorized"] is True
+    assert pw["cpu_vectorized"] is False and "pow" in pw["cpu_vectorized_because"]
+    assert ne["time_parts_us"]["compute"] == pytest.approx(n / 50e9 * 1e6, rel=0.01)
+    assert pw["time_parts_us"]["compute"] == pytest.approx(n / (0.5e9 / 8) * 1e6, rel=0.01)
+    p = fast_cpu_profile()
+    p.set("scalar_pow_gops", 0.01, "Gop/s", "test")
+    pw2 = AnalyticalModel(p).predict(frame(FLAT_POW, "fpow", rows)).explanation[0]
+    assert pw2["time_parts_us"]["compute"] == pytest.approx(n / 0.01e9 * 1e6, rel=0.01)
+
+
+def test_atomics_are_not_vectorized_and_dead_loops_are_reported():
+    m = AnalyticalModel(fast_cpu_profile())
+    ex = m.predict(frame(ATOMIC, "hist", [(1024, 64, [buf("a", 1024), buf("h", 16)])])).explanation[0]
+    assert ex["cpu_vectorized"] is False and "atomic" in ex["cpu_vectorized_because"]
+    dead = """__kernel void over(__global float* out, const int iters) {
+      int i = get_global_id(0); float acc = 0.0f;
+      for (int k = 0; k < iters; k++) acc += sin((float)k);
+      acc = 2.0f; out[i] = acc; }"""
+    ex = m.predict(frame(dead, "over", [(1024, 64, [buf("out", 1024), scal("iters", 1 << 20)])])).explanation[0]
+    assert any("dead code" in a for a in ex["assumed_trip_counts"])
+    assert ex["cpu_vectorized"] is True       # the dead loop and its sin calls are gone
+
+
+def test_gpu_profiles_have_no_cpu_class():
+    m = AnalyticalModel(load_profile("a100"))
+    assert not m.dev.is_cpu and m.dev.scalar_rates == {}

@@ -510,3 +510,23 @@ def test_cli_writes_profile_and_rejects_bad_input(tmp_path, capsys):
     assert main(["--out", str(tmp_path / "no" / "x.json"), "--only", "launch"]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert not (tmp_path / "x.json").exists()
+
+
+def test_busy_host_is_refused_or_recorded(monkeypatch):
+    """A CPU device under a load above --max-load is refused before any measurement; without the
+    limit the calibration runs and records the largest load it saw."""
+    from calib import microbench
+    from calib.microbench import HostBusyError
+
+    monkeypatch.setattr(microbench, "_loadavg", lambda: 7.5)
+    truth = Truth()
+    harness = FakeHarness(truth, energy=False)
+    opts = CalibOptions(host_overhead=False, benches=("launch",), max_load=2.0, load_wait_s=0.0)
+    with pytest.raises(HostBusyError, match="load average 7.50 before calibration"):
+        Calibrator(_fake_device(truth, "CPU"), harness, None, opts).run()
+    assert harness.calls == []
+    p = Calibrator(_fake_device(truth, "CPU"), harness, None,
+                   CalibOptions(host_overhead=False, benches=("launch",))).run()
+    assert p.get("calib_host_load") == pytest.approx(7.5)
+    # a GPU is not slowed by host load: no refusal
+    Calibrator(_fake_device(truth, "GPU"), FakeHarness(truth, energy=False), None, opts).run()

@@ -130,10 +130,23 @@ def test_break_bounds_an_unbounded_while_loop():
     assert f.evaluate({"gsize0": 64, "n": 4000})["global_stores"] == pytest.approx(100)
 
 
-def test_data_dependent_break_keeps_the_static_bound():
+ESCAPE = """__kernel void esc(__global const float* a, __global float* b, int max_iter) {
+  int i = get_global_id(0); float z = a[i]; int it = 0;
+  while (it < max_iter && fabs(z) <= 4.0f) { z = z * z * 0.5f + 0.25f; it++; }
+  b[i] = z; }"""
+
+
+def test_data_dependent_exits_assume_avg_trip_below_the_static_bound():
+    """A break or loop condition on loaded data: the static bound is only an upper bound, and
+    min(bound, avg_trip) is assumed (avg_trip defaults to 8, as for loops bounded by data)."""
     f, lp = _loop(DATA_BREAK, "dbreak")
-    assert lp.has_break and lp.assumed == ""
-    assert f.evaluate({"gsize0": 64, "iters": 50})["global_loads"] == pytest.approx(50)
+    assert lp.has_break and "data-dependent exit" in lp.assumed
+    assert f.evaluate({"gsize0": 64, "iters": 50})["global_loads"] == pytest.approx(8)
+    assert f.evaluate({"gsize0": 64, "iters": 5})["global_loads"] == pytest.approx(5)
+    assert f.evaluate({"gsize0": 64, "iters": 50, "avg_trip": 30})["global_loads"] == pytest.approx(30)
+    f, lp = _loop(ESCAPE, "esc")
+    assert lp.early_exit and "data-dependent exit" in lp.assumed
+    assert f.evaluate({"gsize0": 64, "max_iter": 1 << 20})["fp32_fma"] == pytest.approx(8)
 
 
 REAL = TimingPolicy(warmup=2, min_repeats=5, min_time_s=0.0, max_repeats=10, max_time_s=5)
@@ -157,3 +170,51 @@ def test_device_removes_the_dead_loop_and_keeps_the_live_one(device, harness):
     live = _median_us(harness, PARTLY, "partly", g, {"iters": 1 << 12})
     assert dead < 20 * max(empty, 5.0)
     assert live > 10 * dead
+
+
+CLOSED = """__kernel void closed(__global const int* source, __global int* out, const int niters) {
+  const int id = get_global_id(0); const int s = source[id]; int acc = 0;
+  for (int i = 0; i < niters; i++) { acc += (s - s % 3) * (i + clamp(s, 0, 255)); }
+  out[id] = acc;
+}"""
+NOT_CLOSED = {
+    "loads": """__kernel void k(__global const int* source, __global int* out, const int niters) {
+  const int id = get_global_id(0); int acc = 0;
+  for (int i = 0; i < niters; i++) { acc += source[(id + i) & 63]; }
+  out[id] = acc; }""",
+    "float": """__kernel void k(__global const float* source, __global float* out, const int niters) {
+  const int id = get_global_id(0); float acc = 0.0f;
+  for (int i = 0; i < niters; i++) { acc += (float)i * 2.0f; }
+  out[id] = acc; }""",
+    "division": """__kernel void k(__global const int* source, __global int* out, const int niters) {
+  const int id = get_global_id(0); int acc = source[id];
+  for (int i = 0; i < niters; i++) { acc += acc / 3 + i; }
+  out[id] = acc; }""",
+}
+
+
+def test_integer_sum_loops_are_closed_form():
+    f, lp = _loop(CLOSED, "closed")
+    assert lp.trip_kind == "dead" and "closed form" in lp.assumed
+    assert f.evaluate({"gsize0": 1024, "niters": 1 << 20})["int_mul"] <= 2.0
+
+
+@pytest.mark.parametrize("why", sorted(NOT_CLOSED))
+def test_other_loops_are_not_closed_form(why):
+    f = analyze_source_text(NOT_CLOSED[why], "k")
+    assert [lp.trip_kind for lp in f.loops] == ["affine"]
+
+
+@pytest.mark.slow
+def test_device_computes_the_integer_sum_in_closed_form(device, harness):
+    """2^20 iterations per work-item cost what 1 iteration costs: the loop is gone."""
+    g = 4096
+    args = [ArgBinding("source", "buffer", "int", count=g, init="random"),
+            ArgBinding("out", "buffer", "int", count=g, init="zeros")]
+    times = []
+    for n in (1, 1 << 20):
+        m = harness.run(Kernel(CLOSED, "closed"), LaunchConfig((g,), (64,), args + [
+            ArgBinding("niters", "scalar", "int", value=n)]), REAL)
+        assert m.status == "ok", m.reason
+        times.append(m.time.median_us)
+    assert times[1] < 20 * max(times[0], 5.0)

@@ -586,7 +586,7 @@ def test_fallback_loops_and_flags():
                                                   ("for", "unknown"), ("for", "affine")]
     assert lp[0].trip == "max(1, max(0, n))"
     assert lp[2].has_break and lp[2].trip == "avg_trip"
-    assert lp[3].early_exit and lp[3].trip == "max(0, n)"
+    assert lp[3].early_exit and lp[3].trip == "min(max(0, n), avg_trip)"   # data-dependent exit
     (w,) = accesses(f, "W")
     assert w.space == "constant" and w.stride0 == "0"
     assert f.evaluate({**ENV, "n": 0})["constant_loads"] == 1      # do-while runs once

@@ -17,6 +17,8 @@ Only loops of the kernel body itself are examined (not loops of inlined helpers)
 set of loop keys (:func:`loop_key`) with a short reason each; the walker counts such a loop zero
 times and says so in its :class:`~models.static.features.LoopInfo` (``trip_kind`` ``dead``).
 Dead loops whose variables were read only by other dead loops are found by iterating (twice).
+:func:`closed_form_loops` finds loops the compiler replaces by a formula (integer sums of
+polynomials in the counter, LLVM scalar evolution); the walker counts them like dead loops.
 """
 
 from __future__ import annotations
@@ -375,3 +377,78 @@ def dead_loops(body: ci.Cursor) -> dict[Key, str]:
         if not found:
             break
     return dead
+
+
+def _loop_variant(lp: ci.Cursor) -> set[int]:
+    """Variables that change in the loop: assigned in it, or declared in it."""
+    declared = {int(x.hash) for x in lp.walk_preorder() if x.kind == K.VAR_DECL}
+    return carried(lp) | declared
+
+
+def _polynomial(e: ci.Cursor, variant: set[int]) -> bool:
+    """Whether an integer expression is a polynomial (+, -, *) in the loop-variant variables:
+    other operations (/, %, shifts, comparisons, calls) only on loop-invariant operands."""
+    s = unwrap(e)
+    k = s.kind
+    if k in (K.INTEGER_LITERAL, K.CHARACTER_LITERAL):
+        return True
+    if k == K.DECL_REF_EXPR:
+        return True
+    if not (_refs(s, []) & variant):
+        return True         # loop-invariant: hoisted out of the loop
+    if k in (K.PAREN_EXPR, K.UNEXPOSED_EXPR, K.CSTYLE_CAST_EXPR):
+        ch = list(s.get_children())
+        return len(ch) >= 1 and _polynomial(ch[-1], variant)
+    if k == K.UNARY_OPERATOR and _cx.unary_op(s) in ("-", "+"):
+        return _polynomial(list(s.get_children())[0], variant)
+    if k == K.BINARY_OPERATOR and _cx.binary_op(s) in ("+", "-", "*"):
+        a, b = list(s.get_children())
+        return _polynomial(a, variant) and _polynomial(b, variant)
+    return False
+
+
+def closed_form_loops(body: ci.Cursor) -> dict[Key, str]:
+    """Loops the compiler replaces by their closed form (LLVM scalar evolution rewrites the exit
+    value of integer add recurrences): no side effect, no load, call, branch or inner loop, and
+    every variable carried out of the loop is an integer updated by ``v += p`` / ``v -= p`` /
+    ``v++`` with ``p`` a polynomial in the counter and loop-invariant values."""
+    from models.static.cursors import type_class
+
+    out: dict[Key, str] = {}
+    for lp in _loops(body):
+        if side_effect(lp) is not None:
+            continue
+        kids = list(lp.get_children())
+        inner = kids[-1] if lp.kind != K.DO_STMT else kids[0]
+        variant = _loop_variant(lp)
+        bad = False
+        for x in inner.walk_preorder():
+            if x.kind in (K.IF_STMT, K.CONDITIONAL_OPERATOR, K.SWITCH_STMT, K.BREAK_STMT, K.CONTINUE_STMT,
+                          K.RETURN_STMT, K.VAR_DECL) or x.kind in LOOPS:
+                bad = True
+                break
+            # loads and calls of loop-invariant values are hoisted (no store in the loop aliases them)
+            if (x.kind in (K.CALL_EXPR, K.ARRAY_SUBSCRIPT_EXPR, K.MEMBER_REF_EXPR)
+                    or (x.kind == K.UNARY_OPERATOR and _cx.unary_op(x) == "*")) and _refs(x, []) & variant:
+                bad = True
+                break
+        if bad:
+            continue
+        ok = bool(carried(lp))
+        for x in inner.walk_preorder():
+            if not ok:
+                break
+            if x.kind == K.COMPOUND_ASSIGNMENT_OPERATOR:
+                lhs, rhs = list(x.get_children())
+                ok = _cx.binary_op(x) in ("+=", "-=") and type_class(lhs.type)[0] == "int" and \
+                    _polynomial(rhs, variant)
+            elif x.kind == K.BINARY_OPERATOR and _cx.binary_op(x) == "=":
+                ok = False
+        for x in lp.walk_preorder():
+            v = _var_key(x)
+            if v is not None and v in carried(lp) and type_class(x.type)[0] != "int":
+                ok = False
+                break
+        if ok:
+            out[loop_key(lp)] = "integer sums in closed form (scalar evolution)"
+    return out

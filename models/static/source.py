@@ -88,7 +88,7 @@ from kernelcast.cuda import looks_like_cuda
 from kernelcast.schema import Kernel
 from models.static.affine import average
 from models.static.cursors import type_bytes, type_class
-from models.static.deadcode import dead_loops
+from models.static.deadcode import closed_form_loops, dead_loops
 from models.static.expr import Poly
 from models.static.features import BUILTIN_CLASSES, OP_CLASSES, RESERVED, SourceFeatures
 from models.static.values import ZERO, Ptr, Val
@@ -179,7 +179,7 @@ def analyze_source(kernel: Kernel, filename: str = "kernel.cl") -> SourceFeature
     sys.setrecursionlimit(max(limit, 20000))  # long unrolled expressions nest deeply
     try:
         if body is not None:
-            w.dead_loops = dead_loops(body)
+            w.dead_loops = {**closed_form_loops(body), **dead_loops(body)}
             w.walk_body(body)
     finally:
         sys.setrecursionlimit(limit)

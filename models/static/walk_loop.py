@@ -65,10 +65,12 @@ class LoopWalker(WalkerBase):
             # the compiler deletes a finite loop without effects (models.static.deadcode)
             self._leave_loop(carried, {}, True, trip)
             if not self.mute:
-                self.note(f"loop at line {line} not counted: dead code ({why_dead})")
+                what = "computed in closed form by the compiler" if "closed form" in why_dead else \
+                    "dead code, removed by the compiler"
+                self.note(f"loop at line {line} not counted: {what} ({why_dead})")
                 self.loops.append(LoopInfo(
                     line=line, kind=kind, var=var_name, trip="0", trip_kind="dead", depth=len(self.loop_stack) + 1,
-                    assumed=f"dead code, removed by the compiler: {why_dead} (static trip {trip.to_str()})"))
+                    assumed=f"{what}: {why_dead} (static trip {trip.to_str()})"))
             return
         if kind == "do":
             trip = p_max(ONE, trip)
@@ -79,7 +81,13 @@ class LoopWalker(WalkerBase):
         post = self._induction_values(cands, entry_vars, loop_atoms, ind_key, ind_val, trip_kind, it)
         assumed = "" if trip_kind in ("affine", "geometric") else f"{trip_kind} trip count: avg_trip assumed"
         if trip_kind != "geometric":
-            bounds = self._break_bounds(body, it_atom, loop_atoms, lid)
+            bounds, data_break = self._break_bounds(body, it_atom, loop_atoms, lid)
+            with self.muted():
+                data_cond = early and cond is not None and DATA in self.ev(cond).deps
+            if (data_break or data_cond) and trip_kind == "affine":
+                # a data-dependent exit (escape-time iteration, search): the static bound is only an
+                # upper bound; like a loop bounded by data, avg_trip iterations are assumed
+                bounds = bounds + [(AVG_TRIP, "data-dependent exit: min(static bound, avg_trip)")]
             if bounds:
                 alt = bounds[0][0] if len(bounds) == 1 else p_min(*(b for b, _ in bounds))
                 new_trip = alt if trip_kind != "affine" else p_min(trip, alt)
@@ -87,7 +95,8 @@ class LoopWalker(WalkerBase):
                     new_trip = p_max(ONE, new_trip)
                 if printable(new_trip) is not None:
                     trip, trip_kind = new_trip, "affine"
-                    assumed = "trip bounded by " + " / ".join(f"'if ({t}) break'" for _, t in bounds)
+                    assumed = "trip bounded by " + " / ".join(
+                        t if t.startswith("data-dependent") else f"'if ({t}) break'" for _, t in bounds)
                     self.vars = vars_in
                     it_atom = Atom(f"i:{lid}", "iter", f"it{lid}", deps=frozenset({ITER}),
                                    avg=(trip - 1) * Fraction(1, 2), rng=trip, deriv=(ZERO, ZERO, ZERO))
@@ -120,20 +129,25 @@ class LoopWalker(WalkerBase):
         if trip_kind == "geometric" and lid in self.geo_params and ind_val is not None:
             self.integrate(snap, ind_val(it).poly, trip, *self.geo_params[lid])
         self._leave_loop(carried, post, ctx.has_break, trip)
+        if not assumed and (early or ctx.has_break):
+            assumed = "upper bound: the loop can exit earlier on a condition the analysis does not bound"
         if not self.mute:
             self.loops.append(LoopInfo(
                 line=line, kind=kind, var=var_name, trip=trip.to_str(), trip_kind=trip_kind, depth=depth,
                 data_dependent=data_dep, divergent=divergent, has_break=ctx.has_break, early_exit=early,
                 assumed=assumed))
 
-    def _break_bounds(self, body: ci.Cursor, it_atom: Atom, loop_atoms: set[str], lid: int) -> list[tuple[Poly, str]]:
+    def _break_bounds(self, body: ci.Cursor, it_atom: Atom, loop_atoms: set[str], lid: int
+                      ) -> tuple[list[tuple[Poly, str]], bool]:
         """Trip counts implied by ``if (cond) break;`` statements at the top level of the body whose
         condition is linear in the iteration counter with a bound that is not loaded data: the
-        number of iterations before ``cond`` first holds (averaged over work-items)."""
+        number of iterations before ``cond`` first holds (averaged over work-items); and whether
+        another such ``break`` depends on loaded data."""
         stmts = list(body.get_children()) if body.kind == K.COMPOUND_STMT else [body]
         out: list[tuple[Poly, str]] = []
+        data_break = False
         if not any(x.kind == K.BREAK_STMT for s in stmts for x in s.walk_preorder()):
-            return out
+            return out, data_break
         with self.muted():
             for s in stmts:
                 if s.kind == K.IF_STMT:
@@ -142,12 +156,14 @@ class LoopWalker(WalkerBase):
                         b = self._exit_bound(ch[0], it_atom, loop_atoms, lid)
                         if b is not None:
                             out.append((b, expr_text(ch[0])))
+                        elif DATA in self.ev(ch[0]).deps:
+                            data_break = True
                         continue
                 if s.kind in (K.FOR_STMT, K.WHILE_STMT, K.DO_STMT, K.SWITCH_STMT, K.RETURN_STMT, K.BREAK_STMT,
                               K.CONTINUE_STMT, K.GOTO_STMT):
                     break
                 self.walk_stmt(s)
-        return out
+        return out, data_break
 
     def _exit_bound(self, cond: ci.Cursor, it_atom: Atom, loop_atoms: set[str], lid: int) -> Poly | None:
         """Iterations before the exit condition ``cond`` (a ``||`` chain) first holds, or None."""
