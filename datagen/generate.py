@@ -329,9 +329,10 @@ class Generator:
             self.select = self.kernel_selectors[self.o.args](
                 self.h, k, params, seed=self.o.seed, device_limits=self.limits, cache_dir=self.w.root / "memargs")
         dims = k.dims or 1
-        configs = sample_configs(kernel_rng(self.o.seed, k.id), self.limits, dims, self.o.lsizes_per_kernel,
-                                 max(1, self.o.configs_per_kernel // max(1, self.o.lsizes_per_kernel)),
-                                 self.o.k, self.o.ratio, self.o.max_total_items)
+        # as many configurations as asked: the remainder goes one each to the first local sizes
+        per, extra = divmod(self.o.configs_per_kernel, max(1, self.o.lsizes_per_kernel))
+        configs = sample_configs(kernel_rng(self.o.seed, k.id), self.limits, dims, self.o.lsizes_per_kernel, per,
+                                 self.o.k, self.o.ratio, self.o.max_total_items, extra=extra)
         if self.o.validity:
             vstatus = self._validity(k, params, dims)
             if vstatus != "ok" and not (self.o.keep_invalid and vstatus == "invalid_output"):

@@ -195,16 +195,26 @@ def _prime_factors(n: int) -> list[int]:
 
 def sample_configs(rng: random.Random, limits: DeviceLimits, dims: int, n_lsizes: int, per_lsize: int,
                    k: float = DEFAULT_K, ratio: tuple[int, int, int] = DEFAULT_RATIO,
-                   max_total_items: int = DEFAULT_MAX_TOTAL_ITEMS, max_wg: int | None = None) -> list[SampledConfig]:
-    """``n_lsizes`` local sizes x ``per_lsize`` work-group counts (LLMPerf: 4 x 50 = 200)."""
+                   max_total_items: int = DEFAULT_MAX_TOTAL_ITEMS, max_wg: int | None = None,
+                   extra: int = 0) -> list[SampledConfig]:
+    """``n_lsizes`` local sizes x ``per_lsize`` work-group counts (LLMPerf: 4 x 50 = 200), then
+    ``extra`` more, one for each of the first ``extra`` local sizes (the remainder when the
+    configurations asked for are not a multiple of the local sizes). The extras are drawn after
+    the others, so the first ``n_lsizes x per_lsize`` do not depend on them (a dataset made
+    without them resumes unchanged)."""
     out: list[SampledConfig] = []
-    for lsize in sample_lsizes(rng, limits, n_lsizes, dims, max_wg):
-        wg_items = math.prod(lsize)
-        max_nwg = max(1, max_total_items // wg_items)
-        for n_wg, regime in sample_nwg(rng, limits, per_lsize, k, ratio, max_nwg):
+    lsizes = sample_lsizes(rng, limits, n_lsizes, dims, max_wg)
+
+    def add(lsize: tuple[int, ...], count: int) -> None:
+        max_nwg = max(1, max_total_items // math.prod(lsize))
+        for n_wg, regime in sample_nwg(rng, limits, count, k, ratio, max_nwg):
             grid = grid_for(rng, n_wg, dims)
-            gsize = tuple(g * loc for g, loc in zip(grid, lsize))
-            out.append(SampledConfig(gsize, lsize, n_wg, regime))
+            out.append(SampledConfig(tuple(g * loc for g, loc in zip(grid, lsize)), lsize, n_wg, regime))
+
+    for lsize in lsizes:
+        add(lsize, per_lsize)
+    for lsize in lsizes[:max(0, extra)]:
+        add(lsize, 1)
     return out
 
 

@@ -119,3 +119,14 @@ def test_sweeps_on_a_device_with_few_shapes():
     sweeps = sample_sweeps(random.Random(0), tiny, 1, 3, 4)
     assert {c.lsize for c in sweeps} <= {(8,), (16,)}            # only two shapes exist: as many as allowed
     assert all(len([c for c in sweeps if c.sweep == s]) <= 2 for s in range(3))
+
+
+def test_as_many_configurations_as_asked_and_the_first_ones_unchanged():
+    # 8 over 3 local sizes: 2 each, and the remainder 2 to the first two local sizes
+    base = sample_configs(random.Random(5), CPU, 1, 3, 2)
+    more = sample_configs(random.Random(5), CPU, 1, 3, 2, extra=2)
+    assert len(base) == 6 and len(more) == 8
+    assert more[:6] == base                         # a dataset sampled without the extras resumes unchanged
+    assert [c.lsize for c in more[6:]] == [more[0].lsize, more[2].lsize]
+    # fewer configurations than local sizes: exactly that many
+    assert len(sample_configs(random.Random(5), CPU, 1, 4, 0, extra=2)) == 2
