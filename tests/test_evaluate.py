@@ -323,8 +323,12 @@ def test_evaluate_end_to_end(tiny_dataset, tmp_path, capsys):
                    "--inner-folds", "2", "--profile", PROFILE, "--out", str(out), "--quiet"])
     printed = capsys.readouterr().out
     assert rc == 0
-    assert "median APE %" in printed and "analytical" in printed and "per work-item" in printed
+    assert "median APE %" in printed and "analytical" in printed
+    # datagen's tuning sweeps (default 4 per kernel) give every kernel groups of one problem
+    assert "groups of configurations of one problem" in printed and "in 4 kernels" in printed
     m = json.loads((out / "metrics.json").read_text())
+    assert m["tuning"]["basis"] == "problem" and m["tuning"]["problem_kernels"] == 4
+    assert m["tuning"]["problem_groups"] >= 8
     assert m["kind"] == "kernelcast-evaluation" and m["seed"] == 0 and m["models"] == ["analytical", "blend"]
     assert m["groups"]["count"] == 4 and m["rows"] == m["dataset"]["rows_used"] > 0
     assert m["profile"]["spec"] == PROFILE
