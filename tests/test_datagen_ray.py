@@ -39,6 +39,9 @@ def test_unreachable_address_is_one_line_and_exit_2(tmp_path):
     assert not out.exists()           # nothing written
     with pytest.raises(Exception, match="HOST:PORT"):
         check_address("no-port-here")
+    r = subprocess.run([sys.executable, "-m", "kernelcast", "datagen", "--corpus", "bundled", "--out", str(out),
+                        "--ray-actors", "2"], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 2 and "--ray-actors needs --ray" in r.stderr and not out.exists()
 
 
 def test_sharding_is_stable_and_spread():
