@@ -69,9 +69,10 @@ def test_timing_statistics(harness):
     assert m.status == "ok", m.reason
     t = m.time
     assert t.repeats == len(t.times_us) >= 20
-    # a sample is the interquartile mean of `group` launches, so this is the summed kernel time
-    # without the slowest and fastest quarters (the window stops on the untrimmed sum >= 0.02 s)
-    assert sum(t.times_us) * t.group * 1e-6 >= 0.02 * 0.8
+    # a ~10 us kernel: a sample is the interquartile mean of a group of launches (about 1 ms of
+    # them); the window stops on the untrimmed summed time >= 0.02 s, which preempted launches
+    # inflate under load, so only the launch count is a firm bound here
+    assert t.group >= 10 and t.repeats * t.group >= 20 * 10
     assert t.min_us <= t.q1_us <= t.median_us <= t.q3_us
     assert t.iqr_us == pytest.approx(t.q3_us - t.q1_us)
     assert t.median_us == pytest.approx(float(np.median(t.times_us)))
