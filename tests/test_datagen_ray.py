@@ -39,6 +39,9 @@ def test_unreachable_address_is_one_line_and_exit_2(tmp_path):
     assert not out.exists()           # nothing written
     with pytest.raises(Exception, match="HOST:PORT"):
         check_address("no-port-here")
+    r = subprocess.run([sys.executable, "-m", "kernelcast", "datagen", "--corpus", "bundled", "--out", str(out),
+                        "--ray-actors", "2"], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 2 and "--ray-actors needs --ray" in r.stderr and not out.exists()
 
 
 def test_sharding_is_stable_and_spread():
@@ -54,8 +57,10 @@ def _kernels() -> list[Kernel]:
 
 
 def _options() -> DatagenOptions:
+    # no pruning by time (max_config_time_s): under load it would make the set of configurations
+    # depend on the measured times, and the runs could not be compared configuration by configuration
     return DatagenOptions(configs_per_kernel=6, lsizes_per_kernel=2, rebalance=None, validity=False,
-                          max_total_items=1 << 18,
+                          max_total_items=1 << 18, max_config_time_s=1e9,
                           timing=TimingPolicy(warmup=1, min_repeats=3, min_time_s=0.0, max_repeats=20,
                                               max_time_s=2.0))
 

@@ -69,10 +69,10 @@ def test_timing_statistics(harness):
     assert m.status == "ok", m.reason
     t = m.time
     assert t.repeats == len(t.times_us) >= 20
-    if t.group == 1:
-        assert sum(t.times_us) * 1e-6 >= 0.02
-    else:       # a short kernel: each sample is the interquartile mean of a group of about 1 ms of launches
-        assert t.group * t.median_us <= 2000 and t.repeats * t.group >= 20
+    # a ~10 us kernel: a sample is the interquartile mean of a group of launches (about 1 ms of
+    # them); the window stops on the untrimmed summed time >= 0.02 s, which preempted launches
+    # inflate under load, so only the launch count is a firm bound here
+    assert t.group >= 4 and t.repeats * t.group >= 20 * 4
     assert t.min_us <= t.q1_us <= t.median_us <= t.q3_us
     assert t.iqr_us == pytest.approx(t.q3_us - t.q1_us)
     assert t.median_us == pytest.approx(float(np.median(t.times_us)))
