@@ -57,7 +57,7 @@ from kernelcast.metrics import (
     tuning_scores,
     within_factor,
 )
-from train.split import family_of, synthetic_family
+from train.split import group_key
 
 log = logging.getLogger(__name__)
 
@@ -166,13 +166,8 @@ class Grouping:
 
 def base_group(name: str, origin: Any, kernel_id: str) -> tuple[str, str]:
     """(key, kind) of a kernel before near-duplicate merging: its synthetic template family, its
-    source file, or (with no origin) the kernel alone."""
-    origin = origin if isinstance(origin, str) else ""
-    if origin.startswith(SYNTH_ORIGIN) or (not origin and synthetic_family(name)):
-        return "synth:" + family_of(name), "synthetic_family"
-    if origin:
-        return "file:" + origin, "source_file"
-    return "kernel:" + kernel_id, "kernel"
+    source file, or (with no origin) the kernel alone (:func:`train.split.group_key`)."""
+    return group_key(name, origin, kernel_id)
 
 
 def _shingles(source: str) -> np.ndarray:

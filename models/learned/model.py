@@ -86,8 +86,9 @@ class KernelPerfModel(nn.Module):
         self.config = config
         self.backbone = backbone if backbone is not None else CodeGenModel(config.backbone_config())
         n_feat = len(config.feature_names) if config.mode == "efficient" else 0
-        if config.mode == "efficient" and n_feat != len(feature_names(config.max_scalars, config.extra_columns)):
-            raise ValueError("config.feature_names does not match max_scalars/extra_columns")
+        if config.mode == "efficient" and n_feat != len(feature_names(config.max_scalars, config.extra_columns,
+                                                                      config.table_features)):
+            raise ValueError("config.feature_names does not match max_scalars/extra_columns/table_features")
         pooled = config.n_last_tokens if config.pooling == "last" else 1
         in_dim = pooled * config.hidden_size + n_feat
         self.time_head = RegressionHead(in_dim, config.head_hidden, config.head_dropout) \
@@ -112,7 +113,9 @@ class KernelPerfModel(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, features: torch.Tensor | None = None,
                 seq_index: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-        """Predicted log2 targets per row: ``{"time": log2 us, "energy": log2 J}`` (what the config has).
+        """Predicted log2 targets per row: ``{"time": log2 us, "energy": log2 J}`` (what the config has);
+        with ``config.residual`` "time" is the residual log2(time / analytical time), which
+        :class:`~models.learned.predictor.LearnedPredictor` adds to the analytical base.
 
         Prompt mode: one sequence per row. Efficient mode: ``input_ids`` holds the distinct sources,
         ``features`` (rows, F) the raw numeric features and ``seq_index`` (rows,) the source of each row."""
@@ -121,7 +124,9 @@ class KernelPerfModel(nn.Module):
             if features is None or seq_index is None:
                 raise ValueError("efficient mode needs features and seq_index")
             mean, std = self.get_buffer("feature_mean"), self.get_buffer("feature_std")
-            feats = (features.to(pooled.dtype) - mean) / std
+            feats = torch.nan_to_num((features.to(pooled.dtype) - mean) / std, nan=0.0)  # NaN: the training mean
+            if self.config.feature_clip:
+                feats = feats.clamp(-self.config.feature_clip, self.config.feature_clip)
             x = torch.cat([pooled[seq_index], feats], dim=-1)
         else:
             x = pooled
