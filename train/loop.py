@@ -125,7 +125,11 @@ class TrainOptions:
         if self.batch_size is None:
             self.batch_size = 8 if self.mode == "prompt" else 64
         if self.lr is None:
-            self.lr = 1e-5 if self.base else 5e-4
+            # a hub-scale pretrained model is fine-tuned gently; a small backbone of 'kernelcast pretrain' is not
+            # much further from its optimum than one trained from scratch
+            from train.pretrain import is_pretrained_dir
+
+            self.lr = 1e-5 if self.base and not is_pretrained_dir(self.base) else 5e-4
         for name in ("epochs", "batch_size", "grad_accum", "patience"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be at least 1")
