@@ -136,7 +136,13 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--interval-by", choices=("none", "regime", "bound"), default="none",
                    help="interval quantiles per datagen regime or per analytical bound (default: one for all rows)")
     p.add_argument("--inner-folds", type=int, default=3, help="blend: folds of the inner CV (3)")
-    p.add_argument("--codegen-epochs", type=int, default=5, help="codegen: epochs per fold (5)")
+    p.add_argument("--codegen-epochs", type=int, default=20,
+                   help="codegen: at most this many epochs per fold (20; early stopping on held-out kernel groups "
+                        "of the fold's training rows usually ends sooner)")
+    p.add_argument("--codegen-base", metavar="DIR",
+                   help="codegen: fine-tune from this pretrained backbone (kernelcast pretrain --out) instead of "
+                        "from scratch")
+    p.add_argument("--codegen-minutes", type=float, help="codegen: training-time limit per fold, minutes")
     p.add_argument("--learning-curve", action="store_true",
                    help="also the tabular model's median APE vs training kernels (10, 20, 40, ..., all)")
     p.add_argument("--no-plots", action="store_true", help="no PNG plots")
@@ -356,7 +362,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     models = parse_models(args.models) if args.models is not None else DEFAULT_MODELS
     opts = EvaluateOptions(folds=args.folds, models=models, seed=args.seed, shots=parse_shots(args.shots),
                            interval_by=args.interval_by, inner_folds=args.inner_folds,
-                           codegen_epochs=args.codegen_epochs, learning_curve=args.learning_curve)
+                           codegen_epochs=args.codegen_epochs, codegen_base=args.codegen_base,
+                           codegen_minutes=args.codegen_minutes, learning_curve=args.learning_curve)
     if not Path(args.data).is_dir():
         raise UsageError(f"--data {args.data}: no such dataset directory")
     profile = resolve_profile(args.profile, args.device,

@@ -333,10 +333,16 @@ def _val_loss(model: Any, blocks: np.ndarray, batch_size: int) -> float:
 
 
 def _save_atomically(out: Path, model: Any, tokenizer: Any, summary: dict[str, Any]) -> None:
+    from transformers.utils import logging as hf_logging
+
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     if tmp.exists():
         shutil.rmtree(tmp)
-    model.save_pretrained(str(tmp))
+    hf_logging.disable_progress_bar()
+    try:
+        model.save_pretrained(str(tmp))
+    finally:
+        hf_logging.enable_progress_bar()
     tokenizer.save_pretrained(str(tmp))
     (tmp / PRETRAIN_FILE).write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
     old = out.with_name(f".{out.name}.old-{os.getpid()}")

@@ -176,8 +176,21 @@ class KernelPerfModel(nn.Module):
         """A new model whose backbone is a pretrained CodeGen (``Salesforce/codegen-350M-multi`` or a
         local directory saved with ``save_pretrained``); the heads start from scratch."""
         from transformers import CodeGenModel
+        from transformers.utils import logging as hf_logging
 
-        backbone = CodeGenModel.from_pretrained(str(base), dtype=torch.float32)
+        # a causal-LM checkpoint (e.g. of 'kernelcast pretrain') carries an lm_head the backbone does not use:
+        # report only weights the backbone lacks, not transformers' table of the unused ones
+        verbosity = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+        try:
+            backbone, info = CodeGenModel.from_pretrained(str(base), dtype=torch.float32, output_loading_info=True)
+        finally:
+            hf_logging.set_verbosity(verbosity)
+            hf_logging.enable_progress_bar()
+        if info.get("missing_keys"):
+            log.warning("%s: %d backbone weight(s) not in the checkpoint start from scratch (e.g. %s)", base,
+                        len(info["missing_keys"]), sorted(info["missing_keys"])[:3])
         config.backbone = backbone.config.to_dict()
         config.base = str(base)
         n_pos = int(config.backbone.get("n_positions") or config.max_length)
