@@ -65,6 +65,9 @@ def add_parser(subparsers: Any) -> None:
                                                                "improvement (0.5; floor 5%% of the peak)")
     p.add_argument("--max-steps", type=int, help="stop after this many optimizer steps (rerun to continue)")
     p.add_argument("--max-minutes", type=float, help="stop after this many minutes of training (rerun to continue)")
+    p.add_argument("--time-loss", choices=("mse", "huber"), default="mse",
+                   help="loss on log2 time: mse (LLMPerf, default) or huber (delta 1, a factor of 2: less pull from "
+                        "rows the analytical model misses by orders of magnitude)")
     p.add_argument("--seed", type=int, default=0, help="seed of the split, the data order and the weights")
     p.add_argument("--threads", type=int, help="torch CPU threads (default: one per core; 1 can be faster on a "
                                                "machine busy with other work)")
@@ -188,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
             batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay, warmup_ratio=args.warmup_ratio,
             grad_accum=args.grad_accum, patience=args.patience, max_steps=args.max_steps, seed=args.seed,
             resume=not args.no_resume, progress=not args.no_progress, threads=args.threads,
-            max_minutes=args.max_minutes, lr_decay=args.lr_decay, profile=profile)
+            max_minutes=args.max_minutes, lr_decay=args.lr_decay, profile=profile, time_loss=args.time_loss)
     except DataError as e:
         raise UsageError(str(e)) from None
     except ValueError as e:  # bad option values

@@ -106,6 +106,7 @@ class TrainOptions:
     max_scalars: int = 4
     extra_columns: list[str] = field(default_factory=lambda: list(DEFAULT_EXTRA_COLUMNS))
     energy_loss: str = "zhang"             # "zhang" (1/E-weighted squared error) or "mse_log2"
+    time_loss: str = "mse"                 # "mse" on log2 time (LLMPerf) or "huber" (delta 1 = a factor of 2)
     max_grad_norm: float = 1.0
     eval_batch_size: int = 32
     threads: int | None = None             # torch CPU threads (None: torch's default, one per core)
@@ -120,6 +121,8 @@ class TrainOptions:
             raise ValueError(f"mode must be prompt or efficient, got {self.mode!r}")
         if self.target not in ("time", "energy", "both"):
             raise ValueError(f"target must be time, energy or both, got {self.target!r}")
+        if self.time_loss not in ("mse", "huber"):
+            raise ValueError(f"time_loss must be mse or huber, got {self.time_loss!r}")
         if self.energy_loss not in ("zhang", "mse_log2"):
             raise ValueError(f"energy_loss must be zhang or mse_log2, got {self.energy_loss!r}")
         if self.batch_size is None:
@@ -256,14 +259,18 @@ def _optimizer(model: KernelPerfModel, opts: TrainOptions) -> torch.optim.Optimi
 
 
 def batch_loss(pred: dict[str, torch.Tensor], t_log2: torch.Tensor, energy: torch.Tensor,
-               config: LearnedConfig, energy_loss: str = "zhang") -> torch.Tensor:
-    """Mean loss of a batch: MSE on log2 time over rows with a time, plus the energy loss over rows
-    with an energy. ``t_log2``/``energy`` hold NaN where a row has none."""
+               config: LearnedConfig, energy_loss: str = "zhang", time_loss: str = "mse") -> torch.Tensor:
+    """Mean loss of a batch: MSE (or Huber with delta 1, i.e. a factor of 2) on log2 time over rows
+    with a time, plus the energy loss over rows with an energy. ``t_log2``/``energy`` hold NaN where
+    a row has none."""
     total = pred[next(iter(pred))].new_zeros(())
     if "time" in pred:
         m = torch.isfinite(t_log2)
         if m.any():
-            total = total + torch.mean((pred["time"][m] - t_log2[m]) ** 2)
+            if time_loss == "huber":
+                total = total + torch.nn.functional.huber_loss(pred["time"][m], t_log2[m], delta=1.0)
+            else:
+                total = total + torch.mean((pred["time"][m] - t_log2[m]) ** 2)
     if "energy" in pred:
         m = torch.isfinite(energy)
         if m.any():
@@ -299,12 +306,12 @@ def predict_encoded(model: KernelPerfModel, enc: EncodedRows, rows: np.ndarray, 
 
 
 def _val_loss(pred: dict[str, np.ndarray], t: np.ndarray, e: np.ndarray, config: LearnedConfig,
-              energy_loss: str) -> float:
+              energy_loss: str, time_loss: str = "mse") -> float:
     tp = {k: torch.tensor(v, dtype=torch.float32) for k, v in pred.items()}
     if not tp:
         return float("nan")
     return float(batch_loss(tp, torch.tensor(np.log2(t), dtype=torch.float32), torch.tensor(e, dtype=torch.float32),
-                            config, energy_loss))
+                            config, energy_loss, time_loss))
 
 
 def _metrics_block(pred: dict[str, np.ndarray], t: np.ndarray, e: np.ndarray, kernels: np.ndarray,
@@ -486,7 +493,7 @@ def fit_frame(frame: pd.DataFrame, *, out_dir: str | os.PathLike[str], options: 
                     b = make_batch(enc, rows, pad_id, cfg.max_length)
                     pred = model(**b.model_inputs())
                     idx = torch.from_numpy(rows)
-                    loss = batch_loss(pred, t_log2[idx], e_t[idx], cfg, opts.energy_loss)
+                    loss = batch_loss(pred, t_log2[idx], e_t[idx], cfg, opts.energy_loss, opts.time_loss)
                     (loss * (len(rows) / n_group)).backward()
                     loss_sum += loss.item() * len(rows)
                 if opts.max_grad_norm:
@@ -584,7 +591,7 @@ def _epoch_val_loss(model: KernelPerfModel, enc: EncodedRows, val_rows: np.ndarr
     if not len(val_rows):
         return float("nan")
     p = predict_encoded(model, enc, val_rows, pad_id, opts.eval_batch_size, max(opts.kernels_per_batch, 8))
-    return _val_loss(p, t[val_rows], e[val_rows], cfg, opts.energy_loss)
+    return _val_loss(p, t[val_rows], e[val_rows], cfg, opts.energy_loss, opts.time_loss)
 
 
 def _final_metrics(model: KernelPerfModel, enc: EncodedRows, val_rows: np.ndarray, pad_id: int,
@@ -597,7 +604,7 @@ def _final_metrics(model: KernelPerfModel, enc: EncodedRows, val_rows: np.ndarra
     if len(val_rows):
         p = predict_encoded(model, enc, val_rows, pad_id, opts.eval_batch_size, max(opts.kernels_per_batch, 8))
         val = _metrics_block(p, t[val_rows], e[val_rows], kernels[val_rows], names[val_rows])
-        val["loss"] = _val_loss(p, t[val_rows], e[val_rows], model.config, opts.energy_loss)
+        val["loss"] = _val_loss(p, t[val_rows], e[val_rows], model.config, opts.energy_loss, opts.time_loss)
     secs = float(state["train_seconds"])
     cfg = model.config
     return {
