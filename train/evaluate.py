@@ -824,7 +824,7 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile, options: Evaluat
         "intervals": intervals,
         "blend": {"criterion": opts.criterion, "inner_folds": opts.inner_folds, "folds": blends} if blends else None,
         "learning_curve": lc,
-        "training": {name: ft.runs for name, ft in fitters.items() if isinstance(getattr(ft, "runs", None), list)},
+        "training": {name: runs for name, ft in fitters.items() if isinstance(runs := getattr(ft, "runs", None), list)},
         "folds": fold_table,
         "groups": {
             "count": len(grouping.groups), "by_kind": kinds, "near_duplicate_threshold": opts.near_duplicate_threshold,

@@ -170,8 +170,9 @@ def split_texts(texts: Sequence[CorpusText], val_fraction: float, seed: int) -> 
 
     ids = [str(i) for i in range(len(texts))]
     train_ids, val_ids, how = split_by_group(ids, [t.group for t in texts], val_fraction=val_fraction, seed=seed)
+    vg = how["val_groups"]
     return ([texts[int(i)].text for i in train_ids], [texts[int(i)].text for i in val_ids],
-            len(how["val_groups"]) if how["by"] == "group" else 0)
+            len(vg) if isinstance(vg, list) and how["by"] == "group" else 0)
 
 
 def pack_blocks(texts: Sequence[str], tokenizer: Any, block_size: int) -> np.ndarray:

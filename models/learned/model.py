@@ -184,7 +184,8 @@ class KernelPerfModel(nn.Module):
         hf_logging.set_verbosity_error()
         hf_logging.disable_progress_bar()
         try:
-            backbone, info = CodeGenModel.from_pretrained(str(base), dtype=torch.float32, output_loading_info=True)
+            loaded: Any = CodeGenModel.from_pretrained(str(base), dtype=torch.float32, output_loading_info=True)
+            backbone, info = loaded
         finally:
             hf_logging.set_verbosity(verbosity)
             hf_logging.enable_progress_bar()
