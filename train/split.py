@@ -1,4 +1,5 @@
-"""Train/validation split by kernel (LLMPerf IV-B1: 9:1, no kernel on both sides)."""
+"""Train/validation splits: by kernel (LLMPerf IV-B1: 9:1, no kernel on both sides) and by kernel group
+(a synthetic template family or a source file never on both sides; :func:`group_key` is the rule)."""
 
 from __future__ import annotations
 
