@@ -16,7 +16,7 @@ from train.synthetic import synthetic_rows, write_synthetic_dataset
 
 def tiny(**kw) -> TrainOptions:
     opts = dict(n_layer=1, n_embd=32, n_head=4, n_positions=512, vocab_size=1000, head_hidden=[32],
-                batch_size=8, epochs=2, progress=False, seed=0, lr=3e-3, kernels_per_batch=2)
+                batch_size=8, epochs=2, progress=False, seed=0, lr=3e-3, kernels_per_batch=2, patience=20)
     opts.update(kw)
     return TrainOptions(**opts)
 

@@ -155,7 +155,9 @@ def fit_blend_oof(dataset_dir: str | Path, model_dir: str | Path, profile: Devic
         # the model's own profile builds its table, as at prediction time
         learner: Fitter = TabularFitter(learned.profile, seed)
     else:
-        learner = CodegenFitter(seed, codegen_epochs)
+        # the model's own profile (its analytical base and feature table), as at prediction time
+        saved = getattr(getattr(learned, "config", None), "profile", None)
+        learner = CodegenFitter(DeviceProfile.from_dict(saved) if saved else profile, seed, codegen_epochs)
     say(f"{len(frame)} rows of {len(per_kernel)} kernels in {len(grouping.groups)} kernel groups, {folds} folds; "
         f"learned model: {kind}")
     analytical.prepare(frame)

@@ -14,6 +14,7 @@ from kernelcast.errors import UsageError
 from kernelcast.options import (
     check_in_dir,
     check_out_dir,
+    fraction,
     nonneg_float,
     nonneg_int,
     positive_float,
@@ -39,13 +40,19 @@ def add_parser(subparsers: Any) -> None:
     """Register ``train`` and ``blend`` on the main command line's subparsers."""
     p = subparsers.add_parser(
         "train", help="train the learned (CodeGen regression) model on a dataset",
-        description="Train LLMPerf's model (CodeGen + a regression head on the last N tokens, MSE on log2 time) "
-                    "on a dataset made by 'kernelcast datagen': 90/10 split by kernel, AdamW with linear warm-up, "
-                    "early stopping, a checkpoint every epoch (rerun the same command to resume), the best model "
-                    "saved with save_pretrained and metrics.json in --out.",
+        description="Train LLMPerf's model (CodeGen + a regression head, MSE on log2 time) on a dataset made by "
+                    "'kernelcast datagen': validation kernels held out by kernel group (a synthetic template family "
+                    "or a source file is never on both sides), AdamW with linear warm-up, the learning rate halved "
+                    "after each epoch without a better validation loss, early stopping after --patience such epochs, "
+                    "a checkpoint every epoch (rerun the same command to resume), the best model saved with "
+                    "save_pretrained and metrics.json in --out.",
         epilog="Modes: 'prompt' feeds LLMPerf's prompt of each row (source, arguments, NDRange sizes); 'efficient' "
-               "encodes each kernel source once per batch and adds numeric launch features per configuration. "
-               "Without --base a byte-level BPE tokenizer and a small CodeGen are trained from scratch.")
+               "encodes each kernel source once per batch and adds per configuration the numeric launch features "
+               "and the feature table of the tabular model (static work at the configuration, the analytical "
+               "model's parts), and learns the residual log2(measured/analytical) with --profile's analytical "
+               "model (default: this device's calibration; --direct: log2 time, no table). Without --base a "
+               "byte-level BPE tokenizer and a small CodeGen are trained from scratch; --base DIR fine-tunes a "
+               "backbone saved by 'kernelcast pretrain' or any CodeGen checkpoint.")
     p.add_argument("--data", required=True, metavar="DATASET", help="dataset directory (kernelcast datagen --out)")
     p.add_argument("--out", required=True, metavar="MODEL", help="model directory to write (resumes if it holds a "
                                                                  "checkpoint)")
@@ -54,31 +61,71 @@ def add_parser(subparsers: Any) -> None:
                         "static features, the launch configuration and the analytical model's parts, predicting "
                         "log2(measured/analytical); fits in seconds; uses --data, --out, --profile, --device, "
                         "--target, --seed, --json)")
-    p.add_argument("--profile", help="tabular: device profile of the analytical columns (bundled name or JSON path); "
-                                     "default: this device's calibration")
-    p.add_argument("--device", help="tabular: OpenCL device whose cached calibration to use without --profile")
+    p.add_argument("--profile", help="tabular, and codegen in efficient mode: device profile of the analytical base "
+                                     "and columns (bundled name or JSON path); default: this device's calibration")
+    p.add_argument("--device", help="OpenCL device whose cached calibration to use without --profile")
+    p.add_argument("--direct", action="store_true",
+                   help="codegen efficient mode: learn log2 time directly, without the analytical base and the "
+                        "feature table")
     p.add_argument("--mode", choices=("prompt", "efficient"), default="prompt",
                    help="prompt (LLMPerf, default) or efficient (one encoder pass per kernel per batch)")
     p.add_argument("--base", help="pretrained CodeGen to fine-tune: a hub name (Salesforce/codegen-350M-multi) or "
                                   "a local directory; default: a small CodeGen from scratch")
     p.add_argument("--target", choices=("time", "energy", "both"), default="time",
                    help="what to predict (energy needs a dataset measured with an energy meter)")
-    p.add_argument("--epochs", type=positive_int, default=10, help="epochs (default 10)")
+    p.add_argument("--epochs", type=positive_int, default=30,
+                   help="at most this many epochs (default 30; early stopping usually ends sooner)")
     p.add_argument("--batch-size", type=positive_int, help="rows per batch (default 8 prompt, 64 efficient)")
     p.add_argument("--lr", type=positive_float, help="peak learning rate (default 5e-4 from scratch, 1e-5 with --base)")
     p.add_argument("--weight-decay", type=nonneg_float, default=0.01, help="AdamW weight decay (0.01)")
     p.add_argument("--warmup-ratio", type=unit_fraction, default=0.1, help="fraction of steps of linear warm-up (0.1)")
     p.add_argument("--grad-accum", type=positive_int, default=1, help="batches per optimizer step (1)")
-    p.add_argument("--patience", type=positive_int, default=15, help="early stopping: epochs without improvement (15)")
+    p.add_argument("--patience", type=positive_int, default=3,
+                   help="early stopping: epochs without a better validation loss (3)")
+    p.add_argument("--lr-decay", type=fraction, default=0.5, help="learning-rate factor after an epoch without "
+                                                               "improvement (0.5; floor 5%% of the peak)")
     p.add_argument("--max-steps", type=positive_int, help="stop after this many optimizer steps (rerun to continue)")
+    p.add_argument("--max-minutes", type=positive_float,
+                   help="stop after this many minutes of training (rerun to continue)")
+    p.add_argument("--time-loss", choices=("mse", "huber"), default="mse",
+                   help="loss on log2 time: mse (LLMPerf, default) or huber (delta 1, a factor of 2: less pull from "
+                        "rows the analytical model misses by orders of magnitude)")
     p.add_argument("--seed", type=seed, default=0, help="seed of the split, the data order and the weights")
     p.add_argument("--threads", type=positive_int,
-                   help="torch CPU threads (default: one per core; 1 can be faster on a "
-                        "machine busy with other work)")
+                   help="torch CPU threads (default: one per core; 1 can be faster on a machine busy with other work)")
     p.add_argument("--no-resume", action="store_true", help="start over even if --out holds a checkpoint")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print metrics.json instead of the summary")
     p.set_defaults(func=run)
+
+    p = subparsers.add_parser(
+        "pretrain", help="self-supervised pretraining of the small CodeGen on unlabelled kernel corpora",
+        description="Train a small CodeGen as a causal language model (next-token prediction) on the kernel texts "
+                    "of the corpora (the project's byte-level BPE tokenizer trained on them), holding out whole "
+                    "kernel groups for a validation loss, and save it with save_pretrained in --out; then "
+                    "'kernelcast train --mode efficient --base OUT' fine-tunes the regression from it.",
+        epilog="Bounded by --epochs, --max-steps and --max-minutes. The model is written to a temporary directory "
+               "and renamed into place: Ctrl-C saves it as far as it got, a kill leaves no half-written model; a "
+               "rerun starts over (an earlier pretraining in --out is replaced).")
+    p.add_argument("--corpus", action="append", required=True, metavar="CORPUS",
+                   help="corpus directory (kernelcast corpus ingest/synth --out), or 'bundled' (repeatable)")
+    p.add_argument("--out", required=True, metavar="DIR", help="directory to write the pretrained backbone to")
+    p.add_argument("--epochs", type=positive_int, default=3, help="passes over the corpus (3)")
+    p.add_argument("--max-steps", type=positive_int, help="stop after this many optimizer steps")
+    p.add_argument("--max-minutes", type=positive_float, help="stop after this many minutes")
+    p.add_argument("--block-size", type=positive_int, default=256, help="tokens per training sequence (256)")
+    p.add_argument("--batch-size", type=positive_int, default=8, help="sequences per optimizer step (8)")
+    p.add_argument("--lr", type=positive_float, default=1e-3, help="peak learning rate (1e-3; cosine decay to 10%%)")
+    p.add_argument("--n-layer", type=positive_int, default=2,
+                   help="transformer layers (2, as train builds from scratch)")
+    p.add_argument("--n-embd", type=positive_int, default=128, help="hidden size (128)")
+    p.add_argument("--n-head", type=positive_int, default=4, help="attention heads (4)")
+    p.add_argument("--vocab-size", type=positive_int, default=4096, help="BPE vocabulary size (4096)")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the split, the data order and the weights (0)")
+    p.add_argument("--threads", type=positive_int, help="torch CPU threads (default: one per core)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print pretrain.json instead of the summary")
+    p.set_defaults(func=cmd_pretrain)
 
     p = subparsers.add_parser(
         "blend", help="fit the analytical+learned blend on out-of-fold predictions (stacking)",
@@ -122,7 +169,13 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--interval-by", choices=("none", "regime", "bound"), default="none",
                    help="interval quantiles per datagen regime or per analytical bound (default: one for all rows)")
     p.add_argument("--inner-folds", type=bounded_folds, default=3, help="blend: folds of the inner CV (3)")
-    p.add_argument("--codegen-epochs", type=positive_int, default=5, help="codegen: epochs per fold (5)")
+    p.add_argument("--codegen-epochs", type=positive_int, default=20,
+                   help="codegen: at most this many epochs per fold (20; early stopping on held-out kernel groups "
+                        "of the fold's training rows usually ends sooner)")
+    p.add_argument("--codegen-base", metavar="DIR",
+                   help="codegen: fine-tune from this pretrained backbone (kernelcast pretrain --out) instead of "
+                        "from scratch")
+    p.add_argument("--codegen-minutes", type=positive_float, help="codegen: training-time limit per fold, minutes")
     p.add_argument("--learning-curve", action="store_true",
                    help="also the tabular model's median APE vs training kernels (10, 20, 40, ..., all)")
     p.add_argument("--energy-pcts", default="10,25",
@@ -150,6 +203,23 @@ def run(args: argparse.Namespace) -> int:
         if why:
             raise UsageError(f"--base {args.base}: {why}")
 
+    if args.direct and args.mode != "efficient":
+        raise UsageError("--direct applies to --mode efficient (prompt mode learns log2 time directly)")
+    for name in ("epochs", "patience", "batch_size", "grad_accum", "max_minutes", "lr_decay", "lr"):
+        v = getattr(args, name)
+        if v is not None and not v > 0:
+            raise UsageError(f"--{name.replace('_', '-')} must be positive")
+    if args.max_steps is not None and args.max_steps < 0:
+        raise UsageError("--max-steps must not be negative")
+    profile = None
+    if args.mode == "efficient" and not args.direct:
+        from calib.local import resolve_profile
+
+        profile = resolve_profile(args.profile, args.device,
+                                  on_calibrate=lambda msg: print(f"note: {msg}", file=sys.stderr))
+    elif args.profile or args.device:
+        raise UsageError("--profile/--device apply to --kind tabular and to --mode efficient without --direct")
+
     from train.loop import DataError, train_model
 
     try:
@@ -157,7 +227,8 @@ def run(args: argparse.Namespace) -> int:
             args.data, out, mode=args.mode, base=args.base, target=args.target, epochs=args.epochs,
             batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay, warmup_ratio=args.warmup_ratio,
             grad_accum=args.grad_accum, patience=args.patience, max_steps=args.max_steps, seed=args.seed,
-            resume=not args.no_resume, progress=not args.no_progress, threads=args.threads)
+            resume=not args.no_resume, progress=not args.no_progress, threads=args.threads,
+            max_minutes=args.max_minutes, lr_decay=args.lr_decay, profile=profile, time_loss=args.time_loss)
     except DataError as e:
         raise UsageError(str(e)) from None
     except ValueError as e:  # bad option values
@@ -223,18 +294,26 @@ def format_metrics(m: dict[str, Any], out_dir: str) -> str:
             continue
         rows.append([target, v["rows"], v["kernels"], v["mape"], v["mape_per_kernel"], v["median_ape"], v["spearman"]])
     d, t = m["data"], m["training"]
+    mm = m["model"]
+    target = (f"residual log2(measured/analytical), profile {mm.get('profile')}, {mm.get('table_features')} table "
+              f"features" if mm.get("residual") else "log2 time")
+    split = m.get("split") or {}
     lines = [
-        f"model       {out_dir}   ({m['mode']} mode, {m['model']['parameters']:,} parameters"
-        + (f", base {m['model']['base']}" if m["model"].get("base") else ", from scratch") + ")",
+        f"model       {out_dir}   ({m['mode']} mode, {mm['parameters']:,} parameters"
+        + (f", base {mm['base']}" if mm.get("base") else ", from scratch") + f"; target {target})",
         f"data        {d['train_rows']} training rows ({d['train_kernels']} kernels), {d['val_rows']} validation "
         f"rows ({d['val_kernels']} kernels); discarded over {m['model']['max_length']} tokens: "
         f"{d['discarded_over_length_train']} train, {d['discarded_over_length_val']} validation",
+        f"split       validation by {split.get('by', 'kernel')}"
+        + (f": {len(split.get('val_groups') or [])} of {split.get('groups')} kernel groups"
+           if split.get("by") == "group" else ""),
         f"training    {t['steps']} steps, {t['epochs_completed']} epoch(s), {t['seconds']:.0f} s, "
         + (f"{t['samples_per_s']:.1f} samples/s" if t["samples_per_s"] else "-")
-        + f"; best epoch {t['best_epoch']}; stopped: {m['stopped']}",
+        + f"; best epoch {t['best_epoch']} (step {t.get('best_step')}); final lr "
+        + (f"{t['final_lr']:.2e}" if t.get("final_lr") else "-") + f"; stopped: {m['stopped']}",
     ]
-    if m["stopped"] == "max_steps":
-        lines.append("            (stopped by --max-steps: rerun the same command without it to continue)")
+    if m["stopped"] in ("max_steps", "time_limit"):
+        lines.append("            (stopped by --max-steps/--max-minutes: rerun the same command to continue)")
     if rows:
         lines += ["", "validation (held-out kernels)",
                   fmt_table(rows, ["target", "rows", "kernels", "MAPE %", "MAPE/kernel %", "median APE %",
@@ -242,6 +321,44 @@ def format_metrics(m: dict[str, Any], out_dir: str) -> str:
     else:
         lines.append("validation  no held-out rows (too few kernels)")
     return "\n".join(lines)
+
+
+def cmd_pretrain(args: argparse.Namespace) -> int:
+    from train.pretrain import PretrainOptions, check_corpus_specs, check_out_dir, pretrain
+
+    opts = PretrainOptions(epochs=args.epochs, max_steps=args.max_steps, max_minutes=args.max_minutes,
+                           block_size=args.block_size, batch_size=args.batch_size, lr=args.lr, n_layer=args.n_layer,
+                           n_embd=args.n_embd, n_head=args.n_head, vocab_size=args.vocab_size, seed=args.seed,
+                           threads=args.threads, progress=not args.no_progress)
+    check_corpus_specs(args.corpus)
+    check_out_dir(args.out)
+    res = pretrain(args.corpus, args.out, opts,
+                   progress=None if args.json else (lambda msg: print(f"pretrain: {msg}", file=sys.stderr)))
+    if args.json:
+        from kernelcast.console import to_json
+
+        print(to_json(res.summary))
+        return 0
+    print(format_pretrain(res.summary, str(res.out_dir)))
+    return 0
+
+
+def format_pretrain(m: dict[str, Any], out_dir: str) -> str:
+    """What ``pretrain`` prints."""
+    t, k = m["texts"], m["tokens"]
+    rows = [[when, m[f"validation_loss_{when}"], math.exp(m[f"validation_loss_{when}"])]
+            for when in ("before", "after")]
+    return "\n".join([
+        f"model       {out_dir}   (CodeGen causal LM, {m['model']['parameters']:,} parameters, vocabulary "
+        f"{k['vocab']})",
+        f"data        {t['total']} kernel texts of {', '.join(m['corpora'])}: {t['train']} training "
+        f"({k['train']:,} tokens), {t['validation']} held out in {t['validation_groups']} kernel groups "
+        f"({k['validation']:,} tokens)",
+        f"training    {m['steps']} of {m['planned_steps']} planned steps, {m['epochs_completed']} full epoch(s), "
+        f"{m['train_seconds']:.0f} s; stopped: {m['stopped']}",
+        "",
+        fmt_table(rows, ["validation", "loss (nats/token)", "perplexity"]),
+        f"fine-tune:  kernelcast train --mode efficient --base {out_dir} --data DATASET --out MODEL"])
 
 
 def cmd_blend(args: argparse.Namespace) -> int:
@@ -304,7 +421,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     models = parse_models(args.models) if args.models is not None else DEFAULT_MODELS
     opts = EvaluateOptions(folds=args.folds, models=models, seed=args.seed, shots=parse_shots(args.shots),
                            interval_by=args.interval_by, inner_folds=args.inner_folds,
-                           codegen_epochs=args.codegen_epochs, learning_curve=args.learning_curve,
+                           codegen_epochs=args.codegen_epochs, codegen_base=args.codegen_base,
+                           codegen_minutes=args.codegen_minutes, learning_curve=args.learning_curve,
                            energy_pcts=parse_pcts(args.energy_pcts), energy_top_k=args.energy_top_k)
     check_in_dir(args.data, "--data", "dataset directory")
     profile = resolve_profile(args.profile, args.device,

@@ -59,7 +59,7 @@ from kernelcast.metrics import (
 )
 from models.blend import StackedBlend
 from train.blend import CRITERIA, fit_stacked_blend  # noqa: F401 - fit_stacked_blend re-exported
-from train.split import family_of, synthetic_family
+from train.split import group_key
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,9 @@ class EvaluateOptions:
     near_duplicate_threshold: float = 0.8
     tuning_tolerance: float = 0.05
     learning_curve: bool = False
-    codegen_epochs: int = 5
+    codegen_epochs: int = 20               # at most, per fit (early stopping on held-out kernel groups)
+    codegen_base: str | None = None        # pretrained backbone (kernelcast pretrain --out, or a hub name)
+    codegen_minutes: float | None = None   # training-time limit per fit
     energy_pcts: tuple[float, ...] = (10.0, 25.0)   # few-shot energy: % of each problem's configurations measured
     energy_top_k: int = 20
 
@@ -119,6 +121,13 @@ class EvaluateOptions:
             raise UsageError("--energy-pcts must be percentages in (0, 100)")
         if self.energy_top_k < 1:
             raise UsageError("--energy-top-k must be at least 1")
+        if self.codegen_minutes is not None and not self.codegen_minutes > 0:
+            raise UsageError("--codegen-minutes must be positive")
+        if self.codegen_base is not None:
+            if "codegen" not in self.models:
+                raise UsageError("--codegen-base applies to the codegen model: add codegen to --models")
+            if not Path(self.codegen_base).is_dir() and str(self.codegen_base).count("/") != 1:
+                raise UsageError(f"--codegen-base {self.codegen_base}: no such directory, and not a hub name")
         if self.learning_curve and "tabular" not in self.models:
             raise UsageError("--learning-curve is drawn for the tabular model: add tabular to --models")
 
@@ -179,13 +188,8 @@ class Grouping:
 
 def base_group(name: str, origin: Any, kernel_id: str) -> tuple[str, str]:
     """(key, kind) of a kernel before near-duplicate merging: its synthetic template family, its
-    source file, or (with no origin) the kernel alone."""
-    origin = origin if isinstance(origin, str) else ""
-    if origin.startswith(SYNTH_ORIGIN) or (not origin and synthetic_family(name)):
-        return "synth:" + family_of(name), "synthetic_family"
-    if origin:
-        return "file:" + origin, "source_file"
-    return "kernel:" + kernel_id, "kernel"
+    source file, or (with no origin) the kernel alone (:func:`train.split.group_key`)."""
+    return group_key(name, origin, kernel_id)
 
 
 def _shingles(source: str) -> np.ndarray:
@@ -397,20 +401,42 @@ class TabularFitter(Fitter):
 
 
 class CodegenFitter(Fitter):
-    """The CodeGen regression model (efficient mode), trained from scratch on each fold's rows."""
+    """The CodeGen regression model (efficient mode: the residual over the analytical model of the
+    profile, with the feature table in the input), trained on each fold's rows from scratch or from
+    a pretrained backbone (``base``). Each fit holds out kernel groups of its training rows for
+    early stopping and model selection (``train.loop``); the test fold is never seen."""
 
     name = "codegen"
 
-    def __init__(self, seed: int = 0, epochs: int = 5) -> None:
-        self.seed, self.epochs = seed, epochs
+    def __init__(self, profile: DeviceProfile, seed: int = 0, epochs: int = 20, base: str | None = None,
+                 max_minutes: float | None = None, threads: int | None = 1) -> None:
+        self.profile, self.seed, self.epochs, self.base = profile, seed, epochs, base
+        self.max_minutes, self.threads = max_minutes, threads
+        self.runs: list[dict[str, Any]] = []
+
+    def prepare(self, frame: pd.DataFrame) -> None:
+        from models.tabular import build_table
+
+        self.frame = frame
+        self.table = build_table(frame, self.profile)
 
     def fit_predict(self, train: np.ndarray, test: np.ndarray) -> np.ndarray:
         from train.loop import TrainOptions, fit_frame
 
-        opts = TrainOptions(mode="efficient", epochs=self.epochs, seed=self.seed, resume=False, progress=False)
+        opts = TrainOptions(mode="efficient", epochs=self.epochs, seed=self.seed, resume=False, progress=False,
+                            profile=self.profile, base=self.base, max_minutes=self.max_minutes,
+                            threads=self.threads)
         with tempfile.TemporaryDirectory(prefix="kernelcast-evaluate-codegen-") as d:
-            res = fit_frame(self.frame.iloc[train].reset_index(drop=True), out_dir=d, options=opts)
-            pred = res.predictor.predict(self.frame.iloc[test].reset_index(drop=True))
+            res = fit_frame(self.frame.iloc[train].reset_index(drop=True), out_dir=d, options=opts,
+                            table=self.table.iloc[train].reset_index(drop=True))
+            pred = res.predictor.predict(self.frame.iloc[test].reset_index(drop=True),
+                                         table=self.table.iloc[test].reset_index(drop=True))
+        t = res.metrics["training"]
+        self.runs.append({"train_rows": len(train), "test_rows": len(test), "stopped": res.stopped,
+                          "epochs": t["epochs_completed"], "steps": t["steps"], "best_epoch": t["best_epoch"],
+                          "best_step": t["best_step"], "final_lr": t["final_lr"], "seconds": t["seconds"],
+                          "validation_kernels": res.metrics["data"]["val_kernels"],
+                          "validation_split": res.metrics["split"].get("by")})
         return np.asarray(pred.time_us, dtype=np.float64)
 
 
@@ -607,7 +633,7 @@ def _make_fitters(models: Sequence[str], profile: DeviceProfile, opts: EvaluateO
         elif m == "tabular":
             out[m] = TabularFitter(profile, opts.seed)
         elif m == "codegen":
-            out[m] = CodegenFitter(opts.seed, opts.codegen_epochs)
+            out[m] = CodegenFitter(profile, opts.seed, opts.codegen_epochs, opts.codegen_base, opts.codegen_minutes)
     return out
 
 
@@ -750,6 +776,7 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile, options: Evaluat
         "blend": {"criterion": opts.criterion, "inner_folds": opts.inner_folds, "folds": blends} if blends else None,
         "learning_curve": lc,
         "energy": energy,
+        "training": {name: runs for name, ft in fitters.items() if isinstance(runs := getattr(ft, "runs", None), list)},
         "folds": fold_table,
         "groups": {
             "count": len(grouping.groups), "by_kind": kinds, "near_duplicate_threshold": opts.near_duplicate_threshold,

@@ -240,12 +240,24 @@ def format_summary(m: Mapping[str, Any]) -> str:
     from train.evaluate_energy import energy_lines
 
     lines += energy_lines(m.get("energy"))
+    lines += [training_note(name, runs) for name, runs in (m.get("training") or {}).items() if runs]
     lc = m.get("learning_curve")
     if lc:
         pts = ", ".join(f"{p['train_kernels']:.0f}{' (all)' if p['all'] else ''}: {_num(p['median_ape'])} %"
                         for p in lc["points"])
         lines.append(f"learning curve ({lc['model']}, median APE by training kernels per fold): {pts}")
     return "\n".join(lines)
+
+
+def training_note(name: str, runs: Sequence[Mapping[str, Any]]) -> str:
+    """One line on how a trained model's fits went (epochs, best epoch, why they stopped, time)."""
+    stops: dict[str, int] = {}
+    for r in runs:
+        stops[r["stopped"]] = stops.get(r["stopped"], 0) + 1
+    return (f"{name} training per fit: epochs {', '.join(str(r['epochs']) for r in runs)}; best epoch "
+            f"{', '.join(str(r['best_epoch']) for r in runs)}; steps {', '.join(str(r['steps']) for r in runs)}; "
+            f"stopped: {', '.join(f'{k} x{v}' for k, v in sorted(stops.items()))}; "
+            f"{sum(float(r['seconds']) for r in runs):.0f} s of training in all")
 
 
 def _md_table(rows: list[list[Any]], header: list[str]) -> str:
@@ -315,6 +327,16 @@ def format_report(m: Mapping[str, Any], figures: Sequence[tuple[str, str]] = ())
             w = ", ".join(f"{k} {_num(v)}" for k, v in b["weights"].items())
             brow.append([b["fold"], b["kind"], w, _num(b["intercept"]), b["rows"]])
         lines += [_md_table(brow, ["fold", "chosen", "weights", "intercept", "inner rows"]), ""]
+    for name, runs in (m.get("training") or {}).items():
+        if not runs:
+            continue
+        lines += [f"## Training of {name}", "", "One fit per outer fold (and per inner fold of the blend); early "
+                  "stopping and model selection on kernel groups held out of the fold's training rows.", ""]
+        lines += [_md_table([[i, r["train_rows"], r["validation_kernels"], r["validation_split"], r["epochs"],
+                              r["best_epoch"], r["steps"], r["final_lr"], r["stopped"], r["seconds"]]
+                             for i, r in enumerate(runs)],
+                            ["fit", "training rows", "validation kernels", "split by", "epochs", "best epoch",
+                             "steps", "final lr", "stopped", "s"]), ""]
     lc = m.get("learning_curve")
     if lc:
         lines += [f"## Learning curve ({lc['model']})", ""]

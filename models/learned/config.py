@@ -16,7 +16,8 @@ from typing import Any, Literal, get_args
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 MODEL_TYPE = "kernelcast-learned"
-CONFIG_VERSION = 1
+#: 2: the residual target and the feature table (``residual``, ``table_features``, ``profile``)
+CONFIG_VERSION = 2
 
 #: LLMPerf's two input encodings: the whole prompt as text, or the kernel text once plus numeric launch features
 LearnedMode = Literal["prompt", "efficient"]
@@ -77,6 +78,19 @@ class LearnedConfig:
     energy_log2_std: float = 1.0
     #: energy scale of Zhang's 1/E-weighted squared loss (geometric mean of the training energies, J)
     energy_ref_j: float = 1.0
+    #: the time head predicts the residual log2(measured / analytical) (``time_log2_mean``/``_std``
+    #: then normalise the residual); a row without an analytical prediction takes
+    #: ``base_fallback_log2`` (the training rows' mean log2 time) as its base
+    residual: bool = False
+    base_fallback_log2: float = 0.0
+    #: efficient mode: columns of ``models.tabular.build_table`` appended to the feature vector (signed
+    #: log2 of counts and sizes, then normalised; a NaN becomes the mean), computed with ``profile``
+    table_features: list[str] = field(default_factory=list)
+    #: the device profile (``DeviceProfile.to_dict``) of the analytical base and the table's columns
+    profile: dict[str, Any] | None = None
+    #: normalised features are clipped to +-this (None: no clip), so a static count far outside the
+    #: training range cannot drive the head arbitrarily far
+    feature_clip: float | None = None
     model_type: str = MODEL_TYPE
     version: int = CONFIG_VERSION
 
@@ -87,6 +101,8 @@ class LearnedConfig:
             raise ValueError(f"targets must be one of {TARGETS}, got {self.targets!r}")
         if self.n_last_tokens < 1:
             raise ValueError("n_last_tokens must be at least 1")
+        if (self.residual or self.table_features) and self.profile is None:
+            raise ValueError("a residual or feature-table model needs the device profile it was trained with")
         if self.pooling not in ("last", "mean"):
             raise ValueError(f"pooling must be last or mean, got {self.pooling!r}")
 
@@ -114,6 +130,9 @@ class LearnedConfig:
     def from_dict(cls, d: dict[str, Any]) -> LearnedConfig:
         if d.get("model_type", MODEL_TYPE) != MODEL_TYPE:
             raise ValueError(f"not a kernelcast learned-model config (model_type={d.get('model_type')!r})")
+        if int(d.get("version", 1)) > CONFIG_VERSION:
+            raise ValueError(f"a learned-model config of version {d.get('version')} (this kernelcast reads up to "
+                             f"{CONFIG_VERSION}): upgrade kernelcast")
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 

@@ -24,7 +24,7 @@ import torch
 from datagen.prompt import render_prompt
 from kernelcast.columns import decode_args, decode_sizes
 from models.learned.config import LearnedConfig
-from models.learned.features import compute_features
+from models.learned.features import compute_features, residual_base_log2
 
 log = logging.getLogger(__name__)
 
@@ -94,13 +94,21 @@ class EncodedRows:
     kernels: np.ndarray
     #: rows whose prompt or source is longer than the context
     too_long: np.ndarray
+    #: residual models: log2 of each row's analytical time (the base the time head's residual is added to)
+    base_log2: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.seq_index)
 
 
-def encode_rows(df: pd.DataFrame, tokenizer: Any, config: LearnedConfig) -> EncodedRows:
-    """Tokenise a prepared frame for ``config.mode`` (no truncation; over-length rows are flagged)."""
+def encode_rows(df: pd.DataFrame, tokenizer: Any, config: LearnedConfig,
+                table: pd.DataFrame | None = None) -> EncodedRows:
+    """Tokenise a prepared frame for ``config.mode`` (no truncation; over-length rows are flagged).
+
+    A model with ``table_features`` or ``residual`` needs ``table``: ``models.tabular.build_table``
+    of the same rows in the same order, with the model's profile (:func:`feature_table`)."""
+    if (config.table_features or config.residual) and (table is None or len(table) != len(df)):
+        raise ValueError("this model needs the feature table of the rows (models.tabular.build_table)")
     n = len(df)
     kernels = df["kernel_key"].to_numpy()
     if config.mode == "prompt":
@@ -115,10 +123,22 @@ def encode_rows(df: pd.DataFrame, tokenizer: Any, config: LearnedConfig) -> Enco
         seqs = _tokenize(tokenizer, [kernel_text(s, k, name_first=config.pooling == "mean")
                                      for s, k in zip(first["source"], first["kernel_name"])])
         seq_index = np.array([order[k] for k in kernels], dtype=np.int64)
-        feats = compute_features(df, config.max_scalars, config.extra_columns)
+        feats = compute_features(df, config.max_scalars, config.extra_columns, table, config.table_features)
     lengths = np.array([len(s) for s in seqs], dtype=np.int64)
     too_long = lengths[seq_index] > config.max_length if n else np.zeros(0, dtype=bool)
-    return EncodedRows(config.mode, seqs, seq_index, feats, kernels, too_long)
+    base = residual_base_log2(table, config.base_fallback_log2) if config.residual and table is not None else None
+    return EncodedRows(config.mode, seqs, seq_index, feats, kernels, too_long, base)
+
+
+def feature_table(frame: pd.DataFrame, config: LearnedConfig) -> pd.DataFrame | None:
+    """``models.tabular.build_table`` of ``frame``'s rows with the model's profile (None for a model
+    that uses no table)."""
+    if not (config.table_features or config.residual):
+        return None
+    from calib.profile import DeviceProfile
+    from models.tabular import build_table
+
+    return build_table(frame.reset_index(drop=True), DeviceProfile.from_dict(config.profile))
 
 
 def _tokenize(tokenizer: Any, texts: list[str]) -> list[list[int]]:

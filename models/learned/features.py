@@ -4,6 +4,11 @@ Sizes enter as log2 (sizes span many orders of magnitude), scalars as log2(1 + |
 dimensions as log2(1) = 0. Optional extra columns (``analytical_log2_time``, static features)
 are used when the frame has them; a missing or NaN value becomes 0 with a ``has_<column>``
 indicator of 0, so a model trained with an analytical estimate still predicts without one.
+
+A model trained with a device profile (``LearnedConfig.table_features``) appends the columns of
+``models.tabular.build_table``: the static work quantities evaluated at the configuration and the
+analytical model's prediction and parts (:func:`table_feature_matrix`), the same vector the tabular
+model sees; a training row and a prediction row of the same configuration give the same features.
 """
 
 from __future__ import annotations
@@ -33,11 +38,56 @@ _BASE = (
 )
 
 
-def feature_names(max_scalars: int = 4, extra_columns: Sequence[str] = ()) -> list[str]:
+#: prefix of the feature-table columns in :func:`feature_names`
+TABLE_PREFIX = "table:"
+
+
+def feature_names(max_scalars: int = 4, extra_columns: Sequence[str] = (),
+                  table_features: Sequence[str] = ()) -> list[str]:
     names = list(_BASE) + [f"log2_scalar{i}" for i in range(max_scalars)]
     for c in extra_columns:
         names += [c, f"has_{c}"]
+    names += [TABLE_PREFIX + c for c in table_features]
     return names
+
+
+def table_feature_columns(table: pd.DataFrame, columns: Sequence[str] | None = None) -> list[str]:
+    """The feature-table columns a model uses: :data:`models.tabular.FEATURE_COLUMNS` (or ``columns``)
+    that ``table`` has and that hold at least one finite value in it (a column without any value in
+    the training table would get no gradient and is left out)."""
+    from models.tabular import FEATURE_COLUMNS
+
+    out = []
+    for c in (columns if columns is not None else FEATURE_COLUMNS):
+        if c in table.columns and np.isfinite(pd.to_numeric(table[c], errors="coerce").to_numpy(np.float64)).any():
+            out.append(c)
+    return out
+
+
+def table_feature_matrix(table: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
+    """The raw (unnormalised) values of ``columns`` of a feature table, shape (rows, len(columns)):
+    columns already in log2 (``*log2*``) as they are, every other one as ``sign(x) log2(1 + |x|)``
+    (counts, bytes and sizes span many orders of magnitude); NaN where the table has no value (the
+    model puts the training mean there). A column the table lacks is all NaN."""
+    n = len(table)
+    out = np.full((n, len(columns)), np.nan)
+    for j, c in enumerate(columns):
+        if c not in table.columns:
+            continue
+        v = pd.to_numeric(table[c], errors="coerce").to_numpy(dtype=np.float64)
+        v = np.where(np.isfinite(v), v, np.nan)
+        out[:, j] = v if "log2" in c else np.sign(v) * np.log2(1.0 + np.abs(v))
+    return out
+
+
+def residual_base_log2(table: pd.DataFrame, fallback: float) -> np.ndarray:
+    """log2 of the analytical time of each row of a feature table (``analytical_us``), ``fallback``
+    where the analytical model has no positive, finite prediction: what a residual model adds its
+    prediction to."""
+    a = pd.to_numeric(table["analytical_us"], errors="coerce").to_numpy(dtype=np.float64) \
+        if "analytical_us" in table.columns else np.full(len(table), np.nan)
+    ok = np.isfinite(a) & (a > 0)
+    return np.where(ok, np.log2(np.where(ok, a, 1.0)), float(fallback))
 
 
 def resolve_extra_columns(patterns: Iterable[str], columns: Iterable[str]) -> list[str]:
@@ -106,8 +156,10 @@ def row_features(gsize: Any, lsize: Any, args: Any, n_wg: Any = None, max_scalar
     return out
 
 
-def compute_features(frame: pd.DataFrame, max_scalars: int = 4, extra_columns: Sequence[str] = ()) -> np.ndarray:
-    """The raw (unnormalised) feature matrix of a frame, shape (rows, len(feature_names(...)))."""
+def compute_features(frame: pd.DataFrame, max_scalars: int = 4, extra_columns: Sequence[str] = (),
+                     table: pd.DataFrame | None = None, table_features: Sequence[str] = ()) -> np.ndarray:
+    """The raw (unnormalised) feature matrix of a frame, shape (rows, len(feature_names(...))); the
+    ``table_features`` come from ``table`` (``models.tabular.build_table`` of the same rows, same order)."""
     n = len(frame)
     nwg = frame["n_wg"] if "n_wg" in frame.columns else pd.Series([None] * n, index=frame.index)
     lsz = frame["lsize"] if "lsize" in frame.columns else pd.Series([None] * n, index=frame.index)
@@ -124,12 +176,21 @@ def compute_features(frame: pd.DataFrame, max_scalars: int = 4, extra_columns: S
         extras += [np.where(ok, v, 0.0), ok.astype(np.float64)]
     if extras:
         base = np.concatenate([base, np.stack(extras, axis=1)], axis=1)
+    if table_features:
+        if table is None or len(table) != n:
+            raise ValueError("table features need the feature table of the same rows")
+        base = np.concatenate([base, table_feature_matrix(table, table_features)], axis=1)
     return base
 
 
 def normalisation(features: np.ndarray) -> tuple[list[float], list[float]]:
-    """Mean and std per column (std 1 for constant columns)."""
-    mean = features.mean(axis=0) if len(features) else np.zeros(features.shape[1])
-    std = features.std(axis=0) if len(features) else np.ones(features.shape[1])
+    """Mean and std per column over its finite values (std 1 for constant columns, mean 0 and std 1
+    for a column without any value)."""
+    finite = np.isfinite(features)
+    cnt = finite.sum(axis=0)
+    x = np.where(finite, features, 0.0)
+    mean = np.where(cnt > 0, x.sum(axis=0) / np.maximum(cnt, 1), 0.0)
+    var = np.where(cnt > 0, (np.where(finite, features - mean, 0.0) ** 2).sum(axis=0) / np.maximum(cnt, 1), 1.0)
+    std = np.sqrt(var)
     std = np.where(std > 1e-8, std, 1.0)
     return [float(x) for x in mean], [float(x) for x in std]

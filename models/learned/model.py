@@ -86,8 +86,9 @@ class KernelPerfModel(nn.Module):
         self.config = config
         self.backbone = backbone if backbone is not None else CodeGenModel(config.backbone_config())
         n_feat = len(config.feature_names) if config.mode == "efficient" else 0
-        if config.mode == "efficient" and n_feat != len(feature_names(config.max_scalars, config.extra_columns)):
-            raise ValueError("config.feature_names does not match max_scalars/extra_columns")
+        if config.mode == "efficient" and n_feat != len(feature_names(config.max_scalars, config.extra_columns,
+                                                                      config.table_features)):
+            raise ValueError("config.feature_names does not match max_scalars/extra_columns/table_features")
         pooled = config.n_last_tokens if config.pooling == "last" else 1
         in_dim = pooled * config.hidden_size + n_feat
         self.time_head = RegressionHead(in_dim, config.head_hidden, config.head_dropout) \
@@ -112,7 +113,9 @@ class KernelPerfModel(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, features: torch.Tensor | None = None,
                 seq_index: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-        """Predicted log2 targets per row: ``{"time": log2 us, "energy": log2 J}`` (what the config has).
+        """Predicted log2 targets per row: ``{"time": log2 us, "energy": log2 J}`` (what the config has);
+        with ``config.residual`` "time" is the residual log2(time / analytical time), which
+        :class:`~models.learned.predictor.LearnedPredictor` adds to the analytical base.
 
         Prompt mode: one sequence per row. Efficient mode: ``input_ids`` holds the distinct sources,
         ``features`` (rows, F) the raw numeric features and ``seq_index`` (rows,) the source of each row."""
@@ -121,7 +124,9 @@ class KernelPerfModel(nn.Module):
             if features is None or seq_index is None:
                 raise ValueError("efficient mode needs features and seq_index")
             mean, std = self.get_buffer("feature_mean"), self.get_buffer("feature_std")
-            feats = (features.to(pooled.dtype) - mean) / std
+            feats = torch.nan_to_num((features.to(pooled.dtype) - mean) / std, nan=0.0)  # NaN: the training mean
+            if self.config.feature_clip:
+                feats = feats.clamp(-self.config.feature_clip, self.config.feature_clip)
             x = torch.cat([pooled[seq_index], feats], dim=-1)
         else:
             x = pooled
@@ -171,8 +176,22 @@ class KernelPerfModel(nn.Module):
         """A new model whose backbone is a pretrained CodeGen (``Salesforce/codegen-350M-multi`` or a
         local directory saved with ``save_pretrained``); the heads start from scratch."""
         from transformers import CodeGenModel
+        from transformers.utils import logging as hf_logging
 
-        backbone = CodeGenModel.from_pretrained(str(base), dtype=torch.float32)
+        # a causal-LM checkpoint (e.g. of 'kernelcast pretrain') carries an lm_head the backbone does not use:
+        # report only weights the backbone lacks, not transformers' table of the unused ones
+        verbosity = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+        try:
+            loaded: Any = CodeGenModel.from_pretrained(str(base), dtype=torch.float32, output_loading_info=True)
+            backbone, info = loaded
+        finally:
+            hf_logging.set_verbosity(verbosity)
+            hf_logging.enable_progress_bar()
+        if info.get("missing_keys"):
+            log.warning("%s: %d backbone weight(s) not in the checkpoint start from scratch (e.g. %s)", base,
+                        len(info["missing_keys"]), sorted(info["missing_keys"])[:3])
         config.backbone = backbone.config.to_dict()
         config.base = str(base)
         n_pos = int(config.backbone.get("n_positions") or config.max_length)

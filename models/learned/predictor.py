@@ -12,7 +12,7 @@ import pandas as pd
 import torch
 
 from models.base import Predictions, Predictor
-from models.learned.data import encode_rows, inference_batches, make_batch, prepare_frame
+from models.learned.data import encode_rows, feature_table, inference_batches, make_batch, prepare_frame
 from models.learned.model import KernelPerfModel, resolve_model_dir
 from models.learned.tokenizer import load_tokenizer
 
@@ -43,10 +43,16 @@ class LearnedPredictor(Predictor):
         return self.model.save_pretrained(directory, tokenizer=self.tokenizer)
 
     @torch.no_grad()
-    def predict_log2(self, frame: pd.DataFrame) -> dict[str, np.ndarray]:
-        """log2 predictions per row: ``{"time": log2 us, "energy": log2 J}`` (what the model has)."""
+    def predict_log2(self, frame: pd.DataFrame, table: pd.DataFrame | None = None) -> dict[str, np.ndarray]:
+        """log2 predictions per row: ``{"time": log2 us, "energy": log2 J}`` (what the model has).
+
+        A model with a feature table or a residual target builds the table of the rows with its own
+        profile (``table``: one built already, same rows and order); a residual time is added to the
+        analytical base, so a row far from the training data stays near the analytical model."""
+        if table is None:
+            table = feature_table(frame, self.config)
         df = prepare_frame(frame)
-        enc = encode_rows(df, self.tokenizer, self.config)
+        enc = encode_rows(df, self.tokenizer, self.config, table)
         n_long = int(enc.too_long.sum())
         if n_long:
             log.warning("%d row(s) exceed the %d-token context; their input keeps its last %d tokens",
@@ -62,10 +68,12 @@ class LearnedPredictor(Predictor):
                     out[k][rows] = v.float().cpu().numpy()
         finally:
             self.model.train(was_training)
+        if self.config.residual and "time" in out and enc.base_log2 is not None:
+            out["time"] = out["time"] + enc.base_log2
         return out
 
-    def predict(self, frame: pd.DataFrame) -> Predictions:
-        p = self.predict_log2(frame)
+    def predict(self, frame: pd.DataFrame, table: pd.DataFrame | None = None) -> Predictions:
+        p = self.predict_log2(frame, table)
         n = len(frame)
         time_us = np.exp2(p["time"]) if "time" in p else np.full(n, np.nan)
         energy_j = np.exp2(p["energy"]) if "energy" in p else np.full(n, np.nan)
