@@ -428,7 +428,10 @@ class Generator:
                 continue
             m = self.h.run(k, cfg, self.o.timing)
             new = {**row, **flatten(m, k, key=key, selection=row["selection"], pass_=row["pass"],
-                                    regime=row["regime"], n_wg=row["n_wg"], seed=self.o.seed)}
+                                    regime=row["regime"], n_wg=row["n_wg"], seed=self.o.seed,
+                                    problem=row.get("problem_id"), sweep=bool(row.get("sweep")))}
+            for c in ("active_fraction", "bytes_touched"):     # the same arguments: the original's activity
+                new[c] = row.get(c)
             new["remeasure_of"] = row["row_key"]
             new["remeasure_reason"] = reason
             self.w.append(new)
