@@ -53,8 +53,10 @@ MANIFEST = "manifest.json"
 JOURNAL = "journal.jsonl"
 SHARDS = "shards"
 #: what a dataset directory may hold besides its manifest (kernel sources, memory-analysis cache,
-#: quarantined damage)
-DATASET_ENTRIES = frozenset({MANIFEST, JOURNAL, SHARDS, "kernels", "memargs", "quarantine"})
+#: quarantined damage, a preset's synthetic corpus, Ray actors' journals, the reference-kernel log,
+#: the dataset card)
+DATASET_ENTRIES = frozenset({MANIFEST, JOURNAL, SHARDS, "kernels", "memargs", "quarantine", "corpus-synth", "parts",
+                             "reference.jsonl", "CARD.md", "card-time.png"})
 #: manifest fields that must match for a run to resume into an existing dataset
 RESUME_KEYS: tuple[str, ...] = ("device_identity", "seed", "schema_version", "args_selection")
 #: the dataset schema this code writes (see the module docstring)

@@ -27,7 +27,9 @@ def test_measure_a_few_instances(suite, harness):
     ids = ["triad", "reduction", "spmv-csr-scalar"]
     df = measure_suite(suite, harness, FAST, progress=False, ids=ids, max_sizes=2)
     assert list(df.columns) == list(COLUMNS)
-    assert list(df["kernel"]) == ["triad", "triad", "reduction", "reduction", "spmv-csr-scalar", "spmv-csr-scalar"]
+    # triad sweeps four local sizes at each problem size
+    assert list(df["kernel"]) == ["triad"] * 8 + ["reduction", "reduction", "spmv-csr-scalar", "spmv-csr-scalar"]
+    assert sorted(df.loc[df["kernel"] == "triad", "local_items"].unique()) == [32, 64, 128, 256]
     assert (df["status"] == "ok").all(), df[["label", "status", "reason"]]
     assert (df["median_us"] > 0).all() and (df["repeats"] >= 3).all()
     assert (df["min_us"] <= df["median_us"]).all() and df["energy_j"].isna().all()
@@ -39,7 +41,7 @@ def test_measure_a_few_instances(suite, harness):
     assert [a["name"] for a in args] == ["lhs", "rhs", "dst", "scale", "length"]
     assert args[3]["value"] == 1.75 and args[4]["value"] == int(df.iloc[0]["n"])
     s = summarize(df)
-    assert list(s.index) == ids and (s["ok"] == 2).all()
+    assert list(s.index) == ids and list(s["ok"]) == [8, 2, 2]
 
 
 def test_failures_are_rows_not_dropped(harness, tmp_path):
