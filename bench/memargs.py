@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
 
-    from datagen.cli import load_corpus_kernels
+    from datagen.corpus_store import load_corpus_kernels
     from instrument.backends import select_device
     from instrument.harness import Harness
 

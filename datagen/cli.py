@@ -6,10 +6,10 @@ import argparse
 import logging
 import shlex
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from datagen.corpus_store import bundled_dir, load_corpus_kernels  # noqa: F401 - re-exported
 from kernelcast.console import to_json
 from kernelcast.errors import UsageError
 from kernelcast.options import (
@@ -28,10 +28,6 @@ log = logging.getLogger(__name__)
 
 #: most kernels one ``corpus synth`` makes (each is generated, formatted and written)
 MAX_SYNTH = 100_000
-
-
-def bundled_dir() -> Path:
-    return Path(__file__).parent / "bundled"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -74,29 +70,6 @@ def cmd_synth(args: argparse.Namespace) -> int:
     out = write_synth_corpus(args.out, args.count, args.seed)
     print(f"{args.count} synthetic kernels (seed {args.seed}) written to {out}")
     return 0
-
-
-def load_corpus_kernels(spec: str, limit: int | None = None, device: str | None = None) -> tuple[list[Any], str]:
-    """Kernels of a corpus directory; ``bundled`` ingests the bundled corpus on the fly."""
-    from datagen.corpus_store import read_corpus
-
-    if spec == "bundled":
-        from datagen.corpus import ingest_to
-
-        with tempfile.TemporaryDirectory(prefix="kernelcast-bundled-") as tmp:   # removed once read
-            ingest_to(Path(tmp), [bundled_dir()], compile_fn=None)
-            kernels = read_corpus(Path(tmp))
-        desc = "bundled"
-    else:
-        p = Path(spec)
-        if not (p / "kernels.jsonl").is_file():
-            raise UsageError(f"{spec}: not a corpus directory (no kernels.jsonl); make one with "
-                             f"'kernelcast corpus ingest' or 'kernelcast corpus synth'")
-        kernels = read_corpus(p)
-        desc = str(p.resolve())
-    if limit is not None:
-        kernels = kernels[:limit]
-    return kernels, desc
 
 
 def _not_compiled(spec: str) -> int:

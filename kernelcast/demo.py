@@ -60,9 +60,8 @@ def run(args: argparse.Namespace) -> int:
     from calib.cli import format_profile
     from calib.local import calibrate
     from calib.microbench import CalibOptions
-    from datagen.cli import bundled_dir
     from datagen.corpus import ingest_to
-    from datagen.corpus_store import read_corpus, read_records, write_corpus
+    from datagen.corpus_store import bundled_dir, read_corpus, read_records, write_corpus
     from datagen.generate import DatagenInterrupted, DatagenOptions, run_datagen
     from datagen.synth import generate_kernels
     from instrument.backends import select_device

@@ -70,7 +70,6 @@ FORMAT_VERSION = 1
 TARGET = "time_median_us"
 #: nominal coverages of the calibration plot
 CALIBRATION_LEVELS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
-SYNTH_ORIGIN = "synth:"
 
 Progress = Callable[[str], None]
 
