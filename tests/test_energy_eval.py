@@ -14,22 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.kt_roundtrip import MATMUL  # the kernels the round-trip benchmark tunes
 from kernelcast.cli import main
 from kernelcast.metrics import ranking_scores, top_k_share
 from train.evaluate_energy import shot_mask
 
 ROOT = Path(__file__).resolve().parents[1]
 
-MATMUL = """__kernel void matmul(__global float *C, __global const float *A, __global const float *B, int n) {
-    int x = get_global_id(0) * tile_size_x;
-    int y = get_global_id(1);
-    for (int t = 0; t < tile_size_x; t++) {
-        float s = 0.0f;
-        for (int k = 0; k < n; k++) s += A[y * n + k] * B[k * n + x + t];
-        if (y < n && x + t < n) C[y * n + x + t] = s;
-    }
-}
-"""
 VADD = """__kernel void vector_add(__global float *c, __global const float *a, __global const float *b, int n) {
     int i = get_global_id(0);
     if (i < n) c[i] = a[i] + b[i];

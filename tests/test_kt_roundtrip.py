@@ -10,26 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.kt_roundtrip import MATMUL, VADD  # the kernels the round-trip benchmark tunes
 from instrument.backends.base import DeviceInfo
 from kernelcast.cli import main
 
 kernel_tuner = pytest.importorskip("kernel_tuner", reason="kernel-tuner is not installed (pip install kernelcast[kt])")
 
-VADD = """__kernel void vector_add(__global float *c, __global const float *a, __global const float *b, int n) {
-    int i = get_global_id(0);
-    if (i < n) c[i] = a[i] + b[i];
-}
-"""
-MATMUL = """__kernel void matmul(__global float *C, __global const float *A, __global const float *B, int n) {
-    int x = get_global_id(0) * tile_size_x;
-    int y = get_global_id(1);
-    for (int t = 0; t < tile_size_x; t++) {
-        float s = 0.0f;
-        for (int k = 0; k < n; k++) s += A[y * n + k] * B[k * n + x + t];
-        if (y < n && x + t < n) C[y * n + x + t] = s;
-    }
-}
-"""
 PROFILE = str(Path(__file__).resolve().parents[1] / "calib" / "profiles" / "pocl-local.json")
 
 
