@@ -310,9 +310,9 @@ class Backend(ABC):
         driver (cached) to learn whether it builds and its preferred work-group multiple."""
 
     @classmethod
-    @abstractmethod
     def owns(cls, device: DeviceInfo) -> bool:
-        """Whether ``device`` is one of this API's devices."""
+        """Whether ``device`` is one of this API's devices (it lists them with ``backend = name``)."""
+        return device.backend == cls.name
 
     @classmethod
     @abstractmethod

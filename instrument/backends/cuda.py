@@ -212,10 +212,6 @@ class CudaBackend(Backend):
         return out
 
     @classmethod
-    def owns(cls, device: DeviceInfo) -> bool:
-        return device.backend == "cuda"
-
-    @classmethod
     def version_facts(cls) -> dict[str, str]:
         try:
             import pycuda

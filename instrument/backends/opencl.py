@@ -246,11 +246,6 @@ class OpenCLBackend(Backend):
         return out
 
     @classmethod
-    def owns(cls, device: DeviceInfo) -> bool:
-        """The devices this backend listed (``backend == "opencl"``)."""
-        return device.backend == "opencl"
-
-    @classmethod
     def version_facts(cls) -> dict[str, str]:
         import pyopencl as cl
 
