@@ -74,15 +74,20 @@ def comma_split(c: ci.Cursor) -> list[ci.Cursor]:
     return [s]
 
 
-def conjuncts(c: ci.Cursor, out: list[ci.Cursor]) -> None:
-    """Append the operands of a ``&&`` chain to ``out``."""
+def chain_operands(c: ci.Cursor, op: str, out: list[ci.Cursor]) -> None:
+    """Append the operands of an ``op`` chain (``a op b op c``, e.g. ``&&`` or ``||``) to ``out``."""
     s = unwrap(c)
-    if s.kind == K.BINARY_OPERATOR and _cx.binary_op(s) == "&&":
+    if s.kind == K.BINARY_OPERATOR and _cx.binary_op(s) == op:
         a, b = list(s.get_children())
-        conjuncts(a, out)
-        conjuncts(b, out)
+        chain_operands(a, op, out)
+        chain_operands(b, op, out)
     else:
         out.append(s)
+
+
+def conjuncts(c: ci.Cursor, out: list[ci.Cursor]) -> None:
+    """Append the operands of a ``&&`` chain to ``out``."""
+    chain_operands(c, "&&", out)
 
 
 def step_of(s: ci.Cursor) -> tuple[int, str, str, ci.Cursor | None] | None:

@@ -22,7 +22,16 @@ from models.static.cursors import expr_text
 from models.static.deadcode import loop_key
 from models.static.expr import DATA, ITER, VAR, WI, Atom, Poly, p_max, p_min
 from models.static.features import LoopInfo
-from models.static.loops import Induction, assigned, conjuncts, for_parts, induction_candidates, iter_refs, variant_deps
+from models.static.loops import (
+    Induction,
+    assigned,
+    chain_operands,
+    conjuncts,
+    for_parts,
+    induction_candidates,
+    iter_refs,
+    variant_deps,
+)
 from models.static.trips import Trip, induction_trip, integrate_geo
 from models.static.values import AVG_TRIP, ONE, ZERO, Ptr, Val
 from models.static.walk_base import LoopCtx, WalkerBase
@@ -168,7 +177,7 @@ class LoopWalker(WalkerBase):
     def _exit_bound(self, cond: ci.Cursor, it_atom: Atom, loop_atoms: set[str], lid: int) -> Poly | None:
         """Iterations before the exit condition ``cond`` (a ``||`` chain) first holds, or None."""
         disj: list[ci.Cursor] = []
-        _disjuncts(cond, disj)
+        chain_operands(cond, "||", disj)
         trips: list[Poly] = []
         for x in disj:
             if x.kind != K.BINARY_OPERATOR:
@@ -407,16 +416,3 @@ def _is_break(c: ci.Cursor) -> bool:
         return True
     ch = list(c.get_children()) if c.kind == K.COMPOUND_STMT else []
     return len(ch) == 1 and ch[0].kind == K.BREAK_STMT
-
-
-def _disjuncts(c: ci.Cursor, out: list[ci.Cursor]) -> None:
-    """Append the operands of a ``||`` chain to ``out``."""
-    from models.static.cursors import unwrap
-
-    s = unwrap(c)
-    if s.kind == K.BINARY_OPERATOR and _cx.binary_op(s) == "||":
-        a, b = list(s.get_children())
-        _disjuncts(a, out)
-        _disjuncts(b, out)
-    else:
-        out.append(s)
