@@ -26,6 +26,25 @@ def decode_sizes(v: Any) -> tuple[int, ...] | None:
     return tuple(int(x) for x in seq) if seq else None
 
 
+def decode_counts(v: Any) -> dict[str, float]:
+    """A ``site_counts`` column (JSON object: site symbol -> measured count) as a dict (``{}`` when
+    missing, empty or not an object of numbers)."""
+    if _missing(v) or v == "":
+        return {}
+    if isinstance(v, str):
+        try:
+            v = json.loads(v)
+        except ValueError:
+            return {}
+    if not isinstance(v, Mapping):
+        return {}
+    out: dict[str, float] = {}
+    for k, x in v.items():
+        if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0:
+            out[str(k)] = float(x)
+    return out
+
+
 def decode_args(v: Any) -> list[dict[str, Any]]:
     """An ``args`` column as a list of argument dicts (``[]`` when missing)."""
     if _missing(v):

@@ -41,6 +41,8 @@ from __future__ import annotations
 
 import logging
 import math
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,9 +50,9 @@ import numpy as np
 import pandas as pd
 
 from calib.profile import DeviceProfile
-from kernelcast.columns import decode_args, decode_sizes
+from kernelcast.columns import decode_args, decode_counts, decode_sizes
 from models.base import Predictions, Predictor
-from models.static.features import BUILTIN_CLASSES
+from models.static.features import BUILTIN_CLASSES, SITE_PREFIXES
 
 log = logging.getLogger(__name__)
 
@@ -294,8 +296,10 @@ def cpu_vectorizable(feats: Any) -> tuple[bool, str]:
 # configurations -> feature environments
 
 
-def config_env(gsize: list[int], lsize: list[int] | None, args: list[dict[str, Any]]) -> dict[str, float]:
-    """The symbols of one configuration: sizes per dimension, scalar values, local lengths."""
+def config_env(gsize: list[int], lsize: list[int] | None, args: list[dict[str, Any]],
+               counts: Mapping[str, float] | None = None) -> dict[str, float]:
+    """The symbols of one configuration: sizes per dimension, scalar values, local lengths, and the
+    site counts measured for it (``counts``: site symbol -> value, :class:`~models.static.features.SiteInfo`)."""
     from kernelcast.cltypes import parse_type
 
     env: dict[str, float] = {}
@@ -322,7 +326,20 @@ def config_env(gsize: list[int], lsize: list[int] | None, args: list[dict[str, A
             else:
                 buf_bytes += nbytes
     env["__working_set_bytes"] = buf_bytes
+    for k, v in (counts or {}).items():
+        if k.startswith(SITE_PREFIXES):
+            env[k] = float(v)
     return env
+
+
+def stack_envs(envs: list[dict[str, float]]) -> dict[str, np.ndarray]:
+    """Per-configuration environments of one kernel as arrays: a symbol missing in some of them is
+    1 there (an unbound scalar), except a site count, which stays NaN (not measured: the site's
+    default, :meth:`~models.static.features.SourceFeatures.complete`)."""
+    keys_all = sorted({k for e in envs for k in e})
+    env = {k: np.array([e.get(k, np.nan) for e in envs], dtype=np.float64) for k in keys_all}
+    return {k: (v if k.startswith(SITE_PREFIXES) or not np.isnan(v).any() else np.where(np.isnan(v), 1.0, v))
+            for k, v in env.items()}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -558,12 +575,12 @@ class AnalyticalModel(Predictor):
                 for i in idx:
                     expl[i] = {"error": f"static analysis failed: {e}"}
                 continue
+            counts = frame["site_counts"] if "site_counts" in frame else None
             envs = [config_env(list(decode_sizes(frame["gsize"].iloc[i]) or ()),
                                list(decode_sizes(frame["lsize"].iloc[i]) or ()) or None,
-                               decode_args(frame["args"].iloc[i])) for i in idx]
-            keys_all = sorted({k for e in envs for k in e})
-            env = {k: np.array([e.get(k, np.nan) for e in envs], dtype=np.float64) for k in keys_all}
-            env = {k: (v if not np.isnan(v).any() else np.where(np.isnan(v), 1.0, v)) for k, v in env.items()}
+                               decode_args(frame["args"].iloc[i]),
+                               decode_counts(counts.iloc[i]) if counts is not None else None) for i in idx]
+            env = stack_envs(envs)
             cap = None if caps is None else np.where(np.isnan(caps[idx]), np.inf, caps[idx])
             res = self.evaluate(feats, env, cap)
             time_us[idx] = res.time_s * 1e6
@@ -572,21 +589,46 @@ class AnalyticalModel(Predictor):
             for j, i in enumerate(idx):
                 expl[i] = explain({k: v[j] for k, v in res.parts.items()}, res.time_s[j])
                 expl[i].update(extra)
+                expl[i].update(count_assumptions(feats, envs[j]))
         return Predictions(time_us, energy, expl)
 
 
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+
+
 def kernel_assumptions(feats: Any, dev: DeviceParams) -> dict[str, Any]:
-    """What the prediction of a kernel assumed: trip counts that are not exact (dead loops removed,
-    loops bounded by a ``break``, ``avg_trip`` guesses) and, on a CPU device, whether the work-item
-    loop is taken as vectorized and why."""
+    """What the prediction of a kernel assumed whatever its configuration: on a CPU device, whether
+    the work-item loop is taken as vectorized and why (the counts: :func:`count_assumptions`)."""
     out: dict[str, Any] = {}
-    loops = [f"line {lp.line}: {lp.assumed}" for lp in getattr(feats, "loops", []) if getattr(lp, "assumed", "")]
-    if loops:
-        out["assumed_trip_counts"] = loops
     if dev.is_cpu:
         vec, why = cpu_vectorizable(feats)
         out["cpu_vectorized"] = vec
         out["cpu_vectorized_because"] = why
+    return out
+
+
+def count_assumptions(feats: Any, env: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Which counts a prediction at one configuration (``env``, :func:`config_env`) did not know
+    exactly: trip counts that are not exact (dead loops removed, loops bounded by a ``break``,
+    ``avg_trip`` guesses: ``assumed_trip_counts``), the data-dependent counts
+    (:class:`~models.static.features.SiteInfo`) taken from a run on real inputs (``measured_counts``)
+    and those assumed (``assumed_counts``)."""
+    out: dict[str, Any] = {}
+    env = env or {}
+    sites = list(getattr(feats, "sites", None) or [])
+    measured = [x for x in sites if x.symbol in env and math.isfinite(float(env[x.symbol]))]
+    got = {x.symbol for x in measured}
+    loops = [f"line {lp.line}: {lp.assumed}" for lp in getattr(feats, "loops", [])
+             if getattr(lp, "assumed", "") and not got & set(_IDENT.findall(lp.trip))]
+    if loops:
+        out["assumed_trip_counts"] = loops
+    if measured:
+        out["measured_counts"] = [
+            f"line {x.line}: {'trips per entry' if x.kind == 'loop' else 'then-side share'} "
+            f"{float(env[x.symbol]):.4g} (measured)" for x in measured]
+    assumed = [f"line {x.line}: {x.assumed}" for x in sites if x.symbol not in got]
+    if assumed:
+        out["assumed_counts"] = assumed
     return out
 
 

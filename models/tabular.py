@@ -102,7 +102,7 @@ import numpy as np
 import pandas as pd
 
 from calib.profile import DeviceProfile, ProfileError
-from kernelcast.columns import decode_args, decode_sizes
+from kernelcast.columns import decode_args, decode_counts, decode_sizes
 from kernelcast.errors import InputError
 from models.base import Predictions, Predictor
 from models.fewshot import DEFAULT_SHRINK_PRIOR
@@ -170,12 +170,12 @@ WORK_COLUMNS = (tuple("wi_" + c for c in OP_CLASSES + ("n_comp", "n_mem") + MEM_
                    "frac_int", "frac_branch", "ops_per_byte")
                 + tuple("tot_" + c for c in _TOTALS) + ("tot_barriers_wg",)
                 + tuple("log2_tot_" + c for c in _LOG2_TOTALS)
-                + ("trip_max", "trip_outer_sum", "trip_nest_max"))
+                + ("trip_max", "trip_outer_sum", "trip_nest_max", "sites_measured"))
 KERNEL_COLUMNS = ("k_dims", "k_branches_divergent", "k_branches_data", "k_branches_uniform",
                   "k_frac_branch_divergent", "k_frac_branch_data", "k_early_returns", "k_loops",
                   "k_loops_data_dependent", "k_loops_divergent", "k_loops_bounded", "k_loop_depth_max",
                   "k_private_array_bytes", "k_access_sites", "k_access_sites_indirect", "k_access_sites_nonaffine",
-                  "k_helpers", "k_notes", "k_static_ok")
+                  "k_helpers", "k_notes", "k_static_ok", "k_sites")
 BUILTIN_COLUMNS = (tuple("bi_" + b for b in MATH_BUILTINS) + tuple("bi_" + g for g in BUILTIN_GROUPS)
                    + ("bi_transcendental", "src_double", "src_vector"))
 ANALYTICAL_COLUMNS = ("analytical_us", "log2_analytical_us", "an_launch_us", "an_compute_us", "an_memory_us",
@@ -270,6 +270,7 @@ def _kernel_columns(sf: SourceFeatures | None) -> dict[str, float]:
         "k_helpers": float(len(sf.helpers)),
         "k_notes": float(len(sf.notes)),
         "k_static_ok": 1.0,
+        "k_sites": float(len(sf.sites)),
     }
     return out
 
@@ -318,14 +319,14 @@ def _ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _group_env(gsizes: list[tuple[int, ...] | None], lsizes: list[tuple[int, ...] | None],
-               args: list[list[dict[str, Any]]]) -> dict[str, np.ndarray]:
+               args: list[list[dict[str, Any]]], counts: list[dict[str, float]] | None = None
+               ) -> dict[str, np.ndarray]:
     """The configuration symbols of a kernel's rows, exactly as ``AnalyticalModel.predict`` builds them."""
-    from models.analytical import config_env
+    from models.analytical import config_env, stack_envs
 
-    envs = [config_env(list(g or ()), list(ls or ()) or None, a) for g, ls, a in zip(gsizes, lsizes, args)]
-    keys_all = sorted({k for e in envs for k in e})
-    env = {k: np.array([e.get(k, np.nan) for e in envs], dtype=np.float64) for k in keys_all}
-    return {k: (v if not np.isnan(v).any() else np.where(np.isnan(v), 1.0, v)) for k, v in env.items()}
+    cs = counts if counts is not None else [None] * len(gsizes)
+    return stack_envs([config_env(list(g or ()), list(ls or ()) or None, a, c)
+                       for g, ls, a, c in zip(gsizes, lsizes, args, cs)])
 
 
 class _Evaluated:
@@ -344,12 +345,11 @@ class _Evaluated:
 
 def _trips(sf: SourceFeatures, env: Mapping[str, np.ndarray], shape: tuple[int, ...]) -> dict[str, np.ndarray]:
     from kernelcast.expr import evaluate_expr
-    from models.static.features import complete_env
 
     zeros = np.zeros(shape)
     if not sf.loops:
         return {"trip_max": zeros, "trip_outer_sum": zeros, "trip_nest_max": zeros}
-    cenv = complete_env(env, dims=sf.dims, symbol_map=sf.symbol_map, symbols=sf.symbols())
+    cenv = sf.complete(env)
     tmax, outer, nest = zeros.copy(), zeros.copy(), zeros.copy()
     stack: list[np.ndarray] = []
     for lp in sf.loops:            # in source order: a loop of depth d sits inside the last loop of depth d-1
@@ -365,12 +365,11 @@ def _trips(sf: SourceFeatures, env: Mapping[str, np.ndarray], shape: tuple[int, 
 
 def _access_split(sf: SourceFeatures, env: Mapping[str, np.ndarray], shape: tuple[int, ...]) -> dict[str, np.ndarray]:
     from kernelcast.expr import evaluate_expr
-    from models.static.features import complete_env
 
     ind, unk = np.zeros(shape), np.zeros(shape)
     glob = [a for a in sf.accesses if a.space == "global" and (a.indirect or a.stride0 is None)]
     if glob:
-        cenv = complete_env(env, dims=sf.dims, symbol_map=sf.symbol_map, symbols=sf.symbols())
+        cenv = sf.complete(env)
         for a in glob:
             b = np.nan_to_num(np.broadcast_to(evaluate_expr(a.count, cenv), shape), nan=0.0) * a.elem_bytes
             if a.indirect:
@@ -414,6 +413,12 @@ def _work_columns(sf: SourceFeatures, f: dict[str, np.ndarray], env: dict[str, n
         out["tot_" + k] = per_item[k] * items
     out["tot_barriers_wg"] = out["wi_barrier"] * n_wg
     out.update(_trips(sf, env, shape))
+    if sf.sites:
+        got = sum((np.isfinite(np.broadcast_to(np.asarray(env[x.symbol], dtype=np.float64), shape))
+                   for x in sf.sites if x.symbol in env), np.zeros(shape))
+        out["sites_measured"] = got / len(sf.sites)
+    else:
+        out["sites_measured"] = np.ones(shape)    # nothing to measure: the counts are all known
     return out
 
 
@@ -477,6 +482,8 @@ def build_table(frame: pd.DataFrame, profile: DeviceProfile) -> pd.DataFrame:
     gsizes = [decode_sizes(v) for v in frame["gsize"].tolist()]
     lsizes = [decode_sizes(v) for v in frame["lsize"].tolist()] if "lsize" in frame.columns else [None] * n
     args = [decode_args(v) for v in frame["args"].tolist()] if "args" in frame.columns else [[] for _ in range(n)]
+    counts = ([decode_counts(v) for v in frame["site_counts"].tolist()] if "site_counts" in frame.columns
+              else [{} for _ in range(n)])
     has_caps = "power_cap_w" in frame.columns
     caps = pd.to_numeric(frame["power_cap_w"], errors="coerce").to_numpy(dtype=float) if has_caps \
         else np.full(n, np.nan)
@@ -490,7 +497,8 @@ def build_table(frame: pd.DataFrame, profile: DeviceProfile) -> pd.DataFrame:
 
     for (src, name, bo), rows in groups.items():
         idx = np.asarray(rows, dtype=np.intp)
-        env = _group_env([gsizes[i] for i in rows], [lsizes[i] for i in rows], [args[i] for i in rows])
+        env = _group_env([gsizes[i] for i in rows], [lsizes[i] for i in rows], [args[i] for i in rows],
+                         [counts[i] for i in rows])
         items = env["gsize0"] * env["gsize1"] * env["gsize2"]
         wg_items = env["lsize0"] * env["lsize1"] * env["lsize2"]
         n_wg = env["ngroups0"] * env["ngroups1"] * env["ngroups2"]

@@ -231,3 +231,22 @@ def test_atomics_are_not_vectorized_and_dead_loops_are_reported():
 def test_gpu_profiles_have_no_cpu_class():
     m = AnalyticalModel(load_profile("a100"))
     assert not m.dev.is_cpu and m.dev.scalar_rates == {}
+
+
+def test_measured_counts_replace_the_assumption_and_are_named():
+    src = """__kernel void rows(__global const int* ptr, __global const float* v, __global float* y) {
+      int r = get_global_id(0); float s = 0.0f;
+      for (int j = ptr[r]; j < ptr[r + 1]; ++j) s += v[j] * v[j];
+      y[r] = s; }"""
+    m = AnalyticalModel(fast_cpu_profile())
+    args = [buf("ptr", 1 << 16), buf("v", 1 << 22), buf("y", 1 << 16)]
+    rows = frame(src, "rows", [(1 << 16, 64, args)] * 2)
+    rows["site_counts"] = ['', '{"trip_l3_c7": 64.0}']
+    p = m.predict(rows)
+    ex_assumed, ex_measured = p.explanation
+    assert any("avg_trip assumed" in a for a in ex_assumed["assumed_counts"])
+    assert "measured_counts" not in ex_assumed
+    assert ex_measured["measured_counts"] == ["line 3: trips per entry 64 (measured)"]
+    assert "assumed_counts" not in ex_measured and "assumed_trip_counts" not in ex_measured
+    # 64 trips per row instead of the assumed 8: the loop's work is 8x, the time grows accordingly
+    assert 3.0 < p.time_us[1] / p.time_us[0] <= 8.0

@@ -278,7 +278,14 @@ def test_csr_loop_data_dependent_fallback():
     }"""
     f = feats(src, "spmv")
     (loop,) = f.loops
-    assert loop.data_dependent and loop.trip_kind == "data_dependent" and loop.trip == "avg_trip"
+    # the row loop's trips are data: a site (line 7, column 13) that a run on real inputs measures
+    assert loop.data_dependent and loop.trip_kind == "data_dependent" and loop.trip == "trip_l7_c13"
+    (site,) = f.sites
+    assert (site.symbol, site.kind, site.line, site.col, site.default) == ("trip_l7_c13", "loop", 7, 13, None)
+    base = {"gsize0": 1024, "lsize0": 128, "rows": 1024}
+    assert f.evaluate(base)["global_loads"] == 2 + 4 * 8                      # avg_trip 8 when not measured
+    assert f.evaluate({**base, "avg_trip": 5})["global_loads"] == 2 + 4 * 5
+    assert f.evaluate({**base, "trip_l7_c13": 2.5})["global_loads"] == 2 + 4 * 2.5   # measured: 2.5 per row
     assert loop.divergent
     (xv,) = accesses(f, "x", "load")
     assert xv.indirect and xv.stride0 is None and not xv.affine
@@ -585,8 +592,10 @@ def test_fallback_loops_and_flags():
     assert [(x.kind, x.trip_kind) for x in lp] == [("do", "affine"), ("while", "data_dependent"),
                                                   ("for", "unknown"), ("for", "affine")]
     assert lp[0].trip == "max(1, max(0, n))"
-    assert lp[2].has_break and lp[2].trip == "avg_trip"
-    assert lp[3].early_exit and lp[3].trip == "min(max(0, n), avg_trip)"   # data-dependent exit
+    assert lp[2].has_break and lp[2].trip == "trip_l8_c9"
+    assert lp[3].early_exit and lp[3].trip == "min(max(0, n), trip_l9_c9)"   # data-dependent exit
+    assert [(x.symbol, x.default) for x in f.sites] == [
+        ("trip_l7_c9", None), ("trip_l8_c9", None), ("br_l8_c20", 1.0), ("trip_l9_c9", None)]
     (w,) = accesses(f, "W")
     assert w.space == "constant" and w.stride0 == "0"
     assert f.evaluate({**ENV, "n": 0})["constant_loads"] == 1      # do-while runs once
@@ -679,3 +688,34 @@ def test_itersum_vectorized_matches_scalar():
         one = f.evaluate({"gsize0": 65536, "lsize0": float(L)})
         assert many["fp32_add"][i] == pytest.approx(one["fp32_add"])
         assert many["local_loads"][i] == pytest.approx(one["local_loads"])
+
+
+def test_early_return_on_data_is_a_measured_branch_site():
+    src = """
+    __kernel void k(__global const float *a, __global float *b, const float t) {
+        int i = get_global_id(0);
+        if (a[i] <= t) return;
+        b[i] = a[i] * 2.0f;
+    }"""
+    f = feats(src, "k")
+    (site,) = f.sites
+    assert (site.symbol, site.kind, site.default) == ("br_l4_c9", "if", 0.0)
+    assert "early exit" in site.assumed
+    assert f.evaluate(ENV)["global_stores"] == 1                  # unmeasured: nobody leaves early
+    assert f.evaluate({**ENV, "br_l4_c9": 0.75})["global_stores"] == 0.25   # 3 in 4 work-items return
+    assert f.evaluate({**ENV, "br_l4_c9": 0.75})["global_loads"] == 1 + 0.25
+
+
+def test_data_dependent_if_else_site_and_per_warp_issue():
+    src = """
+    __kernel void k(__global const float *a, __global float *b) {
+        int i = get_global_id(0);
+        float x = a[i];
+        if (x > 0.5f) { b[i] = sqrt(x); } else { b[i] = x; }
+    }"""
+    f = feats(src, "k")
+    (site,) = f.sites
+    assert site.default == 0.5
+    e = f.evaluate({**ENV, "br_l5_c9": 0.01})
+    assert e["sfu"] == pytest.approx(0.01)                        # 1 % of the work-items take the sqrt
+    assert e["warp_sfu"] == pytest.approx(min(1.0, 32 * 0.01))    # issued by a warp when any lane takes it

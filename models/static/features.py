@@ -7,13 +7,20 @@ Every count in :class:`SourceFeatures` is an expression string in the grammar of
 * scalar kernel arguments by name (a name that is a Python keyword or collides with a reserved
   symbol gets a trailing ``_``; ``symbol_map`` maps expression symbols back to argument names);
 * ``avg_trip`` - trip count assumed for loops whose bounds depend on loaded data or are unknown;
+* ``trip_l<line>_c<col>`` / ``br_l<line>_c<col>`` - one symbol per *site* whose count the source
+  cannot tell (the loop or ``if`` statement at that line and column, :class:`SiteInfo`): the trips
+  per entry of a data-dependent loop, the share of evaluations taking the then-side of a condition
+  on loaded data. A run of the kernel on real inputs measures them
+  (:func:`instrument.counters.measure_counts`); unmeasured, a loop site takes ``avg_trip`` and a
+  branch site its :attr:`SiteInfo.default`;
 * ``len_<arg>`` - element count of a ``__local`` pointer argument (for ``local_mem_bytes``).
 
 :meth:`SourceFeatures.evaluate_many` evaluates all of them over arrays of configurations at once.
 Missing symbols take these defaults (:data:`DEFAULTS`, :func:`complete_env`): ``gsize0`` 1024,
 ``gsize1``/``gsize2`` 1, ``lsize0`` ``min(64, gsize0)``, other ``lsize`` 1,
 ``ngroups = ceil(gsize / lsize)`` (or ``gsize = ngroups * lsize`` when ``ngroups`` is given),
-``avg_trip`` 8, ``warp`` 32, ``seg_bytes`` 32, and any other symbol (an unbound scalar argument) 1.
+``avg_trip`` 8, ``warp`` 32, ``seg_bytes`` 32, site symbols as above, and any other symbol (an
+unbound scalar argument) 1.
 """
 
 from __future__ import annotations
@@ -35,7 +42,12 @@ from models.static.coalescing import (
 
 log = logging.getLogger(__name__)
 
-FEATURES_VERSION = 1
+FEATURES_VERSION = 2
+
+#: prefixes of site symbols (module docstring)
+TRIP_PREFIX = "trip_l"
+BRANCH_PREFIX = "br_l"
+SITE_PREFIXES = (TRIP_PREFIX, BRANCH_PREFIX)
 
 #: default trip count of a loop whose bound is loaded from memory or unknown
 DEFAULT_AVG_TRIP = 8.0
@@ -131,6 +143,31 @@ class BranchInfo:
         return cls(**{k: d[k] for k in ("line", "kind", "category")})
 
 
+def site_symbol(kind: str, line: int, col: int) -> str:
+    """The symbol of the loop (``kind`` ``loop``) or ``if`` statement (``if``) at ``line``:``col``."""
+    if kind not in ("loop", "if"):
+        raise ValueError(f"site kind {kind!r} (loop, if)")
+    return f"{TRIP_PREFIX if kind == 'loop' else BRANCH_PREFIX}{line}_c{col}"
+
+
+@dataclass
+class SiteInfo:
+    """A count the source cannot tell: the trips per entry of a loop bounded by data (``loop``), or
+    the share of evaluations of an ``if`` taking its then-side when the condition is on data (``if``)."""
+
+    symbol: str
+    kind: str                # loop / if
+    line: int
+    col: int
+    default: float | None    # value when not measured (None: the avg_trip symbol's value)
+    assumed: str             # what the analysis assumes without a measurement
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SiteInfo:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
 @dataclass
 class SourceFeatures:
     """Per-work-item static features of one kernel from its OpenCL C source."""
@@ -149,6 +186,7 @@ class SourceFeatures:
     loops: list[LoopInfo] = field(default_factory=list)
     branches: list[BranchInfo] = field(default_factory=list)
     early_returns: int = 0
+    sites: list[SiteInfo] = field(default_factory=list)      # counts a run on real inputs can measure
     helpers: list[str] = field(default_factory=list)          # inlined helper functions
     notes: list[str] = field(default_factory=list)            # constructs approximated or skipped
     version: int = FEATURES_VERSION
@@ -164,6 +202,7 @@ class SourceFeatures:
         kw["accesses"] = [Access.from_dict(a) for a in kw.get("accesses", [])]
         kw["loops"] = [LoopInfo.from_dict(x) for x in kw.get("loops", [])]
         kw["branches"] = [BranchInfo.from_dict(x) for x in kw.get("branches", [])]
+        kw["sites"] = [SiteInfo.from_dict(x) for x in kw.get("sites", [])]
         return cls(**kw)
 
     # --- derived static numbers -----------------------------------------------------------------
@@ -189,6 +228,20 @@ class SourceFeatures:
             out |= compile_expr(e)[1]
         return out
 
+    def site_defaults(self) -> dict[str, float | None]:
+        """Site symbol -> its value when not measured (None: ``avg_trip``'s value)."""
+        return {s.symbol: s.default for s in self.sites}
+
+    def complete(self, envs: Mapping[str, np.ndarray | float]) -> dict[str, np.ndarray]:
+        """:func:`complete_env` for this kernel's symbols and sites."""
+        return complete_env(envs, dims=self.dims, symbol_map=self.symbol_map, symbols=self.symbols(),
+                            site_defaults=self.site_defaults())
+
+    def measured_sites(self, env: Mapping[str, Any]) -> tuple[list[SiteInfo], list[SiteInfo]]:
+        """The sites ``env`` gives a measured value for, and those left to their assumption."""
+        got = [s for s in self.sites if s.symbol in env]
+        return got, [s for s in self.sites if s.symbol not in env]
+
     # --- evaluation ---------------------------------------------------------------------------
     def evaluate(self, env: Mapping[str, float]) -> dict[str, float]:
         """Numeric per-work-item features for one configuration (see :meth:`evaluate_many`)."""
@@ -204,7 +257,7 @@ class SourceFeatures:
         ``eta_coal`` / ``eta_bytes`` / ``local_bank_conflict``, FlipFlop's ``n_comp`` / ``n_mem``
         / ``n_sync``, and static numbers (``dims``, ``local_mem_bytes`` ...).
         """
-        env = complete_env(envs, dims=self.dims, symbol_map=self.symbol_map, symbols=self.symbols())
+        env = self.complete(envs)
         shape = np.broadcast_shapes(*[np.shape(v) for v in env.values()]) if env else ()
         memo: dict[str, np.ndarray] = {}
 
@@ -310,10 +363,13 @@ class SourceFeatures:
 
 def complete_env(envs: Mapping[str, np.ndarray | float], *, dims: int = 3,
                  symbol_map: Mapping[str, str] | None = None,
-                 symbols: set[str] | None = None) -> dict[str, np.ndarray]:
+                 symbols: set[str] | None = None,
+                 site_defaults: Mapping[str, float | None] | None = None) -> dict[str, np.ndarray]:
     """Fill in defaults and derived sizes (module docstring); arrays stay float64.
 
-    Keys may be expression symbols or the original argument names of ``symbol_map``.
+    Keys may be expression symbols or the original argument names of ``symbol_map``. A site
+    symbol not in ``envs`` (or NaN there: not measured for that configuration) takes its
+    ``site_defaults`` value (``avg_trip``'s when that is None or the site is not listed).
     """
     env: dict[str, np.ndarray] = {k: np.asarray(v, dtype=np.float64) for k, v in envs.items()}
     for s, argname in (symbol_map or {}).items():
@@ -337,6 +393,16 @@ def complete_env(envs: Mapping[str, np.ndarray | float], *, dims: int = 3,
         env.setdefault(k, np.asarray(v))
     if "work_dim" not in envs:
         env["work_dim"] = np.asarray(float(dims))
+    defaults = site_defaults or {}
+    for s in (symbols or set()) | set(defaults):
+        if not s.startswith(SITE_PREFIXES):
+            continue
+        d = defaults.get(s)
+        dv = env["avg_trip"] if d is None else np.asarray(float(d))
+        if s not in env:
+            env[s] = dv
+        elif np.isnan(env[s]).any():    # measured for some configurations only
+            env[s] = np.where(np.isnan(env[s]), dv, env[s])
     missing = (symbols or set()) - env.keys()
     if missing:
         log.debug("symbols without a value, using %s: %s", DEFAULT_SYMBOL, sorted(missing))

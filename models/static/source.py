@@ -201,6 +201,7 @@ def analyze_source(kernel: Kernel, filename: str = "kernel.cl") -> SourceFeature
         loops=w.loops,
         branches=w.branches,
         early_returns=w.early_returns,
+        sites=w.sites,
         helpers=w.helpers,
         notes=w.notes,
     )

@@ -24,7 +24,7 @@ import clang.cindex as ci
 
 from models.static.affine import deriv
 from models.static.expr import DATA, VAR, WI, Atom, Poly
-from models.static.features import Access, BranchInfo, LoopInfo
+from models.static.features import Access, BranchInfo, LoopInfo, SiteInfo, site_symbol
 from models.static.values import ONE, ZERO, MemRef, Ptr, Val, retype_ptr
 
 TK = ci.TypeKind
@@ -57,6 +57,8 @@ class WalkerBase(ABC):
         self.accesses: list[Access] = []
         self.loops: list[LoopInfo] = []
         self.branches: list[BranchInfo] = []
+        self.sites: list[SiteInfo] = []
+        self._site_names: set[str] = set()
         self.notes: list[str] = []
         self.helpers: list[str] = []
         self.frames: list[Frame] = []
@@ -91,6 +93,27 @@ class WalkerBase(ABC):
             return
         cat = "data" if DATA in deps else "divergent" if WI in deps else "uniform"
         self.branches.append(BranchInfo(line, kind, cat))
+
+    def site(self, kind: str, c: ci.Cursor, default: float | None, assumed: str) -> Poly | None:
+        """The symbol of a count a run on real inputs can measure at the loop / ``if`` statement
+        ``c`` (:class:`~models.static.features.SiteInfo`); None for a statement outside the kernel's
+        own source file (an included header), which no measurement can name."""
+        loc = c.location
+        if loc.file is None or loc.file.name != self.filename:
+            return None
+        name = site_symbol(kind, loc.line, loc.column)
+        if not self.mute and name not in self._site_names:
+            self._site_names.add(name)
+            self.sites.append(SiteInfo(name, kind, loc.line, loc.column, default, assumed))
+        return Poly.symbol(name)
+
+    def keep_site_if_used(self, kind: str, c: ci.Cursor, used_in: Poly) -> None:
+        """Forget the site of ``c`` when the count finally used does not contain its symbol (a
+        bound found later replaced the guess)."""
+        name = site_symbol(kind, c.location.line, c.location.column)
+        if name in self._site_names and not any(a.key == "s:" + name for a in used_in.all_atoms()):
+            self._site_names.discard(name)
+            self.sites = [x for x in self.sites if x.symbol != name]
 
     def scaled(self, item: Poly, warp: Poly) -> _Scale:
         return _Scale(self, item, warp)

@@ -65,10 +65,11 @@ class LoopWalker(WalkerBase):
         # trip count from the condition
         tr, var_name, ind_key, early = self.trip_count(cond, cands, entry_vars, loop_atoms, lid)
         trip, trip_kind, ind_val = tr.trip, tr.kind, tr.value
-        if trip_kind != "affine" and trip_kind != "geometric":
-            trip = AVG_TRIP
         if printable(trip) is None:
-            trip, trip_kind = AVG_TRIP, "unknown"
+            trip_kind = "unknown"
+        if trip_kind != "affine" and trip_kind != "geometric":
+            # the trips per entry are data (or beyond the analysis): a site a run can measure
+            trip = self.site("loop", c, None, f"{trip_kind} trip count: avg_trip assumed") or AVG_TRIP
         why_dead = self.dead_loops.get(loop_key(c))
         if why_dead and trip_kind in ("affine", "geometric"):
             # the compiler deletes a finite loop without effects (models.static.deadcode)
@@ -96,7 +97,8 @@ class LoopWalker(WalkerBase):
             if (data_break or data_cond) and trip_kind == "affine":
                 # a data-dependent exit (escape-time iteration, search): the static bound is only an
                 # upper bound; like a loop bounded by data, avg_trip iterations are assumed
-                bounds = bounds + [(AVG_TRIP, "data-dependent exit: min(static bound, avg_trip)")]
+                exit_trip = self.site("loop", c, None, "data-dependent exit: min(static bound, avg_trip) assumed")
+                bounds = bounds + [(exit_trip or AVG_TRIP, "data-dependent exit: min(static bound, avg_trip)")]
             if bounds:
                 alt = bounds[0][0] if len(bounds) == 1 else p_min(*(b for b, _ in bounds))
                 new_trip = alt if trip_kind != "affine" else p_min(trip, alt)
@@ -112,6 +114,8 @@ class LoopWalker(WalkerBase):
                     it = Poly.atom(it_atom)
                     post = self._induction_values(cands, entry_vars, loop_atoms, ind_key, ind_val, trip_kind, it)
 
+        if not self.mute:
+            self.keep_site_if_used("loop", c, trip)
         # condition deps (for divergence) with the loop-variant values
         with self.muted():
             cv = self.ev(cond) if cond is not None else Val(ONE)

@@ -13,10 +13,10 @@ from fractions import Fraction
 
 import clang.cindex as ci
 
-from models.static.branches import branch_fraction
+from models.static.branches import Frac, branch_fraction
 from models.static.cursors import ARRAY_KINDS, terminates, type_bytes
-from models.static.expr import DATA, WI, Poly
-from models.static.values import ONE, UNKNOWN, ZERO, Ptr, Val, same_value
+from models.static.expr import DATA, WI, Poly, p_min
+from models.static.values import ONE, UNKNOWN, WARP, ZERO, Ptr, Val, same_value
 from models.static.walk_base import WalkerBase
 
 K = ci.CursorKind
@@ -122,6 +122,8 @@ class StmtWalker(WalkerBase):
         self.op("branch")
         self.branch(c.location.line, "if", cv.deps)
         fr = branch_fraction(cv, has_else=els is not None)
+        if not fr.known:
+            fr = self.measured_fraction(c, cv, els is not None, terminates(then))
         before = dict(self.vars)
         with self.scaled(fr.it, fr.wt):
             self.walk_stmt(then)
@@ -134,6 +136,23 @@ class StmtWalker(WalkerBase):
         if els is None and terminates(then) and fr.known:
             return fr.ie, fr.we
         return None
+
+    def measured_fraction(self, c: ci.Cursor, cv: Val, has_else: bool, term: bool) -> Frac:
+        """The fractions of a condition the analysis cannot tell, as a site a run on real inputs
+        measures (the share ``b`` of evaluations taking the then-side). Unmeasured, ``b`` keeps
+        the static guess: 1 for a guard without ``else``, 1/2 with ``else``, and 0 for
+        ``if (c) return;`` (the statements after it count fully). Per warp, a side is issued when
+        any lane takes it: ``min(1, warp * b)`` when the condition differs between lanes."""
+        default = 0.5 if has_else else 0.0 if term else 1.0
+        what = {0.5: "each side taken by half of the work-items", 0.0: "the early exit taken by no work-item",
+                1.0: "the guarded statements run by every work-item"}[default]
+        b = self.site("if", c, default, f"condition on {'loaded data' if DATA in cv.deps else 'unknown values'}: "
+                                        f"{what} assumed")
+        if b is None:
+            return branch_fraction(cv, has_else)
+        if WI in cv.deps or DATA in cv.deps:
+            return Frac(b, ONE - b, p_min(ONE, WARP * b), p_min(ONE, WARP * (ONE - b)))
+        return Frac(b, ONE - b, b, ONE - b)
 
     def merge_vars(self, a: dict[int, Val], b: dict[int, Val], cond_deps: frozenset[str]) -> None:
         out: dict[int, Val] = {}
