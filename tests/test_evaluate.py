@@ -357,6 +357,24 @@ def test_evaluate_end_to_end(tiny_dataset, tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["eval"]      # no temporary directory left
 
 
+def test_repeats_report_the_spread_over_fold_seeds(tiny_dataset, tmp_path, capsys):
+    out = tmp_path / "eval"
+    rc = cli.main(["evaluate", "--data", str(tiny_dataset), "--models", "analytical,blend", "--folds", "2",
+                   "--inner-folds", "2", "--profile", PROFILE, "--out", str(out), "--quiet", "--no-plots",
+                   "--repeats", "2", "--seed", "4"])
+    printed = capsys.readouterr().out
+    assert rc == 0 and "over 2 fold seeds (4..5)" in printed
+    m = json.loads((out / "metrics.json").read_text())
+    rep = m["repeats"]
+    assert rep["seeds"] == [4, 5] and m["seed"] == 4
+    an = rep["models"]["analytical"]["median_ape"]
+    # the analytical model is fitted on nothing: the folds cannot move its zero-shot figures
+    assert an["sd"] == 0.0 and an["values"] == [m["metrics"]["analytical"]["median_ape"]] * 2
+    bl = rep["models"]["blend"]["median_ape"]
+    assert bl["values"][0] == m["metrics"]["blend"]["median_ape"] and bl["min"] <= bl["mean"] <= bl["max"]
+    assert "## Spread over fold seeds" in (out / "REPORT.md").read_text()
+
+
 @pytest.mark.parametrize("case", ["missing dataset", "too few kernels", "unknown model", "out is a file",
                                   "out is another directory"])
 def test_evaluate_bad_input_exits_2_and_writes_nothing(case, tiny_dataset, tmp_path, capsys):

@@ -12,6 +12,7 @@ from typing import Any
 from kernelcast.console import fmt_table
 from kernelcast.errors import UsageError
 from kernelcast.options import (
+    bounded_int,
     check_in_dir,
     check_out_dir,
     fraction,
@@ -176,6 +177,9 @@ def add_parser(subparsers: Any) -> None:
                    help="codegen: fine-tune from this pretrained backbone (kernelcast pretrain --out) instead of "
                         "from scratch")
     p.add_argument("--codegen-minutes", type=positive_float, help="codegen: training-time limit per fold, minutes")
+    p.add_argument("--repeats", type=bounded_int(1, 20), default=1,
+                   help="repeat the whole evaluation with fold seeds SEED..SEED+N-1 and print each headline "
+                        "figure's mean and sd over them: how much the choice of folds alone moves a figure (1)")
     p.add_argument("--learning-curve", action="store_true",
                    help="also the tabular model's median APE vs training kernels (10, 20, 40, ..., all)")
     p.add_argument("--energy-pcts", default="10,25",
@@ -423,7 +427,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                            interval_by=args.interval_by, inner_folds=args.inner_folds,
                            codegen_epochs=args.codegen_epochs, codegen_base=args.codegen_base,
                            codegen_minutes=args.codegen_minutes, learning_curve=args.learning_curve,
-                           energy_pcts=parse_pcts(args.energy_pcts), energy_top_k=args.energy_top_k)
+                           energy_pcts=parse_pcts(args.energy_pcts), energy_top_k=args.energy_top_k,
+                           repeats=args.repeats)
     check_in_dir(args.data, "--data", "dataset directory")
     profile = resolve_profile(args.profile, args.device,
                               on_calibrate=lambda msg: print(f"note: {msg}", file=sys.stderr))

@@ -28,11 +28,12 @@ import hashlib
 import itertools
 import json
 import logging
+import math
 import os
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +94,7 @@ class EvaluateOptions:
     codegen_minutes: float | None = None   # training-time limit per fit
     energy_pcts: tuple[float, ...] = (10.0, 25.0)   # few-shot energy: % of each problem's configurations measured
     energy_top_k: int = 20
+    repeats: int = 1                       # whole evaluations with fold seeds seed .. seed + repeats - 1
 
     def __post_init__(self) -> None:
         if self.folds < 2:
@@ -127,6 +129,8 @@ class EvaluateOptions:
                 raise UsageError("--codegen-base applies to the codegen model: add codegen to --models")
             if not Path(self.codegen_base).is_dir() and str(self.codegen_base).count("/") != 1:
                 raise UsageError(f"--codegen-base {self.codegen_base}: no such directory, and not a hub name")
+        if not 1 <= self.repeats <= MAX_REPEATS:
+            raise UsageError(f"--repeats must be in 1..{MAX_REPEATS}, got {self.repeats}")
         if self.learning_curve and "tabular" not in self.models:
             raise UsageError("--learning-curve is drawn for the tabular model: add tabular to --models")
 
@@ -651,9 +655,56 @@ def evaluate_dataset(dataset_dir: str | os.PathLike[str], profile: DeviceProfile
     counts["rows_used"] = len(frame)
     fitters = _make_fitters(options.models, profile, options)   # before anything slow: a missing model is an error
     ev = evaluate_frame(frame, profile, options, fitters=fitters, progress=progress)
+    if options.repeats > 1:
+        runs = [ev.metrics]
+        for r in range(1, options.repeats):
+            say = progress or (lambda msg: log.info("%s", msg))
+            say(f"repeat {r + 1}/{options.repeats}: fold seed {options.seed + r}")
+            o = replace(options, seed=options.seed + r, learning_curve=False)
+            runs.append(evaluate_frame(frame, profile, o, fitters=_make_fitters(o.models, profile, o),
+                                       progress=progress).metrics)
+        ev.metrics["repeats"] = repeat_spread(runs)
     ev.metrics["dataset"] = _identity_of_dataset(root, frame, counts)
     ev.metrics["profile"] = _identity_of_profile(profile, profile_spec)
     return ev
+
+
+#: most whole evaluations ``--repeats`` runs
+MAX_REPEATS = 20
+#: the headline figures whose spread over fold seeds ``--repeats`` reports: (name, where in metrics.json)
+REPEAT_FIGURES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("median_ape", ("metrics", "{m}", "median_ape")),
+    ("mape", ("metrics", "{m}", "mape")),
+    ("median_abs_log2", ("metrics", "{m}", "median_abs_log2")),
+    ("within_2x_pct", ("metrics", "{m}", "within_2x_pct")),
+    ("top1_within", ("tuning", "models", "{m}", "top1_within")),
+    ("shot1_mape", ("few_shot", "models", "{m}", "1", "mape")),
+    ("shot3_mape", ("few_shot", "models", "{m}", "3", "mape")),
+    ("shot3_median_ape", ("few_shot", "models", "{m}", "3", "median_ape")),
+)
+
+
+def repeat_spread(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Mean, standard deviation, min and max of the headline figures of each model over whole
+    evaluations with different fold seeds: how much of a difference between two evaluations the
+    choice of folds alone makes."""
+    out: dict[str, Any] = {"seeds": [r["seed"] for r in runs], "models": {}}
+    for m in runs[0]["models"]:
+        figs: dict[str, Any] = {}
+        for name, path in REPEAT_FIGURES:
+            vals = []
+            for r in runs:
+                x: Any = r
+                for key in path:
+                    x = x.get(key.format(m=m)) if isinstance(x, Mapping) else None
+                if isinstance(x, (int, float)) and math.isfinite(x):
+                    vals.append(float(x))
+            if vals:
+                a = np.asarray(vals)
+                figs[name] = {"mean": float(a.mean()), "sd": float(a.std(ddof=1)) if len(a) > 1 else 0.0,
+                              "min": float(a.min()), "max": float(a.max()), "values": vals}
+        out["models"][m] = figs
+    return out
 
 
 def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile, options: EvaluateOptions, *,

@@ -241,12 +241,33 @@ def format_summary(m: Mapping[str, Any]) -> str:
 
     lines += energy_lines(m.get("energy"))
     lines += [training_note(name, runs) for name, runs in (m.get("training") or {}).items() if runs]
+    lines += repeat_lines(m.get("repeats"))
     lc = m.get("learning_curve")
     if lc:
         pts = ", ".join(f"{p['train_kernels']:.0f}{' (all)' if p['all'] else ''}: {_num(p['median_ape'])} %"
                         for p in lc["points"])
         lines.append(f"learning curve ({lc['model']}, median APE by training kernels per fold): {pts}")
     return "\n".join(lines)
+
+
+def repeat_lines(rep: Mapping[str, Any] | None) -> list[str]:
+    """The spread of the headline figures over fold seeds (``--repeats``), a row per model."""
+    if not rep:
+        return []
+    cols = [("median_ape", "median APE %", 1.0), ("mape", "MAPE %", 1.0), ("median_abs_log2", "med |log2|", 1.0),
+            ("within_2x_pct", "within 2x %", 1.0), ("top1_within", "top-1 %", 100.0),
+            ("shot3_mape", "3-shot MAPE %", 1.0), ("shot3_median_ape", "3-shot med APE %", 1.0)]
+    rows = []
+    for name, figs in rep["models"].items():
+        row: list[Any] = [name]
+        for key, _, scale in cols:
+            f = figs.get(key)
+            row.append("-" if f is None else f"{_num(scale * f['mean'])} ± {_num(scale * f['sd'])}")
+        rows.append(row)
+    seeds = rep["seeds"]
+    return ["", f"over {len(seeds)} fold seeds ({seeds[0]}..{seeds[-1]}): mean ± sd; a change smaller than the sd "
+                f"is within what the choice of folds alone moves",
+            fmt_table(rows, ["model"] + [c[1] for c in cols])]
 
 
 def training_note(name: str, runs: Sequence[Mapping[str, Any]]) -> str:
@@ -337,6 +358,9 @@ def format_report(m: Mapping[str, Any], figures: Sequence[tuple[str, str]] = ())
                              for i, r in enumerate(runs)],
                             ["fit", "training rows", "validation kernels", "split by", "epochs", "best epoch",
                              "steps", "final lr", "stopped", "s"]), ""]
+    rep = repeat_lines(m.get("repeats"))
+    if rep:
+        lines += ["## Spread over fold seeds", "", "```", *rep[1:], "```", ""]
     lc = m.get("learning_curve")
     if lc:
         lines += [f"## Learning curve ({lc['model']})", ""]
