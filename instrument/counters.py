@@ -224,8 +224,8 @@ class _Counter:
         self.data = kernel.source.encode("utf-8")
         try:
             self.tu = parse(kernel.source, _PARSE_NAME, kernel.build_options)
-        except ParseError as e:
-            raise RewriteError(str(e).splitlines()[0] if str(e) else "parse error") from e
+        except ParseError as err:
+            raise RewriteError(str(err).splitlines()[0] if str(err) else "parse error") from err
         kernels = find_kernels(self.tu, _PARSE_NAME)
         if kernel.name not in kernels:
             raise RewriteError(f"no kernel {kernel.name!r} in the source")
