@@ -289,6 +289,27 @@ class _Counter:
             return None
         return nt[0] + 1
 
+    def _lead(self, s: int) -> int:
+        """Where a statement starting at ``s`` begins with the ``#pragma`` lines right above it
+        (``#pragma unroll`` must stay attached to its loop): the start of the first such line, or
+        ``s``."""
+        ls = self.data.rfind(b"\n", 0, s) + 1
+        if self.data[ls:s].strip():
+            return s
+        start = ls if self.data[s:s + 1] == b"#" else s     # a statement clang starts at its pragma
+        while ls > 0:
+            prev = self.data.rfind(b"\n", 0, ls - 1) + 1
+            if not self.data[prev:ls].strip().startswith(b"#pragma"):
+                break
+            start = ls = prev
+        return start
+
+    def _wrap(self, s: int, e: int, counter: str) -> _Edit:
+        """``{ COUNTER; <statement> }``; pragmas above the statement stay above it, inside the braces."""
+        lead = self._lead(s)
+        sep = "\n" if lead < s or self.data[s:s + 1] == b"#" else " "
+        return self._edit(lead, e, [f"{{ {counter}{sep}", _Hole(lead, e), " }"])
+
     def _where(self, func: str, c: Any, what: str) -> str:
         return f"{func}:{c.location.line}:{c.location.column}: {what}"
 
@@ -492,7 +513,7 @@ class _Counter:
             s, e = int(c.extent.start.offset), self._end(c)
             assert e is not None
             a, b = 2 * site.index, 2 * site.index + 1
-            edits.append(self._edit(s, e, [f"{{ {CNT_NAME}[{a}]++; ", _Hole(s, e), " }"]))
+            edits.append(self._wrap(s, e, f"{CNT_NAME}[{a}]++;"))
             body = self._body(c)
             if body.kind == K.COMPOUND_STMT:
                 at = int(body.extent.start.offset) + 1
@@ -500,7 +521,7 @@ class _Counter:
             else:
                 bs, be = int(body.extent.start.offset), self._end(body)
                 assert be is not None
-                edits.append(self._edit(bs, be, [f"{{ {CNT_NAME}[{b}]++; ", _Hole(bs, be), " }"]))
+                edits.append(self._wrap(bs, be, f"{CNT_NAME}[{b}]++;"))
         for call, name, ok in f.calls:
             if name not in need or not ok:
                 continue

@@ -315,3 +315,23 @@ def test_site_counts_round_trip():
     sc = SiteCounts(10, {"trip_l1_c1": (4, 10), "trip_l2_c1": (0, 0)}, {"br_l3_c1": (10, 3)})
     assert SiteCounts.from_dict(sc.to_dict()) == sc
     assert sc.values() == {"trip_l1_c1": 2.5, "trip_l2_c1": 0.0, "br_l3_c1": 0.3}
+
+
+PRAGMA = """__kernel void unrolled(__global int* out, int n) {
+  int s = 0;
+  if (n > 0)
+    #pragma unroll
+    for (int t = 0; t < 4; t++) s += t;
+  #pragma unroll 2
+  for (int t = 0; t < n; t++) s += t;
+  out[get_global_id(0)] = s;
+}"""
+
+
+def test_pragma_unroll_stays_attached_to_its_loop(harness):
+    cfg = LaunchConfig((32,), (8,), [buf("out", 32, "int", init="zeros"), scalar("n", 6)])
+    plain, counted, sc = _plain_and_counted(harness, Kernel(PRAGMA, "unrolled", dims=1), cfg, {}, "out")
+    assert np.array_equal(plain, counted) and counted[0] == 6 + 15
+    assert sc.branches["br_l3_c3"] == (32, 32)
+    assert sc.loops["trip_l5_c5"] == (32, 4 * 32)
+    assert sc.loops["trip_l7_c3"] == (32, 6 * 32)
