@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from datagen.dataset import SITE_COUNTS, _read_journal, fsync_dir, load_manifest, read_dataset
+from datagen.dataset import MANIFEST, SITE_COUNTS, _read_journal, fsync_dir, load_manifest, read_dataset
 from datagen.frame import TRAIN_PASSES, DataError
 from instrument.counters import MAX_TRACKED, CountRewrite, SiteCounts, count_rewrite, measure_counts
 from instrument.rewrite import InstrumentedRunError, RewriteError
@@ -187,6 +187,8 @@ def check_counts_dataset(root: Path) -> tuple[dict[str, Any], list[dict[str, Any
 
     if not root.is_dir():
         raise DataError(f"no such dataset directory: {root}")
+    if not (root / MANIFEST).is_file():
+        raise DataError(f"{root}: not a dataset (no {MANIFEST})")
     try:
         manifest = load_manifest(root)
         df = read_dataset(root)
