@@ -34,8 +34,10 @@ from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 
 log = logging.getLogger(__name__)
 
-#: a kernel whose counting launches crash or time out this many times gets its other rows skipped
-MAX_FAULTS = 2
+#: a kernel whose counting launches time out this many times (or crash MAX_CRASHES times) gets its
+#: other rows skipped (recorded as ``skipped``; ``retry_failed`` runs them again)
+MAX_TIMEOUTS = 2
+MAX_CRASHES = 5
 
 
 def counts_text(sc: SiteCounts) -> str:
@@ -289,18 +291,19 @@ def backfill_counts(dataset: str | os.PathLike[str], *, device: Any = "auto", jo
                         for r in krows:
                             record(r, "rewrite_error", str(e))
                         continue
-                    faults = 0
+                    faults: Counter[str] = Counter()
                     for r in krows:
                         if stop.is_set():
                             return
-                        if faults >= MAX_FAULTS:
-                            record(r, "skipped", f"kernel abandoned after {faults} crashes/timeouts")
+                        if faults["timeout"] >= MAX_TIMEOUTS or faults["crash"] >= MAX_CRASHES:
+                            record(r, "skipped", f"kernel abandoned after {faults['timeout']} timeouts and "
+                                                 f"{faults['crash']} crashes")
                             continue
                         t = time.perf_counter()
                         try:
                             sc = counter.count(k, row_config(r), policy)
                         except InstrumentedRunError as e:
-                            faults += e.status in ("crash", "timeout")
+                            faults[e.status] += 1
                             record(r, e.status, e.reason, wall=time.perf_counter() - t)
                             continue
                         except (ValueError, KeyError, TypeError) as e:
