@@ -285,6 +285,7 @@ class Generator:
         self._act_kernel: str | None = None
         self._act: Any = None
         self._counter: Any = None
+        self._count_faults: dict[str, int] = {}
         # planning (pruning, rebalancing) uses each configuration's first measurement, as the
         # run that stored it did, so a resumed run plans the same configurations
         existing = read_dataset(writer.root, resolve=False) if len(writer) else None
@@ -538,11 +539,15 @@ class Generator:
 
         if self._counter is None:
             self._counter = SiteCounter(self.h)
+        if self._count_faults.get(k.id, 0) >= 2:     # its counting launches crash or time out: not again
+            return ""
         t = time.perf_counter()
         try:
             sc = self._counter.count(k, cfg, self.o.timing)
         except (RewriteError, InstrumentedRunError, ValueError, KeyError) as e:
             log.debug("%s: no site counts (%s)", k.name, e)
+            if isinstance(e, InstrumentedRunError) and e.status in FAULTS:
+                self._count_faults[k.id] = self._count_faults.get(k.id, 0) + 1
             return ""
         finally:
             self.summary.counts_s += time.perf_counter() - t
