@@ -297,11 +297,14 @@ class _Counter:
         if self.data[ls:s].strip():
             return s
         start = ls if self.data[s:s + 1] == b"#" else s     # a statement clang starts at its pragma
-        while ls > 0:
+        while ls > 0:                          # blank and // comment lines may sit in between
             prev = self.data.rfind(b"\n", 0, ls - 1) + 1
-            if not self.data[prev:ls].strip().startswith(b"#pragma"):
+            line = self.data[prev:ls].strip()
+            if line.startswith(b"#pragma"):
+                start = prev
+            elif line and not line.startswith(b"//"):
                 break
-            start = ls = prev
+            ls = prev
         return start
 
     def _wrap(self, s: int, e: int, counter: str) -> _Edit:

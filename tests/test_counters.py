@@ -323,6 +323,8 @@ PRAGMA = """__kernel void unrolled(__global int* out, int n) {
     #pragma unroll
     for (int t = 0; t < 4; t++) s += t;
   #pragma unroll 2
+  // a comment between the pragma and its loop
+
   for (int t = 0; t < n; t++) s += t;
   out[get_global_id(0)] = s;
 }"""
@@ -334,4 +336,4 @@ def test_pragma_unroll_stays_attached_to_its_loop(harness):
     assert np.array_equal(plain, counted) and counted[0] == 6 + 15
     assert sc.branches["br_l3_c3"] == (32, 32)
     assert sc.loops["trip_l5_c5"] == (32, 4 * 32)
-    assert sc.loops["trip_l7_c3"] == (32, 6 * 32)
+    assert sc.loops["trip_l9_c3"] == (32, 6 * 32)
