@@ -134,6 +134,7 @@ def datagen_options(args: argparse.Namespace) -> Any:
         max_total_items=args.max_items, seed=args.seed, validity=not args.no_validity,
         keep_invalid=args.keep_invalid, sweeps_per_kernel=args.sweeps_per_kernel,
         lsizes_per_sweep=args.lsizes_per_sweep, activity=not args.no_activity,
+        site_counts=not getattr(args, "no_site_counts", False),
     )
     opts.timing.min_time_s = args.min_time
     opts.timing.min_repeats = args.repeats
@@ -238,7 +239,7 @@ def command_line(args: argparse.Namespace, preset: Any) -> str:
         if v is None or v == default:
             continue
         words += [f"--{name.replace('_', '-')}", str(v)]
-    for flag in ("no_validity", "keep_invalid", "no_activity"):
+    for flag in ("no_validity", "keep_invalid", "no_activity", "no_site_counts"):
         if getattr(args, flag, False):
             words.append(f"--{flag.replace('_', '-')}")
     return " ".join(shlex.quote(w) for w in words)
@@ -361,6 +362,47 @@ def add_dataset_parser(sub: Any) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------
+# dataset counts
+
+
+def cmd_dataset_counts(args: argparse.Namespace) -> int:
+    from datagen.counts import backfill_counts, check_counts_dataset
+    from instrument.backends import select_device
+    from kernelcast.config import device_spec
+
+    root = Path(args.dataset)
+    check_counts_dataset(root)                       # bad input: one line, before any work
+    kernel_ids = set(args.kernel) if args.kernel else None
+    device = select_device(device_spec(args.device))
+    summary = backfill_counts(root, device=device, jobs=args.jobs, limit=args.limit, timeout_s=args.timeout,
+                              max_tracked=args.max_tracked, retry_failed=args.retry_failed, kernel_ids=kernel_ids,
+                              progress=not args.quiet and not args.json)
+    print(to_json(summary.to_dict()) if args.json else summary.format())
+    return 0
+
+
+def add_counts_parser(dsub: Any) -> None:
+    p = dsub.add_parser("counts", help="per-site loop trips and branch outcomes for the ok rows of a dataset",
+                        description="Run each ok row's configuration once more with a counting kernel (loop trips "
+                                    "and branch outcomes per site, instrument.counters) on the row's data, for "
+                                    "rows that have no counts yet; results go to DS/site_counts.jsonl (journaled, "
+                                    "one line per row, failures with their reason), which readers merge as the "
+                                    "site_counts column. Interrupt at any time; rerunning resumes.")
+    p.add_argument("dataset", help="dataset directory")
+    p.add_argument("--jobs", type=bounded_int(1, 64), default=1, help="harness worker processes (1)")
+    p.add_argument("--limit", type=positive_int, help="at most N rows this run")
+    p.add_argument("--kernel", action="append", metavar="ID", help="only rows of this kernel id (repeatable)")
+    p.add_argument("--timeout", type=positive_float, default=30.0, help="seconds before a counting launch is killed")
+    p.add_argument("--max-tracked", type=bounded_int(1, 1 << 24), default=1 << 16,
+                   help="work-items whose counts are summed at most (odd-stride sample; 65536)")
+    p.add_argument("--retry-failed", action="store_true", help="run the rows whose earlier attempt failed again")
+    p.add_argument("--device", help="OpenCL device: auto, P:D, or part of its name")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_dataset_counts)
+
+
+# ---------------------------------------------------------------------------------------------
 # dataset import-kt
 
 
@@ -453,6 +495,9 @@ def add_parsers(sub: Any) -> None:
                    help="local sizes / block shapes per sweep (4, fewer only where the device allows fewer)")
     p.add_argument("--no-activity", action="store_true",
                    help="do not record active_fraction / bytes_touched (saves one instrumented run per simple row)")
+    p.add_argument("--no-site-counts", action="store_true",
+                   help="do not record site_counts (loop trips / branch outcomes; saves one counting launch per "
+                        "ok row)")
     p.add_argument("--rebalance", default=None, choices=["iqr", "none"], help="IQR rebalancing (iqr)")
     p.add_argument("--k", type=positive_float, default=80.0, help="fully-utilized threshold k x compute units (80)")
     p.add_argument("--ratio", default="25:60:15", help="idle:under:full sampling ratio")
@@ -476,6 +521,7 @@ def add_parsers(sub: Any) -> None:
     p.set_defaults(func=cmd_datagen)
 
     dsub = add_dataset_parser(sub)
+    add_counts_parser(dsub)
     p = dsub.add_parser("card", help="write the dataset card (DATASET/CARD.md + time plot)",
                         description="Device and versions, kernels and rows by status, regime and sweep counts, "
                                     "time distribution plot, noise statistics (CV), active fractions; written "

@@ -22,6 +22,12 @@ Schema versions (``schema_version`` in the manifest and in every row):
   ``active_fraction`` and ``bytes_touched`` (how much of its work the kernel did under the row's
   arguments, :mod:`instrument.activity`; null where not measured).
 
+Profile-guided counts (issue 12): ok rows may carry ``site_counts``, the JSON text of
+:meth:`instrument.counters.SiteCounts.values` (``{"trip_l12_c3": 7.5, "br_l9_c5": 0.25}``), ``""``
+where not measured. Datagen writes it with each row; for rows stored before, ``kernelcast dataset
+counts DS`` writes the :data:`SITE_COUNTS` sidecar, which :func:`read_dataset` merges into the
+column (shards are never rewritten).
+
 A writer refuses a directory of another schema version (:class:`DatasetMismatch`, an input error:
 one line, exit status 2, nothing written); :func:`read_dataset` reads an older version with the
 columns it lacks (:data:`V2_COLUMNS`) as nulls, so models train and evaluate on it unchanged.
@@ -56,7 +62,10 @@ SHARDS = "shards"
 #: quarantined damage, a preset's synthetic corpus, Ray actors' journals, the reference-kernel log,
 #: the dataset card)
 DATASET_ENTRIES = frozenset({MANIFEST, JOURNAL, SHARDS, "kernels", "memargs", "quarantine", "corpus-synth", "parts",
-                             "reference.jsonl", "CARD.md", "card-time.png"})
+                             "reference.jsonl", "CARD.md", "card-time.png", "site_counts.jsonl"})
+#: the sidecar of per-site loop-trip / branch counts computed for rows stored before
+#: (``kernelcast dataset counts``), one JSON object per line keyed by ``row_key``
+SITE_COUNTS = "site_counts.jsonl"
 #: manifest fields that must match for a run to resume into an existing dataset
 RESUME_KEYS: tuple[str, ...] = ("device_identity", "seed", "schema_version", "args_selection")
 #: the dataset schema this code writes (see the module docstring)
@@ -309,7 +318,28 @@ def read_dataset(root: str | os.PathLike[str], resolve: bool = True) -> pd.DataF
     for col in V2_COLUMNS:          # an older schema: the columns it lacks, as nulls
         if col not in df.columns:
             df[col] = None
-    return resolve_remeasured(df) if resolve else df
+    df = resolve_remeasured(df) if resolve else df
+    return merge_site_counts(df, read_site_counts(path))
+
+
+def read_site_counts(root: str | os.PathLike[str]) -> dict[str, str]:
+    """``row_key`` -> ``site_counts`` (JSON text of ``SiteCounts.values()``) of the successful
+    entries of a dataset's :data:`SITE_COUNTS` sidecar (empty when there is none; a damaged line,
+    left by a kill mid-write, is skipped)."""
+    rows, _ = _read_journal(Path(root) / SITE_COUNTS)
+    return {str(r["row_key"]): str(r["site_counts"]) for r in rows
+            if r.get("status") == "ok" and r.get("row_key") and isinstance(r.get("site_counts"), str)}
+
+
+def merge_site_counts(df: pd.DataFrame, sidecar: dict[str, str]) -> pd.DataFrame:
+    """The ``site_counts`` column: a row's own (written by datagen) where it has one, else the
+    sidecar's, else ``""``. Frames with neither keep no such column."""
+    if df.empty or ("site_counts" not in df.columns and not sidecar):
+        return df
+    own = df["site_counts"] if "site_counts" in df.columns else pd.Series([None] * len(df), index=df.index)
+    side = df["row_key"].map(sidecar)
+    merged = [o if isinstance(o, str) and o else (s if isinstance(s, str) else "") for o, s in zip(own, side)]
+    return df.assign(site_counts=merged)
 
 
 def resolve_remeasured(df: pd.DataFrame) -> pd.DataFrame:

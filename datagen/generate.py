@@ -89,6 +89,7 @@ class DatagenOptions:
     sweeps_per_kernel: int = 4        # tuning sweeps: problems measured with several local sizes each
     lsizes_per_sweep: int = 4
     activity: bool = True             # record active_fraction / bytes_touched (instrumented run)
+    site_counts: bool = True          # record site_counts: loop trips / branch outcomes (one counting launch)
     max_config_time_s: float = 0.2
     max_faults: int = 3
     validity: bool = True
@@ -193,6 +194,8 @@ class Summary:
     measure_wall_s: float = 0.0
     kernel_time_s: float = 0.0
     activity_s: float = 0.0           # wall time of the activity runs of simple-selection rows
+    counts_s: float = 0.0             # wall time of the counting launches (site_counts)
+    counted: int = 0                  # ok rows that got site_counts
     by_regime: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     by_pass: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
 
@@ -210,7 +213,7 @@ class Summary:
         d: dict[str, Any] = {k: getattr(self, k) for k in ("kernels", "rows_new", "rows_resumed", "duplicates",
                                                            "remeasured", "reference_checks", "reference_drifted",
                                                            "skipped", "wall_s", "measure_wall_s", "kernel_time_s",
-                                                           "activity_s")}
+                                                           "activity_s", "counts_s", "counted")}
         d["kernel_status"] = dict(self.kernel_status)
         d["status"] = dict(self.status)
         d["by_regime"] = {k: _dist(v) for k, v in self.by_regime.items()}
@@ -234,7 +237,8 @@ class Summary:
             lines.append(f"wall {self.wall_s:.1f} s, {d['rows_per_hour']:.0f} rows/hour" +
                          (f", harness overhead {d['overhead_ratio']:.1f}x summed kernel time"
                           if d["overhead_ratio"] else "") +
-                         (f", activity runs {self.activity_s:.1f} s" if self.activity_s else ""))
+                         (f", activity runs {self.activity_s:.1f} s" if self.activity_s else "") +
+                         (f", site counts {self.counted} rows in {self.counts_s:.1f} s" if self.counts_s else ""))
         for name, dist in (("regime", d["by_regime"]), ("pass", d["by_pass"])):
             for k, v in sorted(dist.items()):
                 lines.append(f"time by {name} {k:>8}: n={v['n']:5d}  p10 {v['p10']:10.1f} us  median "
@@ -280,6 +284,8 @@ class Generator:
         self.progress = progress
         self._act_kernel: str | None = None
         self._act: Any = None
+        self._counter: Any = None
+        self._count_faults: dict[str, int] = {}
         # planning (pruning, rebalancing) uses each configuration's first measurement, as the
         # run that stored it did, so a resumed run plans the same configurations
         existing = read_dataset(writer.root, resolve=False) if len(writer) else None
@@ -430,7 +436,7 @@ class Generator:
             new = {**row, **flatten(m, k, key=key, selection=row["selection"], pass_=row["pass"],
                                     regime=row["regime"], n_wg=row["n_wg"], seed=self.o.seed,
                                     problem=row.get("problem_id"), sweep=bool(row.get("sweep")))}
-            for c in ("active_fraction", "bytes_touched"):     # the same arguments: the original's activity
+            for c in ("active_fraction", "bytes_touched", "site_counts"):   # the same arguments: the original's
                 new[c] = row.get(c)
             new["remeasure_of"] = row["row_key"]
             new["remeasure_reason"] = reason
@@ -510,6 +516,7 @@ class Generator:
             return {"status": "invalid_config", "reason": m.reason}
         row = flatten(m, k, key=key, selection=self.o.args, pass_=pass_, regime=regime, n_wg=n_wg, seed=self.o.seed,
                       problem=problem_id(k.id, self.o.args, gsize, arg_dicts), sweep=sweep, activity=activity)
+        row["site_counts"] = self._site_counts(k, cfg) if m.status == "ok" and self.o.site_counts else ""
         if setting is not None:   # memory analysis: the fitted size = c * work-items + d of every array
             row["extra"] = {"array_fits": {n: {"c": float(f.c), "d": float(f.d)} for n, f in setting.arrays.items()},
                             "scalar_choices": {n: str(v) for n, v in setting.scalars.items()}}
@@ -522,6 +529,30 @@ class Generator:
         if m.status == "ok":
             self._since_check.append((k, row, cfg))
         return row
+
+    def _site_counts(self, k: Kernel, cfg: LaunchConfig) -> str:
+        """One counting launch with the row's configuration and data (:mod:`datagen.counts`): the
+        ``site_counts`` cell, ``""`` when the kernel cannot be counted or the launch fails (the
+        row is kept either way)."""
+        from datagen.counts import SiteCounter, counts_text
+        from instrument.rewrite import InstrumentedRunError, RewriteError
+
+        if self._counter is None:
+            self._counter = SiteCounter(self.h)
+        if self._count_faults.get(k.id, 0) >= 2:     # its counting launches crash or time out: not again
+            return ""
+        t = time.perf_counter()
+        try:
+            sc = self._counter.count(k, cfg, self.o.timing)
+        except (RewriteError, InstrumentedRunError, ValueError, KeyError) as e:
+            log.debug("%s: no site counts (%s)", k.name, e)
+            if isinstance(e, InstrumentedRunError) and e.status in FAULTS:
+                self._count_faults[k.id] = self._count_faults.get(k.id, 0) + 1
+            return ""
+        finally:
+            self.summary.counts_s += time.perf_counter() - t
+        self.summary.counted += 1
+        return counts_text(sc)
 
     def _activity(self, k: Kernel, gsize: tuple[int, ...], lsize: tuple[int, ...], args: list[Any]) -> Any:
         """One run of the activity-instrumented kernel with the row's arguments (simple selection;

@@ -73,7 +73,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
     from instrument.memcheck import check_buffer_memory
     from instrument.meters import check_meter_spec
     from instrument.runner import validate_geometry
-    from kernelcast.argspec import check_against_signature, parse_arg, parse_size
+    from kernelcast.argspec import arg_arrays, check_against_signature, parse_arg, parse_size
     from kernelcast.config import device_spec
     from kernelcast.schema import LaunchConfig
 
@@ -96,9 +96,13 @@ def cmd_measure(args: argparse.Namespace) -> int:
         print(f"note: simple argument selection for {', '.join(filled)} (LLMPerf II-B1: arrays of gsize "
               f"elements, scalars = gsize)", file=sys.stderr)
     config = LaunchConfig(gsize=gsize, lsize=lsize, args=bindings)
+    arrays = arg_arrays(bindings)
+    counts: dict[str, Any] | None = None
     try:
         with Harness(device, meter=args.meter, timeout_s=args.timeout) as h:
-            m = h.run(kernel, config, policy)
+            m = h.run(kernel, config, policy, arrays=arrays)
+            if args.counts and m.status == "ok":
+                counts = _site_counts(h, kernel, config, arrays, policy)
     except HarnessError as e:
         print(f"kernelcast: error: {e}", file=sys.stderr)
         return 1
@@ -107,10 +111,37 @@ def cmd_measure(args: argparse.Namespace) -> int:
         d = m.to_dict()
         d["device_spec"] = device.spec
         d["command_wall_s"] = wall
+        if counts is not None:
+            d["site_counts"] = counts
         print(to_json(d))
     else:
         print(_measurement_text(m, device, wall))
+        if counts is not None:
+            print(_counts_text(counts))
     return 0 if m.status == "ok" else 1
+
+
+def _site_counts(h: Any, kernel: Any, config: Any, arrays: dict[str, Any], policy: Any) -> dict[str, Any]:
+    """``measure --counts``: one counting launch (instrument.counters) with the same arguments and data."""
+    from instrument.counters import measure_counts
+    from instrument.rewrite import InstrumentedRunError, RewriteError
+
+    try:
+        sc = measure_counts(h, kernel, config, arrays=arrays, policy=policy)
+    except (RewriteError, InstrumentedRunError) as e:
+        return {"error": str(e).splitlines()[0] if str(e) else type(e).__name__}
+    return {"values": sc.values(), **sc.to_dict()}
+
+
+def _counts_text(c: dict[str, Any]) -> str:
+    if "error" in c:
+        return f"site counts not measured: {c['error']}"
+    lines = [f"site counts over {c['items']} sampled work-items" + ("" if c["values"] else ": no loop or if sites")]
+    for sym, (entries, trips) in sorted(c["loops"].items()):
+        lines.append(f"  {sym:<18} loop   {c['values'][sym]:12.4g} trips/entry  ({trips} trips, {entries} entries)")
+    for sym, (evals, taken) in sorted(c["branches"].items()):
+        lines.append(f"  {sym:<18} if     {c['values'][sym]:12.4g} taken        ({taken} of {evals})")
+    return "\n".join(lines)
 
 
 def _arg_text(a: dict[str, Any]) -> str:
@@ -177,8 +208,8 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Build a kernel, bind its arguments, and time (and meter) one launch "
                                    "configuration in an isolated worker process.",
                        epilog="Arguments: NAME=buffer:DTYPE:COUNT[:random|zeros|ones], NAME=local:DTYPE:COUNT, "
-                              "NAME=VALUE. Arguments not given get simple selection (arrays of gsize elements, "
-                              "scalars = gsize).")
+                              "NAME=VALUE, NAME=@FILE.npy (a buffer holding the file's values). Arguments not given "
+                              "get simple selection (arrays of gsize elements, scalars = gsize).")
     p.add_argument("--kernel", required=True, help="OpenCL C (.cl) or CUDA (.cu) source file")
     p.add_argument("--name", help="kernel name (needed when the file has several)")
     p.add_argument("--gsize", required=True, help="global size: N, NxM or NxMxK")
@@ -192,6 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=nonneg_int, help="warm-up launches (default 2)")
     p.add_argument("--timeout", type=positive_float, default=60.0, help="seconds before a running kernel is killed")
     p.add_argument("--seed", type=seed, default=0, help="seed of random buffer contents")
+    p.add_argument("--counts", action="store_true",
+                   help="also count loop trips and branch outcomes per site (one instrumented launch, same data)")
     p.add_argument("--json", action="store_true", help="print the whole measurement record as JSON")
     p.set_defaults(func=cmd_measure)
 

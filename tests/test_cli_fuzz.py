@@ -92,6 +92,16 @@ _add("dataset",
      "dataset {fx}/ds_badmanifest", "dataset {fx}/ds_badshard", "dataset {fx}/ds_notdataset",
      "dataset {fx}/ds_badshard --json", "dataset check {fx}/missing", "dataset check {fx}/file.txt",
      "dataset repair {fx}/missing", "dataset repair {fx}/emptydir", "dataset check")
+_add("dataset",
+     "dataset counts", "dataset counts {fx}/missing", "dataset counts {fx}/file.txt", "dataset counts {fx}/emptydir",
+     "dataset counts {fx}/ds_badmanifest", "dataset counts {fx}/ds_badshard", "dataset counts {fx}/ds_notdataset",
+     "dataset counts {fx}/ds_good", "dataset counts {fx}/ds_good --jobs 0", "dataset counts {fx}/ds_good --limit 0",
+     "dataset counts {fx}/ds_good --timeout 0", "dataset counts {fx}/ds_good --max-tracked 0",
+     "dataset counts {fx}/ds_good --jobs 1000")
+_add("measure",
+     f"measure --kernel {K} --gsize 64 --arg a=@", f"measure --kernel {K} --gsize 64 --arg a=@{{fx}}/missing.npy",
+     f"measure --kernel {K} --gsize 64 --arg a=@{{fx}}/file.txt",
+     f"measure --kernel {K} --gsize 64 --arg a=@{{fx}}/binary.bin", f"measure --kernel {K} --gsize 64 --counts=1")
 KT = "dataset import-kt {fx}/kt_cache.json"
 _add("dataset",
      "dataset import-kt", "dataset import-kt {fx}/missing.json --out {out}",

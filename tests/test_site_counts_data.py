@@ -1,0 +1,143 @@
+"""site_counts in datasets: datagen records them per ok row; ``dataset counts`` backfills older
+datasets into a journaled sidecar (real PoCL). Expected values are worked out from the kernel and
+the harness's numpy draw of its buffers (seed 0): ``a`` is the first buffer, so ``a < 0.5`` holds
+for the share of ``default_rng(0).random(n, float32)`` below 0.5."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from datagen.counts import backfill_counts, row_config
+from datagen.dataset import SITE_COUNTS, DatasetWriter, read_dataset
+from datagen.generate import DatagenOptions, Generator
+from instrument.runner import TimingPolicy
+from kernelcast.schema import Kernel
+
+SRC = """__kernel void tcount(__global const float* a, __global float* b, int n) {
+  int i = get_global_id(0);
+  float s = 0.0f;
+  for (int j = 0; j < 5; ++j) s += a[i];
+  if (a[i] < 0.5f) s = -s;
+  b[i] = s;
+}"""
+KERNEL = Kernel(SRC, "tcount", dims=1, origin="test")
+
+
+def _expected_share(total: int) -> float:
+    a = np.random.default_rng(0).random(total, dtype=np.float32)
+    return float(np.mean(a < np.float32(0.5)))
+
+
+def _make(root: Path, harness, site_counts: bool, configs: int = 4) -> None:
+    from datagen.generate import write_kernels
+
+    opts = DatagenOptions(configs_per_kernel=configs, lsizes_per_kernel=1, rebalance=None, sweeps_per_kernel=0,
+                          validity=False, activity=False, reference_every_s=0, site_counts=site_counts,
+                          max_total_items=1 << 14,
+                          timing=TimingPolicy(warmup=0, min_repeats=1, min_time_s=0.0, max_repeats=2))
+    m = {"device_identity": harness.device.identity, "seed": 0, "schema_version": 2, "args_selection": "simple",
+         "options": {"timing": {"seed": 0}}}
+    with DatasetWriter(root, m) as w:
+        Generator(harness, w, opts).run([KERNEL])
+    write_kernels(root, [KERNEL])
+
+
+def _check_values(df) -> None:
+    ok = df[df["status"] == "ok"]
+    assert len(ok) >= 2
+    for _, r in ok.iterrows():
+        v = json.loads(r["site_counts"])
+        assert v["trip_l4_c3"] == 5.0
+        assert v["br_l5_c3"] == pytest.approx(_expected_share(int(r["global_items"])), abs=1e-12)
+
+
+def test_datagen_rows_carry_site_counts(tmp_path, harness):
+    _make(tmp_path / "on", harness, True)
+    _check_values(read_dataset(tmp_path / "on"))
+    _make(tmp_path / "off", harness, False)
+    df = read_dataset(tmp_path / "off")
+    assert (df["site_counts"] == "").all()
+
+
+def test_backfill_fills_the_sidecar_resumes_and_matches_datagen(tmp_path, harness):
+    root = tmp_path / "ds"
+    _make(root, harness, False, configs=6)
+    shards = {p: p.read_bytes() for p in (root / "shards").glob("*.parquet")}
+    ok = int((read_dataset(root)["status"] == "ok").sum())
+    s1 = backfill_counts(root, limit=2)
+    assert (s1.attempted, s1.counted, s1.rows_with_counts, s1.rows_ok) == (2, 2, 2, ok)
+    df = read_dataset(root)
+    assert (df["site_counts"] != "").sum() == 2
+    s2 = backfill_counts(root)                       # resumes: only the rows without an entry
+    assert (s2.had_counts, s2.attempted, s2.counted, s2.rows_with_counts) == (2, ok - 2, ok - 2, ok)
+    assert backfill_counts(root).attempted == 0
+    _check_values(read_dataset(root))                # the same counts datagen records (another run)
+    lines = (root / SITE_COUNTS).read_text().splitlines()
+    assert len(lines) == ok and len({json.loads(x)["row_key"] for x in lines}) == ok
+    assert {p: p.read_bytes() for p in (root / "shards").glob("*.parquet")} == shards     # shards untouched
+
+
+def test_row_config_round_trips_the_stored_bindings():
+    row = {"gsize": np.array([256]), "lsize": np.array([64]),
+           "args": json.dumps([{"name": "a", "kind": "buffer", "dtype": "float", "count": 256, "value": None,
+                                "init": "random"},
+                               {"name": "n", "kind": "scalar", "dtype": "int", "count": None, "value": "256",
+                                "init": "random"}])}
+    cfg = row_config(row)
+    assert cfg.gsize == (256,) and cfg.lsize == (64,)
+    assert [(a.name, a.kind, a.count, a.value) for a in cfg.args] == [("a", "buffer", 256, None),
+                                                                    ("n", "scalar", None, "256")]
+    with pytest.raises(ValueError):
+        row_config({"gsize": [4], "lsize": None, "args": "[{\"name\": \"x\", \"kind\": \"buffer\", "
+                    "\"dtype\": \"float\", \"count\": 4, \"init\": \"array\"}]"})
+
+
+def _cli(*args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kernelcast.cli", "dataset", "counts", *args],
+                          capture_output=True, text=True, timeout=300, **kw)
+
+
+def test_bad_input_is_one_line_exit_2(tmp_path):
+    r = _cli(str(tmp_path / "missing"))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    (tmp_path / "empty").mkdir()
+    r = _cli(str(tmp_path / "empty"))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "not a dataset" in r.stderr
+    r = _cli(str(tmp_path / "empty"), "--jobs", "0")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "empty" / SITE_COUNTS).exists()
+
+
+def test_backfill_killed_and_rerun_resumes(tmp_path, harness):
+    root = tmp_path / "ds"
+    _make(root, harness, False, configs=24)
+    ok = int((read_dataset(root)["status"] == "ok").sum())
+    side = root / SITE_COUNTS
+    p = subprocess.Popen([sys.executable, "-m", "kernelcast.cli", "dataset", "counts", str(root), "--quiet"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    killed = False
+    deadline = time.time() + 240
+    while time.time() < deadline and p.poll() is None:
+        if side.is_file() and side.read_text().count("\n") >= 3:
+            os.killpg(p.pid, signal.SIGKILL)
+            killed = True
+            break
+        time.sleep(0.02)
+    p.wait(timeout=60)
+    assert killed, "the backfill ended before it could be killed"
+    done = side.read_text().count("\n")
+    assert 3 <= done < ok
+    r = _cli(str(root), "--json", "--quiet")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["attempted"] == ok - done and out["rows_with_counts"] == ok
+    _check_values(read_dataset(root))
