@@ -69,6 +69,7 @@ from instrument.rewrite import (
 from instrument.runner import TimingPolicy
 from kernelcast.clang import ParseError, find_kernels, is_kernel, parse
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
+from kernelcast.sites import site_symbol
 
 log = logging.getLogger(__name__)
 
@@ -107,15 +108,6 @@ void __kc_flush(__private ulong* c, __global uint* r) {
   }
 }
 """
-
-
-def site_symbol(kind: str, line: int, col: int) -> str:
-    """The feature name of a site: ``trip_l{line}_c{col}`` for a loop, ``br_l{line}_c{col}`` for an if."""
-    if kind == "loop":
-        return f"trip_l{line}_c{col}"
-    if kind == "if":
-        return f"br_l{line}_c{col}"
-    raise ValueError(f"unknown site kind {kind!r} (loop or if)")
 
 
 @dataclass

@@ -51,8 +51,9 @@ import pandas as pd
 
 from calib.profile import DeviceProfile
 from kernelcast.columns import decode_args, decode_counts, decode_sizes
+from kernelcast.sites import SITE_PREFIXES
 from models.base import Predictions, Predictor
-from models.static.features import BUILTIN_CLASSES, SITE_PREFIXES
+from models.static.features import BUILTIN_CLASSES
 
 log = logging.getLogger(__name__)
 

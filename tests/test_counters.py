@@ -16,11 +16,11 @@ from instrument.counters import (
     count_config,
     count_rewrite,
     measure_counts,
-    site_symbol,
 )
 from instrument.rewrite import RewriteError
 from instrument.runner import TimingPolicy
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
+from kernelcast.sites import site_symbol
 
 
 def buf(name: str, n: int, dtype: str = "float", init: str = "array") -> ArgBinding:

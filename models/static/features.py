@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from kernelcast.expr import CACHE_KEY, compile_expr
+from kernelcast.sites import SITE_PREFIXES
 from models.static.coalescing import (
     DEFAULT_SEGMENT_BYTES,
     DEFAULT_WARP,
@@ -44,10 +45,6 @@ log = logging.getLogger(__name__)
 
 FEATURES_VERSION = 2
 
-#: prefixes of site symbols (module docstring)
-TRIP_PREFIX = "trip_l"
-BRANCH_PREFIX = "br_l"
-SITE_PREFIXES = (TRIP_PREFIX, BRANCH_PREFIX)
 
 #: default trip count of a loop whose bound is loaded from memory or unknown
 DEFAULT_AVG_TRIP = 8.0
@@ -141,13 +138,6 @@ class BranchInfo:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> BranchInfo:
         return cls(**{k: d[k] for k in ("line", "kind", "category")})
-
-
-def site_symbol(kind: str, line: int, col: int) -> str:
-    """The symbol of the loop (``kind`` ``loop``) or ``if`` statement (``if``) at ``line``:``col``."""
-    if kind not in ("loop", "if"):
-        raise ValueError(f"site kind {kind!r} (loop, if)")
-    return f"{TRIP_PREFIX if kind == 'loop' else BRANCH_PREFIX}{line}_c{col}"
 
 
 @dataclass

@@ -22,9 +22,10 @@ from fractions import Fraction
 
 import clang.cindex as ci
 
+from kernelcast.sites import site_symbol
 from models.static.affine import deriv
 from models.static.expr import DATA, VAR, WI, Atom, Poly
-from models.static.features import Access, BranchInfo, LoopInfo, SiteInfo, site_symbol
+from models.static.features import Access, BranchInfo, LoopInfo, SiteInfo
 from models.static.values import ONE, ZERO, MemRef, Ptr, Val, retype_ptr
 
 TK = ci.TypeKind

@@ -1,0 +1,24 @@
+"""Sites: the loop and ``if`` statements of a kernel whose counts only a run on real inputs tells.
+
+Both sides of profile-guided prediction name a site the same way: the static analysis
+(:mod:`models.static`, a symbol in its count expressions) and the counting launch
+(:mod:`instrument.counters`, a measured value). The name is built from the 1-based line and column
+of the statement in the kernel's source file as :func:`kernelcast.clang.parse` reads it:
+``trip_l{line}_c{col}`` for a loop (its mean trips per entry) and ``br_l{line}_c{col}`` for an
+``if`` (the share of its evaluations that take the then-side).
+"""
+
+from __future__ import annotations
+
+TRIP_PREFIX = "trip_l"
+BRANCH_PREFIX = "br_l"
+SITE_PREFIXES = (TRIP_PREFIX, BRANCH_PREFIX)
+
+
+def site_symbol(kind: str, line: int, col: int) -> str:
+    """The name of the loop (``kind`` ``loop``) or ``if`` statement (``if``) at ``line``:``col``."""
+    if kind == "loop":
+        return f"{TRIP_PREFIX}{line}_c{col}"
+    if kind == "if":
+        return f"{BRANCH_PREFIX}{line}_c{col}"
+    raise ValueError(f"unknown site kind {kind!r} (loop or if)")
