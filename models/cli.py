@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import logging
 import sys
 import time
@@ -16,6 +17,7 @@ import pandas as pd
 from kernelcast.console import fmt_table, json_number, load_kernel_source, to_json
 from kernelcast.errors import InputError, UsageError
 from kernelcast.options import positive_float, positive_int
+from kernelcast.schema import LaunchConfig
 
 log = logging.getLogger(__name__)
 
@@ -95,11 +97,23 @@ def _check_local_sizes(rows: list[dict[str, Any]], profile: Any) -> None:
 def cmd_predict(args: argparse.Namespace) -> int:
     from calib.local import resolve_profile
     from kernelcast.argspec import parse_size
-    from models.predict import bind_arguments, configuration_row, load_learned, predict_frame, predict_with_intervals
+    from models.predict import (
+        arg_dicts,
+        complete_bindings,
+        configuration_row,
+        load_learned,
+        measure_site_counts,
+        predict_frame,
+        predict_with_intervals,
+        read_site_counts,
+    )
     from models.tabular import TabularPredictor
 
     t0 = time.perf_counter()
     kernel, params = load_kernel_source(args.kernel, args.name, args.build_options or "")
+    if args.counts and args.measure_counts:
+        raise UsageError("give --counts FILE or --measure-counts, not both")
+    given_counts = read_site_counts(args.counts) if args.counts else None
     if args.configs:
         specs = _read_configs(args.configs)
     else:
@@ -108,6 +122,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         specs = [{"gsize": args.gsize, "lsize": args.lsize or ""}]
     learned, weights = load_learned(args.model)
     rows, notes = [], set()
+    configs = []
     pnames = {p.name for p in params}
     for i, s in enumerate(specs):
         try:
@@ -118,9 +133,15 @@ def cmd_predict(args: argparse.Namespace) -> int:
         if ls and any(gg % ll for gg, ll in zip(g, ls)):
             raise UsageError(f"configuration {i + 1}: local size {ls} does not divide global size {g}")
         arg_specs = list(args.arg) + [f"{k}={v}" for k, v in s.items() if k in pnames and v not in (None, "")]
-        a, filled = bind_arguments(params, arg_specs, g, ls, kernel.name)
+        bindings, filled = complete_bindings(params, arg_specs, g, ls, kernel.name)
         notes.update(filled)
-        rows.append(configuration_row(kernel, g, ls, a, args.power_cap or None))
+        configs.append(LaunchConfig(g, ls, bindings))
+        rows.append(configuration_row(kernel, g, ls, arg_dicts(bindings), args.power_cap or None, given_counts))
+    count_notes: list[str] = []
+    if args.measure_counts:
+        measured_counts, count_notes = measure_site_counts(kernel, configs, args.device)
+        for r, c in zip(rows, measured_counts):
+            r["site_counts"] = json.dumps(c) if c else ""
     frame = pd.DataFrame(rows)
     ms = mframe = m_us = None
     if args.measured:
@@ -172,6 +193,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if notes:
         print(f"note: arguments {', '.join(sorted(notes))} bound by simple selection (arrays of gsize elements, "
               f"scalars = gsize)", file=sys.stderr)
+    for msg in count_notes:
+        _note(f"site counts not measured: {msg}")
     if learned is None:
         print("note: no --model given: analytical model only (train one with 'kernelcast train')", file=sys.stderr)
     if ps is None:
@@ -213,7 +236,23 @@ def cmd_predict(args: argparse.Namespace) -> int:
                   f"measurement, without an interval")
     print(fmt_table(table, header))
     print(f"{len(rows)} configuration(s) predicted in {t_pred * 1e3:.1f} ms ({_energy_note(profile, res)})")
+    for line in _count_lines(res):
+        print(line)
     return 0
+
+
+def _count_lines(res: pd.DataFrame) -> list[str]:
+    """Which data-dependent counts the analytical model took from a run on real inputs and which it
+    assumed (the first configuration's; ``--json`` has every configuration's)."""
+    ex = res["explanation"].iloc[0] if len(res) else None
+    if not isinstance(ex, dict):
+        return []
+    out = [f"measured: {x}" for x in ex.get("measured_counts", [])]
+    out += [f"assumed:  {x}" for x in ex.get("assumed_counts", [])]
+    if ex.get("assumed_counts"):
+        out.append("(measure them on real inputs: --measure-counts with --arg NAME=@FILE.npy, or --counts FILE "
+                   "from 'kernelcast measure --counts --json')")
+    return out
 
 
 def _energy_note(profile: Any, res: pd.DataFrame) -> str:
@@ -541,10 +580,18 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--gsize", help="global size: N, NxM or NxMxK")
     p.add_argument("--lsize", help="local size")
     p.add_argument("--arg", action="append", default=[], metavar="SPEC",
-                   help="NAME=buffer:DTYPE:COUNT, NAME=local:DTYPE:COUNT or NAME=VALUE; others are inferred")
+                   help="NAME=buffer:DTYPE:COUNT, NAME=local:DTYPE:COUNT, NAME=@FILE.npy (the file's values) or "
+                        "NAME=VALUE; others are inferred")
     p.add_argument("--configs", metavar="CSV", help="batch mode: columns gsize, lsize and any argument names")
     p.add_argument("--model", help="trained learned model directory (kernelcast train --out); a tabular model adds "
                                    "90%% intervals")
+    p.add_argument("--counts", metavar="FILE",
+                   help="measured loop trips and branch outcomes of the kernel's data-dependent sites (the JSON of "
+                        "'kernelcast measure --counts --json', or an object of site -> count), used for every "
+                        "configuration instead of the static guesses")
+    p.add_argument("--measure-counts", action="store_true",
+                   help="measure those counts first: one instrumented launch per configuration on the local device "
+                        "(--device) with the --arg values and files (at most 64 configurations)")
     p.add_argument("--measured", metavar="FILE",
                    help="measured configurations of this kernel (CSV: gsize, lsize, time_us and argument columns; or "
                         "the JSON of 'kernelcast measure --json', one object or a list): every prediction is "

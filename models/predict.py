@@ -1,7 +1,8 @@
 """Predictions of the models in use, side by side: what ``predict``, ``tune`` and ``bench`` call.
 
 A prediction frame has one row per launch configuration with the dataset's columns (``source``,
-``kernel_name``, ``build_options``, ``gsize``, ``lsize``, ``args``, ``power_cap_w``);
+``kernel_name``, ``build_options``, ``gsize``, ``lsize``, ``args``, ``power_cap_w``, and
+``site_counts``: the kernel's data-dependent counts measured on real inputs, :mod:`kernelcast.sites`);
 :func:`configuration_row` builds one from a kernel and a configuration.
 :func:`predict_with_intervals` adds the 90 % intervals and the few-shot corrections of measured
 configurations (:func:`measured_frame`).
@@ -10,6 +11,8 @@ configurations (:func:`measured_frame`).
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from kernelcast.errors import UsageError
-from kernelcast.schema import ArgBinding, Kernel
+from kernelcast.errors import InputError, UsageError
+from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 from models.fewshot import DEFAULT_SHRINK_PRIOR, MeasuredSet, Offset, fit_offset
 
 if TYPE_CHECKING:
@@ -35,28 +38,113 @@ def arg_dicts(bindings: list[ArgBinding]) -> list[dict[str, Any]]:
              "value": None if b.value is None else str(b.value), "init": b.init} for b in bindings]
 
 
-def bind_arguments(params: list[KernelParam], given_specs: list[str], gsize: tuple[int, ...],
-                   lsize: tuple[int, ...] | None, kernel_name: str) -> tuple[list[dict[str, Any]], list[str]]:
-    """Bind every argument of a kernel: the ones given (``NAME=...`` specs), the others by LLMPerf's
-    simple selection. Returns the ``args`` column and the names bound by selection."""
+def complete_bindings(params: list[KernelParam], given_specs: list[str], gsize: tuple[int, ...],
+                      lsize: tuple[int, ...] | None, kernel_name: str) -> tuple[list[ArgBinding], list[str]]:
+    """Bind every argument of a kernel: the ones given (``NAME=...`` specs, ``NAME=@FILE.npy``),
+    the others by LLMPerf's simple selection. Returns the bindings and the names bound by selection."""
     from datagen.args import UnsupportedArgument, complete_args
     from kernelcast.argspec import check_against_signature, parse_arg
 
     given = [parse_arg(a) for a in given_specs]
     check_against_signature(given, params, kernel_name)
     try:
-        bindings, filled = complete_args(params, given, gsize, lsize)
+        return complete_args(params, given, gsize, lsize)
     except UnsupportedArgument as e:
         raise UsageError(f"{e}; give it with --arg") from None
+
+
+def bind_arguments(params: list[KernelParam], given_specs: list[str], gsize: tuple[int, ...],
+                   lsize: tuple[int, ...] | None, kernel_name: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """:func:`complete_bindings` as the ``args`` column and the names bound by selection."""
+    bindings, filled = complete_bindings(params, given_specs, gsize, lsize, kernel_name)
     return arg_dicts(bindings), filled
 
 
+class CountsFileError(InputError):
+    """A ``--counts`` file that holds no site counts."""
+
+
+def read_site_counts(path: str) -> dict[str, float]:
+    """The site counts of a ``--counts`` file: the JSON of ``kernelcast measure --counts --json``
+    (its ``site_counts``), a :class:`~instrument.counters.SiteCounts` record with ``values``, or an
+    object of site symbol -> count (``trip_l7_c13``: mean trips per entry, ``br_l4_c9``: share of
+    evaluations taking the then-side)."""
+    from kernelcast.options import read_text_file
+    from kernelcast.sites import SITE_PREFIXES
+
+    text = read_text_file(path, "--counts")
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
+        raise CountsFileError(f"--counts {path}: not JSON ({e})") from None
+    if isinstance(doc, dict) and isinstance(doc.get("site_counts"), dict):
+        doc = doc["site_counts"]
+    if isinstance(doc, dict) and "error" in doc and "values" not in doc:
+        raise CountsFileError(f"--counts {path}: the counts were not measured: {doc['error']}")
+    if isinstance(doc, dict) and isinstance(doc.get("values"), dict):
+        doc = doc["values"]
+    if not isinstance(doc, dict):
+        raise CountsFileError(f"--counts {path}: expected a JSON object of site counts")
+    out: dict[str, float] = {}
+    for k, v in doc.items():
+        if not isinstance(k, str) or not k.startswith(SITE_PREFIXES):
+            raise CountsFileError(f"--counts {path}: {k!r} is not a site (trip_l<line>_c<col> or br_l<line>_c<col>)")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise CountsFileError(f"--counts {path}: {k}: expected a non-negative number, got {v!r}")
+        if k.startswith("br_l") and v > 1:
+            raise CountsFileError(f"--counts {path}: {k}: a branch share is at most 1, got {v}")
+        out[k] = float(v)
+    return out
+
+
+#: most configurations ``predict --measure-counts`` runs the counting launch for
+MAX_COUNT_CONFIGS = 64
+
+
+def measure_site_counts(kernel: Kernel, configs: list[LaunchConfig], device_text: str | None
+                        ) -> tuple[list[dict[str, float] | None], list[str]]:
+    """One counting launch (:func:`instrument.counters.measure_counts`) per configuration, in one
+    isolated worker on the device ``device_text`` names (auto when None), with each configuration's
+    arguments and data (``NAME=@FILE.npy`` files included). Returns per configuration the site
+    counts (None where they could not be measured) and notes on what failed."""
+    from instrument.backends import select_device
+    from instrument.counters import measure_counts
+    from instrument.harness import Harness
+    from instrument.memcheck import check_buffer_memory
+    from instrument.rewrite import InstrumentedRunError, RewriteError
+    from instrument.runner import validate_geometry
+    from kernelcast.argspec import arg_arrays
+    from kernelcast.config import device_spec
+
+    if len(configs) > MAX_COUNT_CONFIGS:
+        raise UsageError(f"--measure-counts: {len(configs)} configurations; at most {MAX_COUNT_CONFIGS} (measure "
+                         f"once with 'kernelcast measure --counts --json' and pass the file with --counts)")
+    device = select_device(device_spec(device_text), language=kernel.language)
+    for c in configs:
+        validate_geometry(device, c.gsize, c.lsize)
+        check_buffer_memory(device, c.args)
+    out: list[dict[str, float] | None] = []
+    notes: list[str] = []
+    with Harness(device, meter="none") as h:
+        for c in configs:
+            try:
+                out.append(measure_counts(h, kernel, c, arrays=arg_arrays(c.args)).values())
+            except (RewriteError, InstrumentedRunError) as e:
+                out.append(None)
+                msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+                if msg not in notes:
+                    notes.append(msg)
+    return out, notes
+
+
 def configuration_row(kernel: Kernel, gsize: tuple[int, ...], lsize: tuple[int, ...] | None,
-                      args: list[dict[str, Any]], power_cap_w: float | None = None) -> dict[str, Any]:
-    """One row of a prediction frame."""
+                      args: list[dict[str, Any]], power_cap_w: float | None = None,
+                      site_counts: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """One row of a prediction frame (``site_counts``: measured counts of the kernel's sites)."""
     return {"source": kernel.source, "kernel_name": kernel.name, "build_options": kernel.build_options,
             "gsize": list(gsize), "lsize": list(lsize) if lsize else None, "args": args,
-            "power_cap_w": np.nan if power_cap_w is None else power_cap_w}
+            "power_cap_w": np.nan if power_cap_w is None else power_cap_w,
+            "site_counts": json.dumps(dict(site_counts)) if site_counts else ""}
 
 
 def measured_frame(kernel: Kernel, params: list[KernelParam], measured: MeasuredSet, arg_specs: list[str],
