@@ -42,6 +42,12 @@ def test_measure_a_few_instances(suite, harness):
     assert args[3]["value"] == 1.75 and args[4]["value"] == int(df.iloc[0]["n"])
     s = summarize(df)
     assert list(s.index) == ids and list(s["ok"]) == [8, 2, 2]
+    # every instance got a counting launch on its inputs: triad has no loop (its bounds check never
+    # leaves early), the CSR row loop has its trips
+    tri = [json.loads(c) for c in df.loc[df["kernel"] == "triad", "site_counts"]]
+    assert all(not any(k.startswith("trip_l") for k in c) and set(c.values()) <= {0.0} for c in tri)
+    csr = [json.loads(c) for c in df.loc[df["kernel"] == "spmv-csr-scalar", "site_counts"]]
+    assert all(any(k.startswith("trip_l") and v > 0 for k, v in c.items()) for c in csr)
 
 
 def test_failures_are_rows_not_dropped(harness, tmp_path):
@@ -147,10 +153,13 @@ def test_bench_sweep_tuning_figures_and_measured_reuse(device, tmp_path, capsys)
     assert "Local-size sweeps" in (tmp_path / "r1" / "REPORT.md").read_text()
     capsys.readouterr()
 
-    assert cli.main([*common, "--out", str(tmp_path / "r2"), "--measured", str(tmp_path / "r1" / "results.csv")]) == 0
+    # a file from before counts were recorded: the reuse measures them, and predicts as the first run did
+    older = tmp_path / "older.csv"
+    first.drop(columns=["site_counts"]).to_csv(older, index=False)
+    assert cli.main([*common, "--out", str(tmp_path / "r2"), "--measured", str(older)]) == 0
     again = pd.read_csv(tmp_path / "r2" / "results.csv")
-    pd.testing.assert_frame_equal(again[["label", "median_us", "analytical_us"]],
-                                  first[["label", "median_us", "analytical_us"]])
+    pd.testing.assert_frame_equal(again[["label", "median_us", "analytical_us", "site_counts"]],
+                                  first[["label", "median_us", "analytical_us", "site_counts"]])
     assert "reused from" in (tmp_path / "r2" / "REPORT.md").read_text()
     capsys.readouterr()
 

@@ -58,6 +58,14 @@ def predict_rows(rows: pd.DataFrame, sources: dict[str, tuple[str, str]], profil
             out.loc[ok.index, col] = pred[col].to_numpy()
     out["bound"] = None
     out.loc[ok.index, "bound"] = [e.get("bound") if isinstance(e, dict) else None for e in pred["explanation"]]
+    # how many of the kernel's data-dependent sites the analytical model took from measured counts, and
+    # how many it assumed
+    out["sites_measured"] = np.nan
+    out["sites_assumed"] = np.nan
+    out.loc[ok.index, "sites_measured"] = [len(e.get("measured_counts", [])) if isinstance(e, dict) else np.nan
+                                           for e in pred["explanation"]]
+    out.loc[ok.index, "sites_assumed"] = [len(e.get("assumed_counts", [])) if isinstance(e, dict) else np.nan
+                                          for e in pred["explanation"]]
     if learned is not None and "blend_kind" in pred:
         out.attrs["blend_kind"] = str(pred["blend_kind"].iloc[0])
     return out
@@ -70,6 +78,10 @@ def table(results: pd.DataFrame) -> pd.DataFrame:
         y = ok["median_us"].to_numpy(float)
         r: dict[str, Any] = {"kernel": kid, "sizes": len(g), "ok": len(ok),
                              "measured_us": f"{y.min():.1f}..{y.max():.1f}" if len(y) else "-"}
+        if "sites_measured" in ok.columns and len(ok):
+            # data-dependent sites the analytical model took from measured counts / assumed (first ok row)
+            got, assumed = (int(np.nan_to_num(ok[c].iloc[0])) for c in ("sites_measured", "sites_assumed"))
+            r["sites"] = f"{got}/{got + assumed}"
         n = ok["n"].to_numpy()
         for m in MODELS:
             p = ok[f"{m}_us"].to_numpy(float)
@@ -186,9 +198,15 @@ def write_report(results: pd.DataFrame, tab: pd.DataFrame, out: Path, meta: dict
 
 
 def print_table(tab: pd.DataFrame) -> str:
-    rows = [[r["kernel"], f"{r['ok']}/{r['sizes']}"] + [r[f"{m}_mape"] for m in MODELS]
-            + [r[f"{m}_rho"] for m in MODELS] for _, r in tab.iterrows()]
-    out = fmt_table(rows, ["kernel", "ok"] + [f"{m[:5]} MAPE%" for m in MODELS] + [f"{m[:5]} rho" for m in MODELS])
+    sites = "sites" in tab.columns
+    rows = [[r["kernel"], f"{r['ok']}/{r['sizes']}"] + ([r["sites"] if isinstance(r["sites"], str) else ""]
+                                                          if sites else [])
+            + [r[f"{m}_mape"] for m in MODELS] + [r[f"{m}_rho"] for m in MODELS] for _, r in tab.iterrows()]
+    out = fmt_table(rows, ["kernel", "ok"] + (["sites"] if sites else []) + [f"{m[:5]} MAPE%" for m in MODELS]
+                    + [f"{m[:5]} rho" for m in MODELS])
+    if sites:
+        out += ("\nsites: the kernel's data-dependent loop trips and branch outcomes the analytical model took "
+                "from a counting launch on the instance's inputs / all of them")
     sweeps = tab[tab["tuning_groups"] > 0] if "tuning_groups" in tab else tab.iloc[:0]
     if not sweeps.empty:
         rows = [[r["kernel"], int(r["tuning_groups"])] + [r[f"{m}_top1"] for m in MODELS]
@@ -202,13 +220,16 @@ def print_table(tab: pd.DataFrame) -> str:
 
 def run_bench(suite_path: str, out: str, *, model: str | None, profile_spec: str | None, device: str | None,
               meter: str = "auto", max_sizes: int | None = None, ids: list[str] | None = None,
-              progress: bool = True, measured: str | None = None) -> tuple[pd.DataFrame, Path]:
+              progress: bool = True, measured: str | None = None, counts: bool = True
+              ) -> tuple[pd.DataFrame, Path]:
     """Measure (or, with ``measured``, reuse an earlier ``results.csv`` of) every instance of a
     suite, predict each with every model, and write the report; returns the per-kernel table and
-    the report's path."""
+    the report's path. With ``counts`` each instance's data-dependent loop trips and branch outcomes
+    are measured on its inputs (one counting launch; rows of a reused file that lack them get it)
+    and the models predict with them."""
     from bench.suite.manifest import load_manifest
     from bench.suite.model import ManifestError
-    from bench.suite.run import measure_suite, measured_rows
+    from bench.suite.run import fill_counts, measure_suite, measured_rows
     from calib.local import resolve_profile
     from instrument.backends import select_device
     from instrument.harness import Harness
@@ -235,9 +256,14 @@ def run_bench(suite_path: str, out: str, *, model: str | None, profile_spec: str
     t0 = time.perf_counter()
     if reused is not None:
         rows = reused
+        if counts:
+            with Harness(info, meter="none") as h:
+                fill_counts(suite, rows, h)
     else:
         with Harness(info, meter=meter) as h:
-            rows = measure_suite(suite, h, progress=progress, ids=ids, max_sizes=max_sizes)
+            rows = measure_suite(suite, h, progress=progress, ids=ids, max_sizes=max_sizes, counts=counts)
+    if not counts:
+        rows["site_counts"] = ""
     sources = {k.id: (k.kernel_record().source, k.kernel_record().build_options) for k in suite.kernels}
     results = predict_rows(rows, sources, profile, model)
     tab = table(results)

@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 COLUMNS = (
     "suite", "kernel", "kernel_name", "kernel_hash", "file", "n", "label", "gsize", "lsize", "global_items",
     "local_items", "status", "reason", "median_us", "mean_us", "min_us", "cv", "repeats", "energy_j",
-    "avg_power_w", "meter", "input_bytes", "args", "build_s", "wall_s",
+    "avg_power_w", "meter", "input_bytes", "args", "build_s", "wall_s", "site_counts",
 )
 
 
@@ -66,6 +66,7 @@ class SuiteRow:
     build_s: float | None = None
     wall_s: float | None = None
     state_reset: str = "none"          # none / restore / single / unchecked (instrument.runner)
+    site_counts: str = ""              # JSON: measured loop trips / branch outcomes (kernelcast.sites)
 
     def as_dict(self) -> dict[str, Any]:
         return {c: getattr(self, c) for c in COLUMNS}
@@ -112,13 +113,15 @@ def _failed_row(suite: Suite, spec: KernelSpec, n: int, status: str, reason: str
 
 def measure_suite(suite: Suite, harness: Any, policy: TimingPolicy | None = None, progress: bool = True, *,
                   ids: Iterable[str] | None = None, sizes: Iterable[int] | None = None,
-                  max_sizes: int | None = None, on_row: Callable[[SuiteRow], None] | None = None) -> pd.DataFrame:
+                  max_sizes: int | None = None, on_row: Callable[[SuiteRow], None] | None = None,
+                  counts: bool = True) -> pd.DataFrame:
     """Measure every instance of ``suite`` with ``harness`` (an :class:`instrument.harness.Harness`).
 
     One row per (kernel, size), in manifest order, with the columns in :data:`COLUMNS`; ``gsize``
     and ``lsize`` are lists, ``args`` is JSON. ``ids``/``sizes`` restrict what runs,
     ``max_sizes`` keeps the first sizes of each kernel (a quick sweep); ``on_row`` sees each row as
-    it is made (for streaming to disk)."""
+    it is made (for streaming to disk). With ``counts`` every ok instance also gets one counting
+    launch with the same inputs (:func:`instrument.counters.measure_counts`): its ``site_counts``."""
     policy = policy or TimingPolicy()
     chosen = suite.kernels if ids is None else [suite.kernel(k) for k in ids]
     only = set(sizes) if sizes is not None else None
@@ -145,6 +148,8 @@ def measure_suite(suite: Suite, harness: Any, policy: TimingPolicy | None = None
             else:
                 m = harness.run(inst.kernel, inst.config, policy, arrays=inst.arrays)
                 row = row_from(inst, m, spec)
+                if counts and m.status == "ok":
+                    row.site_counts = instance_counts(harness, inst, policy)
                 del inst
             if row.status != "ok":
                 log.info("%s: %s (%s)", row.label, row.status, row.reason)
@@ -158,6 +163,42 @@ def measure_suite(suite: Suite, harness: Any, policy: TimingPolicy | None = None
             bar.close()
     log.info("measured %d instances of %s in %.1f s", len(rows), suite.name, time.perf_counter() - t0)
     return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def instance_counts(harness: Any, inst: BenchInstance, policy: TimingPolicy | None = None) -> str:
+    """The site counts of one suite instance with its generated inputs, as the ``site_counts``
+    column holds them (JSON; "" when the kernel cannot be counted)."""
+    from instrument.counters import measure_counts
+    from instrument.rewrite import InstrumentedRunError, RewriteError
+
+    try:
+        sc = measure_counts(harness, inst.kernel, inst.config, arrays=inst.arrays, policy=policy)
+    except (RewriteError, InstrumentedRunError) as e:
+        log.info("%s: site counts not measured: %s", inst.label, str(e).splitlines()[0] if str(e) else e)
+        return ""
+    return json.dumps(sc.values())
+
+
+def fill_counts(suite: Suite, rows: pd.DataFrame, harness: Any) -> int:
+    """Measure the site counts of the ok rows of an earlier measurement that lack them (a reused
+    ``results.csv`` from before counts were recorded); returns how many rows got counts."""
+    if "site_counts" not in rows.columns:
+        rows["site_counts"] = ""
+    rows["site_counts"] = rows["site_counts"].fillna("").astype(str)
+    done = 0
+    for i in rows.index[(rows["status"] == "ok") & (rows["site_counts"] == "")]:
+        spec = suite.kernel(str(rows.at[i, "kernel"]))
+        n = int(rows.at[i, "n"])
+        variant = next((v for v in range(spec.variants) if spec.label(n, v) == rows.at[i, "label"]), 0)
+        try:
+            inst = spec.instance(n, suite.name, variant)
+        except (ManifestError, MemoryError) as e:
+            log.info("%s: inputs not generated for counting: %s", rows.at[i, "label"], e)
+            continue
+        rows.at[i, "site_counts"] = instance_counts(harness, inst)
+        done += rows.at[i, "site_counts"] != ""
+        del inst
+    return done
 
 
 class MeasuredFileError(InputError):
