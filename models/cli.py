@@ -304,10 +304,20 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from calib.local import resolve_profile
     from kernelcast.argspec import parse_size
     from models.fewshot import DEFAULT_SHRINK_PRIOR, Offset, fit_offset
-    from models.predict import bind_arguments, configuration_row, score_configurations
+    from models.predict import (
+        bind_arguments,
+        complete_bindings,
+        configuration_row,
+        measure_site_counts,
+        read_site_counts,
+        score_configurations,
+    )
     from models.tune import MAX_POINTS, enumerate_shapes, pareto, power_caps
 
     kernel, params = load_kernel_source(args.kernel, args.name, args.build_options or "")
+    if args.counts and args.measure_counts:
+        raise UsageError("give --counts FILE or --measure-counts, not both")
+    counts = read_site_counts(args.counts) if args.counts else None
     n = parse_size(args.gsize, "--gsize")
     if args.objective not in ("time", "energy", "pareto"):
         raise UsageError("--objective must be time, energy or pareto")
@@ -334,11 +344,20 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if len(configs) * len(caps) > MAX_POINTS:
         raise UsageError(f"{len(configs)} configurations x {len(caps)} power caps is more than {MAX_POINTS} points; "
                          f"narrow --power-caps or --max-wg")
+    if args.measure_counts:
+        # a data-dependent count is a property of the problem's data, not of the work-group size: one
+        # counting launch at the first configuration serves them all
+        g0, ls0 = configs[0]
+        b0, _ = complete_bindings(params, list(args.arg), n, ls0, kernel.name)
+        (c0,), count_notes = measure_site_counts(kernel, [LaunchConfig(g0, ls0, b0)], args.device)
+        for msg in count_notes:
+            _note(f"site counts not measured: {msg}")
+        counts = c0
     rows = []
     for g, ls in configs:
         a, _ = bind_arguments(params, list(args.arg), n, ls, kernel.name)   # sizes follow the problem, not the padding
         for cap in caps:
-            rows.append(configuration_row(kernel, g, ls, a, cap))
+            rows.append(configuration_row(kernel, g, ls, a, cap, counts))
     frame = pd.DataFrame(rows)
     t0 = time.perf_counter()
     sc = score_configurations(frame, profile, tab)
@@ -414,7 +433,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         doc: dict[str, Any] = {
             "kernel": kernel.name, "problem": list(n), "profile": dev.name, "objective": args.objective,
             "selection": label, "configurations": len(rows), "seconds": dt, "chosen": chosen_json,
-            "measured": measured}
+            "measured": measured, "site_counts": {k: explanation[0].get(k, []) for k in ("measured_counts",
+                                                                                           "assumed_counts")}}
         if detailed:
             doc["model"] = {"kind": sc.model, "path": args.model}
             doc["intervals"] = {"level": 0.9, "none_because": sc.note or None}
@@ -434,6 +454,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print(offset.describe() if offset.k else "not corrected: no measured configuration the model predicts")
     print(label)
     print(fmt_table(table, header))
+    for line in _count_lines(pd.DataFrame({"explanation": explanation[:1]})):
+        print(line)
     if args.measure_top:
         measured = _measure_top(ctx)
         print(f"\nmeasured the predicted best {len(measured['rows'])} on {measured['device']}")
@@ -624,6 +646,12 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--device")
     p.add_argument("--model", metavar="DIR", help="score with a tabular model (kernelcast train --kind tabular) "
                                                   "instead of the analytical model; adds 90%% intervals")
+    p.add_argument("--counts", metavar="FILE",
+                   help="measured loop trips and branch outcomes of the kernel's data-dependent sites (as predict "
+                        "--counts), for every configuration")
+    p.add_argument("--measure-counts", action="store_true",
+                   help="measure them first: one instrumented launch on the local device with the --arg values and "
+                        "files (NAME=@FILE.npy)")
     p.add_argument("--measured", metavar="FILE", help="measured configurations of this kernel (as predict --measured): "
                                                       "predictions corrected by the kernel's offset")
     p.add_argument("--measure-top", type=positive_int, metavar="K",

@@ -174,3 +174,20 @@ def test_predict_measures_the_row_loop_on_the_given_matrix(tmp_path):
     (tmp_path / "counts.json").write_text(json.dumps({"site_counts": {"values": {"trip_l6_c3": 48.0}}}))
     again = json.loads(kc(*base, "--counts", str(tmp_path / "counts.json")).stdout)["predictions"][0]
     assert again["analytical"]["time_us"] == pytest.approx(got["analytical"]["time_us"])
+
+
+def test_tune_takes_measured_counts_for_every_configuration(tmp_path):
+    (tmp_path / "csr.cl").write_text(CSR)
+    (tmp_path / "c.json").write_text(json.dumps({"trip_l6_c3": 48.0}))
+    base = ["tune", "--kernel", str(tmp_path / "csr.cl"), "--gsize", "4096", "--arg", "rows=4096",
+            "--arg", "rowptr=buffer:int:4097", "--arg", "col=buffer:int:196608", "--arg", "val=buffer:float:196608",
+            "--profile", "a100", "--top", "3", "--json"]
+    guess = json.loads(kc(*base).stdout)
+    r = kc(*base, "--counts", str(tmp_path / "c.json"))
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert got["site_counts"]["measured_counts"] == ["line 6: trips per entry 48 (measured)"]
+    assert guess["site_counts"]["assumed_counts"] and not guess["site_counts"]["measured_counts"]
+    assert 3.0 < got["chosen"][0]["pred_us"] / guess["chosen"][0]["pred_us"] < 6.5
+    both = kc(*base, "--counts", str(tmp_path / "c.json"), "--measure-counts")
+    assert both.returncode == 2 and "not both" in both.stderr
