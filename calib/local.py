@@ -29,12 +29,21 @@ def resolve_profile(spec: str | None, device: str | None = None, *,
                     on_calibrate: Callable[[str], None] | None = None) -> DeviceProfile:
     """The profile ``spec`` names (a bundled name or a JSON path), or without one the cached
     calibration of ``device`` (made with a quick calibration the first time; ``on_calibrate`` is
-    told before it starts). :class:`UsageError` for a profile that cannot be read."""
+    told before it starts). :class:`UsageError` for a profile that cannot be read, or one of another
+    device type (GPU / CPU) than ``device`` when both are given."""
     if spec:
         try:
-            return load_profile(spec)
+            prof = load_profile(spec)
         except (ProfileError, OSError, ValueError) as e:
             raise UsageError(f"--profile {spec}: {e}") from None
+        if device:
+            # the user named both: the profile must describe that type of device
+            info = select_device(device_spec(device))
+            try:
+                prof.check_device_type(info.type, f"--device {device} ({info.name})")
+            except ProfileError as e:
+                raise UsageError(f"--profile {spec}: {e}") from None
+        return prof
     info = select_device(device_spec(device))
     path = cached_profile_path(info)
     if path.is_file():

@@ -96,6 +96,24 @@ class ProfileError(InputError, ValueError):
     """A profile file that cannot be read: the message is one line naming what is wrong."""
 
 
+class ProfileDeviceMismatch(ProfileError):
+    """A profile of another device type than the device or dataset it is asked to predict."""
+
+
+#: OpenCL device types a profile can describe, in the order a type string is searched for them
+DEVICE_CLASSES = ("GPU", "CPU", "ACCELERATOR")
+
+
+def device_class(device_type: str | None) -> str:
+    """``GPU``, ``CPU`` or ``ACCELERATOR`` from an OpenCL device type string (``"CPU"``,
+    ``"GPU"``, ``"ACCELERATOR | DEFAULT"``, ...); ``""`` when it names none of them."""
+    t = (device_type or "").upper()
+    for c in DEVICE_CLASSES:
+        if c in t:
+            return c
+    return ""
+
+
 @dataclass
 class ProfileValue:
     """One value with its units and where it came from."""
@@ -251,6 +269,27 @@ class DeviceProfile:
         when = f"created {self.created[:19]}" + (f", {age:.1f} days old" if age is not None else "")
         src = f" from {self.origin}" if self.origin else ""
         return f"profile {self.device.name or '?'} ({self.kind}{src}; {when})"
+
+    @property
+    def device_class(self) -> str:
+        """The type of device this profile describes (:func:`device_class` of its device type;
+        a profile without one that gives GPU occupancy limits is a GPU profile); ``""`` unknown."""
+        c = device_class(self.device.device_type)
+        if not c and "max_warps_per_cu" in self.values:
+            return "GPU"
+        return c
+
+    def check_device_type(self, device_type: str | None, what: str) -> None:
+        """Refuse (:class:`ProfileDeviceMismatch`, one line) to predict ``what`` (a device or a
+        dataset, e.g. ``"device 'pthread-AMD EPYC'"``) of OpenCL type ``device_type`` with this
+        profile when both types are known and differ: a GPU profile's occupancy, warps and
+        bandwidths say nothing about a CPU device, and the other way round. Unknown types pass."""
+        mine, theirs = self.device_class, device_class(device_type)
+        if mine and theirs and mine != theirs:
+            raise ProfileDeviceMismatch(
+                f"profile {self.device.name or '?'} describes a {mine} device but {what} is a {theirs}: a profile "
+                f"predicts only its own type of device (calibrate this one with 'kernelcast calib --out "
+                f"PROFILE.json', or give a {theirs} profile)")
 
     def get(self, name: str, default: float | None = None) -> float | None:
         """The value called ``name``, or ``default`` when the profile does not have it."""
