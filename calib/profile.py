@@ -73,7 +73,10 @@ VALUE_NAMES: dict[str, tuple[str, str]] = {
     "host_launch_latency_us": ("us", "host wall time enqueue -> completion of an empty kernel"),
     "host_launch_throughput_us": ("us", "host wall time per launch of back-to-back empty kernels"),
     "wg_overhead_us": ("us", "device time per extra work-group (slope), whole device"),
-    "barrier_ns": ("ns", "device time per work-group barrier (slope)"),
+    "wi_overhead_ns": ("ns", "device time per work-item of idle work-groups (fit with wg_overhead_us over local "
+                             "sizes: launch + n_wg (a + b lsize)), whole device"),
+    "barrier_ns": ("ns", "device time per barrier per work-group (intercept over local sizes)"),
+    "barrier_wi_ns": ("ns", "device time per barrier per work-item of the group (slope over local sizes)"),
     "calib_host_load": ("1", "largest host 1-minute load average seen during calibration"),
     # energy (present only with a meter)
     "idle_power_w": ("W", "device power with nothing running"),
