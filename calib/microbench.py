@@ -72,6 +72,7 @@ import numpy as np
 from calib import kernels as K
 from calib.fits import Plateau, find_plateaus, linear_fit, relative_linear_fit
 from calib.host_bench import measure_host_overhead
+from calib.host_caches import DRAM_FACTOR, MARGIN, SYSFS_CACHE, CacheLevel, host_cache_levels, level_windows
 from calib.profile import Curve, DeviceIdentity, DeviceProfile
 from instrument.backends import DeviceInfo
 from instrument.runner import TimingPolicy
@@ -121,6 +122,7 @@ class CalibOptions:
     max_load: float | None = None                 # CPU devices: refuse to measure above this load average
     statistic: str = "median"                     # launch time used: median (as the datasets) or min
     load_wait_s: float = 30.0                     # how long a benchmark waits for the load to drop
+    host_caches: list[CacheLevel] | None = None   # CPU devices: cache levels (default: the OS's report; [] none)
 
     @property
     def launch_target_s(self) -> float:
@@ -619,6 +621,8 @@ class Calibrator:
                   + (f"; {stopped}" if stopped else ""))
         if stopped:
             self.profile.notes.append(f"bandwidth: {stopped}")
+        if self._bandwidth_levels_from_host(xs, ys, src):
+            return
         plats = find_plateaus(xs, ys, min_step=1.35, decreasing=True)
         self.state.bw_plateaus = plats
         priv = (f"; the working set is spread over {self.cu} compute units (a private cache per unit "
@@ -639,6 +643,113 @@ class Calibrator:
             f"plateau of the largest working sets ({fmt_bytes(d.x_lo)} to {fmt_bytes(d.x_hi)}, "
             f"{d.n_points} points); largest measured {fmt_bytes(largest)}: if that is not several times the "
             f"last-level cache, this is an upper bound of main-memory bandwidth"))
+
+    # -- cache levels of a CPU device from the host's own report ----------------------------
+
+    def host_levels(self) -> list[CacheLevel]:
+        """The host's data cache levels when the device is the host CPU (a CPU device with no more
+        compute units than the host has CPUs), else ``[]`` (levels then come from the curve)."""
+        if "CPU" not in (self.device.type or "").upper() or self.cu > (os.cpu_count() or 0):
+            return []
+        return self.opt.host_caches if self.opt.host_caches is not None else host_cache_levels()
+
+    def _bandwidth_levels_from_host(self, xs: list[float], ys: list[float], src: str) -> bool:
+        """Level values of the bandwidth sweep with the host's cache capacities as boundaries:
+        each level's bandwidth is the median of the sweep points well inside it
+        (:func:`calib.host_caches.level_windows`); False when the host does not report its caches
+        or no point lies inside any level."""
+        levels = self.host_levels()
+        if not levels:
+            return False
+        caps = [float(lv.total_bytes(self.cu)) for lv in levels]
+        wins = level_windows(caps)
+        x = np.asarray(xs)
+        y = np.asarray(ys)
+        i = 0
+        plats: list[Plateau] = []
+
+        def plateau(sel: np.ndarray) -> Plateau:
+            idx = np.flatnonzero(sel)
+            return Plateau(float(x[sel].min()), float(x[sel].max()), float(np.median(y[sel])), int(sel.sum()),
+                           int(idx[0]), int(idx[-1]))
+
+        for lv, cap, (lo, hi) in zip(levels, caps, wins):
+            sel = (x > lo) & (x <= hi)
+            if not sel.any():
+                continue
+            plats.append(plateau(sel))
+            self.profile.set(f"bw_level{i}_gbs", float(np.median(y[sel])), "GB/s", src, notes=(
+                f"L{lv.level}: median read bandwidth of the {int(sel.sum())} working sets from "
+                f"{fmt_bytes(float(x[sel].min()))} to {fmt_bytes(float(x[sel].max()))} (inside the level: "
+                f"above {MARGIN:g} x the level before, below capacity / {MARGIN:g}); "
+                f"spread {float(np.ptp(y[sel]) / np.median(y[sel])) * 100:.0f} % (max - min) / median"))
+            self.profile.set(f"cache_level{i}_bytes", cap, "B", "host: " + str(SYSFS_CACHE), notes=(
+                f"L{lv.level} data cache as the operating system reports it: {fmt_bytes(lv.size_bytes)} per "
+                f"instance, one instance per {lv.sharing} CPU(s), {fmt_bytes(cap)} over {self.cu} compute units"))
+            self.profile.set(f"cache_level{i}_cores", float(lv.sharing), "count", "host: " + str(SYSFS_CACHE),
+                             notes=f"CPUs sharing one instance of L{lv.level} (1: private to a core)")
+            i += 1
+        lo, _ = wins[-1]
+        sel = x > lo
+        upper = ""
+        if not sel.any():
+            sel = x > caps[-1]
+            upper = (f"; no working set reached {DRAM_FACTOR:g} x the last cache level ({fmt_bytes(lo)}), so this "
+                     f"is the median above its capacity: an upper bound of main-memory bandwidth")
+        if not sel.any():
+            self.profile.notes.append(f"bandwidth: no working set above the last cache level ({fmt_bytes(caps[-1])}); "
+                                      f"no main-memory bandwidth")
+            self.state.bw_plateaus = plats
+            return i > 0
+        plats.append(plateau(sel))
+        self.state.bw_plateaus = plats
+        dram = float(np.median(y[sel]))
+        note = (f"median of the {int(sel.sum())} working sets from {fmt_bytes(float(x[sel].min()))} to "
+                f"{fmt_bytes(float(x[sel].max()))}{upper}")
+        self.profile.set(f"bw_level{i}_gbs", dram, "GB/s", src, notes=note + "; main memory")
+        self.profile.set("dram_bw_gbs", dram, "GB/s", src, notes=note)
+        return True
+
+    def _latency_levels_from_host(self, xs: list[float], ys: list[float], r2s: list[float | None],
+                                  src: str) -> bool:
+        """Latency per level with the host's cache sizes as boundaries (one work-item: one core
+        alone, so one instance of each level); see :meth:`_bandwidth_levels_from_host`."""
+        levels = self.host_levels()
+        if not levels:
+            return False
+        caps = [float(lv.size_bytes) for lv in levels]
+        wins = level_windows(caps)
+        x = np.asarray(xs)
+        y = np.asarray(ys)
+        i = 0
+
+        def worst_r2(sel: np.ndarray) -> float | None:
+            r = [r2s[j] for j in np.flatnonzero(sel) if r2s[j] is not None]
+            return float(min(r)) if r else None   # type: ignore[type-var]
+
+        for lv, cap, (lo, hi) in zip(levels, caps, wins):
+            sel = (x > lo) & (x <= hi)
+            if not sel.any():
+                continue
+            self.profile.set(f"latency_level{i}_ns", float(np.median(y[sel])), "ns", src, r2=worst_r2(sel), notes=(
+                f"L{lv.level}: median over the {int(sel.sum())} working sets from {fmt_bytes(float(x[sel].min()))} "
+                f"to {fmt_bytes(float(x[sel].max()))} (inside one instance of {fmt_bytes(cap)}); r2 is the worst "
+                f"of the per-size time-vs-steps fits"))
+            self.profile.set(f"latency_level{i}_bytes", cap, "B", "host: " + str(SYSFS_CACHE),
+                             notes=f"L{lv.level}: one instance, as the operating system reports it")
+            i += 1
+        lo, _ = wins[-1]
+        sel = x > lo
+        upper = ""
+        if not sel.any():
+            sel = x > caps[-1]
+            upper = f"; no working set reached {DRAM_FACTOR:g} x the last cache level: a lower bound"
+        if not sel.any():
+            return i > 0
+        self.profile.set("dram_latency_ns", float(np.median(y[sel])), "ns", src, r2=worst_r2(sel), notes=(
+            f"median of the {int(sel.sum())} working sets from {fmt_bytes(float(x[sel].min()))} to "
+            f"{fmt_bytes(float(x[sel].max()))}{upper}; random order over 4 KiB pages includes TLB misses"))
+        return True
 
     # -- local memory ----------------------------------------------------------------------
 
@@ -755,6 +866,8 @@ class Calibrator:
                   + (f"; {stopped}" if stopped else ""))
         if stopped:
             self.profile.notes.append(f"latency: {stopped}")
+        if self._latency_levels_from_host(xs, ys, r2s, src):
+            return
         plats = find_plateaus(xs, ys, min_step=1.5, decreasing=False)
         for i, p in enumerate(plats):
             r2 = [r for r in r2s[p.first:p.last + 1] if r is not None]

@@ -63,7 +63,10 @@ VALUE_NAMES: dict[str, tuple[str, str]] = {
     # memory
     "dram_bw_gbs": ("GB/s", "main-memory (global) bandwidth: large-working-set plateau"),
     "bw_level{i}_gbs": ("GB/s", "read bandwidth of cache level i"),
-    "cache_level{i}_bytes": ("B", "largest working set that still ran at level i's bandwidth"),
+    "cache_level{i}_bytes": ("B", "capacity of cache level i over all compute units (CPU devices: as the host "
+                                  "reports it; otherwise the largest working set that still ran at level i's "
+                                  "bandwidth)"),
+    "cache_level{i}_cores": ("count", "compute units sharing one instance of cache level i (1: private); CPU devices"),
     "bw_local_gbs": ("GB/s", "local (shared) memory read bandwidth"),
     "latency_level{i}_ns": ("ns", "dependent-load latency of level i (pointer chasing)"),
     "latency_level{i}_bytes": ("B", "largest working set at level i's latency"),

@@ -113,6 +113,7 @@ class DeviceParams:
     is_cpu: bool = False
     builtin_rates: dict[str, float] = field(default_factory=dict)   # bi_* class -> calls/s, vectorized
     scalar_rates: dict[str, float] = field(default_factory=dict)    # op / bi_* class -> ops/s, not vectorized
+    level_sharing: list[float] = field(default_factory=list)   # per bw level: compute units per instance (0: ?)
     wi_overhead_s: float = 0.0         # per work-item of a work-group's task, whole device (CPU: work-item loop)
     barrier_wi_s: float | None = None  # per barrier per work-item (CPU: a region of the split work-item loop)
 
@@ -149,10 +150,12 @@ class DeviceParams:
         if "fp64_fma" not in rates and fp32:
             rates["fp64_fma"], sources["fp64_fma"] = fp32 * 1e9 / 32, "rule: 1/32 x fp32 (consumer GPUs)"
         levels = []
+        sharing = []
         i = 0
         while (bw := get(f"bw_level{i}_gbs")) is not None:
             size = get(f"cache_level{i}_bytes") or 0
             levels.append((float(size), bw * 1e9))
+            sharing.append(float(get(f"cache_level{i}_cores") or 0.0))
             i += 1
         dram = (get("dram_bw_gbs") or (levels[-1][1] / 1e9 if levels else 100.0)) * 1e9
         clock = get("boost_clock_mhz") or getattr(dev, "max_clock_mhz", None)
@@ -171,6 +174,7 @@ class DeviceParams:
             is_cpu=is_cpu, builtin_rates=builtin_rates, scalar_rates=scalar_rates,
             name=getattr(dev, "name", "") or "device", is_gpu=bool(is_gpu), compute_units=int(cu), warp=int(warp),
             rates=rates, rate_sources=sources, bw_levels=[lv for lv in levels if lv[0] > 0], dram_bw=dram,
+            level_sharing=[sh for lv, sh in zip(levels, sharing) if lv[0] > 0],
             local_bw=(get("bw_local_gbs") or 0) * 1e9 or None,
             launch_s=(get("launch_overhead_us") or 0.0) * 1e-6, wg_overhead_s=(get("wg_overhead_us") or 0.0) * 1e-6,
             barrier_s=(get("barrier_ns") or 0.0) * 1e-9, max_warps_per_cu=get("max_warps_per_cu"),
@@ -473,9 +477,18 @@ class AnalyticalModel(Predictor):
         requested = f["global_load_bytes"] + f["global_store_bytes"] + f["global_atomic_bytes"]
         bw = np.full_like(g, d.dram_bw)
         level = np.full(g.shape, len(d.bw_levels), dtype=np.int64)
+        active_cu = np.minimum(n_wg, cu)
         for i in reversed(range(len(d.bw_levels))):
             size, lbw = d.bw_levels[i]
             fits = ws <= size
+            if d.is_cpu and i < len(d.level_sharing) and d.level_sharing[i] > 0:
+                # the working set is spread over the busy cores; one instance of the level holds
+                # size x sharing / CU and is shared by its busy cores: a private level gives each
+                # core size / CU (so one work-group sees 1/CU of an L2's total), the shared last
+                # level gives one busy core all of it
+                sh = d.level_sharing[i]
+                per_core = size * sh / (cu * np.minimum(sh, active_cu))
+                fits = ws / active_cu <= per_core
             bw = np.where(fits, lbw, bw)
             level = np.where(fits, i, level)
         local_s_item = (f["local_bytes"] / (d.local_bw / cu)) if d.local_bw else np.zeros_like(g)
