@@ -78,3 +78,30 @@ def calibrate(info: DeviceInfo, options: CalibOptions, *, meter: str = "none", t
         finally:
             if h_energy is not None:
                 h_energy.close()
+
+
+def calibrate_runs(info: DeviceInfo, options: CalibOptions, runs: int = 1, *, meter: str = "none",
+                   timeout_s: float | None = 60.0, on_step: Callable[[str], None] | None = None,
+                   on_bench: Callable[[str], None] | None = None) -> tuple[DeviceProfile, Calibrator]:
+    """:func:`calibrate` ``runs`` times and :func:`calib.profile.combine_runs` of the results (one
+    run: that run's profile as is). The calibrator returned is the last run's, with the failures
+    and measurement counts of all runs."""
+    from calib.profile import combine_runs
+
+    profiles: list[DeviceProfile] = []
+    failures: list[str] = []
+    n_meas = 0
+    cal = None
+    for i in range(max(1, runs)):
+        step = on_step if runs == 1 or on_step is None else (lambda label, i=i: on_step(f"run {i + 1}: {label}"))
+        prof, cal = calibrate(info, options, meter=meter, timeout_s=timeout_s, on_step=step, on_bench=on_bench)
+        profiles.append(prof)
+        failures += [f"run {i + 1}: {f}" if runs > 1 else f for f in cal.failures]
+        n_meas += cal.n_runs
+    assert cal is not None
+    cal.failures, cal.n_runs = failures, n_meas
+    if runs == 1:
+        return profiles[0], cal
+    measured = [p for p in profiles if p.values]
+    return (combine_runs(measured) if measured else profiles[0]), cal
+

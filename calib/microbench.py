@@ -649,9 +649,11 @@ class Calibrator:
     def host_levels(self) -> list[CacheLevel]:
         """The host's data cache levels when the device is the host CPU (a CPU device with no more
         compute units than the host has CPUs), else ``[]`` (levels then come from the curve)."""
-        if "CPU" not in (self.device.type or "").upper() or self.cu > (os.cpu_count() or 0):
+        if "CPU" not in (self.device.type or "").upper():
             return []
-        return self.opt.host_caches if self.opt.host_caches is not None else host_cache_levels()
+        if self.opt.host_caches is not None:
+            return self.opt.host_caches
+        return host_cache_levels() if self.cu <= (os.cpu_count() or 0) else []
 
     def _bandwidth_levels_from_host(self, xs: list[float], ys: list[float], src: str) -> bool:
         """Level values of the bandwidth sweep with the host's cache capacities as boundaries:
@@ -697,10 +699,15 @@ class Calibrator:
             upper = (f"; no working set reached {DRAM_FACTOR:g} x the last cache level ({fmt_bytes(lo)}), so this "
                      f"is the median above its capacity: an upper bound of main-memory bandwidth")
         if not sel.any():
-            self.profile.notes.append(f"bandwidth: no working set above the last cache level ({fmt_bytes(caps[-1])}); "
-                                      f"no main-memory bandwidth")
             self.state.bw_plateaus = plats
-            return i > 0
+            if not plats:
+                return False
+            top = plats[-1]
+            self.profile.set("dram_bw_gbs", top.value, "GB/s", src, notes=(
+                f"no working set above the last cache level ({fmt_bytes(caps[-1])}; largest measured "
+                f"{fmt_bytes(max(xs))}): the bandwidth of the largest level reached, an upper bound of main-memory "
+                f"bandwidth"))
+            return True
         plats.append(plateau(sel))
         self.state.bw_plateaus = plats
         dram = float(np.median(y[sel]))

@@ -31,6 +31,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from kernelcast.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -131,6 +133,8 @@ class ProfileValue:
     notes: str = ""
     measured_on: str = ""         # published values: the GPU the source measured it on
     transferred: bool = False     # measured on another GPU than the profile's, used here as an approximation
+    runs: int = 0                 # calib --runs N: how many runs measured it (0: one run, no spread)
+    spread: float | None = None   # calib --runs N: (max - min) / |median| over the runs
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -138,6 +142,10 @@ class ProfileValue:
             d.pop("measured_on")
         if not self.transferred:
             d.pop("transferred")
+        if not self.runs:
+            d.pop("runs")
+        if self.spread is None:
+            d.pop("spread")
         return d
 
     @classmethod
@@ -156,9 +164,17 @@ class ProfileValue:
         tr = d.get("transferred", False)
         if not isinstance(tr, bool):
             raise ProfileError(f"value {name!r} has a non-boolean 'transferred': {tr!r}")
+        runs = d.get("runs", 0)
+        if isinstance(runs, bool) or not isinstance(runs, int) or runs < 0:
+            raise ProfileError(f"value {name!r} has a 'runs' that is not a count: {runs!r}")
+        spread = d.get("spread")
+        if spread is not None and (isinstance(spread, bool) or not isinstance(spread, (int, float))
+                                   or not math.isfinite(spread) or spread < 0):
+            raise ProfileError(f"value {name!r} has a 'spread' that is not a non-negative number: {spread!r}")
         return cls(value=v, units=str(d["units"]), source=str(d["source"]),
                    r2=None if r2 is None else float(r2), notes=str(d.get("notes", "")),
-                   measured_on=str(d.get("measured_on", "")), transferred=tr)
+                   measured_on=str(d.get("measured_on", "")), transferred=tr, runs=runs,
+                   spread=None if spread is None else float(spread))
 
 
 @dataclass
@@ -415,6 +431,75 @@ class DeviceProfile:
                 tmp.unlink()
         log.debug("wrote profile %s (%d values)", p, len(self.values))
         return p
+
+
+# ---------------------------------------------------------------------------------------------
+# several calibration runs -> one profile
+
+
+#: values combined by their largest run rather than the median (a load seen in any run counts)
+_MAX_OF_RUNS = ("calib_host_load",)
+
+
+def spread_of(values: list[float]) -> float:
+    """``(max - min) / |median|`` of repeated measurements (0 for one value; ``inf`` when the
+    median is 0 but the values differ)."""
+    if len(values) < 2:
+        return 0.0
+    med = float(np.median(values))
+    rng = float(max(values) - min(values))
+    if rng == 0:
+        return 0.0
+    return rng / abs(med) if med != 0 else math.inf
+
+
+def combine_runs(runs: list[DeviceProfile]) -> DeviceProfile:
+    """One profile from several calibrations of the same device (``calib --runs N``): every
+    value is the median over the runs that measured it, with ``runs`` and ``spread`` (max - min
+    over |median|) recorded on it; ``calib_host_load`` is the largest; curves are the pointwise
+    median at the working sets every run measured; the notes say how the runs differed. A value
+    that only some runs produced says so in its notes."""
+    if not runs:
+        raise ValueError("no calibration runs to combine")
+    first = runs[0]
+    out = DeviceProfile(device=first.device, kind=first.kind, meter=first.meter, tool=first.tool)
+    n = len(runs)
+    names = list(dict.fromkeys(k for p in runs for k in p.values))
+    worst: list[tuple[float, str]] = []
+    for name in names:
+        have = [p.values[name] for p in runs if name in p.values]
+        vals = [v.value for v in have]
+        combined = max(vals) if name in _MAX_OF_RUNS else float(np.median(vals))
+        r2s = [v.r2 for v in have if v.r2 is not None]
+        sp = spread_of(vals)
+        if sp > 0 and name not in _MAX_OF_RUNS:
+            worst.append((sp, name))
+        runs_txt = ", ".join(f"{v:.4g}" for v in vals)
+        note = (f"{'largest' if name in _MAX_OF_RUNS else 'median'} of {len(have)} runs ({runs_txt})"
+                + (f"; measured by {len(have)} of {n} runs" if len(have) < n else "")
+                + (f"; run 1: {have[0].notes}" if have[0].notes else ""))
+        out.values[name] = ProfileValue(value=combined, units=have[0].units, source=have[0].source,
+                                        r2=min(r2s) if r2s else None, notes=note, runs=len(have),
+                                        spread=None if not math.isfinite(sp) else sp)
+    for cname in dict.fromkeys(c for p in runs for c in p.curves):
+        cs = [p.curves[cname] for p in runs if cname in p.curves]
+        common = sorted(set(cs[0].x).intersection(*[set(c.x) for c in cs[1:]]))
+        if not common:
+            continue
+        ys = [float(np.median([c.y[c.x.index(x)] for c in cs])) for x in common]
+        c0 = cs[0]
+        out.curves[cname] = Curve(common, ys, c0.x_units, c0.y_units, c0.source,
+                                  notes=f"pointwise median of {len(cs)} runs at the {len(common)} working sets all "
+                                        f"measured; run 1: {c0.notes}")
+    worst.sort(reverse=True)
+    finite = [s for s, _ in worst if math.isfinite(s)]
+    out.notes.append(
+        f"calib --runs {n}: each value is the median of the runs (its 'spread' is (max - min) / median); "
+        + (f"median spread {float(np.median(finite)) * 100:.1f} % over {len(finite)} values that differ, largest: "
+           + ", ".join(f"{nm} {s * 100:.0f} %" for s, nm in worst[:5]) if worst else "every value was the same"))
+    for i, p in enumerate(runs, 1):
+        out.notes.extend(f"run {i}: {note}" for note in p.notes)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

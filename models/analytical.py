@@ -182,7 +182,8 @@ class DeviceParams:
             clock_hz=clock * 1e6 if clock else None, mem_latency_s=lat * 1e-9 if lat else None,
             tdp_w=get("tdp_w"), energy=energy,
             wi_overhead_s=(get("wi_overhead_ns") or 0.0) * 1e-9 if is_cpu else 0.0,
-            barrier_wi_s=None if not is_cpu or get("barrier_wi_ns") is None else float(get("barrier_wi_ns") or 0) * 1e-9,
+            barrier_wi_s=(float(get("barrier_wi_ns") or 0.0) * 1e-9
+                          if is_cpu and get("barrier_wi_ns") is not None else None),
         )
 
     def rate(self, op: str) -> float:

@@ -204,7 +204,9 @@ class Truth:
     cu: int = 8
     launch_us: float = 3.0
     wg_us: float = 0.05
-    barrier_ns: float = 40.0
+    wi_ns: float = 0.02                    # per work-item of a work-group's task, whole device
+    barrier_ns: float = 40.0               # per barrier per work-group
+    barrier_wi_ns: float = 1.5             # per barrier per work-item
     rates: dict[str, float] = field(default_factory=lambda: {
         c: r for c, r in zip(K.OP_CLASSES, (4e12, 4e12, 8e12, 2e12, 3e12, 1e12, 0.5e12, 0.25e12, 0.3e12, 0.35e12,
                                              1.1e12, 1.2e12, 1.3e12) + tuple(0.1e12 + 0.01e12 * i for i in range(20)))})
@@ -282,12 +284,10 @@ class FakeHarness:
             bits = a["bits"].value
             size = K.chase_nodes(bits) * K.CHASE_NODE_BYTES
             t = launch + K.chase_nodes(bits) * 1e-9 + a["steps"].value * _level(size, T.lat)[1]
-        elif name == "kc_nop":
-            t = launch + n_wg * T.wg_us * 1e-6
-        elif name == "kc_barrier":
-            t = launch + n_wg * T.wg_us * 1e-6 + a["nb"].value * T.barrier_ns * 1e-9
-        elif name == "kc_empty":
-            t = launch
+        elif name in ("kc_nop", "kc_empty"):      # launch_us is the time of one work-group of one work-item
+            t = launch + (n_wg - 1) * T.wg_us * 1e-6 + (g - 1) * T.wi_ns * 1e-9
+        elif name == "kc_barrier_local":      # one work-group per compute unit: the groups run side by side
+            t = launch + n_wg * T.wg_us * 1e-6 + a["nb"].value * (T.barrier_ns + ls * T.barrier_wi_ns) * 1e-9
         else:
             raise AssertionError(f"unexpected kernel {name}")
         times = [t * 1e6 * (1 + self.rng.normal(0, 0.002)) for _ in range(5)]
@@ -358,7 +358,9 @@ def test_fake_calibration_recovers_time_parameters(fake_calibration):
     assert p.entry("dram_latency_ns").r2 > 0.999
     assert p.get("wg_overhead_us") == pytest.approx(truth.wg_us, rel=0.02)
     assert p.entry("wg_overhead_us").r2 > 0.999
-    assert p.get("barrier_ns") == pytest.approx(truth.barrier_ns, rel=0.02)
+    assert p.get("wi_overhead_ns") == pytest.approx(truth.wi_ns, rel=0.05)
+    assert p.get("barrier_ns") == pytest.approx(truth.barrier_ns, rel=0.05)
+    assert p.get("barrier_wi_ns") == pytest.approx(truth.barrier_wi_ns, rel=0.02)
     for v in p.values.values():
         assert v.source.startswith("measured: calib ")
 
