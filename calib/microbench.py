@@ -993,8 +993,13 @@ class Calibrator:
             self.profile.set("barrier_ns", per[0], "ns", src, notes=how)
             return
         fit = linear_fit(xs, per)
-        self.profile.set("barrier_ns", max(fit.intercept, 0.0), "ns", src, r2=fit.r2,
-                         notes="intercept of a line over local sizes; " + how)
+        # the per-group part is the time of a barrier in the smallest group, measured directly:
+        # the intercept of the line is the small difference of large numbers (under load its
+        # spread over 3 runs was 320 %), and a runtime may run a group of one vector's width
+        # quite differently (PoCL: 0.13 ns per work-item in groups of 16, 1.3 ns from 64 up)
+        self.profile.set("barrier_ns", per[0], "ns", src, notes=(
+            f"per barrier of a group of {int(xs[0])} work-items (the smallest measured; the line's intercept "
+            f"is {fit.intercept:.3g} ns); " + how))
         self.profile.set("barrier_wi_ns", max(fit.slope, 0.0), "ns", src, r2=fit.r2,
                          notes="slope of a line over local sizes; " + how)
 

@@ -80,7 +80,7 @@ VALUE_NAMES: dict[str, tuple[str, str]] = {
     "wg_overhead_us": ("us", "device time per extra work-group (slope), whole device"),
     "wi_overhead_ns": ("ns", "device time per work-item of idle work-groups (fit with wg_overhead_us over local "
                              "sizes: launch + n_wg (a + b lsize)), whole device"),
-    "barrier_ns": ("ns", "device time per barrier per work-group (intercept over local sizes)"),
+    "barrier_ns": ("ns", "device time per barrier of the smallest work-group measured (16 work-items)"),
     "barrier_wi_ns": ("ns", "device time per barrier per work-item of the group (slope over local sizes)"),
     "calib_host_load": ("1", "largest host 1-minute load average seen during calibration"),
     # energy (present only with a meter)
@@ -290,6 +290,11 @@ class DeviceProfile:
         age = self.age_days()
         when = f"created {self.created[:19]}" + (f", {age:.1f} days old" if age is not None else "")
         src = f" from {self.origin}" if self.origin else ""
+        runs = max((v.runs for v in self.values.values()), default=0)
+        if runs > 1:
+            spreads = [v.spread for v in self.values.values() if v.spread is not None and v.runs > 1]
+            when += f"; median of {runs} calibration runs" + (
+                f", median spread {float(np.median(spreads)) * 100:.1f} %" if spreads else "")
         return f"profile {self.device.name or '?'} ({self.kind}{src}; {when})"
 
     @property

@@ -359,7 +359,7 @@ def test_fake_calibration_recovers_time_parameters(fake_calibration):
     assert p.get("wg_overhead_us") == pytest.approx(truth.wg_us, rel=0.02)
     assert p.entry("wg_overhead_us").r2 > 0.999
     assert p.get("wi_overhead_ns") == pytest.approx(truth.wi_ns, rel=0.05)
-    assert p.get("barrier_ns") == pytest.approx(truth.barrier_ns, rel=0.05)
+    assert p.get("barrier_ns") == pytest.approx(truth.barrier_ns + 16 * truth.barrier_wi_ns, rel=0.02)  # group of 16
     assert p.get("barrier_wi_ns") == pytest.approx(truth.barrier_wi_ns, rel=0.02)
     for v in p.values.values():
         assert v.source.startswith("measured: calib ")

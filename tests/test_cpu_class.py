@@ -238,6 +238,7 @@ def test_combine_runs_takes_medians_and_records_the_spread():
     assert c.entry("b").spread == pytest.approx(1.0)
     assert c.curves["bw"].x == [1, 2] and c.curves["bw"].y == [2, 2]   # working sets all runs measured
     assert any(n.startswith("calib --runs 3") for n in c.notes) and "run 2: two" in c.notes
+    assert "median of 3 calibration runs" in c.describe()        # predict says so with the profile's age
     back = DeviceProfile.from_json(c.to_json())
     assert back.entry("a").spread == pytest.approx(2 / 11) and back.entry("a").runs == 3
     # one-run values keep their old JSON form
