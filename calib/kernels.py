@@ -178,6 +178,41 @@ def op_kernel(cls: str, width: int, chains: int, *, name: str | None = None) -> 
     return Kernel(src, kname, origin=f"calib:{kname}")
 
 
+#: dependent updates per work-item of the work-item-vectorized kernels (:func:`wi_kernel`)
+WI_UPDATES = 64
+_WI_NAME_RE = re.compile(r"^kc_wi_(?P<cls>[a-z0-9_]+?)_n(?P<n>\d+)$")
+
+
+def wi_kernel(cls: str, updates: int = WI_UPDATES) -> Kernel:
+    """One dependent chain of ``updates`` updates per work-item, written out (no loop), for the
+    rate a CPU runtime reaches when it vectorizes the work-item loop of ordinary kernel code:
+    the lanes are work-items, and each lane's operations depend on each other as a kernel's do
+    (the peak kernels keep 8 independent chains per work-item instead). Classes whose update
+    couples two accumulators (``int32_add``) keep that pair. The start value differs between
+    neighbouring work-items, so no uniformity analysis can compute it once for all.
+
+    Signature: ``(__global T* out, T s, T t)``; ``out`` has one element per work-item."""
+    c = OP_CLASSES[cls]
+    name = f"kc_wi_{cls}_n{updates}"
+    one = {"float": "0.001f", "double": "0.001", "uint": "1u"}[c.base]
+    n_acc = 2 if c.pairs else 1
+    decl = "\n".join(f"  {c.base} a{k} = ({c.base})({c.init.format(k=k)}) + ({c.base})(get_global_id(0) & 1u) * {one};"
+                     for k in range(n_acc))
+    step = c.update.format(a="a0", b="a1") if c.pairs else c.update.format(a="a0")
+    body = "\n".join("  " + step for _ in range(updates))
+    total = " + ".join(f"a{k}" for k in range(n_acc))
+    src = ((_FP64_PRAGMA if c.needs_fp64 else "")
+           + f"__kernel void {name}(__global {c.base}* out, {c.base} s, {c.base} t) {{\n{decl}\n{body}\n"
+           + f"  out[get_global_id(0)] = {total};\n}}\n")
+    return Kernel(src, name, origin=f"calib:{name}")
+
+
+def parse_wi_kernel_name(name: str) -> tuple[str, int] | None:
+    """``(class, updates)`` of a ``kc_wi_*`` kernel name, else ``None``."""
+    m = _WI_NAME_RE.match(name)
+    return None if not m else (m.group("cls"), int(m.group("n")))
+
+
 def busy_kernel(width: int, chains: int) -> Kernel:
     """The fp32 FMA kernel under the name ``kc_busy_w<W>k<K>``, used for the power benchmarks."""
     return op_kernel("fp32_fma", width, chains, name=f"kc_busy_w{width}k{chains}")

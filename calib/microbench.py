@@ -15,6 +15,10 @@ What each benchmark reports (names as in :data:`calib.profile.VALUE_NAMES`):
                scalar accumulators, ``W = 1``, 8 chains): what a kernel runs at when the runtime
                does not vectorize its work-item loop (a loop inside the kernel, atomics), for the
                arithmetic classes and every builtin family (the analytical model's CPU class).
+``wi``         CPU devices: ``wi_<class>_gops``, the rate of one dependent chain per work-item
+               with no loop, which the runtime vectorizes across work-items: what ordinary
+               vectorized kernel code runs at (the peak kernels' 8 chains per work-item give
+               instruction-level parallelism kernels rarely have).
 ``bandwidth``  read bandwidth against working-set size (a curve), cache levels found as
                plateaus of that curve (``bw_level<i>_gbs``, ``cache_level<i>_bytes``) and
                ``dram_bw_gbs``, the plateau of the largest working sets.
@@ -85,11 +89,15 @@ KiB = 1024
 MiB = 1024 * KiB
 MAX_ITERS = (1 << 31) - 1
 
-BENCHES = ("launch", "peak", "scalar", "bandwidth", "local", "latency", "wg", "barrier", "host", "energy")
+BENCHES = ("launch", "peak", "scalar", "wi", "bandwidth", "local", "latency", "wg", "barrier", "host", "energy")
 #: classes of the scalar benchmark (quick: arithmetic and the three classic builtins)
 SCALAR_CLASSES = ("fp32_add", "fp32_mul", "fp32_fma", "fp32_div", "fp64_fma", "int32_add", "int32_mul",
                   *K.BUILTIN_OP_CLASSES)
 QUICK_SCALAR_CLASSES = ("fp32_add", "fp32_fma", "fp32_div", "int32_add", "sin", "exp", "sqrt")
+#: classes of the work-item-vectorized benchmark (``wi``; quick: the first four). Not int32_mul: a
+#: straight-line chain ``a = a * s`` is folded into one multiply by ``s^64`` (measured 503 Gop/s);
+#: the model scales its peak by the fp32 FMA ratio instead
+WI_CLASSES = ("fp32_fma", "fp32_add", "fp32_mul", "int32_add", "fp32_div", "fp64_fma")
 DEFAULT_CLASSES = tuple(K.OP_CLASSES)
 QUICK_CLASSES = ("fp32_add", "fp32_mul", "fp32_fma", "fp64_fma", "int32_add", "int32_mul",
                  "fp32_div", "sin", "exp", "sqrt")
@@ -499,6 +507,48 @@ class Calibrator:
                 f"{r.items} work-items in work-groups of {r.lsize}, {r.iters} iterations: "
                 f"{r.time_s * 1e6:.0f} us per launch ({self.opt.statistic}; launch spread IQR/median "
                 f"{r.spread:.3f}){ratio}"))
+
+    def bench_wi(self) -> None:
+        """CPU devices: ``wi_<class>_gops``, the rate of one dependent chain per work-item that the
+        runtime vectorizes across work-items (:func:`calib.kernels.wi_kernel`): what ordinary
+        vectorized kernel code runs at. The work-item count is scaled until a launch takes the
+        target time."""
+        if "CPU" not in (self.device.type or "").upper():
+            self.profile.notes.append("wi: not a CPU device; skipped")
+            return
+        classes = WI_CLASSES[:4] if self.opt.quick else WI_CLASSES
+        if self.opt.op_classes:
+            classes = tuple(c for c in classes if c in self.opt.op_classes)
+        ls = _pow2_floor(min(self.max_wg, 1024))      # large groups: few per-group overheads in the time
+        target = self.opt.launch_target_s
+        for cls in classes:
+            c = K.OP_CLASSES[cls]
+            kern = K.wi_kernel(cls)
+            ops_item = K.WI_UPDATES * c.ops_per_update
+            items = self.cu * ls * 4
+            t = 0.0
+            m = None
+            for _ in range(6):
+                cfg = LaunchConfig((items,), (ls,), [ArgBinding("out", "buffer", c.base, items, init="zeros"),
+                                                     ArgBinding("s", "scalar", c.base, value=c.s),
+                                                     ArgBinding("t", "scalar", c.base, value=c.t)])
+                m = self.measure(kern, cfg, f"wi {cls} x{items}", quiet_compile_error=True)
+                if m is None:
+                    break
+                t = self._stat(m) * 1e-6
+                if t >= 0.5 * target or items >= 1 << 24:
+                    break
+                items = int(min(1 << 24, items * max(2, _pow2_floor(int(target / max(t, 1e-7))))))
+            if m is None or t <= 0:
+                self.profile.notes.append(f"wi {cls}: failed or unsupported; no value")
+                continue
+            rate = items * ops_item / t
+            peak = self.state.op_best.get(cls)
+            ratio = f"; {peak.rate / rate:.1f}x below the peak (8 chains per work-item)" if peak else ""
+            self.profile.set(f"wi_{cls}_gops", rate / 1e9, "Gop/s", self.source("wi"), notes=(
+                f"{c.description}; one chain of {K.WI_UPDATES} dependent updates per work-item, no loop, "
+                f"{items} work-items in work-groups of {ls}: {t * 1e6:.0f} us per launch "
+                f"({self.opt.statistic}){ratio}"))
 
     # -- bandwidth -------------------------------------------------------------------------
 

@@ -113,6 +113,8 @@ class DeviceParams:
     is_cpu: bool = False
     builtin_rates: dict[str, float] = field(default_factory=dict)   # bi_* class -> calls/s, vectorized
     scalar_rates: dict[str, float] = field(default_factory=dict)    # op / bi_* class -> ops/s, not vectorized
+    wi_rates: dict[str, float] = field(default_factory=dict)        # op class -> ops/s, one dependent chain
+                                                                    # per work-item vectorized across work-items
     level_sharing: list[float] = field(default_factory=list)   # per bw level: compute units per instance (0: ?)
     wi_overhead_s: float = 0.0         # per work-item of a work-group's task, whole device (CPU: work-item loop)
     barrier_wi_s: float | None = None  # per barrier per work-item (CPU: a region of the split work-item loop)
@@ -167,11 +169,14 @@ class DeviceParams:
         sources.update(b_sources)
         is_cpu = "CPU" in kind and not is_gpu
         scalar_rates: dict[str, float] = {}
+        wi_rates: dict[str, float] = {}
         if is_cpu:
             scalar_rates, s_sources = _scalar_rates(p, {**rates, **builtin_rates})
             sources.update(s_sources)
+            wi_rates, w_sources = _wi_rates(p, rates)
+            sources.update(w_sources)
         return cls(
-            is_cpu=is_cpu, builtin_rates=builtin_rates, scalar_rates=scalar_rates,
+            is_cpu=is_cpu, builtin_rates=builtin_rates, scalar_rates=scalar_rates, wi_rates=wi_rates,
             name=getattr(dev, "name", "") or "device", is_gpu=bool(is_gpu), compute_units=int(cu), warp=int(warp),
             rates=rates, rate_sources=sources, bw_levels=[lv for lv in levels if lv[0] > 0], dram_bw=dram,
             level_sharing=[sh for lv, sh in zip(levels, sharing) if lv[0] > 0],
@@ -199,6 +204,14 @@ class DeviceParams:
             return self.builtin_rates[b]
         weight = 2.0 if b.endswith(("pow", "tanh")) else 1.0
         return self.rate("sfu") / weight
+
+    def vector_rate(self, op: str) -> float:
+        """Rate of an arithmetic class in code the runtime vectorizes across work-items (CPU
+        devices): the one-chain-per-work-item rate where calibrated, else the peak."""
+        for c in RATE_CLASSES.get(op, ()):
+            if c in self.wi_rates:
+                return self.wi_rates[c]
+        return self.rate(op)
 
     def scalar_rate(self, op: str) -> float:
         """Rate of code the runtime does not vectorize across work-items (CPU devices)."""
@@ -236,6 +249,27 @@ def _builtin_rates(p: DeviceProfile, rates: dict[str, float]) -> tuple[dict[str,
                     break
             if key not in out and fam == "divide" and "fp32_div" in rates:
                 out[key], src[key] = rates["fp32_div"], "profile (fp32 division rate)"
+    return out, src
+
+
+def _wi_rates(p: DeviceProfile, peak: dict[str, float]) -> tuple[dict[str, float], dict[str, str]]:
+    """Rates of a CPU profile for code vectorized across work-items (``wi_<class>_gops``: one
+    dependent chain per work-item, no loop, many work-items): measured, else the class's peak
+    times the measured wi/peak ratio of fp32 FMA; none when the profile has no ``wi_`` values.
+    The peak rates come from kernels with 8 independent chains per work-item, more instruction-level
+    parallelism than kernel code has: a vectorized work-item loop runs one chain per work-item and
+    only the interleaving of a few vectors hides the latency."""
+    out: dict[str, float] = {}
+    src: dict[str, str] = {}
+    ratio = None
+    if p.get("wi_fp32_fma_gops") and "fp32_fma" in peak:
+        ratio = float(p.get("wi_fp32_fma_gops") or 0.0) * 1e9 / peak["fp32_fma"]
+    for c, r in peak.items():
+        val = p.get(f"wi_{c}_gops")
+        if val:
+            out[c], src["wi " + c] = val * 1e9, "profile"
+        elif ratio is not None:
+            out[c], src["wi " + c] = r * min(ratio, 1.0), "profile (peak x wi/peak ratio of fp32 FMA)"
     return out, src
 
 
@@ -466,7 +500,7 @@ class AnalyticalModel(Predictor):
                 continue
             if op == "sfu" and families:
                 continue        # every special function is charged in its family below
-            rate = d.rate(op) if vec else d.scalar_rate(op)
+            rate = (d.vector_rate(op) if d.is_cpu else d.rate(op)) if vec else d.scalar_rate(op)
             comp_s_item = comp_s_item + cnt / (rate / cu)
             if op.startswith("fp"):
                 flops = flops + f[op] * (2 if op.endswith("fma") else 1)
