@@ -272,3 +272,24 @@ def test_calib_runs_on_this_device(tmp_path):
         assert d["values"][k]["runs"] == 3 and d["values"][k]["spread"] >= 0
     assert "spread %" in r.stdout
     assert np.isfinite(d["values"]["wg_overhead_us"]["value"])
+
+
+STRAIGHT = """__kernel void poly(__global const float* a, __global float* b) {
+  int i = get_global_id(0); float x = a[i];
+  x = fma(x, 0.5f, 1.0f); x = fma(x, 0.5f, 1.0f); x = fma(x, 0.5f, 1.0f); x = fma(x, 0.5f, 1.0f);
+  b[i] = x; }"""
+
+
+def test_vectorized_cpu_code_runs_at_the_one_chain_rate():
+    """A profile with wi_fp32_fma_gops = 25 (a quarter of its 100 Gop/s peak) and no other wi_
+    value: every class of vectorized code runs at a quarter of its peak, so the compute part is
+    exactly 4x; a GPU-free profile without wi_ values keeps the peaks."""
+    rows = [(1 << 16, 256, [{"name": "a", "kind": "buffer", "dtype": "float", "count": 1 << 16},
+                            {"name": "b", "kind": "buffer", "dtype": "float", "count": 1 << 16}])]
+    base = AnalyticalModel(cpu_profile()).predict(frame(STRAIGHT, "poly", rows))
+    slow = AnalyticalModel(cpu_profile(wi_fp32_fma_gops=25.0)).predict(frame(STRAIGHT, "poly", rows))
+    assert base.explanation[0]["cpu_vectorized"] is True
+    c0 = base.explanation[0]["time_parts_us"]["compute"]
+    assert slow.explanation[0]["time_parts_us"]["compute"] == pytest.approx(4 * c0, rel=1e-9)
+    # 4 FMAs per work-item of 65,536 on 2 cores at 25 Gop/s: at least 10.5 us of compute
+    assert slow.explanation[0]["time_parts_us"]["compute"] >= 4 * (1 << 16) / 25e9 * 1e6
