@@ -93,6 +93,8 @@ def calibrate_runs(info: DeviceInfo, options: CalibOptions, runs: int = 1, *, me
     n_meas = 0
     cal = None
     for i in range(max(1, runs)):
+        if i and options.max_load is not None:
+            _settle(info, options, f"before run {i + 1}", on_step)
         step = on_step if runs == 1 or on_step is None else (lambda label, i=i: on_step(f"run {i + 1}: {label}"))
         prof, cal = calibrate(info, options, meter=meter, timeout_s=timeout_s, on_step=step, on_bench=on_bench)
         profiles.append(prof)
@@ -104,4 +106,29 @@ def calibrate_runs(info: DeviceInfo, options: CalibOptions, runs: int = 1, *, me
         return profiles[0], cal
     measured = [p for p in profiles if p.values]
     return (combine_runs(measured) if measured else profiles[0]), cal
+
+
+#: how long ``calib --runs N --max-load L`` waits between runs for the load average to drop below L
+RUN_SETTLE_S = 180.0
+
+
+def _settle(info: DeviceInfo, options: CalibOptions, when: str, on_step: Callable[[str], None] | None) -> None:
+    """Between runs: calibration keeps every core busy, so the 1-minute load average it leaves
+    behind is its own (about the number of cores); wait up to :data:`RUN_SETTLE_S` for it to fall
+    below ``--max-load`` (decaying by e in a minute), then let the next run's own checks apply."""
+    import dataclasses
+
+    from calib.microbench import Calibrator
+
+    if on_step is not None:
+        on_step(f"waiting for the host load average to drop below {options.max_load:g} {when}")
+    probe = Calibrator(info, _NoRunner(), None, dataclasses.replace(options, load_wait_s=RUN_SETTLE_S))
+    probe.check_load(when, wait=True)
+
+
+class _NoRunner:
+    """A runner for a calibrator that only checks the load."""
+
+    def run(self, *a: object, **k: object) -> object:
+        raise AssertionError("not for measuring")
 

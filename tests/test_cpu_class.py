@@ -293,3 +293,21 @@ def test_vectorized_cpu_code_runs_at_the_one_chain_rate():
     assert slow.explanation[0]["time_parts_us"]["compute"] == pytest.approx(4 * c0, rel=1e-9)
     # 4 FMAs per work-item of 65,536 on 2 cores at 25 Gop/s: at least 10.5 us of compute
     assert slow.explanation[0]["time_parts_us"]["compute"] >= 4 * (1 << 16) / 25e9 * 1e6
+
+
+def test_runs_wait_for_the_load_calibration_left_behind(monkeypatch):
+    """Between runs the load average is calibration's own: the next run waits for it to drop
+    below --max-load (here it falls 1.9, 1.6, 1.2 while waiting) and is refused if it never does."""
+    import calib.local as local
+    import calib.microbench as mb
+    from tests.test_calib import Truth, _fake_device
+
+    dev = _fake_device(Truth(), "CPU")
+    loads = iter([1.9, 1.6, 1.2])
+    monkeypatch.setattr(mb, "_loadavg", lambda: next(loads))
+    monkeypatch.setattr(mb.time, "sleep", lambda s: None)
+    local._settle(dev, CalibOptions(max_load=1.5), "before run 2", None)       # returns once 1.2 is seen
+    monkeypatch.setattr(mb, "_loadavg", lambda: 1.9)
+    monkeypatch.setattr(local, "RUN_SETTLE_S", 0.0)
+    with pytest.raises(mb.HostBusyError, match="before run 2"):
+        local._settle(dev, CalibOptions(max_load=1.5), "before run 2", None)
