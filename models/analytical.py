@@ -17,9 +17,15 @@ work-groups on ``a = min(w, CU)`` active compute units::
 ``BW(level)`` is the bandwidth of the smallest cache level that holds the working set (the sum of
 the kernel's buffers), from the calibrated bandwidth curve, else main memory. On a CPU device
 (the profile's device type) each work-group is a task run by one core; the compute rates are the
-vectorized peaks when the runtime vectorizes the work-item loop and the scalar rates
+rates of one dependent chain per work-item vectorized across work-items (``wi_<class>_gops``,
+else the peaks) when the runtime vectorizes the work-item loop and the scalar rates
 (``scalar_<class>_gops``, else 1/8 of the peak) when it does not (:func:`cpu_vectorizable`: a loop
-left after unrolling, an atomic, a call of a full-precision transcendental builtin). Special
+left after unrolling, unless its trip count is uniform in a kernel with barriers; an atomic; a
+call of a full-precision transcendental builtin). A CPU work-group costs ``a + b lsize``
+(``wg_overhead_us``, ``wi_overhead_ns``), a barrier ``barrier_ns + barrier_wi_ns lsize`` per
+group (each barrier is a pass over the group's work-items), and a cache level holds the
+working set when each busy core's share fits each core's share of the level
+(``cache_level<i>_cores``: private or shared). Special
 functions are charged per builtin family (``bi_*`` counts, ``peak_<family>_gops``), not at one
 mean rate. For GPU profiles
 the per-wave cost follows Hong and Kim's MWP/CWP cases instead (memory warp parallelism limited
