@@ -96,7 +96,7 @@ def host_cache_levels(root: Path = SYSFS_CACHE) -> list[CacheLevel]:
 def level_windows(capacities: list[float], *, margin: float = MARGIN,
                   dram_factor: float = DRAM_FACTOR) -> list[tuple[float, float]]:
     """Working-set ranges ``(lo, hi]`` inside each cache level of the given capacities (smallest
-    first), then the main-memory range ``(dram_factor x last, inf)``: the points of a sweep whose
+    first), then the main-memory range ``[dram_factor x last, inf)``: the points of a sweep whose
     median is each level's value."""
     out: list[tuple[float, float]] = []
     prev = 0.0

@@ -742,7 +742,7 @@ class Calibrator:
                              notes=f"CPUs sharing one instance of L{lv.level} (1: private to a core)")
             i += 1
         lo, _ = wins[-1]
-        sel = x > lo
+        sel = x >= lo
         upper = ""
         if not sel.any():
             sel = x > caps[-1]
@@ -796,7 +796,7 @@ class Calibrator:
                              notes=f"L{lv.level}: one instance, as the operating system reports it")
             i += 1
         lo, _ = wins[-1]
-        sel = x > lo
+        sel = x >= lo
         upper = ""
         if not sel.any():
             sel = x > caps[-1]
