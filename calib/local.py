@@ -15,6 +15,8 @@ from kernelcast.errors import UsageError
 
 if TYPE_CHECKING:
     from calib.microbench import CalibOptions, Calibrator
+    from instrument.runner import TimingPolicy
+    from kernelcast.schema import Kernel, LaunchConfig, Measurement
 
 
 def cached_profile_path(device: DeviceInfo) -> Path:
@@ -129,6 +131,6 @@ def _settle(info: DeviceInfo, options: CalibOptions, when: str, on_step: Callabl
 class _NoRunner:
     """A runner for a calibrator that only checks the load."""
 
-    def run(self, *a: object, **k: object) -> object:
+    def run(self, kernel: Kernel, config: LaunchConfig, policy: TimingPolicy | None = None) -> Measurement:
         raise AssertionError("not for measuring")
 

@@ -516,7 +516,7 @@ class Calibrator:
         if "CPU" not in (self.device.type or "").upper():
             self.profile.notes.append("wi: not a CPU device; skipped")
             return
-        classes = WI_CLASSES[:4] if self.opt.quick else WI_CLASSES
+        classes: tuple[str, ...] = WI_CLASSES[:4] if self.opt.quick else WI_CLASSES
         if self.opt.op_classes:
             classes = tuple(c for c in classes if c in self.opt.op_classes)
         ls = _pow2_floor(min(self.max_wg, 1024))      # large groups: few per-group overheads in the time
@@ -781,8 +781,8 @@ class Calibrator:
         i = 0
 
         def worst_r2(sel: np.ndarray) -> float | None:
-            r = [r2s[j] for j in np.flatnonzero(sel) if r2s[j] is not None]
-            return float(min(r)) if r else None   # type: ignore[type-var]
+            r = [v for j in np.flatnonzero(sel) if (v := r2s[j]) is not None]
+            return float(min(r)) if r else None
 
         for lv, cap, (lo, hi) in zip(levels, caps, wins):
             sel = (x > lo) & (x <= hi)
