@@ -73,3 +73,15 @@ def test_predict_refuses_a_profile_of_another_type_than_the_device(tmp_path, dev
     # without --device the profile is a device of its own (predicting an A100 from here is fine)
     r = kc("predict", "--kernel", str(k), "--gsize", "4096", "--lsize", "64", "--profile", other)
     assert r.returncode == 0, r.stderr
+
+
+def test_bench_refuses_a_profile_of_another_type_than_the_device_it_measures(tmp_path, device):
+    if device_class(device.type) not in ("CPU", "GPU"):
+        pytest.skip(f"device type {device.type}")
+    other = "a100" if device_class(device.type) == "CPU" else "pocl-local"
+    out = tmp_path / "rep"
+    r = kc("bench", "--out", str(out), "--profile", other, "--kernels", "triad", "--max-sizes", "1")
+    assert r.returncode == 2, r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "predicts only its own type of device" in lines[0], r.stderr
+    assert not out.exists()
