@@ -329,7 +329,8 @@ def cpu_vectorizable(feats: Any, *, barrier_loops: bool = False) -> tuple[bool, 
     trip and work-item per core without a barrier in the kernel and 0.17-0.18 ns with one
     barrier after the loop (the same 12x with a trip count read from a buffer), but 2.1 ns again
     when the trip count differs between work-items (``samples + (gid & 1)``) even with the
-    barrier; a 256-trip dot-product loop ran 2.9x faster with a barrier.
+    barrier; a 256-trip dot-product loop ran 2.9x faster with a barrier. The same kernels are
+    timed by ``tests/test_cpu_class.py::test_uniform_loop_in_a_barrier_kernel_runs_vectorized_on_this_device``.
 
     A loop that itself contains a barrier (a tree reduction, a tiled loop) runs one region of
     the work-item loop per trip; that cost is charged per barrier and work-item
