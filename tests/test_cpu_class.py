@@ -311,3 +311,33 @@ def test_runs_wait_for_the_load_calibration_left_behind(monkeypatch):
     monkeypatch.setattr(local, "RUN_SETTLE_S", 0.0)
     with pytest.raises(mb.HostBusyError, match="before run 2"):
         local._settle(dev, CalibOptions(max_load=1.5), "before run 2", None)
+
+
+def test_throughput_loops_run_at_the_peak_rates():
+    """A uniform loop without memory accesses in a kernel with barriers runs a pass over independent
+    work-items per trip (peak rates); a loop that reads memory, a nested loop or no barrier: the
+    one-chain rates. A loop with barriers (a tree reduction) does not count either way."""
+    from models.analytical import cpu_throughput_loops
+
+    red = _loop("floor(log2(max(1, lsize0//2)))")
+    samples = SimpleNamespace(trip="max(0, samples)", trip_kind="affine", divergent=False, depth=1, line=7)
+    ops = {"barrier": "floor(log2(max(1, lsize0//2))) + 1"}
+    local = SimpleNamespace(count="floor(log2(max(1, lsize0//2)))")
+    mc = SimpleNamespace(accesses=[local], ops=ops, loops=[samples, red])
+    assert cpu_throughput_loops(mc) == [7]
+    reads = SimpleNamespace(accesses=[local, SimpleNamespace(count="max(0, samples)")], ops=ops, loops=[samples, red])
+    assert cpu_throughput_loops(reads) == []
+    nested = SimpleNamespace(accesses=[], ops=ops, loops=[SimpleNamespace(**{**vars(samples), "depth": 2}), red])
+    assert cpu_throughput_loops(nested) == []
+    assert cpu_throughput_loops(SimpleNamespace(accesses=[], ops={}, loops=[samples])) == []
+    # the model: the same vectorized kernel at the peak instead of the one-chain rate
+    rows = [(512, 64, [{"name": "seeds", "kind": "buffer", "dtype": "uint", "count": 512},
+                       {"name": "out", "kind": "buffer", "dtype": "uint", "count": 512},
+                       {"name": "l", "kind": "local", "dtype": "uint", "count": 64},
+                       {"name": "samples", "kind": "scalar", "dtype": "int", "value": "400"}])]
+    prof = cpu_profile(wi_fp32_fma_gops=25.0, barrier_wi_ns=1.0)
+    p = AnalyticalModel(prof).predict(frame(MC, "mc_bar", rows))
+    assert p.explanation[0]["cpu_rates"].startswith("peak")
+    base = AnalyticalModel(cpu_profile(barrier_wi_ns=1.0)).predict(frame(MC, "mc_bar", rows))
+    assert p.explanation[0]["time_parts_us"]["compute"] == pytest.approx(
+        base.explanation[0]["time_parts_us"]["compute"], rel=1e-9)
