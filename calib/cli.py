@@ -59,6 +59,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="CPU devices: refuse to calibrate while the host 1-minute load average is above LOAD "
                         "(checked before every benchmark, waiting up to 30 s for it to drop); the largest load "
                         "seen is written into the profile either way (calib_host_load)")
+    p.add_argument("--runs", type=int, default=1, metavar="N",
+                   help="calibrate N times (1-20, default 1) and write the median of the runs, with each value's "
+                        "spread ((max - min) / median) in the profile and the table")
     p.add_argument("--json", action="store_true", help="print the profile JSON instead of the table")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -100,13 +103,20 @@ def format_profile(profile: Any) -> str:
             f"{d.compute_units} compute units, work-group multiple {d.wg_multiple}, "
             f"max clock {d.max_clock_mhz} MHz",
             f"meter    {profile.meter}", ""]
-    table = fmt_table(values_table(profile), ["value", "measured", "units", "r2", "source"])
+    rows = values_table(profile)
+    cols = ["value", "measured", "units", "r2", "source"]
+    if any(v.runs > 1 for v in profile.values.values()):
+        cols.insert(4, "spread %")
+        for r in rows:
+            sp = profile.values[r[0]].spread
+            r.insert(4, None if sp is None else round(sp * 100, 1))
+    table = fmt_table(rows, cols)
     tail = [""] + [f"note: {n}" for n in profile.notes]
     return "\n".join(head) + table + "\n" + "\n".join(tail)
 
 
 def run(args: argparse.Namespace) -> int:
-    from calib.local import calibrate
+    from calib.local import calibrate_runs
     from calib.microbench import CalibOptions
     from instrument.backends import select_device
     from instrument.harness import HarnessError
@@ -124,6 +134,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--timeout must be positive")
     if args.max_load is not None and not args.max_load > 0:
         raise UsageError("--max-load must be positive")
+    if not 1 <= args.runs <= 20:
+        raise UsageError(f"--runs {args.runs}: give 1 to 20 runs")
     check_meter_spec(args.meter)
     device = select_device(device_spec(args.device))
     meter = device.meter if args.meter == "auto" else args.meter
@@ -134,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_progress and sys.stderr.isatty():
         from tqdm import tqdm
 
-        bar = tqdm(total=len([b for b in benches if b != "energy" or want_energy]), unit="bench",
+        bar = tqdm(total=args.runs * len([b for b in benches if b != "energy" or want_energy]), unit="bench",
                    dynamic_ncols=True, desc="calib", file=sys.stderr)
     started: list[str] = []
 
@@ -152,8 +164,8 @@ def run(args: argparse.Namespace) -> int:
 
     t0 = time.perf_counter()
     try:
-        profile, cal = calibrate(device, opts, meter=meter, timeout_s=args.timeout, on_step=on_step,
-                                 on_bench=on_bench)
+        profile, cal = calibrate_runs(device, opts, args.runs, meter=meter, timeout_s=args.timeout, on_step=on_step,
+                                      on_bench=on_bench)
     except HarnessError as e:
         if bar is not None:
             bar.close()
@@ -178,7 +190,9 @@ def run(args: argparse.Namespace) -> int:
         print(profile.to_json(), end="")
     else:
         print(format_profile(profile))
-        print(f"\nprofile written to {out} ({len(profile.values)} values, {cal.n_runs} measurements, {wall:.1f} s)")
+        runs = f", {args.runs} runs" if args.runs > 1 else ""
+        print(f"\nprofile written to {out} ({len(profile.values)} values, {cal.n_runs} measurements{runs}, "
+              f"{wall:.1f} s)")
     if cal.failures:
         print(f"kernelcast: warning: {len(cal.failures)} measurement(s) failed (see the notes)", file=sys.stderr)
     return 0

@@ -2,6 +2,8 @@
 
 * :func:`linear_fit`: ordinary least squares ``y = slope * x + intercept`` with r^2 (time vs
   work, energy vs accesses: Delestrac et al. eq. 4, ``E = #accesses * eps + dE``).
+* :func:`relative_linear_fit`: several regressors, relative residuals (work-group cost
+  ``launch + n_wg (a + b lsize)``).
 * :func:`power_law_fit`: ``P(n) = alpha * n**beta + delta`` (FlipFlop Algorithm 3, line 11) by
   variable projection: for a fixed ``beta`` the model is linear in ``alpha`` and ``delta``, so the
   residual is a function of ``beta`` alone, minimised by a grid search refined by golden section.
@@ -52,6 +54,35 @@ def linear_fit(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray)
     slope = float(np.sum((xa - xm) * (ya - ym)) / np.sum((xa - xm) ** 2))
     intercept = float(ym - slope * xm)
     return LinearFit(slope, intercept, r_squared(ya, slope * xa + intercept), len(xa))
+
+
+@dataclass(frozen=True)
+class MultiFit:
+    """``y = coef . x + intercept`` over several regressors."""
+
+    coef: tuple[float, ...]
+    intercept: float
+    r2: float
+    n: int
+
+
+def relative_linear_fit(x: Sequence[Sequence[float]] | np.ndarray, y: Sequence[float] | np.ndarray) -> MultiFit:
+    """Least squares ``y = intercept + sum_j coef_j x_j`` minimising the *relative* residuals
+    ``(y - yhat) / y`` (weights ``1 / y``), so that points of microseconds and of milliseconds
+    count alike (timings whose noise is a share of the time); ``r2`` is that of the
+    unweighted residuals. ``x`` has one row per point."""
+    xa = np.asarray(x, dtype=np.float64)
+    ya = np.asarray(y, dtype=np.float64)
+    if xa.ndim != 2 or ya.ndim != 1 or len(xa) != len(ya):
+        raise ValueError("x must be points x regressors and y one value per point")
+    if np.any(ya <= 0) or np.any(~np.isfinite(ya)):
+        raise ValueError("a relative fit needs positive finite y")
+    a = np.column_stack([np.ones(len(ya)), xa])
+    if len(ya) < a.shape[1] or np.linalg.matrix_rank(a) < a.shape[1]:
+        raise ValueError("the regressors do not determine the fit (too few or collinear points)")
+    w = 1.0 / ya
+    sol, *_ = np.linalg.lstsq(a * w[:, None], ya * w, rcond=None)
+    return MultiFit(tuple(float(c) for c in sol[1:]), float(sol[0]), r_squared(ya, a @ sol), len(ya))
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,8 @@ Design notes
   measurement loop). The build cost is removed by measuring the same kernel with several step
   counts (one of them 0) and taking the slope of time against steps.
 * **Launch / work-group / barrier overheads**: an empty kernel, a kernel whose work-items do
-  nothing (a never-true branch), and a loop of ``nb`` barriers (``nb`` a run-time argument).
+  nothing (a never-true branch), and a loop of ``nb`` barriers (``nb`` a run-time argument),
+  each ending a region that updates one local value per work-item.
 """
 
 from __future__ import annotations
@@ -175,6 +176,41 @@ def op_kernel(cls: str, width: int, chains: int, *, name: str | None = None) -> 
         + "}\n"
     )
     return Kernel(src, kname, origin=f"calib:{kname}")
+
+
+#: dependent updates per work-item of the work-item-vectorized kernels (:func:`wi_kernel`)
+WI_UPDATES = 64
+_WI_NAME_RE = re.compile(r"^kc_wi_(?P<cls>[a-z0-9_]+?)_n(?P<n>\d+)$")
+
+
+def wi_kernel(cls: str, updates: int = WI_UPDATES) -> Kernel:
+    """One dependent chain of ``updates`` updates per work-item, written out (no loop), for the
+    rate a CPU runtime reaches when it vectorizes the work-item loop of ordinary kernel code:
+    the lanes are work-items, and each lane's operations depend on each other as a kernel's do
+    (the peak kernels keep 8 independent chains per work-item instead). Classes whose update
+    couples two accumulators (``int32_add``) keep that pair. The start value differs between
+    neighbouring work-items, so no uniformity analysis can compute it once for all.
+
+    Signature: ``(__global T* out, T s, T t)``; ``out`` has one element per work-item."""
+    c = OP_CLASSES[cls]
+    name = f"kc_wi_{cls}_n{updates}"
+    one = {"float": "0.001f", "double": "0.001", "uint": "1u"}[c.base]
+    n_acc = 2 if c.pairs else 1
+    decl = "\n".join(f"  {c.base} a{k} = ({c.base})({c.init.format(k=k)}) + ({c.base})(get_global_id(0) & 1u) * {one};"
+                     for k in range(n_acc))
+    step = c.update.format(a="a0", b="a1") if c.pairs else c.update.format(a="a0")
+    body = "\n".join("  " + step for _ in range(updates))
+    total = " + ".join(f"a{k}" for k in range(n_acc))
+    src = ((_FP64_PRAGMA if c.needs_fp64 else "")
+           + f"__kernel void {name}(__global {c.base}* out, {c.base} s, {c.base} t) {{\n{decl}\n{body}\n"
+           + f"  out[get_global_id(0)] = {total};\n}}\n")
+    return Kernel(src, name, origin=f"calib:{name}")
+
+
+def parse_wi_kernel_name(name: str) -> tuple[str, int] | None:
+    """``(class, updates)`` of a ``kc_wi_*`` kernel name, else ``None``."""
+    m = _WI_NAME_RE.match(name)
+    return None if not m else (m.group("cls"), int(m.group("n")))
 
 
 def busy_kernel(width: int, chains: int) -> Kernel:
@@ -342,11 +378,22 @@ def nop_kernel() -> Kernel:
 
 
 def barrier_kernel() -> Kernel:
-    """``nb`` work-group barriers in a loop, nothing else (``nb = 0`` is the same kernel without)."""
-    name = "kc_barrier"
-    src = f"""__kernel void {name}(__global uint* out, uint nb) {{
-  for (uint i = 0; i < nb; ++i) barrier(CLK_LOCAL_MEM_FENCE);
-  if (get_local_id(0) == 0u) out[get_group_id(0)] = nb;
+    """``nb`` work-group barriers in a loop, each ending a region in which every work-item updates
+    its own element of a local array (``nb = 0`` is the same kernel without the loop): the cost of
+    a barrier as kernels pay it, per work-group and per work-item. A CPU runtime (PoCL) splits the
+    work-item loop at every barrier, so each barrier costs a pass over all work-items of the group,
+    whose live values and local updates are reloaded; an empty barrier loop is compiled away there
+    (measured: 0 ns per barrier for work-groups of up to 64)."""
+    name = "kc_barrier_local"
+    src = f"""__kernel void {name}(__global float* out, __local float* l, uint nb) {{
+  uint lid = get_local_id(0);
+  l[lid] = (float)lid;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint i = 0; i < nb; ++i) {{
+    l[lid] = l[lid] * 0.999f + 0.001f;
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }}
+  out[get_global_id(0)] = l[lid];
 }}
 """
     return Kernel(src, name, origin=f"calib:{name}")

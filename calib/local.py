@@ -15,6 +15,8 @@ from kernelcast.errors import UsageError
 
 if TYPE_CHECKING:
     from calib.microbench import CalibOptions, Calibrator
+    from instrument.runner import TimingPolicy
+    from kernelcast.schema import Kernel, LaunchConfig, Measurement
 
 
 def cached_profile_path(device: DeviceInfo) -> Path:
@@ -29,12 +31,21 @@ def resolve_profile(spec: str | None, device: str | None = None, *,
                     on_calibrate: Callable[[str], None] | None = None) -> DeviceProfile:
     """The profile ``spec`` names (a bundled name or a JSON path), or without one the cached
     calibration of ``device`` (made with a quick calibration the first time; ``on_calibrate`` is
-    told before it starts). :class:`UsageError` for a profile that cannot be read."""
+    told before it starts). :class:`UsageError` for a profile that cannot be read, or one of another
+    device type (GPU / CPU) than ``device`` when both are given."""
     if spec:
         try:
-            return load_profile(spec)
+            prof = load_profile(spec)
         except (ProfileError, OSError, ValueError) as e:
             raise UsageError(f"--profile {spec}: {e}") from None
+        if device:
+            # the user named both: the profile must describe that type of device
+            info = select_device(device_spec(device))
+            try:
+                prof.check_device_type(info.type, f"--device {device} ({info.name})")
+            except ProfileError as e:
+                raise UsageError(f"--profile {spec}: {e}") from None
+        return prof
     info = select_device(device_spec(device))
     path = cached_profile_path(info)
     if path.is_file():
@@ -69,3 +80,57 @@ def calibrate(info: DeviceInfo, options: CalibOptions, *, meter: str = "none", t
         finally:
             if h_energy is not None:
                 h_energy.close()
+
+
+def calibrate_runs(info: DeviceInfo, options: CalibOptions, runs: int = 1, *, meter: str = "none",
+                   timeout_s: float | None = 60.0, on_step: Callable[[str], None] | None = None,
+                   on_bench: Callable[[str], None] | None = None) -> tuple[DeviceProfile, Calibrator]:
+    """:func:`calibrate` ``runs`` times and :func:`calib.profile.combine_runs` of the results (one
+    run: that run's profile as is). The calibrator returned is the last run's, with the failures
+    and measurement counts of all runs."""
+    from calib.profile import combine_runs
+
+    profiles: list[DeviceProfile] = []
+    failures: list[str] = []
+    n_meas = 0
+    cal = None
+    for i in range(max(1, runs)):
+        if i and options.max_load is not None:
+            _settle(info, options, f"before run {i + 1}", on_step)
+        step = on_step if runs == 1 or on_step is None else (lambda label, i=i: on_step(f"run {i + 1}: {label}"))
+        prof, cal = calibrate(info, options, meter=meter, timeout_s=timeout_s, on_step=step, on_bench=on_bench)
+        profiles.append(prof)
+        failures += [f"run {i + 1}: {f}" if runs > 1 else f for f in cal.failures]
+        n_meas += cal.n_runs
+    assert cal is not None
+    cal.failures, cal.n_runs = failures, n_meas
+    if runs == 1:
+        return profiles[0], cal
+    measured = [p for p in profiles if p.values]
+    return (combine_runs(measured) if measured else profiles[0]), cal
+
+
+#: how long ``calib --runs N --max-load L`` waits between runs for the load average to drop below L
+RUN_SETTLE_S = 180.0
+
+
+def _settle(info: DeviceInfo, options: CalibOptions, when: str, on_step: Callable[[str], None] | None) -> None:
+    """Between runs: calibration keeps every core busy, so the 1-minute load average it leaves
+    behind is its own (about the number of cores); wait up to :data:`RUN_SETTLE_S` for it to fall
+    below ``--max-load`` (decaying by e in a minute), then let the next run's own checks apply."""
+    import dataclasses
+
+    from calib.microbench import Calibrator
+
+    if on_step is not None:
+        on_step(f"waiting for the host load average to drop below {options.max_load:g} {when}")
+    probe = Calibrator(info, _NoRunner(), None, dataclasses.replace(options, load_wait_s=RUN_SETTLE_S))
+    probe.check_load(when, wait=True)
+
+
+class _NoRunner:
+    """A runner for a calibrator that only checks the load."""
+
+    def run(self, kernel: Kernel, config: LaunchConfig, policy: TimingPolicy | None = None) -> Measurement:
+        raise AssertionError("not for measuring")
+

@@ -15,6 +15,10 @@ What each benchmark reports (names as in :data:`calib.profile.VALUE_NAMES`):
                scalar accumulators, ``W = 1``, 8 chains): what a kernel runs at when the runtime
                does not vectorize its work-item loop (a loop inside the kernel, atomics), for the
                arithmetic classes and every builtin family (the analytical model's CPU class).
+``wi``         CPU devices: ``wi_<class>_gops``, the rate of one dependent chain per work-item
+               with no loop, which the runtime vectorizes across work-items: what ordinary
+               vectorized kernel code runs at (the peak kernels' 8 chains per work-item give
+               instruction-level parallelism kernels rarely have).
 ``bandwidth``  read bandwidth against working-set size (a curve), cache levels found as
                plateaus of that curve (``bw_level<i>_gbs``, ``cache_level<i>_bytes``) and
                ``dram_bw_gbs``, the plateau of the largest working sets.
@@ -23,10 +27,13 @@ What each benchmark reports (names as in :data:`calib.profile.VALUE_NAMES`):
                (``latency_level<i>_ns``) and ``dram_latency_ns``. Latency is the slope of kernel
                time against the number of dependent loads (the kernel builds its chain first;
                the slope removes that cost).
-``wg``         ``wg_overhead_us``: slope of device time against the number of work-groups of a
-               kernel whose work-items do nothing.
-``barrier``    ``barrier_ns``: slope of device time against the number of barriers in a loop
-               (one work-group per compute unit; 0 barriers is the kernel without).
+``wg``         ``wg_overhead_us`` and ``wi_overhead_ns``: ``T = launch + n_wg (a + b lsize)``
+               fit over local sizes 1 to 1024 at two totals, of the empty kernel (relative
+               residuals).
+``barrier``    ``barrier_ns`` (per work-group) and ``barrier_wi_ns`` (per work-item): for each of
+               a few local sizes the slope of device time against the number of barriers in a
+               loop whose regions update one local value per work-item (one work-group per
+               compute unit), then a line of those slopes against the local size.
 ``host``       ``host_launch_latency_us`` (host wall time of enqueue + wait for an empty kernel)
                and ``host_launch_throughput_us`` (host wall time per launch of many back-to-back
                launches), measured in a separate process through the backend, because the
@@ -67,8 +74,9 @@ from typing import Any, Protocol
 import numpy as np
 
 from calib import kernels as K
-from calib.fits import Plateau, find_plateaus, linear_fit
+from calib.fits import Plateau, find_plateaus, linear_fit, relative_linear_fit
 from calib.host_bench import measure_host_overhead
+from calib.host_caches import DRAM_FACTOR, MARGIN, SYSFS_CACHE, CacheLevel, host_cache_levels, level_windows
 from calib.profile import Curve, DeviceIdentity, DeviceProfile
 from instrument.backends import DeviceInfo
 from instrument.runner import TimingPolicy
@@ -81,11 +89,15 @@ KiB = 1024
 MiB = 1024 * KiB
 MAX_ITERS = (1 << 31) - 1
 
-BENCHES = ("launch", "peak", "scalar", "bandwidth", "local", "latency", "wg", "barrier", "host", "energy")
+BENCHES = ("launch", "peak", "scalar", "wi", "bandwidth", "local", "latency", "wg", "barrier", "host", "energy")
 #: classes of the scalar benchmark (quick: arithmetic and the three classic builtins)
 SCALAR_CLASSES = ("fp32_add", "fp32_mul", "fp32_fma", "fp32_div", "fp64_fma", "int32_add", "int32_mul",
                   *K.BUILTIN_OP_CLASSES)
 QUICK_SCALAR_CLASSES = ("fp32_add", "fp32_fma", "fp32_div", "int32_add", "sin", "exp", "sqrt")
+#: classes of the work-item-vectorized benchmark (``wi``; quick: the first four). Not int32_mul: a
+#: straight-line chain ``a = a * s`` is folded into one multiply by ``s^64`` (measured 503 Gop/s);
+#: the model scales its peak by the fp32 FMA ratio instead
+WI_CLASSES = ("fp32_fma", "fp32_add", "fp32_mul", "int32_add", "fp32_div", "fp64_fma")
 DEFAULT_CLASSES = tuple(K.OP_CLASSES)
 QUICK_CLASSES = ("fp32_add", "fp32_mul", "fp32_fma", "fp64_fma", "int32_add", "int32_mul",
                  "fp32_div", "sin", "exp", "sqrt")
@@ -118,6 +130,7 @@ class CalibOptions:
     max_load: float | None = None                 # CPU devices: refuse to measure above this load average
     statistic: str = "median"                     # launch time used: median (as the datasets) or min
     load_wait_s: float = 30.0                     # how long a benchmark waits for the load to drop
+    host_caches: list[CacheLevel] | None = None   # CPU devices: cache levels (default: the OS's report; [] none)
 
     @property
     def launch_target_s(self) -> float:
@@ -495,6 +508,48 @@ class Calibrator:
                 f"{r.time_s * 1e6:.0f} us per launch ({self.opt.statistic}; launch spread IQR/median "
                 f"{r.spread:.3f}){ratio}"))
 
+    def bench_wi(self) -> None:
+        """CPU devices: ``wi_<class>_gops``, the rate of one dependent chain per work-item that the
+        runtime vectorizes across work-items (:func:`calib.kernels.wi_kernel`): what ordinary
+        vectorized kernel code runs at. The work-item count is scaled until a launch takes the
+        target time."""
+        if "CPU" not in (self.device.type or "").upper():
+            self.profile.notes.append("wi: not a CPU device; skipped")
+            return
+        classes: tuple[str, ...] = WI_CLASSES[:4] if self.opt.quick else WI_CLASSES
+        if self.opt.op_classes:
+            classes = tuple(c for c in classes if c in self.opt.op_classes)
+        ls = _pow2_floor(min(self.max_wg, 1024))      # large groups: few per-group overheads in the time
+        target = self.opt.launch_target_s
+        for cls in classes:
+            c = K.OP_CLASSES[cls]
+            kern = K.wi_kernel(cls)
+            ops_item = K.WI_UPDATES * c.ops_per_update
+            items = self.cu * ls * 4
+            t = 0.0
+            m = None
+            for _ in range(6):
+                cfg = LaunchConfig((items,), (ls,), [ArgBinding("out", "buffer", c.base, items, init="zeros"),
+                                                     ArgBinding("s", "scalar", c.base, value=c.s),
+                                                     ArgBinding("t", "scalar", c.base, value=c.t)])
+                m = self.measure(kern, cfg, f"wi {cls} x{items}", quiet_compile_error=True)
+                if m is None:
+                    break
+                t = self._stat(m) * 1e-6
+                if t >= 0.5 * target or items >= 1 << 24:
+                    break
+                items = int(min(1 << 24, items * max(2, _pow2_floor(int(target / max(t, 1e-7))))))
+            if m is None or t <= 0:
+                self.profile.notes.append(f"wi {cls}: failed or unsupported; no value")
+                continue
+            rate = items * ops_item / t
+            peak = self.state.op_best.get(cls)
+            ratio = f"; {peak.rate / rate:.1f}x below the peak (8 chains per work-item)" if peak else ""
+            self.profile.set(f"wi_{cls}_gops", rate / 1e9, "Gop/s", self.source("wi"), notes=(
+                f"{c.description}; one chain of {K.WI_UPDATES} dependent updates per work-item, no loop, "
+                f"{items} work-items in work-groups of {ls}: {t * 1e6:.0f} us per launch "
+                f"({self.opt.statistic}){ratio}"))
+
     # -- bandwidth -------------------------------------------------------------------------
 
     def _cap_bytes(self) -> int:
@@ -616,6 +671,8 @@ class Calibrator:
                   + (f"; {stopped}" if stopped else ""))
         if stopped:
             self.profile.notes.append(f"bandwidth: {stopped}")
+        if self._bandwidth_levels_from_host(xs, ys, src):
+            return
         plats = find_plateaus(xs, ys, min_step=1.35, decreasing=True)
         self.state.bw_plateaus = plats
         priv = (f"; the working set is spread over {self.cu} compute units (a private cache per unit "
@@ -636,6 +693,120 @@ class Calibrator:
             f"plateau of the largest working sets ({fmt_bytes(d.x_lo)} to {fmt_bytes(d.x_hi)}, "
             f"{d.n_points} points); largest measured {fmt_bytes(largest)}: if that is not several times the "
             f"last-level cache, this is an upper bound of main-memory bandwidth"))
+
+    # -- cache levels of a CPU device from the host's own report ----------------------------
+
+    def host_levels(self) -> list[CacheLevel]:
+        """The host's data cache levels when the device is the host CPU (a CPU device with no more
+        compute units than the host has CPUs), else ``[]`` (levels then come from the curve)."""
+        if "CPU" not in (self.device.type or "").upper():
+            return []
+        if self.opt.host_caches is not None:
+            return self.opt.host_caches
+        return host_cache_levels() if self.cu <= (os.cpu_count() or 0) else []
+
+    def _bandwidth_levels_from_host(self, xs: list[float], ys: list[float], src: str) -> bool:
+        """Level values of the bandwidth sweep with the host's cache capacities as boundaries:
+        each level's bandwidth is the median of the sweep points well inside it
+        (:func:`calib.host_caches.level_windows`); False when the host does not report its caches
+        or no point lies inside any level."""
+        levels = self.host_levels()
+        if not levels:
+            return False
+        caps = [float(lv.total_bytes(self.cu)) for lv in levels]
+        wins = level_windows(caps)
+        x = np.asarray(xs)
+        y = np.asarray(ys)
+        i = 0
+        plats: list[Plateau] = []
+
+        def plateau(sel: np.ndarray) -> Plateau:
+            idx = np.flatnonzero(sel)
+            return Plateau(float(x[sel].min()), float(x[sel].max()), float(np.median(y[sel])), int(sel.sum()),
+                           int(idx[0]), int(idx[-1]))
+
+        for lv, cap, (lo, hi) in zip(levels, caps, wins):
+            sel = (x > lo) & (x <= hi)
+            if not sel.any():
+                continue
+            plats.append(plateau(sel))
+            self.profile.set(f"bw_level{i}_gbs", float(np.median(y[sel])), "GB/s", src, notes=(
+                f"L{lv.level}: median read bandwidth of the {int(sel.sum())} working sets from "
+                f"{fmt_bytes(float(x[sel].min()))} to {fmt_bytes(float(x[sel].max()))} (inside the level: "
+                f"above {MARGIN:g} x the level before, below capacity / {MARGIN:g}); "
+                f"spread {float(np.ptp(y[sel]) / np.median(y[sel])) * 100:.0f} % (max - min) / median"))
+            self.profile.set(f"cache_level{i}_bytes", cap, "B", "host: " + str(SYSFS_CACHE), notes=(
+                f"L{lv.level} data cache as the operating system reports it: {fmt_bytes(lv.size_bytes)} per "
+                f"instance, one instance per {lv.sharing} CPU(s), {fmt_bytes(cap)} over {self.cu} compute units"))
+            self.profile.set(f"cache_level{i}_cores", float(lv.sharing), "count", "host: " + str(SYSFS_CACHE),
+                             notes=f"CPUs sharing one instance of L{lv.level} (1: private to a core)")
+            i += 1
+        lo, _ = wins[-1]
+        sel = x >= lo
+        upper = ""
+        if not sel.any():
+            sel = x > caps[-1]
+            upper = (f"; no working set reached {DRAM_FACTOR:g} x the last cache level ({fmt_bytes(lo)}), so this "
+                     f"is the median above its capacity: an upper bound of main-memory bandwidth")
+        if not sel.any():
+            self.state.bw_plateaus = plats
+            if not plats:
+                return False
+            top = plats[-1]
+            self.profile.set("dram_bw_gbs", top.value, "GB/s", src, notes=(
+                f"no working set above the last cache level ({fmt_bytes(caps[-1])}; largest measured "
+                f"{fmt_bytes(max(xs))}): the bandwidth of the largest level reached, an upper bound of main-memory "
+                f"bandwidth"))
+            return True
+        plats.append(plateau(sel))
+        self.state.bw_plateaus = plats
+        dram = float(np.median(y[sel]))
+        note = (f"median of the {int(sel.sum())} working sets from {fmt_bytes(float(x[sel].min()))} to "
+                f"{fmt_bytes(float(x[sel].max()))}{upper}")
+        self.profile.set(f"bw_level{i}_gbs", dram, "GB/s", src, notes=note + "; main memory")
+        self.profile.set("dram_bw_gbs", dram, "GB/s", src, notes=note)
+        return True
+
+    def _latency_levels_from_host(self, xs: list[float], ys: list[float], r2s: list[float | None],
+                                  src: str) -> bool:
+        """Latency per level with the host's cache sizes as boundaries (one work-item: one core
+        alone, so one instance of each level); see :meth:`_bandwidth_levels_from_host`."""
+        levels = self.host_levels()
+        if not levels:
+            return False
+        caps = [float(lv.size_bytes) for lv in levels]
+        wins = level_windows(caps)
+        x = np.asarray(xs)
+        y = np.asarray(ys)
+        i = 0
+
+        def worst_r2(sel: np.ndarray) -> float | None:
+            r = [v for j in np.flatnonzero(sel) if (v := r2s[j]) is not None]
+            return float(min(r)) if r else None
+
+        for lv, cap, (lo, hi) in zip(levels, caps, wins):
+            sel = (x > lo) & (x <= hi)
+            if not sel.any():
+                continue
+            self.profile.set(f"latency_level{i}_ns", float(np.median(y[sel])), "ns", src, r2=worst_r2(sel), notes=(
+                f"L{lv.level}: median over the {int(sel.sum())} working sets from {fmt_bytes(float(x[sel].min()))} "
+                f"to {fmt_bytes(float(x[sel].max()))} (inside one instance of {fmt_bytes(cap)}); r2 is the worst "
+                f"of the per-size time-vs-steps fits"))
+            self.profile.set(f"latency_level{i}_bytes", cap, "B", "host: " + str(SYSFS_CACHE),
+                             notes=f"L{lv.level}: one instance, as the operating system reports it")
+            i += 1
+        lo, _ = wins[-1]
+        sel = x >= lo
+        upper = ""
+        if not sel.any():
+            sel = x > caps[-1]
+            upper = f"; no working set reached {DRAM_FACTOR:g} x the last cache level: a lower bound"
+        if not sel.any():
+            return i > 0
+        self.profile.set("dram_latency_ns", float(np.median(y[sel])), "ns", src, r2=worst_r2(sel), notes=(
+            f"median of the {int(sel.sum())} working sets from {fmt_bytes(float(x[sel].min()))} to "
+            f"{fmt_bytes(float(x[sel].max()))}{upper}; random order over 4 KiB pages includes TLB misses"))
+        return True
 
     # -- local memory ----------------------------------------------------------------------
 
@@ -752,6 +923,8 @@ class Calibrator:
                   + (f"; {stopped}" if stopped else ""))
         if stopped:
             self.profile.notes.append(f"latency: {stopped}")
+        if self._latency_levels_from_host(xs, ys, r2s, src):
+            return
         plats = find_plateaus(xs, ys, min_step=1.5, decreasing=False)
         for i, p in enumerate(plats):
             r2 = [r for r in r2s[p.first:p.last + 1] if r is not None]
@@ -771,65 +944,114 @@ class Calibrator:
     # -- work-group overhead ---------------------------------------------------------------
 
     def bench_wg(self) -> None:
-        ls = max(1, min(self.mult, self.max_wg))
-        factors = [1, 16, 256, 1024] if self.opt.quick else [1, 4, 16, 64, 256, 1024, 4096]
-        kern = K.nop_kernel()
-        xs: list[float] = []
+        """Per-work-group cost as a function of the local size: empty work-groups of every power of
+        two from 1 to the largest (at most 1024) work-items, at two totals (``G`` and ``G / 8``
+        work-items), fit as ``T = launch + n_wg (a + b lsize)`` = ``launch + a n_wg + b G`` with
+        relative residuals. A fixed total alone cannot separate ``b`` from the launch; the small
+        local sizes give hundreds of thousands of work-groups, so the slope rests on launches of
+        milliseconds, not on the few microseconds of a handful of work-groups.
+
+        The kernel is :func:`calib.kernels.empty_kernel`, so ``b`` is what the runtime spends per
+        work-item that does nothing (PoCL removes the empty work-item loop: b ~ 0, a 6.6 ns on
+        this 2-core device). The idle kernel (:func:`calib.kernels.nop_kernel`, a compare and a
+        never-taken store) gives b = 0.23 ns per work-item here: its own body run as scalar code,
+        which the model already charges from a kernel's operation counts (charged again, it
+        moved ds1's streaming kernels such as ew_saxpy from 0.95x to 2.7x their measured time)."""
+        kern = K.empty_kernel()
+        top = _pow2_floor(min(self.max_wg, 1024))
+        lsizes = [1 << i for i in range(top.bit_length())]
+        if self.opt.quick:
+            lsizes = [ls for ls in lsizes if ls.bit_length() % 2 == 1 or ls == top]
+        big = self.cu * (1 << 16 if self.opt.quick else 1 << 17)
+        rows: list[tuple[float, float]] = []
         ys: list[float] = []
-        for f in factors:
-            n_wg = self.cu * f
-            if n_wg * ls >= 1 << 31:
-                break
-            cfg = LaunchConfig((n_wg * ls,), (ls,), [ArgBinding("a", "buffer", "uint", 1, init="zeros"),
-                                                     ArgBinding("flag", "scalar", "uint", value=0xFFFFFFFF)])
-            m = self.measure(kern, cfg, f"work-groups x{n_wg}")
-            if m is None:
-                continue
-            assert m.time is not None
-            xs.append(float(n_wg))
-            ys.append(self._stat(m))
-        if len(xs) < 2:
+        for total in (big // 8, big):
+            for ls in lsizes:
+                n_wg = total // ls
+                if n_wg < 1:
+                    continue
+                cfg = LaunchConfig((total,), (ls,), [ArgBinding("a", "buffer", "uint", 1, init="zeros")])
+                m = self.measure(kern, cfg, f"work-groups {n_wg} of {ls}")
+                if m is None:
+                    continue
+                rows.append((float(n_wg), float(total)))
+                ys.append(self._stat(m))
+        if len(ys) < 4:
             return
-        fit = linear_fit(xs, ys)
-        self.profile.set("wg_overhead_us", fit.slope, "us", self.source("wg"), r2=fit.r2, notes=(
-            f"slope of device time against work-groups of {ls} idle work-items ({int(min(xs))} to "
-            f"{int(max(xs))} work-groups), whole device with {self.cu} compute units in parallel; "
-            f"intercept {fit.intercept:.3g} us"))
+        try:
+            fit = relative_linear_fit(rows, ys)
+        except ValueError as e:
+            self.profile.notes.append(f"wg: no fit ({e})")
+            return
+        a_us, b_us = fit.coef
+        src = self.source("wg")
+        span = (f"{len(ys)} launches: local sizes {lsizes[0]} to {lsizes[-1]} at {big // 8} and {big} work-items "
+                f"({int(min(r[0] for r in rows))} to {int(max(r[0] for r in rows))} work-groups), whole device with "
+                f"{self.cu} compute units; fit T = launch + n_wg (a + b lsize) with relative residuals, launch "
+                f"{fit.intercept:.3g} us")
+        clamp = " (the fit gave {:.3g}; a cost cannot be negative)"
+        self.profile.set("wg_overhead_us", max(a_us, 0.0), "us", src, r2=fit.r2,
+                         notes="a: " + span + (clamp.format(a_us) if a_us < 0 else ""))
+        self.profile.set("wi_overhead_ns", max(b_us, 0.0) * 1e3, "ns", src, r2=fit.r2,
+                         notes="b: " + span + (clamp.format(b_us * 1e3) if b_us < 0 else ""))
 
     # -- barriers --------------------------------------------------------------------------
 
     def bench_barrier(self) -> None:
-        ls = self.ls
-        n_wg = self.cu
+        """Cost of a barrier per work-group and per work-item: for each local size, the slope of
+        time against the number of barriers of :func:`calib.kernels.barrier_kernel` (one
+        work-group per compute unit), then a line of those slopes against the local size."""
         kern = K.barrier_kernel()
+        n_wg = self.cu
+        cap = min(self.max_wg, 1024, max(1, self.device.local_mem_bytes // 8))
+        lsizes = sorted({ls for ls in (16, 64, 256, 1024) if ls <= cap} or {_pow2_floor(cap)})
+        target = self.opt.launch_target_s
 
-        def cfg(nb: int) -> LaunchConfig:
-            return LaunchConfig((n_wg * ls,), (ls,), [ArgBinding("out", "buffer", "uint", n_wg, init="zeros"),
+        def cfg(ls: int, nb: int) -> LaunchConfig:
+            return LaunchConfig((n_wg * ls,), (ls,), [ArgBinding("out", "buffer", "float", n_wg * ls, init="zeros"),
+                                                      ArgBinding("l", "local", "float", ls),
                                                       ArgBinding("nb", "scalar", "uint", value=int(nb))])
 
         xs: list[float] = []
-        ys: list[float] = []
-        m0 = self.measure(kern, cfg(0), "barrier x0")
-        probe = 1024
-        m1 = self.measure(kern, cfg(probe), f"barrier x{probe}")
-        if m0 is None or m1 is None:
-            return
-        assert m0.time is not None and m1.time is not None
-        xs += [0.0, float(probe)]
-        ys += [self._stat(m0), self._stat(m1)]
-        per = max((self._stat(m1) - self._stat(m0)) * 1e-6 / probe, 1e-10)
-        n_max = int(min(1 << 28, max(4 * probe, self.opt.launch_target_s / per)))
-        for nb in ([n_max] if self.opt.quick else [n_max // 2, n_max]):
-            m = self.measure(kern, cfg(nb), f"barrier x{nb}")
-            if m is None:
+        per: list[float] = []
+        details: list[str] = []
+        for ls in lsizes:
+            m0 = self.measure(kern, cfg(ls, 0), f"barrier wg{ls} x0")
+            probe = 256
+            m1 = self.measure(kern, cfg(ls, probe), f"barrier wg{ls} x{probe}")
+            if m0 is None or m1 is None:
                 continue
-            assert m.time is not None
-            xs.append(float(nb))
-            ys.append(self._stat(m))
-        fit = linear_fit(xs, ys)
-        self.profile.set("barrier_ns", fit.slope * 1e3, "ns", self.source("barrier"), r2=fit.r2, notes=(
-            f"slope of device time against barriers in a loop (0 to {int(max(xs))}), {n_wg} work-groups of "
-            f"{ls} work-items (one per compute unit); time per barrier per work-group"))
+            pts_n, pts_t = [0.0, float(probe)], [self._stat(m0), self._stat(m1)]
+            est = max((pts_t[1] - pts_t[0]) * 1e-6 / probe, 1e-10)
+            n_max = int(min(1 << 26, max(4 * probe, target / est)))
+            for nb in ([n_max] if self.opt.quick else [n_max // 2, n_max]):
+                m = self.measure(kern, cfg(ls, nb), f"barrier wg{ls} x{nb}")
+                if m is not None:
+                    pts_n.append(float(nb))
+                    pts_t.append(self._stat(m))
+            f = linear_fit(pts_n, pts_t)
+            xs.append(float(ls))
+            per.append(f.slope * 1e3)        # ns per barrier per work-group
+            details.append(f"{ls}: {f.slope * 1e3:.3g} ns")
+        if not xs:
+            return
+        src = self.source("barrier")
+        how = (f"slopes of device time against barriers in a loop whose regions update one local value per "
+               f"work-item, {n_wg} work-groups (one per compute unit), per barrier per work-group by local size: "
+               + ", ".join(details))
+        if len(xs) < 2:
+            self.profile.set("barrier_ns", per[0], "ns", src, notes=how)
+            return
+        fit = linear_fit(xs, per)
+        # the per-group part is the time of a barrier in the smallest group, measured directly:
+        # the intercept of the line is the small difference of large numbers (under load its
+        # spread over 3 runs was 320 %), and a runtime may run a group of one vector's width
+        # quite differently (PoCL: 0.13 ns per work-item in groups of 16, 1.3 ns from 64 up)
+        self.profile.set("barrier_ns", per[0], "ns", src, notes=(
+            f"per barrier of a group of {int(xs[0])} work-items (the smallest measured; the line's intercept "
+            f"is {fit.intercept:.3g} ns); " + how))
+        self.profile.set("barrier_wi_ns", max(fit.slope, 0.0), "ns", src, r2=fit.r2,
+                         notes="slope of a line over local sizes; " + how)
 
     # -- host-side launch overhead ---------------------------------------------------------
 

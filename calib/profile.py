@@ -31,6 +31,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from kernelcast.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -59,11 +61,15 @@ VALUE_NAMES: dict[str, tuple[str, str]] = {
     "peak_fp32_gflops": ("GFLOP/s", "fp32 FMA rate x 2"),
     "peak_fp64_gflops": ("GFLOP/s", "fp64 FMA rate x 2"),
     "peak_{cls}_gops": ("Gop/s", "operations per second of one class (an FMA is one op)"),
+    "wi_{cls}_gops": ("Gop/s", "rate of one dependent chain per work-item vectorized across work-items (CPU devices)"),
     "scalar_{cls}_gops": ("Gop/s", "rate of scalar code: one work-item per lane, not vectorized (CPU devices)"),
     # memory
     "dram_bw_gbs": ("GB/s", "main-memory (global) bandwidth: large-working-set plateau"),
     "bw_level{i}_gbs": ("GB/s", "read bandwidth of cache level i"),
-    "cache_level{i}_bytes": ("B", "largest working set that still ran at level i's bandwidth"),
+    "cache_level{i}_bytes": ("B", "capacity of cache level i over all compute units (CPU devices: as the host "
+                                  "reports it; otherwise the largest working set that still ran at level i's "
+                                  "bandwidth)"),
+    "cache_level{i}_cores": ("count", "compute units sharing one instance of cache level i (1: private); CPU devices"),
     "bw_local_gbs": ("GB/s", "local (shared) memory read bandwidth"),
     "latency_level{i}_ns": ("ns", "dependent-load latency of level i (pointer chasing)"),
     "latency_level{i}_bytes": ("B", "largest working set at level i's latency"),
@@ -73,7 +79,10 @@ VALUE_NAMES: dict[str, tuple[str, str]] = {
     "host_launch_latency_us": ("us", "host wall time enqueue -> completion of an empty kernel"),
     "host_launch_throughput_us": ("us", "host wall time per launch of back-to-back empty kernels"),
     "wg_overhead_us": ("us", "device time per extra work-group (slope), whole device"),
-    "barrier_ns": ("ns", "device time per work-group barrier (slope)"),
+    "wi_overhead_ns": ("ns", "device time per work-item of idle work-groups (fit with wg_overhead_us over local "
+                             "sizes: launch + n_wg (a + b lsize)), whole device"),
+    "barrier_ns": ("ns", "device time per barrier of the smallest work-group measured (16 work-items)"),
+    "barrier_wi_ns": ("ns", "device time per barrier per work-item of the group (slope over local sizes)"),
     "calib_host_load": ("1", "largest host 1-minute load average seen during calibration"),
     # energy (present only with a meter)
     "idle_power_w": ("W", "device power with nothing running"),
@@ -96,6 +105,24 @@ class ProfileError(InputError, ValueError):
     """A profile file that cannot be read: the message is one line naming what is wrong."""
 
 
+class ProfileDeviceMismatch(ProfileError):
+    """A profile of another device type than the device or dataset it is asked to predict."""
+
+
+#: OpenCL device types a profile can describe, in the order a type string is searched for them
+DEVICE_CLASSES = ("GPU", "CPU", "ACCELERATOR")
+
+
+def device_class(device_type: str | None) -> str:
+    """``GPU``, ``CPU`` or ``ACCELERATOR`` from an OpenCL device type string (``"CPU"``,
+    ``"GPU"``, ``"ACCELERATOR | DEFAULT"``, ...); ``""`` when it names none of them."""
+    t = (device_type or "").upper()
+    for c in DEVICE_CLASSES:
+        if c in t:
+            return c
+    return ""
+
+
 @dataclass
 class ProfileValue:
     """One value with its units and where it came from."""
@@ -107,6 +134,8 @@ class ProfileValue:
     notes: str = ""
     measured_on: str = ""         # published values: the GPU the source measured it on
     transferred: bool = False     # measured on another GPU than the profile's, used here as an approximation
+    runs: int = 0                 # calib --runs N: how many runs measured it (0: one run, no spread)
+    spread: float | None = None   # calib --runs N: (max - min) / |median| over the runs
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -114,6 +143,10 @@ class ProfileValue:
             d.pop("measured_on")
         if not self.transferred:
             d.pop("transferred")
+        if not self.runs:
+            d.pop("runs")
+        if self.spread is None:
+            d.pop("spread")
         return d
 
     @classmethod
@@ -132,9 +165,17 @@ class ProfileValue:
         tr = d.get("transferred", False)
         if not isinstance(tr, bool):
             raise ProfileError(f"value {name!r} has a non-boolean 'transferred': {tr!r}")
+        runs = d.get("runs", 0)
+        if isinstance(runs, bool) or not isinstance(runs, int) or runs < 0:
+            raise ProfileError(f"value {name!r} has a 'runs' that is not a count: {runs!r}")
+        spread = d.get("spread")
+        if spread is not None and (isinstance(spread, bool) or not isinstance(spread, (int, float))
+                                   or not math.isfinite(spread) or spread < 0):
+            raise ProfileError(f"value {name!r} has a 'spread' that is not a non-negative number: {spread!r}")
         return cls(value=v, units=str(d["units"]), source=str(d["source"]),
                    r2=None if r2 is None else float(r2), notes=str(d.get("notes", "")),
-                   measured_on=str(d.get("measured_on", "")), transferred=tr)
+                   measured_on=str(d.get("measured_on", "")), transferred=tr, runs=runs,
+                   spread=None if spread is None else float(spread))
 
 
 @dataclass
@@ -250,7 +291,33 @@ class DeviceProfile:
         age = self.age_days()
         when = f"created {self.created[:19]}" + (f", {age:.1f} days old" if age is not None else "")
         src = f" from {self.origin}" if self.origin else ""
+        runs = max((v.runs for v in self.values.values()), default=0)
+        if runs > 1:
+            spreads = [v.spread for v in self.values.values() if v.spread is not None and v.runs > 1]
+            when += f"; median of {runs} calibration runs" + (
+                f", median spread {float(np.median(spreads)) * 100:.1f} %" if spreads else "")
         return f"profile {self.device.name or '?'} ({self.kind}{src}; {when})"
+
+    @property
+    def device_class(self) -> str:
+        """The type of device this profile describes (:func:`device_class` of its device type;
+        a profile without one that gives GPU occupancy limits is a GPU profile); ``""`` unknown."""
+        c = device_class(self.device.device_type)
+        if not c and "max_warps_per_cu" in self.values:
+            return "GPU"
+        return c
+
+    def check_device_type(self, device_type: str | None, what: str) -> None:
+        """Refuse (:class:`ProfileDeviceMismatch`, one line) to predict ``what`` (a device or a
+        dataset, e.g. ``"device 'pthread-AMD EPYC'"``) of OpenCL type ``device_type`` with this
+        profile when both types are known and differ: a GPU profile's occupancy, warps and
+        bandwidths say nothing about a CPU device, and the other way round. Unknown types pass."""
+        mine, theirs = self.device_class, device_class(device_type)
+        if mine and theirs and mine != theirs:
+            raise ProfileDeviceMismatch(
+                f"profile {self.device.name or '?'} describes a {mine} device but {what} is a {theirs}: a profile "
+                f"predicts only its own type of device (calibrate this one with 'kernelcast calib --out "
+                f"PROFILE.json', or give a {theirs} profile)")
 
     def get(self, name: str, default: float | None = None) -> float | None:
         """The value called ``name``, or ``default`` when the profile does not have it."""
@@ -370,6 +437,75 @@ class DeviceProfile:
                 tmp.unlink()
         log.debug("wrote profile %s (%d values)", p, len(self.values))
         return p
+
+
+# ---------------------------------------------------------------------------------------------
+# several calibration runs -> one profile
+
+
+#: values combined by their largest run rather than the median (a load seen in any run counts)
+_MAX_OF_RUNS = ("calib_host_load",)
+
+
+def spread_of(values: list[float]) -> float:
+    """``(max - min) / |median|`` of repeated measurements (0 for one value; ``inf`` when the
+    median is 0 but the values differ)."""
+    if len(values) < 2:
+        return 0.0
+    med = float(np.median(values))
+    rng = float(max(values) - min(values))
+    if rng == 0:
+        return 0.0
+    return rng / abs(med) if med != 0 else math.inf
+
+
+def combine_runs(runs: list[DeviceProfile]) -> DeviceProfile:
+    """One profile from several calibrations of the same device (``calib --runs N``): every
+    value is the median over the runs that measured it, with ``runs`` and ``spread`` (max - min
+    over |median|) recorded on it; ``calib_host_load`` is the largest; curves are the pointwise
+    median at the working sets every run measured; the notes say how the runs differed. A value
+    that only some runs produced says so in its notes."""
+    if not runs:
+        raise ValueError("no calibration runs to combine")
+    first = runs[0]
+    out = DeviceProfile(device=first.device, kind=first.kind, meter=first.meter, tool=first.tool)
+    n = len(runs)
+    names = list(dict.fromkeys(k for p in runs for k in p.values))
+    worst: list[tuple[float, str]] = []
+    for name in names:
+        have = [p.values[name] for p in runs if name in p.values]
+        vals = [v.value for v in have]
+        combined = max(vals) if name in _MAX_OF_RUNS else float(np.median(vals))
+        r2s = [v.r2 for v in have if v.r2 is not None]
+        sp = spread_of(vals)
+        if sp > 0 and name not in _MAX_OF_RUNS:
+            worst.append((sp, name))
+        runs_txt = ", ".join(f"{v:.4g}" for v in vals)
+        note = (f"{'largest' if name in _MAX_OF_RUNS else 'median'} of {len(have)} runs ({runs_txt})"
+                + (f"; measured by {len(have)} of {n} runs" if len(have) < n else "")
+                + (f"; run 1: {have[0].notes}" if have[0].notes else ""))
+        out.values[name] = ProfileValue(value=combined, units=have[0].units, source=have[0].source,
+                                        r2=min(r2s) if r2s else None, notes=note, runs=len(have),
+                                        spread=None if not math.isfinite(sp) else sp)
+    for cname in dict.fromkeys(c for p in runs for c in p.curves):
+        cs = [p.curves[cname] for p in runs if cname in p.curves]
+        common = sorted(set(cs[0].x).intersection(*[set(c.x) for c in cs[1:]]))
+        if not common:
+            continue
+        ys = [float(np.median([c.y[c.x.index(x)] for c in cs])) for x in common]
+        c0 = cs[0]
+        out.curves[cname] = Curve(common, ys, c0.x_units, c0.y_units, c0.source,
+                                  notes=f"pointwise median of {len(cs)} runs at the {len(common)} working sets all "
+                                        f"measured; run 1: {c0.notes}")
+    worst.sort(reverse=True)
+    finite = [s for s, _ in worst if math.isfinite(s)]
+    out.notes.append(
+        f"calib --runs {n}: each value is the median of the runs (its 'spread' is (max - min) / median); "
+        + (f"median spread {float(np.median(finite)) * 100:.1f} % over {len(finite)} values that differ, largest: "
+           + ", ".join(f"{nm} {s * 100:.0f} %" for s, nm in worst[:5]) if worst else "every value was the same"))
+    for i, p in enumerate(runs, 1):
+        out.notes.extend(f"run {i}: {note}" for note in p.notes)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -17,9 +17,15 @@ work-groups on ``a = min(w, CU)`` active compute units::
 ``BW(level)`` is the bandwidth of the smallest cache level that holds the working set (the sum of
 the kernel's buffers), from the calibrated bandwidth curve, else main memory. On a CPU device
 (the profile's device type) each work-group is a task run by one core; the compute rates are the
-vectorized peaks when the runtime vectorizes the work-item loop and the scalar rates
+rates of one dependent chain per work-item vectorized across work-items (``wi_<class>_gops``,
+else the peaks) when the runtime vectorizes the work-item loop and the scalar rates
 (``scalar_<class>_gops``, else 1/8 of the peak) when it does not (:func:`cpu_vectorizable`: a loop
-left after unrolling, an atomic, a call of a full-precision transcendental builtin). Special
+left after unrolling, unless its trip count is uniform in a kernel with barriers; an atomic; a
+call of a full-precision transcendental builtin). A CPU work-group costs ``a + b lsize``
+(``wg_overhead_us``, ``wi_overhead_ns``), a barrier ``barrier_ns + barrier_wi_ns lsize`` per
+group (each barrier is a pass over the group's work-items), and a cache level holds the
+working set when each busy core's share fits each core's share of the level
+(``cache_level<i>_cores``: private or shared). Special
 functions are charged per builtin family (``bi_*`` counts, ``peak_<family>_gops``), not at one
 mean rate. For GPU profiles
 the per-wave cost follows Hong and Kim's MWP/CWP cases instead (memory warp parallelism limited
@@ -116,6 +122,11 @@ class DeviceParams:
     is_cpu: bool = False
     builtin_rates: dict[str, float] = field(default_factory=dict)   # bi_* class -> calls/s, vectorized
     scalar_rates: dict[str, float] = field(default_factory=dict)    # op / bi_* class -> ops/s, not vectorized
+    wi_rates: dict[str, float] = field(default_factory=dict)        # op class -> ops/s, one dependent chain
+                                                                    # per work-item vectorized across work-items
+    level_sharing: list[float] = field(default_factory=list)   # per bw level: compute units per instance (0: ?)
+    wi_overhead_s: float = 0.0         # per work-item of a work-group's task, whole device (CPU: work-item loop)
+    barrier_wi_s: float | None = None  # per barrier per work-item (CPU: a region of the split work-item loop)
 
     @classmethod
     def from_profile(cls, p: DeviceProfile, device_info: Any = None) -> DeviceParams:
@@ -150,10 +161,12 @@ class DeviceParams:
         if "fp64_fma" not in rates and fp32:
             rates["fp64_fma"], sources["fp64_fma"] = fp32 * 1e9 / 32, "rule: 1/32 x fp32 (consumer GPUs)"
         levels = []
+        sharing = []
         i = 0
         while (bw := get(f"bw_level{i}_gbs")) is not None:
             size = get(f"cache_level{i}_bytes") or 0
             levels.append((float(size), bw * 1e9))
+            sharing.append(float(get(f"cache_level{i}_cores") or 0.0))
             i += 1
         dram = (get("dram_bw_gbs") or (levels[-1][1] / 1e9 if levels else 100.0)) * 1e9
         clock = get("boost_clock_mhz") or getattr(dev, "max_clock_mhz", None)
@@ -165,19 +178,26 @@ class DeviceParams:
         sources.update(b_sources)
         is_cpu = "CPU" in kind and not is_gpu
         scalar_rates: dict[str, float] = {}
+        wi_rates: dict[str, float] = {}
         if is_cpu:
             scalar_rates, s_sources = _scalar_rates(p, {**rates, **builtin_rates})
             sources.update(s_sources)
+            wi_rates, w_sources = _wi_rates(p, rates)
+            sources.update(w_sources)
         return cls(
-            is_cpu=is_cpu, builtin_rates=builtin_rates, scalar_rates=scalar_rates,
+            is_cpu=is_cpu, builtin_rates=builtin_rates, scalar_rates=scalar_rates, wi_rates=wi_rates,
             name=getattr(dev, "name", "") or "device", is_gpu=bool(is_gpu), compute_units=int(cu), warp=int(warp),
             rates=rates, rate_sources=sources, bw_levels=[lv for lv in levels if lv[0] > 0], dram_bw=dram,
+            level_sharing=[sh for lv, sh in zip(levels, sharing) if lv[0] > 0],
             local_bw=(get("bw_local_gbs") or 0) * 1e9 or None,
             launch_s=(get("launch_overhead_us") or 0.0) * 1e-6, wg_overhead_s=(get("wg_overhead_us") or 0.0) * 1e-6,
             barrier_s=(get("barrier_ns") or 0.0) * 1e-9, max_warps_per_cu=get("max_warps_per_cu"),
             max_wg_per_cu=get("max_wg_per_cu"), local_mem_per_cu=get("local_mem_per_cu_bytes"),
             clock_hz=clock * 1e6 if clock else None, mem_latency_s=lat * 1e-9 if lat else None,
             tdp_w=get("tdp_w"), energy=energy,
+            wi_overhead_s=(get("wi_overhead_ns") or 0.0) * 1e-9 if is_cpu else 0.0,
+            barrier_wi_s=(float(get("barrier_wi_ns") or 0.0) * 1e-9
+                          if is_cpu and get("barrier_wi_ns") is not None else None),
         )
 
     def rate(self, op: str) -> float:
@@ -193,6 +213,14 @@ class DeviceParams:
             return self.builtin_rates[b]
         weight = 2.0 if b.endswith(("pow", "tanh")) else 1.0
         return self.rate("sfu") / weight
+
+    def vector_rate(self, op: str) -> float:
+        """Rate of an arithmetic class in code the runtime vectorizes across work-items (CPU
+        devices): the one-chain-per-work-item rate where calibrated, else the peak."""
+        for c in RATE_CLASSES.get(op, ()):
+            if c in self.wi_rates:
+                return self.wi_rates[c]
+        return self.rate(op)
 
     def scalar_rate(self, op: str) -> float:
         """Rate of code the runtime does not vectorize across work-items (CPU devices)."""
@@ -233,6 +261,27 @@ def _builtin_rates(p: DeviceProfile, rates: dict[str, float]) -> tuple[dict[str,
     return out, src
 
 
+def _wi_rates(p: DeviceProfile, peak: dict[str, float]) -> tuple[dict[str, float], dict[str, str]]:
+    """Rates of a CPU profile for code vectorized across work-items (``wi_<class>_gops``: one
+    dependent chain per work-item, no loop, many work-items): measured, else the class's peak
+    times the measured wi/peak ratio of fp32 FMA; none when the profile has no ``wi_`` values.
+    The peak rates come from kernels with 8 independent chains per work-item, more instruction-level
+    parallelism than kernel code has: a vectorized work-item loop runs one chain per work-item and
+    only the interleaving of a few vectors hides the latency."""
+    out: dict[str, float] = {}
+    src: dict[str, str] = {}
+    ratio = None
+    if p.get("wi_fp32_fma_gops") and "fp32_fma" in peak:
+        ratio = float(p.get("wi_fp32_fma_gops") or 0.0) * 1e9 / peak["fp32_fma"]
+    for c, r in peak.items():
+        val = p.get(f"wi_{c}_gops")
+        if val:
+            out[c], src["wi " + c] = val * 1e9, "profile"
+        elif ratio is not None:
+            out[c], src["wi " + c] = r * min(ratio, 1.0), "profile (peak x wi/peak ratio of fp32 FMA)"
+    return out, src
+
+
 def _scalar_rates(p: DeviceProfile, vec: dict[str, float]) -> tuple[dict[str, float], dict[str, str]]:
     """Scalar (not vectorized across work-items) rates of a CPU profile: ``scalar_<class>_gops``
     where measured, else the vectorized rate times the measured scalar/vector ratio of the
@@ -268,12 +317,30 @@ UNROLL_MAX_TRIP = 16
 SCALAR_FAMILIES = ("bi_log", "bi_sin", "bi_atan", "bi_pow", "bi_tanh", "bi_erf")
 
 
-def cpu_vectorizable(feats: Any) -> tuple[bool, str]:
+def cpu_vectorizable(feats: Any, *, barrier_loops: bool = False) -> tuple[bool, str]:
     """Static estimate of whether a CPU OpenCL runtime (PoCL, Intel) vectorizes the work-item
     loop of a kernel: LLVM's loop vectorizer only handles innermost loops, so a kernel with a loop
     it does not fully unroll runs one work-item per lane of scalar code; atomics and calls of the
     transcendental builtins (:data:`SCALAR_FAMILIES`) are not vectorized. Branches are
-    if-converted (masked stores), gathers use gather instructions."""
+    if-converted (masked stores), gathers use gather instructions.
+
+    Except in a kernel with a work-group barrier: there PoCL splits the work-item loop into
+    parallel regions at the barriers, and it also puts an implicit barrier into every loop whose
+    trip count is the same for all work-items (not ``divergent``), so the work-item loop runs
+    *inside* that loop and is vectorized. Measured on this device (PoCL 3.1, 2 cores, host load
+    1-2): a loop of 2,000 uniform trips of two dependent LCG steps per work-item ran 2.1 ns per
+    trip and work-item per core without a barrier in the kernel and 0.17-0.18 ns with one
+    barrier after the loop (the same 12x with a trip count read from a buffer), but 2.1 ns again
+    when the trip count differs between work-items (``samples + (gid & 1)``) even with the
+    barrier; a 256-trip dot-product loop ran 2.9x faster with a barrier. The same kernels are
+    timed by ``tests/test_cpu_class.py::test_uniform_loop_in_a_barrier_kernel_runs_vectorized_on_this_device``.
+
+    A loop that itself contains a barrier (a tree reduction, a tiled loop) runs one region of
+    the work-item loop per trip; that cost is charged per barrier and work-item
+    (``barrier_wi_ns``, calibrated with such a loop) rather than through the vectorizability of
+    the whole kernel, when ``barrier_loops`` (the profile has that value); without it such a
+    loop makes the kernel scalar, as before. A loop contains a barrier when its trip count is a
+    factor of the kernel's barrier count."""
     for a in getattr(feats, "accesses", []):
         if a.kind == "atomic":
             return False, f"atomic on {a.arg} (line {a.line})"
@@ -281,16 +348,91 @@ def cpu_vectorizable(feats: Any) -> tuple[bool, str]:
     calls = sorted(k[3:] for k in ops if k in SCALAR_FAMILIES)
     if calls:
         return False, "calls of " + ", ".join(calls) + " (scalar math library code)"
-    for lp in getattr(feats, "loops", []):
-        if lp.trip_kind == "dead":
-            continue
+    barrier = _has_barrier(ops)
+    bcount = str(ops.get("barrier", "")) if barrier else ""
+    live = [lp for lp in getattr(feats, "loops", []) if lp.trip_kind != "dead"]
+    deepest = max((lp.depth for lp in live), default=0)
+    uniform_loops = barrier_loops_n = 0
+    for lp in live:
         try:
-            t = float(lp.trip)
+            t: float | None = float(lp.trip)
         except ValueError:
-            return False, f"loop at line {lp.line} with trip count {lp.trip}"
-        if t > UNROLL_MAX_TRIP:
-            return False, f"loop at line {lp.line} with {t:g} trips (not unrolled)"
-    return True, "no loop left after unrolling and no atomics"
+            t = None
+        if barrier and t is None and lp.trip in bcount and not getattr(lp, "divergent", True):
+            # a loop with barriers: its regions are work-item loops of scalar code (measured:
+            # 1.3-2 ns per work-item and barrier for one local update); with no loop inside it
+            # (a tree reduction, a scan) that is the barrier's per-work-item cost; a loop
+            # nested in it (a tiled loop's inner loop) is scalar compute
+            if barrier_loops and lp.depth >= deepest:
+                barrier_loops_n += 1
+                continue
+            return False, (f"loop at line {lp.line} with barriers and trip count {lp.trip}"
+                           + (" and a loop inside" if lp.depth < deepest else ""))
+        if t is not None and t <= UNROLL_MAX_TRIP:
+            continue
+        if barrier and not getattr(lp, "divergent", True):
+            uniform_loops += 1
+            continue
+        if t is None:
+            return False, (f"loop at line {lp.line} with trip count {lp.trip}"
+                           + (" that differs between work-items" if barrier else ""))
+        return False, f"loop at line {lp.line} with {t:g} trips (not unrolled)"
+    why = []
+    if uniform_loops:
+        why.append(f"{uniform_loops} loop(s) with the same trip count in every work-item in a kernel with barriers "
+                   f"(the runtime's implicit loop barriers put the work-item loop inside them)")
+    if barrier_loops_n:
+        why.append(f"{barrier_loops_n} loop(s) with barriers charged per barrier and work-item")
+    return True, "; ".join(why) or "no loop left after unrolling and no atomics"
+
+
+def cpu_throughput_loops(feats: Any) -> list[int]:
+    """Lines of the loops that make a vectorized CPU kernel run at the throughput (peak) rates
+    rather than at the one-chain-per-work-item rates (``wi_<class>_gops``); empty unless every
+    loop that is neither unrolled nor a loop with barriers is one. Such a loop, in a kernel with
+    barriers, has the same trip count in every work-item, no memory access and no loop nested
+    in it: PoCL gives it an implicit barrier, so the work-item loop runs inside it and each trip
+    is a pass over independent work-items. Measured on this device (PoCL 3.1, load 5): two
+    dependent LCG steps (13 operations) per trip ran 0.17-0.34 ns per trip and work-item on one
+    core, an fmax chain 0.12-0.20 ns, whether the loop comes before or after the barrier, two
+    such loops too; without a barrier in the kernel 2.1-2.3 ns. The operation counts are per
+    kernel, not per loop, hence all loops or none: ds1 kernels with a loop that reads memory in
+    every trip (synth_tile_000047, rd_sum_multi_elem, synth_tile2d_000112) ran 3-4x slower than
+    the peak rates, and a uniform loop nested in another (synth_tile_000009) ran scalar, 2.8 ns
+    per trip."""
+    ops = getattr(feats, "ops", {})
+    if not _has_barrier(ops):
+        return []
+    bcount = str(ops.get("barrier", ""))
+    live = [lp for lp in getattr(feats, "loops", []) if lp.trip_kind != "dead"]
+    if max((lp.depth for lp in live), default=0) != 1:
+        return []
+    counts = [str(a.count) for a in getattr(feats, "accesses", [])]
+    out = []
+    for lp in live:
+        try:
+            if float(lp.trip) <= UNROLL_MAX_TRIP:
+                continue
+            constant = True
+        except ValueError:
+            constant = False
+        if not constant and lp.trip in bcount and not getattr(lp, "divergent", True):
+            continue                                  # a loop with barriers: charged per barrier
+        if getattr(lp, "divergent", True) or any(lp.trip in c for c in counts):
+            return []
+        out.append(lp.line)
+    return out
+
+
+def _has_barrier(ops: Any) -> bool:
+    """Whether the kernel has a work-group barrier: a ``barrier`` count that is not constant 0."""
+    c = ops.get("barrier") if hasattr(ops, "get") else None
+    if c is None:
+        return False
+    try:
+        return float(c) > 0
+    except (TypeError, ValueError):
+        return True           # a symbolic count (barriers inside loops)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -412,8 +554,10 @@ class AnalyticalModel(Predictor):
         comp_s_item = np.zeros_like(g)       # seconds of one compute unit per work-item
         flops = np.zeros_like(g)
         vec = True
+        throughput = False
         if d.is_cpu:
-            vec, _why = cpu_vectorizable(feats)
+            vec, _why = cpu_vectorizable(feats, barrier_loops=d.barrier_wi_s is not None)
+            throughput = vec and bool(cpu_throughput_loops(feats))
         families = [b for b in BUILTIN_CLASSES if b in f and np.any(f[b] > 0)]
         for op in RATE_CLASSES:
             cnt = f.get(prefix + op, f.get(op))
@@ -421,7 +565,7 @@ class AnalyticalModel(Predictor):
                 continue
             if op == "sfu" and families:
                 continue        # every special function is charged in its family below
-            rate = d.rate(op) if vec else d.scalar_rate(op)
+            rate = (d.vector_rate(op) if d.is_cpu and not throughput else d.rate(op)) if vec else d.scalar_rate(op)
             comp_s_item = comp_s_item + cnt / (rate / cu)
             if op.startswith("fp"):
                 flops = flops + f[op] * (2 if op.endswith("fma") else 1)
@@ -433,9 +577,18 @@ class AnalyticalModel(Predictor):
         requested = f["global_load_bytes"] + f["global_store_bytes"] + f["global_atomic_bytes"]
         bw = np.full_like(g, d.dram_bw)
         level = np.full(g.shape, len(d.bw_levels), dtype=np.int64)
+        active_cu = np.minimum(n_wg, cu)
         for i in reversed(range(len(d.bw_levels))):
             size, lbw = d.bw_levels[i]
             fits = ws <= size
+            if d.is_cpu and i < len(d.level_sharing) and d.level_sharing[i] > 0:
+                # the working set is spread over the busy cores; one instance of the level holds
+                # size x sharing / CU and is shared by its busy cores: a private level gives each
+                # core size / CU (so one work-group sees 1/CU of an L2's total), the shared last
+                # level gives one busy core all of it
+                sh = d.level_sharing[i]
+                per_core = size * sh / (cu * np.minimum(sh, active_cu))
+                fits = ws / active_cu <= per_core
             bw = np.where(fits, lbw, bw)
             level = np.where(fits, i, level)
         local_s_item = (f["local_bytes"] / (d.local_bw / cu)) if d.local_bw else np.zeros_like(g)
@@ -446,7 +599,7 @@ class AnalyticalModel(Predictor):
             rounds = np.ceil(w / cu)
             comp = rounds * lsz * comp_s_item
             mem = w * lsz * fetched / np.maximum(bw * active / cu, 1.0)
-            sync = rounds * barriers * d.barrier_s
+            sync = rounds * barriers * (d.barrier_s + (d.barrier_wi_s or 0.0) * lsz)
             return comp, mem + rounds * lsz * local_s_item, sync
 
         full = np.floor(n_wg / concurrent)
@@ -462,7 +615,7 @@ class AnalyticalModel(Predictor):
             body = self._mwp_cwp(f, lsz, per_cu, n_wg, cu, comp_t, mem_t)
         else:
             body = np.maximum(comp_t, mem_t)
-        launch = d.launch_s + n_wg * d.wg_overhead_s
+        launch = d.launch_s + n_wg * (d.wg_overhead_s + d.wi_overhead_s * lsz)
 
         # DVFS under a power cap: compute slows with the clock
         cap = power_cap_w if power_cap_w is not None else self.power_cap_w
@@ -602,9 +755,14 @@ def kernel_assumptions(feats: Any, dev: DeviceParams) -> dict[str, Any]:
     the work-item loop is taken as vectorized and why (the counts: :func:`count_assumptions`)."""
     out: dict[str, Any] = {}
     if dev.is_cpu:
-        vec, why = cpu_vectorizable(feats)
+        vec, why = cpu_vectorizable(feats, barrier_loops=dev.barrier_wi_s is not None)
         out["cpu_vectorized"] = vec
         out["cpu_vectorized_because"] = why
+        if vec and dev.wi_rates:
+            lines = cpu_throughput_loops(feats)
+            out["cpu_rates"] = (f"peak: the work-item loop runs inside the loop(s) at line(s) "
+                                f"{', '.join(map(str, lines))}" if lines else
+                                "one dependent chain per work-item (wi_<class>_gops)")
     return out
 
 

@@ -204,7 +204,10 @@ class Truth:
     cu: int = 8
     launch_us: float = 3.0
     wg_us: float = 0.05
-    barrier_ns: float = 40.0
+    wi_ns: float = 0.02                    # per work-item of a work-group's task, whole device
+    barrier_ns: float = 40.0               # per barrier per work-group
+    barrier_wi_ns: float = 1.5             # per barrier per work-item
+    wi_eff: float = 0.25                   # one chain per work-item, vectorized across work-items: share of the peak
     rates: dict[str, float] = field(default_factory=lambda: {
         c: r for c, r in zip(K.OP_CLASSES, (4e12, 4e12, 8e12, 2e12, 3e12, 1e12, 0.5e12, 0.25e12, 0.3e12, 0.35e12,
                                              1.1e12, 1.2e12, 1.3e12) + tuple(0.1e12 + 0.01e12 * i for i in range(20)))})
@@ -282,12 +285,14 @@ class FakeHarness:
             bits = a["bits"].value
             size = K.chase_nodes(bits) * K.CHASE_NODE_BYTES
             t = launch + K.chase_nodes(bits) * 1e-9 + a["steps"].value * _level(size, T.lat)[1]
-        elif name == "kc_nop":
-            t = launch + n_wg * T.wg_us * 1e-6
-        elif name == "kc_barrier":
-            t = launch + n_wg * T.wg_us * 1e-6 + a["nb"].value * T.barrier_ns * 1e-9
-        elif name == "kc_empty":
-            t = launch
+        elif K.parse_wi_kernel_name(name) is not None:
+            cls, n = K.parse_wi_kernel_name(name)
+            ops = g * n * K.OP_CLASSES[cls].ops_per_update
+            t = launch + n_wg * T.wg_us * 1e-6 + ops / (T.rates[cls] * T.wi_eff)
+        elif name in ("kc_nop", "kc_empty"):      # launch_us is the time of one work-group of one work-item
+            t = launch + (n_wg - 1) * T.wg_us * 1e-6 + (g - 1) * T.wi_ns * 1e-9
+        elif name == "kc_barrier_local":      # one work-group per compute unit: the groups run side by side
+            t = launch + n_wg * T.wg_us * 1e-6 + a["nb"].value * (T.barrier_ns + ls * T.barrier_wi_ns) * 1e-9
         else:
             raise AssertionError(f"unexpected kernel {name}")
         times = [t * 1e6 * (1 + self.rng.normal(0, 0.002)) for _ in range(5)]
@@ -336,6 +341,24 @@ def test_fake_cpu_scalar_rates():
     assert g.get("scalar_fp32_fma_gops") is None
 
 
+def test_fake_cpu_wi_rates():
+    """One chain per work-item runs at 1/4 of the class peak in the fake: the wi benchmark reports
+    that (a GPU skips it); the kernel really is one chain of 64 dependent updates without a loop.
+    Rates of a CPU (1/100 of the fake GPU's), so the launches reach the target time."""
+    truth = Truth()
+    truth.rates = {c: r / 100 for c, r in truth.rates.items()}
+    opts = CalibOptions(host_overhead=False, benches=("launch", "peak", "wi"), op_classes=("fp32_fma", "int32_add"))
+    p = Calibrator(_fake_device(truth, "CPU"), FakeHarness(truth, energy=False), None, opts).run()
+    for cls in ("fp32_fma", "int32_add"):
+        assert p.get(f"wi_{cls}_gops") == pytest.approx(0.25 * truth.rates[cls] / 1e9, rel=0.03), cls
+    assert "fp32_mul" not in {k[3:-5] for k in p.values if k.startswith("wi_")}
+    g = Calibrator(_fake_device(truth, "GPU"), FakeHarness(truth, energy=False), None, opts).run()
+    assert g.get("wi_fp32_fma_gops") is None
+    src = K.wi_kernel("fp32_fma").source
+    assert src.count("a0 = fma(a0, s, t);") == K.WI_UPDATES and "for" not in src
+    assert K.wi_kernel("int32_add").source.count("a0 = a0 + a1; a1 = a1 + a0;") == K.WI_UPDATES
+
+
 def test_fake_calibration_recovers_time_parameters(fake_calibration):
     truth, cal, p = fake_calibration
     assert cal.failures == []
@@ -358,7 +381,9 @@ def test_fake_calibration_recovers_time_parameters(fake_calibration):
     assert p.entry("dram_latency_ns").r2 > 0.999
     assert p.get("wg_overhead_us") == pytest.approx(truth.wg_us, rel=0.02)
     assert p.entry("wg_overhead_us").r2 > 0.999
-    assert p.get("barrier_ns") == pytest.approx(truth.barrier_ns, rel=0.02)
+    assert p.get("wi_overhead_ns") == pytest.approx(truth.wi_ns, rel=0.05)
+    assert p.get("barrier_ns") == pytest.approx(truth.barrier_ns + 16 * truth.barrier_wi_ns, rel=0.02)  # group of 16
+    assert p.get("barrier_wi_ns") == pytest.approx(truth.barrier_wi_ns, rel=0.02)
     for v in p.values.values():
         assert v.source.startswith("measured: calib ")
 

@@ -640,11 +640,28 @@ def _make_fitters(models: Sequence[str], profile: DeviceProfile, opts: EvaluateO
     return out
 
 
+def check_profile_for_dataset(profile: DeviceProfile, root: Path) -> None:
+    """A profile of another device type (GPU / CPU) than the device the dataset was measured on
+    (its manifest's ``device.type``) is refused with one line
+    (:class:`~calib.profile.ProfileDeviceMismatch`); a dataset without a manifest or a device
+    type passes."""
+    from datagen.dataset import read_manifest
+
+    try:
+        dev = read_manifest(root).get("device") or {}
+    except (OSError, ValueError):
+        return
+    if isinstance(dev, dict):
+        profile.check_device_type(str(dev.get("type") or ""), f"the device of dataset {root} "
+                                                             f"({dev.get('name') or '?'})")
+
+
 def evaluate_dataset(dataset_dir: str | os.PathLike[str], profile: DeviceProfile, options: EvaluateOptions, *,
                      profile_spec: str | None = None, progress: Progress | None = None) -> Evaluation:
     """Load a dataset and evaluate ``options.models`` on it (see the module docstring).
     :class:`~kernelcast.errors.InputError` for a dataset that cannot be used."""
     root = Path(dataset_dir)
+    check_profile_for_dataset(profile, root)
     frame, counts = load_measured_frame(root)
     y = frame[TARGET].to_numpy(dtype=np.float64)
     keep = np.isfinite(y) & (y > 0)

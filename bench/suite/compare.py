@@ -231,6 +231,7 @@ def run_bench(suite_path: str, out: str, *, model: str | None, profile_spec: str
     from bench.suite.model import ManifestError
     from bench.suite.run import fill_counts, measure_suite, measured_rows
     from calib.local import resolve_profile
+    from calib.profile import ProfileError
     from instrument.backends import select_device
     from instrument.harness import Harness
     from kernelcast.config import device_spec
@@ -253,6 +254,11 @@ def run_bench(suite_path: str, out: str, *, model: str | None, profile_spec: str
     info = select_device(device_spec(device))
     profile = resolve_profile(profile_spec, device,
                               on_calibrate=lambda msg: print(f"note: {msg}", file=sys.stderr))
+    if profile_spec:                         # the suite is measured on info: a profile of its type only
+        try:
+            profile.check_device_type(info.type, f"the device the suite runs on ({info.name})")
+        except ProfileError as e:
+            raise UsageError(f"--profile {profile_spec}: {e}") from None
     t0 = time.perf_counter()
     if reused is not None:
         rows = reused

@@ -1,0 +1,87 @@
+"""A profile of another device type than the device or dataset it predicts is refused with one
+line and exit status 2 (predict / tune with --device, evaluate on a dataset's manifest)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from calib.profile import DeviceIdentity, DeviceProfile, ProfileDeviceMismatch, device_class, load_profile
+
+VADD = """__kernel void vadd(__global const float *a, __global const float *b, __global float *c, const int n) {
+  int i = get_global_id(0); if (i < n) c[i] = a[i] + b[i]; }
+"""
+
+
+def kc(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kernelcast.cli", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_device_class_of_type_strings():
+    assert device_class("GPU") == "GPU"
+    assert device_class("CPU") == "CPU"
+    assert device_class("ACCELERATOR | DEFAULT") == "ACCELERATOR"
+    assert device_class("") == "" and device_class(None) == ""
+    assert load_profile("a100").device_class == "GPU"
+    assert load_profile("pocl-local").device_class == "CPU"
+    # no device type, but GPU occupancy limits: a GPU profile
+    p = DeviceProfile(device=DeviceIdentity(name="x"))
+    assert p.device_class == ""
+    p.set("max_warps_per_cu", 64, "warps", "published")
+    assert p.device_class == "GPU"
+
+
+def test_check_device_type():
+    a100 = load_profile("a100")
+    a100.check_device_type("GPU", "device g")          # same type: fine
+    a100.check_device_type("", "device ?")             # unknown type: nothing to check
+    with pytest.raises(ProfileDeviceMismatch) as e:
+        a100.check_device_type("CPU", "device 'pthread'")
+    msg = str(e.value)
+    assert "\n" not in msg and "GPU" in msg and "CPU" in msg and "device 'pthread'" in msg
+    with pytest.raises(ProfileDeviceMismatch):
+        load_profile("pocl-local").check_device_type("GPU", "device g")
+
+
+def test_evaluate_refuses_a_gpu_profile_for_a_cpu_dataset(tmp_path):
+    data = tmp_path / "ds"
+    data.mkdir()
+    (data / "manifest.json").write_text(json.dumps({"schema_version": 1, "device": {"name": "cpu0", "type": "CPU"}}))
+    out = tmp_path / "eval"
+    r = kc("evaluate", "--data", str(data), "--models", "analytical", "--profile", "a100", "--out", str(out))
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "describes a GPU device" in lines[0] and "is a CPU" in lines[0], r.stderr
+    assert "Traceback" not in r.stderr
+    assert not out.exists()             # refused before anything was written
+
+
+def test_predict_refuses_a_profile_of_another_type_than_the_device(tmp_path, device):
+    k = tmp_path / "v.cl"
+    k.write_text(VADD)
+    other = "a100" if device_class(device.type) == "CPU" else "pocl-local"
+    if device_class(device.type) not in ("CPU", "GPU"):
+        pytest.skip(f"device type {device.type}")
+    r = kc("predict", "--kernel", str(k), "--gsize", "4096", "--lsize", "64", "--profile", other,
+           "--device", device.spec or "auto")
+    assert r.returncode == 2, r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "predicts only its own type of device" in lines[0], r.stderr
+    # without --device the profile is a device of its own (predicting an A100 from here is fine)
+    r = kc("predict", "--kernel", str(k), "--gsize", "4096", "--lsize", "64", "--profile", other)
+    assert r.returncode == 0, r.stderr
+
+
+def test_bench_refuses_a_profile_of_another_type_than_the_device_it_measures(tmp_path, device):
+    if device_class(device.type) not in ("CPU", "GPU"):
+        pytest.skip(f"device type {device.type}")
+    other = "a100" if device_class(device.type) == "CPU" else "pocl-local"
+    out = tmp_path / "rep"
+    r = kc("bench", "--out", str(out), "--profile", other, "--kernels", "triad", "--max-sizes", "1")
+    assert r.returncode == 2, r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "predicts only its own type of device" in lines[0], r.stderr
+    assert not out.exists()
