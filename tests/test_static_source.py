@@ -719,3 +719,15 @@ def test_data_dependent_if_else_site_and_per_warp_issue():
     e = f.evaluate({**ENV, "br_l5_c9": 0.01})
     assert e["sfu"] == pytest.approx(0.01)                        # 1 % of the work-items take the sqrt
     assert e["warp_sfu"] == pytest.approx(min(1.0, 32 * 0.01))    # issued by a warp when any lane takes it
+
+
+def test_constant_expressions_are_folded_not_counted():
+    src = """
+    __kernel void k(__global float *a, __global uint *s) {
+        int i = get_global_id(0);
+        a[i] = (s[i] >> 8) * (1.0f / 16777216.0f) + 2.0f * 4.0f;
+    }"""
+    f = feats(src, "k")
+    # one multiply-add per work-item (the division and 2*4 are done by the compiler), one shift
+    assert f.ops.get("fp32_fma") == "1" and "fp32_div" not in f.ops and "fp32_mul" not in f.ops
+    assert f.ops.get("int_bit") == "1"

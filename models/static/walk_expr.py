@@ -199,6 +199,8 @@ class ExprWalker(WalkerBase):
                     break
         if not fused:
             lv, rv = self.ev(lhs_c), self.ev(rhs_c)
+        if _constant(lv) and _constant(rv):
+            skip_count = True          # folded by the compiler (1.0f / 16777216.0f): no instruction
         if not skip_count:
             if fused:
                 self.op(f"{tcls}_fma", width)
@@ -347,3 +349,8 @@ class ExprWalker(WalkerBase):
             return Val.of(opaque("sel", [a.poly, b.poly], extra_deps=cv.deps, tag=str(self.serial())), deps)
         ptr = a.ptr or b.ptr
         return Val(None, deps, ptr)
+
+
+def _constant(v: Val) -> bool:
+    """A value the compiler knows (a literal or an expression of literals)."""
+    return v.poly is not None and v.poly.is_const() and not v.deps and v.ptr is None
