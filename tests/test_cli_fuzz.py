@@ -142,7 +142,8 @@ _add("evaluate",
      "evaluate --data {fx}/file.txt --out {out} --profile a100", f"{E} --interval-by bogus", f"{E} --seed=-1",
      "evaluate --data {fx}/ds_badshard --out {out} --profile a100",
      "evaluate --data {fx}/ds_good --out {out} --profile {fx}/profile_cu0.json",
-     f"{E} --energy-pcts 0", f"{E} --energy-pcts 100", f"{E} --energy-pcts x", f"{E} --energy-top-k 0")
+     f"{E} --energy-pcts 0", f"{E} --energy-pcts 100", f"{E} --energy-pcts x", f"{E} --energy-top-k 0",
+     f"{E} --repeats 0", f"{E} --repeats 21", f"{E} --repeats x")
 P = f"predict --kernel {K} --profile a100"
 _add("predict",
      "predict --kernel {fx}/missing.cl --gsize 64 --profile a100", f"{P}", f"{P} --configs {{fx}}/binary.bin",
@@ -158,7 +159,12 @@ _add("predict",
      f"{P} --gsize 64 --model {{fx}}/file.txt", f"{P} --gsize 64 --measured {{fx}}/binary.bin",
      f"{P} --gsize 64 --measured {{fx}}/bad.json", f"{P} --gsize 1000000000000", f"{P} --gsize 64 --lsize 3",
      f"{P} --gsize 64 --arg n=99999999999",
-     f"{P} --gsize 64 --name nosuch", f"{P} --gsize 64 --power-cap x")
+     f"{P} --gsize 64 --name nosuch", f"{P} --gsize 64 --power-cap x",
+     f"{P} --gsize 64 --counts {{fx}}/missing.json", f"{P} --gsize 64 --counts {{fx}}/binary.bin",
+     f"{P} --gsize 64 --counts {{fx}}/bad.json", f"{P} --gsize 64 --counts {{fx}}/notobj.json",
+     f"{P} --gsize 64 --counts {{fx}}/counts_neg.json", f"{P} --gsize 64 --counts {{fx}}/counts_notsite.json",
+     f"{P} --gsize 64 --counts {{fx}}/counts_neg.json --measure-counts",
+     f"{P} --gsize 64 --measure-counts --arg a=@{{fx}}/missing.npy")
 TU = f"tune --kernel {K} --gsize 1024 --profile a100"
 _add("tune",
      f"{TU} --power-caps 100:250:0.000001", f"{TU} --power-caps 100:250:0.01", f"{TU} --power-caps 250:100:10",
@@ -172,7 +178,8 @@ _add("tune",
      f"{TU} --top x", f"tune --kernel {K} --gsize 1024 --profile v100 --shapes --power-caps 1:1000000:1",
      f"{TU} --format bogus", f"{TU} --out {{out}}", f"{TU} --format kernel-tuner --json",
      f"{TU} --format kernel-tuner --measure-top 2", f"{TU} --format kernel-tuner --out {{fx}}/emptydir",
-     f"{TU} --format kernel-tuner --out {{fx}}/nodir/sl.json")
+     f"{TU} --format kernel-tuner --out {{fx}}/nodir/sl.json", f"{TU} --counts {{fx}}/bad.json",
+     f"{TU} --counts {{fx}}/counts_neg.json", f"{TU} --counts {{fx}}/file.txt --measure-counts")
 _add("demo",
      "demo --out {fx}/file.txt", "demo --out {fx}/corpus", "demo --synthetic 0", "demo --epochs=-1",
      "demo --bundled-every x", "demo --meter bogus", "demo --max-sizes 0", "demo --configs-per-kernel=-2")
@@ -198,6 +205,8 @@ def make_fixtures(fx: Path) -> None:
     (fx / "binary.bin").write_bytes(bytes(range(256)) * 8 + b"\xff\xfe\x00\x80")
     (fx / "bad.json").write_text("{not json")
     (fx / "notobj.json").write_text("[1, 2, 3]")
+    (fx / "counts_neg.json").write_text('{"trip_l1_c1": -3}')
+    (fx / "counts_notsite.json").write_text('{"site_counts": {"values": {"n": 3}}}')
     (fx / "empty.csv").write_text("")
     (fx / "nogsize.csv").write_text("a,b\n1,2\n")
     (fx / "badsize.csv").write_text("gsize,lsize\n64,abc\n")
