@@ -643,6 +643,9 @@ class ResidualCalibration:
     kind: str = "symmetric"
     prior: float = DEFAULT_SHRINK_PRIOR
     figures: dict[str, Any] = field(default_factory=dict)
+    #: pooled within-kernel variance of the OOF residuals (log2**2), for the per-kernel shrinkage
+    #: of :class:`models.fewshot.Offset`; None in files saved before it was stored
+    within_var: float | None = None
 
     def quantiles(self, bound: str | None = None, shots: int = 0) -> tuple[ResidualQuantiles, int]:
         """The quantiles for a row of ``bound`` corrected by ``shots`` measured configurations,
@@ -683,7 +686,7 @@ class ResidualCalibration:
     def to_dict(self) -> dict[str, Any]:
         return {"overall": self.overall.to_dict(), "by_bound": {b: q.to_dict() for b, q in self.by_bound.items()},
                 "shots": {str(k): q.to_dict() for k, q in sorted(self.shots.items())}, "kind": self.kind,
-                "prior": self.prior, "figures": self.figures}
+                "prior": self.prior, "within_var": self.within_var, "figures": self.figures}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ResidualCalibration:
@@ -691,7 +694,11 @@ class ResidualCalibration:
                    {str(b): ResidualQuantiles.from_dict(q) for b, q in (d.get("by_bound") or {}).items()},
                    {int(k): ResidualQuantiles.from_dict(q) for k, q in (d.get("shots") or {}).items()},
                    str(d.get("kind", "symmetric")), float(d.get("prior", DEFAULT_SHRINK_PRIOR)),
-                   dict(d.get("figures") or {}))
+                   dict(d.get("figures") or {}), _optional_float(d.get("within_var")))
+
+
+def _optional_float(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
 
 
 @dataclass

@@ -53,7 +53,7 @@ import pandas as pd
 from calib.profile import DeviceProfile
 from datagen.frame import DataError
 from kernelcast.metrics import mape, median_ape, within_factor
-from models.fewshot import DEFAULT_SHRINK_PRIOR, estimate_prior, shrinkage
+from models.fewshot import DEFAULT_SHRINK_PRIOR, Offset, estimate_prior
 from models.tabular import (
     BASES,
     CATEGORICAL_COLUMNS,
@@ -295,13 +295,13 @@ def _coverage(lo: np.ndarray, hi: np.ndarray, true: np.ndarray) -> dict[str, flo
             "width_median": float(np.median(hi[ok] / lo[ok])), "rows": int(ok.sum())}
 
 
-def _shot_draws(r: np.ndarray, kernels: np.ndarray, k: int, prior: float, seed: int) -> tuple[np.ndarray, ...]:
+def _shot_draws(r: np.ndarray, kernels: np.ndarray, k: int, prior: float, seed: int,
+                within_var: float | None = None) -> tuple[np.ndarray, ...]:
     """Simulated k-shot corrections on out-of-fold residuals: per kernel with more than k rows and
     per draw, k random rows are the measured configurations and the kernel's other rows are
-    corrected by their shrunk mean residual. Returns (row index, corrected residual, kernel) of
-    every corrected row."""
+    corrected by their shrunk mean residual (:class:`models.fewshot.Offset`, as ``predict`` and
+    ``tune`` correct). Returns (row index, corrected residual, kernel) of every corrected row."""
     rng = np.random.default_rng(seed + 1000 * k)
-    w = shrinkage(k, prior)
     rows, res, ker = [], [], []
     ok = np.isfinite(r)
     for kern in sorted(set(kernels[ok].tolist())):
@@ -312,7 +312,7 @@ def _shot_draws(r: np.ndarray, kernels: np.ndarray, k: int, prior: float, seed: 
             pick = rng.permutation(len(idx))
             shots, rest = idx[pick[:k]], idx[pick[k:]]
             rows.append(rest)
-            res.append(r[rest] - w * float(np.mean(r[shots])))
+            res.append(r[rest] - Offset([float(x) for x in r[shots]], prior, within_var).log2)
             ker.append(np.full(len(rest), kern, dtype=object))
     if not rows:
         return np.zeros(0, dtype=int), np.zeros(0), np.zeros(0, dtype=object)
@@ -349,13 +349,14 @@ def _model_calibration(pred: np.ndarray, true: np.ndarray, bounds: list[str | No
     cal.kind = min(widths, key=lambda k: (widths[k], INTERVAL_KINDS.index(k))) if widths else INTERVAL_KINDS[0]
     prior, detail = estimate_prior(r, kernels)
     cal.prior = prior
+    cal.within_var = detail.get("within_var")
     figures: dict[str, Any] = {"oof": _figures(pred, true), "bias_log2_median": float(np.median(-r[ok])),
                                "interval_cv": by_kind[cal.kind], "interval_cv_by_kind": by_kind, "prior": prior,
                                "prior_detail": detail, "shots": {}}
     for k in SHOT_COUNTS:
         entry: dict[str, Any] = {}
-        for name, pr in (("estimated_prior", prior), ("default_prior", DEFAULT_SHRINK_PRIOR)):
-            rows, rc, _ = _shot_draws(r, kernels, k, pr, seed)
+        for name, pr, wv in (("estimated_prior", prior, cal.within_var), ("default_prior", DEFAULT_SHRINK_PRIOR, None)):
+            rows, rc, _ = _shot_draws(r, kernels, k, pr, seed, wv)
             if not len(rows):
                 break
             pc = true[rows] / np.exp2(rc)                   # the corrected predictions
