@@ -25,10 +25,15 @@ with it, ``s_k**2 = (POOL_DOF s_w**2 + (k - 1) v) / (POOL_DOF + k - 1)``, and th
 strength is ``s_k**2 / s_b**2``: shots that disagree with each other move the prediction less
 (the posterior mean of the offset with the within-kernel variance itself estimated, the pooled one
 counting as :data:`POOL_DOF` degree of freedom). With one shot, or without ``within_var``, the
-kernel's prior strength is the pooled one. Kernel-disjoint, 5-fold grouped, 3 fold seeds, the
-tabular model's 3-shot MAPE falls from 142 +- 108 % (unshrunk mean offset) to 75 +- 18 % on ds1c
-(its 3-shot median APE 33.6 -> 33.5 %) and from 47 to 43 % on ds2s (median 22.4 -> 23 %): the
-MAPE tail was a few kernels whose shots disagreed by up to 2**8.
+kernel's prior strength is the pooled one. Measured with ``kernelcast evaluate --data DS --models
+analytical,tabular,blend --profile calib/profiles/pocl-local.json --repeats 3`` (grouped 5-fold,
+fold seeds 0-2, mean +- sd; ``train.evaluate.few_shot`` estimates the prior and ``s_w**2`` on the
+other folds' residuals), against the unshrunk mean offset evaluate used before: the tabular model's
+3-shot MAPE on ds1c 139 +- 106 -> 73 +- 20 % (3-shot median APE 32.5 -> 32.3 %), on ds2s 44 +- 4 ->
+41 +- 3 % (median 23.4 -> 23.5 %); the analytical model's on ds1c 178 +- 100 -> 99 +- 24 %. The
+MAPE tail was a few kernels (``pa_blocked_scale``: 13-72 % of the whole 3-shot APE sum, per fold
+seed), measured on problems whose residuals differ widely: its three shots disagreed, and their
+plain mean scaled the kernel's other rows by up to x279.
 
 A configuration that was itself measured is predicted by its measurement (the geometric mean of
 its measured times), not by the corrected model: with the kernel offset and the configuration's
