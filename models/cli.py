@@ -364,11 +364,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
     dt = time.perf_counter() - t0
     t_raw, e = sc.time_us, sc.energy_j
     prior = sc.calibration.prior if sc.calibration is not None else DEFAULT_SHRINK_PRIOR
+    within_var = sc.calibration.within_var if sc.calibration is not None else None
     offset: Offset | None = None
     shots_pred: list[float] = []
     if mframe is not None:
         shots_pred = [float(x) for x in score_configurations(mframe, profile, tab).time_us]
-        offset = fit_offset(m_us, shots_pred, prior)
+        offset = fit_offset(m_us, shots_pred, prior, within_var)
     t = offset.apply(t_raw) if offset is not None else t_raw
     # intervals (and a correction) are shown with --model or --measured; the other outputs are unchanged
     detailed = tab is not None or ms is not None
@@ -415,7 +416,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
             print(f"{len(shortlist['configurations'])} configurations ({label}) written to {kt_out} as Kernel Tuner "
                   f"tune_params + restrictions", file=sys.stderr)
         return 0
-    ctx = _TuneContext(args, kernel, rows, order, t_raw, sc, prior,
+    ctx = _TuneContext(args, kernel, rows, order, t_raw, sc, prior, within_var=within_var,
                        objective_time=args.objective != "energy" or not have_energy,
                        shots_us=[float(x) for x in m_us] if m_us is not None else [], shots_pred=shots_pred)
     if args.json:
@@ -479,8 +480,9 @@ class _TuneContext:
 
     def __init__(self, args: argparse.Namespace, kernel: Any, rows: list[dict[str, Any]], order: np.ndarray,
                  t_raw: np.ndarray, scored: Any, prior: float, *, objective_time: bool, shots_us: list[float],
-                 shots_pred: list[float]) -> None:
+                 shots_pred: list[float], within_var: float | None = None) -> None:
         self.args, self.kernel, self.rows, self.order = args, kernel, rows, order
+        self.within_var = within_var
         self.t_raw, self.scored, self.prior, self.objective_time = t_raw, scored, prior, objective_time
         self.shots_us, self.shots_pred = shots_us, shots_pred
 
@@ -513,7 +515,7 @@ def _measure_top(ctx: _TuneContext) -> dict[str, Any]:
     shots_us, shots_pred = list(ctx.shots_us), list(ctx.shots_pred)
     with Harness(device, meter="auto") as h:
         for _ in range(k_max):
-            factor = fit_offset(shots_us, shots_pred, ctx.prior).factor
+            factor = fit_offset(shots_us, shots_pred, ctx.prior, ctx.within_var).factor
             left = [int(i) for i in ctx.order if int(i) not in got]
             if ctx.objective_time:      # stable: ties keep the initial order
                 left.sort(key=lambda i: t_raw[i] * factor)
@@ -545,7 +547,7 @@ def _measure_top(ctx: _TuneContext) -> dict[str, Any]:
         gap = json_number((meas[best_pred] - meas[best_meas]) / meas[best_meas] * 100) \
             if np.isfinite(meas[best_pred]) else None
         rho = json_number(spearman(p[ok], meas[ok]))
-    offset = fit_offset(shots_us, shots_pred, ctx.prior)
+    offset = fit_offset(shots_us, shots_pred, ctx.prior, ctx.within_var)
     t_corr = offset.apply(t_raw)
     lo, hi = ctx.scored.intervals(t_corr, offset)
     key = np.array([got[i] if i in got and np.isfinite(got[i]) else t_corr[i] for i in range(len(rows))])

@@ -345,7 +345,8 @@ def predict_with_intervals(frame: pd.DataFrame, profile: DeviceProfile, learned:
         for m in models:
             cal = cals.get(m)
             offsets[m] = fit_offset(m_us, shots_pred[f"{m}_us"].to_numpy(dtype=np.float64),
-                                    cal.prior if cal is not None else DEFAULT_SHRINK_PRIOR)
+                                    cal.prior if cal is not None else DEFAULT_SHRINK_PRIOR,
+                                    cal.within_var if cal is not None else None)
             res[f"{m}_raw_us"] = res[f"{m}_us"]
             res[f"{m}_us"] = offsets[m].apply(res[f"{m}_us"].to_numpy(dtype=np.float64))
         out.offsets = offsets

@@ -62,12 +62,17 @@ Besides the features, the table passes through the keys ``kernel_id`` and ``kern
 targets ``time_median_us`` and ``energy_j`` of the rows that have them.
 
 The model: each head (``time``, and ``energy`` when the training data had energy) predicts the
-residual ``log2(measured / analytical)`` with one booster, so a prediction is
-``analytical x 2**residual`` and, far from its data, stays within the residuals it has seen around
-the analytical model. Rows where the analytical model has no value (the static analysis failed, or
-no energy calibration for the energy head) are predicted by a second, *direct* booster of the head
-on ``log2(measured)`` fitted on every row; a head whose training rows had no analytical value at all
-(energy with a profile without energy calibration) has only the direct booster.
+residual ``log2(measured / analytical)`` with one booster, so a prediction is ``analytical x 2**(s x
+residual)`` and, far from its data, stays within the residuals it has seen around the analytical
+model. The scale ``s`` (0..1, ``residual_scale`` of the head; 1 in files saved before it existed)
+shrinks the booster toward the analytical model: the time head's is chosen on inner out-of-fold
+predictions of its training rows (``train/tabular.py``), because the booster's differences between
+the configurations of one kernel are partly noise, and scaling them down keeps more of the
+analytical model's ordering of a kernel's configurations. Rows where the analytical model has no
+value (the static analysis failed, or no energy calibration for the energy head) are predicted by a
+second, *direct* booster of the head on ``log2(measured)`` fitted on every row; a head whose
+training rows had no analytical value at all (energy with a profile without energy calibration) has
+only the direct booster.
 
 Intervals: every time prediction carries a 90 % interval from split-conformal quantiles of
 out-of-fold (OOF) residuals ``r = log2(measured / predicted)`` (:class:`IntervalCalibration`,
@@ -638,6 +643,9 @@ class ResidualCalibration:
     kind: str = "symmetric"
     prior: float = DEFAULT_SHRINK_PRIOR
     figures: dict[str, Any] = field(default_factory=dict)
+    #: pooled within-kernel variance of the OOF residuals (log2**2), for the per-kernel shrinkage
+    #: of :class:`models.fewshot.Offset`; None in files saved before it was stored
+    within_var: float | None = None
 
     def quantiles(self, bound: str | None = None, shots: int = 0) -> tuple[ResidualQuantiles, int]:
         """The quantiles for a row of ``bound`` corrected by ``shots`` measured configurations,
@@ -678,7 +686,7 @@ class ResidualCalibration:
     def to_dict(self) -> dict[str, Any]:
         return {"overall": self.overall.to_dict(), "by_bound": {b: q.to_dict() for b, q in self.by_bound.items()},
                 "shots": {str(k): q.to_dict() for k, q in sorted(self.shots.items())}, "kind": self.kind,
-                "prior": self.prior, "figures": self.figures}
+                "prior": self.prior, "within_var": self.within_var, "figures": self.figures}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ResidualCalibration:
@@ -686,7 +694,11 @@ class ResidualCalibration:
                    {str(b): ResidualQuantiles.from_dict(q) for b, q in (d.get("by_bound") or {}).items()},
                    {int(k): ResidualQuantiles.from_dict(q) for k, q in (d.get("shots") or {}).items()},
                    str(d.get("kind", "symmetric")), float(d.get("prior", DEFAULT_SHRINK_PRIOR)),
-                   dict(d.get("figures") or {}))
+                   dict(d.get("figures") or {}), _optional_float(d.get("within_var")))
+
+
+def _optional_float(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
 
 
 @dataclass
@@ -729,13 +741,16 @@ class TabularHead:
     residual: lgb.Booster | None = None
     direct: lgb.Booster | None = None
     summary: dict[str, Any] = field(default_factory=dict)
+    #: the residual booster's output is multiplied by this (0..1) before it is applied: the shrinkage
+    #: toward the analytical model chosen on inner out-of-fold predictions (``train/tabular.py``)
+    residual_scale: float = 1.0
 
     def predict(self, x: np.ndarray, base: np.ndarray) -> np.ndarray:
         """Predictions in the target's unit (us or J), NaN where no booster applies."""
         out = np.full(len(base), np.nan)
         ok = np.isfinite(base) & (base > 0)
         if self.residual is not None and ok.any():
-            out[ok] = base[ok] * np.exp2(self.residual.predict(x[ok]))
+            out[ok] = base[ok] * np.exp2(self.residual_scale * self.residual.predict(x[ok]))
         rest = ~ok if self.residual is not None else np.ones(len(base), dtype=bool)
         if self.direct is not None and rest.any():
             out[rest] = np.exp2(self.direct.predict(x[rest]))
@@ -824,6 +839,7 @@ class TabularPredictor(Predictor):
         heads = {}
         for t, h in self.heads.items():
             heads[t] = {"target_column": TARGETS[t], "base_column": h.base, "summary": h.summary,
+                        "residual_scale": h.residual_scale,
                         "residual": None if h.residual is None else h.residual.model_to_string(),
                         "direct": None if h.direct is None else h.direct.model_to_string()}
         out = {"format": FORMAT, "version": FORMAT_VERSION, "table_version": TABLE_VERSION,
@@ -884,7 +900,11 @@ class TabularPredictor(Predictor):
                 if b is not None and b.num_feature() != len(features):
                     raise ModelFormatError(f"{p}: head {t!r} has {b.num_feature()} features, the model lists "
                                            f"{len(features)}")
-            heads[t] = TabularHead(t, str(h.get("base_column", BASES[t])), res, dire, dict(h.get("summary") or {}))
+            scale = h.get("residual_scale", 1.0)
+            if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0.0 <= scale <= 1.0:
+                raise ModelFormatError(f"{p}: head {t!r}: residual_scale {scale!r} is not a number in [0, 1]")
+            heads[t] = TabularHead(t, str(h.get("base_column", BASES[t])), res, dire, dict(h.get("summary") or {}),
+                                   float(scale))
         saved_profile = None
         try:
             saved_profile = DeviceProfile.from_dict(data.get("profile"))

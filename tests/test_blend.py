@@ -73,3 +73,17 @@ def test_least_squares_recovers_a_known_mix_only_with_enough_rows():
     # whatever is chosen is never worse than the best single model on these rows
     best_single = min(few.scores["analytical"], few.scores["learned"])
     assert median_abs_log2(few.combine({"analytical": an[:10], "learned": le[:10]}), y[:10]) <= best_single
+
+
+def test_a_weighted_geometric_mean_is_a_candidate():
+    """Measured = analytical**0.25 x learned**0.75 exactly, with too few rows for least squares:
+    the weighted geometric-mean candidate reproduces it (score 0) and is chosen."""
+    rng = np.random.default_rng(2)
+    an, le = 2.0 ** rng.uniform(0, 8, 10), 2.0 ** rng.uniform(0, 8, 10)
+    y = 2.0 ** (0.25 * np.log2(an) + 0.75 * np.log2(le))
+    w = fit_stacked_blend({"analytical": an, "learned": le}, y)
+    assert "least_squares" not in w.scores
+    assert w.kind == "geometric_analytical_0.25" and w.weights == {"analytical": 0.25, "learned": 0.75}
+    assert w.scores[w.kind] == pytest.approx(0.0, abs=1e-12)
+    np.testing.assert_allclose(w.combine({"analytical": an, "learned": le}), y)
+    assert "geometric_analytical_0.75" in w.scores

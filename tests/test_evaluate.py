@@ -241,6 +241,23 @@ def test_few_shot_offset_is_the_mean_log_ratio():
     assert p2[i] == pytest.approx(expect)
 
 
+def test_few_shot_with_folds_shrinks_with_the_other_folds_residuals():
+    """Kernel a (fold 0) is off by 8x on each row. Fold 1 holds kernels b [0, 2] and c [2, 4]
+    (log2 residuals): within-kernel variance 4 / (4 - 2) = 2, kernel means 1, 3 have variance 2,
+    less 2 / 2: 1; prior 2 / 1 = 2. One shot of a: offset 1 / (1 + 2) x 3 = 1, so a's other rows
+    are corrected by 2x (not 8x as the plain mean would)."""
+    kern = np.array(["a"] * 3 + ["b"] * 2 + ["c"] * 2)
+    folds = np.array([0] * 3 + [1] * 4)
+    pred = np.ones(7)
+    true = np.array([8.0, 8.0, 8.0, 1.0, 4.0, 4.0, 16.0])
+    p1, s1 = few_shot(pred, true, kern, 1, seed=0, folds=folds)
+    a = s1 & (kern == "a")
+    assert a.sum() == 2
+    np.testing.assert_allclose(p1[a], 2.0)
+    p1_plain, _ = few_shot(pred, true, kern, 1, seed=0)
+    np.testing.assert_allclose(p1_plain[a], 8.0)
+
+
 def test_cross_conformal_coverage():
     rng = np.random.default_rng(0)
     n = 4000

@@ -22,6 +22,7 @@ from models.fewshot import (
     DEFAULT_SHRINK_PRIOR,
     MAX_PRIOR,
     MIN_PRIOR,
+    POOL_DOF,
     MeasuredFileError,
     estimate_prior,
     fit_offset,
@@ -95,6 +96,24 @@ def test_prior_by_hand():
     # no scatter within kernels: trust one shot (clipped)
     assert estimate_prior([1, 1, 3, 3], ["A", "A", "B", "B"])[0] == MIN_PRIOR
     assert estimate_prior([1, 2], ["A", "B"])[0] == DEFAULT_SHRINK_PRIOR   # no kernel with two residuals
+
+
+def test_shots_that_disagree_shrink_more_by_hand():
+    """With the pooled within-kernel variance known, a kernel's own shots pool with it (POOL_DOF = 1):
+    shots 1, 1, 1 (no scatter), prior 1, s_w**2 1: s_k**2 = (1 + 2 * 0) / 3 = 1/3, shrink
+    3 / (3 + 1/3) = 0.9; shots 0, 4 (variance 8), prior 0.5, s_w**2 1: s_k**2 = (1 + 8) / 2 = 4.5,
+    prior 0.5 * 4.5 = 2.25, shrink 2 / 4.25."""
+    assert POOL_DOF == 1.0
+    off = fit_offset([2.0, 4.0, 8.0], [1.0, 2.0, 4.0], prior=1.0, within_var=1.0)
+    assert math.isclose(off.kernel_prior, 1.0 / 3.0) and math.isclose(off.log2, 0.9)
+    off = fit_offset([1.0, 16.0], [1.0, 1.0], prior=0.5, within_var=1.0)
+    assert math.isclose(off.kernel_prior, 2.25) and math.isclose(off.shrink, 2.0 / 4.25)
+    assert math.isclose(off.log2, 2.0 * 2.0 / 4.25)
+    assert off.to_dict()["prior"] == off.kernel_prior and off.to_dict()["pooled_prior"] == 0.5
+    assert "shrunk by 2/(2+2.25)" in off.describe()
+    # one shot, or no pooled variance: the pooled prior as before
+    assert fit_offset([4.0], [1.0], prior=0.5, within_var=1.0).shrink == 1.0 / 1.5
+    assert fit_offset([1.0, 16.0], [1.0, 1.0], prior=0.5).shrink == 0.8
 
 
 # ---------------------------------------------------------------------------------------------
@@ -184,6 +203,7 @@ def test_calibration_on_a_known_answer(profile, tmp_path):
     assert (an.overall.n, an.overall.abs_q, an.overall.hi_q, an.overall.lo_q) == (40, 3.0, 3.0, 0.0)
     assert an.by_bound == {}                                            # no bound with 50 rows
     assert an.prior == MIN_PRIOR
+    assert an.within_var == 0.0          # no scatter within a kernel: stored, and no per-kernel rescaling
     assert an.shots[1].abs_q == pytest.approx(3 * (1 - 1 / (1 + MIN_PRIOR)))
     assert an.figures["interval_cv"]["rows"] == 40
     tab = cal.models["tabular"]
@@ -196,6 +216,7 @@ def test_calibration_on_a_known_answer(profile, tmp_path):
     loaded = TabularPredictor.load(tmp_path / "m")
     assert isinstance(loaded.calibration, IntervalCalibration)
     assert loaded.calibration.to_dict() == json.loads(json.dumps(cal.to_dict()))
+    assert loaded.calibration.models["analytical"].within_var == 0.0
     lo, hi = loaded.interval([100.0], None)
     a, z = tab.overall.log2_bounds(tab.kind)
     np.testing.assert_allclose([lo[0], hi[0]], [100 * 2 ** a, 100 * 2 ** z])

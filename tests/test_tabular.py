@@ -280,3 +280,48 @@ def test_prediction_within_2x_of_a_real_measurement(harness, profile, source, na
     pred = float(model.predict_table(table.iloc[4:]).time_us[0])
     measured = float(table["time_median_us"].iloc[4])
     assert 0.5 <= pred / measured <= 2.0, (pred, measured, float(table["analytical_us"].iloc[4]))
+
+
+def test_residual_scale_is_one_for_a_learnable_residual_and_near_zero_for_noise():
+    """choose_residual_scale on hand-made residuals: a residual that is a function of a feature
+    (same function in every kernel group) is kept whole (scale 1); a residual that is pure noise,
+    independent of the features, is shrunk toward the analytical model (scale <= 0.3)."""
+    from train.tabular import DEFAULT_PARAMS, choose_residual_scale
+
+    rng = np.random.default_rng(0)
+    n, feats = 600, ["f0", "f1"]
+    x = rng.uniform(-2, 2, size=(n, 2))
+    groups = np.array([f"kernel:{i % 30}" for i in range(n)], dtype=object)
+    params = {**DEFAULT_PARAMS, "seed": 0}
+    s, info = choose_residual_scale(x, x[:, 0].copy(), groups, feats, params, 100, folds=3, seed=0)
+    assert s == 1.0 and info["folds"] == 3
+    s, info = choose_residual_scale(x, rng.normal(0, 1, n), groups, feats, params, 100, folds=3, seed=0)
+    assert s <= 0.3 and info["inner_median_abs_log2"] < info["inner_median_abs_log2_at_1"]
+    # fewer kernel groups than inner folds: no inner fit, the booster is kept whole
+    s, info = choose_residual_scale(x, x[:, 0].copy(), np.array(["kernel:a", "kernel:b"] * (n // 2), dtype=object),
+                                    feats, params, 100, folds=3)
+    assert s == 1.0 and "2 kernel group(s)" in info["why"]
+
+
+def test_residual_scale_is_saved_applied_and_checked(tmp_path, profile):
+    table = _known_answer_table(profile, 0)
+    model = fit_tabular(table, profile, seed=0)
+    head = model.heads["time"]
+    assert 0.0 <= head.residual_scale <= 1.0 and head.summary["residual_scale"]["scale"] == head.residual_scale
+    head.residual_scale = 0.0                     # no residual: the analytical prediction itself
+    np.testing.assert_allclose(model.predict_table(table).time_us, table["analytical_us"].to_numpy(), rtol=1e-12)
+    head.residual_scale = 0.5
+    model.save(tmp_path / "m")
+    data = json.loads((tmp_path / "m" / MODEL_FILE).read_text())
+    assert data["heads"]["time"]["residual_scale"] == 0.5
+    np.testing.assert_array_equal(TabularPredictor.load(tmp_path / "m").predict_table(table).time_us,
+                                  model.predict_table(table).time_us)
+    # a file saved before the scale existed applies the booster whole
+    del data["heads"]["time"]["residual_scale"]
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / MODEL_FILE).write_text(json.dumps(data))
+    assert TabularPredictor.load(tmp_path / "old").heads["time"].residual_scale == 1.0
+    data["heads"]["time"]["residual_scale"] = 2.0
+    (tmp_path / "old" / MODEL_FILE).write_text(json.dumps(data))
+    with pytest.raises(ModelFormatError, match="residual_scale 2.0"):
+        TabularPredictor.load(tmp_path / "old")

@@ -476,13 +476,19 @@ def _stable_int(text: str) -> int:
 
 
 def few_shot(pred: np.ndarray, true: np.ndarray, kernels: np.ndarray, k: int,
-             seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Few-shot updating (a per-kernel log offset): for each kernel, ``k`` of its rows chosen at
-    random (seeded by ``seed`` and the kernel, the same rows for every model that predicts them;
-    the shots of k are among those of any larger k) are "measured", and the mean of
-    ``log2(measured / predicted)`` over them scales the kernel's other rows. Returns the corrected
-    predictions and the mask of the rows to score (those that were not shots; none of a kernel
-    with k rows or fewer)."""
+             seed: int = 0, folds: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Few-shot updating (a per-kernel log offset, :mod:`models.fewshot`): for each kernel, ``k`` of
+    its rows chosen at random (seeded by ``seed`` and the kernel, the same rows for every model that
+    predicts them; the shots of k are among those of any larger k) are "measured", and the offset
+    they give scales the kernel's other rows. With ``folds`` the offset is shrunk as ``predict``
+    shrinks it (:class:`models.fewshot.Offset`): the prior strength and the pooled within-kernel
+    variance are estimated (:func:`models.fewshot.estimate_prior`) on the residuals
+    ``log2(true / pred)`` of the rows of the other folds, never on the kernel's own fold; without
+    ``folds`` it is the plain mean of ``log2(measured / predicted)`` over the shots. Returns the
+    corrected predictions and the mask of the rows to score (those that were not shots; none of a
+    kernel with k rows or fewer)."""
+    from models.fewshot import estimate_prior, fit_offset
+
     pred = np.asarray(pred, dtype=np.float64)
     true = np.asarray(true, dtype=np.float64)
     valid = np.isfinite(pred) & (pred > 0) & np.isfinite(true) & (true > 0)
@@ -490,6 +496,14 @@ def few_shot(pred: np.ndarray, true: np.ndarray, kernels: np.ndarray, k: int,
     scored = valid.copy()
     if k <= 0:
         return out, scored
+    shrink: dict[int, tuple[float, float | None]] = {}
+    if folds is not None:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = np.where(valid, np.log2(true / np.where(valid, pred, 1.0)), np.nan)
+        for f in np.unique(folds):
+            other = valid & (folds != f)
+            prior, detail = estimate_prior(r[other], kernels[other])
+            shrink[int(f)] = (prior, detail.get("within_var"))
     for kern in np.unique(kernels[valid]):
         idx = np.flatnonzero(valid & (kernels == kern))
         rng = np.random.default_rng([seed, _stable_int(str(kern))])
@@ -497,8 +511,8 @@ def few_shot(pred: np.ndarray, true: np.ndarray, kernels: np.ndarray, k: int,
         shots, rest = perm[:k], perm[k:]
         scored[shots] = False
         if len(rest):
-            offset = float(np.mean(np.log2(true[shots] / pred[shots])))
-            out[rest] = pred[rest] * 2.0 ** offset
+            prior, within = shrink.get(int(folds[idx[0]]), (0.0, None)) if folds is not None else (0.0, None)
+            out[rest] = fit_offset(true[shots], pred[shots], prior, within).apply(pred[rest])
     return out, scored
 
 
@@ -802,7 +816,7 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile, options: Evaluat
                                                                              tol=opts.tuning_tolerance)
         shots[m] = {}
         for k in opts.shots:
-            pk, scored = few_shot(p, y, kernel_ids, k, opts.seed)
+            pk, scored = few_shot(p, y, kernel_ids, k, opts.seed, folds)
             shots[m][str(k)] = row_metrics(np.where(scored, pk, np.nan), y, kernel_ids)
         intervals["models"][m], lo, hi = interval_figures(p, y, folds, opts.level, bins, opts.min_bin_rows)
         out[f"{m}_us"] = p
@@ -837,6 +851,8 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile, options: Evaluat
         "metrics": metrics,
         "tuning": tuning,
         "few_shot": {"shots": list(opts.shots), "models": shots,
+                     "correction": "per-kernel log offset shrunk as predict shrinks it (models.fewshot.Offset), "
+                                   "prior strength and within-kernel variance from the other folds' residuals",
                      "note": "A per-kernel offset leaves the order of a kernel's configurations, and so the tuning "
                              "figures, unchanged"},
         "intervals": intervals,
