@@ -65,6 +65,7 @@ from instrument.rewrite import (
     _Edit,
     _Hole,
     device_supports_int64_atomics,
+    param_list_range,
 )
 from instrument.runner import TimingPolicy
 from kernelcast.clang import ParseError, find_kernels, is_kernel, parse
@@ -527,22 +528,7 @@ class _Counter:
 
     def _signature(self, func: Any, extra: str, new_name: str | None) -> list[_Edit]:
         name_off = int(func.location.offset)
-        depth, lp, rp = 0, -1, -1
-        for off in self.tok_offsets:
-            if off <= name_off:
-                continue
-            t = self.tokens[off]
-            if t == "(":
-                if depth == 0:
-                    lp = off
-                depth += 1
-            elif t == ")":
-                depth -= 1
-                if depth == 0 and lp >= 0:
-                    rp = off
-                    break
-        if lp < 0 or rp < 0:
-            raise RewriteError(f"cannot find the parameter list of {func.spelling!r}")
+        lp, rp = param_list_range(func, self.tokens, self.tok_offsets)
         inner = self.data[lp + 1:rp].decode("utf-8", "replace").strip()
         edits = [self._edit(lp + 1, rp, [extra]) if inner in ("", "void") else self._edit(rp, rp, [", " + extra])]
         if new_name is not None:

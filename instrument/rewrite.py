@@ -756,21 +756,7 @@ class _Instrumenter:
 
     def _paren_range(self, func: Any) -> tuple[int, int]:
         """Offsets of the '(' and ')' of a function's parameter list."""
-        name_off = func.location.offset
-        depth, lp = 0, -1
-        for off in self.tok_offsets:
-            if off <= name_off:
-                continue
-            t = self.tokens[off]
-            if t == "(":
-                if depth == 0:
-                    lp = off
-                depth += 1
-            elif t == ")":
-                depth -= 1
-                if depth == 0 and lp >= 0:
-                    return lp, off
-        raise RewriteError(f"cannot find the parameter list of {func.spelling!r}")
+        return param_list_range(func, self.tokens, self.tok_offsets)
 
     def _signature_edits(self, func: Any, extra: str, new_name: str | None) -> list[_Edit]:
         lp, rp = self._paren_range(func)
@@ -846,6 +832,26 @@ class _Instrumenter:
         return RewriteResult(original=self.kernel, kernel=new, slots=slots, params=params,
                              unsupported=list(self.unsupported), accesses=accesses,
                              helpers=[n for n in helpers if self.funcs[n].ptr_params], int64_atomics=self.int64)
+
+
+def param_list_range(func: Any, tokens: dict[int, str], tok_offsets: list[int]) -> tuple[int, int]:
+    """Byte offsets of the '(' and ')' of the parameter list of the function cursor ``func``,
+    from the file's tokens (``tokens``: offset -> spelling, ``tok_offsets`` sorted)."""
+    name_off = int(func.location.offset)
+    depth, lp = 0, -1
+    for off in tok_offsets:
+        if off <= name_off:
+            continue
+        t = tokens[off]
+        if t == "(":
+            if depth == 0:
+                lp = off
+            depth += 1
+        elif t == ")":
+            depth -= 1
+            if depth == 0 and lp >= 0:
+                return lp, off
+    raise RewriteError(f"cannot find the parameter list of {func.spelling!r}")
 
 
 def instrument_kernel(kernel: Kernel, *, int64_atomics: bool = True) -> RewriteResult:

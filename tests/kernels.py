@@ -16,3 +16,15 @@ def poly(terms: int) -> str:
   for (int k = 0; k < {terms}; ++k) y = y * x + 1.0f;
   c[i] = y;
 }}"""
+
+
+#: a CSR sparse matrix-vector product: its row loop's trips are the matrix's row lengths (data)
+CSR = """__kernel void spmv(__global const int* rowptr, __global const int* col, __global const float* val,
+                   __global const float* x, __global float* y, int rows) {
+  int r = get_global_id(0);
+  if (r >= rows) return;
+  float s = 0.0f;
+  for (int j = rowptr[r]; j < rowptr[r + 1]; ++j)
+    s += val[j] * x[col[j]];
+  y[r] = s;
+}"""

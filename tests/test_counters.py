@@ -21,6 +21,7 @@ from instrument.rewrite import RewriteError
 from instrument.runner import TimingPolicy
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 from kernelcast.sites import site_symbol
+from tests.kernels import CSR
 
 
 def buf(name: str, n: int, dtype: str = "float", init: str = "array") -> ArgBinding:
@@ -31,15 +32,6 @@ def scalar(name: str, value: object, dtype: str = "int") -> ArgBinding:
     return ArgBinding(name, "scalar", dtype, value=value)
 
 
-CSR = """__kernel void spmv(__global const int* rowptr, __global const int* col, __global const float* val,
-                   __global const float* x, __global float* y, int rows) {
-  int r = get_global_id(0);
-  if (r >= rows) return;
-  float s = 0.0f;
-  for (int j = rowptr[r]; j < rowptr[r + 1]; ++j)
-    s += val[j] * x[col[j]];
-  y[r] = s;
-}"""
 
 
 def test_csr_row_loop_counts_the_row_lengths(harness):

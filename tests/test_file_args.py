@@ -14,16 +14,7 @@ import pytest
 
 from kernelcast.argspec import SpecError, arg_arrays, check_against_signature, parse_arg
 from kernelcast.clang import kernel_signatures
-
-CSR = """__kernel void spmv(__global const int* rowptr, __global const int* col, __global const float* val,
-                   __global const float* x, __global float* y, int rows) {
-  int r = get_global_id(0);
-  if (r >= rows) return;
-  float s = 0.0f;
-  for (int j = rowptr[r]; j < rowptr[r + 1]; ++j)
-    s += val[j] * x[col[j]];
-  y[r] = s;
-}"""
+from tests.kernels import CSR
 
 
 @pytest.fixture()

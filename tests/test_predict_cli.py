@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from tests.kernels import CSR
+
 SRC = """__kernel void axpy(__global const float* x, __global float* y, const float a, const int n) {
   int i = get_global_id(0); if (i < n) y[i] = a * x[i] + y[i]; }"""
 
@@ -135,17 +137,6 @@ def test_predict_without_a_learned_model_imports_no_torch(kfile):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "HEAVY []" in r.stdout
-
-
-CSR = """__kernel void csr(__global const int* rowptr, __global const int* col, __global const float* val,
-                  __global const float* x, __global float* y, const int rows) {
-  int r = get_global_id(0);
-  if (r >= rows) return;
-  float s = 0.0f;
-  for (int j = rowptr[r]; j < rowptr[r + 1]; ++j)
-    s += val[j] * x[col[j]];
-  y[r] = s;
-}"""
 
 
 @pytest.mark.device
