@@ -66,9 +66,10 @@ from instrument.rewrite import (
     _Hole,
     device_supports_int64_atomics,
     param_list_range,
+    parse_for_rewrite,
 )
 from instrument.runner import TimingPolicy
-from kernelcast.clang import ParseError, find_kernels, is_kernel, parse
+from kernelcast.clang import is_kernel
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 from kernelcast.sites import site_symbol
 
@@ -215,22 +216,9 @@ class _Counter:
         self.int64 = int64_atomics
         self.max_sites = max_sites
         self.data = kernel.source.encode("utf-8")
-        try:
-            self.tu = parse(kernel.source, _PARSE_NAME, kernel.build_options)
-        except ParseError as err:
-            raise RewriteError(str(err).splitlines()[0] if str(err) else "parse error") from err
-        kernels = find_kernels(self.tu, _PARSE_NAME)
-        if kernel.name not in kernels:
-            raise RewriteError(f"no kernel {kernel.name!r} in the source")
-        self.kcursor = kernels[kernel.name]
+        self.tu, self.kcursor, self.tokens, self.tok_offsets = parse_for_rewrite(kernel, _PARSE_NAME)
         self.unsupported: list[str] = []
         self._order = 0
-        self.tokens: dict[int, str] = {}
-        for t in self.tu.get_tokens(extent=self.tu.get_extent(_PARSE_NAME, (0, len(self.data)))):
-            loc = t.location
-            if loc.file is not None and loc.file.name == _PARSE_NAME:
-                self.tokens.setdefault(loc.offset, t.spelling)
-        self.tok_offsets = sorted(self.tokens)
         self.macros: list[tuple[int, int]] = []
         self.defs: dict[str, Any] = {}
         self.protos: dict[str, list[Any]] = {}

@@ -332,23 +332,9 @@ class _Instrumenter:
         self.kernel = kernel
         self.int64 = int64_atomics
         self.data = kernel.source.encode("utf-8")
-        try:
-            self.tu = parse(kernel.source, _PARSE_NAME, kernel.build_options)
-        except ParseError as e:
-            raise RewriteError(str(e)) from e
-        kernels = find_kernels(self.tu, _PARSE_NAME)
-        if kernel.name not in kernels:
-            raise RewriteError(f"no kernel {kernel.name!r} in the source")
-        self.kcursor = kernels[kernel.name]
+        self.tu, self.kcursor, self.tokens, self.tok_offsets = parse_for_rewrite(kernel)
         self.unsupported: list[str] = []
         self._order = 0
-        toks = self.tu.get_tokens(extent=self.tu.get_extent(_PARSE_NAME, (0, len(self.data))))
-        self.tokens: dict[int, str] = {}
-        for t in toks:
-            loc = t.location
-            if loc.file is not None and loc.file.name == _PARSE_NAME:
-                self.tokens.setdefault(loc.offset, t.spelling)
-        self.tok_offsets = sorted(self.tokens)
         self.macros: list[tuple[int, int, str]] = []
         self.defs: dict[str, Any] = {}
         self.protos: dict[str, list[Any]] = {}
@@ -832,6 +818,26 @@ class _Instrumenter:
         return RewriteResult(original=self.kernel, kernel=new, slots=slots, params=params,
                              unsupported=list(self.unsupported), accesses=accesses,
                              helpers=[n for n in helpers if self.funcs[n].ptr_params], int64_atomics=self.int64)
+
+
+def parse_for_rewrite(kernel: Kernel, filename: str = _PARSE_NAME) -> tuple[Any, Any, dict[int, str], list[int]]:
+    """What a source rewrite starts from: the translation unit of ``kernel``'s source (parsed as
+    ``filename``), the kernel's cursor, and the file's tokens (byte offset -> spelling, and the
+    sorted offsets). :class:`RewriteError` (one line) when it does not parse or lacks the kernel."""
+    data = kernel.source.encode("utf-8")
+    try:
+        tu = parse(kernel.source, filename, kernel.build_options)
+    except ParseError as e:
+        raise RewriteError(str(e).splitlines()[0] if str(e) else "parse error") from e
+    kernels = find_kernels(tu, filename)
+    if kernel.name not in kernels:
+        raise RewriteError(f"no kernel {kernel.name!r} in the source")
+    tokens: dict[int, str] = {}
+    for t in tu.get_tokens(extent=tu.get_extent(filename, (0, len(data)))):
+        loc = t.location
+        if loc.file is not None and loc.file.name == filename:
+            tokens.setdefault(loc.offset, t.spelling)
+    return tu, kernels[kernel.name], tokens, sorted(tokens)
 
 
 def param_list_range(func: Any, tokens: dict[int, str], tok_offsets: list[int]) -> tuple[int, int]:
