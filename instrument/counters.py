@@ -216,23 +216,11 @@ class _Counter:
         self.int64 = int64_atomics
         self.max_sites = max_sites
         self.data = kernel.source.encode("utf-8")
-        self.tu, self.kcursor, self.tokens, self.tok_offsets = parse_for_rewrite(kernel, _PARSE_NAME)
+        ps = parse_for_rewrite(kernel, _PARSE_NAME)
+        self.tu, self.kcursor, self.tokens, self.tok_offsets = ps.tu, ps.kcursor, ps.tokens, ps.tok_offsets
+        self.macros, self.defs, self.protos = ps.macros, ps.defs, ps.protos
         self.unsupported: list[str] = []
         self._order = 0
-        self.macros: list[tuple[int, int]] = []
-        self.defs: dict[str, Any] = {}
-        self.protos: dict[str, list[Any]] = {}
-        for c in self.tu.cursor.get_children():
-            if c.location.file is None or c.location.file.name != _PARSE_NAME:
-                continue
-            if c.kind == ci.CursorKind.MACRO_INSTANTIATION:
-                s, e = c.extent.start.offset, c.extent.end.offset
-                self.macros.append((s, max(e, s + 1)))
-            elif c.kind == ci.CursorKind.FUNCTION_DECL:
-                if c.is_definition():
-                    self.defs[c.spelling] = c
-                else:
-                    self.protos.setdefault(c.spelling, []).append(c)
 
     # -- small helpers ----------------------------------------------------------------------------
 
@@ -241,7 +229,7 @@ class _Counter:
         return _Edit(start, end, parts, self._order)
 
     def _in_macro(self, off: int) -> bool:
-        return any(ms < off < me for ms, me in self.macros)
+        return any(ms < off < me for ms, me, _ in self.macros)
 
     def _next_token(self, off: int) -> tuple[int, str] | None:
         i = bisect.bisect_left(self.tok_offsets, off)

@@ -332,23 +332,11 @@ class _Instrumenter:
         self.kernel = kernel
         self.int64 = int64_atomics
         self.data = kernel.source.encode("utf-8")
-        self.tu, self.kcursor, self.tokens, self.tok_offsets = parse_for_rewrite(kernel)
+        ps = parse_for_rewrite(kernel)
+        self.tu, self.kcursor, self.tokens, self.tok_offsets = ps.tu, ps.kcursor, ps.tokens, ps.tok_offsets
+        self.macros, self.defs, self.protos = ps.macros, ps.defs, ps.protos
         self.unsupported: list[str] = []
         self._order = 0
-        self.macros: list[tuple[int, int, str]] = []
-        self.defs: dict[str, Any] = {}
-        self.protos: dict[str, list[Any]] = {}
-        for c in self.tu.cursor.get_children():
-            if c.location.file is None or c.location.file.name != _PARSE_NAME:
-                continue
-            if c.kind == ci.CursorKind.MACRO_INSTANTIATION:
-                start, end = c.extent.start.offset, c.extent.end.offset
-                self.macros.append((start, max(end, start + 1), c.spelling))
-            elif c.kind == ci.CursorKind.FUNCTION_DECL:
-                if c.is_definition():
-                    self.defs[c.spelling] = c
-                else:
-                    self.protos.setdefault(c.spelling, []).append(c)
         self.funcs: dict[str, _FuncInfo] = {}
         self.in_progress: set[str] = set()
 
@@ -820,10 +808,24 @@ class _Instrumenter:
                              helpers=[n for n in helpers if self.funcs[n].ptr_params], int64_atomics=self.int64)
 
 
-def parse_for_rewrite(kernel: Kernel, filename: str = _PARSE_NAME) -> tuple[Any, Any, dict[int, str], list[int]]:
-    """What a source rewrite starts from: the translation unit of ``kernel``'s source (parsed as
-    ``filename``), the kernel's cursor, and the file's tokens (byte offset -> spelling, and the
-    sorted offsets). :class:`RewriteError` (one line) when it does not parse or lacks the kernel."""
+@dataclass
+class ParsedSource:
+    """What a source rewrite starts from (:func:`parse_for_rewrite`)."""
+
+    tu: Any
+    kcursor: Any                                  # the kernel's cursor
+    tokens: dict[int, str]                        # byte offset -> token spelling, in the file
+    tok_offsets: list[int]                        # sorted offsets of ``tokens``
+    macros: list[tuple[int, int, str]]            # macro expansions: (start, end, name)
+    defs: dict[str, Any]                          # functions defined in the file
+    protos: dict[str, list[Any]]                  # declarations without a body
+
+
+def parse_for_rewrite(kernel: Kernel, filename: str = _PARSE_NAME) -> ParsedSource:
+    """The translation unit of ``kernel``'s source (parsed as ``filename``) with what both rewrites
+    need of it. :class:`RewriteError` (one line) when it does not parse or lacks the kernel."""
+    import clang.cindex as ci
+
     data = kernel.source.encode("utf-8")
     try:
         tu = parse(kernel.source, filename, kernel.build_options)
@@ -837,7 +839,19 @@ def parse_for_rewrite(kernel: Kernel, filename: str = _PARSE_NAME) -> tuple[Any,
         loc = t.location
         if loc.file is not None and loc.file.name == filename:
             tokens.setdefault(loc.offset, t.spelling)
-    return tu, kernels[kernel.name], tokens, sorted(tokens)
+    ps = ParsedSource(tu, kernels[kernel.name], tokens, sorted(tokens), [], {}, {})
+    for c in tu.cursor.get_children():
+        if c.location.file is None or c.location.file.name != filename:
+            continue
+        if c.kind == ci.CursorKind.MACRO_INSTANTIATION:
+            start, end = c.extent.start.offset, c.extent.end.offset
+            ps.macros.append((start, max(end, start + 1), c.spelling))
+        elif c.kind == ci.CursorKind.FUNCTION_DECL:
+            if c.is_definition():
+                ps.defs[c.spelling] = c
+            else:
+                ps.protos.setdefault(c.spelling, []).append(c)
+    return ps
 
 
 def param_list_range(func: Any, tokens: dict[int, str], tok_offsets: list[int]) -> tuple[int, int]:
