@@ -750,7 +750,8 @@ class TabularHead:
         out = np.full(len(base), np.nan)
         ok = np.isfinite(base) & (base > 0)
         if self.residual is not None and ok.any():
-            out[ok] = base[ok] * np.exp2(self.residual_scale * self.residual.predict(x[ok]))
+            r = np.asarray(self.residual.predict(x[ok]), dtype=np.float64)
+            out[ok] = base[ok] * np.exp2(self.residual_scale * r)
         rest = ~ok if self.residual is not None else np.ones(len(base), dtype=bool)
         if self.direct is not None and rest.any():
             out[rest] = np.exp2(self.direct.predict(x[rest]))

@@ -204,7 +204,7 @@ def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target =
                 head.residual_scale, summary["residual_scale"] = choose_residual_scale(
                     x_all[has_base], r, groups, features, p, rounds, scale_folds, seed)
             head.residual = _fit_booster(x_all[has_base], r, w, features, p, rounds)
-            fitted = head.residual_scale * head.residual.predict(x_all[has_base])
+            fitted = head.residual_scale * np.asarray(head.residual.predict(x_all[has_base]), dtype=np.float64)
             summary["analytical_in_sample"] = _log2_summary(r)
             summary["residual_in_sample"] = _log2_summary(r - fitted)
         head.direct = _fit_booster(x_all[ok], np.log2(y[ok]), w_all, features, p, rounds)
@@ -233,8 +233,8 @@ SHOT_COUNTS = (1, 2, 3, 5)
 SHOT_DRAWS = 5
 
 
-def kernel_groups(names: Sequence[Any], ids: Sequence[Any] | None = None,
-                  origins: Sequence[Any] | None = None) -> np.ndarray:
+def kernel_groups(names: Sequence[Any] | np.ndarray, ids: Sequence[Any] | np.ndarray | None = None,
+                  origins: Sequence[Any] | np.ndarray | None = None) -> np.ndarray:
     """The cross-validation group of each row: a synthetic kernel (origin ``synth...``, or a name
     ``synth[_<family>]_<number>``) belongs to its template family (the name without the trailing
     ``_<digits>``), any other kernel to itself (its id, else its name)."""
@@ -250,7 +250,7 @@ def kernel_groups(names: Sequence[Any], ids: Sequence[Any] | None = None,
     return np.asarray(out, dtype=object)
 
 
-def grouped_folds(groups: Sequence[Any], n_folds: int, seed: int = 0) -> np.ndarray:
+def grouped_folds(groups: Sequence[Any] | np.ndarray, n_folds: int, seed: int = 0) -> np.ndarray:
     """The fold (0..n_folds-1) of every row; a group is never in two folds. Groups are placed
     largest first (ties in a seeded hash order) into the fold with the fewest rows so far
     (ties: the lowest fold): deterministic for a seed, balanced by rows."""

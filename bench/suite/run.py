@@ -188,15 +188,16 @@ def fill_counts(suite: Suite, rows: pd.DataFrame, harness: Any) -> int:
     done = 0
     for i in rows.index[(rows["status"] == "ok") & (rows["site_counts"] == "")]:
         spec = suite.kernel(str(rows.at[i, "kernel"]))
-        n = int(rows.at[i, "n"])
+        n = int(str(rows.at[i, "n"]))
         variant = next((v for v in range(spec.variants) if spec.label(n, v) == rows.at[i, "label"]), 0)
         try:
             inst = spec.instance(n, suite.name, variant)
         except (ManifestError, MemoryError) as e:
             log.info("%s: inputs not generated for counting: %s", rows.at[i, "label"], e)
             continue
-        rows.at[i, "site_counts"] = instance_counts(harness, inst)
-        done += rows.at[i, "site_counts"] != ""
+        cell = instance_counts(harness, inst)
+        rows.at[i, "site_counts"] = cell
+        done += cell != ""
         del inst
     return done
 

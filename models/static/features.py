@@ -387,8 +387,8 @@ def complete_env(envs: Mapping[str, np.ndarray | float], *, dims: int = 3,
     for s in (symbols or set()) | set(defaults):
         if not s.startswith(SITE_PREFIXES):
             continue
-        d = defaults.get(s)
-        dv = env["avg_trip"] if d is None else np.asarray(float(d))
+        dflt = defaults.get(s)
+        dv = env["avg_trip"] if dflt is None else np.asarray(float(dflt))
         if s not in env:
             env[s] = dv
         elif np.isnan(env[s]).any():    # measured for some configurations only
