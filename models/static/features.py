@@ -45,7 +45,6 @@ log = logging.getLogger(__name__)
 
 FEATURES_VERSION = 2
 
-
 #: default trip count of a loop whose bound is loaded from memory or unknown
 DEFAULT_AVG_TRIP = 8.0
 
@@ -226,11 +225,6 @@ class SourceFeatures:
         """:func:`complete_env` for this kernel's symbols and sites."""
         return complete_env(envs, dims=self.dims, symbol_map=self.symbol_map, symbols=self.symbols(),
                             site_defaults=self.site_defaults())
-
-    def measured_sites(self, env: Mapping[str, Any]) -> tuple[list[SiteInfo], list[SiteInfo]]:
-        """The sites ``env`` gives a measured value for, and those left to their assumption."""
-        got = [s for s in self.sites if s.symbol in env]
-        return got, [s for s in self.sites if s.symbol not in env]
 
     # --- evaluation ---------------------------------------------------------------------------
     def evaluate(self, env: Mapping[str, float]) -> dict[str, float]:

@@ -1,9 +1,11 @@
 """Statements of the source walker: blocks, declarations, ``if``/``switch`` and the joins after them.
 
-A branch is weighted by :func:`models.static.branches.branch_fraction`; ``switch`` weights each
+A branch is weighted by :func:`models.static.branches.branch_fraction`; a condition it cannot tell
+(on loaded data or unknown values) is a *site* whose then-side share a run on real inputs measures
+(:meth:`StmtWalker.measured_fraction`, ``br_l<line>_c<col>``); ``switch`` weights each
 case ``1/cases`` (each fully per warp when the selector depends on work-item ids or loaded data).
 After ``if (c) return;`` the rest of the block runs with the fraction of items for which ``c`` is
-false (when that fraction is known). Values assigned under a condition carry the condition's
+false (known, or the site's measurement). Values assigned under a condition carry the condition's
 dependencies (:meth:`~models.static.walk_base.WalkerBase.phi`).
 """
 
