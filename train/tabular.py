@@ -24,8 +24,8 @@ kernels; here the error is already relative (log2), so the same weights favour t
 than in their paper, hence the clipping.
 
 Intervals (:func:`calibrate_intervals`, run by :func:`train_tabular`): an internal grouped K-fold
-(:data:`INTERVAL_FOLDS`; groups by :func:`kernel_groups`: a synthetic template family, or one
-kernel) refits the time head on each fold's other rows with the same parameters and seed and
+(:data:`INTERVAL_FOLDS`; groups by :func:`kernel_groups`: a synthetic template family, a source
+file, or one kernel, as evaluate's folds) refits the time head on each fold's other rows with the same parameters and seed and
 predicts the fold. The out-of-fold residuals ``log2(measured / predicted)`` of the tabular model
 and of the analytical model give their split-conformal quantiles (the ``ceil((n + 1) 0.9)``-th
 smallest ``|r|``, and the 5 % / 95 % signed quantiles by the same rule), overall and per analytical
@@ -76,7 +76,7 @@ from models.tabular import (
     build_table,
     is_tabular_dir,
 )
-from train.split import family_of, synthetic_family
+from train.split import group_key
 
 log = logging.getLogger(__name__)
 
@@ -199,8 +199,7 @@ def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target =
             r = np.log2(y[has_base] / base[has_base])
             w = _weights(y[has_base]) if t == "energy" else None
             if t == "time" and kernels is not None:
-                ids = table["kernel_id"].to_numpy() if "kernel_id" in table.columns else None
-                groups = kernel_groups(kernels, ids)[has_base]
+                groups = table_groups(table)[has_base]
                 head.residual_scale, summary["residual_scale"] = choose_residual_scale(
                     x_all[has_base], r, groups, features, p, rounds, scale_folds, seed)
             head.residual = _fit_booster(x_all[has_base], r, w, features, p, rounds)
@@ -235,19 +234,30 @@ SHOT_DRAWS = 5
 
 def kernel_groups(names: Sequence[Any] | np.ndarray, ids: Sequence[Any] | np.ndarray | None = None,
                   origins: Sequence[Any] | np.ndarray | None = None) -> np.ndarray:
-    """The cross-validation group of each row: a synthetic kernel (origin ``synth...``, or a name
-    ``synth[_<family>]_<number>``) belongs to its template family (the name without the trailing
-    ``_<digits>``), any other kernel to itself (its id, else its name)."""
+    """The cross-validation group of each row, by the rule of evaluate's folds
+    (:func:`train.split.group_key`): a synthetic kernel belongs to its template family, any other
+    kernel with an origin to its source file (kernels of one file share helpers, idioms and often
+    their residual), a kernel without an origin to itself (its id, else its name). The inner folds
+    that choose the residual scale and calibrate the intervals and the few-shot prior hold out what
+    the outer folds hold out: a kernel of a file whose siblings were trained on is easier than a new
+    one, and scoring on it chooses too large a residual scale and too narrow intervals."""
     out = []
     for i, name in enumerate(names):
-        origin = str(origins[i]) if origins is not None and origins[i] is not None else ""
-        name = str(name)
-        if origin.startswith("synth") or synthetic_family(name):
-            out.append("family:" + family_of(name))
-        else:
-            kid = ids[i] if ids is not None else None
-            out.append("kernel:" + (str(kid) if kid is not None and str(kid) not in ("", "nan") else name))
+        origin = origins[i] if origins is not None else None
+        kid = ids[i] if ids is not None else None
+        kid_s = str(kid) if kid is not None and str(kid) not in ("", "nan", "None") else ""
+        key, _ = group_key(str(name), origin if isinstance(origin, str) and origin else None, kid_s)
+        out.append(key)
     return np.asarray(out, dtype=object)
+
+
+def table_groups(table: pd.DataFrame) -> np.ndarray:
+    """:func:`kernel_groups` of the rows of a frame or a :func:`build_table` table (its
+    ``kernel_name``, ``kernel_id`` and ``kernel_origin`` columns, where present)."""
+    def col(c: str) -> list[Any] | None:
+        return table[c].tolist() if c in table.columns else None
+
+    return kernel_groups(col("kernel_name") or [""] * len(table), col("kernel_id"), col("kernel_origin"))
 
 
 def grouped_folds(groups: Sequence[Any] | np.ndarray, n_folds: int, seed: int = 0) -> np.ndarray:
@@ -401,7 +411,7 @@ def calibrate_intervals(table: pd.DataFrame, profile: DeviceProfile,
     valid = np.isfinite(y) & (y > 0)
     names = table["kernel_name"].tolist() if "kernel_name" in table.columns else [""] * len(table)
     ids = table["kernel_id"].tolist() if "kernel_id" in table.columns else None
-    g = np.asarray(groups, dtype=object) if groups is not None else kernel_groups(names, ids)
+    g = np.asarray(groups, dtype=object) if groups is not None else table_groups(table)
     n_groups = len(set(g[valid].tolist()))
     if n_groups < 2:
         return None, (f"no intervals: the training rows hold {n_groups} kernel group(s); out-of-fold residuals need "
@@ -471,9 +481,7 @@ def train_tabular(dataset_dir: str | os.PathLike[str], out_dir: str | os.PathLik
     elif interval_folds < 2:
         cal, why = None, "no intervals: the internal cross-validation was turned off"
     else:
-        groups = kernel_groups(frame["kernel_name"].tolist(),
-                               frame["kernel_id"].tolist() if "kernel_id" in frame.columns else None,
-                               frame["kernel_origin"].tolist() if "kernel_origin" in frame.columns else None)
+        groups = table_groups(frame)
         cal, why = calibrate_intervals(table, profile, groups, folds=interval_folds, seed=seed, params=params)
     model.calibration = cal
     t4 = time.perf_counter()
