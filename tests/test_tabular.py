@@ -258,23 +258,28 @@ POLY = poly(64)
 @pytest.mark.parametrize("source,name", [(TRIAD, "triad"), (POLY, "poly")])
 def test_prediction_within_2x_of_a_real_measurement(harness, profile, source, name):
     """Fitted on four measured sizes of a kernel (2^15, 2^16, 2^18, 2^19 work-items), the model
-    predicts the fifth (2^17), measured on this device, within a factor of 2."""
+    predicts the fifth (2^17), measured on this device, within a factor of 2. Each size is measured
+    in two interleaved passes and keeps its faster median: a burst of load on a shared CI host
+    during one size's measurement (it once made this 2.4x) then does not decide the figure."""
     from instrument.runner import TimingPolicy
     from kernelcast.schema import ArgBinding, LaunchConfig
     from models.predict import arg_dicts
 
     policy = TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.01, max_repeats=200, max_time_s=2)
     k = Kernel(source, name)
-    rows = []
-    for e in (15, 16, 18, 19, 17):
-        n = 1 << e
-        bufs = ["a", "b", "c"] if name == "triad" else ["a", "c"]
-        args = [ArgBinding(b, "buffer", "float", n) for b in bufs] + [ArgBinding("n", "scalar", "int", value=n)]
-        if name == "triad":
-            args.insert(3, ArgBinding("s", "scalar", "float", value=2.0))
-        m = harness.run(k, LaunchConfig((n,), (64,), args), policy)
-        assert m.status == "ok", m.reason
-        rows.append({**configuration_row(k, (n,), (64,), arg_dicts(args)), "time_median_us": m.time.median_us})
+    best: dict[int, dict] = {}
+    for _ in range(2):
+        for e in (15, 16, 18, 19, 17):
+            n = 1 << e
+            bufs = ["a", "b", "c"] if name == "triad" else ["a", "c"]
+            args = [ArgBinding(b, "buffer", "float", n) for b in bufs] + [ArgBinding("n", "scalar", "int", value=n)]
+            if name == "triad":
+                args.insert(3, ArgBinding("s", "scalar", "float", value=2.0))
+            m = harness.run(k, LaunchConfig((n,), (64,), args), policy)
+            assert m.status == "ok", m.reason
+            t = min(m.time.median_us, best[e]["time_median_us"]) if e in best else m.time.median_us
+            best[e] = {**configuration_row(k, (n,), (64,), arg_dicts(args)), "time_median_us": t}
+    rows = [best[e] for e in (15, 16, 18, 19, 17)]
     table = build_table(pd.DataFrame(rows), profile)
     model = fit_tabular(table.iloc[:4], profile)
     pred = float(model.predict_table(table.iloc[4:]).time_us[0])

@@ -25,16 +25,17 @@ than in their paper, hence the clipping.
 
 Intervals (:func:`calibrate_intervals`, run by :func:`train_tabular`): an internal grouped K-fold
 (:data:`INTERVAL_FOLDS`; groups by :func:`kernel_groups`: a synthetic template family, a source
-file, or one kernel, as evaluate's folds) refits the time head on each fold's other rows with the same parameters and seed and
-predicts the fold. The out-of-fold residuals ``log2(measured / predicted)`` of the tabular model
-and of the analytical model give their split-conformal quantiles (the ``ceil((n + 1) 0.9)``-th
-smallest ``|r|``, and the 5 % / 95 % signed quantiles by the same rule), overall and per analytical
-bound with at least 50 rows; the shrinkage prior of few-shot updating (``models.fewshot``); and the
-quantiles of the residuals left after a simulated k-shot correction (k in :data:`SHOT_COUNTS`, k
-random rows of each kernel as its measured configurations, :data:`SHOT_DRAWS` draws). Per model the
-interval kind (symmetric or signed) whose held-out intervals are narrower is kept. The figures
-stored with them: OOF median APE, MAPE and share within 2x, and the cross-fold coverage and median
-width (upper / lower) of the intervals, each fold's intervals from the other folds' quantiles.
+file, or one kernel, as evaluate's folds) refits the time head on each fold's other rows with the
+same parameters and seed and predicts the fold. The out-of-fold residuals ``log2(measured /
+predicted)`` of the tabular model and of the analytical model give their split-conformal quantiles
+(the ``ceil((n + 1) 0.9)``-th smallest ``|r|``, and the 5 % / 95 % signed quantiles by the same
+rule), overall and per analytical bound with at least 50 rows; the shrinkage prior of few-shot
+updating (``models.fewshot``); and the quantiles of the residuals left after a simulated k-shot
+correction (k in :data:`SHOT_COUNTS`, k random rows of each kernel as its measured configurations,
+:data:`SHOT_DRAWS` draws). Per model the interval kind (symmetric or signed) whose held-out
+intervals are narrower is kept. The figures stored with them: OOF median APE, MAPE and share within
+2x, and the cross-fold coverage and median width (upper / lower) of the intervals, each fold's
+intervals from the other folds' quantiles.
 
 Defaults (:data:`DEFAULT_PARAMS`, :data:`DEFAULT_ROUNDS`) are generic settings for a few thousand
 rows (31 leaves, at least 20 rows per leaf, learning rate 0.1 for 100 rounds, feature and row
