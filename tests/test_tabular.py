@@ -61,7 +61,8 @@ def test_table_columns_and_training_prediction_identity(dataset, profile):
     frame, _ = load_measured_frame(dataset)          # as read from Parquet: arrays, JSON args
     train = build_table(frame, profile)
     pred = build_table(_prediction_rows(frame), profile)
-    assert list(train.columns) == list(FEATURE_COLUMNS) + ["kernel_id", "kernel_name", "time_median_us", "energy_j"]
+    keys = ["kernel_id", "kernel_name", "kernel_origin", "time_median_us", "energy_j"]
+    assert list(train.columns) == list(FEATURE_COLUMNS) + keys
     assert list(pred.columns) == list(FEATURE_COLUMNS) + ["kernel_name"]
     assert len(train) == len(frame) and (train.index == frame.index).all()
     pd.testing.assert_frame_equal(train[list(FEATURE_COLUMNS)], pred[list(FEATURE_COLUMNS)])

@@ -117,6 +117,21 @@ def _weights(y: np.ndarray) -> np.ndarray:
     return w / w.mean()
 
 
+#: weight the time head's rows so that every kernel weighs the same, whatever its number of rows
+KERNEL_BALANCED = True
+
+
+def _kernel_weights(kernels: np.ndarray | None, sel: np.ndarray) -> np.ndarray | None:
+    """Row weights ``1 / rows of the row's kernel`` among ``sel``, normalised to mean 1 (None when
+    :data:`KERNEL_BALANCED` is off or there are no kernel names)."""
+    if not KERNEL_BALANCED or kernels is None:
+        return None
+    k = np.asarray(kernels, dtype=object)[sel].astype(str)
+    _, inv, counts = np.unique(k, return_inverse=True, return_counts=True)
+    w = 1.0 / counts[inv].astype(np.float64)
+    return w / w.mean()
+
+
 def _fit_booster(x: np.ndarray, y: np.ndarray, w: np.ndarray | None, features: list[str], params: dict[str, Any],
                  rounds: int) -> Any:
     import lightgbm as lgb
@@ -135,19 +150,20 @@ def _log2_summary(r: np.ndarray) -> dict[str, float]:
 
 def choose_residual_scale(x: np.ndarray, r: np.ndarray, groups: np.ndarray, features: list[str],
                           params: dict[str, Any], rounds: int, folds: int = SCALE_FOLDS,
-                          seed: int = 0) -> tuple[float, dict[str, Any]]:
+                          seed: int = 0, weights: np.ndarray | None = None) -> tuple[float, dict[str, Any]]:
     """The residual scale of a head (module docstring): the residual booster is refitted on
     ``folds`` grouped folds of its rows ``x`` / ``r`` (``groups``: :func:`kernel_groups`), and the
     scale in :data:`SCALE_GRID` whose inner out-of-fold predictions ``s x r_hat`` leave the lowest
     median ``|r - s x r_hat|`` wins (the smallest on a tie). 1 with the reason when there are fewer
-    than ``folds`` groups (or ``folds`` < 2)."""
+    than ``folds`` groups (or ``folds`` < 2). ``weights``: the rows' weights in the fits."""
     n_groups = len(np.unique(groups.astype(str))) if len(groups) else 0
     if folds < 2 or n_groups < folds:
         return 1.0, {"scale": 1.0, "why": f"{n_groups} kernel group(s) for {folds} inner folds"}
     inner = grouped_folds(groups, folds, seed)
     r_hat = np.full(len(r), np.nan)
     for f in range(folds):
-        b = _fit_booster(x[inner != f], r[inner != f], None, features, params, rounds)
+        b = _fit_booster(x[inner != f], r[inner != f], None if weights is None else weights[inner != f], features,
+                         params, rounds)
         r_hat[inner == f] = b.predict(x[inner == f])
     scores = [float(np.median(np.abs(r - s * r_hat))) for s in SCALE_GRID]
     best = int(np.argmin(scores))              # argmin keeps the first (smallest scale) of equals
@@ -175,6 +191,7 @@ def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target =
     features = list(FEATURE_COLUMNS)
     x_all = table[features].to_numpy(dtype=np.float64)
     kernels = table["kernel_name"].to_numpy() if "kernel_name" in table.columns else None
+    ids = table["kernel_id"].to_numpy() if "kernel_id" in table.columns else kernels
     wanted = ["time", "energy"] if target == "both" else [target]
     heads: dict[str, TabularHead] = {}
     t0 = time.perf_counter()
@@ -189,20 +206,21 @@ def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target =
                             f"{MIN_ROWS} (energy needs a dataset measured with an energy meter)")
         base = table[BASES[t]].to_numpy(dtype=np.float64)
         has_base = ok & np.isfinite(base) & (base > 0)
-        w_all = _weights(y[ok]) if t == "energy" else None
+        w_all = _weights(y[ok]) if t == "energy" else _kernel_weights(ids, ok)
         th = time.perf_counter()
         head = TabularHead(t, BASES[t])
         summary: dict[str, Any] = {"rows": int(ok.sum()), "rows_with_analytical": int(has_base.sum()),
-                                   "rounds": rounds, "weighting": "1/E (Zhang et al.)" if t == "energy" else "none"}
+                                   "rounds": rounds, "weighting": "1/E (Zhang et al.)" if t == "energy" else
+                                   ("1 / rows of the kernel" if KERNEL_BALANCED and ids is not None else "none")}
         if kernels is not None:
             summary["kernels"] = int(pd.Series(kernels[ok]).nunique())
         if has_base.sum() >= MIN_ROWS:
             r = np.log2(y[has_base] / base[has_base])
-            w = _weights(y[has_base]) if t == "energy" else None
+            w = _weights(y[has_base]) if t == "energy" else _kernel_weights(ids, has_base)
             if t == "time" and kernels is not None:
                 groups = table_groups(table)[has_base]
                 head.residual_scale, summary["residual_scale"] = choose_residual_scale(
-                    x_all[has_base], r, groups, features, p, rounds, scale_folds, seed)
+                    x_all[has_base], r, groups, features, p, rounds, scale_folds, seed, weights=w)
             head.residual = _fit_booster(x_all[has_base], r, w, features, p, rounds)
             fitted = head.residual_scale * np.asarray(head.residual.predict(x_all[has_base]), dtype=np.float64)
             summary["analytical_in_sample"] = _log2_summary(r)
