@@ -84,7 +84,8 @@ log = logging.getLogger(__name__)
 Target = Literal["time", "energy", "both"]
 
 DEFAULT_PARAMS: dict[str, Any] = {
-    "objective": "regression",
+    "objective": "regression_l1",
+    "extra_trees": True,
     "learning_rate": 0.1,
     "num_leaves": 31,
     "min_data_in_leaf": 20,
@@ -118,7 +119,7 @@ def _weights(y: np.ndarray) -> np.ndarray:
 
 
 #: weight the time head's rows so that every kernel weighs the same, whatever its number of rows
-KERNEL_BALANCED = True
+KERNEL_BALANCED = False
 
 
 def _kernel_weights(kernels: np.ndarray | None, sel: np.ndarray) -> np.ndarray | None:
