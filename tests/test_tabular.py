@@ -146,7 +146,13 @@ def test_known_answer_is_recovered(profile):
     assert model.heads["energy"].residual is None      # the profile has no energy calibration: direct head
     assert model.summary["params"]["num_boost_round"] > 0
     p = model.predict_table(test)
-    np.testing.assert_allclose(np.log2(p.time_us / test["time_median_us"]), 0.0, atol=0.1)
+    # the default extra trees draw split thresholds at random: the step at 4096 work-items is
+    # recovered on almost every row, a few rows near it land between the two levels
+    err_t = np.abs(np.log2(p.time_us / test["time_median_us"]))
+    assert np.median(err_t) < 0.01 and np.percentile(err_t, 90) < 0.15 and err_t.max() < 1.0
+    # with exact thresholds the step is recovered on every row
+    exact = fit_tabular(train, profile, target="time", seed=0, params={"extra_trees": False})
+    np.testing.assert_allclose(np.log2(exact.predict_table(test).time_us / test["time_median_us"]), 0.0, atol=0.1)
     # the 1/E weights slow the energy head's convergence on the heavy-energy rows a little
     err = np.abs(np.log2(p.energy_j / test["energy_j"]))
     assert np.median(err) < 0.02 and err.max() < 0.25
@@ -298,7 +304,9 @@ def test_residual_scale_is_one_for_a_learnable_residual_and_near_zero_for_noise(
     n, feats = 600, ["f0", "f1"]
     x = rng.uniform(-2, 2, size=(n, 2))
     groups = np.array([f"kernel:{i % 30}" for i in range(n)], dtype=object)
-    params = {**DEFAULT_PARAMS, "seed": 0}
+    # squared error without random thresholds: the booster fits noise as eagerly as signal, which
+    # is the case the scale is there for
+    params = {**DEFAULT_PARAMS, "objective": "regression", "extra_trees": False, "seed": 0}
     s, info = choose_residual_scale(x, x[:, 0].copy(), groups, feats, params, 100, folds=3, seed=0)
     assert s == 1.0 and info["folds"] == 3
     s, info = choose_residual_scale(x, rng.normal(0, 1, n), groups, feats, params, 100, folds=3, seed=0)
