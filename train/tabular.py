@@ -22,8 +22,8 @@ compiler deletes carries it), top-1 73.1 +- 2.2 -> 71 +- 1 %. Over the four data
 and the tuning top-1 do not move beyond the fold-seed sd (means 45.1 -> 44.8 % and 74.5 -> 74.3 %);
 MAPE falls on all four. Each part alone (ds2s, ds2, ds1c): the median loss 43.8 / 41.0 / 44.3 %
 median APE, extra trees alone (ds2s) 42.2 %, group folds alone (ds2s) 45.8 % with MAPE 64 %;
-weighting every kernel the same (:data:`KERNEL_BALANCED`, squared error) made ds2 worse (45.8 %,
-MAPE 67 %) and is not done. The energy head keeps squared error and exact thresholds
+weighting every kernel the same (row weights 1 / rows of its kernel, squared error) made ds2 worse
+(45.8 %, MAPE 67 %) and is not done. The energy head keeps squared error and exact thresholds
 (:data:`HEAD_PARAMS`): no dataset here has energy to measure the change on. The time head's residual
 booster's prediction is scaled by a factor in [0, 1] (its ``residual_scale``) chosen on inner
 grouped out-of-fold predictions of the training rows (:func:`choose_residual_scale`). Why:
