@@ -126,7 +126,9 @@ MODEL_FILE = "tabular.json"
 #: version of the feature table (a change of columns or of their meaning bumps it)
 TABLE_VERSION = 1
 
-KEY_COLUMNS = ("kernel_id", "kernel_name")
+#: the columns that name a row's kernel (``kernel_origin``: its corpus origin, e.g. the source file,
+#: which decides its cross-validation group) and are carried into the table when the frame has them
+KEY_COLUMNS = ("kernel_id", "kernel_name", "kernel_origin")
 #: target column of each head, and the analytical column its residual is taken against
 TARGETS: dict[str, str] = {"time": "time_median_us", "energy": "energy_j"}
 BASES: dict[str, str] = {"time": "analytical_us", "energy": "analytical_energy_j"}

@@ -165,11 +165,13 @@ def test_interval_per_bound_and_after_shots():
 
 
 def test_groups_and_folds():
-    g = kernel_groups(["synth_tile_000028", "synth_tile_000029", "synth_tile2d_000001", "ew_add", "ew_add", "x_1"],
-                      ["a", "b", "c", "d", "e", "f"])
-    assert list(g) == ["family:synth_tile", "family:synth_tile", "family:synth_tile2d", "kernel:d", "kernel:e",
-                       "kernel:f"]
-    assert kernel_groups(["synth_3"], origins=["synthetic"])[0] == "family:synth"
+    g = kernel_groups(["synth_tile_000028", "synth_tile_000029", "synth_tile2d_000001", "ew_add", "ew_mul", "x_1"],
+                      ["a", "b", "c", "d", "e", "f"],
+                      [None, "synth:seed=11:i=29", None, "bundled/elementwise.cl", "bundled/elementwise.cl", None])
+    # the rule of evaluate's outer folds: a template family, a source file, else the kernel itself
+    assert list(g) == ["synth:synth_tile", "synth:synth_tile", "synth:synth_tile2d", "file:bundled/elementwise.cl",
+                       "file:bundled/elementwise.cl", "kernel:f"]
+    assert kernel_groups(["x_3"], origins=["synth:seed=1:i=3"])[0] == "synth:x"
     groups = np.array(["a"] * 5 + ["b"] * 3 + ["c"] * 3 + ["d"] * 2 + ["e"])
     folds = grouped_folds(groups, 3, seed=0)
     for k in set(groups):

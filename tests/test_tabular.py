@@ -61,7 +61,8 @@ def test_table_columns_and_training_prediction_identity(dataset, profile):
     frame, _ = load_measured_frame(dataset)          # as read from Parquet: arrays, JSON args
     train = build_table(frame, profile)
     pred = build_table(_prediction_rows(frame), profile)
-    assert list(train.columns) == list(FEATURE_COLUMNS) + ["kernel_id", "kernel_name", "time_median_us", "energy_j"]
+    keys = ["kernel_id", "kernel_name", "kernel_origin", "time_median_us", "energy_j"]
+    assert list(train.columns) == list(FEATURE_COLUMNS) + keys
     assert list(pred.columns) == list(FEATURE_COLUMNS) + ["kernel_name"]
     assert len(train) == len(frame) and (train.index == frame.index).all()
     pd.testing.assert_frame_equal(train[list(FEATURE_COLUMNS)], pred[list(FEATURE_COLUMNS)])
@@ -145,7 +146,13 @@ def test_known_answer_is_recovered(profile):
     assert model.heads["energy"].residual is None      # the profile has no energy calibration: direct head
     assert model.summary["params"]["num_boost_round"] > 0
     p = model.predict_table(test)
-    np.testing.assert_allclose(np.log2(p.time_us / test["time_median_us"]), 0.0, atol=0.1)
+    # the default extra trees draw split thresholds at random: the step at 4096 work-items is
+    # recovered on almost every row, a few rows near it land between the two levels
+    err_t = np.abs(np.log2(p.time_us / test["time_median_us"]))
+    assert np.median(err_t) < 0.01 and np.percentile(err_t, 90) < 0.15 and err_t.max() < 1.0
+    # with exact thresholds the step is recovered on every row
+    exact = fit_tabular(train, profile, target="time", seed=0, params={"extra_trees": False})
+    np.testing.assert_allclose(np.log2(exact.predict_table(test).time_us / test["time_median_us"]), 0.0, atol=0.1)
     # the 1/E weights slow the energy head's convergence on the heavy-energy rows a little
     err = np.abs(np.log2(p.energy_j / test["energy_j"]))
     assert np.median(err) < 0.02 and err.max() < 0.25
@@ -258,23 +265,28 @@ POLY = poly(64)
 @pytest.mark.parametrize("source,name", [(TRIAD, "triad"), (POLY, "poly")])
 def test_prediction_within_2x_of_a_real_measurement(harness, profile, source, name):
     """Fitted on four measured sizes of a kernel (2^15, 2^16, 2^18, 2^19 work-items), the model
-    predicts the fifth (2^17), measured on this device, within a factor of 2."""
+    predicts the fifth (2^17), measured on this device, within a factor of 2. Each size is measured
+    in two interleaved passes and keeps its faster median: a burst of load on a shared CI host
+    during one size's measurement (it once made this 2.4x) then does not decide the figure."""
     from instrument.runner import TimingPolicy
     from kernelcast.schema import ArgBinding, LaunchConfig
     from models.predict import arg_dicts
 
     policy = TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.01, max_repeats=200, max_time_s=2)
     k = Kernel(source, name)
-    rows = []
-    for e in (15, 16, 18, 19, 17):
-        n = 1 << e
-        bufs = ["a", "b", "c"] if name == "triad" else ["a", "c"]
-        args = [ArgBinding(b, "buffer", "float", n) for b in bufs] + [ArgBinding("n", "scalar", "int", value=n)]
-        if name == "triad":
-            args.insert(3, ArgBinding("s", "scalar", "float", value=2.0))
-        m = harness.run(k, LaunchConfig((n,), (64,), args), policy)
-        assert m.status == "ok", m.reason
-        rows.append({**configuration_row(k, (n,), (64,), arg_dicts(args)), "time_median_us": m.time.median_us})
+    best: dict[int, dict] = {}
+    for _ in range(2):
+        for e in (15, 16, 18, 19, 17):
+            n = 1 << e
+            bufs = ["a", "b", "c"] if name == "triad" else ["a", "c"]
+            args = [ArgBinding(b, "buffer", "float", n) for b in bufs] + [ArgBinding("n", "scalar", "int", value=n)]
+            if name == "triad":
+                args.insert(3, ArgBinding("s", "scalar", "float", value=2.0))
+            m = harness.run(k, LaunchConfig((n,), (64,), args), policy)
+            assert m.status == "ok", m.reason
+            t = min(m.time.median_us, best[e]["time_median_us"]) if e in best else m.time.median_us
+            best[e] = {**configuration_row(k, (n,), (64,), arg_dicts(args)), "time_median_us": t}
+    rows = [best[e] for e in (15, 16, 18, 19, 17)]
     table = build_table(pd.DataFrame(rows), profile)
     model = fit_tabular(table.iloc[:4], profile)
     pred = float(model.predict_table(table.iloc[4:]).time_us[0])
@@ -292,7 +304,9 @@ def test_residual_scale_is_one_for_a_learnable_residual_and_near_zero_for_noise(
     n, feats = 600, ["f0", "f1"]
     x = rng.uniform(-2, 2, size=(n, 2))
     groups = np.array([f"kernel:{i % 30}" for i in range(n)], dtype=object)
-    params = {**DEFAULT_PARAMS, "seed": 0}
+    # squared error without random thresholds: the booster fits noise as eagerly as signal, which
+    # is the case the scale is there for
+    params = {**DEFAULT_PARAMS, "objective": "regression", "extra_trees": False, "seed": 0}
     s, info = choose_residual_scale(x, x[:, 0].copy(), groups, feats, params, 100, folds=3, seed=0)
     assert s == 1.0 and info["folds"] == 3
     s, info = choose_residual_scale(x, rng.normal(0, 1, n), groups, feats, params, 100, folds=3, seed=0)
