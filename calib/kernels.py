@@ -402,3 +402,39 @@ def barrier_kernel() -> Kernel:
 def host_overhead_source() -> tuple[str, str]:
     """Source and name of the empty kernel the host-side overhead probe launches."""
     return "__kernel void kc_host_empty(__global uint* a) { }\n", "kc_host_empty"
+
+
+#: bin counts of the contended atomic benchmark (``atomic_<space>_b<bins>_gops``); 16 ``uint`` bins
+#: share one 64-byte cache line, 256 bins are 16 lines, 4096 bins 256 lines
+ATOMIC_BINS = (1, 16, 256, 4096)
+
+
+def atomic_kernel(space: str) -> Kernel:
+    """``iters`` ``atomic_add`` of 1 per work-item on ``uint`` bins in ``global`` or ``local``
+    memory: with ``own`` set each work-item adds to its own element (global: ``bins[gid]``, local:
+    ``l[lid]``: distinct addresses, no contention), else to a pseudo-random bin of ``mask + 1``
+    (a power of two) that changes every iteration, as a histogram does, so all work-items of the
+    launch contend for ``mask + 1`` addresses. The local kernel zeroes its bins before a barrier
+    and writes one of them out after another, so the atomics cannot be dropped."""
+    name = f"kc_atomic_{space}"
+    body = """  uint h = (gid + 1u) * 0x9E3779B1u;
+  for (uint i = 0; i < iters; ++i) {{
+    uint b = own ? {own} : ((h >> 11) & mask);
+    atomic_add(&{arr}[b], 1u);
+    h = h * 1664525u + 1013904223u;
+  }}
+"""
+    if space == "global":
+        src = (f"__kernel void {name}(__global uint* bins, uint mask, uint own, uint iters) {{\n"
+               f"  uint gid = get_global_id(0);\n"
+               + body.format(own="gid", arr="bins") + "}\n")
+    elif space == "local":
+        src = (f"__kernel void {name}(__global uint* out, __local uint* l, uint mask, uint own, uint iters) {{\n"
+               f"  uint gid = get_global_id(0);\n  uint lid = get_local_id(0);\n  uint lsz = get_local_size(0);\n"
+               f"  for (uint k = lid; k <= mask || k < lsz; k += lsz) l[k] = 0u;\n"
+               f"  barrier(CLK_LOCAL_MEM_FENCE);\n"
+               + body.format(own="lid", arr="l")
+               + "  barrier(CLK_LOCAL_MEM_FENCE);\n  out[gid] = l[lid & mask];\n}\n")
+    else:
+        raise ValueError(f"atomic kernel: unknown address space {space!r}")
+    return Kernel(src, name, origin=f"calib:{name}")

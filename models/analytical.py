@@ -27,7 +27,11 @@ group (each barrier is a pass over the group's work-items), and a cache level ho
 working set when each busy core's share fits each core's share of the level
 (``cache_level<i>_cores``: private or shared). Special
 functions are charged per builtin family (``bi_*`` counts, ``peak_<family>_gops``), not at one
-mean rate. For GPU profiles
+mean rate. On a CPU device an atomic adds ``count / (atomic rate / CU)`` to the compute part
+(:func:`atomic_seconds`: a locked read-modify-write the core serialises, at the calibrated
+``atomic_<space>[_b<bins>]_gops`` for the site's estimated number of distinct addresses,
+:func:`atomic_distinct`); profiles without those rates (GPU profiles) charge atomics as bytes
+only. For GPU profiles
 the per-wave cost follows Hong and Kim's MWP/CWP cases instead (memory warp parallelism limited
 by latency / departure delay, computation warp parallelism, and the three cases N = MWP = CWP,
 CWP >= MWP, CWP < MWP).
@@ -127,6 +131,8 @@ class DeviceParams:
     level_sharing: list[float] = field(default_factory=list)   # per bw level: compute units per instance (0: ?)
     wi_overhead_s: float = 0.0         # per work-item of a work-group's task, whole device (CPU: work-item loop)
     barrier_wi_s: float | None = None  # per barrier per work-item (CPU: a region of the split work-item loop)
+    atomic_rates: dict[str, float] = field(default_factory=dict)   # "global" / "local" (own element) and
+                                                                   # "<space>_b<bins>" -> atomics/s, whole device
 
     @classmethod
     def from_profile(cls, p: DeviceProfile, device_info: Any = None) -> DeviceParams:
@@ -184,7 +190,12 @@ class DeviceParams:
             sources.update(s_sources)
             wi_rates, w_sources = _wi_rates(p, rates)
             sources.update(w_sources)
+        atomic_rates = {k[len("atomic_"):-len("_gops")]: float(v.value) * 1e9 for k, v in p.values.items()
+                        if _ATOMIC_KEY.match(k) and v.value and v.value > 0}
+        for k in atomic_rates:
+            sources["atomic " + k] = "profile"
         return cls(
+            atomic_rates=atomic_rates,
             is_cpu=is_cpu, builtin_rates=builtin_rates, scalar_rates=scalar_rates, wi_rates=wi_rates,
             name=getattr(dev, "name", "") or "device", is_gpu=bool(is_gpu), compute_units=int(cu), warp=int(warp),
             rates=rates, rate_sources=sources, bw_levels=[lv for lv in levels if lv[0] > 0], dram_bw=dram,
@@ -222,6 +233,18 @@ class DeviceParams:
                 return self.wi_rates[c]
         return self.rate(op)
 
+    def atomic_rate(self, space: str, distinct: np.ndarray | None) -> np.ndarray | None:
+        """Whole-device rate (atomics/s) of ``atomic_add`` in ``space`` on ``distinct`` addresses
+        (None: each work-item its own): the own-element rate, else log2-interpolated between the
+        measured bin counts (clamped at the ends); None without any rate for that space."""
+        own = self.atomic_rates.get(space)
+        pts = sorted((int(k.rsplit("_b", 1)[1]), r) for k, r in self.atomic_rates.items()
+                     if k.startswith(space + "_b"))
+        if distinct is None or not pts:
+            return None if own is None and not pts else np.asarray(own if own is not None else pts[-1][1])
+        xs = np.log2([float(b) for b, _ in pts])
+        return np.asarray(np.interp(np.log2(np.maximum(distinct, 1.0)), xs, [r for _, r in pts]))
+
     def scalar_rate(self, op: str) -> float:
         """Rate of code the runtime does not vectorize across work-items (CPU devices)."""
         if op in self.scalar_rates:
@@ -230,6 +253,10 @@ class DeviceParams:
             if c in self.scalar_rates:
                 return self.scalar_rates[c]
         return (self.builtin_rate(op) if op.startswith("bi_") else self.rate(op)) / DEFAULT_SIMD_LANES
+
+
+#: profile keys of the atomic benchmark (``calib --only atomic``)
+_ATOMIC_KEY = re.compile(r"^atomic_(global|local)(_b\d+)?_gops$")
 
 
 #: vectorized / scalar rate ratio assumed for a CPU profile without ``scalar_<class>_gops``
@@ -424,6 +451,84 @@ def cpu_throughput_loops(feats: Any) -> list[int]:
     return out
 
 
+_MOD_RE = re.compile(r"%\s*(\(?[A-Za-z0-9_ +\-*/]+\)?)\s*$")
+_MIN_RE = re.compile(r"^min\(\s*([A-Za-z0-9_]+)\s*-\s*1\s*,")
+_ID_COEFF = ("gid", "grp")
+
+
+def atomic_distinct(a: Any, env: Mapping[str, Any]) -> tuple[np.ndarray | None, str]:
+    """Static estimate of the number of distinct addresses one atomic site (an
+    :class:`~models.static.features.Access` of kind ``atomic``) hits over a launch, the
+    contention it sees: ``None`` when each work-item has its own address (the index is affine with
+    a non-zero coefficient of the global or group id: no contention), else an array over the
+    configurations, and how it was found: a constant index (1), an index taken modulo ``K`` (``%``
+    or ``& (K - 1)``) or clamped by ``min(K - 1, ...)``, else the number of elements of the buffer
+    (global) or local array (local) it points into, i.e. the assumption that the data-dependent
+    or lid-only index spreads over the whole buffer. Unknown (a pointer the analysis does not size):
+    ``None``, charged as uncontended, and said so."""
+    from kernelcast.expr import compile_expr
+
+    coeffs = getattr(a, "coeffs", {}) or {}
+    if a.affine and not a.indirect and any(k.startswith(_ID_COEFF) and str(v) not in ("0", "")
+                                           for k, v in coeffs.items()):
+        return None, "index affine in the global/group id: one address per work-item (uncontended)"
+    idx = (getattr(a, "index_expr", "") or "").strip()
+
+    def value(text: str) -> np.ndarray | None:
+        try:
+            fn, _ = compile_expr(text)
+            with np.errstate(all="ignore"):
+                v = np.asarray(fn(env), dtype=np.float64)
+        except Exception:  # noqa: BLE001 - an expression with unbound symbols: not this rule
+            return None
+        return v if np.all(np.isfinite(v)) else None
+
+    if a.affine and not a.indirect and not coeffs and value(idx or "x_unbound") is not None:
+        return np.asarray(1.0), f"constant index {idx}: one address for all work-items"
+    for rx, how in ((_MOD_RE, "index modulo {}"), (_MIN_RE, "index clamped below {}")):
+        m = rx.search(idx)
+        if m:
+            k = value(m.group(1))
+            if k is not None:
+                return np.maximum(k, 1.0), how.format(m.group(1).strip())
+    size = env.get(("__elems_" if a.space == "global" else "len_") + a.arg)
+    if size is not None:
+        return np.maximum(np.asarray(size, dtype=np.float64), 1.0), (
+            f"assumed: the {'data-dependent ' if a.indirect else ''}index spreads over all elements of {a.arg}")
+    return None, f"unknown size of {a.arg}: assumed uncontended"
+
+
+def atomic_seconds(feats: Any, env: Mapping[str, Any], dev: DeviceParams) -> np.ndarray | None:
+    """Seconds of one compute unit per work-item spent in atomics on a CPU device: every atomic
+    site's executions per work-item (its count) over the calibrated rate of ``atomic_add`` per
+    compute unit (``atomic_<space>[_b<bins>]_gops`` / CU) at the site's number of distinct
+    addresses (:func:`atomic_distinct`; the rate is interpolated in log2(bins) between the
+    measured bin counts and clamped at the ends; an uncontended site gets the own-element rate).
+    An atomic is a locked read-modify-write that the core serialises (not vectorized, not
+    overlapped with other memory operations), so its time adds to the compute part. None when the
+    device is not a CPU or the profile has no atomic rates (atomics are then charged as bytes
+    only, as before)."""
+    from kernelcast.expr import CACHE_KEY, compile_expr
+
+    atomics = [a for a in getattr(feats, "accesses", []) if a.kind == "atomic" and a.space in ("global", "local")]
+    if not atomics or not dev.is_cpu or not dev.atomic_rates:
+        return None
+    fenv = dict(feats.complete({k: v for k, v in env.items() if not k.startswith("__")}))
+    fenv[CACHE_KEY] = {}
+    total = np.zeros(np.broadcast_shapes(*[np.shape(v) for v in env.values()]))
+    cu = float(dev.compute_units)
+    for a in atomics:
+        fn, _ = compile_expr(a.count)
+        with np.errstate(all="ignore"):
+            c = np.nan_to_num(np.asarray(fn(fenv), dtype=np.float64), nan=0.0)
+        distinct, _why = atomic_distinct(a, {**env, **fenv})
+        rate = dev.atomic_rate(a.space, distinct)
+        if rate is None:
+            continue
+        total = total + c / (rate / cu)
+    return total
+
+
 def _has_barrier(ops: Any) -> bool:
     """Whether the kernel has a work-group barrier: a ``barrier`` count that is not constant 0."""
     c = ops.get("barrier") if hasattr(ops, "get") else None
@@ -468,6 +573,7 @@ def config_env(gsize: list[int], lsize: list[int] | None, args: list[dict[str, A
                 env["len_" + a["name"]] = float(a.get("count") or 0)
             else:
                 buf_bytes += nbytes
+                env["__elems_" + a["name"]] = float(a.get("count") or 0)
     env["__working_set_bytes"] = buf_bytes
     for k, v in (counts or {}).items():
         if k.startswith(SITE_PREFIXES):
@@ -573,6 +679,10 @@ class AnalyticalModel(Predictor):
             cnt = f.get(prefix + b, f[b])
             rate = d.builtin_rate(b) if vec else d.scalar_rate(b)
             comp_s_item = comp_s_item + cnt / (rate / cu)
+        if d.is_cpu:
+            at_s = atomic_seconds(feats, env, d)
+            if at_s is not None:
+                comp_s_item = comp_s_item + at_s
         fetched = f["global_fetched_bytes"] + f["constant_load_bytes"] * 0.0
         requested = f["global_load_bytes"] + f["global_store_bytes"] + f["global_atomic_bytes"]
         bw = np.full_like(g, d.dram_bw)
@@ -744,6 +854,7 @@ class AnalyticalModel(Predictor):
                 expl[i] = explain({k: v[j] for k, v in res.parts.items()}, res.time_s[j])
                 expl[i].update(extra)
                 expl[i].update(count_assumptions(feats, envs[j]))
+                expl[i].update(atomic_assumptions(feats, envs[j], self.dev))
         return Predictions(time_us, energy, expl)
 
 
@@ -764,6 +875,28 @@ def kernel_assumptions(feats: Any, dev: DeviceParams) -> dict[str, Any]:
                                 f"{', '.join(map(str, lines))}" if lines else
                                 "one dependent chain per work-item (wi_<class>_gops)")
     return out
+
+
+def atomic_assumptions(feats: Any, env: Mapping[str, Any], dev: DeviceParams) -> dict[str, Any]:
+    """How each atomic site was charged at one configuration: its estimated distinct addresses
+    (:func:`atomic_distinct`) and the rate used, or that the profile has no atomic rates (GPU
+    profiles today), in which case atomics cost only their bytes."""
+    atomics = [a for a in getattr(feats, "accesses", []) if a.kind == "atomic"]
+    if not atomics:
+        return {}
+    if not dev.is_cpu or not dev.atomic_rates:
+        return {"atomics": "charged as memory bytes only: " + (
+            "the profile has no atomic rates (calib --only atomic)" if dev.is_cpu or not dev.atomic_rates
+            else "atomic rates are charged on CPU devices only")}
+    out = []
+    for a in atomics:
+        distinct, why = atomic_distinct(a, env)
+        rate = dev.atomic_rate(a.space, distinct) if a.space in ("global", "local") else None
+        d_txt = "own address per work-item" if distinct is None else f"~{float(np.max(distinct)):.4g} addresses"
+        r_txt = (f"{dev.compute_units / float(np.max(rate)) * 1e9:.3g} ns per atomic per compute unit"
+                 if rate is not None else "not charged (no rate)")
+        out.append(f"line {a.line}: {a.space} {a.via or 'atomic'} on {a.arg}: {d_txt} ({why}); {r_txt}")
+    return {"atomics": out}
 
 
 def count_assumptions(feats: Any, env: Mapping[str, Any] | None = None) -> dict[str, Any]:
