@@ -168,3 +168,54 @@ def test_measured_atomic_kernels_are_predicted_within_2x(harness, device):
         pred = model.predict(fr).time_us[0]
         ratio = pred / m.time.median_us
         assert 0.5 < ratio < 2.0, (name, pred, m.time.median_us)
+
+
+FLAG = """
+__kernel void with_flag(__global char *f, __global char *nf, __global int *not_done, const int n)
+{ int v = get_global_id(0);
+  if (v < n && nf[v]) { f[v] = 1; nf[v] = 0; *not_done = 1; } }
+__kernel void no_flag(__global char *f, __global char *nf, __global int *not_done, const int n)
+{ int v = get_global_id(0);
+  if (v < n && nf[v]) { f[v] = 1; nf[v] = 0; } }
+__kernel void flag_always(__global char *f, __global char *nf, __global int *not_done, const int n)
+{ int v = get_global_id(0);
+  if (v < n && nf[v]) { f[v] = 1; nf[v] = 0; }
+  *not_done = 1; }
+"""
+
+
+def test_conditional_store_to_one_address_is_scalar():
+    from models.analytical import cpu_vectorizable
+
+    ok, why = cpu_vectorizable(_feats(FLAG, "with_flag"))
+    assert ok is False and "not_done" in why
+    assert cpu_vectorizable(_feats(FLAG, "no_flag"))[0] is True
+    assert cpu_vectorizable(_feats(FLAG, "flag_always"))[0] is True     # every work-item stores: hoisted
+
+
+def test_conditional_store_to_one_address_is_slow_on_this_device(harness, device):
+    """PoCL runs the kernel with the conditional flag store several times slower than without it
+    (measured 15x, 0.73 vs 0.05 ns per work-item under load 4.5); the model says scalar and
+    predicts a ratio within 4x of the measured one."""
+    if "pocl" not in (device.platform_name + device.platform_version).lower() or device.type != "CPU":
+        pytest.skip("a PoCL CPU device")
+    from instrument.runner import TimingPolicy
+
+    pol = TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.02, max_repeats=50, max_time_s=2.0)
+    n, ls = 1 << 18, 512
+    binds = [ArgBinding("f", "buffer", "char", n), ArgBinding("nf", "buffer", "char", n, init="ones"),
+             ArgBinding("not_done", "buffer", "int", 1), ArgBinding("n", "scalar", "int", value=n)]
+    t = {}
+    for name in ("with_flag", "no_flag"):
+        m = harness.run(Kernel(FLAG, name), LaunchConfig((n,), (ls,), binds), pol)
+        assert m.status == "ok", m.reason
+        t[name] = m.time.median_us
+    ratio_m = t["with_flag"] / t["no_flag"]
+    assert ratio_m > 4, t
+    model = AnalyticalModel(load_profile(ROOT / "calib" / "profiles" / "pocl-local.json"))
+    args = [{"name": b.name, "kind": b.kind, "dtype": b.dtype, "count": b.count,
+             "value": None if b.value is None else str(b.value)} for b in binds]
+    pred = {k: model.predict(pd.DataFrame([{"source": FLAG, "kernel_name": k, "gsize": [n], "lsize": [ls],
+                                            "args": args}])).time_us[0] for k in t}
+    ratio_p = pred["with_flag"] / pred["no_flag"]
+    assert ratio_m / 4 < ratio_p < ratio_m * 4, (ratio_p, ratio_m, pred, t)
