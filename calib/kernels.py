@@ -442,3 +442,22 @@ def atomic_kernel(space: str) -> Kernel:
     else:
         raise ValueError(f"atomic kernel: unknown address space {space!r}")
     return Kernel(src, name, origin=f"calib:{name}")
+
+
+#: loads per work-item of the gather benchmark (straight-line code: no loop, so a CPU runtime
+#: vectorizes the work-item loop and each load becomes a gather instruction)
+GATHER_LOADS = 16
+
+
+def gather_kernel() -> Kernel:
+    """Each work-item sums :data:`GATHER_LOADS` floats of a table ``t`` of ``mask + 1`` (a power of
+    two) elements at pseudo-random indices computed from its global id (a multiplicative hash, then
+    a constant step): indices no compiler can prove contiguous, so vectorized work-item code loads
+    them with gather instructions. The table is small enough to stay in the first cache level, so
+    the time is the gathers' (plus two integer operations per load)."""
+    name = "kc_gather"
+    lines = "".join(f"  s += t[(h + {977 * k}u) & mask];\n" for k in range(GATHER_LOADS))
+    src = (f"__kernel void {name}(__global const float* t, __global float* out, uint mask) {{\n"
+           f"  uint gid = get_global_id(0);\n  uint h = (gid * 0x9E3779B1u) >> 7;\n  float s = 0.0f;\n"
+           f"{lines}  out[gid] = s;\n}}\n")
+    return Kernel(src, name, origin=f"calib:{name}")
