@@ -24,7 +24,8 @@ left after unrolling, unless its trip count is uniform in a kernel with barriers
 call of a full-precision transcendental builtin; a conditional store to one address for all
 work-items, in a kernel without barriers); scalar code also issues each load and store as an
 instruction of its own, charged at the scalar integer-add rate, and vectorized code pays each
-data-dependent or non-affine global access as a gather (``gather_gops``, :func:`gather_seconds`). A CPU work-group costs ``a + b lsize``
+data-dependent or non-affine global access as a gather (``gather_gops``, :func:`gather_seconds`).
+A CPU work-group costs ``a + b lsize``
 (``wg_overhead_us``, ``wi_overhead_ns``), a barrier ``barrier_ns + barrier_wi_ns lsize`` per
 group (each barrier is a pass over the group's work-items), and a cache level holds the
 working set when each busy core's share fits each core's share of the level
