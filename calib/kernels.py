@@ -131,11 +131,15 @@ OP_CLASSES: dict[str, OpClass] = {c.name: c for c in (
             description="fp32 half_sin"),
     OpClass("half_sqrt", "float", "{a} = half_sqrt({a});", 1, "2.0f + 0.01f * {k}", 0.0, 0.0,
             description="fp32 half_sqrt"),
+    OpClass("hypot", "float", "{a} = hypot({a}, s) * t;", 1, "1.0f + 0.01f * {k}", 0.5, 0.5,
+            description="fp32 hypot (one multiply per update)"),
+    OpClass("rint", "float", "{a} = rint({a} * s) * t;", 1, "1.0f + {k}", 3.0, 1 / 3.0,
+            description="fp32 rint, the rounding of convert_<int type>_rte/_rtn/_rtp (two multiplies per update)"),
 )}
 #: the builtin-family classes (``peak_<class>_gops`` and ``scalar_<class>_gops``)
 BUILTIN_OP_CLASSES = ("sin", "exp", "sqrt", "log", "pow", "tanh", "erf", "atan", "rsqrt", "native_sin",
                       "native_exp", "native_sqrt", "native_log", "native_rsqrt", "native_divide", "native_powr",
-                      "half_exp", "half_sin", "half_sqrt")
+                      "half_exp", "half_sin", "half_sqrt", "hypot", "rint")
 
 _FP64_PRAGMA = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
 _OP_NAME_RE = re.compile(r"^kc_(?:op_(?P<cls>[a-z0-9_]+?)|busy)_w(?P<w>\d+)k(?P<k>\d+)$")
@@ -402,3 +406,58 @@ def barrier_kernel() -> Kernel:
 def host_overhead_source() -> tuple[str, str]:
     """Source and name of the empty kernel the host-side overhead probe launches."""
     return "__kernel void kc_host_empty(__global uint* a) { }\n", "kc_host_empty"
+
+
+#: bin counts of the contended atomic benchmark (``atomic_<space>_b<bins>_gops``); 16 ``uint`` bins
+#: share one 64-byte cache line, 256 bins are 16 lines, 4096 bins 256 lines
+ATOMIC_BINS = (1, 16, 256, 4096)
+
+
+def atomic_kernel(space: str) -> Kernel:
+    """``iters`` ``atomic_add`` of 1 per work-item on ``uint`` bins in ``global`` or ``local``
+    memory: with ``own`` set each work-item adds to its own element (global: ``bins[gid]``, local:
+    ``l[lid]``: distinct addresses, no contention), else to a pseudo-random bin of ``mask + 1``
+    (a power of two) that changes every iteration, as a histogram does, so all work-items of the
+    launch contend for ``mask + 1`` addresses. The local kernel zeroes its bins before a barrier
+    and writes one of them out after another, so the atomics cannot be dropped."""
+    name = f"kc_atomic_{space}"
+    body = """  uint h = (gid + 1u) * 0x9E3779B1u;
+  for (uint i = 0; i < iters; ++i) {{
+    uint b = own ? {own} : ((h >> 11) & mask);
+    atomic_add(&{arr}[b], 1u);
+    h = h * 1664525u + 1013904223u;
+  }}
+"""
+    if space == "global":
+        src = (f"__kernel void {name}(__global uint* bins, uint mask, uint own, uint iters) {{\n"
+               f"  uint gid = get_global_id(0);\n"
+               + body.format(own="gid", arr="bins") + "}\n")
+    elif space == "local":
+        src = (f"__kernel void {name}(__global uint* out, __local uint* l, uint mask, uint own, uint iters) {{\n"
+               f"  uint gid = get_global_id(0);\n  uint lid = get_local_id(0);\n  uint lsz = get_local_size(0);\n"
+               f"  for (uint k = lid; k <= mask || k < lsz; k += lsz) l[k] = 0u;\n"
+               f"  barrier(CLK_LOCAL_MEM_FENCE);\n"
+               + body.format(own="lid", arr="l")
+               + "  barrier(CLK_LOCAL_MEM_FENCE);\n  out[gid] = l[lid & mask];\n}\n")
+    else:
+        raise ValueError(f"atomic kernel: unknown address space {space!r}")
+    return Kernel(src, name, origin=f"calib:{name}")
+
+
+#: loads per work-item of the gather benchmark (straight-line code: no loop, so a CPU runtime
+#: vectorizes the work-item loop and each load becomes a gather instruction)
+GATHER_LOADS = 16
+
+
+def gather_kernel() -> Kernel:
+    """Each work-item sums :data:`GATHER_LOADS` floats of a table ``t`` of ``mask + 1`` (a power of
+    two) elements at pseudo-random indices computed from its global id (a multiplicative hash, then
+    a constant step): indices no compiler can prove contiguous, so vectorized work-item code loads
+    them with gather instructions. The table is small enough to stay in the first cache level, so
+    the time is the gathers' (plus two integer operations per load)."""
+    name = "kc_gather"
+    lines = "".join(f"  s += t[(h + {977 * k}u) & mask];\n" for k in range(GATHER_LOADS))
+    src = (f"__kernel void {name}(__global const float* t, __global float* out, uint mask) {{\n"
+           f"  uint gid = get_global_id(0);\n  uint h = (gid * 0x9E3779B1u) >> 7;\n  float s = 0.0f;\n"
+           f"{lines}  out[gid] = s;\n}}\n")
+    return Kernel(src, name, origin=f"calib:{name}")

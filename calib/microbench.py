@@ -89,7 +89,9 @@ KiB = 1024
 MiB = 1024 * KiB
 MAX_ITERS = (1 << 31) - 1
 
-BENCHES = ("launch", "peak", "scalar", "wi", "bandwidth", "local", "latency", "wg", "barrier", "host", "energy")
+BENCHES = ("launch", "peak", "scalar", "wi", "bandwidth", "local", "latency", "wg", "barrier", "atomic", "gather",
+           "host",
+           "energy")
 #: classes of the scalar benchmark (quick: arithmetic and the three classic builtins)
 SCALAR_CLASSES = ("fp32_add", "fp32_mul", "fp32_fma", "fp32_div", "fp64_fma", "int32_add", "int32_mul",
                   *K.BUILTIN_OP_CLASSES)
@@ -1052,6 +1054,96 @@ class Calibrator:
             f"is {fit.intercept:.3g} ns); " + how))
         self.profile.set("barrier_wi_ns", max(fit.slope, 0.0), "ns", src, r2=fit.r2,
                          notes="slope of a line over local sizes; " + how)
+
+    # -- atomics ---------------------------------------------------------------------------
+
+    def atomic_config(self, space: str, items: int, ls: int, bins: int | None, iters: int) -> LaunchConfig:
+        """``bins`` None: every work-item on its own element; else a power of two."""
+        mask = (bins - 1) if bins else ls - 1
+        if space == "global":
+            arr = [ArgBinding("bins", "buffer", "uint", max(items, bins or 1), init="zeros")]
+        else:
+            arr = [ArgBinding("out", "buffer", "uint", items, init="zeros"),
+                   ArgBinding("l", "local", "uint", max(ls, bins or 1))]
+        return LaunchConfig((items,), (ls,), arr + [
+            ArgBinding("mask", "scalar", "uint", value=int(mask)),
+            ArgBinding("own", "scalar", "uint", value=0 if bins else 1),
+            ArgBinding("iters", "scalar", "uint", value=int(iters))])
+
+    def bench_atomic(self) -> None:
+        """Rate of ``atomic_add`` on ``uint`` (:func:`calib.kernels.atomic_kernel`), whole device:
+        global and local, each work-item on its own element (``atomic_<space>_gops``) and all
+        work-items of the launch on 1, 16, 256, 4096 bins (``atomic_<space>_b<bins>_gops``; local:
+        the bins of one work-group). Four work-groups of 256 work-items per compute unit; the loop
+        count is scaled until a launch takes the target time; rate = atomics / (time - launch).
+        On a CPU an atomic is a locked read-modify-write of a cache line: the cores serialise on
+        it and a line used by two cores moves between them on every update."""
+        ls = self._fit_lsize(self.cu * 1024, min(256, self.max_wg))
+        items = self.cu * 4 * ls
+        target = self.opt.launch_target_s
+        src = self.source("atomic")
+        for space in ("global", "local"):
+            kern = K.atomic_kernel(space)
+            points: list[int | None] = [None, *K.ATOMIC_BINS]
+            if space == "local":
+                points = [b for b in points if b is None or b * 4 <= self.device.local_mem_bytes // 2]
+            for bins in points:
+                iters = 16
+                m: Measurement | None = None
+                t = 0.0
+                for _ in range(6):
+                    m = self.measure(kern, self.atomic_config(space, items, ls, bins, iters),
+                                     f"atomic {space} {'own' if bins is None else f'{bins} bins'} x{iters}")
+                    if m is None:
+                        break
+                    t = self._stat(m) * 1e-6
+                    if t >= 0.5 * target or iters >= MAX_ITERS:
+                        break
+                    busy = max(t - self.state.launch_s, 0.05 * t, 1e-7)
+                    iters = int(min(MAX_ITERS, max(2 * iters, math.ceil(iters * target / busy))))
+                if m is None or t <= 0:
+                    continue
+                assert m.time is not None
+                busy = max(t - self.state.launch_s, 1e-9)
+                rate = items * iters / busy
+                key = f"atomic_{space}_gops" if bins is None else f"atomic_{space}_b{bins}_gops"
+                what = ("each work-item on its own element (no contention)" if bins is None else
+                        f"all work-items{' of a work-group' if space == 'local' else ''} on {bins} bin(s) chosen "
+                        f"pseudo-randomly per update")
+                self.profile.set(key, rate / 1e9, "Gop/s", src, notes=(
+                    f"atomic_add(uint) on {space} memory, {what}: {items} work-items in work-groups of {ls}, "
+                    f"{iters} atomics each: {t * 1e6:.4g} us per launch (median; launch spread IQR/median "
+                    f"{m.time.iqr_us / max(m.time.median_us, 1e-12):.3f}); {1e9 * self.cu / rate:.3g} ns per atomic "
+                    f"per compute unit"))
+
+    def bench_gather(self) -> None:
+        """Rate of gathered loads (elements/s, whole device) in code the runtime vectorizes across
+        work-items: :func:`calib.kernels.gather_kernel` (16 loads per work-item at computed
+        pseudo-random indices of a 16 KiB table) at two numbers of work-items; the rate is the
+        slope, so the launch and fixed costs cancel."""
+        kern = K.gather_kernel()
+        ls = self._fit_lsize(1 << 16, min(256, self.max_wg))
+        table = 4096
+        pts: list[tuple[int, float]] = []
+        small = 1 << 16
+        for items in (small, small * 8):
+            cfg = LaunchConfig((items,), (ls,), [ArgBinding("t", "buffer", "float", table, init="ones"),
+                                                 ArgBinding("out", "buffer", "float", items, init="zeros"),
+                                                 ArgBinding("mask", "scalar", "uint", value=table - 1)])
+            m = self.measure(kern, cfg, f"gather {items} work-items")
+            if m is None:
+                return
+            pts.append((items, self._stat(m) * 1e-6))
+        (n1, t1), (n2, t2) = pts
+        if t2 <= t1:
+            self.profile.notes.append(f"gather: no slope ({t1 * 1e6:.3g} us, {t2 * 1e6:.3g} us)")
+            return
+        rate = (n2 - n1) * K.GATHER_LOADS / (t2 - t1)
+        self.profile.set("gather_gops", rate / 1e9, "Gop/s", self.source("gather"), notes=(
+            f"gathered float loads per second: {K.GATHER_LOADS} loads per work-item at computed pseudo-random "
+            f"indices of a {table * 4 // 1024} KiB table, {n1} and {n2} work-items in work-groups of {ls}: "
+            f"{t1 * 1e6:.4g} and {t2 * 1e6:.4g} us (slope; includes two integer operations per load); "
+            f"{1e9 * self.cu / rate:.3g} ns per load per compute unit"))
 
     # -- host-side launch overhead ---------------------------------------------------------
 

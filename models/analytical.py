@@ -21,13 +21,21 @@ rates of one dependent chain per work-item vectorized across work-items (``wi_<c
 else the peaks) when the runtime vectorizes the work-item loop and the scalar rates
 (``scalar_<class>_gops``, else 1/8 of the peak) when it does not (:func:`cpu_vectorizable`: a loop
 left after unrolling, unless its trip count is uniform in a kernel with barriers; an atomic; a
-call of a full-precision transcendental builtin). A CPU work-group costs ``a + b lsize``
+call of a full-precision transcendental builtin; a conditional store to one address for all
+work-items, in a kernel without barriers); scalar code also issues each load and store as an
+instruction of its own, charged at the scalar integer-add rate, and vectorized code pays each
+data-dependent or non-affine global access as a gather (``gather_gops``, :func:`gather_seconds`).
+A CPU work-group costs ``a + b lsize``
 (``wg_overhead_us``, ``wi_overhead_ns``), a barrier ``barrier_ns + barrier_wi_ns lsize`` per
 group (each barrier is a pass over the group's work-items), and a cache level holds the
 working set when each busy core's share fits each core's share of the level
 (``cache_level<i>_cores``: private or shared). Special
 functions are charged per builtin family (``bi_*`` counts, ``peak_<family>_gops``), not at one
-mean rate. For GPU profiles
+mean rate. On a CPU device an atomic adds ``count / (atomic rate / CU)`` to the compute part
+(:func:`atomic_seconds`: a locked read-modify-write the core serialises, at the calibrated
+``atomic_<space>[_b<bins>]_gops`` for the site's estimated number of distinct addresses,
+:func:`atomic_distinct`); profiles without those rates (GPU profiles) charge atomics as bytes
+only. For GPU profiles
 the per-wave cost follows Hong and Kim's MWP/CWP cases instead (memory warp parallelism limited
 by latency / departure delay, computation warp parallelism, and the three cases N = MWP = CWP,
 CWP >= MWP, CWP < MWP).
@@ -127,6 +135,9 @@ class DeviceParams:
     level_sharing: list[float] = field(default_factory=list)   # per bw level: compute units per instance (0: ?)
     wi_overhead_s: float = 0.0         # per work-item of a work-group's task, whole device (CPU: work-item loop)
     barrier_wi_s: float | None = None  # per barrier per work-item (CPU: a region of the split work-item loop)
+    gather_rate: float | None = None   # gathered elements/s in vectorized CPU code, whole device
+    atomic_rates: dict[str, float] = field(default_factory=dict)   # "global" / "local" (own element) and
+                                                                   # "<space>_b<bins>" -> atomics/s, whole device
 
     @classmethod
     def from_profile(cls, p: DeviceProfile, device_info: Any = None) -> DeviceParams:
@@ -184,7 +195,13 @@ class DeviceParams:
             sources.update(s_sources)
             wi_rates, w_sources = _wi_rates(p, rates)
             sources.update(w_sources)
+        atomic_rates = {k[len("atomic_"):-len("_gops")]: float(v.value) * 1e9 for k, v in p.values.items()
+                        if _ATOMIC_KEY.match(k) and v.value and v.value > 0}
+        for k in atomic_rates:
+            sources["atomic " + k] = "profile"
         return cls(
+            atomic_rates=atomic_rates,
+            gather_rate=(float(get("gather_gops") or 0.0) * 1e9 or None) if is_cpu else None,
             is_cpu=is_cpu, builtin_rates=builtin_rates, scalar_rates=scalar_rates, wi_rates=wi_rates,
             name=getattr(dev, "name", "") or "device", is_gpu=bool(is_gpu), compute_units=int(cu), warp=int(warp),
             rates=rates, rate_sources=sources, bw_levels=[lv for lv in levels if lv[0] > 0], dram_bw=dram,
@@ -222,6 +239,18 @@ class DeviceParams:
                 return self.wi_rates[c]
         return self.rate(op)
 
+    def atomic_rate(self, space: str, distinct: np.ndarray | None) -> np.ndarray | None:
+        """Whole-device rate (atomics/s) of ``atomic_add`` in ``space`` on ``distinct`` addresses
+        (None: each work-item its own): the own-element rate, else log2-interpolated between the
+        measured bin counts (clamped at the ends); None without any rate for that space."""
+        own = self.atomic_rates.get(space)
+        pts = sorted((int(k.rsplit("_b", 1)[1]), r) for k, r in self.atomic_rates.items()
+                     if k.startswith(space + "_b"))
+        if distinct is None or not pts:
+            return None if own is None and not pts else np.asarray(own if own is not None else pts[-1][1])
+        xs = np.log2([float(b) for b, _ in pts])
+        return np.asarray(np.interp(np.log2(np.maximum(distinct, 1.0)), xs, [r for _, r in pts]))
+
     def scalar_rate(self, op: str) -> float:
         """Rate of code the runtime does not vectorize across work-items (CPU devices)."""
         if op in self.scalar_rates:
@@ -230,6 +259,10 @@ class DeviceParams:
             if c in self.scalar_rates:
                 return self.scalar_rates[c]
         return (self.builtin_rate(op) if op.startswith("bi_") else self.rate(op)) / DEFAULT_SIMD_LANES
+
+
+#: profile keys of the atomic benchmark (``calib --only atomic``)
+_ATOMIC_KEY = re.compile(r"^atomic_(global|local)(_b\d+)?_gops$")
 
 
 #: vectorized / scalar rate ratio assumed for a CPU profile without ``scalar_<class>_gops``
@@ -313,8 +346,11 @@ UNROLL_MAX_TRIP = 16
 #: Measured on this device (PoCL 3.1, under load): a kernel of 8 dependent calls per work-item and no
 #: loop ran this many times below the explicit float16 peak of the same builtin: log 421, atan 347,
 #: erf 147, pow 139, sin 182, tanh 31, but exp 4.8, native_exp 13, native_sin 10.6, sqrt and rsqrt
-#: 1.9, native_divide 0.6 (fp32 FMA 0.1): those stay vectorizable.
-SCALAR_FAMILIES = ("bi_log", "bi_sin", "bi_atan", "bi_pow", "bi_tanh", "bi_erf")
+#: 1.9, native_divide 0.6 (fp32 FMA 0.1): those stay vectorizable. hypot: a kernel of one
+#: ``hypot(x[i], y[i])`` per work-item ran 28.2 ns per work-item, ``sqrt(a * a + b * b)`` 0.155
+#: (PoCL 3.1, 2^18 work-items, load 3.5). rint (and the float -> integer conversions with a rounding
+#: mode, ``convert_int_rte``): 0.67 ns per work-item against 0.085 for ``convert_int`` (load 3.7).
+SCALAR_FAMILIES = ("bi_log", "bi_sin", "bi_atan", "bi_pow", "bi_tanh", "bi_erf", "bi_hypot", "bi_rint")
 
 
 def cpu_vectorizable(feats: Any, *, barrier_loops: bool = False) -> tuple[bool, str]:
@@ -345,6 +381,11 @@ def cpu_vectorizable(feats: Any, *, barrier_loops: bool = False) -> tuple[bool, 
         if a.kind == "atomic":
             return False, f"atomic on {a.arg} (line {a.line})"
     ops = getattr(feats, "ops", {})
+    if not _has_barrier(ops):
+        for a in getattr(feats, "accesses", []):
+            if _uniform_conditional_store(a):
+                return False, (f"store to one address for all work-items under a condition ({a.arg}, line {a.line}; "
+                               f"the loop vectorizer leaves such a store scalar)")
     calls = sorted(k[3:] for k in ops if k in SCALAR_FAMILIES)
     if calls:
         return False, "calls of " + ", ".join(calls) + " (scalar math library code)"
@@ -386,6 +427,27 @@ def cpu_vectorizable(feats: Any, *, barrier_loops: bool = False) -> tuple[bool, 
     return True, "; ".join(why) or "no loop left after unrolling and no atomics"
 
 
+def _uniform_conditional_store(a: Any) -> bool:
+    """A store whose address is the same for every work-item (a constant index: a flag such as
+    ``*changed = 1``) and that not every work-item executes (its count is not 1). LLVM's loop
+    vectorizer does not vectorize a conditional store to a loop-invariant address, so PoCL's
+    work-item loop stays scalar. Measured on this device (PoCL 3.1, load 4.5, 2^19 work-items,
+    ``/tmp`` probe of gr_bfs_update_mask): 0.73 ns per work-item with ``if (nf[v]) {...; *not_done
+    = 1;}``, 0.050 without the flag store, 0.22 with the flag stored unconditionally or stored per
+    work-item (``not_done[v] = 1``, 4 more bytes per item): the conditional uniform store made the
+    kernel 15x slower. Kernels with barriers are left out (there the store is usually a group's
+    ``if (lid == 0)`` result in its own region after the last barrier)."""
+    if a.kind != "store" or a.space not in ("global", "local") or a.indirect or not a.affine:
+        return False
+    if getattr(a, "coeffs", None) or str(a.count).strip() == "1":
+        return False
+    try:
+        float(str(getattr(a, "index_expr", "") or "x"))
+    except ValueError:
+        return False
+    return True
+
+
 def cpu_throughput_loops(feats: Any) -> list[int]:
     """Lines of the loops that make a vectorized CPU kernel run at the throughput (peak) rates
     rather than at the one-chain-per-work-item rates (``wi_<class>_gops``); empty unless every
@@ -422,6 +484,120 @@ def cpu_throughput_loops(feats: Any) -> list[int]:
             return []
         out.append(lp.line)
     return out
+
+
+_MOD_RE = re.compile(r"%\s*(\(?[A-Za-z0-9_ +\-*/]+\)?)\s*$")
+_MIN_RE = re.compile(r"^min\(\s*([A-Za-z0-9_]+)\s*-\s*1\s*,")
+_ID_COEFF = ("gid", "grp")
+
+
+def atomic_distinct(a: Any, env: Mapping[str, Any]) -> tuple[np.ndarray | None, str]:
+    """Static estimate of the number of distinct addresses one atomic site (an
+    :class:`~models.static.features.Access` of kind ``atomic``) hits over a launch, the
+    contention it sees: ``None`` when each work-item has its own address (the index is affine with
+    a non-zero coefficient of the global or group id: no contention), else an array over the
+    configurations, and how it was found: a constant index (1), an index taken modulo ``K`` (``%``
+    or ``& (K - 1)``) or clamped by ``min(K - 1, ...)``, else the number of elements of the buffer
+    (global) or local array (local) it points into, i.e. the assumption that the data-dependent
+    or lid-only index spreads over the whole buffer. Unknown (a pointer the analysis does not size):
+    ``None``, charged as uncontended, and said so."""
+    from kernelcast.expr import compile_expr
+
+    coeffs = getattr(a, "coeffs", {}) or {}
+    if a.affine and not a.indirect and any(k.startswith(_ID_COEFF) and str(v) not in ("0", "")
+                                           for k, v in coeffs.items()):
+        return None, "index affine in the global/group id: one address per work-item (uncontended)"
+    idx = (getattr(a, "index_expr", "") or "").strip()
+
+    def value(text: str) -> np.ndarray | None:
+        try:
+            fn, _ = compile_expr(text)
+            with np.errstate(all="ignore"):
+                v = np.asarray(fn(env), dtype=np.float64)
+        except Exception:  # noqa: BLE001 - an expression with unbound symbols: not this rule
+            return None
+        return v if np.all(np.isfinite(v)) else None
+
+    if a.affine and not a.indirect and not coeffs and value(idx or "x_unbound") is not None:
+        return np.asarray(1.0), f"constant index {idx}: one address for all work-items"
+    for rx, how in ((_MOD_RE, "index modulo {}"), (_MIN_RE, "index clamped below {}")):
+        m = rx.search(idx)
+        if m:
+            k = value(m.group(1))
+            if k is not None:
+                return np.maximum(k, 1.0), how.format(m.group(1).strip())
+    size = env.get(("__elems_" if a.space == "global" else "len_") + a.arg)
+    if size is not None:
+        return np.maximum(np.asarray(size, dtype=np.float64), 1.0), (
+            f"assumed: the {'data-dependent ' if a.indirect else ''}index spreads over all elements of {a.arg}")
+    return None, f"unknown size of {a.arg}: assumed uncontended"
+
+
+def atomic_seconds(feats: Any, env: Mapping[str, Any], dev: DeviceParams) -> np.ndarray | None:
+    """Seconds of one compute unit per work-item spent in atomics on a CPU device: every atomic
+    site's executions per work-item (its count) over the calibrated rate of ``atomic_add`` per
+    compute unit (``atomic_<space>[_b<bins>]_gops`` / CU) at the site's number of distinct
+    addresses (:func:`atomic_distinct`; the rate is interpolated in log2(bins) between the
+    measured bin counts and clamped at the ends; an uncontended site gets the own-element rate).
+    An atomic is a locked read-modify-write that the core serialises (not vectorized, not
+    overlapped with other memory operations), so its time adds to the compute part. None when the
+    device is not a CPU or the profile has no atomic rates (atomics are then charged as bytes
+    only, as before)."""
+    from kernelcast.expr import CACHE_KEY, compile_expr
+
+    atomics = [a for a in getattr(feats, "accesses", []) if a.kind == "atomic" and a.space in ("global", "local")]
+    if not atomics or not dev.is_cpu or not dev.atomic_rates:
+        return None
+    fenv = dict(feats.complete({k: v for k, v in env.items() if not k.startswith("__")}))
+    fenv[CACHE_KEY] = {}
+    total = np.zeros(np.broadcast_shapes(*[np.shape(v) for v in env.values()]))
+    cu = float(dev.compute_units)
+    for a in atomics:
+        fn, _ = compile_expr(a.count)
+        with np.errstate(all="ignore"):
+            c = np.nan_to_num(np.asarray(fn(fenv), dtype=np.float64), nan=0.0)
+        distinct, _why = atomic_distinct(a, {**env, **fenv})
+        rate = dev.atomic_rate(a.space, distinct)
+        if rate is None:
+            continue
+        total = total + c / (rate / cu)
+    return total
+
+
+def gather_seconds(feats: Any, env: Mapping[str, Any], dev: DeviceParams) -> np.ndarray | None:
+    """Seconds of one compute unit per work-item spent in gathers and scatters of vectorized CPU
+    code: the global and constant accesses whose index is data-dependent or not affine in the
+    work-item ids (:class:`~models.static.features.Access` ``indirect`` / not ``affine``) or
+    affine with a step between adjacent work-items other than 0 or 1 element (``stride0``: a
+    strided or interleaved access; measured on PoCL, load ~3.5: writing two halves interleaved at
+    stride 2 took 4.1x the time of writing them contiguously, the same bytes), one
+    gathered address per execution whatever its width (a ``float4`` at a data-dependent index is
+    one 16-byte piece per lane; counted as 4 elements, ds2s's ma_gather_float4 went from 2x
+    under- to 2.2x over-predicted), over the calibrated gather rate per compute unit
+    (``gather_gops``, ``calib --only gather``: loads at computed pseudo-random indices of a table in
+    the first cache level; scatters are assumed to cost the same). None without that rate. The
+    bytes are still charged by the memory part; this is the instruction cost (measured here: 0.46
+    ns per gathered element per core, against ~0.01 for a contiguous vector load's element)."""
+    from kernelcast.expr import CACHE_KEY, compile_expr
+
+    acc = [a for a in getattr(feats, "accesses", []) if a.space in ("global", "constant")
+           and a.kind in ("load", "store") and (a.indirect or not a.affine or a.stride0 not in ("0", "1"))]
+    if not acc or not dev.is_cpu or not dev.gather_rate:
+        return None
+    fenv = dict(feats.complete({k: v for k, v in env.items() if not k.startswith("__")}))
+    fenv[CACHE_KEY] = {}
+    total = np.zeros(np.broadcast_shapes(*[np.shape(v) for v in env.values()]))
+    for a in acc:
+        fn, _ = compile_expr(a.count)
+        with np.errstate(all="ignore"):
+            c = np.nan_to_num(np.asarray(fn(fenv), dtype=np.float64), nan=0.0)
+        if not a.indirect and a.affine and a.stride0 is not None:
+            fn_s, _ = compile_expr(a.stride0)
+            with np.errstate(all="ignore"):
+                st = np.abs(np.nan_to_num(np.asarray(fn_s(fenv), dtype=np.float64), nan=1.0))
+            c = np.where((st == 0) | (st == 1), 0.0, c)       # contiguous or uniform: vector loads
+        total = total + c
+    return total / (dev.gather_rate / float(dev.compute_units))
 
 
 def _has_barrier(ops: Any) -> bool:
@@ -468,6 +644,7 @@ def config_env(gsize: list[int], lsize: list[int] | None, args: list[dict[str, A
                 env["len_" + a["name"]] = float(a.get("count") or 0)
             else:
                 buf_bytes += nbytes
+                env["__elems_" + a["name"]] = float(a.get("count") or 0)
     env["__working_set_bytes"] = buf_bytes
     for k, v in (counts or {}).items():
         if k.startswith(SITE_PREFIXES):
@@ -573,6 +750,19 @@ class AnalyticalModel(Predictor):
             cnt = f.get(prefix + b, f[b])
             rate = d.builtin_rate(b) if vec else d.scalar_rate(b)
             comp_s_item = comp_s_item + cnt / (rate / cu)
+        if d.is_cpu:
+            at_s = atomic_seconds(feats, env, d)
+            if at_s is not None:
+                comp_s_item = comp_s_item + at_s
+            if vec:
+                ga_s = gather_seconds(feats, env, d)
+                if ga_s is not None:
+                    comp_s_item = comp_s_item + ga_s
+            else:
+                # scalar code issues every load and store as an instruction of its own
+                mem_ins = (f["global_loads"] + f["global_stores"] + f["local_loads"] + f["local_stores"]
+                           + f["constant_loads"])
+                comp_s_item = comp_s_item + mem_ins / (d.scalar_rate("int_add") / cu)
         fetched = f["global_fetched_bytes"] + f["constant_load_bytes"] * 0.0
         requested = f["global_load_bytes"] + f["global_store_bytes"] + f["global_atomic_bytes"]
         bw = np.full_like(g, d.dram_bw)
@@ -744,6 +934,7 @@ class AnalyticalModel(Predictor):
                 expl[i] = explain({k: v[j] for k, v in res.parts.items()}, res.time_s[j])
                 expl[i].update(extra)
                 expl[i].update(count_assumptions(feats, envs[j]))
+                expl[i].update(atomic_assumptions(feats, envs[j], self.dev))
         return Predictions(time_us, energy, expl)
 
 
@@ -764,6 +955,28 @@ def kernel_assumptions(feats: Any, dev: DeviceParams) -> dict[str, Any]:
                                 f"{', '.join(map(str, lines))}" if lines else
                                 "one dependent chain per work-item (wi_<class>_gops)")
     return out
+
+
+def atomic_assumptions(feats: Any, env: Mapping[str, Any], dev: DeviceParams) -> dict[str, Any]:
+    """How each atomic site was charged at one configuration: its estimated distinct addresses
+    (:func:`atomic_distinct`) and the rate used, or that the profile has no atomic rates (GPU
+    profiles today), in which case atomics cost only their bytes."""
+    atomics = [a for a in getattr(feats, "accesses", []) if a.kind == "atomic"]
+    if not atomics:
+        return {}
+    if not dev.is_cpu or not dev.atomic_rates:
+        return {"atomics": "charged as memory bytes only: " + (
+            "the profile has no atomic rates (calib --only atomic)" if dev.is_cpu or not dev.atomic_rates
+            else "atomic rates are charged on CPU devices only")}
+    out = []
+    for a in atomics:
+        distinct, why = atomic_distinct(a, env)
+        rate = dev.atomic_rate(a.space, distinct) if a.space in ("global", "local") else None
+        d_txt = "own address per work-item" if distinct is None else f"~{float(np.max(distinct)):.4g} addresses"
+        r_txt = (f"{dev.compute_units / float(np.max(rate)) * 1e9:.3g} ns per atomic per compute unit"
+                 if rate is not None else "not charged (no rate)")
+        out.append(f"line {a.line}: {a.space} {a.via or 'atomic'} on {a.arg}: {d_txt} ({why}); {r_txt}")
+    return {"atomics": out}
 
 
 def count_assumptions(feats: Any, env: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -208,6 +208,8 @@ class Truth:
     barrier_ns: float = 40.0               # per barrier per work-group
     barrier_wi_ns: float = 1.5             # per barrier per work-item
     wi_eff: float = 0.25                   # one chain per work-item, vectorized across work-items: share of the peak
+    gather_ns: float = 0.5                 # per gathered load on one compute unit
+    atomic_ns: float = 5.0                 # per atomic on one compute unit, own element; x (1 + 8 / bins) contended
     rates: dict[str, float] = field(default_factory=lambda: {
         c: r for c, r in zip(K.OP_CLASSES, (4e12, 4e12, 8e12, 2e12, 3e12, 1e12, 0.5e12, 0.25e12, 0.3e12, 0.35e12,
                                              1.1e12, 1.2e12, 1.3e12) + tuple(0.1e12 + 0.01e12 * i for i in range(20)))})
@@ -289,6 +291,13 @@ class FakeHarness:
             cls, n = K.parse_wi_kernel_name(name)
             ops = g * n * K.OP_CLASSES[cls].ops_per_update
             t = launch + n_wg * T.wg_us * 1e-6 + ops / (T.rates[cls] * T.wi_eff)
+        elif name == "kc_gather":                  # 16 loads per work-item at gather_ns each, on all units
+            t = launch + n_wg * T.wg_us * 1e-6 + g * K.GATHER_LOADS * T.gather_ns * 1e-9 / T.cu
+        elif name.startswith("kc_atomic_"):
+            n_atomics = g * a["iters"].value
+            bins = None if a["own"].value else a["mask"].value + 1
+            per = T.atomic_ns * 1e-9 * (1.0 if bins is None else 1 + 8 / bins)
+            t = launch + n_wg * T.wg_us * 1e-6 + n_atomics * per / min(n_wg, T.cu)
         elif name in ("kc_nop", "kc_empty"):      # launch_us is the time of one work-group of one work-item
             t = launch + (n_wg - 1) * T.wg_us * 1e-6 + (g - 1) * T.wi_ns * 1e-9
         elif name == "kc_barrier_local":      # one work-group per compute unit: the groups run side by side
@@ -555,3 +564,25 @@ def test_busy_host_is_refused_or_recorded(monkeypatch):
     assert p.get("calib_host_load") == pytest.approx(7.5)
     # a GPU is not slowed by host load: no refusal
     Calibrator(_fake_device(truth, "GPU"), FakeHarness(truth, energy=False), None, opts).run()
+
+
+def test_fake_atomic_rates(fake_calibration):
+    """The atomic benchmark recovers the fake's rates: own element 5 ns per atomic on one of 8
+    compute units (1.6 Gop/s for the device), 1 bin 9x slower, 256 bins 1.03x (within the
+    launch and work-group overheads the rate formula ignores: 1 %)."""
+    truth, _cal, p = fake_calibration
+    own = truth.cu / (truth.atomic_ns * 1e-9) / 1e9
+    assert p.get("atomic_global_gops") == pytest.approx(own, rel=0.01)
+    assert p.get("atomic_local_gops") == pytest.approx(own, rel=0.01)
+    assert p.get("atomic_global_b1_gops") == pytest.approx(own / 9, rel=0.01)
+    assert p.get("atomic_global_b256_gops") == pytest.approx(own / (1 + 8 / 256), rel=0.01)
+
+
+def test_fake_gather_rate(fake_calibration):
+    """0.5 ns per gathered load on each of 8 compute units: 16 G loads/s for the device; the slope
+    of two launches cancels the launch but not the fake's large per-work-group cost (0.05 us per
+    group of 256: 0.195 ns per work-item against 16 x 0.5 / 8 = 1 ns of gathers): 13.39 G/s."""
+    truth, _cal, p = fake_calibration
+    per_item_ns = 16 * truth.gather_ns / truth.cu + truth.wg_us * 1e3 / 256
+    assert p.get("gather_gops") == pytest.approx(16 / per_item_ns, rel=0.01)
+    assert p.get("gather_gops") == pytest.approx(13.39, rel=0.01)

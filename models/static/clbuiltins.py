@@ -32,7 +32,8 @@ FAMILY: dict[str, str] = {
     **dict.fromkeys(["asin", "acos", "atan", "atan2", "asinpi", "acospi", "atanpi", "atan2pi"], "atan"),
     **dict.fromkeys(["pow", "pown", "powr", "rootn"], "pow"),
     **dict.fromkeys(["tanh", "sinh", "cosh", "asinh", "acosh", "atanh"], "tanh"),
-    **dict.fromkeys(["sqrt", "cbrt", "hypot"], "sqrt"),
+    **dict.fromkeys(["sqrt", "cbrt"], "sqrt"),
+    "hypot": "hypot",       # a library routine with overflow-safe scaling, not a square root (PoCL: 180x sqrt)
     "rsqrt": "rsqrt",
     **dict.fromkeys(["erf", "erfc", "lgamma", "lgamma_r", "tgamma"], "erf"),
     **dict.fromkeys(["divide", "recip"], "divide"),
@@ -58,6 +59,8 @@ IGNORE = {"printf", "get_image_width", "get_image_height", "get_image_depth", "g
 WORKITEM = {"get_global_id": "gid", "get_local_id": "lid", "get_group_id": "grp"}
 SIZES = {"get_global_size": "gsize", "get_local_size": "lsize", "get_enqueued_local_size": "lsize",
          "get_num_groups": "ngroups"}
+#: a conversion with an explicit rounding mode other than towards zero (``convert_int_rte``)
+_ROUNDING = re.compile(r"_rt[enp]$")
 VLOAD = re.compile(r"^vload(a)?(_half)?(\d+)?(_rt[enpz])?$")
 VSTORE = re.compile(r"^vstore(a)?(_half)?(\d+)?(_rt[enpz])?$")
 
@@ -103,6 +106,8 @@ def math_builtin(name: str, vals: list[Val], result: tuple[str, int], first_arg:
     fp = tcls if tcls in ("fp32", "fp64") else atc if atc in ("fp32", "fp64") else "fp32"
     if name.startswith("convert_"):
         ops.append(("conv", width))
+        if _ROUNDING.search(name) and atc in ("fp32", "fp64") and tcls not in ("fp32", "fp64"):
+            ops.append(("bi_rint", width))      # float -> integer with an explicit rounding mode: rint
         out.value = Val(vals[0].poly if vals and width == 1 else None, fdeps)
     elif name.startswith("as_"):
         pass
@@ -159,4 +164,6 @@ def math_builtin(name: str, vals: list[Val], result: tuple[str, int], first_arg:
         out.note = f"{name} not modelled"
     else:
         out.note = f"builtin {name} not classified"
+    if base == "rint":
+        ops.append(("bi_rint", width))
     return out
