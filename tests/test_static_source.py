@@ -129,6 +129,21 @@ def test_float4_counts_four_ops_and_16_bytes():
     assert feats(src2, "v4").evaluate(ENV)["fp32_add"] == 4
 
 
+def test_integer_division_by_a_power_of_two_is_a_shift():
+    """``i / 16``, ``i % 8`` and ``w /= 4`` compile to a shift or mask plus a sign fix (one
+    int_bit and one int_add each); ``i / 3`` stays a division."""
+    src = """
+    __kernel void d(__global int *a, const int n) {
+        int i = get_global_id(0);
+        int q = i / 16; int m = i % 8; int d = i / 3; int w = n; w /= 4;
+        a[i] = q + m + d + w;
+    }"""
+    v = feats(src, "d").evaluate(ENV)
+    assert v["int_div"] == 1
+    assert v["int_bit"] == 3
+    assert v["int_add"] == 3 + 3          # three sign fixes and the three additions of the sum
+
+
 def test_sfu_and_conversions():
     src = """
     __kernel void tr(__global float *x, __global const int *k) {
