@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pandas as pd
-import pytest
-
-from calib.microbench import CalibOptions, Calibrator
-from calib.profile import load_profile
-from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
-from models.analytical import AnalyticalModel, cpu_vectorizable
+from calib.microbench import CalibOptions
+from kernelcast.schema import ArgBinding, Kernel
+from models.analytical import cpu_vectorizable
 from models.static import analyze_source
+from tests.device_ratio import measured_ratio, require_pocl_cpu
 
-ROOT = Path(__file__).resolve().parents[1]
 SRC = """
 __kernel void k_hypot(__global const float *x, __global const float *y, __global float *o, const int n)
 { int i = get_global_id(0); if (i < n) o[i] = hypot(x[i], y[i]); }
@@ -36,35 +30,15 @@ def test_hypot_against_sqrt_on_this_device(harness, device):
     sqrt(a * a + b * b). With hypot's rates calibrated by ``calib`` (peak and scalar), the model
     predicts the ratio of the two kernels within 4x of the measured one (it was ~1 with hypot
     charged as a square root)."""
-    if "pocl" not in (device.platform_name + device.platform_version).lower() or device.type != "CPU":
-        pytest.skip("a PoCL CPU device")
-    from instrument.runner import TimingPolicy
-
-    cal = Calibrator(device, harness, options=CalibOptions(benches=("launch", "peak", "scalar"),
-                                                           op_classes=("hypot",), target_s=0.003))
-    measured = cal.run()
-    assert measured.get("peak_hypot_gops") and measured.get("scalar_hypot_gops")
-    prof = load_profile(ROOT / "calib" / "profiles" / "pocl-local.json")
-    for k in ("peak_hypot_gops", "scalar_hypot_gops"):
-        prof.values[k] = measured.values[k]
-    model = AnalyticalModel(prof)
-    pol = TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.02, max_repeats=50, max_time_s=2.0)
-    n, ls = 1 << 16, 256
+    require_pocl_cpu(device)
+    n = 1 << 16
     binds = [ArgBinding("x", "buffer", "float", n), ArgBinding("y", "buffer", "float", n),
              ArgBinding("o", "buffer", "float", n), ArgBinding("n", "scalar", "int", value=n)]
-    args = [{"name": b.name, "kind": b.kind, "dtype": b.dtype, "count": b.count,
-             "value": None if b.value is None else str(b.value)} for b in binds]
-    t, pred = {}, {}
-    for name in ("k_hypot", "k_sqrt"):
-        m = harness.run(Kernel(SRC, name), LaunchConfig((n,), (ls,), binds), pol)
-        assert m.status == "ok", m.reason
-        t[name] = m.time.median_us
-        pred[name] = model.predict(pd.DataFrame([{"source": SRC, "kernel_name": name, "gsize": [n], "lsize": [ls],
-                                                   "args": args}])).time_us[0]
-    ratio_m = t["k_hypot"] / t["k_sqrt"]
-    ratio_p = pred["k_hypot"] / pred["k_sqrt"]
-    assert ratio_m > 20, t
-    assert ratio_m / 4 < ratio_p < ratio_m * 4, (ratio_p, ratio_m, pred, t)
+    r = measured_ratio(harness, device, CalibOptions(benches=("launch", "peak", "scalar"), op_classes=("hypot",),
+                                                     target_s=0.003),
+                       ("peak_hypot_gops", "scalar_hypot_gops"), SRC, ("k_hypot", "k_sqrt"), n, 256, binds)
+    assert r.measured > 20, r
+    assert r.within(4), r
 
 
 RND = """
@@ -92,31 +66,12 @@ def test_rounding_conversions_count_as_rint():
 def test_rounding_conversion_against_truncation_on_this_device(harness, device):
     """Measured here (PoCL 3.1, load 3.7): 0.67 ns per work-item for convert_int_rte, 0.085 for
     convert_int. With rint's rates calibrated, the model predicts the ratio within 4x."""
-    if "pocl" not in (device.platform_name + device.platform_version).lower() or device.type != "CPU":
-        pytest.skip("a PoCL CPU device")
-    from instrument.runner import TimingPolicy
-
-    cal = Calibrator(device, harness, options=CalibOptions(benches=("launch", "peak", "scalar"),
-                                                           op_classes=("rint",), target_s=0.003))
-    measured = cal.run()
-    prof = load_profile(ROOT / "calib" / "profiles" / "pocl-local.json")
-    for k in ("peak_rint_gops", "scalar_rint_gops"):
-        prof.values[k] = measured.values[k]
-    model = AnalyticalModel(prof)
-    pol = TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.02, max_repeats=50, max_time_s=2.0)
-    n, ls = 1 << 18, 256
+    require_pocl_cpu(device)
+    n = 1 << 18
     binds = [ArgBinding("x", "buffer", "float", n), ArgBinding("o", "buffer", "int", n),
              ArgBinding("n", "scalar", "int", value=n)]
-    args = [{"name": b.name, "kind": b.kind, "dtype": b.dtype, "count": b.count,
-             "value": None if b.value is None else str(b.value)} for b in binds]
-    t, pred = {}, {}
-    for name in ("k_rte", "k_rtz"):
-        m = harness.run(Kernel(RND, name), LaunchConfig((n,), (ls,), binds), pol)
-        assert m.status == "ok", m.reason
-        t[name] = m.time.median_us
-        pred[name] = model.predict(pd.DataFrame([{"source": RND, "kernel_name": name, "gsize": [n], "lsize": [ls],
-                                                   "args": args}])).time_us[0]
-    ratio_m = t["k_rte"] / t["k_rtz"]
-    ratio_p = pred["k_rte"] / pred["k_rtz"]
-    assert ratio_m > 3, t
-    assert ratio_m / 4 < ratio_p < ratio_m * 4, (ratio_p, ratio_m, pred, t)
+    r = measured_ratio(harness, device, CalibOptions(benches=("launch", "peak", "scalar"), op_classes=("rint",),
+                                                     target_s=0.003),
+                       ("peak_rint_gops", "scalar_rint_gops"), RND, ("k_rte", "k_rtz"), n, 256, binds)
+    assert r.measured > 3, r
+    assert r.within(4), r

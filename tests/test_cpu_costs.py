@@ -15,6 +15,7 @@ from calib.profile import DeviceIdentity, DeviceProfile, load_profile
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 from models.analytical import AnalyticalModel, atomic_distinct, atomic_seconds, config_env
 from models.static import analyze_source
+from tests.device_ratio import measured_ratio, require_pocl_cpu
 
 ROOT = Path(__file__).resolve().parents[1]
 HIST = (ROOT / "datagen" / "bundled" / "histogram.cl").read_text()
@@ -198,8 +199,7 @@ def test_conditional_store_to_one_address_is_slow_on_this_device(harness, device
     """PoCL runs the kernel with the conditional flag store several times slower than without it
     (measured 15x, 0.73 vs 0.05 ns per work-item under load 4.5); the model says scalar and
     predicts a ratio within 4x of the measured one."""
-    if "pocl" not in (device.platform_name + device.platform_version).lower() or device.type != "CPU":
-        pytest.skip("a PoCL CPU device")
+    require_pocl_cpu(device)
     from instrument.runner import TimingPolicy
 
     pol = TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.02, max_repeats=50, max_time_s=2.0)
@@ -258,62 +258,24 @@ def test_gather_against_copy_on_this_device(harness, device):
     kernel reading contiguously, on PoCL:
     with gather_gops calibrated (calib gather) the model predicts the measured ratio within 3x
     (without it, both are the same bytes and the ratio was ~1)."""
-    if "pocl" not in (device.platform_name + device.platform_version).lower() or device.type != "CPU":
-        pytest.skip("a PoCL CPU device")
-    from instrument.runner import TimingPolicy
-
-    cal = Calibrator(device, harness, options=CalibOptions(benches=("launch", "gather")))
-    measured = cal.run()
-    assert measured.get("gather_gops")
-    prof = load_profile(ROOT / "calib" / "profiles" / "pocl-local.json")
-    prof.values["gather_gops"] = measured.values["gather_gops"]
-    model = AnalyticalModel(prof)
-    pol = TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.02, max_repeats=50, max_time_s=2.0)
-    n, ls = 1 << 20, 256
+    require_pocl_cpu(device)
+    n = 1 << 20
     binds = [ArgBinding("src", "buffer", "float", n), ArgBinding("idx", "buffer", "int", 1),
              ArgBinding("dst", "buffer", "float", n), ArgBinding("n", "scalar", "int", value=n)]
-    args = [{"name": b.name, "kind": b.kind, "dtype": b.dtype, "count": b.count,
-             "value": None if b.kind != "scalar" else str(b.value)} for b in binds]
-    t, pred = {}, {}
-    for name in ("hashed", "copy"):
-        m = harness.run(Kernel(GATHER, name), LaunchConfig((n,), (ls,), binds), pol)
-        assert m.status == "ok", m.reason
-        t[name] = m.time.median_us
-        pred[name] = model.predict(pd.DataFrame([{"source": GATHER, "kernel_name": name, "gsize": [n],
-                                                   "lsize": [ls], "args": args}])).time_us[0]
-    ratio_m = t["hashed"] / t["copy"]
-    ratio_p = pred["hashed"] / pred["copy"]
-    assert ratio_m / 3 < ratio_p < ratio_m * 3, (ratio_p, ratio_m, pred, t)
-
+    r = measured_ratio(harness, device, CalibOptions(benches=("launch", "gather")), ("gather_gops",), GATHER,
+                       ("hashed", "copy"), n, 256, binds)
+    assert r.within(3), r
 
 
 def test_strided_stores_against_contiguous_on_this_device(harness, device):
     """Interleaving two halves (stores at stride 2) against copying them contiguously, the same
     bytes, on PoCL: the strided stores are charged as scatters at the calibrated gather rate, and
     the model predicts the measured ratio within 3x (without it the ratio was ~1)."""
-    if "pocl" not in (device.platform_name + device.platform_version).lower() or device.type != "CPU":
-        pytest.skip("a PoCL CPU device")
-    from instrument.runner import TimingPolicy
-
+    require_pocl_cpu(device)
     assert "stride" not in str(_feats(GATHER, "halves").accesses[-1].stride0)
-    cal = Calibrator(device, harness, options=CalibOptions(benches=("launch", "gather")))
-    measured = cal.run()
-    prof = load_profile(ROOT / "calib" / "profiles" / "pocl-local.json")
-    prof.values["gather_gops"] = measured.values["gather_gops"]
-    model = AnalyticalModel(prof)
-    pol = TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.02, max_repeats=50, max_time_s=2.0)
-    n, ls = 1 << 20, 256
+    n = 1 << 20
     binds = [ArgBinding("src", "buffer", "float", n), ArgBinding("idx", "buffer", "int", 1),
              ArgBinding("dst", "buffer", "float", n), ArgBinding("h", "scalar", "int", value=n // 2)]
-    args = [{"name": b.name, "kind": b.kind, "dtype": b.dtype, "count": b.count,
-             "value": None if b.kind != "scalar" else str(b.value)} for b in binds]
-    t, pred = {}, {}
-    for name in ("pairs", "halves"):
-        m = harness.run(Kernel(GATHER, name), LaunchConfig((n // 2,), (ls,), binds), pol)
-        assert m.status == "ok", m.reason
-        t[name] = m.time.median_us
-        pred[name] = model.predict(pd.DataFrame([{"source": GATHER, "kernel_name": name, "gsize": [n // 2],
-                                                   "lsize": [ls], "args": args}])).time_us[0]
-    ratio_m = t["pairs"] / t["halves"]
-    ratio_p = pred["pairs"] / pred["halves"]
-    assert ratio_m / 3 < ratio_p < ratio_m * 3, (ratio_p, ratio_m, pred, t)
+    r = measured_ratio(harness, device, CalibOptions(benches=("launch", "gather")), ("gather_gops",), GATHER,
+                       ("pairs", "halves"), n // 2, 256, binds)
+    assert r.within(3), r

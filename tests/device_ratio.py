@@ -1,0 +1,63 @@
+"""The check several real-device tests of the CPU cost model share: calibrate the profile values a
+cost needs on this device, measure two kernels of the same launch, and compare the ratio of their
+measured times with the ratio the analytical model predicts (a ratio of two kernels measured
+back to back cancels most of the host load both share)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from calib.microbench import CalibOptions, Calibrator
+from calib.profile import load_profile
+from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
+from models.analytical import AnalyticalModel
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def require_pocl_cpu(device) -> None:
+    """Skip unless ``device`` is a PoCL CPU device (the tests state facts measured on PoCL)."""
+    if "pocl" not in (device.platform_name + device.platform_version).lower() or device.type != "CPU":
+        pytest.skip("a PoCL CPU device")
+
+
+@dataclass
+class Ratio:
+    measured: float
+    predicted: float
+    times_us: dict[str, float]
+    predicted_us: dict[str, float]
+
+    def within(self, factor: float) -> bool:
+        return self.measured / factor < self.predicted < self.measured * factor
+
+
+def measured_ratio(harness, device, options: CalibOptions, keys: tuple[str, ...], source: str,
+                   names: tuple[str, str], gsize: int, lsize: int, binds: list[ArgBinding]) -> Ratio:
+    """Calibrate ``options`` on ``device``, put the calibrated ``keys`` into the bundled local
+    profile, then measure and predict kernels ``names[0]`` and ``names[1]`` of ``source`` at
+    ``gsize`` / ``lsize`` with ``binds``; the ratio is the first kernel's time over the second's."""
+    from instrument.runner import TimingPolicy
+
+    measured = Calibrator(device, harness, options=options).run()
+    prof = load_profile(ROOT / "calib" / "profiles" / "pocl-local.json")
+    for k in keys:
+        assert measured.get(k), f"calibration gave no {k}"
+        prof.values[k] = measured.values[k]
+    model = AnalyticalModel(prof)
+    pol = TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.02, max_repeats=50, max_time_s=2.0)
+    args = [{"name": b.name, "kind": b.kind, "dtype": b.dtype, "count": b.count,
+             "value": None if b.kind != "scalar" else str(b.value)} for b in binds]
+    t, pred = {}, {}
+    for name in names:
+        m = harness.run(Kernel(source, name), LaunchConfig((gsize,), (lsize,), binds), pol)
+        assert m.status == "ok", m.reason
+        t[name] = m.time.median_us
+        pred[name] = float(model.predict(pd.DataFrame([{"source": source, "kernel_name": name, "gsize": [gsize],
+                                                         "lsize": [lsize], "args": args}])).time_us[0])
+    a, b = names
+    return Ratio(t[a] / t[b], pred[a] / pred[b], t, pred)
