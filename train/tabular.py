@@ -12,35 +12,35 @@ does not chase the few kernels that are 4-30x off (atomics, u8 images), random t
 steps one group's rows carve, and inner folds by kernel rather than by file let a kernel's siblings
 vouch for a residual scale that a new file does not bear out. Measured with ``kernelcast evaluate
 --data DS --models analytical,tabular --profile calib/profiles/pocl-local.json --repeats 3`` (mean
-+- sd over fold seeds 0-2), squared error with inner folds by kernel -> this: ds1c median APE 46.0
-+- 1.3 -> 44.2 +- 1.0 %, MAPE 90 +- 2 -> 88 +- 5 %, top-1 68.2 +- 2.0 -> 73 +- 2 %, 3-shot MAPE 71
--> 66 %; ds2 (2,533 rows of 140 kernels, 15 groups, load ~3) 40.5 +- 1.2 -> 40.3 +- 1.2 %, MAPE 64
-+- 2 -> 55 +- 1 %, top-1 78 +- 1 -> 75 +- 1 %, 3-shot MAPE 38 -> 36 %; ds2s 50.3 +- 1.7 -> 48.9 +-
-2.7 %, MAPE 83 +- 3 -> 66 +- 3 %, top-1 79 -> 78 %; ds3s (2,177 rows of 123 kernels, 28 groups,
-idle) 43.6 +- 2.0 -> 45.7 +- 4.6 %, MAPE 977 +- 328 -> 905 +- 192 % (one kernel whose loop the
-compiler deletes carries it), top-1 73.1 +- 2.2 -> 71 +- 1 %. Over the four datasets the median APE
-and the tuning top-1 do not move beyond the fold-seed sd (means 45.1 -> 44.8 % and 74.5 -> 74.3 %);
-MAPE falls on all four. Each part alone (ds2s, ds2, ds1c): the median loss 43.8 / 41.0 / 44.3 %
-median APE, extra trees alone (ds2s) 42.2 %, group folds alone (ds2s) 45.8 % with MAPE 64 %;
-weighting every kernel the same (row weights 1 / rows of its kernel, squared error) made ds2 worse
-(45.8 %, MAPE 67 %) and is not done. The energy head keeps squared error and exact thresholds
-(:data:`HEAD_PARAMS`): no dataset here has energy to measure the change on. The time head's residual
-booster's prediction is scaled by a factor in [0, 1] (its ``residual_scale``) chosen on inner
-grouped out-of-fold predictions of the training rows (:func:`choose_residual_scale`). Why:
-kernel-disjoint, the booster's differences between the configurations of one kernel are partly noise
-(on ds1c, grouped 5-fold, its within-kernel residual predictions have a slope of 0.82 against the
-true within-kernel residuals, on ds2s 0.43), so the full-scale booster ranked a kernel's
-configurations worse than the analytical model alone (tuning top-1 62.6 vs 74.8 % on ds1c); the
-shrunk booster keeps more of the analytical ordering. The scale is chosen by the median ``|log2|``
-error, not the mean squared one: the squared error is carried by a few far-off rows and picks ~1
-(0.96-1.0 on ds1c), the median by the typical row (0.7-0.9 on ds1c, 0.35-1.0 on ds2s). Measured with
-``kernelcast evaluate --data DS --models analytical,tabular,blend --profile
-calib/profiles/pocl-local.json --repeats 3`` (mean +- sd over fold seeds 0-2), unscaled -> scaled:
-on ds1c median APE 52.2 +- 1.3 -> 51.0 +- 1.2 %, MAPE 111 +- 10 -> 106 +- 8 %, top-1 62.6 +- 1.8 ->
-67.3 +- 1.7 %; on ds2s median APE 44.7 +- 1.2 -> 41.3 +- 4.0 %, MAPE 129 +- 43 -> 111 +- 33 %, top-1
-80.1 +- 3.0 -> 81.8 +- 1.7 % (the analytical model alone: 74.8 and 77.6 %). The energy head weights
-rows by Zhang et al.'s ``1 / E_measured`` (sample weights normalised to mean 1 and clipped to
-[:data:`MIN_WEIGHT`, :data:`MAX_WEIGHT`] so that a few tiny kernels cannot carry the whole fit).
++- sd over fold seeds 0-2; the analytical model and profile of 938667a), squared error with inner
+folds by kernel -> this: ds1c median APE 46.0 +- 1.3 -> 44.2 +- 1.0 %, MAPE 90 +- 2 -> 88 +- 5 %,
+top-1 68.2 +- 2.0 -> 73 +- 2 %, 3-shot MAPE 71 -> 66 %; ds2 (2,317 rows of 139 kernels, 14 groups,
+load ~3) 40.5 +- 1.2 -> 40.3 +- 1.2 %, MAPE 64 +- 2 -> 55 +- 1 %, top-1 78 +- 1 -> 75 +- 1 %, 3-shot
+MAPE 38 -> 36 %; ds2s 50.3 +- 1.7 -> 48.9 +- 2.7 %, MAPE 83 +- 3 -> 66 +- 3 %, top-1 79 -> 78 %;
+ds3s (2,177 rows of 123 kernels, 28 groups, idle) 43.6 +- 2.0 -> 45.7 +- 4.6 %, MAPE 977 +- 328 ->
+905 +- 192 % (one kernel whose loop the compiler deletes carries it), top-1 73.1 +- 2.2 -> 71 +- 1
+%. Over the four datasets the median APE and the tuning top-1 do not move beyond the fold-seed sd
+(means 45.1 -> 44.8 % and 74.5 -> 74.3 %); MAPE falls on all four. Each part alone (ds2s, ds2,
+ds1c): the median loss 43.8 / 41.0 / 44.3 % median APE, extra trees alone (ds2s) 42.2 %, group folds
+alone (ds2s) 45.8 % with MAPE 64 %; weighting every kernel the same (row weights 1 / rows of its
+kernel, squared error) made ds2 worse (45.8 %, MAPE 67 %) and is not done. The energy head keeps
+squared error and exact thresholds (:data:`HEAD_PARAMS`): no dataset here has energy to measure the
+change on. The time head's residual booster's prediction is scaled by a factor in [0, 1] (its
+``residual_scale``) chosen on inner grouped out-of-fold predictions of the training rows
+(:func:`choose_residual_scale`). Why: kernel-disjoint, the booster's differences between the
+configurations of one kernel are partly noise (on ds1c, grouped 5-fold, its within-kernel residual
+predictions have a slope of 0.82 against the true within-kernel residuals, on ds2s 0.43), so the
+full-scale booster ranked a kernel's configurations worse than the analytical model alone (tuning
+top-1 62.6 vs 74.8 % on ds1c); the shrunk booster keeps more of the analytical ordering. The scale
+is chosen by the median ``|log2|`` error, not the mean squared one: the squared error is carried by
+a few far-off rows and picks ~1 (0.96-1.0 on ds1c), the median by the typical row (0.7-0.9 on ds1c,
+0.35-1.0 on ds2s). Measured with ``kernelcast evaluate --data DS --models analytical,tabular,blend
+--profile calib/profiles/pocl-local.json --repeats 3`` (mean +- sd over fold seeds 0-2), unscaled ->
+scaled: on ds1c median APE 52.2 +- 1.3 -> 51.0 +- 1.2 %, MAPE 111 +- 10 -> 106 +- 8 %, top-1 62.6 +-
+1.8 -> 67.3 +- 1.7 %; on ds2s median APE 44.7 +- 1.2 -> 41.3 +- 4.0 %, MAPE 129 +- 43 -> 111 +- 33
+%, top-1 80.1 +- 3.0 -> 81.8 +- 1.7 % (the analytical model alone: 74.8 and 77.6 %). The energy head
+weights rows by Zhang et al.'s ``1 / E_measured`` (sample weights normalised to mean 1 and clipped
+to [:data:`MIN_WEIGHT`, :data:`MAX_WEIGHT`] so that a few tiny kernels cannot carry the whole fit).
 Zhang et al. weight a squared error in joules, ``(E_p - E_m)^2 / E_m``, to favour low-energy
 kernels; here the error is already relative (log2), so the same weights favour them more strongly
 than in their paper, hence the clipping.
@@ -165,20 +165,19 @@ def _log2_summary(r: np.ndarray) -> dict[str, float]:
 
 def choose_residual_scale(x: np.ndarray, r: np.ndarray, groups: np.ndarray, features: list[str],
                           params: dict[str, Any], rounds: int, folds: int = SCALE_FOLDS,
-                          seed: int = 0, weights: np.ndarray | None = None) -> tuple[float, dict[str, Any]]:
+                          seed: int = 0) -> tuple[float, dict[str, Any]]:
     """The residual scale of a head (module docstring): the residual booster is refitted on
     ``folds`` grouped folds of its rows ``x`` / ``r`` (``groups``: :func:`kernel_groups`), and the
     scale in :data:`SCALE_GRID` whose inner out-of-fold predictions ``s x r_hat`` leave the lowest
     median ``|r - s x r_hat|`` wins (the smallest on a tie). 1 with the reason when there are fewer
-    than ``folds`` groups (or ``folds`` < 2). ``weights``: the rows' weights in the fits."""
+    than ``folds`` groups (or ``folds`` < 2)."""
     n_groups = len(np.unique(groups.astype(str))) if len(groups) else 0
     if folds < 2 or n_groups < folds:
         return 1.0, {"scale": 1.0, "why": f"{n_groups} kernel group(s) for {folds} inner folds"}
     inner = grouped_folds(groups, folds, seed)
     r_hat = np.full(len(r), np.nan)
     for f in range(folds):
-        b = _fit_booster(x[inner != f], r[inner != f], None if weights is None else weights[inner != f], features,
-                         params, rounds)
+        b = _fit_booster(x[inner != f], r[inner != f], None, features, params, rounds)
         r_hat[inner == f] = b.predict(x[inner == f])
     scores = [float(np.median(np.abs(r - s * r_hat))) for s in SCALE_GRID]
     best = int(np.argmin(scores))              # argmin keeps the first (smallest scale) of equals
@@ -234,7 +233,7 @@ def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target =
             if t == "time" and kernels is not None:
                 groups = table_groups(table)[has_base]
                 head.residual_scale, summary["residual_scale"] = choose_residual_scale(
-                    x_all[has_base], r, groups, features, p, rounds, scale_folds, seed, weights=w)
+                    x_all[has_base], r, groups, features, p, rounds, scale_folds, seed)
             head.residual = _fit_booster(x_all[has_base], r, w, features, p, rounds)
             fitted = head.residual_scale * np.asarray(head.residual.predict(x_all[has_base]), dtype=np.float64)
             summary["analytical_in_sample"] = _log2_summary(r)
