@@ -259,6 +259,18 @@ def _now() -> str:
     return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
 
 
+#: a value each ``calib`` benchmark that the analytical model's CPU class reads writes
+#: (``calib --only BENCH``), so a profile without it was made before that benchmark existed
+CPU_BENCH_MARKERS: dict[str, str] = {
+    "scalar": "scalar_fp32_fma_gops",
+    "wi": "wi_fp32_fma_gops",
+    "wg": "wg_overhead_us",
+    "barrier": "barrier_ns",
+    "atomic": "atomic_global_gops",
+    "gather": "gather_gops",
+}
+
+
 @dataclass
 class DeviceProfile:
     """Everything calibration (or a datasheet) says about one device."""
@@ -335,6 +347,16 @@ class DeviceProfile:
         pv = ProfileValue(value=value, units=units, source=source, r2=r2, notes=notes)
         self.values[name] = pv
         return pv
+
+    def missing_cpu_benches(self) -> list[str]:
+        """The benchmarks of this version's ``calib`` whose values the analytical model's CPU class
+        uses (:data:`CPU_BENCH_MARKERS`) and that a measured CPU profile has no value of (a
+        profile calibrated by an older kernelcast, e.g. this device's cached calibration): the
+        model falls back for those (atomics and gathers as bytes only, the peak rates for scalar
+        code). Empty for other profiles."""
+        if self.kind != "measured" or str(self.device.device_type or "").upper() != "CPU":
+            return []
+        return [b for b, key in CPU_BENCH_MARKERS.items() if key not in self.values]
 
     def transferred_values(self, prefixes: tuple[str, ...] = ("energy_", "power_", "idle_power")) -> list[str]:
         """Names of the values (energy ones by default) measured on another GPU than this one."""

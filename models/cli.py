@@ -26,6 +26,16 @@ def _note(msg: str) -> None:
     print(f"note: {msg}", file=sys.stderr)
 
 
+def _note_missing_benches(profile: Any) -> None:
+    """Say when a measured CPU profile lacks values of benchmarks this kernelcast's ``calib`` runs
+    (``DeviceProfile.missing_cpu_benches``: e.g. a cached calibration made by an older version)."""
+    missing = profile.missing_cpu_benches()
+    if missing:
+        _note(f"the profile has no {', '.join(missing)} values (calibrated before those benchmarks existed): the "
+              f"model falls back for them (e.g. atomics and gathers as bytes only); 'kernelcast calib --out P.json' "
+              f"measures them, then give --profile P.json")
+
+
 def _read_configs(path: str) -> list[dict[str, str]]:
     p = Path(path)
     if not p.is_file():
@@ -147,6 +157,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if args.measured:
         ms, mframe, m_us = _read_measured(args, kernel, params)
     profile = resolve_profile(args.profile, args.device, on_calibrate=None if args.json else _note)
+    if not args.json:
+        _note_missing_benches(profile)
     _check_local_sizes(rows, profile)
     # intervals and corrections are shown with a tabular model or measured configurations; the
     # outputs of the other cases are unchanged
@@ -328,6 +340,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if args.measured:
         ms, mframe, m_us = _read_measured(args, kernel, params)
     profile = resolve_profile(args.profile, args.device, on_calibrate=None if args.json else _note)
+    if not args.json:
+        _note_missing_benches(profile)
     dev = profile.device
     warp = int(profile.get("warp_size") or dev.wg_multiple or 32)
     max_wg = int(profile.get("max_wg_size") or dev.max_work_group_size or 1024)
