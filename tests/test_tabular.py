@@ -266,8 +266,9 @@ POLY = poly(64)
 def test_prediction_within_2x_of_a_real_measurement(harness, profile, source, name):
     """Fitted on four measured sizes of a kernel (2^15, 2^16, 2^18, 2^19 work-items), the model
     predicts the fifth (2^17), measured on this device, within a factor of 2. Each size is measured
-    in two interleaved passes and keeps its faster median: a burst of load on a shared CI host
-    during one size's measurement (it once made this 2.4x) then does not decide the figure."""
+    in three interleaved passes and keeps its fastest median: a burst of load on a shared host
+    during one size's measurement (it made this 2.4x once, and 2.08x with two passes while a
+    ``make demo`` ran beside the suite) then does not decide the figure."""
     from instrument.runner import TimingPolicy
     from kernelcast.schema import ArgBinding, LaunchConfig
     from models.predict import arg_dicts
@@ -275,7 +276,7 @@ def test_prediction_within_2x_of_a_real_measurement(harness, profile, source, na
     policy = TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.01, max_repeats=200, max_time_s=2)
     k = Kernel(source, name)
     best: dict[int, dict] = {}
-    for _ in range(2):
+    for _ in range(3):
         for e in (15, 16, 18, 19, 17):
             n = 1 << e
             bufs = ["a", "b", "c"] if name == "triad" else ["a", "c"]
