@@ -37,13 +37,18 @@ def cmd_devices(args: argparse.Namespace) -> int:
         rows.append([
             d.spec, d.name, d.type, d.platform_version.split(" Linux")[0][:32], d.compute_units,
             d.max_work_group_size, d.preferred_wg_multiple, human_bytes(d.global_mem_bytes),
-            human_bytes(d.local_mem_bytes), {True: "yes", False: "NO", None: "?"}[d.builds], d.meter,
+            human_bytes(d.local_mem_bytes),
+            {True: "yes", False: "NO", None: "?"}[d.builds] + (" (not vector math)" if d.vector_builtins is False else ""),
+            d.meter,
         ])
     print(fmt_table(rows, ["device", "name", "type", "platform", "CUs", "max WG", "WG multiple",
                            "global mem", "local mem", "builds", "meter"]))
     for d in devs:
         if d.builds is False:
             print(f"\n{d.spec} cannot build kernels: {d.build_error}")
+        elif d.vector_builtins is False:
+            print(f"\n{d.spec} builds kernels, but not every builtin ({d.vector_error}); 'auto' prefers "
+                  f"another device")
     return 0
 
 

@@ -82,6 +82,8 @@ class DeviceInfo:
     pci_bus_id: str | None = None
     builds: bool | None = None          # did a trivial kernel build on it
     build_error: str = ""
+    vector_builtins: bool | None = None  # did math builtins on float16 / double8 build (a second probe)
+    vector_error: str = ""
     meter: str = "none"                 # energy meter --meter auto would pick
     backend: str = "opencl"             # the API that runs kernels on it
 
@@ -112,7 +114,8 @@ def choose_device(devices: Sequence[DeviceInfo], spec: str = "auto", *, what: st
                   hint: str = "") -> DeviceInfo:
     """Pick a device of ``devices`` by spec; :class:`DeviceNotFound` when none fits.
 
-    ``auto``: the first GPU that builds, else the first device that builds. ``P:D``: platform P,
+    ``auto``: the first GPU that builds, else the first device that builds; among those, one
+    whose compiler also builds the vector math builtins is preferred. ``P:D``: platform P,
     device D. Anything else: the first device whose name or platform name contains it
     (case-insensitive). ``what`` names the kind of device in messages ("OpenCL"), ``hint`` is
     appended when there is no device at all."""
@@ -127,9 +130,11 @@ def choose_device(devices: Sequence[DeviceInfo], spec: str = "auto", *, what: st
         raise DeviceNotFound(f"no {api} device {num} (have {have}{f'; {hint}' if hint else ''})")
     if spec in ("", "auto"):
         for want_gpu in (True, False):
-            for d in devices:
-                if ("GPU" in d.type) == want_gpu and d.builds is not False:
-                    return d
+            for need_vector in (True, False):
+                for d in devices:
+                    if (("GPU" in d.type) == want_gpu and d.builds is not False
+                            and (d.vector_builtins is not False or not need_vector)):
+                        return d
         errs = "; ".join(f"{d.spec} {d.name}: {d.build_error}" for d in devices)
         raise DeviceNotFound(f"no {what} device can build a kernel ({errs})")
     if ":" in spec and all(p.isdigit() for p in spec.split(":", 1)):

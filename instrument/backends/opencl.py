@@ -41,6 +41,16 @@ log = logging.getLogger(__name__)
 
 DEFAULT_BUILD_OPTIONS = "-cl-std=CL1.2"
 _PROBE_SOURCE = "__kernel void kc_probe(__global float* a) { a[get_global_id(0)] = 1.0f; }"
+#: the second probe: the math builtins on the widest vector types, which some drivers' compilers
+#: cannot lower (PoCL 3.0's LLVM 14 on an AVX-512 host aborts on ``fma``/``sqrt`` of ``float16``)
+_VECTOR_PROBE_SOURCE = """
+__kernel void kc_vprobe(__global float16* a, __global double8* b)
+{ size_t i = get_global_id(0);
+  a[i] = fma(a[i], a[i], sqrt(a[i])) + sin(a[i]) + exp(a[i]);
+  b[i] = fma(b[i], b[i], b[i]); }
+"""
+_VECTOR_PROBE_KERNEL = "kc_vprobe"
+_VECTOR_PROBE_TIMEOUT_S = 180.0
 
 # OpenCL extension queries (cl_nv_device_attribute_query, cl_amd_device_attribute_query)
 _CL_DEVICE_WARP_SIZE_NV = 0x4003
@@ -152,6 +162,50 @@ def _save_probes(probes: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def _vector_probe(platform_index: int, device_index: int) -> tuple[bool, str]:
+    """Build and launch :data:`_VECTOR_PROBE_SOURCE` (8 work-items) on the device in a child
+    process (a compiler that aborts kills the child, not this process; a CPU runtime such as PoCL
+    generates the machine code at the first launch): does it run, and if not, why (one line)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, pyopencl as cl\n"
+            "from instrument.backends.opencl import _VECTOR_PROBE_KERNEL, _VECTOR_PROBE_SOURCE, _trial_build\n"
+            "d = cl.get_platforms()[int(sys.argv[1])].get_devices()[int(sys.argv[2])]\n"
+            "ctx = cl.Context([d])\n"
+            "tb = _trial_build(ctx, d, _VECTOR_PROBE_SOURCE, '-cl-std=CL1.2', _VECTOR_PROBE_KERNEL)\n"
+            "if not tb.ok:\n"
+            "    sys.exit(print(tb.log, file=sys.stderr) or 1)\n"
+            "q = cl.CommandQueue(ctx)\n"
+            "a = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 64 * 8)\n"
+            "b = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 64 * 8)\n"
+            "cl.Kernel(tb.program, _VECTOR_PROBE_KERNEL)(q, (8,), (8,), a, b)\n"
+            "q.finish()\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[2]),
+                                                                   os.environ.get("PYTHONPATH", "")) if p))
+    try:
+        r = subprocess.run([sys.executable, "-c", code, str(platform_index), str(device_index)], env=env,
+                           capture_output=True, text=True, timeout=_VECTOR_PROBE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return False, f"the vector-builtin probe build ran past {_VECTOR_PROBE_TIMEOUT_S:g} s"
+    except OSError as e:
+        return False, f"the vector-builtin probe could not start: {e}"
+    if r.returncode == 0:
+        return True, ""
+    lines = [ln.strip() for ln in r.stderr.splitlines() if ln.strip()]
+    llvm = [ln for ln in lines if "LLVM ERROR" in ln] or [ln for ln in lines if "error" in ln.lower()]
+    why = (llvm or lines[-1:] or [""])[0][:160]
+    if r.returncode < 0:
+        import signal
+
+        try:
+            sig = signal.Signals(-r.returncode).name
+        except ValueError:
+            sig = f"signal {-r.returncode}"
+        return False, f"the compiler crashed ({sig}) building float16/double8 math builtins{f': {why}' if why else ''}"
+    return False, f"float16/double8 math builtins do not build{f': {why}' if why else ''}"
+
+
 def _probe(dev: cl.Device) -> tuple[bool, int | None, str]:
     """Build a trivial kernel on ``dev``: does it build, and its preferred work-group multiple."""
     import pyopencl as cl
@@ -230,12 +284,15 @@ class OpenCLBackend(Backend):
                 warp = _ext_query(dev, _CL_DEVICE_WARP_SIZE_NV) or _ext_query(dev, _CL_DEVICE_WAVEFRONT_WIDTH_AMD)
                 if probe:
                     key = info.identity
-                    if key not in probes:
+                    if "vector_builtins" not in probes.get(key, {}):   # new, or cached before that probe
                         ok, mult, err = _probe(dev)
-                        probes[key] = {"builds": ok, "multiple": mult, "error": err}
+                        vok, verr = _vector_probe(pi, di) if ok else (None, "")
+                        probes[key] = {"builds": ok, "multiple": mult, "error": err,
+                                       "vector_builtins": vok, "vector_error": verr}
                         changed = True
                     p = probes[key]
                     info.builds, info.build_error = p["builds"], p["error"]
+                    info.vector_builtins, info.vector_error = p["vector_builtins"], p["vector_error"]
                     info.preferred_wg_multiple = p["multiple"]
                 if warp:
                     info.preferred_wg_multiple = int(warp)
