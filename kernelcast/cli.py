@@ -38,7 +38,8 @@ def cmd_devices(args: argparse.Namespace) -> int:
             d.spec, d.name, d.type, d.platform_version.split(" Linux")[0][:32], d.compute_units,
             d.max_work_group_size, d.preferred_wg_multiple, human_bytes(d.global_mem_bytes),
             human_bytes(d.local_mem_bytes),
-            {True: "yes", False: "NO", None: "?"}[d.builds] + (" (not vector math)" if d.vector_builtins is False else ""),
+            {True: "yes", False: "NO", None: "?"}[d.builds]
+            + (" (not vector math)" if d.vector_builtins is False else ""),
             d.meter,
         ])
     print(fmt_table(rows, ["device", "name", "type", "platform", "CUs", "max WG", "WG multiple",
