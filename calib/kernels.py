@@ -461,3 +461,20 @@ def gather_kernel() -> Kernel:
            f"  uint gid = get_global_id(0);\n  uint h = (gid * 0x9E3779B1u) >> 7;\n  float s = 0.0f;\n"
            f"{lines}  out[gid] = s;\n}}\n")
     return Kernel(src, name, origin=f"calib:{name}")
+
+
+#: the work-items of the strided benchmark: 64 work-groups of 256 (a stride of 64 KiB between the
+#: trips of one work-item's loop, past the 4 KiB page every hardware prefetcher stays within)
+STRIDE_ITEMS = 64 * 256
+
+
+def strided_kernel() -> Kernel:
+    """Each work-item sums the floats ``gid, gid + G, gid + 2G, ...`` of ``in`` (``G`` the global
+    size): the grid-stride loop of a reduction. A GPU coalesces one trip of all work-items; a CPU
+    runtime runs each work-item's loop in turn, so every trip lands on another page and each cache
+    line is fetched by the first work-item that touches it, without the prefetcher's help."""
+    name = "kc_strided"
+    src = (f"__kernel void {name}(__global const float* in, __global float* out, uint n) {{\n"
+           "  uint gid = get_global_id(0), g = get_global_size(0);\n  float s = 0.0f;\n"
+           "  for (uint at = gid; at < n; at += g)\n    s += in[at];\n  out[gid] = s;\n}\n")
+    return Kernel(src, name, origin=f"calib:{name}")

@@ -90,7 +90,7 @@ MiB = 1024 * KiB
 MAX_ITERS = (1 << 31) - 1
 
 BENCHES = ("launch", "peak", "scalar", "wi", "bandwidth", "local", "latency", "wg", "barrier", "atomic", "gather",
-           "host",
+           "stride", "host",
            "energy")
 #: classes of the scalar benchmark (quick: arithmetic and the three classic builtins)
 SCALAR_CLASSES = ("fp32_add", "fp32_mul", "fp32_fma", "fp32_div", "fp64_fma", "int32_add", "int32_mul",
@@ -1144,6 +1144,42 @@ class Calibrator:
             f"indices of a {table * 4 // 1024} KiB table, {n1} and {n2} work-items in work-groups of {ls}: "
             f"{t1 * 1e6:.4g} and {t2 * 1e6:.4g} us (slope; includes two integer operations per load); "
             f"{1e9 * self.cu / rate:.3g} ns per load per compute unit"))
+
+    def bench_stride(self) -> None:
+        """CPU devices: the cost of one cache line fetched from memory by a work-item loop whose
+        every trip lands on another page (:func:`calib.kernels.strided_kernel`, a grid-stride sum
+        of :data:`~calib.kernels.STRIDE_ITEMS` work-items over a buffer of 4x the host's last cache
+        level, at least 64 MiB): ns per 64-byte line per compute unit. One launch takes 0.1 s or
+        more, so the launch and per-work-group costs (microseconds) are left in."""
+        if "CPU" not in (self.device.type or "").upper():
+            return
+        levels = self.host_levels()
+        llc = max((lv.total_bytes(self.cu) for lv in levels), default=32 * MiB)
+        nbytes = max(64 * MiB, 4 * llc)
+        cap = self._cap_bytes()
+        if nbytes > cap:
+            self.profile.notes.append(f"stride: needs a {fmt_bytes(nbytes)} buffer; the cap is {fmt_bytes(cap)}")
+            return
+        kern = K.strided_kernel()
+        items = K.STRIDE_ITEMS
+        ls = self._fit_lsize(items, min(256, self.max_wg))
+        reps = 3 if self.opt.quick else 7
+        pol = TimingPolicy(warmup=1, min_repeats=reps, min_time_s=0.0, max_repeats=reps, max_time_s=10.0)
+        n = nbytes // 4
+        cfg = LaunchConfig((items,), (ls,), [ArgBinding("in", "buffer", "float", n, init="ones"),
+                                             ArgBinding("out", "buffer", "float", items, init="zeros"),
+                                             ArgBinding("n", "scalar", "uint", value=n)])
+        m = self.measure(kern, cfg, f"stride {fmt_bytes(nbytes)}", policy=pol)
+        if m is None:
+            return
+        t = self._stat(m) * 1e-6
+        line_ns = t * self.cu / (nbytes / 64) * 1e9
+        bw = self.profile.get("dram_bw_gbs")
+        self.profile.set("strided_line_ns", line_ns, "ns", self.source("stride"), notes=(
+            f"a grid-stride sum of floats by {items} work-items in work-groups of {ls} (a {items * 4 // KiB} KiB "
+            f"step per trip of each work-item's loop) over {fmt_bytes(nbytes)}: {t * 1e3:.4g} ms (median of "
+            f"{reps}); ns per 64-byte line per compute unit"
+            + (f", against {64 / bw * self.cu:.3g} ns at the streaming DRAM bandwidth" if bw else "")))
 
     # -- host-side launch overhead ---------------------------------------------------------
 

@@ -268,6 +268,7 @@ CPU_BENCH_MARKERS: dict[str, str] = {
     "barrier": "barrier_ns",
     "atomic": "atomic_global_gops",
     "gather": "gather_gops",
+    "stride": "strided_line_ns",
 }
 
 

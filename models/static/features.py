@@ -94,6 +94,7 @@ class Access:
     coeffs: dict[str, str] = field(default_factory=dict)  # coefficient of gid0/lid0/grp0/... in the index
     affine: bool = True      # index is affine in the work-item ids
     indirect: bool = False   # index depends on loaded data (gather / scatter)
+    trip_strides: dict[str, str] = field(default_factory=dict)  # index steps per trip of each enclosing loop (it<n>)
     line: int = 0
     via: str = ""            # builtin through which the access happens (vload4, atomic_add, ...)
 

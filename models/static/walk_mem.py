@@ -187,6 +187,7 @@ class MemWalker(WalkerBase):
         s0 = s1 = None
         affine = True
         coeffs: dict[str, str] = {}
+        trips: dict[str, str] = {}
         if idx is not None:
             d0, d1 = deriv(idx, 0), deriv(idx, 1)
             for d in (d0, d1):
@@ -200,6 +201,11 @@ class MemWalker(WalkerBase):
                 if a.kind == "wi":
                     co = idx.coefficient(a)
                     coeffs[a.name] = co.to_str() if co is not None else "?"
+                elif a.kind == "iter":
+                    co = idx.coefficient(a)
+                    co = printable(average(co)) if co is not None else None
+                    if co is not None and not co.is_zero():
+                        trips[a.name] = co.to_str()
         else:
             affine = False
         indirect = DATA in m.deps and s0 is None
@@ -209,7 +215,7 @@ class MemWalker(WalkerBase):
             arg=m.base, space=m.space, kind=kind, elem_bytes=m.elem_bytes, unit_bytes=m.unit_bytes,
             index=m.text, count="", count_warp="",
             stride0=s0.to_str() if s0 is not None else None, stride1=s1.to_str() if s1 is not None else None,
-            index_expr=idx.to_str() if idx is not None else "?", coeffs=coeffs, affine=affine,
+            index_expr=idx.to_str() if idx is not None else "?", coeffs=coeffs, trip_strides=trips, affine=affine,
             indirect=indirect, line=c.location.line, via=via))
         self.acc_polys.append((self.w_item, self.w_warp))
 
