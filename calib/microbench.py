@@ -1146,40 +1146,52 @@ class Calibrator:
             f"{1e9 * self.cu / rate:.3g} ns per load per compute unit"))
 
     def bench_stride(self) -> None:
-        """CPU devices: the cost of one cache line fetched from memory by a work-item loop whose
-        every trip lands on another page (:func:`calib.kernels.strided_kernel`, a grid-stride sum
-        of :data:`~calib.kernels.STRIDE_ITEMS` work-items over a buffer of 4x the host's last cache
-        level, at least 64 MiB): ns per 64-byte line per compute unit. One launch takes 0.1 s or
-        more, so the launch and per-work-group costs (microseconds) are left in."""
+        """CPU devices: the cost of one cache line fetched by a work-item loop whose every trip
+        lands on another page (:func:`calib.kernels.strided_kernel`, a grid-stride sum of
+        :data:`~calib.kernels.STRIDE_ITEMS` work-items), in ns per 64-byte line per compute unit:
+        ``strided_line_ns`` over a buffer of 4x the host's last cache level (at least 64 MiB),
+        and ``strided_line_level{i}_ns`` over one in the middle of each cache level but the first
+        (the host's levels, indexed as the bandwidth levels). The launch overhead is taken off."""
         if "CPU" not in (self.device.type or "").upper():
             return
         levels = self.host_levels()
-        llc = max((lv.total_bytes(self.cu) for lv in levels), default=32 * MiB)
-        nbytes = max(64 * MiB, 4 * llc)
+        caps = [float(lv.total_bytes(self.cu)) for lv in levels]
+        windows = level_windows(caps) if caps else []
+        llc = caps[-1] if caps else 32.0 * MiB
+        points: list[tuple[str, int]] = []
+        for i, (lo, hi) in enumerate(windows[:-1]):
+            size = int(math.sqrt(max(lo, 1.0) * hi)) // 4096 * 4096
+            if i > 0 and lo < hi and size >= 64 * KiB:
+                points.append((f"strided_line_level{i}_ns", size))
+        points.append(("strided_line_ns", int(max(64 * MiB, 4 * llc))))
         cap = self._cap_bytes()
-        if nbytes > cap:
-            self.profile.notes.append(f"stride: needs a {fmt_bytes(nbytes)} buffer; the cap is {fmt_bytes(cap)}")
-            return
         kern = K.strided_kernel()
         items = K.STRIDE_ITEMS
         ls = self._fit_lsize(items, min(256, self.max_wg))
         reps = 3 if self.opt.quick else 7
-        pol = TimingPolicy(warmup=1, min_repeats=reps, min_time_s=0.0, max_repeats=reps, max_time_s=10.0)
-        n = nbytes // 4
-        cfg = LaunchConfig((items,), (ls,), [ArgBinding("in", "buffer", "float", n, init="ones"),
-                                             ArgBinding("out", "buffer", "float", items, init="zeros"),
-                                             ArgBinding("n", "scalar", "uint", value=n)])
-        m = self.measure(kern, cfg, f"stride {fmt_bytes(nbytes)}", policy=pol)
-        if m is None:
-            return
-        t = self._stat(m) * 1e-6
-        line_ns = t * self.cu / (nbytes / 64) * 1e9
-        bw = self.profile.get("dram_bw_gbs")
-        self.profile.set("strided_line_ns", line_ns, "ns", self.source("stride"), notes=(
-            f"a grid-stride sum of floats by {items} work-items in work-groups of {ls} (a {items * 4 // KiB} KiB "
-            f"step per trip of each work-item's loop) over {fmt_bytes(nbytes)}: {t * 1e3:.4g} ms (median of "
-            f"{reps}); ns per 64-byte line per compute unit"
-            + (f", against {64 / bw * self.cu:.3g} ns at the streaming DRAM bandwidth" if bw else "")))
+        for key, nbytes in points:
+            if nbytes > cap:
+                self.profile.notes.append(f"stride: needs a {fmt_bytes(nbytes)} buffer; the cap is {fmt_bytes(cap)}")
+                continue
+            n = nbytes // 4
+            cfg = LaunchConfig((items,), (ls,), [ArgBinding("in", "buffer", "float", n, init="ones"),
+                                                 ArgBinding("out", "buffer", "float", items, init="zeros"),
+                                                 ArgBinding("n", "scalar", "uint", value=n)])
+            pol = TimingPolicy(warmup=1, min_repeats=reps, min_time_s=0.02, max_repeats=50 * reps, max_time_s=10.0)
+            m = self.measure(kern, cfg, f"stride {fmt_bytes(nbytes)}", policy=pol)
+            if m is None:
+                continue
+            t = self._stat(m) * 1e-6
+            busy = max(t - self.state.launch_s, 0.05 * t)
+            line_ns = busy * self.cu / (nbytes / 64) * 1e9
+            where = "past the last cache level" if key == "strided_line_ns" else f"inside cache level {key[19:-3]}"
+            bw = self.profile.get("dram_bw_gbs")
+            self.profile.set(key, line_ns, "ns", self.source("stride"), notes=(
+                f"a grid-stride sum of floats by {items} work-items in work-groups of {ls} (a {items * 4 // KiB} KiB "
+                f"step per trip of each work-item's loop) over {fmt_bytes(nbytes)} ({where}): {t * 1e3:.4g} ms "
+                f"(median); ns per 64-byte line per compute unit"
+                + (f", against {64 / bw * self.cu:.3g} ns at the streaming DRAM bandwidth"
+                   if bw and key == "strided_line_ns" else "")))
 
     # -- host-side launch overhead ---------------------------------------------------------
 

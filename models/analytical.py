@@ -138,6 +138,7 @@ class DeviceParams:
     gather_rate: float | None = None   # gathered elements/s in vectorized CPU code, whole device
     strided_line_s: float | None = None  # CPU: one line fetched by a page-strided work-item loop, per core
     strided_source: str = ""
+    strided_level_s: dict[int, float] = field(default_factory=dict)   # the same, from cache level i
     atomic_rates: dict[str, float] = field(default_factory=dict)   # "global" / "local" (own element) and
                                                                    # "<space>_b<bins>" -> atomics/s, whole device
 
@@ -207,8 +208,10 @@ class DeviceParams:
                 strided, strided_src = float(get("strided_line_ns") or 0) * 1e-9, "profile (calib stride)"
             elif lat:
                 strided, strided_src = float(lat) * 1e-9, "rule: the DRAM latency (no calib stride value)"
+        strided_levels = {i: float(get(f"strided_line_level{i}_ns") or 0) * 1e-9 for i in range(len(levels))
+                          if is_cpu and get(f"strided_line_level{i}_ns")}
         return cls(
-            strided_line_s=strided, strided_source=strided_src,
+            strided_line_s=strided, strided_source=strided_src, strided_level_s=strided_levels,
             atomic_rates=atomic_rates,
             gather_rate=(float(get("gather_gops") or 0.0) * 1e9 or None) if is_cpu else None,
             is_cpu=is_cpu, builtin_rates=builtin_rates, scalar_rates=scalar_rates, wi_rates=wi_rates,
@@ -615,7 +618,7 @@ PAGE_BYTES = 4096
 CPU_LINE_BYTES = 64
 
 
-def strided_seconds(feats: Any, env: Mapping[str, Any], dev: DeviceParams
+def strided_seconds(feats: Any, env: Mapping[str, Any], dev: DeviceParams, level: np.ndarray | None = None
                     ) -> tuple[np.ndarray, np.ndarray] | None:
     """CPU devices: (seconds of one compute unit per work-item, bytes per work-item) of the global
     accesses in a loop whose trips step a page or more apart (``trip_strides`` of the access: the
@@ -623,11 +626,14 @@ def strided_seconds(feats: Any, env: Mapping[str, Any], dev: DeviceParams
     ``k * rows + row``). A GPU coalesces one trip of neighbouring work-items; a CPU runtime runs
     each work-item's loop in turn, so every trip lands on another page and each cache line is
     fetched once, by the first work-item that touches it (neighbours with ``stride0`` of one element
-    share it), at the calibrated cost of such a line (``strided_line_ns``, ``calib --only stride``;
-    else the DRAM latency). The caller applies it where the working set is beyond the last cache
-    level and removes these bytes from the streamed ones. Measured here (PoCL 3.1, load ~2):
-    the suite's ``kc_grid_sum`` over 16 Mi floats took 103 ms, predicted 3.5 ms before; the
-    calibrated line cost was 117 ns per core against 5.2 ns at the streaming bandwidth."""
+    share it), at the calibrated cost of such a line from the level that holds the working set
+    (``level``, the index of :attr:`DeviceParams.bw_levels`, past them main memory; ``calib
+    --only stride``: ``strided_line_level{i}_ns`` and ``strided_line_ns``, else the DRAM latency
+    from memory and nothing from a cache level). The caller removes these bytes from the streamed
+    ones. Measured here (PoCL 3.1, load ~2): the suite's ``kc_grid_sum`` over 16 Mi floats took
+    103 ms, predicted 3.5 ms before; over 1-4 Mi floats (in the last cache level) 4.3-17 ms,
+    predicted 0.3-0.9 ms; the calibrated line cost from memory was 117 ns per core against 5.2 ns
+    at the streaming bandwidth."""
     from kernelcast.expr import CACHE_KEY, compile_expr
 
     if not dev.is_cpu or not dev.strided_line_s:
@@ -660,7 +666,11 @@ def strided_seconds(feats: Any, env: Mapping[str, Any], dev: DeviceParams
         nbytes = nbytes + np.where(far, count * a.elem_bytes, 0.0)
     if not np.any(lines > 0):
         return None
-    return lines * dev.strided_line_s, nbytes
+    lv = np.full(shape, len(dev.bw_levels)) if level is None else np.broadcast_to(level, shape)
+    cost = np.where(lv >= len(dev.bw_levels), dev.strided_line_s, 0.0)
+    for i, c in dev.strided_level_s.items():
+        cost = np.where(lv == i, c, cost)
+    return lines * cost, np.where(cost > 0, nbytes, 0.0)
 
 
 def _has_barrier(ops: Any) -> bool:
@@ -849,11 +859,10 @@ class AnalyticalModel(Predictor):
         strided_s_item = np.zeros_like(g)
         streamed = fetched
         if d.is_cpu:
-            st = strided_seconds(feats, env, d)
+            st = strided_seconds(feats, env, d, level)
             if st is not None:
-                beyond = level >= len(d.bw_levels)       # from memory: the lines come one by one
-                strided_s_item = np.where(beyond, st[0], 0.0)
-                streamed = np.where(beyond, np.maximum(fetched - st[1], 0.0), fetched)
+                strided_s_item = st[0]
+                streamed = np.maximum(fetched - st[1], 0.0)
 
         def wave(w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             active = np.minimum(w, cu)
