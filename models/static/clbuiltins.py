@@ -64,6 +64,9 @@ _ROUNDING = re.compile(r"_rt[enp]$")
 VLOAD = re.compile(r"^vload(a)?(_half)?(\d+)?(_rt[enpz])?$")
 VSTORE = re.compile(r"^vstore(a)?(_half)?(\d+)?(_rt[enpz])?$")
 
+#: geometric builtins that combine the components of a vector argument with each other
+HORIZONTAL = frozenset({"dot", "length", "distance", "normalize", "cross"})
+
 
 def family_class(name: str) -> str:
     """The op class of a builtin family call: ``bi_<variant><family>``, variant ``native_`` /

@@ -179,6 +179,7 @@ class SourceFeatures:
     sites: list[SiteInfo] = field(default_factory=list)      # counts a run on real inputs can measure
     helpers: list[str] = field(default_factory=list)          # inlined helper functions
     notes: list[str] = field(default_factory=list)            # constructs approximated or skipped
+    lane_mixing: list[int] = field(default_factory=list)      # lines combining the components of a vector value
     version: int = FEATURES_VERSION
 
     # --- (de)serialization --------------------------------------------------------------------

@@ -204,6 +204,7 @@ def analyze_source(kernel: Kernel, filename: str = "kernel.cl") -> SourceFeature
         sites=w.sites,
         helpers=w.helpers,
         notes=w.notes,
+        lane_mixing=sorted(w.lane_mixing),
     )
     return feats
 

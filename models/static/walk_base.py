@@ -61,6 +61,7 @@ class WalkerBase(ABC):
         self.sites: list[SiteInfo] = []
         self._site_names: set[str] = set()
         self.notes: list[str] = []
+        self.lane_mixing: list[int] = []   # lines where components of one vector value are combined
         self.helpers: list[str] = []
         self.frames: list[Frame] = []
         self.loop_stack: list[LoopCtx] = []
@@ -78,6 +79,12 @@ class WalkerBase(ABC):
     def serial(self) -> int:
         self._serial += 1
         return self._serial
+
+    def mix_lanes(self, c: ci.Cursor) -> None:
+        """Components of a vector value are taken apart (``v.x``) or combined (``dot``) at ``c``."""
+        line = c.location.line
+        if not self.mute and line not in self.lane_mixing:
+            self.lane_mixing.append(line)
 
     def note(self, msg: str) -> None:
         if not self.mute and msg not in self.notes:

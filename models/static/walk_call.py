@@ -8,9 +8,9 @@ from __future__ import annotations
 import clang.cindex as ci
 
 from models.static.affine import wi_atom
-from models.static.clbuiltins import BARRIER, FENCE, SIZES, WORKITEM, math_builtin
+from models.static.clbuiltins import BARRIER, FENCE, HORIZONTAL, SIZES, WORKITEM, math_builtin
 from models.static.cursors import const_arg, type_class
-from models.static.expr import GRP, WI, Poly
+from models.static.expr import DATA, GRP, WI, Poly
 from models.static.values import UNKNOWN, ZERO, Val, same_value
 from models.static.walk_base import Frame, WalkerBase
 
@@ -98,6 +98,9 @@ class CallWalker(WalkerBase):
         vals = [self.ev(a) for a in args]
         result = type_class(c.type)
         b = math_builtin(name, vals, result, type_class(args[0].type) if args else result)
+        if (args and name.removeprefix("fast_") in HORIZONTAL and type_class(args[0].type)[1] > 1
+                and any(v.deps & {WI, DATA} for v in vals)):
+            self.mix_lanes(c)
         for cls, n in b.ops:
             self.op(cls, n)
         if b.note is not None:

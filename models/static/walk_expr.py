@@ -14,7 +14,7 @@ import clang.cindex as ci
 from models.static import _cx
 from models.static.branches import branch_fraction
 from models.static.cursors import space_of, type_bytes, type_class, unwrap
-from models.static.expr import DATA, Poly, opaque, p_div, p_floordiv, p_mod
+from models.static.expr import DATA, WI, Poly, opaque, p_div, p_floordiv, p_mod
 from models.static.values import UNKNOWN, ZERO, Ptr, Val, poly_of, retype_ptr
 from models.static.walk_base import WalkerBase
 
@@ -127,6 +127,8 @@ class ExprWalker(WalkerBase):
                     m.elem_bytes = max(1, type_bytes(c.type))
                     return self.record_load(m, c)
             v = self.ev(inner)
+            if v.deps & {WI, DATA}:         # a value of each work-item's own (not a kernel argument's)
+                self.mix_lanes(c)
             return Val(None, v.deps)
         v = self.ev(inner)
         self.count_conversion(tc_in, tc_out, v)
