@@ -88,20 +88,20 @@ def test_bench_refuses_a_profile_of_another_type_than_the_device_it_measures(tmp
 
 
 def test_a_cpu_profile_without_the_newer_benchmarks_is_named(tmp_path):
-    """The bundled local profile has every benchmark the CPU class reads; a copy without the atomic
-    and gather values (a calibration made before those benchmarks existed) is named by
+    """The bundled local profile has every benchmark the CPU class reads; a copy without the atomic,
+    gather and stride values (a calibration made before those benchmarks existed) is named by
     missing_cpu_benches and by a note of predict; a published GPU profile never is."""
     assert load_profile("pocl-local").missing_cpu_benches() == []
     assert load_profile("a100").missing_cpu_benches() == []
     data = json.loads(load_profile("pocl-local").to_json())
-    data["values"] = {k: v for k, v in data["values"].items() if not k.startswith(("atomic_", "gather_"))}
+    data["values"] = {k: v for k, v in data["values"].items() if not k.startswith(("atomic_", "gather_", "strided_"))}
     old = tmp_path / "old.json"
     old.write_text(json.dumps(data))
-    assert load_profile(old).missing_cpu_benches() == ["atomic", "gather"]
+    assert load_profile(old).missing_cpu_benches() == ["atomic", "gather", "stride"]
     k = tmp_path / "v.cl"
     k.write_text(VADD)
     r = kc("predict", "--kernel", str(k), "--gsize", "4096", "--lsize", "64", "--profile", str(old))
     assert r.returncode == 0, r.stderr
-    assert "note: the profile has no atomic, gather values" in r.stderr
+    assert "note: the profile has no atomic, gather, stride values" in r.stderr
     r = kc("predict", "--kernel", str(k), "--gsize", "4096", "--lsize", "64", "--profile", "pocl-local")
     assert r.returncode == 0 and "the profile has no" not in r.stderr, r.stderr
