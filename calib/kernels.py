@@ -466,6 +466,9 @@ def gather_kernel() -> Kernel:
 #: the work-items of the strided benchmark: 64 work-groups of 256 (a stride of 64 KiB between the
 #: trips of one work-item's loop, past the 4 KiB page every hardware prefetcher stays within)
 STRIDE_ITEMS = 64 * 256
+#: trips per work-item of the short walks of the strided benchmark (a CSR/ELLPACK row's entries):
+#: so few pages per walk that the first-level TLB holds them
+STRIDE_SHORT_TRIPS = 16
 
 
 def strided_kernel() -> Kernel:

@@ -1147,11 +1147,13 @@ class Calibrator:
 
     def bench_stride(self) -> None:
         """CPU devices: the cost of one cache line fetched by a work-item loop whose every trip
-        lands on another page (:func:`calib.kernels.strided_kernel`, a grid-stride sum of
-        :data:`~calib.kernels.STRIDE_ITEMS` work-items), in ns per 64-byte line per compute unit:
-        ``strided_line_ns`` over a buffer of 4x the host's last cache level (at least 64 MiB),
-        and ``strided_line_level{i}_ns`` over one in the middle of each cache level but the first
-        (the host's levels, indexed as the bandwidth levels). The launch overhead is taken off."""
+        lands on another page (:func:`calib.kernels.strided_kernel`, a grid-stride sum), in ns
+        per 64-byte line per compute unit, over a buffer in the middle of each cache level but the
+        first (``..._level{i}_ns``) and over 4x the last level (at least 64 MiB), each twice: long
+        walks (:data:`~calib.kernels.STRIDE_ITEMS` work-items, hundreds of trips and pages each:
+        ``strided_line...``) and short ones (as many work-items as make
+        :data:`~calib.kernels.STRIDE_SHORT_TRIPS` trips each: ``strided_short...``), whose pages
+        the first-level TLB holds. The launch overhead is taken off."""
         if "CPU" not in (self.device.type or "").upper():
             return
         levels = self.host_levels()
@@ -1162,36 +1164,41 @@ class Calibrator:
         for i, (lo, hi) in enumerate(windows[:-1]):
             size = int(math.sqrt(max(lo, 1.0) * hi)) // 4096 * 4096
             if i > 0 and lo < hi and size >= 64 * KiB:
-                points.append((f"strided_line_level{i}_ns", size))
-        points.append(("strided_line_ns", int(max(64 * MiB, 4 * llc))))
+                points.append((f"_level{i}_ns", size))
+        points.append(("_ns", int(max(64 * MiB, 4 * llc))))
         cap = self._cap_bytes()
         kern = K.strided_kernel()
-        items = K.STRIDE_ITEMS
-        ls = self._fit_lsize(items, min(256, self.max_wg))
         reps = 3 if self.opt.quick else 7
-        for key, nbytes in points:
+        for suffix, nbytes in points:
             if nbytes > cap:
                 self.profile.notes.append(f"stride: needs a {fmt_bytes(nbytes)} buffer; the cap is {fmt_bytes(cap)}")
                 continue
             n = nbytes // 4
-            cfg = LaunchConfig((items,), (ls,), [ArgBinding("in", "buffer", "float", n, init="ones"),
-                                                 ArgBinding("out", "buffer", "float", items, init="zeros"),
-                                                 ArgBinding("n", "scalar", "uint", value=n)])
-            pol = TimingPolicy(warmup=1, min_repeats=reps, min_time_s=0.02, max_repeats=50 * reps, max_time_s=10.0)
-            m = self.measure(kern, cfg, f"stride {fmt_bytes(nbytes)}", policy=pol)
-            if m is None:
-                continue
-            t = self._stat(m) * 1e-6
-            busy = max(t - self.state.launch_s, 0.05 * t)
-            line_ns = busy * self.cu / (nbytes / 64) * 1e9
-            where = "past the last cache level" if key == "strided_line_ns" else f"inside cache level {key[19:-3]}"
-            bw = self.profile.get("dram_bw_gbs")
-            self.profile.set(key, line_ns, "ns", self.source("stride"), notes=(
-                f"a grid-stride sum of floats by {items} work-items in work-groups of {ls} (a {items * 4 // KiB} KiB "
-                f"step per trip of each work-item's loop) over {fmt_bytes(nbytes)} ({where}): {t * 1e3:.4g} ms "
-                f"(median); ns per 64-byte line per compute unit"
-                + (f", against {64 / bw * self.cu:.3g} ns at the streaming DRAM bandwidth"
-                   if bw and key == "strided_line_ns" else "")))
+            short_items = _pow2_floor(max(1, n // K.STRIDE_SHORT_TRIPS))
+            for key, items in (("strided_line" + suffix, K.STRIDE_ITEMS), ("strided_short" + suffix, short_items)):
+                if items * 4 < 4096 or items > (1 << 26):
+                    continue                      # trips of less than a page, or too many work-items
+                ls = self._fit_lsize(items, min(256, self.max_wg))
+                cfg = LaunchConfig((items,), (ls,), [ArgBinding("in", "buffer", "float", n, init="ones"),
+                                                     ArgBinding("out", "buffer", "float", items, init="zeros"),
+                                                     ArgBinding("n", "scalar", "uint", value=n)])
+                pol = TimingPolicy(warmup=1, min_repeats=reps, min_time_s=0.02, max_repeats=50 * reps,
+                                   max_time_s=10.0)
+                m = self.measure(kern, cfg, f"stride {fmt_bytes(nbytes)} {items} work-items", policy=pol)
+                if m is None:
+                    continue
+                t = self._stat(m) * 1e-6
+                busy = max(t - self.state.launch_s, 0.05 * t)
+                line_ns = busy * self.cu / (nbytes / 64) * 1e9
+                where = ("past the last cache level" if suffix == "_ns"
+                         else f"inside cache level {suffix[6:-3]}")
+                bw = self.profile.get("dram_bw_gbs")
+                self.profile.set(key, line_ns, "ns", self.source("stride"), notes=(
+                    f"a grid-stride sum of floats by {items} work-items in work-groups of {ls} ({-(-n // items)} "
+                    f"trips of {fmt_bytes(items * 4)} per work-item) over {fmt_bytes(nbytes)} ({where}): "
+                    f"{t * 1e3:.4g} ms (median); ns per 64-byte line per compute unit"
+                    + (f", against {64 / bw * self.cu:.3g} ns at the streaming DRAM bandwidth"
+                       if bw and suffix == "_ns" else "")))
 
     # -- host-side launch overhead ---------------------------------------------------------
 

@@ -139,6 +139,8 @@ class DeviceParams:
     strided_line_s: float | None = None  # CPU: one line fetched by a page-strided work-item loop, per core
     strided_source: str = ""
     strided_level_s: dict[int, float] = field(default_factory=dict)   # the same, from cache level i
+    strided_short_s: float | None = None  # the same for a walk of a few pages (the TLB holds them)
+    strided_short_level_s: dict[int, float] = field(default_factory=dict)
     atomic_rates: dict[str, float] = field(default_factory=dict)   # "global" / "local" (own element) and
                                                                    # "<space>_b<bins>" -> atomics/s, whole device
 
@@ -208,10 +210,14 @@ class DeviceParams:
                 strided, strided_src = float(get("strided_line_ns") or 0) * 1e-9, "profile (calib stride)"
             elif lat:
                 strided, strided_src = float(lat) * 1e-9, "rule: the DRAM latency (no calib stride value)"
-        strided_levels = {i: float(get(f"strided_line_level{i}_ns") or 0) * 1e-9 for i in range(len(levels))
-                          if is_cpu and get(f"strided_line_level{i}_ns")}
+        def per_level(stem: str) -> dict[int, float]:
+            return {i: float(get(f"{stem}_level{i}_ns") or 0) * 1e-9 for i in range(len(levels))
+                    if is_cpu and get(f"{stem}_level{i}_ns")}
+
         return cls(
-            strided_line_s=strided, strided_source=strided_src, strided_level_s=strided_levels,
+            strided_line_s=strided, strided_source=strided_src, strided_level_s=per_level("strided_line"),
+            strided_short_s=float(get("strided_short_ns") or 0) * 1e-9 if is_cpu and get("strided_short_ns") else None,
+            strided_short_level_s=per_level("strided_short"),
             atomic_rates=atomic_rates,
             gather_rate=(float(get("gather_gops") or 0.0) * 1e9 or None) if is_cpu else None,
             is_cpu=is_cpu, builtin_rates=builtin_rates, scalar_rates=scalar_rates, wi_rates=wi_rates,
@@ -623,6 +629,9 @@ def gather_seconds(feats: Any, env: Mapping[str, Any], dev: DeviceParams) -> np.
 PAGE_BYTES = 4096
 #: bytes of a cache line of a CPU (x86-64 and the common ARM server cores)
 CPU_LINE_BYTES = 64
+#: a walk of at most this many trips (pages) per work-item is short: a first-level data TLB (64-72
+#: entries on current x86 cores) holds its pages, and it is charged the ``strided_short`` values
+SHORT_WALK_TRIPS = 64
 
 
 def strided_seconds(feats: Any, env: Mapping[str, Any], dev: DeviceParams, level: np.ndarray | None = None
@@ -636,8 +645,10 @@ def strided_seconds(feats: Any, env: Mapping[str, Any], dev: DeviceParams, level
     share it), at the calibrated cost of such a line from the level that holds the working set
     (``level``, the index of :attr:`DeviceParams.bw_levels`, past them main memory; ``calib
     --only stride``: ``strided_line_level{i}_ns`` and ``strided_line_ns``, else the DRAM latency
-    from memory and nothing from a cache level). The caller removes these bytes from the streamed
-    ones. Measured here (PoCL 3.1, load ~2): the suite's ``kc_grid_sum`` over 16 Mi floats took
+    from memory and nothing from a cache level), and for a walk of at most
+    :data:`SHORT_WALK_TRIPS` executions per work-item (a CSR or ELLPACK row) the short-walk values
+    ``strided_short...`` where calibrated (idle here: 16-trip walks 38 ns per line from memory
+    against 124 ns for 2,048-trip ones). The caller removes these bytes from the streamed ones. Measured here (PoCL 3.1, load ~2): the suite's ``kc_grid_sum`` over 16 Mi floats took
     103 ms, predicted 3.5 ms before; over 1-4 Mi floats (in the last cache level) 4.3-17 ms,
     predicted 0.3-0.9 ms; the calibrated line cost from memory was 117 ns per core against 5.2 ns
     at the streaming bandwidth."""
@@ -659,6 +670,18 @@ def strided_seconds(feats: Any, env: Mapping[str, Any], dev: DeviceParams, level
         with np.errstate(all="ignore"):
             return np.nan_to_num(np.asarray(fn(fenv), dtype=np.float64), nan=default, posinf=default, neginf=default)
 
+    lv = np.full(shape, len(dev.bw_levels)) if level is None else np.broadcast_to(level, shape)
+
+    def costs(past: float | None, inside: dict[int, float]) -> np.ndarray:
+        c = np.where(lv >= len(dev.bw_levels), past or 0.0, 0.0)
+        for i, v in inside.items():
+            c = np.where(lv == i, v, c)
+        return c
+
+    long_cost = costs(dev.strided_line_s, dev.strided_level_s)
+    short_cost = (costs(dev.strided_short_s, dev.strided_short_level_s)
+                  if dev.strided_short_s or dev.strided_short_level_s else long_cost)
+    seconds = np.zeros(shape)
     for a in acc:
         step = np.zeros(shape)
         for text in a.trip_strides.values():
@@ -669,15 +692,13 @@ def strided_seconds(feats: Any, env: Mapping[str, Any], dev: DeviceParams, level
         count = value(a.count, 0.0)
         lane_bytes = np.abs(value(a.stride0, 1.0)) * a.unit_bytes
         per_exec = np.minimum(1.0, np.maximum(a.elem_bytes, lane_bytes) / CPU_LINE_BYTES)
+        cost = np.where(count <= SHORT_WALK_TRIPS, short_cost, long_cost)
         lines = lines + np.where(far, count * per_exec, 0.0)
-        nbytes = nbytes + np.where(far, count * a.elem_bytes, 0.0)
+        seconds = seconds + np.where(far, count * per_exec * cost, 0.0)
+        nbytes = nbytes + np.where(far & (cost > 0), count * a.elem_bytes, 0.0)
     if not np.any(lines > 0):
         return None
-    lv = np.full(shape, len(dev.bw_levels)) if level is None else np.broadcast_to(level, shape)
-    cost = np.where(lv >= len(dev.bw_levels), dev.strided_line_s, 0.0)
-    for i, c in dev.strided_level_s.items():
-        cost = np.where(lv == i, c, cost)
-    return lines * cost, np.where(cost > 0, nbytes, 0.0)
+    return seconds, nbytes
 
 
 def _has_barrier(ops: Any) -> bool:
