@@ -368,7 +368,9 @@ UNROLL_MAX_TRIP = 16
 #: ``hypot(x[i], y[i])`` per work-item ran 28.2 ns per work-item, ``sqrt(a * a + b * b)`` 0.155
 #: (PoCL 3.1, 2^18 work-items, load 3.5). rint (and the float -> integer conversions with a rounding
 #: mode, ``convert_int_rte``): 0.67 ns per work-item against 0.085 for ``convert_int`` (load 3.7).
-SCALAR_FAMILIES = ("bi_log", "bi_sin", "bi_atan", "bi_pow", "bi_tanh", "bi_erf", "bi_hypot", "bi_rint")
+#: cbrt: ``cbrt(x[i])`` 33.6 ns per work-item against 0.18 for ``sqrt(x[i])`` (PoCL 3.1 on an AMD EPYC
+#: Zen 4, 2^20 work-items, load ~2).
+SCALAR_FAMILIES = ("bi_log", "bi_sin", "bi_atan", "bi_pow", "bi_tanh", "bi_erf", "bi_hypot", "bi_rint", "bi_cbrt")
 
 
 def cpu_vectorizable(feats: Any, *, barrier_loops: bool = False) -> tuple[bool, str]:

@@ -68,7 +68,8 @@ OP_CLASSES = (
 )
 #: builtin families with their own rates (:data:`models.static.clbuiltins.FAMILY`); a call counts in
 #: ``sfu`` (all special functions together) and in ``bi_<variant><family>``
-BUILTIN_FAMILIES = ("exp", "log", "sin", "atan", "pow", "tanh", "sqrt", "rsqrt", "erf", "divide", "hypot", "rint")
+BUILTIN_FAMILIES = ("exp", "log", "sin", "atan", "pow", "tanh", "sqrt", "rsqrt", "erf", "divide", "hypot", "rint",
+                    "cbrt")
 BUILTIN_CLASSES = tuple(f"bi_{v}{f}" for v in ("", "native_", "half_") for f in BUILTIN_FAMILIES)
 RESERVED = frozenset({
     "gsize0", "gsize1", "gsize2", "lsize0", "lsize1", "lsize2", "ngroups0", "ngroups1", "ngroups2",
