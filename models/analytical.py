@@ -649,11 +649,11 @@ def strided_seconds(feats: Any, env: Mapping[str, Any], dev: DeviceParams, level
     --only stride``: ``strided_line_level{i}_ns`` and ``strided_line_ns``, else the DRAM latency
     from memory and nothing from a cache level), and for a walk of at most
     :data:`SHORT_WALK_TRIPS` executions per work-item (a CSR or ELLPACK row) the short-walk values
-    ``strided_short...`` where calibrated (idle here: 16-trip walks 38 ns per line from memory
-    against 124 ns for 2,048-trip ones). The caller removes these bytes from the streamed ones. Measured here (PoCL 3.1, load ~2): the suite's ``kc_grid_sum`` over 16 Mi floats took
-    103 ms, predicted 3.5 ms before; over 1-4 Mi floats (in the last cache level) 4.3-17 ms,
-    predicted 0.3-0.9 ms; the calibrated line cost from memory was 117 ns per core against 5.2 ns
-    at the streaming bandwidth."""
+    ``strided_short...`` where calibrated. The caller removes these bytes from the streamed ones.
+    Measured here (PoCL 3.1 on an AMD EPYC Zen 4, idle): a line from memory costs 116 ns per core
+    in 2,048-trip walks, 11.7 ns in 16-trip ones, against 5.2 ns at the streaming bandwidth; the
+    suite's ``kc_grid_sum`` over 16 Mi floats took 55 ms (predicted 5.2 ms before, 61 ms now) and
+    its ELLPACK kernel (16 entries per row) over 131,072 rows 5.0 ms (2.7 ms before, 3.7 ms now)."""
     from kernelcast.expr import CACHE_KEY, compile_expr
 
     if not dev.is_cpu or not dev.strided_line_s:
