@@ -175,7 +175,8 @@ def _vector_probe(platform_index: int, device_index: int) -> tuple[bool, str]:
             "ctx = cl.Context([d])\n"
             "tb = _trial_build(ctx, d, _VECTOR_PROBE_SOURCE, '-cl-std=CL1.2', _VECTOR_PROBE_KERNEL)\n"
             "if not tb.ok:\n"
-            "    sys.exit(print(tb.log, file=sys.stderr) or 1)\n"
+            "    print('kc-probe: ' + ' '.join(tb.log.split())[:200], file=sys.stderr, flush=True)\n"
+            "    sys.exit(1)\n"
             "q = cl.CommandQueue(ctx)\n"
             "a = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 64 * 8)\n"
             "b = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 64 * 8)\n"
@@ -192,7 +193,10 @@ def _vector_probe(platform_index: int, device_index: int) -> tuple[bool, str]:
         return False, f"the vector-builtin probe could not start: {e}"
     if r.returncode == 0:
         return True, ""
-    lines = [ln.strip() for ln in r.stderr.splitlines() if ln.strip()]
+    lines = [ln.strip() for ln in (r.stdout + "\n" + r.stderr).splitlines() if ln.strip()]
+    own = [ln[len("kc-probe: "):] for ln in lines if ln.startswith("kc-probe: ")]
+    if own:           # the build failed (the driver may still abort at exit: that says nothing more)
+        return False, f"float16/double8 math builtins do not build: {own[0][:160]}"
     llvm = [ln for ln in lines if "LLVM ERROR" in ln] or [ln for ln in lines if "error" in ln.lower()]
     why = (llvm or lines[-1:] or [""])[0][:160]
     if r.returncode < 0:
