@@ -210,6 +210,9 @@ class DeviceParams:
                 strided, strided_src = float(get("strided_line_ns") or 0) * 1e-9, "profile (calib stride)"
             elif lat:
                 strided, strided_src = float(lat) * 1e-9, "rule: the DRAM latency (no calib stride value)"
+            if strided_src:
+                sources["strided line"] = strided_src
+
         def per_level(stem: str) -> dict[int, float]:
             return {i: float(get(f"{stem}_level{i}_ns") or 0) * 1e-9 for i in range(len(levels))
                     if is_cpu and get(f"{stem}_level{i}_ns")}
