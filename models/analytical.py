@@ -695,6 +695,7 @@ def strided_seconds(feats: Any, env: Mapping[str, Any], dev: DeviceParams, level
         if not np.any(far):
             continue
         count = value(a.count, 0.0)
+        far = far & (count >= 2)      # one trip per work-item is no walk: neighbours stream through memory
         lane_bytes = np.abs(value(a.stride0, 1.0)) * a.unit_bytes
         per_exec = np.minimum(1.0, np.maximum(a.elem_bytes, lane_bytes) / CPU_LINE_BYTES)
         cost = np.where(count <= SHORT_WALK_TRIPS, short_cost, long_cost)

@@ -303,8 +303,9 @@ def test_page_strided_loop_charge_hand_computed():
     """A grid-stride sum of 2^24 floats by 16,384 work-items: 1,024 trips of 64 KiB each per
     work-item; 16 neighbouring work-items share a 64-byte line, so each work-item fetches 64 lines,
     at 100 ns each: 6.4 us of one compute unit per work-item, for 4 KiB of its bytes. The same loop
-    stepping 2 KiB (512 work-items) stays within a page, and the contiguous chunks step 4 bytes:
-    neither is charged; without the calibrated value the DRAM latency stands in; a GPU has none."""
+    stepping 2 KiB (512 work-items) stays within a page, the contiguous chunks step 4 bytes, and
+    with n equal to the global size each work-item makes one trip: none of them is charged.
+    Without the calibrated value the DRAM latency stands in; a GPU has none."""
     from models.analytical import strided_seconds
 
     n = 1 << 24
@@ -312,6 +313,8 @@ def test_page_strided_loop_charge_hand_computed():
     s, b = strided_seconds(_feats(STRIDED, "grid"), _env(16384, 256, _strided_args(n, 16384)), d)
     assert s[0] == pytest.approx(64 * 100e-9) and b[0] == pytest.approx(4096)
     assert strided_seconds(_feats(STRIDED, "grid"), _env(512, 256, _strided_args(n, 512)), d) is None
+    # one trip per work-item (n = global size) is no walk: neighbouring work-items stream
+    assert strided_seconds(_feats(STRIDED, "grid"), _env(16384, 256, _strided_args(16384, 16384)), d) is None
     assert strided_seconds(_feats(STRIDED, "chunk"), _env(16384, 256, _strided_args(n, 16384)), d) is None
     d_lat = AnalyticalModel(_profile(dram_latency_ns=150.0)).dev
     assert d_lat.strided_line_s == pytest.approx(150e-9) and "latency" in d_lat.strided_source
