@@ -61,3 +61,19 @@ def measured_ratio(harness, device, options: CalibOptions, keys: tuple[str, ...]
                                                          "lsize": [lsize], "args": args}])).time_us[0])
     a, b = names
     return Ratio(t[a] / t[b], pred[a] / pred[b], t, pred)
+
+
+def measured_ratio_tries(tries: int, at_least: float, within: float, *args, **kwargs) -> Ratio:
+    """:func:`measured_ratio` (same arguments) up to ``tries`` times, until the measured ratio is
+    above ``at_least`` and the predicted one within ``within`` x of it: for kernels whose times
+    vary from one calibration and measurement to the next on a shared host. Asserts both of the
+    last try, naming every try."""
+    got: list[Ratio] = []
+    for _ in range(tries):
+        r = measured_ratio(*args, **kwargs)
+        got.append(r)
+        if r.measured > at_least and r.within(within):
+            break
+    assert got[-1].measured > at_least, got
+    assert got[-1].within(within), got
+    return got[-1]
