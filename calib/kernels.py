@@ -465,6 +465,23 @@ def gather_kernel() -> Kernel:
     return Kernel(src, name, origin=f"calib:{name}")
 
 
+def store_kernel(guarded: bool) -> Kernel:
+    """An elementwise kernel, ``c[i] = a[i] * s + b[i]``, plain or under ``if (i < n)`` (every
+    work-item passes it): the pair whose time per work-item says whether the runtime vectorizes a
+    work-item loop with a store under a condition that differs between work-items (a CPU
+    runtime's loop vectorizer needs a masked store for it)."""
+    name = "kc_store_guarded" if guarded else "kc_store_plain"
+    body = "  if (i < n) c[i] = a[i] * s + b[i];\n" if guarded else "  c[i] = a[i] * s + b[i];\n"
+    src = (f"__kernel void {name}(__global const float* a, __global const float* b, __global float* c, float s, "
+           f"int n) {{\n  int i = get_global_id(0);\n{body}}}\n")
+    return Kernel(src, name, origin=f"calib:{name}")
+
+
+#: work-items of the conditional-store benchmark at the smaller of its two sizes (three float
+#: arrays of 2^15 and 2^16 elements: 384 KiB and 768 KiB, inside a CPU's caches)
+COND_ITEMS = 1 << 15
+
+
 #: the work-items of the strided benchmark: 64 work-groups of 256 (a stride of 64 KiB between the
 #: trips of one work-item's loop, past the 4 KiB page every hardware prefetcher stays within)
 STRIDE_ITEMS = 64 * 256

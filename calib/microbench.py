@@ -90,7 +90,7 @@ MiB = 1024 * KiB
 MAX_ITERS = (1 << 31) - 1
 
 BENCHES = ("launch", "peak", "scalar", "wi", "bandwidth", "local", "latency", "wg", "barrier", "atomic", "gather",
-           "stride", "host",
+           "stride", "cond", "host",
            "energy")
 #: classes of the scalar benchmark (quick: arithmetic and the three classic builtins)
 SCALAR_CLASSES = ("fp32_add", "fp32_mul", "fp32_fma", "fp32_div", "fp64_fma", "int32_add", "int32_mul",
@@ -1199,6 +1199,46 @@ class Calibrator:
                     f"{t * 1e3:.4g} ms (median); ns per 64-byte line per compute unit"
                     + (f", against {64 / bw * self.cu:.3g} ns at the streaming DRAM bandwidth"
                        if bw and suffix == "_ns" else "")))
+
+    def bench_cond(self) -> None:
+        """CPU devices: ``wi_store_ns`` and ``wi_cond_store_ns``, the device time per work-item
+        (times the compute units) of an elementwise store, plain and under ``if (i < n)``
+        (:func:`calib.kernels.store_kernel`): the slope between :data:`~calib.kernels.COND_ITEMS`
+        and twice as many work-items, so the launch and work-group costs cancel. Their ratio tells
+        the analytical model whether this runtime vectorizes a work-item loop with a conditional
+        store (``models.analytical.COND_STORE_SCALAR_RATIO``)."""
+        if "CPU" not in (self.device.type or "").upper():
+            return
+        reps = 5 if self.opt.quick else 15
+        pol = TimingPolicy(warmup=2, min_repeats=reps, min_time_s=0.02, max_repeats=100 * reps, max_time_s=10.0)
+        got: dict[str, float] = {}
+        for key, guarded in (("wi_store_ns", False), ("wi_cond_store_ns", True)):
+            kern = K.store_kernel(guarded)
+            pts: list[tuple[int, float]] = []
+            for items in (K.COND_ITEMS, 2 * K.COND_ITEMS):
+                ls = self._fit_lsize(items, min(256, self.max_wg))
+                cfg = LaunchConfig((items,), (ls,), [ArgBinding("a", "buffer", "float", items, init="ones"),
+                                                     ArgBinding("b", "buffer", "float", items, init="ones"),
+                                                     ArgBinding("c", "buffer", "float", items, init="zeros"),
+                                                     ArgBinding("s", "scalar", "float", value=0.5),
+                                                     ArgBinding("n", "scalar", "int", value=items)])
+                m = self.measure(kern, cfg, f"cond {'guarded' if guarded else 'plain'} store {items} work-items",
+                                 policy=pol)
+                if m is None:
+                    return
+                pts.append((items, self._stat(m) * 1e-6))
+            (n1, t1), (n2, t2) = pts
+            if t2 <= t1:
+                self.profile.notes.append(f"cond: no slope for {key} ({t1 * 1e6:.3g} us, {t2 * 1e6:.3g} us)")
+                return
+            got[key] = (t2 - t1) / (n2 - n1) * self.cu * 1e9
+            self.profile.set(key, got[key], "ns", self.source("cond"), notes=(
+                f"c[i] = a[i] * s + b[i]{' under if (i < n)' if guarded else ''}: {n1} and {n2} work-items, "
+                f"{t1 * 1e6:.4g} and {t2 * 1e6:.4g} us (median; slope); ns per work-item per compute unit"))
+        if len(got) == 2:
+            self.profile.notes.append(
+                f"cond: a guarded store costs {got['wi_cond_store_ns'] / got['wi_store_ns']:.2f}x the plain one per "
+                f"work-item")
 
     # -- host-side launch overhead ---------------------------------------------------------
 

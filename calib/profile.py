@@ -83,6 +83,10 @@ VALUE_NAMES: dict[str, tuple[str, str]] = {
                              "sizes: launch + n_wg (a + b lsize)), whole device"),
     "barrier_ns": ("ns", "device time per barrier of the smallest work-group measured (16 work-items)"),
     "barrier_wi_ns": ("ns", "device time per barrier per work-item of the group (slope over local sizes)"),
+    "wi_store_ns": ("ns", "CPU: device time per work-item of c[i] = a[i] * s + b[i] (slope), times the compute "
+                          "units"),
+    "wi_cond_store_ns": ("ns", "CPU: the same under if (i < n); far above wi_store_ns: the runtime does not "
+                               "vectorize a work-item loop with a conditional store"),
     "calib_host_load": ("1", "largest host 1-minute load average seen during calibration"),
     # energy (present only with a meter)
     "idle_power_w": ("W", "device power with nothing running"),
@@ -269,6 +273,7 @@ CPU_BENCH_MARKERS: dict[str, str] = {
     "atomic": "atomic_global_gops",
     "gather": "gather_gops",
     "stride": "strided_line_ns",
+    "cond": "wi_cond_store_ns",
 }
 
 

@@ -206,6 +206,38 @@ def tuning_scores(pred: np.ndarray, true: np.ndarray, groups: Sequence[Any] | np
     }
 
 
+def measured_top_scores(pred: np.ndarray, true: np.ndarray, groups: Sequence[Any] | np.ndarray, k: int, *,
+                        tol: float = 0.05) -> dict[str, Any]:
+    """Tuning with ``k`` measurements, as ``kernelcast tune --measure-top K`` does it: in each group
+    of more than ``k`` rows with a prediction, the ``k`` configurations predicted fastest are
+    measured and the fastest of them is the choice (a per-kernel correction from those measurements
+    scales every unmeasured configuration alike, so it never moves one of them ahead of another).
+    Groups of ``k`` rows or fewer are left out: measuring all of them always finds the best. Returns
+    the number of groups, the share (0-1) whose choice is within ``tol`` of the group's measured
+    best, and the median, geometric mean and largest regret (measured time of the choice / best)."""
+    pred = np.asarray(pred, dtype=np.float64)
+    true = np.asarray(true, dtype=np.float64)
+    groups = np.asarray(groups)
+    ok = np.isfinite(pred) & np.isfinite(true) & (true > 0)
+    regrets: list[float] = []
+    for g in np.unique(groups[ok]):
+        sel = np.flatnonzero(ok & (groups == g))
+        if len(sel) <= k or k < 1:
+            continue
+        top = sel[np.argsort(pred[sel], kind="stable")[:k]]
+        regrets.append(float(true[top].min() / true[sel].min()))
+    r = np.asarray(regrets)
+    nan = float("nan")
+    return {
+        "k": k,
+        "groups": len(regrets),
+        "top1_within": float(np.mean(r <= 1.0 + tol)) if len(r) else nan,
+        "regret_median": float(np.median(r)) if len(r) else nan,
+        "regret_geomean": float(np.exp(np.mean(np.log(r)))) if len(r) else nan,
+        "regret_max": float(np.max(r)) if len(r) else nan,
+    }
+
+
 def top_k_share(pred: np.ndarray, true: np.ndarray, k: int) -> float:
     """The share (0-1) of the ``k`` rows with the lowest measured value that are among the ``k`` rows
     with the lowest prediction (FlipFlop's "top-20 found in the predicted top-20"); rows where either

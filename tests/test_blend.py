@@ -87,3 +87,22 @@ def test_a_weighted_geometric_mean_is_a_candidate():
     assert w.scores[w.kind] == pytest.approx(0.0, abs=1e-12)
     np.testing.assert_allclose(w.combine({"analytical": an, "learned": le}), y)
     assert "geometric_analytical_0.75" in w.scores
+
+
+def test_with_groups_a_blend_must_beat_the_best_single_model_group_by_group():
+    """Two models alike but in one kernel group, where their errors cancel: their blends are better
+    overall because that group carries them, and worse in every other group. Without groups a blend
+    is chosen; with groups the best single model is kept (the blend's gain is not beyond one
+    standard error of the per-group differences). Where the errors cancel in every group, the
+    geometric mean wins group by group and is chosen either way."""
+    groups = np.repeat(np.arange(8), 10)
+    y = 2.0 ** np.linspace(0, 8, 80)
+    e = np.where(np.arange(80) % 2 == 0, 0.5, -0.5)
+    a = y * 2.0 ** e
+    b = np.where(groups == 0, y * 2.0 ** -e, y * 2.0 ** (1.1 * e))
+    plain = fit_stacked_blend({"a": a, "b": b}, y, "mse_log2")
+    assert plain.kind not in ("a", "b")
+    grouped = fit_stacked_blend({"a": a, "b": b}, y, "mse_log2", groups=groups)
+    assert grouped.kind == "a"
+    b2 = y * 2.0 ** -e
+    assert fit_stacked_blend({"a": a, "b": b2}, y, "mse_log2", groups=groups).kind == "geometric_mean"

@@ -19,6 +19,7 @@ from kernelcast.metrics import (
     log2_bias,
     log2_ratio,
     mean_sq_log2,
+    measured_top_scores,
     median_abs_log2,
     p90_ape,
     per_kernel_mape,
@@ -185,6 +186,22 @@ def test_tuning_scores_by_hand():
     assert s["regret_max"] == pytest.approx(1.2)
     assert s["regret_geomean"] == pytest.approx((1.2 * 1.04) ** 0.5)
     assert s["spearman_groups"] == 1 and s["spearman_mean"] == pytest.approx(0.5)   # p: ranks (2,1,3) vs (1,2,3)
+
+
+def test_measured_top_scores_by_hand():
+    groups = np.array(["p", "p", "p", "p", "q", "q", "r"])
+    true = np.array([10.0, 12.0, 20.0, 30.0, 5.0, 5.2, 1.0])
+    pred = np.array([3.0, 2.0, 1.0, 4.0, 9.0, 8.0, 1.0])
+    # k = 1: p picks 20 (regret 2), q picks 5.2 (1.04); r has one row and no question
+    s1 = measured_top_scores(pred, true, groups, 1, tol=0.05)
+    assert s1["groups"] == 2 and s1["top1_within"] == pytest.approx(0.5)
+    assert s1["regret_max"] == pytest.approx(2.0)
+    # k = 2: p measures 20 and 12 and keeps 12 (1.2); q has only 2 rows, which measuring 2 always answers
+    s2 = measured_top_scores(pred, true, groups, 2, tol=0.05)
+    assert s2["groups"] == 1 and s2["top1_within"] == 0.0 and s2["regret_median"] == pytest.approx(1.2)
+    # k = 3: p finds its best, 10
+    s3 = measured_top_scores(pred, true, groups, 3, tol=0.05)
+    assert s3["groups"] == 1 and s3["top1_within"] == 1.0 and s3["regret_max"] == pytest.approx(1.0)
 
 
 def test_conformal_quantile_and_coverage_by_hand():

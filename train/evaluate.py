@@ -51,6 +51,7 @@ from kernelcast.metrics import (
     log2_ratio,
     mape,
     mean_sq_log2,
+    measured_top_scores,
     median_abs_log2,
     median_ape,
     p90_ape,
@@ -712,6 +713,7 @@ REPEAT_FIGURES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("shot1_mape", ("few_shot", "models", "{m}", "1", "mape")),
     ("shot3_mape", ("few_shot", "models", "{m}", "3", "mape")),
     ("shot3_median_ape", ("few_shot", "models", "{m}", "3", "median_ape")),
+    ("measure3_top1_within", ("tuning", "models", "{m}", "measure_top", "3", "top1_within")),
 )
 
 
@@ -810,6 +812,9 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile, options: Evaluat
         metrics[m]["seconds"] = seconds.get(m)
         tuning["models"][m] = tuning_scores(p / basis.scale, y / basis.scale, basis.groups,
                                             tol=opts.tuning_tolerance)
+        tuning["models"][m]["measure_top"] = {
+            str(k): measured_top_scores(p / basis.scale, y / basis.scale, basis.groups, k, tol=opts.tuning_tolerance)
+            for k in opts.shots if k > 0}
         if basis.basis != "problem" and basis.problem_groups:
             # the few problem groups there are, for reference
             tuning.setdefault("problem_basis_models", {})[m] = tuning_scores(p, y, basis.problems,
@@ -893,7 +898,8 @@ def _stacked_oof(fitters: Mapping[str, Fitter], oof: Mapping[str, np.ndarray], y
                 say(f"fold {f + 1}/{opts.folds}: blend, inner fold {g + 1}/{len(np.unique(inner))}")
                 for m, ft in fitters.items():
                     inner_oof[m][inner == g] = ft.fit_predict(train[inner != g], train[inner == g])
-            w = fit_stacked_blend(inner_oof, y[train], opts.criterion)
+            w = fit_stacked_blend(inner_oof, y[train], opts.criterion,
+                                  [grouping.group_of[k] for k in kernel_ids[train]])
         out[test] = w.combine({m: oof[m][test] for m in fitters})
         record.append({"fold": f, **asdict(w)})
     return out, record

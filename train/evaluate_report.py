@@ -180,6 +180,7 @@ def decision_rows(m: Mapping[str, Any]) -> tuple[list[list[Any]], list[str]]:
     header = ["model", "top-1 %", "regret med", "regret gmean", "rho", f"{pct}% cover %", "width x"]
     for k in shots:
         header += [f"{k}-shot MAPE %", f"{k}-shot med APE %"]
+    header += [f"top-1 % measuring {k}" for k in shots]
     rows = []
     for name in m["models"]:
         t = m["tuning"]["models"][name]
@@ -190,8 +191,21 @@ def decision_rows(m: Mapping[str, Any]) -> tuple[list[list[Any]], list[str]]:
         for k in shots:
             s = m["few_shot"]["models"][name][str(k)]
             row += [s["mape"], s["median_ape"]]
+        for k in shots:
+            mt = (t.get("measure_top") or {}).get(str(k)) or {}
+            v = mt.get("top1_within")
+            row.append(None if v is None else 100.0 * v)
         rows.append(row)
     return rows, header
+
+
+def _measure_top_note(t: Mapping[str, Any]) -> str:
+    first = next(iter(t["models"].values()), {}) if t["models"] else {}
+    counts = ", ".join(f"{v['groups']} for k = {k}" for k, v in (first.get("measure_top") or {}).items())
+    if not counts:
+        return ""
+    return (f"; top-1 measuring k: the fastest of the k configurations predicted fastest, as `tune --measure-top K` "
+            f"chooses, on the groups of more than k configurations ({counts})")
 
 
 def tuning_note(m: Mapping[str, Any]) -> str:
@@ -200,7 +214,7 @@ def tuning_note(m: Mapping[str, Any]) -> str:
     if t["basis"] == "problem":
         return (f"tuning: {n_groups} groups of configurations of one problem (same kernel, global size and argument "
                 f"sizes) in {t['problem_kernels']} kernels; top-1 = the predicted best within "
-                f"{100 * t['tolerance']:.0f} % of the measured best")
+                f"{100 * t['tolerance']:.0f} % of the measured best{_measure_top_note(t)}")
     if t["problem_groups"]:
         why = (f"only {t['problem_groups']} group(s) of two or more configurations of one problem exist (in "
                f"{t['problem_kernels']} of {t['kernels']} kernels), too few to use")
@@ -208,7 +222,7 @@ def tuning_note(m: Mapping[str, Any]) -> str:
         why = "no two configurations in the dataset share a problem (same global size and argument sizes)"
     note = (f"tuning: per work-item (time / global work-items) across the configurations of each kernel, "
             f"{n_groups} kernels, since {why}; top-1 = the predicted best within {100 * t['tolerance']:.0f} % "
-            f"of the measured best")
+            f"of the measured best{_measure_top_note(t)}")
     other = t.get("problem_basis_models")
     if other:
         figs = ", ".join(f"{name} {_num(100 * v['top1_within'] if v['top1_within'] is not None else None)} %"
@@ -256,7 +270,8 @@ def repeat_lines(rep: Mapping[str, Any] | None) -> list[str]:
         return []
     cols = [("median_ape", "median APE %", 1.0), ("mape", "MAPE %", 1.0), ("median_abs_log2", "med |log2|", 1.0),
             ("within_2x_pct", "within 2x %", 1.0), ("top1_within", "top-1 %", 100.0),
-            ("shot3_mape", "3-shot MAPE %", 1.0), ("shot3_median_ape", "3-shot med APE %", 1.0)]
+            ("shot3_mape", "3-shot MAPE %", 1.0), ("shot3_median_ape", "3-shot med APE %", 1.0),
+            ("measure3_top1_within", "top-1 % measuring 3", 100.0)]
     rows = []
     for name, figs in rep["models"].items():
         row: list[Any] = [name]

@@ -98,6 +98,10 @@ class Access:
     trip_strides: dict[str, str] = field(default_factory=dict)  # index steps per trip of each enclosing loop (it<n>)
     line: int = 0
     via: str = ""            # builtin through which the access happens (vload4, atomic_add, ...)
+    # the innermost condition that differs between work-items and that this access runs under: an
+    # ``if``/``switch`` on work-item ids or loaded data, or the rest of a block after such an
+    # ``if (...) return;`` ("divergent line 7" / "data line 12"; "" where every work-item runs it)
+    conditional: str = ""
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Access:

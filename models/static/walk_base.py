@@ -31,6 +31,12 @@ from models.static.values import ONE, ZERO, MemRef, Ptr, Val, retype_ptr
 TK = ci.TypeKind
 
 
+def branch_category(deps: frozenset[str]) -> str:
+    """``data`` (the condition reads loaded data), ``divergent`` (it depends on work-item ids) or
+    ``uniform``."""
+    return "data" if DATA in deps else "divergent" if WI in deps else "uniform"
+
+
 @dataclass
 class LoopCtx:
     has_break: bool = False
@@ -69,6 +75,10 @@ class WalkerBase(ABC):
         self.local_bytes = 0
         self.private_bytes = 0
         self.early_returns = 0
+        # conditions that differ between work-items around the statement walked ("divergent line 7");
+        # an ``if (c) return;`` with such a condition leaves its text in ``exit_cond`` for the block
+        self.cond_stack: list[str] = []
+        self.exit_cond = ""
         self._serial = 0
         self._seen_local: set[int] = set()
         self.geo_params: dict[int, tuple[Poly, Fraction]] = {}   # loop id -> (start, factor)
@@ -99,8 +109,13 @@ class WalkerBase(ABC):
     def branch(self, line: int, kind: str, deps: frozenset[str]) -> None:
         if self.mute:
             return
-        cat = "data" if DATA in deps else "divergent" if WI in deps else "uniform"
-        self.branches.append(BranchInfo(line, kind, cat))
+        self.branches.append(BranchInfo(line, kind, branch_category(deps)))
+
+    @property
+    def conditional(self) -> str:
+        """The innermost condition that differs between work-items around the current statement
+        (:attr:`models.static.features.Access.conditional`), "" if none."""
+        return self.cond_stack[-1] if self.cond_stack else ""
 
     def site(self, kind: str, c: ci.Cursor, default: float | None, assumed: str) -> Poly | None:
         """The symbol of a count a run on real inputs can measure at the loop / ``if`` statement

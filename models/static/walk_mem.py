@@ -216,7 +216,7 @@ class MemWalker(WalkerBase):
             index=m.text, count="", count_warp="",
             stride0=s0.to_str() if s0 is not None else None, stride1=s1.to_str() if s1 is not None else None,
             index_expr=idx.to_str() if idx is not None else "?", coeffs=coeffs, trip_strides=trips, affine=affine,
-            indirect=indirect, line=c.location.line, via=via))
+            indirect=indirect, line=c.location.line, via=via, conditional=self.conditional))
         self.acc_polys.append((self.w_item, self.w_warp))
 
     # --- builtins that access memory --------------------------------------------------------------
@@ -293,7 +293,7 @@ class MemWalker(WalkerBase):
             self.accesses.append(Access(
                 arg=img, space="image", kind=kind, elem_bytes=eb, unit_bytes=eb, index=expr_text(c),
                 count="", count_warp="", stride0=None, stride1=None,
-                affine=False, line=c.location.line, via=name))
+                affine=False, line=c.location.line, via=name, conditional=self.conditional))
             self.acc_polys.append((self.w_item, self.w_warp))
         deps: set[str] = {DATA}
         for v in vals:

@@ -19,7 +19,7 @@ from models.static.branches import Frac, branch_fraction
 from models.static.cursors import ARRAY_KINDS, terminates, type_bytes
 from models.static.expr import DATA, WI, Poly, p_min
 from models.static.values import ONE, UNKNOWN, WARP, ZERO, Ptr, Val, same_value
-from models.static.walk_base import WalkerBase
+from models.static.walk_base import WalkerBase, branch_category
 
 K = ci.CursorKind
 
@@ -31,12 +31,19 @@ class StmtWalker(WalkerBase):
     def walk_stmts(self, stmts: list[ci.Cursor], top: bool = False) -> None:
         """Walk a statement list; an early return scales the statements after it."""
         saved = (self.w_item, self.w_warp)
+        depth = len(self.cond_stack)
         for i, s in enumerate(stmts):
             last = top and i == len(stmts) - 1
+            self.exit_cond = ""
             cont = self.walk_stmt(s, top_last=last)
             if cont is not None:
                 self.w_item = self.w_item * cont[0]
                 self.w_warp = self.w_warp * cont[1]
+            if self.exit_cond:
+                # after ``if (c) return;`` with c differing between work-items, the rest runs under !c
+                self.cond_stack.append(self.exit_cond)
+                self.exit_cond = ""
+        del self.cond_stack[depth:]
         self.w_item, self.w_warp = saved
 
     def walk_stmt(self, c: ci.Cursor, top: bool = False, top_last: bool = False) -> tuple[Poly, Poly] | None:
@@ -127,6 +134,9 @@ class StmtWalker(WalkerBase):
         if not fr.known:
             fr = self.measured_fraction(c, cv, els is not None, terminates(then))
         before = dict(self.vars)
+        cat = branch_category(cv.deps)
+        if cat != "uniform":
+            self.cond_stack.append(f"{cat} line {c.location.line}")
         with self.scaled(fr.it, fr.wt):
             self.walk_stmt(then)
         after_then = self.vars
@@ -134,7 +144,11 @@ class StmtWalker(WalkerBase):
         if els is not None:
             with self.scaled(fr.ie, fr.we):
                 self.walk_stmt(els)
+        if cat != "uniform":
+            self.cond_stack.pop()
         self.merge_vars(after_then, self.vars, cv.deps)
+        if els is None and terminates(then) and cat != "uniform":
+            self.exit_cond = f"{cat} line {c.location.line}"
         if els is None and terminates(then) and fr.known:
             return fr.ie, fr.we
         return None
@@ -180,6 +194,11 @@ class StmtWalker(WalkerBase):
         f = Poly.const(Fraction(1, n))
         fw = ONE if (WI in cv.deps or DATA in cv.deps) else f
         before = dict(self.vars)
+        cat = branch_category(cv.deps)
+        if cat != "uniform":
+            self.cond_stack.append(f"{cat} line {c.location.line}")
         with self.scaled(f, fw):
             self.walk_stmt(body)
+        if cat != "uniform":
+            self.cond_stack.pop()
         self.merge_vars(before, self.vars, cv.deps)
