@@ -1203,17 +1203,23 @@ class Calibrator:
     def bench_cond(self) -> None:
         """CPU devices: ``wi_store_ns`` and ``wi_cond_store_ns``, the device time per work-item
         (times the compute units) of an elementwise store, plain and under ``if (i < n)``
-        (:func:`calib.kernels.store_kernel`): the slope between :data:`~calib.kernels.COND_ITEMS`
-        and twice as many work-items, so the launch and work-group costs cancel. Their ratio tells
-        the analytical model whether this runtime vectorizes a work-item loop with a conditional
-        store (``models.analytical.COND_STORE_SCALAR_RATIO``)."""
+        (:func:`calib.kernels.store_kernel`), and ``wi_call_ns`` / ``wi_call2_ns``, the same body
+        with one and two calls of ``fmax``/``fmin`` (:func:`calib.kernels.call_kernel`): each the
+        slope between :data:`~calib.kernels.COND_ITEMS` and twice as many work-items, so the launch
+        and work-group costs cancel. ``wi_libcall_ns`` is the second call's cost. The ratios to the
+        plain store tell the analytical model whether this runtime vectorizes a work-item loop with
+        a conditional store (``models.analytical.COND_STORE_SCALAR_RATIO``) and whether it calls its
+        builtins out of line (``models.analytical.LIBCALL_SCALAR_RATIO``)."""
         if "CPU" not in (self.device.type or "").upper():
             return
         reps = 5 if self.opt.quick else 15
         pol = TimingPolicy(warmup=2, min_repeats=reps, min_time_s=0.02, max_repeats=100 * reps, max_time_s=10.0)
         got: dict[str, float] = {}
-        for key, guarded in (("wi_store_ns", False), ("wi_cond_store_ns", True)):
-            kern = K.store_kernel(guarded)
+        what = {"wi_store_ns": "c[i] = a[i] * s + b[i]", "wi_cond_store_ns": "c[i] = a[i] * s + b[i] under if (i < n)",
+                "wi_call_ns": "c[i] = fmax(a[i] * s, b[i])", "wi_call2_ns": "c[i] = fmax(fmin(a[i] * s, 4.0f), b[i])"}
+        kernels = {"wi_store_ns": K.store_kernel(False), "wi_cond_store_ns": K.store_kernel(True),
+                   "wi_call_ns": K.call_kernel(1), "wi_call2_ns": K.call_kernel(2)}
+        for key, kern in kernels.items():
             pts: list[tuple[int, float]] = []
             for items in (K.COND_ITEMS, 2 * K.COND_ITEMS):
                 ls = self._fit_lsize(items, min(256, self.max_wg))
@@ -1222,8 +1228,7 @@ class Calibrator:
                                                      ArgBinding("c", "buffer", "float", items, init="zeros"),
                                                      ArgBinding("s", "scalar", "float", value=0.5),
                                                      ArgBinding("n", "scalar", "int", value=items)])
-                m = self.measure(kern, cfg, f"cond {'guarded' if guarded else 'plain'} store {items} work-items",
-                                 policy=pol)
+                m = self.measure(kern, cfg, f"cond {kern.name} {items} work-items", policy=pol)
                 if m is None:
                     return
                 pts.append((items, self._stat(m) * 1e-6))
@@ -1233,12 +1238,15 @@ class Calibrator:
                 return
             got[key] = (t2 - t1) / (n2 - n1) * self.cu * 1e9
             self.profile.set(key, got[key], "ns", self.source("cond"), notes=(
-                f"c[i] = a[i] * s + b[i]{' under if (i < n)' if guarded else ''}: {n1} and {n2} work-items, "
-                f"{t1 * 1e6:.4g} and {t2 * 1e6:.4g} us (median; slope); ns per work-item per compute unit"))
-        if len(got) == 2:
-            self.profile.notes.append(
-                f"cond: a guarded store costs {got['wi_cond_store_ns'] / got['wi_store_ns']:.2f}x the plain one per "
-                f"work-item")
+                f"{what[key]}: {n1} and {n2} work-items, {t1 * 1e6:.4g} and {t2 * 1e6:.4g} us (median; slope); "
+                f"ns per work-item per compute unit"))
+        plain = got["wi_store_ns"]
+        call = max(got["wi_call2_ns"] - got["wi_call_ns"], 0.0)
+        self.profile.set("wi_libcall_ns", call, "ns", self.source("cond"), notes=(
+            "wi_call2_ns - wi_call_ns: the cost of one more fmin call per work-item per compute unit"))
+        self.profile.notes.append(
+            f"cond: per work-item, a guarded store costs {got['wi_cond_store_ns'] / plain:.2f}x the plain one, one "
+            f"builtin call {got['wi_call_ns'] / plain:.2f}x (a second call {call:.3g} ns more)")
 
     # -- host-side launch overhead ---------------------------------------------------------
 

@@ -87,6 +87,10 @@ VALUE_NAMES: dict[str, tuple[str, str]] = {
                           "units"),
     "wi_cond_store_ns": ("ns", "CPU: the same under if (i < n); far above wi_store_ns: the runtime does not "
                                "vectorize a work-item loop with a conditional store"),
+    "wi_call_ns": ("ns", "CPU: the same body with one fmax call; far above wi_store_ns: the runtime calls its "
+                         "builtins out of line and the work-item loop is scalar"),
+    "wi_call2_ns": ("ns", "CPU: the same with fmin and fmax"),
+    "wi_libcall_ns": ("ns", "CPU: wi_call2_ns - wi_call_ns, the cost of one builtin call per work-item"),
     "calib_host_load": ("1", "largest host 1-minute load average seen during calibration"),
     # energy (present only with a meter)
     "idle_power_w": ("W", "device power with nothing running"),

@@ -22,7 +22,10 @@ else the peaks) when the runtime vectorizes the work-item loop and the scalar ra
 (``scalar_<class>_gops``, else 1/8 of the peak) when it does not (:func:`cpu_vectorizable`: a loop
 left after unrolling, unless its trip count is uniform in a kernel with barriers; an atomic; a
 call of a full-precision transcendental builtin; a conditional store to one address for all
-work-items, in a kernel without barriers); scalar code also issues each load and store as an
+work-items, in a kernel without barriers; and two facts calib ``cond`` measures of the runtime:
+where it leaves a store under a condition that differs between work-items scalar, such a store in
+a kernel without barriers, and where it calls its builtins out of line, any builtin call, each
+call then costing ``wi_libcall_ns``); scalar code also issues each load and store as an
 instruction of its own, charged at the scalar integer-add rate, and vectorized code pays each
 data-dependent or non-affine global access as a gather (``gather_gops``, :func:`gather_seconds`).
 A CPU work-group costs ``a + b lsize``
@@ -67,7 +70,7 @@ from calib.profile import DeviceProfile
 from kernelcast.columns import decode_args, decode_counts, decode_sizes
 from kernelcast.sites import SITE_PREFIXES
 from models.base import Predictions, Predictor
-from models.static.features import BUILTIN_CLASSES
+from models.static.features import BUILTIN_CLASSES, LIBCALL
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +141,10 @@ class DeviceParams:
     # CPU: time per work-item of an elementwise store under ``if (i < n)`` over the same store
     # unguarded (calib cond); None where not measured
     cond_store_ratio: float | None = None
+    # CPU: time per work-item of the same store with one fmax call over the plain one (calib cond),
+    # and the cost of one more call (seconds of a compute unit); None where not measured
+    libcall_ratio: float | None = None
+    libcall_s: float | None = None
     gather_rate: float | None = None   # gathered elements/s in vectorized CPU code, whole device
     strided_line_s: float | None = None  # CPU: one line fetched by a page-strided work-item loop, per core
     strided_source: str = ""
@@ -239,8 +246,16 @@ class DeviceParams:
             wi_overhead_s=(get("wi_overhead_ns") or 0.0) * 1e-9 if is_cpu else 0.0,
             barrier_wi_s=(float(get("barrier_wi_ns") or 0.0) * 1e-9
                           if is_cpu and get("barrier_wi_ns") is not None else None),
-            cond_store_ratio=_cond_store_ratio(p) if is_cpu else None,
+            cond_store_ratio=_ratio_to_plain_store(p, "wi_cond_store_ns") if is_cpu else None,
+            libcall_ratio=_ratio_to_plain_store(p, "wi_call_ns") if is_cpu else None,
+            libcall_s=(float(get("wi_libcall_ns") or 0.0) * 1e-9 or None) if is_cpu else None,
         )
+
+    @property
+    def libcall_scalar(self) -> bool:
+        """Whether this CPU runtime calls its builtins out of line, leaving the work-item loop
+        scalar (:data:`LIBCALL_SCALAR_RATIO`; False where calib did not measure it)."""
+        return self.libcall_ratio is not None and self.libcall_ratio >= LIBCALL_SCALAR_RATIO
 
     @property
     def cond_store_scalar(self) -> bool:
@@ -397,11 +412,29 @@ SCALAR_FAMILIES = ("bi_log", "bi_sin", "bi_atan", "bi_pow", "bi_tanh", "bi_erf",
 COND_STORE_SCALAR_RATIO = 2.0
 
 
-def _cond_store_ratio(p: DeviceProfile) -> float | None:
-    plain, cond = p.get("wi_store_ns"), p.get("wi_cond_store_ns")
-    if not plain or not cond or plain <= 0:
+#: an elementwise store with one ``fmax`` call this many times slower per work-item than without
+#: (calib ``cond``) means the runtime calls its builtins out of line: a kernel that calls any math,
+#: common, integer or geometric builtin runs its work-item loop scalar and pays each call
+#: (``wi_libcall_ns``). Measured here (PoCL 3.0 wheel, LLVM 14, AMD EPYC Zen 3; 2^16 work-items, a
+#: datagen on the other core), ns per work-item over the whole device: ``a[i] + b[i]`` 0.40, ``fmax``
+#: 2.0, ``clamp`` 2.1, ``fabs`` 3.1, ``floor`` 2.6, ``mix`` 2.7, ``fma`` 2.0, ``sqrt`` 2.7, ``exp`` 10.3,
+#: integer ``min`` 1.7, ``abs`` 1.2, ``mad24`` 2.4, ``add_sat`` on uchar 3.4, while the same maximum
+#: written as ``a[i] > b[i] ? a[i] : b[i]`` ran 0.30 and ``a[i] * b[i] + 1.0f`` 0.27.
+LIBCALL_SCALAR_RATIO = 2.0
+
+
+def _ratio_to_plain_store(p: DeviceProfile, key: str) -> float | None:
+    plain, other = p.get("wi_store_ns"), p.get(key)
+    if not plain or not other or plain <= 0:
         return None
-    return float(cond) / float(plain)
+    return float(other) / float(plain)
+
+
+def builtin_calls(feats: Any) -> list[str]:
+    """The op classes of builtin calls in a kernel: the families (``bi_*``) and the other math
+    builtins (``libcall``)."""
+    ops = getattr(feats, "ops", {})
+    return [k for k in ops if k.startswith("bi_") or k == LIBCALL]
 
 
 def conditional_stores(feats: Any) -> list[Any]:
@@ -411,7 +444,8 @@ def conditional_stores(feats: Any) -> list[Any]:
             and getattr(a, "conditional", "")]
 
 
-def cpu_vectorizable(feats: Any, *, barrier_loops: bool = False, cond_store_scalar: bool = False) -> tuple[bool, str]:
+def cpu_vectorizable(feats: Any, *, barrier_loops: bool = False, cond_store_scalar: bool = False,
+                     libcall_scalar: bool = False) -> tuple[bool, str]:
     """Static estimate of whether a CPU OpenCL runtime (PoCL, Intel) vectorizes the work-item
     loop of a kernel: LLVM's loop vectorizer only handles innermost loops, so a kernel with a loop
     it does not fully unroll runs one work-item per lane of scalar code; atomics and calls of the
@@ -438,7 +472,9 @@ def cpu_vectorizable(feats: Any, *, barrier_loops: bool = False, cond_store_scal
 
     ``cond_store_scalar`` (the device's calibrated fact, :attr:`DeviceParams.cond_store_scalar`): a
     store under a condition that differs between work-items (``if (i < n) c[i] = ...``, the rest
-    of a kernel after ``if (i >= n) return;``) leaves the work-item loop scalar."""
+    of a kernel after ``if (i >= n) return;``) leaves the work-item loop of a kernel without
+    barriers scalar. ``libcall_scalar`` (:attr:`DeviceParams.libcall_scalar`): a call of any math
+    builtin does."""
     for a in getattr(feats, "accesses", []):
         if a.kind == "atomic":
             return False, f"atomic on {a.arg} (line {a.line})"
@@ -455,7 +491,16 @@ def cpu_vectorizable(feats: Any, *, barrier_loops: bool = False, cond_store_scal
             if _uniform_conditional_store(a):
                 return False, (f"store to one address for all work-items under a condition ({a.arg}, line {a.line}; "
                                f"the loop vectorizer leaves such a store scalar)")
-    if cond_store_scalar:
+    if libcall_scalar:
+        calls = builtin_calls(feats)
+        if calls:
+            return False, (f"builtin calls ({', '.join(sorted(calls))}); this runtime calls its builtins out of line "
+                           f"(calib cond)")
+    if cond_store_scalar and not _has_barrier(ops):
+        # a kernel with barriers is split into work-item loops at them: a guarded store (a tree
+        # reduction's ``if (lid < s)``, the group's ``if (lid == 0)`` result) is one region's, not the
+        # loop's around the kernel's own work (ap_monte_carlo_pi: 2^-3.6 of its measured time when
+        # charged scalar for its reduction's stores, 2^-1.1 without)
         cond = conditional_stores(feats)
         if cond:
             a = cond[0]
@@ -886,7 +931,7 @@ class AnalyticalModel(Predictor):
         throughput = False
         if d.is_cpu:
             vec, _why = cpu_vectorizable(feats, barrier_loops=d.barrier_wi_s is not None,
-                                         cond_store_scalar=d.cond_store_scalar)
+                                         cond_store_scalar=d.cond_store_scalar, libcall_scalar=d.libcall_scalar)
             throughput = vec and bool(cpu_throughput_loops(feats))
         families = [b for b in BUILTIN_CLASSES if b in f and np.any(f[b] > 0)]
         for op in RATE_CLASSES:
@@ -903,6 +948,9 @@ class AnalyticalModel(Predictor):
             cnt = f.get(prefix + b, f[b])
             rate = d.builtin_rate(b) if vec else d.scalar_rate(b)
             comp_s_item = comp_s_item + cnt / (rate / cu)
+        if d.is_cpu and d.libcall_scalar and d.libcall_s:
+            # the out-of-line calls of the builtins that are not families (those have their own rates)
+            comp_s_item = comp_s_item + f[LIBCALL] * d.libcall_s
         if d.is_cpu:
             at_s = atomic_seconds(feats, env, d)
             if at_s is not None:
@@ -1107,7 +1155,7 @@ def kernel_assumptions(feats: Any, dev: DeviceParams) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if dev.is_cpu:
         vec, why = cpu_vectorizable(feats, barrier_loops=dev.barrier_wi_s is not None,
-                                    cond_store_scalar=dev.cond_store_scalar)
+                                    cond_store_scalar=dev.cond_store_scalar, libcall_scalar=dev.libcall_scalar)
         out["cpu_vectorized"] = vec
         out["cpu_vectorized_because"] = why
         if vec and dev.wi_rates:

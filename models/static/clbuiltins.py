@@ -170,4 +170,9 @@ def math_builtin(name: str, vals: list[Val], result: tuple[str, int], first_arg:
         out.note = f"builtin {name} not classified"
     if base == "rint":
         ops.append(("bi_rint", width))
+    # a call of the runtime's library (features.LIBCALL), except conversions and the families (their
+    # own calibrated rates hold the call)
+    if ops and out.note is None and not name.startswith(("convert_", "as_")) \
+            and not any(c.startswith("bi_") for c, _ in ops):
+        ops.append(("libcall", width))
     return out

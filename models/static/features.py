@@ -71,6 +71,11 @@ OP_CLASSES = (
 BUILTIN_FAMILIES = ("exp", "log", "sin", "atan", "pow", "tanh", "sqrt", "rsqrt", "erf", "divide", "hypot", "rint",
                     "cbrt")
 BUILTIN_CLASSES = tuple(f"bi_{v}{f}" for v in ("", "native_", "half_") for f in BUILTIN_FAMILIES)
+#: calls of the runtime's other math, common, integer, geometric and relational builtins (``fmax``,
+#: ``clamp``, ``fabs``, ``fma``, ``mad24``, ``add_sat``, ``dot``, ``isnan``...), per vector component:
+#: arithmetic where the runtime inlines them, an out-of-line call where it does not (calib cond's
+#: ``wi_libcall_ns``); the families above are not counted here (their calibrated rates hold their calls)
+LIBCALL = "libcall"
 RESERVED = frozenset({
     "gsize0", "gsize1", "gsize2", "lsize0", "lsize1", "lsize2", "ngroups0", "ngroups1", "ngroups2",
     "avg_trip", "warp", "seg_bytes", "work_dim", "min", "max", "log2", "ceil", "floor", "abs",
@@ -268,7 +273,7 @@ class SourceFeatures:
         for k in OP_CLASSES:
             out[k] = ev(self.ops[k]) if k in self.ops else zeros
             out["warp_" + k] = ev(self.ops_warp[k]) if k in self.ops_warp else zeros
-        for k in BUILTIN_CLASSES:
+        for k in BUILTIN_CLASSES + (LIBCALL,):
             out[k] = ev(self.ops[k]) if k in self.ops else zeros
             out["warp_" + k] = ev(self.ops_warp[k]) if k in self.ops_warp else zeros
 

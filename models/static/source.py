@@ -90,7 +90,7 @@ from models.static.affine import average
 from models.static.cursors import type_bytes, type_class
 from models.static.deadcode import closed_form_loops, dead_loops
 from models.static.expr import Poly
-from models.static.features import BUILTIN_CLASSES, OP_CLASSES, RESERVED, SourceFeatures
+from models.static.features import BUILTIN_CLASSES, LIBCALL, OP_CLASSES, RESERVED, SourceFeatures
 from models.static.values import ZERO, Ptr, Val
 from models.static.walk_base import Frame
 from models.static.walk_call import CallWalker
@@ -223,7 +223,7 @@ def _final(p: Poly, w: _Walker) -> Poly:
 
 def _op_strings(ops: dict[str, Poly], w: _Walker) -> dict[str, str]:
     out: dict[str, str] = {}
-    for k in OP_CLASSES + BUILTIN_CLASSES:
+    for k in OP_CLASSES + BUILTIN_CLASSES + (LIBCALL,):
         p = ops.get(k)
         if p is None or p.is_zero():
             continue
