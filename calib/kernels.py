@@ -480,23 +480,19 @@ def store_kernel(guarded: bool) -> Kernel:
     return Kernel(src, name, origin=f"calib:{name}")
 
 
-def call_kernel(calls: int) -> Kernel:
-    """An elementwise kernel with ``calls`` (1 or 2) calls of the ``fmax``/``fmin`` builtins and
-    otherwise the body of :func:`store_kernel`: against the plain store it tells whether the runtime
-    inlines its builtins (the same time) or calls them out of line (much slower, and the work-item
-    loop scalar); the difference of one and two calls is the cost of a call."""
-    if calls not in (1, 2):
-        raise ValueError(f"call_kernel takes 1 or 2 calls, not {calls}")
-    name = f"kc_call{calls}"
-    expr = "fmax(a[i] * s, b[i])" if calls == 1 else "fmax(fmin(a[i] * s, 4.0f), b[i])"
+def call_kernel() -> Kernel:
+    """The body of :func:`store_kernel` with a call of the ``fmax`` builtin: against the plain store
+    it tells whether the runtime inlines its builtins (the same time) or calls them out of line
+    (much slower, the work-item loop scalar)."""
+    name = "kc_call"
     src = (f"__kernel void {name}(__global const float* a, __global const float* b, __global float* c, float s, "
-           f"int n) {{\n  int i = get_global_id(0);\n  c[i] = {expr};\n}}\n")
+           f"int n) {{\n  int i = get_global_id(0);\n  c[i] = fmax(a[i] * s, b[i]);\n}}\n")
     return Kernel(src, name, origin=f"calib:{name}")
 
 
-#: work-items of the conditional-store benchmark at the smaller of its two sizes (three float
-#: arrays of 2^15 and 2^16 elements: 384 KiB and 768 KiB, inside a CPU's caches)
-COND_ITEMS = 1 << 15
+#: work-items of the conditional-store benchmark at the smaller of its two sizes, the larger is 4x
+#: (three float arrays of 2^16 and 2^18 elements: 768 KiB and 3 MiB, inside a CPU's caches)
+COND_ITEMS = 1 << 16
 
 
 #: the work-items of the strided benchmark: 64 work-groups of 256 (a stride of 64 KiB between the

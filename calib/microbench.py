@@ -1203,25 +1203,25 @@ class Calibrator:
     def bench_cond(self) -> None:
         """CPU devices: ``wi_store_ns`` and ``wi_cond_store_ns``, the device time per work-item
         (times the compute units) of an elementwise store, plain and under ``if (i < n)``
-        (:func:`calib.kernels.store_kernel`), and ``wi_call_ns`` / ``wi_call2_ns``, the same body
-        with one and two calls of ``fmax``/``fmin`` (:func:`calib.kernels.call_kernel`): each the
-        slope between :data:`~calib.kernels.COND_ITEMS` and twice as many work-items, so the launch
-        and work-group costs cancel. ``wi_libcall_ns`` is the second call's cost. The ratios to the
-        plain store tell the analytical model whether this runtime vectorizes a work-item loop with
-        a conditional store (``models.analytical.COND_STORE_SCALAR_RATIO``) and whether it calls its
-        builtins out of line (``models.analytical.LIBCALL_SCALAR_RATIO``)."""
+        (:func:`calib.kernels.store_kernel`), and ``wi_call_ns``, the same body with a call of
+        ``fmax`` (:func:`calib.kernels.call_kernel`): each the slope between
+        :data:`~calib.kernels.COND_ITEMS` and 4x as many work-items, so the launch and work-group
+        costs cancel. ``wi_libcall_ns`` = ``wi_call_ns - wi_store_ns``, what the call adds (the call,
+        and the work-item loop left scalar where the runtime calls out of line). The ratios to the
+        plain store tell the analytical model whether this runtime vectorizes a work-item loop with a
+        conditional store (``models.analytical.COND_STORE_SCALAR_RATIO``) and whether it calls its
+        builtins out of line (``models.analytical.LIBCALL_SCALAR_RATIO``). The three kernels are
+        measured in turn, size by size, so that a change of the host's load falls on all three."""
         if "CPU" not in (self.device.type or "").upper():
             return
-        reps = 5 if self.opt.quick else 15
-        pol = TimingPolicy(warmup=2, min_repeats=reps, min_time_s=0.02, max_repeats=100 * reps, max_time_s=10.0)
+        reps = 10 if self.opt.quick else 30
+        pol = TimingPolicy(warmup=2, min_repeats=reps, min_time_s=0.05, max_repeats=100 * reps, max_time_s=10.0)
         got: dict[str, float] = {}
-        what = {"wi_store_ns": "c[i] = a[i] * s + b[i]", "wi_cond_store_ns": "c[i] = a[i] * s + b[i] under if (i < n)",
-                "wi_call_ns": "c[i] = fmax(a[i] * s, b[i])", "wi_call2_ns": "c[i] = fmax(fmin(a[i] * s, 4.0f), b[i])"}
-        kernels = {"wi_store_ns": K.store_kernel(False), "wi_cond_store_ns": K.store_kernel(True),
-                   "wi_call_ns": K.call_kernel(1), "wi_call2_ns": K.call_kernel(2)}
-        for key, kern in kernels.items():
-            pts: list[tuple[int, float]] = []
-            for items in (K.COND_ITEMS, 2 * K.COND_ITEMS):
+        cases = {"wi_store_ns": K.store_kernel(False), "wi_cond_store_ns": K.store_kernel(True),
+                 "wi_call_ns": K.call_kernel()}
+        times: dict[str, list[tuple[int, float]]] = {k: [] for k in cases}
+        for items in (K.COND_ITEMS, 4 * K.COND_ITEMS):
+            for key, kern in cases.items():
                 ls = self._fit_lsize(items, min(256, self.max_wg))
                 cfg = LaunchConfig((items,), (ls,), [ArgBinding("a", "buffer", "float", items, init="ones"),
                                                      ArgBinding("b", "buffer", "float", items, init="ones"),
@@ -1231,22 +1231,23 @@ class Calibrator:
                 m = self.measure(kern, cfg, f"cond {kern.name} {items} work-items", policy=pol)
                 if m is None:
                     return
-                pts.append((items, self._stat(m) * 1e-6))
-            (n1, t1), (n2, t2) = pts
+                times[key].append((items, self._stat(m) * 1e-6))
+        for key, kern in cases.items():
+            (n1, t1), (n2, t2) = times[key]
             if t2 <= t1:
                 self.profile.notes.append(f"cond: no slope for {key} ({t1 * 1e6:.3g} us, {t2 * 1e6:.3g} us)")
                 return
             got[key] = (t2 - t1) / (n2 - n1) * self.cu * 1e9
             self.profile.set(key, got[key], "ns", self.source("cond"), notes=(
-                f"{what[key]}: {n1} and {n2} work-items, {t1 * 1e6:.4g} and {t2 * 1e6:.4g} us (median; slope); "
+                f"{kern.name}: {n1} and {n2} work-items, {t1 * 1e6:.4g} and {t2 * 1e6:.4g} us (median; slope); "
                 f"ns per work-item per compute unit"))
         plain = got["wi_store_ns"]
-        call = max(got["wi_call2_ns"] - got["wi_call_ns"], 0.0)
+        call = max(got["wi_call_ns"] - plain, 0.0)
         self.profile.set("wi_libcall_ns", call, "ns", self.source("cond"), notes=(
-            "wi_call2_ns - wi_call_ns: the cost of one more fmin call per work-item per compute unit"))
+            "wi_call_ns - wi_store_ns: what a call of fmax adds per work-item per compute unit"))
         self.profile.notes.append(
-            f"cond: per work-item, a guarded store costs {got['wi_cond_store_ns'] / plain:.2f}x the plain one, one "
-            f"builtin call {got['wi_call_ns'] / plain:.2f}x (a second call {call:.3g} ns more)")
+            f"cond: per work-item, a guarded store costs {got['wi_cond_store_ns'] / plain:.2f}x the plain one, a "
+            f"builtin call {got['wi_call_ns'] / plain:.2f}x")
 
     # -- host-side launch overhead ---------------------------------------------------------
 

@@ -89,8 +89,7 @@ VALUE_NAMES: dict[str, tuple[str, str]] = {
                                "vectorize a work-item loop with a conditional store"),
     "wi_call_ns": ("ns", "CPU: the same body with one fmax call; far above wi_store_ns: the runtime calls its "
                          "builtins out of line and the work-item loop is scalar"),
-    "wi_call2_ns": ("ns", "CPU: the same with fmin and fmax"),
-    "wi_libcall_ns": ("ns", "CPU: wi_call2_ns - wi_call_ns, the cost of one builtin call per work-item"),
+    "wi_libcall_ns": ("ns", "CPU: wi_call_ns - wi_store_ns, what one builtin call adds per work-item"),
     "calib_host_load": ("1", "largest host 1-minute load average seen during calibration"),
     # energy (present only with a meter)
     "idle_power_w": ("W", "device power with nothing running"),

@@ -164,5 +164,5 @@ def test_builtin_call_against_the_same_maximum_written_out_on_this_device(harnes
     binds = [ArgBinding("a", "buffer", "float", n), ArgBinding("b", "buffer", "float", n),
              ArgBinding("c", "buffer", "float", n), ArgBinding("n", "scalar", "int", value=n)]
     measured_ratio_tries(3, 0.0, 2.5, harness, device, CalibOptions(benches=("launch", "cond"), quick=True),
-                         ("wi_store_ns", "wi_cond_store_ns", "wi_call_ns", "wi_call2_ns", "wi_libcall_ns"), CALLS,
+                         ("wi_store_ns", "wi_cond_store_ns", "wi_call_ns", "wi_libcall_ns"), CALLS,
                          ("k_fmax", "k_select"), n, 256, binds)

@@ -180,7 +180,8 @@ def decision_rows(m: Mapping[str, Any]) -> tuple[list[list[Any]], list[str]]:
     header = ["model", "top-1 %", "regret med", "regret gmean", "rho", f"{pct}% cover %", "width x"]
     for k in shots:
         header += [f"{k}-shot MAPE %", f"{k}-shot med APE %"]
-    header += [f"top-1 % measuring {k}" for k in shots]
+    tops = list(_measure_top_of_first(m["tuning"]))
+    header += [f"top-1 % measuring {k}" for k in tops]
     rows = []
     for name in m["models"]:
         t = m["tuning"]["models"][name]
@@ -191,17 +192,22 @@ def decision_rows(m: Mapping[str, Any]) -> tuple[list[list[Any]], list[str]]:
         for k in shots:
             s = m["few_shot"]["models"][name][str(k)]
             row += [s["mape"], s["median_ape"]]
-        for k in shots:
-            mt = (t.get("measure_top") or {}).get(str(k)) or {}
-            v = mt.get("top1_within")
+        for k in tops:
+            v = (t.get("measure_top") or {}).get(k, {}).get("top1_within")
             row.append(None if v is None else 100.0 * v)
         rows.append(row)
     return rows, header
 
 
+def _measure_top_of_first(t: Mapping[str, Any]) -> dict[str, Any]:
+    """The measure-top figures (k -> scores) of the first model of the tuning figures ``t``."""
+    for v in t["models"].values():
+        return dict(v.get("measure_top") or {})
+    return {}
+
+
 def _measure_top_note(t: Mapping[str, Any]) -> str:
-    first = next(iter(t["models"].values()), {}) if t["models"] else {}
-    counts = ", ".join(f"{v['groups']} for k = {k}" for k, v in (first.get("measure_top") or {}).items())
+    counts = ", ".join(f"{v['groups']} for k = {k}" for k, v in _measure_top_of_first(t).items())
     if not counts:
         return ""
     return (f"; top-1 measuring k: the fastest of the k configurations predicted fastest, as `tune --measure-top K` "
@@ -271,7 +277,7 @@ def repeat_lines(rep: Mapping[str, Any] | None) -> list[str]:
     cols = [("median_ape", "median APE %", 1.0), ("mape", "MAPE %", 1.0), ("median_abs_log2", "med |log2|", 1.0),
             ("within_2x_pct", "within 2x %", 1.0), ("top1_within", "top-1 %", 100.0),
             ("shot3_mape", "3-shot MAPE %", 1.0), ("shot3_median_ape", "3-shot med APE %", 1.0),
-            ("measure3_top1_within", "top-1 % measuring 3", 100.0)]
+            ("measure2_top1_within", "top-1 % measuring 2", 100.0)]
     rows = []
     for name, figs in rep["models"].items():
         row: list[Any] = [name]
