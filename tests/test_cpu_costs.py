@@ -211,6 +211,13 @@ def test_conditional_store_to_one_address_is_slow_on_this_device(harness, device
     require_pocl_cpu(device)
     from instrument.runner import TimingPolicy
 
+    model = AnalyticalModel(load_profile(ROOT / "calib" / "profiles" / "pocl-local.json"))
+    if model.dev.cond_store_scalar:
+        # PoCL 3.0's wheel on a Zen 3: both kernels scalar (their guarded stores, calib cond); the
+        # flag then cost 1.0-6.5x from one run to the next (the cores taking its line from each
+        # other, or not), which the model does not predict (1.16x)
+        pytest.skip("this device's runtime leaves both kernels scalar, where the flag's cost varies 1-6.5x "
+                    "between runs")
     pol = TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.02, max_repeats=50, max_time_s=2.0)
     n, ls = 1 << 18, 512
     binds = [ArgBinding("f", "buffer", "char", n), ArgBinding("nf", "buffer", "char", n, init="ones"),
@@ -221,12 +228,7 @@ def test_conditional_store_to_one_address_is_slow_on_this_device(harness, device
         assert m.status == "ok", m.reason
         t[name] = m.time.median_us
     ratio_m = t["with_flag"] / t["no_flag"]
-    model = AnalyticalModel(load_profile(ROOT / "calib" / "profiles" / "pocl-local.json"))
-    # PoCL 3.0's wheel on a Zen 3 leaves both scalar (their guarded stores, calib cond): there the
-    # flag costs 1.0-5.5x from one run to the next (the cores taking its line from each other, or
-    # not), predicted 1.16x
-    if not model.dev.cond_store_scalar:
-        assert ratio_m > 4, t
+    assert ratio_m > 4, t
     args = [{"name": b.name, "kind": b.kind, "dtype": b.dtype, "count": b.count,
              "value": None if b.value is None else str(b.value)} for b in binds]
     pred = {k: model.predict(pd.DataFrame([{"source": FLAG, "kernel_name": k, "gsize": [n], "lsize": [ls],
