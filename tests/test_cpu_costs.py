@@ -205,9 +205,8 @@ def test_conditional_store_to_one_address_is_scalar():
 
 def test_conditional_store_to_one_address_is_slow_on_this_device(harness, device):
     """PoCL runs the kernel with the conditional flag store several times slower than without it
-    (measured 15x, 0.73 vs 0.05 ns per work-item under load 4.5, PoCL 3.1); the model says scalar,
-    charges the flag store as an atomic on one address, and predicts a ratio within 4x of the
-    measured one."""
+    (measured 15x, 0.73 vs 0.05 ns per work-item under load 4.5, PoCL 3.1); the model says scalar and
+    predicts a ratio within 4x of the measured one."""
     require_pocl_cpu(device)
     from instrument.runner import TimingPolicy
 
@@ -293,18 +292,15 @@ def test_strided_stores_against_contiguous_on_this_device(harness, device):
     dev = AnalyticalModel(load_profile(ROOT / "calib" / "profiles" / "pocl-local.json")).dev
     if not cpu_vectorizable(_feats(GATHER, "pairs"), cond_store_scalar=dev.cond_store_scalar)[0]:
         # PoCL 3.0's wheel on a Zen 3: both kernels scalar (guarded stores), 'halves' measured 5-11x
-        # slower than 'pairs', predicted the same (a miss of the scalar model, not of this charge)
+        # slower than 'pairs' (also with h off a 4 KiB multiple), predicted the same: a miss of the
+        # scalar model, unexplained, not of the scatter charge this test is about
         pytest.skip("this device's runtime leaves both kernels scalar: the scatter charge of vectorized "
                     "code does not apply")
     n = 1 << 20
-    # h not a multiple of 1024 floats: two streams 4 KiB-multiples apart alias in the store buffer of
-    # an x86 core (on a Zen 3, scalar, 'halves' at h = 2^19 ran 11x slower than 'pairs'), which is no
-    # cost of the access pattern this test is about
-    h = n // 2 - 768
     binds = [ArgBinding("src", "buffer", "float", n), ArgBinding("idx", "buffer", "int", 1),
-             ArgBinding("dst", "buffer", "float", n), ArgBinding("h", "scalar", "int", value=h)]
+             ArgBinding("dst", "buffer", "float", n), ArgBinding("h", "scalar", "int", value=n // 2)]
     r = measured_ratio(harness, device, CalibOptions(benches=("launch", "gather")), ("gather_gops",), GATHER,
-                       ("pairs", "halves"), h, 256, binds)
+                       ("pairs", "halves"), n // 2, 256, binds)
     assert r.within(3), r
 
 
