@@ -263,6 +263,11 @@ class DeviceParams:
         (:data:`COND_STORE_SCALAR_RATIO`; False where calib did not measure it)."""
         return self.cond_store_ratio is not None and self.cond_store_ratio >= COND_STORE_SCALAR_RATIO
 
+    def vectorizable(self, feats: Any) -> tuple[bool, str]:
+        """:func:`cpu_vectorizable` of ``feats`` with this device's calibrated facts."""
+        return cpu_vectorizable(feats, barrier_loops=self.barrier_wi_s is not None,
+                                cond_store_scalar=self.cond_store_scalar, libcall_scalar=self.libcall_scalar)
+
     def rate(self, op: str) -> float:
         for c in RATE_CLASSES.get(op, ()):
             if c in self.rates:
@@ -931,8 +936,7 @@ class AnalyticalModel(Predictor):
         vec = True
         throughput = False
         if d.is_cpu:
-            vec, _why = cpu_vectorizable(feats, barrier_loops=d.barrier_wi_s is not None,
-                                         cond_store_scalar=d.cond_store_scalar, libcall_scalar=d.libcall_scalar)
+            vec, _why = d.vectorizable(feats)
             throughput = vec and bool(cpu_throughput_loops(feats))
         families = [b for b in BUILTIN_CLASSES if b in f and np.any(f[b] > 0)]
         for op in RATE_CLASSES:
@@ -1155,8 +1159,7 @@ def kernel_assumptions(feats: Any, dev: DeviceParams) -> dict[str, Any]:
     the work-item loop is taken as vectorized and why (the counts: :func:`count_assumptions`)."""
     out: dict[str, Any] = {}
     if dev.is_cpu:
-        vec, why = cpu_vectorizable(feats, barrier_loops=dev.barrier_wi_s is not None,
-                                    cond_store_scalar=dev.cond_store_scalar, libcall_scalar=dev.libcall_scalar)
+        vec, why = dev.vectorizable(feats)
         out["cpu_vectorized"] = vec
         out["cpu_vectorized_because"] = why
         if vec and dev.wi_rates:

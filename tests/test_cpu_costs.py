@@ -287,10 +287,8 @@ def test_strided_stores_against_contiguous_on_this_device(harness, device):
     the model predicts the measured ratio within 3x (without it the ratio was ~1)."""
     require_pocl_cpu(device)
     assert "stride" not in str(_feats(GATHER, "halves").accesses[-1].stride0)
-    from models.analytical import cpu_vectorizable
-
     dev = AnalyticalModel(load_profile(ROOT / "calib" / "profiles" / "pocl-local.json")).dev
-    if not cpu_vectorizable(_feats(GATHER, "pairs"), cond_store_scalar=dev.cond_store_scalar)[0]:
+    if not dev.vectorizable(_feats(GATHER, "pairs"))[0]:
         # PoCL 3.0's wheel on a Zen 3: both kernels scalar (guarded stores), 'halves' measured 5-11x
         # slower than 'pairs' (also with h off a 4 KiB multiple), predicted the same: a miss of the
         # scalar model, unexplained, not of the scatter charge this test is about
