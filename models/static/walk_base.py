@@ -16,6 +16,7 @@ work-item). :meth:`WalkerBase.scaled` multiplies both inside a ``with`` block;
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -39,7 +40,31 @@ def branch_category(deps: frozenset[str]) -> str:
 
 @dataclass
 class LoopCtx:
+    """A loop being walked: ``lid`` its serial (every atom made while walking it has a larger
+    one), its line, the weights before it (``entry``) and in its body (``body``, None while its
+    condition is walked, and for a geometric loop, whose counts are integrated afterwards)."""
+
     has_break: bool = False
+    lid: int = 0
+    line: int = 0
+    entry: tuple[Poly, Poly] | None = None
+    body: tuple[Poly, Poly] | None = None
+
+
+# the serial numbers in atom keys: ``v:name#N`` / ``u:N`` (unknown values), ``i:N`` / ``g:N``
+# (iteration counters), ``d:buf[N]`` (a load at an address the analysis does not follow)
+_SERIAL = re.compile(r"#(\d+)|(?<![\w:])[igu]:(\d+)|\[(\d+)\]")
+
+
+def newest_serial(vals: list[Val]) -> int | None:
+    """The largest serial of an atom in the values (-1 if none), None when a value is unknown."""
+    hi = -1
+    for v in vals:
+        if v.poly is None:
+            return None
+        for m in _SERIAL.finditer(v.poly.key()):
+            hi = max(hi, int(m.group(1) or m.group(2) or m.group(3)))
+    return hi
 
 
 @dataclass
@@ -71,6 +96,9 @@ class WalkerBase(ABC):
         self.helpers: list[str] = []
         self.frames: list[Frame] = []
         self.loop_stack: list[LoopCtx] = []
+        # the weights before the arms of each ``?:`` being walked, with the loop depth it is at
+        # (its arms are computed as a select: the compiler may speculate them out of a loop)
+        self.select_stack: list[tuple[int, tuple[Poly, Poly]]] = []
         self.dims = 0
         self.local_bytes = 0
         self.private_bytes = 0
@@ -106,6 +134,20 @@ class WalkerBase(ABC):
         self.ops[cls] = self.ops.get(cls, ZERO) + self.w_item * n
         self.ops_warp[cls] = self.ops_warp.get(cls, ZERO) + self.w_warp * n
 
+    def op_of(self, cls: str, n: int | Fraction, vals: list[Val]) -> bool:
+        """Count ``n`` operations of class ``cls`` on the values ``vals``, once per entry of the
+        loops they are invariant in (:meth:`hoisted`); returns whether they were hoisted."""
+        hoist = self.hoisted(vals)
+        if hoist is None:
+            self.op(cls, n)
+            return False
+        saved, (self.w_item, self.w_warp) = (self.w_item, self.w_warp), hoist[0]
+        try:
+            self.op(cls, n)
+        finally:
+            self.w_item, self.w_warp = saved
+        return True
+
     def branch(self, line: int, kind: str, deps: frozenset[str]) -> None:
         if self.mute:
             return
@@ -137,6 +179,28 @@ class WalkerBase(ABC):
         if name in self._site_names and not any(a.key == "s:" + name for a in used_in.all_atoms()):
             self._site_names.discard(name)
             self.sites = [x for x in self.sites if x.symbol != name]
+
+    def hoisted(self, vals: list[Val]) -> tuple[tuple[Poly, Poly], int] | None:
+        """Where loop-invariant code motion puts a computation of ``vals``: the weights it runs at
+        and the line of the outermost loop it leaves, or None where it stays. It leaves each
+        enclosing loop, innermost first, while none of ``vals`` was made inside that loop and the
+        computation is not under a condition inside it, other than an arm of ``?:`` (computed as
+        a select; a call under an ``if`` is not speculated)."""
+        if self.mute or not self.loop_stack:
+            return None
+        newest = newest_serial(vals)
+        if newest is None:
+            return None
+        cur, line = (self.w_item, self.w_warp), 0
+        depth = len(self.loop_stack)
+        cur = next((w for d, w in self.select_stack if d == depth), cur)
+        for ctx in reversed(self.loop_stack):
+            if ctx.body is None or ctx.entry is None or newest >= ctx.lid:
+                break
+            if cur[0] != ctx.body[0] or cur[1] != ctx.body[1]:
+                break
+            cur, line = ctx.entry, ctx.line
+        return (cur, line) if line else None
 
     def scaled(self, item: Poly, warp: Poly) -> _Scale:
         return _Scale(self, item, warp)

@@ -10,7 +10,7 @@ import clang.cindex as ci
 from models.static.affine import wi_atom
 from models.static.clbuiltins import BARRIER, FENCE, HORIZONTAL, SIZES, WORKITEM, math_builtin
 from models.static.cursors import const_arg, type_class
-from models.static.expr import DATA, GRP, WI, Poly
+from models.static.expr import DATA, GRP, WI, Poly, opaque
 from models.static.values import UNKNOWN, ZERO, Val, same_value
 from models.static.walk_base import Frame, WalkerBase
 
@@ -101,8 +101,16 @@ class CallWalker(WalkerBase):
         if (args and name.removeprefix("fast_") in HORIZONTAL and type_class(args[0].type)[1] > 1
                 and any(v.deps & {WI, DATA} for v in vals)):
             self.mix_lanes(c)
-        for cls, n in b.ops:
-            self.op(cls, n)
+        value = b.value
+        if value.poly is None and result[0] in ("fp32", "fp64") and b.ops and vals and \
+                all(v.poly is not None for v in vals):
+            # a floating-point result is a pure function of the arguments: keep it as one, so a
+            # call of it is loop-invariant where they are
+            value = Val.of(opaque(name, [v.poly for v in vals if v.poly is not None]), value.deps)
+        hoisted = [self.op_of(cls, n, vals) for cls, n in b.ops]
+        if any(hoisted):
+            # a call of loop-invariant values runs once per entry of the outermost loop it leaves
+            self.note(f"{name} at line {c.location.line}: loop-invariant, hoisted out of a loop")
         if b.note is not None:
             self.note(b.note)
-        return b.value
+        return value

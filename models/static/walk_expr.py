@@ -142,7 +142,7 @@ class ExprWalker(WalkerBase):
             return
         if v.poly is not None and v.poly.is_const():
             return
-        self.op("conv", max(tc_in[1], tc_out[1]))
+        self.op_of("conv", max(tc_in[1], tc_out[1]), [v])
 
     def cast(self, c: ci.Cursor) -> Val:
         ch = [x for x in c.get_children() if x.kind != K.TYPE_REF]
@@ -187,7 +187,7 @@ class ExprWalker(WalkerBase):
             lv, rv = self.ev(lhs_c), self.ev(rhs_c)
             w = type_class(lhs_c.type)[1]
             if not skip_count:
-                self.op("cmp", w)
+                self.op_of("cmp", w, [lv, rv])
             return Val.of(opaque("cmp", [poly_of(lv), poly_of(rv)], tag=op), lv.deps | rv.deps)
         # a*b +/- c contracted to fma
         fused = False
@@ -205,32 +205,40 @@ class ExprWalker(WalkerBase):
             skip_count = True          # folded by the compiler (1.0f / 16777216.0f): no instruction
         if not skip_count:
             if fused:
-                self.op(f"{tcls}_fma", width)
+                self.op_of(f"{tcls}_fma", width, [lv, rv])
             else:
-                self.count_arith(op, tcls, width, rv)
+                self.count_arith(op, tcls, width, rv, [lv, rv])
         return self.arith(op, lv, rv, tcls, c)
 
-    def count_arith(self, op: str, tcls: str, width: int, rv: Val | None = None) -> None:
+    def count_arith(self, op: str, tcls: str, width: int, rv: Val | None = None,
+                    operands: list[Val] | None = None) -> None:
         """Count one arithmetic operator. An integer ``/`` or ``%`` by a constant power of two is
         what the compiler makes of it, a shift or a mask plus the sign correction of a signed
         operand (one ``int_bit`` and one ``int_add``), not a division: on this device a kernel
         spending six ``x / 16``-like operations per work-item (``kc_spmv_csr_lanes``) was predicted
-        3.8x too slow with them charged as divisions."""
+        3.8x too slow with them charged as divisions. With ``operands``, an operation of values
+        invariant in a loop is counted once per entry of it (:meth:`~WalkerBase.op_of`)."""
+        def count(cls: str) -> None:
+            if operands is None:
+                self.op(cls, width)
+            else:
+                self.op_of(cls, width, operands)
+
         if (op in ("/", "%") and tcls in ("int", "other") and rv is not None and _constant(rv)
                 and _power_of_two(rv)):
-            self.op("int_bit", width)
-            self.op("int_add", width)
+            count("int_bit")
+            count("int_add")
             return
         if tcls in ("fp32", "fp64"):
             cls = {"+": "add", "-": "add", "*": "mul", "/": "div", "%": "div"}.get(op)
             if cls:
-                self.op(f"{tcls}_{cls}", width)
+                count(f"{tcls}_{cls}")
             return
         if tcls in ("int", "ptr", "other"):
             cls = {"+": "int_add", "-": "int_add", "*": "int_mul", "/": "int_div", "%": "int_div",
                    "<<": "int_bit", ">>": "int_bit", "&": "int_bit", "|": "int_bit", "^": "int_bit"}.get(op)
             if cls:
-                self.op(cls, width)
+                count(cls)
 
     def arith(self, op: str, lv: Val, rv: Val, tcls: str, c: ci.Cursor) -> Val:
         deps = lv.deps | rv.deps
@@ -330,7 +338,7 @@ class ExprWalker(WalkerBase):
             return self.load_lvalue(c)
         v = self.ev(x)
         if op == "-":
-            self.op("fp32_add" if tcls == "fp32" else "fp64_add" if tcls == "fp64" else "int_add", width)
+            self.op_of("fp32_add" if tcls == "fp32" else "fp64_add" if tcls == "fp64" else "int_add", width, [v])
             return Val.of(-v.poly if v.poly is not None else None, v.deps)
         if op == "+":
             return v
@@ -350,10 +358,14 @@ class ExprWalker(WalkerBase):
         self.op("branch")
         self.branch(c.location.line, "?:", cv.deps)
         fr = branch_fraction(cv, has_else=True)
-        with self.scaled(fr.it, fr.wt):
-            a = self.ev(ch[1])
-        with self.scaled(fr.ie, fr.we):
-            b = self.ev(ch[2])
+        self.select_stack.append((len(self.loop_stack), (self.w_item, self.w_warp)))
+        try:
+            with self.scaled(fr.it, fr.wt):
+                a = self.ev(ch[1])
+            with self.scaled(fr.ie, fr.we):
+                b = self.ev(ch[2])
+        finally:
+            self.select_stack.pop()
         deps = a.deps | b.deps | cv.deps
         if a.poly is not None and b.poly is not None:
             if a.poly == b.poly:

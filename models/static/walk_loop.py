@@ -122,7 +122,7 @@ class LoopWalker(WalkerBase):
         divergent = WI in (cv.deps - {ITER})
         data_dep = trip_kind == "data_dependent"
         self.branch(line, "loop", cv.deps)
-        ctx = LoopCtx()
+        ctx = LoopCtx(lid=lid, line=line, entry=(self.w_item, self.w_warp))
         self.loop_stack.append(ctx)
         depth = len(self.loop_stack)
         snap = (dict(self.ops), dict(self.ops_warp), len(self.acc_polys))
@@ -135,6 +135,8 @@ class LoopWalker(WalkerBase):
             with self.scaled(n_checks, n_checks):
                 self.op("branch")
         with self.scaled(trip, trip):
+            if trip_kind != "geometric":
+                ctx.body = (self.w_item, self.w_warp)
             self.walk_stmt(body)
             if inc is not None:
                 self.ev(inc)
