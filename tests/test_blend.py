@@ -10,7 +10,7 @@ import pytest
 
 from kernelcast.metrics import median_abs_log2
 from models.blend import BlendFileError, StackedBlend, single
-from train.blend import LSQ_ROWS_PER_COEF, fit_stacked_blend
+from train.blend import LSQ_ROWS_PER_COEF, fit_stacked_blend, nonneg_least_squares
 
 
 def test_combine_is_a_weighted_geometric_mean_with_fallback():
@@ -73,6 +73,19 @@ def test_least_squares_recovers_a_known_mix_only_with_enough_rows():
     # whatever is chosen is never worse than the best single model on these rows
     best_single = min(few.scores["analytical"], few.scores["learned"])
     assert median_abs_log2(few.combine({"analytical": an[:10], "learned": le[:10]}), y[:10]) <= best_single
+
+
+def test_least_squares_weights_are_never_negative():
+    """Measured = 2 x learned / analytical^0.5: the unconstrained fit would weigh analytical -0.5.
+    The blend's weights stay non-negative (analytical 0) with the intercept refitted, and a mix
+    with positive weights is still recovered exactly."""
+    rng = np.random.default_rng(3)
+    la, ll = rng.uniform(0, 8, 200), rng.uniform(0, 8, 200)
+    w, b = nonneg_least_squares(np.column_stack([la, ll]), ll - 0.5 * la + 1.0)
+    assert w[0] == 0.0 and w[1] == pytest.approx(1.0, abs=0.05)
+    assert b == pytest.approx(float(np.mean(ll - 0.5 * la + 1.0 - w[1] * ll)))
+    w2, b2 = nonneg_least_squares(np.column_stack([la, ll]), 0.3 * la + 0.6 * ll + 2.0)
+    assert (w2[0], w2[1], b2) == pytest.approx((0.3, 0.6, 2.0), abs=1e-9)
 
 
 def test_a_weighted_geometric_mean_is_a_candidate():
