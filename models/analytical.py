@@ -70,7 +70,7 @@ from calib.profile import DeviceProfile
 from kernelcast.columns import decode_args, decode_counts, decode_sizes
 from kernelcast.sites import SITE_PREFIXES
 from models.base import Predictions, Predictor
-from models.static.features import BUILTIN_CLASSES, LIBCALL
+from models.static.features import BUILTIN_CLASSES, LIBCALL, VEC_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -310,6 +310,25 @@ class DeviceParams:
             if c in self.scalar_rates:
                 return self.scalar_rates[c]
         return (self.builtin_rate(op) if op.startswith("bi_") else self.rate(op)) / DEFAULT_SIMD_LANES
+
+
+def vector_value_correction(f: Mapping[str, np.ndarray], d: DeviceParams) -> np.ndarray | float:
+    """Seconds per work-item (one core) to add to the scalar charge of a work-item loop the runtime
+    does not vectorize, for its operations on OpenCL vector values (``vec:<class>@<width>``, the
+    static ``vec_ops``): each is one SIMD instruction of the target, not ``width`` scalar ones, so
+    its lanes run at the scalar rate times ``min(width, vector rate / scalar rate)`` (the target's
+    measured SIMD gain). Negative or zero: it replaces part of the scalar charge."""
+    out: np.ndarray | float = 0.0
+    for key, cnt in f.items():
+        if not key.startswith(VEC_PREFIX):
+            continue
+        cls, _, w = key[len(VEC_PREFIX):].partition("@")
+        if cls not in RATE_CLASSES or not w.isdigit():
+            continue
+        s = d.scalar_rate(cls)
+        gain = min(float(w), max(1.0, d.vector_rate(cls) / s))
+        out = out + cnt / (s * gain) - cnt / s
+    return out
 
 
 #: profile keys of the atomic benchmark (``calib --only atomic``)
@@ -953,6 +972,8 @@ class AnalyticalModel(Predictor):
             cnt = f.get(prefix + b, f[b])
             rate = d.builtin_rate(b) if vec else d.scalar_rate(b)
             comp_s_item = comp_s_item + cnt / (rate / cu)
+        if d.is_cpu and not vec:
+            comp_s_item = comp_s_item + vector_value_correction(f, d) * cu
         if d.is_cpu and d.libcall_scalar and d.libcall_s:
             # the out-of-line calls of the builtins that are not families (those have their own rates)
             comp_s_item = comp_s_item + f[LIBCALL] * d.libcall_s

@@ -197,6 +197,7 @@ def analyze_source(kernel: Kernel, filename: str = "kernel.cl") -> SourceFeature
         private_array_bytes=w.private_bytes,
         ops=_op_strings(w.ops, w),
         ops_warp=_op_strings(w.ops_warp, w),
+        vec_ops=_vec_op_strings(w.ops_vec, w),
         accesses=w.accesses,
         loops=w.loops,
         branches=w.branches,
@@ -228,6 +229,15 @@ def _op_strings(ops: dict[str, Poly], w: _Walker) -> dict[str, str]:
         if p is None or p.is_zero():
             continue
         p = _final(p, w)
+        if not p.is_zero():
+            out[k] = p.to_str()
+    return out
+
+
+def _vec_op_strings(ops: dict[str, Poly], w: _Walker) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for k in sorted(ops):
+        p = _final(ops[k], w)
         if not p.is_zero():
             out[k] = p.to_str()
     return out

@@ -56,6 +56,11 @@ class LoopCtx:
 _SERIAL = re.compile(r"#(\d+)|(?<![\w:])[igu]:(\d+)|\[(\d+)\]")
 
 
+#: arithmetic classes whose operations on OpenCL vector values are counted apart (``ops_vec``)
+VECTOR_OP_CLASSES = frozenset({"fp32_add", "fp32_mul", "fp32_fma", "fp32_div", "fp64_add", "fp64_mul", "fp64_fma",
+                               "fp64_div", "int_add", "int_mul", "int_bit", "cmp", "conv"})
+
+
 def newest_serial(vals: list[Val]) -> int | None:
     """The largest serial of an atom in the values (-1 if none), None when a value is unknown."""
     hi = -1
@@ -86,6 +91,9 @@ class WalkerBase(ABC):
         self.mute = 0
         self.ops: dict[str, Poly] = {}
         self.ops_warp: dict[str, Poly] = {}
+        # "class@width" -> lanes of operations on OpenCL vector values of that width (each one SIMD
+        # instruction of the target, whether or not the runtime vectorizes across work-items)
+        self.ops_vec: dict[str, Poly] = {}
         self.accesses: list[Access] = []
         self.loops: list[LoopInfo] = []
         self.branches: list[BranchInfo] = []
@@ -128,22 +136,27 @@ class WalkerBase(ABC):
         if not self.mute and msg not in self.notes:
             self.notes.append(msg)
 
-    def op(self, cls: str, n: int | Fraction = 1) -> None:
+    def op(self, cls: str, n: int | Fraction = 1, width: int = 1) -> None:
+        """Count ``n`` operations (lanes) of class ``cls``; ``width`` > 1: they operate on vector
+        values of that many components (recorded apart in :attr:`ops_vec`)."""
         if self.mute or not n:
             return
         self.ops[cls] = self.ops.get(cls, ZERO) + self.w_item * n
         self.ops_warp[cls] = self.ops_warp.get(cls, ZERO) + self.w_warp * n
+        if width > 1 and cls in VECTOR_OP_CLASSES:
+            key = f"{cls}@{width}"
+            self.ops_vec[key] = self.ops_vec.get(key, ZERO) + self.w_item * n
 
-    def op_of(self, cls: str, n: int | Fraction, vals: list[Val]) -> bool:
+    def op_of(self, cls: str, n: int | Fraction, vals: list[Val], width: int = 1) -> bool:
         """Count ``n`` operations of class ``cls`` on the values ``vals``, once per entry of the
         loops they are invariant in (:meth:`hoisted`); returns whether they were hoisted."""
         hoist = self.hoisted(vals)
         if hoist is None:
-            self.op(cls, n)
+            self.op(cls, n, width)
             return False
         saved, (self.w_item, self.w_warp) = (self.w_item, self.w_warp), hoist[0]
         try:
-            self.op(cls, n)
+            self.op(cls, n, width)
         finally:
             self.w_item, self.w_warp = saved
         return True

@@ -107,7 +107,7 @@ class CallWalker(WalkerBase):
             # a floating-point result is a pure function of the arguments: keep it as one, so a
             # call of it is loop-invariant where they are
             value = Val.of(opaque(name, [v.poly for v in vals if v.poly is not None]), value.deps)
-        hoisted = [self.op_of(cls, n, vals) for cls, n in b.ops]
+        hoisted = [self.op_of(cls, n, vals, result[1]) for cls, n in b.ops]
         if any(hoisted):
             # a call of loop-invariant values runs once per entry of the outermost loop it leaves
             self.note(f"{name} at line {c.location.line}: loop-invariant, hoisted out of a loop")

@@ -142,7 +142,8 @@ class ExprWalker(WalkerBase):
             return
         if v.poly is not None and v.poly.is_const():
             return
-        self.op_of("conv", max(tc_in[1], tc_out[1]), [v])
+        w = max(tc_in[1], tc_out[1])
+        self.op_of("conv", w, [v], w)
 
     def cast(self, c: ci.Cursor) -> Val:
         ch = [x for x in c.get_children() if x.kind != K.TYPE_REF]
@@ -187,7 +188,7 @@ class ExprWalker(WalkerBase):
             lv, rv = self.ev(lhs_c), self.ev(rhs_c)
             w = type_class(lhs_c.type)[1]
             if not skip_count:
-                self.op_of("cmp", w, [lv, rv])
+                self.op_of("cmp", w, [lv, rv], w)
             return Val.of(opaque("cmp", [poly_of(lv), poly_of(rv)], tag=op), lv.deps | rv.deps)
         # a*b +/- c contracted to fma
         fused = False
@@ -205,7 +206,7 @@ class ExprWalker(WalkerBase):
             skip_count = True          # folded by the compiler (1.0f / 16777216.0f): no instruction
         if not skip_count:
             if fused:
-                self.op_of(f"{tcls}_fma", width, [lv, rv])
+                self.op_of(f"{tcls}_fma", width, [lv, rv], width)
             else:
                 self.count_arith(op, tcls, width, rv, [lv, rv])
         return self.arith(op, lv, rv, tcls, c)
@@ -220,9 +221,9 @@ class ExprWalker(WalkerBase):
         invariant in a loop is counted once per entry of it (:meth:`~WalkerBase.op_of`)."""
         def count(cls: str) -> None:
             if operands is None:
-                self.op(cls, width)
+                self.op(cls, width, width)
             else:
-                self.op_of(cls, width, operands)
+                self.op_of(cls, width, operands, width)
 
         if (op in ("/", "%") and tcls in ("int", "other") and rv is not None and _constant(rv)
                 and _power_of_two(rv)):
@@ -287,7 +288,7 @@ class ExprWalker(WalkerBase):
                  and _cx.binary_op(s) == "*" and type_class(s.type)[0] == tcls)
         rv = self.ev(rhs_c, skip_mul=fused) if fused else self.ev(rhs_c)
         if fused:
-            self.op(f"{tcls}_fma", width)
+            self.op(f"{tcls}_fma", width, width)
         else:
             self.count_arith(op, tcls, width, rv)
         target = unwrap(lhs_c)
@@ -314,7 +315,7 @@ class ExprWalker(WalkerBase):
         tcls, width = type_class(c.type)
         if op in ("post++", "post--", "pre++", "pre--"):
             tc = type_class(x.type)
-            self.op("fp32_add" if tc[0] == "fp32" else "fp64_add" if tc[0] == "fp64" else "int_add", tc[1])
+            self.op("fp32_add" if tc[0] == "fp32" else "fp64_add" if tc[0] == "fp64" else "int_add", tc[1], tc[1])
             target = unwrap(x)
             delta = 1 if "++" in op else -1
             if target.kind == K.DECL_REF_EXPR and target.referenced is not None:
@@ -338,15 +339,15 @@ class ExprWalker(WalkerBase):
             return self.load_lvalue(c)
         v = self.ev(x)
         if op == "-":
-            self.op_of("fp32_add" if tcls == "fp32" else "fp64_add" if tcls == "fp64" else "int_add", width, [v])
+            self.op_of("fp32_add" if tcls == "fp32" else "fp64_add" if tcls == "fp64" else "int_add", width, [v], width)
             return Val.of(-v.poly if v.poly is not None else None, v.deps)
         if op == "+":
             return v
         if op == "~":
-            self.op("int_bit", width)
+            self.op("int_bit", width, width)
             return Val.of(opaque("bit", [poly_of(v)], tag="~"), v.deps)
         if op == "!":
-            self.op("int_bit", width)
+            self.op("int_bit", width, width)
             return Val.of(opaque("not", [poly_of(v)]), v.deps)
         return Val(None, v.deps)
 
