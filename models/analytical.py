@@ -70,7 +70,7 @@ from calib.profile import DeviceProfile
 from kernelcast.columns import decode_args, decode_counts, decode_sizes
 from kernelcast.sites import SITE_PREFIXES
 from models.base import Predictions, Predictor
-from models.static.features import BUILTIN_CLASSES, LIBCALL, VEC_PREFIX
+from models.static.features import BUILTIN_CLASSES, LIBCALL, LOOPVEC_LOADS, LOOPVEC_PREFIX, VEC_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -329,6 +329,25 @@ def vector_value_correction(f: Mapping[str, np.ndarray], d: DeviceParams) -> np.
         gain = min(float(w), max(1.0, d.vector_rate(cls) / s))
         out = out + cnt / (s * gain) - cnt / s
     return out
+
+
+def inner_loop_correction(f: Mapping[str, np.ndarray], d: DeviceParams) -> np.ndarray | float:
+    """Seconds per work-item (one core) to add to the scalar charge of a work-item loop the runtime
+    does not vectorize, for the operations and loads of its innermost loops that the compiler's
+    loop vectorizer takes on its own (``loopvec:<class>``, the static ``loopvec_ops``): they run at
+    the peak rate (independent trips, interleaved vectors), not the scalar one. Measured on PoCL
+    (Zen 3, under load): ``rank += (in[j] < v)`` over 4,096 trips, 0.10 ns per trip per core; the
+    same loop accumulating a float, 2.7."""
+    out: np.ndarray | float = 0.0
+    for key, cnt in f.items():
+        if not key.startswith(LOOPVEC_PREFIX):
+            continue
+        cls = key[len(LOOPVEC_PREFIX):]
+        cls = "int_add" if cls == LOOPVEC_LOADS else cls
+        if cls not in RATE_CLASSES:
+            continue
+        out = out + cnt / d.rate(cls) - cnt / d.scalar_rate(cls)
+    return np.minimum(out, 0.0) if isinstance(out, np.ndarray) else min(out, 0.0)
 
 
 #: profile keys of the atomic benchmark (``calib --only atomic``)
@@ -973,7 +992,7 @@ class AnalyticalModel(Predictor):
             rate = d.builtin_rate(b) if vec else d.scalar_rate(b)
             comp_s_item = comp_s_item + cnt / (rate / cu)
         if d.is_cpu and not vec:
-            comp_s_item = comp_s_item + vector_value_correction(f, d) * cu
+            comp_s_item = comp_s_item + (vector_value_correction(f, d) + inner_loop_correction(f, d)) * cu
         if d.is_cpu and d.libcall_scalar and d.libcall_s:
             # the out-of-line calls of the builtins that are not families (those have their own rates)
             comp_s_item = comp_s_item + f[LIBCALL] * d.libcall_s

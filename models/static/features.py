@@ -47,6 +47,10 @@ FEATURES_VERSION = 2
 
 #: prefix of the evaluated counts of operations on vector values (``vec:fp32_fma@8``)
 VEC_PREFIX = "vec:"
+#: prefix of the evaluated counts of operations in loops vectorized within a work-item
+LOOPVEC_PREFIX = "loopvec:"
+#: the key of those loops' loads in ``loopvec_ops``
+LOOPVEC_LOADS = "loads"
 
 #: default trip count of a loop whose bound is loaded from memory or unknown
 DEFAULT_AVG_TRIP = 8.0
@@ -187,6 +191,9 @@ class SourceFeatures:
     ops_warp: dict[str, str] = field(default_factory=dict)    # class -> SIMT issue count per work-item
     # "class@width" -> lanes of those operations that act on OpenCL vector values of that width
     vec_ops: dict[str, str] = field(default_factory=dict)
+    # class -> operations in innermost loops the compiler vectorizes within one work-item (a count
+    # loop ``rank += (in[j] < v)``), and ``loads`` their loads
+    loopvec_ops: dict[str, str] = field(default_factory=dict)
     accesses: list[Access] = field(default_factory=list)
     loops: list[LoopInfo] = field(default_factory=list)
     branches: list[BranchInfo] = field(default_factory=list)
@@ -221,6 +228,7 @@ class SourceFeatures:
     def expressions(self) -> list[str]:
         """Every expression string the features hold (for checks and pre-compilation)."""
         out = list(self.ops.values()) + list(self.ops_warp.values()) + list(self.vec_ops.values())
+        out += list(self.loopvec_ops.values())
         for a in self.accesses:
             out += [a.count, a.count_warp]
             out += [s for s in (a.stride0, a.stride1) if s is not None]
@@ -283,6 +291,8 @@ class SourceFeatures:
             out["warp_" + k] = ev(self.ops_warp[k]) if k in self.ops_warp else zeros
         for k, text in self.vec_ops.items():
             out[VEC_PREFIX + k] = ev(text)
+        for k, text in self.loopvec_ops.items():
+            out[LOOPVEC_PREFIX + k] = ev(text)
 
         mem_keys = ("global_loads", "global_stores", "global_atomics", "global_load_bytes",
                     "global_store_bytes", "global_atomic_bytes", "global_fetched_bytes",

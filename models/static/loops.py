@@ -157,6 +157,33 @@ def assigned(parts: list[ci.Cursor]) -> dict[int, list[ci.Cursor | None]]:
     return out
 
 
+#: compound assignments that make a variable a reduction the loop vectorizer can split into lanes
+REDUCTION_OPS = ("+=", "-=", "|=", "&=", "^=")
+
+
+def reduction_only(parts: list[ci.Cursor], keys: set[int]) -> bool:
+    """Whether every assignment in ``parts`` to a variable of ``keys`` is a reduction step: a
+    compound ``+=``/``-=``/``|=``/``&=``/``^=`` whose right-hand side does not read it, or ``++``/``--``
+    (not ``s = s * a + c``, a recurrence the loop vectorizer cannot split)."""
+    for p in parts:
+        for x in p.walk_preorder():
+            if x.kind == K.COMPOUND_ASSIGNMENT_OPERATOR:
+                lhs, rhs = list(x.get_children())
+                k = _base_var(lhs)
+                if k in keys and (_cx.binary_op(x) not in REDUCTION_OPS or any(
+                        r.kind == K.DECL_REF_EXPR and r.referenced is not None and r.referenced.hash == k
+                        for r in rhs.walk_preorder())):
+                    return False
+            elif x.kind == K.BINARY_OPERATOR and _cx.binary_op(x) == "=":
+                if _base_var(list(x.get_children())[0]) in keys:
+                    return False
+            elif x.kind == K.UNARY_OPERATOR and _cx.unary_op(x) == "&":
+                ch = list(x.get_children())
+                if ch and _base_var(ch[0]) in keys:
+                    return False
+    return True
+
+
 def _base_var(c: ci.Cursor) -> int | None:
     s = c
     while s.kind in (K.PAREN_EXPR, K.UNEXPOSED_EXPR, K.MEMBER_REF_EXPR):

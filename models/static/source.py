@@ -198,6 +198,7 @@ def analyze_source(kernel: Kernel, filename: str = "kernel.cl") -> SourceFeature
         ops=_op_strings(w.ops, w),
         ops_warp=_op_strings(w.ops_warp, w),
         vec_ops=_vec_op_strings(w.ops_vec, w),
+        loopvec_ops=_vec_op_strings(w.ops_loopvec, w),
         accesses=w.accesses,
         loops=w.loops,
         branches=w.branches,

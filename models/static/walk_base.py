@@ -94,6 +94,9 @@ class WalkerBase(ABC):
         # "class@width" -> lanes of operations on OpenCL vector values of that width (each one SIMD
         # instruction of the target, whether or not the runtime vectorizes across work-items)
         self.ops_vec: dict[str, Poly] = {}
+        # class -> operations in innermost loops the loop vectorizer takes on its own within a
+        # work-item (walk_loop._record_vectorizable_loop), and their loads (LOOPVEC_LOADS)
+        self.ops_loopvec: dict[str, Poly] = {}
         self.accesses: list[Access] = []
         self.loops: list[LoopInfo] = []
         self.branches: list[BranchInfo] = []

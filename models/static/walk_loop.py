@@ -18,10 +18,10 @@ import clang.cindex as ci
 
 from models.static import _cx
 from models.static.affine import printable
-from models.static.cursors import expr_text
+from models.static.cursors import expr_text, type_class
 from models.static.deadcode import loop_key
 from models.static.expr import DATA, ITER, VAR, WI, Atom, Poly, p_max, p_min
-from models.static.features import LoopInfo
+from models.static.features import LIBCALL, LOOPVEC_LOADS, LoopInfo
 from models.static.loops import (
     Induction,
     assigned,
@@ -30,11 +30,12 @@ from models.static.loops import (
     for_parts,
     induction_candidates,
     iter_refs,
+    reduction_only,
     variant_deps,
 )
 from models.static.trips import Trip, induction_trip, integrate_geo
 from models.static.values import AVG_TRIP, ONE, ZERO, Ptr, Val
-from models.static.walk_base import LoopCtx, WalkerBase
+from models.static.walk_base import VECTOR_OP_CLASSES, LoopCtx, WalkerBase
 
 K = ci.CursorKind
 
@@ -126,6 +127,7 @@ class LoopWalker(WalkerBase):
         self.loop_stack.append(ctx)
         depth = len(self.loop_stack)
         snap = (dict(self.ops), dict(self.ops_warp), len(self.acc_polys))
+        before = (dict(self.ops), dict(self.ops_vec), len(self.accesses), len(self.branches), len(self.loops))
         n_checks = trip if kind == "do" else trip + 1
         if cond is not None:
             with self.scaled(n_checks, n_checks):
@@ -141,6 +143,9 @@ class LoopWalker(WalkerBase):
             if inc is not None:
                 self.ev(inc)
         self.loop_stack.pop()
+        if not self.mute and trip_kind == "affine" and not early and not ctx.has_break and \
+                reduction_only([body], set(carried) - {ind_key}):
+            self._record_vectorizable_loop(before, lid, carried, ind_key)
         if trip_kind == "geometric" and lid in self.geo_params and ind_val is not None:
             self.integrate(snap, ind_val(it).poly, trip, *self.geo_params[lid])
         self._leave_loop(carried, post, ctx.has_break, trip)
@@ -151,6 +156,44 @@ class LoopWalker(WalkerBase):
                 line=line, kind=kind, var=var_name, trip=trip.to_str(), trip_kind=trip_kind, depth=depth,
                 data_dependent=data_dep, divergent=divergent, has_break=ctx.has_break, early_exit=early,
                 assumed=assumed))
+
+    def _record_vectorizable_loop(self, before: tuple[dict[str, Poly], dict[str, Poly], int, int, int], lid: int,
+                                  carried: dict[int, list[ci.Cursor | None]], ind_key: int | None) -> None:
+        """Count the operations of an innermost loop the compiler's loop vectorizer takes on its own
+        within one work-item (:attr:`ops_loopvec`): an affine trip count without exits, no nested
+        loop, no ``if``, no call, atomic or barrier, no store, every load at an address invariant
+        in the loop or stepping one element per trip, and only integer variables carried from trip
+        to trip, each as a reduction (:func:`~models.static.loops.reduction_only`; a float sum is not
+        reordered without fast-math). ``rank += (in[j] < v)`` over ``j`` is such a loop."""
+        ops0, vec0, n_acc, n_br, n_loops = before
+        if len(self.loops) > n_loops or any(b.kind != "?:" for b in self.branches[n_br:]):
+            return
+        if any(r is not None and type_class(r.type)[0] not in ("int", "other")
+               for k, rhs in carried.items() if k != ind_key for r in rhs):
+            return
+        it = f"it{lid}"
+        for a in self.accesses[n_acc:]:
+            if a.kind != "load" or a.space == "private" or "ld(" in a.index_expr:
+                return
+            if it in a.index_expr and (a.trip_strides.get(it) not in ("1", "-1") or "(" in a.index_expr):
+                return
+        delta = {k: v - ops0.get(k, ZERO) for k, v in self.ops.items()}
+        if any((k.startswith("bi_") or k in (LIBCALL, "barrier", "fence", "sfu")) and not d.is_zero()
+               for k, d in delta.items()):
+            return
+        vec_delta: dict[str, Poly] = {}
+        for k, v in self.ops_vec.items():
+            cls = k.split("@")[0]
+            vec_delta[cls] = vec_delta.get(cls, ZERO) + (v - vec0.get(k, ZERO))
+        for k, d in delta.items():
+            d = d - vec_delta.get(k, ZERO)
+            if (k in VECTOR_OP_CLASSES or k == "branch") and not d.is_zero():
+                self.ops_loopvec[k] = self.ops_loopvec.get(k, ZERO) + d
+        loads = ZERO
+        for w_item, _w in self.acc_polys[n_acc:]:
+            loads = loads + w_item
+        if not loads.is_zero():
+            self.ops_loopvec[LOOPVEC_LOADS] = self.ops_loopvec.get(LOOPVEC_LOADS, ZERO) + loads
 
     def _break_bounds(self, body: ci.Cursor, it_atom: Atom, loop_atoms: set[str], lid: int
                       ) -> tuple[list[tuple[Poly, str]], bool]:
