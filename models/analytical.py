@@ -26,7 +26,10 @@ work-items, in a kernel without barriers; and two facts calib ``cond`` measures 
 where it leaves a store under a condition that differs between work-items scalar, such a store in
 a kernel without barriers, and where it calls its builtins out of line, any builtin call, each
 call then costing ``wi_libcall_ns``); scalar code also issues each load and store as an
-instruction of its own, charged at the scalar integer-add rate, and vectorized code pays each
+instruction of its own, charged at the scalar integer-add rate, but its operations on OpenCL
+vector values run at the scalar rate times the target's SIMD gain (:func:`vector_value_correction`)
+and the innermost reduction loops the loop vectorizer takes on its own at the peak rates
+(:func:`inner_loop_correction`); vectorized code pays each
 data-dependent or non-affine global access as a gather (``gather_gops``, :func:`gather_seconds`).
 A CPU work-group costs ``a + b lsize``
 (``wg_overhead_us``, ``wi_overhead_ns``), a barrier ``barrier_ns + barrier_wi_ns lsize`` per
