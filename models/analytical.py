@@ -407,6 +407,14 @@ def _wi_rates(p: DeviceProfile, peak: dict[str, float]) -> tuple[dict[str, float
     return out, src
 
 
+#: classes CPUs have no SIMD instruction for (x86 and Arm vector units do not divide integers): their
+#: peak rate is scalar code already, and scaling it by the FMA's scalar/vector ratio charged an
+#: ``i % n`` in a scalar loop 3.8 ns where PoCL on Zen 3 spends about 1.3 (``s += a[(i + k) % n]``:
+#: 2.0 ns per trip per core, 0.77 without the ``%``; ds6's pa_repeat_reads and cf_triangular_loop
+#: had been 2.3x too slow; tests/test_int_division.py)
+NO_SIMD_CLASSES = frozenset({"int32_div"})
+
+
 def _scalar_rates(p: DeviceProfile, vec: dict[str, float]) -> tuple[dict[str, float], dict[str, str]]:
     """Scalar (not vectorized across work-items) rates of a CPU profile: ``scalar_<class>_gops``
     where measured, else the vectorized rate times the measured scalar/vector ratio of the
@@ -421,6 +429,8 @@ def _scalar_rates(p: DeviceProfile, vec: dict[str, float]) -> tuple[dict[str, fl
         val = p.get(f"scalar_{name}_gops")
         if val:
             out[c], src["scalar " + c] = val * 1e9, "profile"
+        elif c in NO_SIMD_CLASSES:
+            out[c], src["scalar " + c] = r, "the vectorized rate (no SIMD instruction: the peak is scalar code)"
         elif ratio_fma is not None and not c.startswith("bi_"):
             out[c], src["scalar " + c] = r * ratio_fma, "profile (vector rate x scalar/vector ratio of fp32 FMA)"
         else:
