@@ -89,8 +89,8 @@ def fit_stacked_blend(preds: Mapping[str, np.ndarray], true: np.ndarray,
             a, b = names
             cands += [StackedBlend({a: w, b: 1.0 - w}, 0.0, f"geometric_{a}_{w:g}") for w in GEOMETRIC_WEIGHTS]
         if n >= LSQ_ROWS_PER_COEF * (len(names) + 1):
-            w, b = nonneg_least_squares(np.column_stack([logs[m] for m in names]), ly)
-            cands.append(StackedBlend({m: float(c) for m, c in zip(names, w)}, b, "least_squares"))
+            coef, intercept = nonneg_least_squares(np.column_stack([logs[m] for m in names]), ly)
+            cands.append(StackedBlend({m: float(c) for m, c in zip(names, coef)}, intercept, "least_squares"))
     sub = {m: np.asarray(preds[m], dtype=np.float64)[ok] for m in names}
     scores = {c.kind: score_fn(c.combine(sub), y[ok]) if n else float("nan") for c in cands}
 
