@@ -150,19 +150,20 @@ class WalkerBase(ABC):
             key = f"{cls}@{width}"
             self.ops_vec[key] = self.ops_vec.get(key, ZERO) + self.w_item * n
 
-    def op_of(self, cls: str, n: int | Fraction, vals: list[Val], width: int = 1) -> bool:
+    def op_of(self, cls: str, n: int | Fraction, vals: list[Val], width: int = 1) -> int:
         """Count ``n`` operations of class ``cls`` on the values ``vals``, once per entry of the
-        loops they are invariant in (:meth:`hoisted`); returns whether they were hoisted."""
+        loops they are invariant in (:meth:`hoisted`); returns the line of the outermost loop they
+        leave, 0 where they stay."""
         hoist = self.hoisted(vals)
         if hoist is None:
             self.op(cls, n, width)
-            return False
+            return 0
         saved, (self.w_item, self.w_warp) = (self.w_item, self.w_warp), hoist[0]
         try:
             self.op(cls, n, width)
         finally:
             self.w_item, self.w_warp = saved
-        return True
+        return hoist[1]
 
     def branch(self, line: int, kind: str, deps: frozenset[str]) -> None:
         if self.mute:

@@ -107,10 +107,10 @@ class CallWalker(WalkerBase):
             # a floating-point result is a pure function of the arguments: keep it as one, so a
             # call of it is loop-invariant where they are
             value = Val.of(opaque(name, [v.poly for v in vals if v.poly is not None]), value.deps)
-        hoisted = [self.op_of(cls, n, vals, result[1]) for cls, n in b.ops]
-        if any(hoisted):
+        out_of = max((self.op_of(cls, n, vals, result[1]) for cls, n in b.ops), default=0)
+        if out_of:
             # a call of loop-invariant values runs once per entry of the outermost loop it leaves
-            self.note(f"{name} at line {c.location.line}: loop-invariant, hoisted out of a loop")
+            self.note(f"{name} at line {c.location.line}: loop-invariant, hoisted out of the loop at line {out_of}")
         if b.note is not None:
             self.note(b.note)
         return value
