@@ -215,12 +215,10 @@ def test_conditional_store_to_one_address_is_slow_on_this_device(harness, device
     from instrument.runner import TimingPolicy
 
     model = AnalyticalModel(load_profile(ROOT / "calib" / "profiles" / "pocl-local.json"))
-    if model.dev.cond_store_scalar:
-        # PoCL 3.0's wheel on a Zen 3: both kernels scalar (their guarded stores, calib cond); the
-        # flag then cost 1.0-6.5x from one run to the next (the cores taking its line from each
-        # other, or not), which the model does not predict (1.16x)
-        pytest.skip("this device's runtime leaves both kernels scalar, where the flag's cost varies 1-6.5x "
-                    "between runs")
+    # PoCL 3.0's wheel on a Zen 3 leaves both kernels scalar (their guarded stores, calib cond); the
+    # flag then cost 1.0-6.5x from one run to the next (the cores taking its line from each other,
+    # or not), which the model does not predict (1.16x): a known miss, reported as such
+    both_scalar = model.dev.cond_store_scalar
     pol = TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.02, max_repeats=50, max_time_s=2.0)
     n, ls = 1 << 18, 512
     binds = [ArgBinding("f", "buffer", "char", n), ArgBinding("nf", "buffer", "char", n, init="ones"),
@@ -231,12 +229,15 @@ def test_conditional_store_to_one_address_is_slow_on_this_device(harness, device
         assert m.status == "ok", m.reason
         t[name] = m.time.median_us
     ratio_m = t["with_flag"] / t["no_flag"]
-    assert ratio_m > 4, t
     args = [{"name": b.name, "kind": b.kind, "dtype": b.dtype, "count": b.count,
              "value": None if b.value is None else str(b.value)} for b in binds]
     pred = {k: model.predict(pd.DataFrame([{"source": FLAG, "kernel_name": k, "gsize": [n], "lsize": [ls],
                                             "args": args}])).time_us[0] for k in t}
     ratio_p = pred["with_flag"] / pred["no_flag"]
+    if both_scalar and not (ratio_m > 4 and ratio_m / 4 < ratio_p < ratio_m * 4):
+        pytest.xfail(f"known miss where the runtime leaves both kernels scalar: measured {ratio_m:.2f}x, "
+                     f"predicted {ratio_p:.2f}x")
+    assert ratio_m > 4, t
     assert ratio_m / 4 < ratio_p < ratio_m * 4, (ratio_p, ratio_m, pred, t)
 
 
@@ -292,17 +293,18 @@ def test_strided_stores_against_contiguous_on_this_device(harness, device):
     require_pocl_cpu(device)
     assert "stride" not in str(_feats(GATHER, "halves").accesses[-1].stride0)
     dev = AnalyticalModel(load_profile(ROOT / "calib" / "profiles" / "pocl-local.json")).dev
-    if not dev.vectorizable(_feats(GATHER, "pairs"))[0]:
-        # PoCL 3.0's wheel on a Zen 3: both kernels scalar (guarded stores), 'halves' measured 5-11x
-        # slower than 'pairs' (also with h off a 4 KiB multiple), predicted the same: a miss of the
-        # scalar model, unexplained, not of the scatter charge this test is about
-        pytest.skip("this device's runtime leaves both kernels scalar: the scatter charge of vectorized "
-                    "code does not apply")
+    # PoCL 3.0's wheel on a Zen 3 leaves both kernels scalar (guarded stores): 'halves' measured 5-11x
+    # slower than 'pairs' (also with h off a 4 KiB multiple), predicted the same: a miss of the scalar
+    # model, unexplained, reported as such
+    both_scalar = not dev.vectorizable(_feats(GATHER, "pairs"))[0]
     n = 1 << 20
     binds = [ArgBinding("src", "buffer", "float", n), ArgBinding("idx", "buffer", "int", 1),
              ArgBinding("dst", "buffer", "float", n), ArgBinding("h", "scalar", "int", value=n // 2)]
     r = measured_ratio(harness, device, CalibOptions(benches=("launch", "gather")), ("gather_gops",), GATHER,
                        ("pairs", "halves"), n // 2, 256, binds)
+    if both_scalar and not r.within(3):
+        pytest.xfail(f"known miss where the runtime leaves both kernels scalar: measured {r.measured:.2f}x, "
+                     f"predicted {r.predicted:.2f}x")
     assert r.within(3), r
 
 
