@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.kernelcast-installed
 
-.PHONY: demo test lint typecheck opencl clean
+.PHONY: demo test lint typecheck opencl ptx clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,10 +26,22 @@ opencl: $(STAMP)
 	  $(BIN)/python -m kernelcast.opencl_check || \
 	    { echo "no OpenCL device can build kernels; install an OpenCL driver (e.g. pocl-opencl-icd)"; exit 1; }; }
 
-demo: opencl
+# OpenCL C -> PTX for the static PTX features: a clang with the NVPTX back-end; where there is none
+# and apt and root are available, Debian's clang-16 is installed (without one the PTX features are
+# left out and their tests skip)
+ptx: $(STAMP)
+	@$(BIN)/python -c "import sys; from models.static.ptx import find_clang; sys.exit(find_clang() is None)" || { \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian's clang-16 (OpenCL C -> PTX)" && \
+	    { apt-get install -y -qq clang-16 >/dev/null 2>&1 || \
+	      { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq clang-16 >/dev/null 2>&1; } || \
+	      echo "could not install clang-16: the PTX features are left out"; }; \
+	  else echo "no clang with the NVPTX back-end: the PTX features are left out"; fi; }
+
+demo: opencl ptx
 	$(BIN)/kernelcast demo
 
-test: opencl typecheck
+test: opencl ptx typecheck
 	$(BIN)/python -m pytest -q
 
 # the typed seams: hardware, dataset, predictor interface and what every stage shares (and what they import)
