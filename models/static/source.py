@@ -80,6 +80,7 @@ from __future__ import annotations
 
 import keyword
 import sys
+from collections.abc import Iterable
 
 import clang.cindex as ci
 
@@ -197,8 +198,8 @@ def analyze_source(kernel: Kernel, filename: str = "kernel.cl") -> SourceFeature
         private_array_bytes=w.private_bytes,
         ops=_op_strings(w.ops, w),
         ops_warp=_op_strings(w.ops_warp, w),
-        vec_ops=_vec_op_strings(w.ops_vec, w),
-        loopvec_ops=_vec_op_strings(w.ops_loopvec, w),
+        vec_ops=_op_strings(w.ops_vec, w, sorted(w.ops_vec)),
+        loopvec_ops=_op_strings(w.ops_loopvec, w, sorted(w.ops_loopvec)),
         accesses=w.accesses,
         loops=w.loops,
         branches=w.branches,
@@ -223,22 +224,15 @@ def _final(p: Poly, w: _Walker) -> Poly:
     return ZERO  # pragma: no cover
 
 
-def _op_strings(ops: dict[str, Poly], w: _Walker) -> dict[str, str]:
+def _op_strings(ops: dict[str, Poly], w: _Walker, keys: Iterable[str] = OP_CLASSES + BUILTIN_CLASSES + (LIBCALL,)
+                ) -> dict[str, str]:
+    """The printable counts of ``ops`` under ``keys`` (zero counts left out)."""
     out: dict[str, str] = {}
-    for k in OP_CLASSES + BUILTIN_CLASSES + (LIBCALL,):
+    for k in keys:
         p = ops.get(k)
         if p is None or p.is_zero():
             continue
         p = _final(p, w)
-        if not p.is_zero():
-            out[k] = p.to_str()
-    return out
-
-
-def _vec_op_strings(ops: dict[str, Poly], w: _Walker) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for k in sorted(ops):
-        p = _final(ops[k], w)
         if not p.is_zero():
             out[k] = p.to_str()
     return out

@@ -203,7 +203,7 @@ class WalkerBase(ABC):
         enclosing loop, innermost first, while none of ``vals`` was made inside that loop and the
         computation is not under a condition inside it, other than an arm of ``?:`` (computed as
         a select; a call under an ``if`` is not speculated)."""
-        if self.mute or not self.loop_stack:
+        if self.mute or not self.loop_stack or self.loop_stack[-1].body is None:
             return None
         newest = newest_serial(vals)
         if newest is None:

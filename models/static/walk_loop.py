@@ -127,7 +127,7 @@ class LoopWalker(WalkerBase):
         self.loop_stack.append(ctx)
         depth = len(self.loop_stack)
         snap = (dict(self.ops), dict(self.ops_warp), len(self.acc_polys))
-        before = (dict(self.ops), dict(self.ops_vec), len(self.accesses), len(self.branches), len(self.loops))
+        before = (snap[0], dict(self.ops_vec), len(self.accesses), len(self.branches), len(self.loops))
         n_checks = trip if kind == "do" else trip + 1
         if cond is not None:
             with self.scaled(n_checks, n_checks):
