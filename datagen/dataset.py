@@ -35,7 +35,7 @@ columns it lacks (:data:`V2_COLUMNS`) as nulls, so models train and evaluate on 
 Timing columns (harness version 2): ``time_group`` (launches per sample), ``state_reset``
 (``none`` / ``restore`` / ``single`` / ``unchecked``) and ``reset_buffers``, the machine during the
 window (``load_avg_1m``, ``other_cpu_frac``, ``cpu_mhz``), and on re-measured rows
-``remeasure_of`` (the original's key) and ``remeasure_reason`` (``noise`` / ``drift``):
+``remeasure_of`` (the original's key) and ``remeasure_reason`` (``noise`` / ``load`` / ``drift``):
 :func:`read_dataset` keeps one row per configuration (:func:`resolve_remeasured`).
 """
 
@@ -44,11 +44,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import tempfile
 from pathlib import Path
 from typing import Any, TextIO
 
+import numpy as np
 import pandas as pd
 
 from kernelcast.errors import InputError
@@ -342,23 +344,85 @@ def merge_site_counts(df: pd.DataFrame, sidecar: dict[str, str]) -> pd.DataFrame
     return df.assign(site_counts=merged)
 
 
+#: datagen measures a row once more (reason ``load``) when other processes took at least this share
+#: of all CPUs' time while it was measured, and readers prefer the measurement that was not
+#: (:func:`loaded`, :func:`resolve_remeasured`).
+#: Another process's load slows a kernel that uses every core for the whole window, so its CV stays
+#: low and the CV rule misses it: on the 2-core PoCL host, re-measuring ds6 rows while a datagen ran
+#: beside them (other_cpu_frac 0.5-0.85) read them 1.6-1.8x slower at a median CV of 0.05-0.19.
+#: The share is read only for windows of at least 50 ms (:class:`instrument.machine.MachineProbe`).
+REMEASURE_OTHER_CPU = 0.25
+
+
+def loaded(other_cpu_frac: Any) -> bool:
+    """Whether other processes took :data:`REMEASURE_OTHER_CPU` or more of the CPUs during a
+    measurement (False where the share was not read)."""
+    try:
+        f = float(other_cpu_frac)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(f) and f >= REMEASURE_OTHER_CPU
+
+
 def resolve_remeasured(df: pd.DataFrame) -> pd.DataFrame:
     """One row per configuration: of a row and its re-measurements (``remeasure_of`` = its key),
-    a re-measurement for drift if there is one, else the one with the lowest ``time_cv``, under
-    the original ``row_key``."""
+    a re-measurement for drift if there is one, else of those measured while other processes left
+    the CPUs alone (:func:`loaded`; all when none was) the one with the lowest
+    ``time_cv``, under the original ``row_key``."""
+
     if "remeasure_of" not in df.columns or not df["remeasure_of"].notna().any():
         return df
     group = df["remeasure_of"].where(df["remeasure_of"].notna(), df["row_key"])
     cv = df["time_cv"].astype(float).fillna(float("inf")) if "time_cv" in df.columns else pd.Series(0.0, df.index)
     # a re-measurement after a drifted reference check replaces the suspect original outright
     drift = (df["remeasure_reason"] == "drift") if "remeasure_reason" in df.columns else pd.Series(False, df.index)
-    order = pd.DataFrame({"g": group, "d": ~drift, "cv": cv, "r": df["remeasure_of"].notna()}).sort_values(
-        ["g", "d", "cv", "r"], kind="stable")
+    busy = (df["other_cpu_frac"].map(loaded) if "other_cpu_frac" in df.columns
+            else pd.Series(False, df.index)).astype(bool)
+    order = pd.DataFrame({"g": group, "d": ~drift, "busy": busy, "cv": cv, "r": df["remeasure_of"].notna()}
+                         ).sort_values(["g", "d", "busy", "cv", "r"], kind="stable")
     keep = sorted(order.drop_duplicates("g", keep="first").index)
     out = df.loc[keep].copy()
     out["remeasured"] = out["remeasure_of"].notna() | out["row_key"].isin(df["remeasure_of"].dropna())
     out["row_key"] = group.loc[keep]
     return out.reset_index(drop=True)
+
+
+def repeatability(df: pd.DataFrame) -> dict[str, Any]:
+    """How well the dataset reproduces its own measurements: the configurations datagen measured
+    twice (rows with ``remeasure_of``, both ok), of an unresolved frame (``read_dataset(resolve=False)``).
+    Per reason and for all: pairs, median and p90 ``|log2|`` of one measurement over the other, and
+    the mean and median APE of the measurement the readers drop against the one they keep (what a
+    model that predicted the dropped one exactly would score). Biased to the noisy end: a row is
+    measured again because it was noisy, loaded or drifted."""
+    need = {"row_key", "remeasure_of", "status", "time_median_us"}
+    if not need <= set(df.columns) or not df["remeasure_of"].notna().any():
+        return {"pairs": 0}
+    ok = df[(df["status"] == "ok") & df["time_median_us"].notna()]
+    kept = resolve_remeasured(ok).set_index("row_key")["time_median_us"]
+    first = ok[ok["remeasure_of"].isna()].set_index("row_key")["time_median_us"]
+    again = ok[ok["remeasure_of"].notna() & ok["remeasure_of"].isin(first.index)]
+    if again.empty:
+        return {"pairs": 0}
+    a = again["time_median_us"].to_numpy(dtype=float)
+    b = first.loc[again["remeasure_of"]].to_numpy(dtype=float)
+    k = kept.reindex(again["remeasure_of"]).to_numpy(dtype=float)
+    dropped = np.where(np.isclose(k, a), b, a)
+    reasons = again["remeasure_reason"].fillna("-").astype(str).to_numpy() if "remeasure_reason" in again else None
+
+    def figs(sel: np.ndarray) -> dict[str, Any]:
+        q = np.abs(np.log2(a[sel] / b[sel]))
+        ape = np.abs(dropped[sel] / k[sel] - 1.0) * 100.0
+        return {"pairs": int(sel.sum()), "median_abs_log2": float(np.median(q)),
+                "p90_abs_log2": float(np.quantile(q, 0.9)), "mape": float(np.mean(ape)),
+                "median_ape": float(np.median(ape))}
+
+    good = np.isfinite(a) & np.isfinite(b) & np.isfinite(k) & (a > 0) & (b > 0) & (k > 0)
+    if not good.any():
+        return {"pairs": 0}
+    out = figs(good)
+    if reasons is not None:
+        out["by_reason"] = {r: figs(good & (reasons == r)) for r in sorted(set(reasons[good]))}
+    return out
 
 
 def read_manifest(root: str | os.PathLike[str]) -> dict[str, Any]:

@@ -32,7 +32,7 @@ import numpy as np
 
 from datagen.args import SELECTORS, UnsupportedArgument
 from datagen.dataset import DATASET_SCHEMA_VERSION as SCHEMA_VERSION
-from datagen.dataset import DatasetWriter, read_dataset, row_key
+from datagen.dataset import DatasetWriter, loaded, read_dataset, row_key
 from datagen.rebalance import plan_rebalance
 from datagen.sampler import (
     DEFAULT_K,
@@ -63,11 +63,20 @@ REMEASURE_CV = 0.05
 #: ... when measuring it again costs at most this much kernel time (a long kernel's few repeats
 #: under load rarely improve, and would double the run's time: measured in the issue 11 profile)
 REMEASURE_MAX_S = 0.25
+def remeasure_reason(status: str, cv: float | None, kernel_s: float = 0.0, other_cpu_frac: Any = None) -> str | None:
+    """``load`` (other processes busy, :func:`loaded`), ``noise`` (a CV above :data:`REMEASURE_CV`)
+    or None: why a measurement is taken once more at the end of its kernel (only when that costs at
+    most :data:`REMEASURE_MAX_S` of kernel time; the load threshold is
+    :data:`datagen.dataset.REMEASURE_OTHER_CPU`)."""
+    if status != "ok" or kernel_s > REMEASURE_MAX_S:
+        return None
+    if loaded(other_cpu_frac):
+        return "load"
+    return "noise" if cv is not None and not math.isnan(cv) and cv > REMEASURE_CV else None
 
 
-def needs_remeasure(status: str, cv: float | None, kernel_s: float = 0.0) -> bool:
-    return (status == "ok" and cv is not None and not math.isnan(cv) and cv > REMEASURE_CV
-            and kernel_s <= REMEASURE_MAX_S)
+def needs_remeasure(status: str, cv: float | None, kernel_s: float = 0.0, other_cpu_frac: Any = None) -> bool:
+    return remeasure_reason(status, cv, kernel_s, other_cpu_frac) is not None
 
 
 #: the validity race check's global size: at least this many work-items, and this many
@@ -275,7 +284,7 @@ class Generator:
         elif options.args not in KERNEL_SELECTORS:
             raise ValueError(f"unknown argument selection {options.args!r}")
         self.summary = Summary()
-        self._noisy: list[tuple[dict[str, Any], LaunchConfig]] = []
+        self._noisy: list[tuple[dict[str, Any], LaunchConfig, str]] = []
         from datagen.reference import ReferenceCheck
 
         self.ref = ReferenceCheck(every_s=options.reference_every_s)
@@ -402,9 +411,12 @@ class Generator:
         return "ok"
 
     def _remeasure(self, k: Kernel) -> None:
-        """Measure the kernel's noisy rows once more, now that others ran in between; the new row
-        (``remeasure_of`` the first) is journaled like any other, readers keep the lower CV."""
-        self._remeasure_rows([(k, row, cfg) for row, cfg in self._noisy], "noise")
+        """Measure the kernel's noisy rows and those measured under another process's load once
+        more, now that others ran in between; the new row (``remeasure_of`` the first) is journaled
+        like any other, readers keep the unloaded one, then the lower CV
+        (:func:`datagen.dataset.resolve_remeasured`)."""
+        for reason in ("noise", "load"):
+            self._remeasure_rows([(k, row, cfg) for row, cfg, why in self._noisy if why == reason], reason)
         self._noisy = []
 
     def _reference(self, final: bool = False) -> None:
@@ -524,8 +536,10 @@ class Generator:
         self.stored[key] = {c: row[c] for c in ("row_key", "kernel_id", "status", "reason", "time_median_us",
                                                 "lsize", "n_wg", "pass")}
         self.summary.add(m, regime, pass_)
-        if m.time is not None and needs_remeasure(m.status, m.time.cv, sum(m.time.times_us) * m.time.group * 1e-6):
-            self._noisy.append((row, cfg))
+        why = None if m.time is None else remeasure_reason(
+            m.status, m.time.cv, sum(m.time.times_us) * m.time.group * 1e-6, m.machine.get("other_cpu_frac"))
+        if why is not None:
+            self._noisy.append((row, cfg, why))
         if m.status == "ok":
             self._since_check.append((k, row, cfg))
         return row

@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from calib.profile import DeviceProfile
+from datagen.dataset import read_dataset, repeatability
 from datagen.frame import DataError, load_measured_frame
 from kernelcast.columns import decode_args, decode_sizes
 from kernelcast.errors import UsageError
@@ -517,6 +518,23 @@ def few_shot(pred: np.ndarray, true: np.ndarray, kernels: np.ndarray, k: int,
     return out, scored
 
 
+def offset_floor(pred: np.ndarray, true: np.ndarray, kernels: np.ndarray) -> np.ndarray:
+    """Every kernel's predictions times the one factor that fits all of its rows best (the mean of
+    ``log2(true / pred)`` over them): what no per-kernel offset, and so no number of shots, can
+    beat on average; the rest is the model's error in the shape of a kernel's times across its
+    configurations, and the measurements' own noise."""
+    pred = np.asarray(pred, dtype=np.float64)
+    valid = np.isfinite(pred) & (pred > 0) & np.isfinite(true) & (true > 0)
+    out = np.full(len(pred), np.nan)
+    if not valid.any():
+        return out
+    r = np.log2(true[valid] / pred[valid])
+    keys, inv = np.unique(kernels[valid], return_inverse=True)
+    mean = np.bincount(inv, weights=r) / np.bincount(inv)
+    out[valid] = pred[valid] * 2.0 ** mean[inv]
+    return out
+
+
 def conformal_intervals(pred: np.ndarray, true: np.ndarray, folds: np.ndarray, level: float,
                         bins: np.ndarray | None = None, min_bin_rows: int = 30) -> tuple[np.ndarray, np.ndarray]:
     """Cross-conformal intervals ``[pred / 2^q, pred * 2^q]``: for the rows of fold f, ``q`` is the
@@ -697,6 +715,7 @@ def evaluate_dataset(dataset_dir: str | os.PathLike[str], profile: DeviceProfile
                                        progress=progress).metrics)
         ev.metrics["repeats"] = repeat_spread(runs)
     ev.metrics["dataset"] = _identity_of_dataset(root, frame, counts)
+    ev.metrics["dataset"]["repeatability"] = repeatability(read_dataset(root, resolve=False))
     ev.metrics["profile"] = _identity_of_profile(profile, profile_spec)
     return ev
 
@@ -800,6 +819,7 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile, options: Evaluat
                               "problem_groups": basis.problem_groups, "problem_kernels": basis.problem_kernels,
                               "kernels": basis.kernels, "models": {}}
     shots: dict[str, dict[str, Any]] = {}
+    floors: dict[str, dict[str, Any]] = {}
     intervals: dict[str, Any] = {"level": opts.level, "by": opts.interval_by, "method": "cross-conformal |log2 ratio|",
                                  "models": {}}
     out = pd.DataFrame({"row_key": frame["row_key"] if "row_key" in frame.columns else np.arange(len(frame)),
@@ -826,6 +846,7 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile, options: Evaluat
         for k in opts.shots:
             pk, scored = few_shot(p, y, kernel_ids, k, opts.seed, folds)
             shots[m][str(k)] = row_metrics(np.where(scored, pk, np.nan), y, kernel_ids)
+        floors[m] = row_metrics(offset_floor(p, y, kernel_ids), y, kernel_ids)
         intervals["models"][m], lo, hi = interval_figures(p, y, folds, opts.level, bins, opts.min_bin_rows)
         out[f"{m}_us"] = p
         out[f"{m}_lo_us"] = lo
@@ -858,7 +879,7 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile, options: Evaluat
         "models": models,
         "metrics": metrics,
         "tuning": tuning,
-        "few_shot": {"shots": list(opts.shots), "models": shots,
+        "few_shot": {"shots": list(opts.shots), "models": shots, "offset_floor": floors,
                      "correction": "per-kernel log offset shrunk as predict shrinks it (models.fewshot.Offset), "
                                    "prior strength and within-kernel variance from the other folds' residuals",
                      "note": "A per-kernel offset leaves the order of a kernel's configurations, and so the tuning "

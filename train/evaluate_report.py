@@ -253,6 +253,7 @@ def format_summary(m: Mapping[str, Any]) -> str:
         "",
         tuning_note(m),
     ]
+    lines += floor_lines(m)
     if m.get("blend"):
         kinds = [b["kind"] for b in m["blend"]["folds"]]
         lines.append(f"blend: chosen per fold by {m['blend']['criterion']} on inner OOF predictions: "
@@ -268,6 +269,26 @@ def format_summary(m: Mapping[str, Any]) -> str:
                         for p in lc["points"])
         lines.append(f"learning curve ({lc['model']}, median APE by training kernels per fold): {pts}")
     return "\n".join(lines)
+
+
+def floor_lines(m: Mapping[str, Any]) -> list[str]:
+    """What no few-shot correction gets below: each model with the per-kernel offset fitted on all
+    of the kernel's rows, and the dataset's own repeatability (its configurations measured twice)."""
+    lines = []
+    floors = m["few_shot"].get("offset_floor") or {}
+    if floors:
+        figs = ", ".join(f"{name} MAPE {_num(f['mape'])} %, median APE {_num(f['median_ape'])} %"
+                         for name, f in floors.items())
+        lines.append(f"offset floor (each kernel's rows corrected by the one factor that fits them all, which no "
+                     f"number of shots beats on average): {figs}")
+    rep = (m.get("dataset") or {}).get("repeatability") or {}
+    if rep.get("pairs"):
+        reasons = ", ".join(f"{r} {v['pairs']}" for r, v in (rep.get("by_reason") or {}).items())
+        lines.append(f"repeatability: {rep['pairs']} configurations the dataset measured twice ({reasons}): the "
+                     f"measurement it dropped against the one it kept MAPE {_num(rep['mape'])} %, median APE "
+                     f"{_num(rep['median_ape'])} %, median |log2| {_num(rep['median_abs_log2'])}, p90 "
+                     f"{_num(rep['p90_abs_log2'])} (rows measured again were noisy, loaded or drifted)")
+    return lines
 
 
 def repeat_lines(rep: Mapping[str, Any] | None) -> list[str]:
@@ -360,6 +381,9 @@ def format_report(m: Mapping[str, Any], figures: Sequence[tuple[str, str]] = ())
             r.append(f"{_num(s['median_ape'])} / {_num(s['mape'])} / {_num(s['within_2x_pct'])} ({s['rows']})")
         rows.append(r)
     lines += [_md_table(rows, header), ""]
+    fl = floor_lines(m)
+    if fl:
+        lines += [f"- {x}" for x in fl] + [""]
     if m.get("blend"):
         lines += ["## Blend (stacking)", "",
                   f"Per outer fold, chosen by {m['blend']['criterion']} on the OOF predictions of an inner "
