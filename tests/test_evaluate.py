@@ -36,6 +36,7 @@ from train.evaluate import (
     conformal_intervals,
     few_shot,
     fit_stacked_blend,
+    offset_floor,
     parse_models,
     parse_shots,
     row_folds,
@@ -258,6 +259,43 @@ def test_few_shot_offset_is_the_mean_log_ratio():
     assert p2[i] == pytest.approx(expect)
 
 
+def test_offset_floor_removes_each_kernels_constant_factor_and_nothing_else():
+    kern = np.array(["a"] * 3 + ["b"] * 2)
+    true = np.array([1.0, 2.0, 4.0, 10.0, 10.0])
+    pred = np.array([2.0, 4.0, 8.0, 5.0, 20.0])          # a: 2x high throughout; b: 0.5x and 2x
+    fl = offset_floor(pred, true, kern)
+    np.testing.assert_allclose(fl[:3], true[:3])          # a constant factor: the floor is exact
+    np.testing.assert_allclose(fl[3:], [5.0, 20.0])       # b's mean log ratio is 0: its shape error stays
+    assert np.isnan(offset_floor(np.array([np.nan, 1.0]), np.array([1.0, 1.0]), np.array(["a", "a"]))[0])
+    # no number of shots beats it on a kernel whose rows all share one factor but for one
+    rng = np.random.default_rng(0)
+    kern = np.repeat(np.arange(40).astype(str), 6)
+    true = rng.uniform(1, 100, len(kern))
+    pred = true * 2.0 ** (rng.normal(0, 1, 40).repeat(6) + rng.normal(0, 0.3, len(kern)))
+    fl = offset_floor(pred, true, kern)
+    p3, scored = few_shot(pred, true, kern, 3, seed=1)
+    assert np.mean(np.abs(np.log2(fl / true))) < np.mean(np.abs(np.log2(p3[scored] / true[scored])))
+
+
+def test_repeatability_pairs_the_configurations_measured_twice():
+    from datagen.dataset import repeatability
+
+    raw = pd.DataFrame({
+        "row_key": ["a", "a~n1", "b", "b~l1", "c"],
+        "status": ["ok"] * 5,
+        "time_median_us": [100.0, 200.0, 50.0, 50.0, 10.0],
+        "time_cv": [0.30, 0.02, 0.01, 0.01, 0.01],
+        "remeasure_of": [None, "a", None, "b", None],
+        "remeasure_reason": [None, "noise", None, "load", None],
+        "other_cpu_frac": [None, None, 0.6, 0.0, None],
+    })
+    r = repeatability(raw)
+    assert r["pairs"] == 2 and r["by_reason"]["noise"]["pairs"] == 1 and r["by_reason"]["load"]["pairs"] == 1
+    # a: the re-measurement (lower CV) is kept, the dropped 100 against it is 50 % off; b: equal
+    assert r["mape"] == pytest.approx(25.0) and r["median_abs_log2"] == pytest.approx(0.5)
+    assert repeatability(raw[raw["remeasure_of"].isna()]) == {"pairs": 0}
+
+
 def test_few_shot_with_folds_shrinks_with_the_other_folds_residuals():
     """Kernel a (fold 0) is off by 8x on each row. Fold 1 holds kernels b [0, 2] and c [2, 4]
     (log2 residuals): within-kernel variance 4 / (4 - 2) = 2, kernel means 1, 3 have variance 2,
@@ -369,6 +407,9 @@ def test_evaluate_end_to_end(tiny_dataset, tmp_path, capsys):
     a = m["metrics"]["analytical"]
     assert a["rows"] == m["rows"] and a["median_ape"] is not None and 0 <= a["within_2x_pct"] <= 100
     assert set(m["few_shot"]["models"]["analytical"]) == {"0", "1", "3"}
+    floor = m["few_shot"]["offset_floor"]["analytical"]
+    assert floor["rows"] == m["rows"] and floor["median_ape"] is not None
+    assert "offset floor" in printed and "pairs" in m["dataset"]["repeatability"]
     assert m["intervals"]["models"]["blend"]["coverage_pct"] is not None
     oof = pd.read_parquet(out / "oof.parquet")
     assert len(oof) == m["rows"] and {"analytical_us", "blend_lo_us", "blend_hi_us", "fold"} <= set(oof.columns)
