@@ -1,6 +1,8 @@
 """The isolated harness: every kernel runs in a worker process the caller can lose.
 
-A segfault or abort inside the driver kills only the worker (status ``crash``, with the signal);
+A segfault or abort inside the driver kills only the worker (status ``crash``, with the signal and
+the last line the worker wrote to stderr, e.g. glibc's ``free(): invalid next size``: the worker's
+stderr goes to a file of its own, not to the caller's terminal);
 a kernel that runs past the timeout gets its worker killed (status ``timeout``). The next
 :meth:`Harness.run` starts a fresh worker, so the caller carries on. Builds are cached inside the
 worker and on disk, so a replaced worker does not recompile.
@@ -12,6 +14,7 @@ import logging
 import multiprocessing as mp
 import os
 import signal
+import tempfile
 import time
 import traceback
 from dataclasses import asdict
@@ -39,13 +42,26 @@ def _signal_name(num: int) -> str:
         return f"signal {num}"
 
 
+def _redirect_stderr(path: str) -> None:
+    """Send this process's stderr (file descriptor 2: Python, the driver and glibc's fatal
+    messages, which otherwise go to the terminal) to ``path``."""
+    os.environ["LIBC_FATAL_STDERR_"] = "1"     # glibc writes heap-corruption aborts to /dev/tty otherwise
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
 def _worker_main(conn: Connection, device: dict[str, Any], meter_spec: str, meter_options: dict[str, Any],
-                 lifeline: tuple[int, float] | None = None) -> None:
+                 lifeline: tuple[int, float] | None = None, stderr_path: str | None = None) -> None:
     """Worker process: open the device and meter once, then serve jobs until told to stop.
 
     ``lifeline``: (parent pid, seconds one job may take at most): the worker dies with its parent
-    and ends itself past that deadline (:mod:`instrument.lifeline`)."""
+    and ends itself past that deadline (:mod:`instrument.lifeline`). ``stderr_path``: the file its
+    stderr goes to (:func:`_redirect_stderr`)."""
     from instrument.lifeline import arm_deadline, bind_to_parent
+
+    if stderr_path:
+        _redirect_stderr(stderr_path)
 
     job_deadline_s = 0.0
     if lifeline is not None:
@@ -109,15 +125,18 @@ class Harness:
         self.restarts = 0
         self._proc: BaseProcess | None = None
         self._conn: Connection | None = None
+        self._stderr_path: str | None = None
         self._ctx = mp.get_context("spawn")
 
     # -- worker life cycle ----------------------------------------------------------------
 
     def _start(self) -> None:
         parent, child = self._ctx.Pipe()
+        fd, self._stderr_path = tempfile.mkstemp(prefix="kernelcast-worker-", suffix=".stderr")
+        os.close(fd)
         proc = self._ctx.Process(
             target=_worker_main, args=(child, self.device.to_dict(), self.meter_spec, self.meter_options,
-                                       (os.getpid(), self._job_deadline_s())),
+                                       (os.getpid(), self._job_deadline_s()), self._stderr_path),
             daemon=True, name="kernelcast-worker",
         )
         proc.start()
@@ -125,14 +144,18 @@ class Harness:
         if not parent.poll(self.start_timeout_s):
             proc.kill()
             proc.join()
+            self._drop_stderr()
             raise HarnessError(f"worker did not start within {self.start_timeout_s:.0f} s")
         try:
             kind, payload = parent.recv()
         except EOFError:
             proc.join()
-            raise HarnessError(f"worker died while starting ({self._exit_reason(proc)})") from None
+            why = self._crash_reason(proc)
+            self._drop_stderr()
+            raise HarnessError(f"worker died while starting ({why})") from None
         if kind == "fatal":
             proc.join()
+            self._drop_stderr()
             raise HarnessError(f"worker could not start: {payload}")
         self.meter_name = payload
         self._proc, self._conn = proc, parent
@@ -148,10 +171,41 @@ class Harness:
         self._stop_worker(kill=True)
         self.restarts += 1
 
+    def _stderr_tail(self, max_chars: int = 200) -> str:
+        """The last line the worker wrote to its stderr ("" when none)."""
+        if not self._stderr_path:
+            return ""
+        try:
+            with open(self._stderr_path, "rb") as f:
+                f.seek(max(0, os.path.getsize(self._stderr_path) - 4096))
+                lines = [ln.strip() for ln in f.read().decode("utf-8", "replace").splitlines() if ln.strip()]
+        except OSError:
+            return ""
+        return lines[-1][:max_chars] if lines else ""
+
+    def _crash_reason(self, proc: BaseProcess, doing: str = "") -> str:
+        """``killed by SIGABRT (signal 6) while running: free(): invalid next size (normal)``."""
+        reason = self._exit_reason(proc) + (f" while {doing}" if doing else "")
+        tail = self._stderr_tail()
+        return f"{reason}: {tail}" if tail else reason
+
+    def _drop_stderr(self) -> None:
+        path, self._stderr_path = self._stderr_path, None
+        if not path:
+            return
+        try:
+            if os.path.getsize(path):
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    log.debug("worker stderr:\n%s", f.read(65536))
+            os.unlink(path)
+        except OSError:
+            pass
+
     def _stop_worker(self, kill: bool) -> None:
         proc, conn = self._proc, self._conn
         self._proc = self._conn = None
         if proc is None or conn is None:
+            self._drop_stderr()
             return
         if kill:
             proc.kill()
@@ -165,6 +219,7 @@ class Harness:
                 proc.kill()
         proc.join()
         conn.close()
+        self._drop_stderr()
 
     @staticmethod
     def _exit_reason(proc: BaseProcess) -> str:
@@ -209,7 +264,7 @@ class Harness:
         try:
             conn.send((kernel, config, policy, want_outputs, readback or [], arrays or {}))
         except (OSError, BrokenPipeError):
-            reason = f"worker gone before the job ({self._exit_reason(proc)})"
+            reason = f"worker gone before the job ({self._crash_reason(proc)})"
             self._lose_worker()
             return self._fault(kernel, config, "crash", reason, t0)
         deadline = time.perf_counter() + self.build_timeout_s
@@ -230,7 +285,7 @@ class Harness:
                 if not proc.is_alive():
                     proc.join()
                     doing = "building" if phase == "build" else "running"
-                    reason = f"worker {self._exit_reason(proc)} while {doing}"
+                    reason = f"worker {self._crash_reason(proc, doing)}"
                     self._lose_worker()
                     return self._fault(kernel, config, "crash", reason, t0)
                 continue
@@ -238,7 +293,7 @@ class Harness:
                 kind, payload = conn.recv()
             except (EOFError, OSError):
                 proc.join(5)
-                reason = f"worker {self._exit_reason(proc)} while {'building' if phase == 'build' else 'running'}"
+                reason = f"worker {self._crash_reason(proc, 'building' if phase == 'build' else 'running')}"
                 self._lose_worker()
                 return self._fault(kernel, config, "crash", reason, t0)
             if kind == "phase":

@@ -136,6 +136,24 @@ def test_crash_and_timeout_replace_the_worker(device):
         assert h.restarts == 2
 
 
+def test_worker_stderr_goes_to_its_file_not_the_terminal(tmp_path):
+    """What a crashing worker writes (glibc's heap-corruption abort here) lands in its stderr file,
+    where the harness reads the crash's reason, and nothing reaches the caller's terminal."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "worker.stderr"
+    code = ("import ctypes, sys; from instrument.harness import _redirect_stderr; "
+            f"_redirect_stderr({str(path)!r}); sys.stderr.write('from python\\n'); sys.stderr.flush(); "
+            "libc = ctypes.CDLL(None); libc.malloc.restype = ctypes.c_void_p; libc.free.argtypes = [ctypes.c_void_p]; "
+            "p = libc.malloc(64); libc.free(p + 8)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       cwd=str(__import__("pathlib").Path(__file__).resolve().parents[1]))
+    assert r.returncode != 0 and r.stderr == "" and r.stdout == ""
+    text = path.read_text()
+    assert "from python" in text and "invalid pointer" in text, text
+
+
 def test_build_cache_memory_and_disk(device, tmp_path):
     from instrument.backends import backend_for
 
