@@ -347,9 +347,10 @@ def merge_site_counts(df: pd.DataFrame, sidecar: dict[str, str]) -> pd.DataFrame
 #: datagen measures a row once more (reason ``load``) when other processes took at least this share
 #: of all CPUs' time while it was measured, and readers prefer the measurement that was not
 #: (:func:`loaded`, :func:`resolve_remeasured`).
-#: Another process's load slows a kernel that uses every core for the whole window, so its CV stays
-#: low and the CV rule misses it: on the 2-core PoCL host, re-measuring ds6 rows while a datagen ran
-#: beside them (other_cpu_frac 0.5-0.85) read them 1.6-1.8x slower at a median CV of 0.05-0.19.
+#: Another process's load slows a kernel that uses every core for the whole window, so its CV can
+#: stay low and the CV rule misses it: on the 2-core PoCL host, ds6 rows of 10 us or more measured
+#: again beside a running datagen read 1.5-1.8x slower (median), and that datagen's own rows,
+#: measured while other processes took 50-85 % of the CPUs, had a median CV of 0.05-0.19.
 #: The share is read only for windows of at least 50 ms (:class:`instrument.machine.MachineProbe`).
 REMEASURE_OTHER_CPU = 0.25
 
@@ -369,7 +370,6 @@ def resolve_remeasured(df: pd.DataFrame) -> pd.DataFrame:
     a re-measurement for drift if there is one, else of those measured while other processes left
     the CPUs alone (:func:`loaded`; all when none was) the one with the lowest
     ``time_cv``, under the original ``row_key``."""
-
     if "remeasure_of" not in df.columns or not df["remeasure_of"].notna().any():
         return df
     group = df["remeasure_of"].where(df["remeasure_of"].notna(), df["row_key"])

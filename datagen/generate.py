@@ -63,6 +63,8 @@ REMEASURE_CV = 0.05
 #: ... when measuring it again costs at most this much kernel time (a long kernel's few repeats
 #: under load rarely improve, and would double the run's time: measured in the issue 11 profile)
 REMEASURE_MAX_S = 0.25
+
+
 def remeasure_reason(status: str, cv: float | None, kernel_s: float = 0.0, other_cpu_frac: Any = None) -> str | None:
     """``load`` (other processes busy, :func:`loaded`), ``noise`` (a CV above :data:`REMEASURE_CV`)
     or None: why a measurement is taken once more at the end of its kernel (only when that costs at
@@ -238,7 +240,7 @@ class Summary:
             + ", ".join(f"{k}: {v}" for k, v in sorted(self.kernel_status.items())) + ")",
             f"rows: {self.rows_new} new, {self.rows_resumed} already stored, {self.skipped} skipped (pruned)"
             + (f", {self.duplicates} duplicate configuration(s) sampled" if self.duplicates else "")
-            + f", {self.remeasured} re-measured (noisy or drifted), reference checks {self.reference_checks} "
+            + f", {self.remeasured} re-measured (noisy, loaded or drifted), reference checks {self.reference_checks} "
             f"({self.reference_drifted} drifted)",
             "rows by status: " + ", ".join(f"{k}: {v}" for k, v in sorted(self.status.items())),
         ]
