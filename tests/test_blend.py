@@ -88,6 +88,22 @@ def test_least_squares_weights_are_never_negative():
     assert (w2[0], w2[1], b2) == pytest.approx((0.3, 0.6, 2.0), abs=1e-9)
 
 
+def test_models_the_groups_cannot_tell_apart_are_hedged():
+    """Two models with errors of the same size but independent signs, group by group: neither beats
+    the other beyond the standard errors, so the geometric mean replaces the better-scoring one.
+    Where one model is better in every group it is kept."""
+    rng = np.random.default_rng(5)
+    groups = np.repeat(np.arange(10), 12)
+    y = 2.0 ** rng.uniform(0, 10, len(groups))
+    ea, eb = rng.normal(0.0, 0.6, size=(2, len(groups)))
+    a, b = y * 2.0 ** ea, y * 2.0 ** eb
+    hedged = fit_stacked_blend({"a": a, "b": b}, y, groups=groups)
+    assert hedged.kind == "geometric_mean", hedged.scores
+    assert fit_stacked_blend({"a": a, "b": b}, y).kind not in ("a", "b")      # without groups: by score
+    clear = fit_stacked_blend({"a": a, "b": y * 2.0 ** (3 * eb)}, y, groups=groups)
+    assert clear.kind == "a"
+
+
 def test_a_weighted_geometric_mean_is_a_candidate():
     """Measured = analytical**0.25 x learned**0.75 exactly, with too few rows for least squares:
     the weighted geometric-mean candidate reproduces it (score 0) and is chosen."""
