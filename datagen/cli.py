@@ -269,7 +269,7 @@ def check_resumable(out: Path) -> None:
 
 
 def cmd_dataset(args: argparse.Namespace) -> int:
-    from datagen.dataset import read_dataset, read_manifest
+    from datagen.dataset import read_dataset, read_manifest, resolve_remeasured
     from datagen.report import plot_rebalance, summarize
     from kernelcast.options import check_in_dir, check_out_file
 
@@ -277,11 +277,12 @@ def cmd_dataset(args: argparse.Namespace) -> int:
     if args.plot_iqr:
         check_out_file(args.plot_out, "--plot-out")
     try:
-        df = read_dataset(args.dataset)
+        raw = read_dataset(args.dataset, resolve=False)
         manifest = read_manifest(args.dataset)
     except FileNotFoundError as e:
         raise UsageError(str(e)) from None
-    info = summarize(df, manifest)
+    df = resolve_remeasured(raw)
+    info = summarize(df, manifest, raw=raw)
     if args.json:
         print(to_json(info))
     else:

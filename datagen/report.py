@@ -28,8 +28,9 @@ def _dist(s: pd.Series) -> dict[str, float]:
             "max": float(s.max())}
 
 
-def summarize(df: pd.DataFrame, manifest: dict[str, Any]) -> dict[str, Any]:
-    """Counts and distributions of a dataset, and a text rendering of them."""
+def summarize(df: pd.DataFrame, manifest: dict[str, Any], raw: pd.DataFrame | None = None) -> dict[str, Any]:
+    """Counts and distributions of a dataset, and a text rendering of them; with ``raw`` (the rows
+    before re-measurements are resolved) also its repeatability (:func:`datagen.dataset.repeatability`)."""
     if df.empty:
         return {"rows": 0, "text": "empty dataset"}
     valid = df[df["pass"] == "validity"]
@@ -66,6 +67,15 @@ def summarize(df: pd.DataFrame, manifest: dict[str, Any]) -> dict[str, Any]:
         lines.append(f"harness overhead: {info['harness_overhead_ratio']:.2f}x summed kernel time")
     if info.get("rows_per_hour_span"):
         lines.append(f"rate: {info['rows_per_hour_span']:.0f} rows/hour (first to last row)")
+    if raw is not None:
+        from datagen.dataset import repeatability
+
+        rep = info["repeatability"] = repeatability(raw)
+        if rep.get("pairs"):
+            reasons = ", ".join(f"{r} {v['pairs']}" for r, v in (rep.get("by_reason") or {}).items())
+            lines.append(f"measured twice: {rep['pairs']} configurations ({reasons}); the dropped measurement "
+                         f"against the kept one: MAPE {rep['mape']:.1f} %, median APE {rep['median_ape']:.1f} %, "
+                         f"median |log2| {rep['median_abs_log2']:.3f}")
     for name, d in [*(("regime " + r, v) for r, v in info["time_by_regime"].items()),
                     ("before IQR", info["time_before_iqr"]), ("after IQR", info["time_after_iqr"])]:
         if d.get("n"):

@@ -138,6 +138,12 @@ def test_datagen_measures_again_what_another_process_slowed(tmp_path, device):
     again = raw[raw["remeasure_reason"] == "load"]
     assert len(again) >= 1 and set(again["remeasure_of"]) <= set(first["row_key"])
     assert len(read_dataset(tmp_path / "ds")) == 2
+    from datagen.dataset import read_manifest
+    from datagen.report import summarize
+
+    info = summarize(read_dataset(tmp_path / "ds"), read_manifest(tmp_path / "ds"), raw=raw)
+    assert info["repeatability"]["by_reason"]["load"]["pairs"] == len(again)
+    assert "measured twice" in info["text"]
 
 
 def _m(med: float) -> Measurement:
