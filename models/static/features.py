@@ -129,7 +129,7 @@ class LoopInfo:
     kind: str                # for / while / do
     var: str | None          # induction variable
     trip: str                # trip count (expression; averaged over work-items)
-    trip_kind: str           # affine / geometric / data_dependent / unknown
+    trip_kind: str           # affine / geometric / data_dependent / unknown / dead / closed_form
     depth: int               # nesting depth, 1 = outermost
     data_dependent: bool = False
     divergent: bool = False  # trip count differs between work-items

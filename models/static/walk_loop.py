@@ -72,16 +72,21 @@ class LoopWalker(WalkerBase):
             # the trips per entry are data (or beyond the analysis): a site a run can measure
             trip = self.site("loop", c, None, f"{trip_kind} trip count: avg_trip assumed") or AVG_TRIP
         why_dead = self.dead_loops.get(loop_key(c))
-        if why_dead and trip_kind in ("affine", "geometric"):
+        closed = ""
+        if why_dead and trip_kind in ("affine", "geometric") and "closed form" in why_dead:
+            # the compiler computes the loop's results by a formula (models.static.deadcode): what
+            # is left is about one trip, the hoisted loop-invariant values and the formula
+            closed = f"computed in closed form by the compiler: {why_dead} (static trip {trip.to_str()})"
+            if not self.mute:
+                self.note(f"loop at line {line} counted once: {closed}")
+        elif why_dead and trip_kind in ("affine", "geometric"):
             # the compiler deletes a finite loop without effects (models.static.deadcode)
             self._leave_loop(carried, {}, True, trip)
             if not self.mute:
-                what = "computed in closed form by the compiler" if "closed form" in why_dead else \
-                    "dead code, removed by the compiler"
-                self.note(f"loop at line {line} not counted: {what} ({why_dead})")
+                self.note(f"loop at line {line} not counted: dead code, removed by the compiler ({why_dead})")
                 self.loops.append(LoopInfo(
                     line=line, kind=kind, var=var_name, trip="0", trip_kind="dead", depth=len(self.loop_stack) + 1,
-                    assumed=f"{what}: {why_dead} (static trip {trip.to_str()})"))
+                    assumed=f"dead code, removed by the compiler: {why_dead} (static trip {trip.to_str()})"))
             return
         if kind == "do":
             trip = p_max(ONE, trip)
@@ -91,7 +96,7 @@ class LoopWalker(WalkerBase):
         it = Poly.atom(it_atom)
         post = self._induction_values(cands, entry_vars, loop_atoms, ind_key, ind_val, trip_kind, it)
         assumed = "" if trip_kind in ("affine", "geometric") else f"{trip_kind} trip count: avg_trip assumed"
-        if trip_kind != "geometric":
+        if trip_kind != "geometric" and not closed:
             bounds, data_break = self._break_bounds(body, it_atom, loop_atoms, lid)
             with self.muted():
                 data_cond = early and cond is not None and DATA in self.ev(cond).deps
@@ -128,7 +133,8 @@ class LoopWalker(WalkerBase):
         depth = len(self.loop_stack)
         snap = (dict(self.ops), dict(self.ops_warp), len(self.acc_polys))
         before = (snap[0], dict(self.ops_vec), len(self.accesses), len(self.branches), len(self.loops))
-        n_checks = trip if kind == "do" else trip + 1
+        walk_trip = ONE if closed else trip      # the weight of one pass over the body
+        n_checks = walk_trip if kind == "do" or closed else trip + 1
         if cond is not None:
             with self.scaled(n_checks, n_checks):
                 self.ev(cond)
@@ -136,21 +142,23 @@ class LoopWalker(WalkerBase):
         else:
             with self.scaled(n_checks, n_checks):
                 self.op("branch")
-        with self.scaled(trip, trip):
+        with self.scaled(walk_trip, walk_trip):
             if trip_kind != "geometric":
                 ctx.body = (self.w_item, self.w_warp)
             self.walk_stmt(body)
             if inc is not None:
                 self.ev(inc)
         self.loop_stack.pop()
-        if not self.mute and trip_kind == "affine" and not early and not ctx.has_break and \
+        if not self.mute and trip_kind == "affine" and not closed and not early and not ctx.has_break and \
                 reduction_only([body], set(carried) - {ind_key}):
             self._record_vectorizable_loop(before, lid, carried, ind_key)
-        if trip_kind == "geometric" and lid in self.geo_params and ind_val is not None:
+        if trip_kind == "geometric" and not closed and lid in self.geo_params and ind_val is not None:
             self.integrate(snap, ind_val(it).poly, trip, *self.geo_params[lid])
         self._leave_loop(carried, post, ctx.has_break, trip)
         if not assumed and (early or ctx.has_break):
             assumed = "upper bound: the loop can exit earlier on a condition the analysis does not bound"
+        if closed:
+            assumed, trip, trip_kind = closed, ONE, "closed_form"
         if not self.mute:
             self.loops.append(LoopInfo(
                 line=line, kind=kind, var=var_name, trip=trip.to_str(), trip_kind=trip_kind, depth=depth,
