@@ -26,7 +26,7 @@ import clang.cindex as ci
 from kernelcast.sites import site_symbol
 from models.static.affine import deriv
 from models.static.expr import DATA, VAR, WI, Atom, Poly
-from models.static.features import Access, BranchInfo, LoopInfo, SiteInfo
+from models.static.features import BUILTIN_CLASSES, Access, BranchInfo, LoopInfo, SiteInfo
 from models.static.values import ONE, ZERO, MemRef, Ptr, Val, retype_ptr
 
 TK = ci.TypeKind
@@ -141,12 +141,13 @@ class WalkerBase(ABC):
 
     def op(self, cls: str, n: int | Fraction = 1, width: int = 1) -> None:
         """Count ``n`` operations (lanes) of class ``cls``; ``width`` > 1: they operate on vector
-        values of that many components (recorded apart in :attr:`ops_vec`)."""
+        values of that many components (recorded apart in :attr:`ops_vec`, arithmetic and the
+        builtin families: a vector math library evaluates ``pow(float4)`` as one call)."""
         if self.mute or not n:
             return
         self.ops[cls] = self.ops.get(cls, ZERO) + self.w_item * n
         self.ops_warp[cls] = self.ops_warp.get(cls, ZERO) + self.w_warp * n
-        if width > 1 and cls in VECTOR_OP_CLASSES:
+        if width > 1 and (cls in VECTOR_OP_CLASSES or cls in BUILTIN_CLASSES):
             key = f"{cls}@{width}"
             self.ops_vec[key] = self.ops_vec.get(key, ZERO) + self.w_item * n
 
