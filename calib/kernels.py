@@ -138,13 +138,15 @@ OP_CLASSES: dict[str, OpClass] = {c.name: c for c in (
             description="fp32 hypot (one multiply per update)"),
     OpClass("cbrt", "float", "{a} = cbrt({a} + s);", 1, "1.0f + 0.01f * {k}", 0.5, 0.0,
             description="fp32 cbrt (one add per update)"),
+    OpClass("fmod", "float", "{a} = fmod({a} + s, t);", 1, "1.0f + 0.01f * {k}", 0.7, 2.5,
+            description="fp32 fmod, also remainder and remquo (one add per update)"),
     OpClass("rint", "float", "{a} = rint({a} * s) * t;", 1, "1.0f + {k}", 3.0, 1 / 3.0,
             description="fp32 rint, the rounding of convert_<int type>_rte/_rtn/_rtp (two multiplies per update)"),
 )}
 #: the builtin-family classes (``peak_<class>_gops`` and ``scalar_<class>_gops``)
 BUILTIN_OP_CLASSES = ("sin", "exp", "sqrt", "log", "pow", "tanh", "erf", "atan", "rsqrt", "native_sin",
                       "native_exp", "native_sqrt", "native_log", "native_rsqrt", "native_divide", "native_powr",
-                      "half_exp", "half_sin", "half_sqrt", "hypot", "cbrt", "rint")
+                      "half_exp", "half_sin", "half_sqrt", "hypot", "cbrt", "rint", "fmod")
 
 _FP64_PRAGMA = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
 _OP_NAME_RE = re.compile(r"^kc_(?:op_(?P<cls>[a-z0-9_]+?)|busy)_w(?P<w>\d+)k(?P<k>\d+)$")

@@ -76,7 +76,7 @@ OP_CLASSES = (
 #: builtin families with their own rates (:data:`models.static.clbuiltins.FAMILY`); a call counts in
 #: ``sfu`` (all special functions together) and in ``bi_<variant><family>``
 BUILTIN_FAMILIES = ("exp", "log", "sin", "atan", "pow", "tanh", "sqrt", "rsqrt", "erf", "divide", "hypot", "rint",
-                    "cbrt")
+                    "cbrt", "fmod")
 BUILTIN_CLASSES = tuple(f"bi_{v}{f}" for v in ("", "native_", "half_") for f in BUILTIN_FAMILIES)
 #: calls of the runtime's other math, common, integer, geometric and relational builtins (``fmax``,
 #: ``clamp``, ``fabs``, ``fma``, ``mad24``, ``add_sat``, ``dot``, ``isnan``...), per vector component:
