@@ -31,6 +31,10 @@ from kernelcast.schema import Kernel, LaunchConfig, Measurement, MeterName, Stat
 log = logging.getLogger(__name__)
 
 
+#: a worker's stderr file is emptied before a job once it is larger than this
+STDERR_MAX_BYTES = 1 << 20
+
+
 class HarnessError(RuntimeError):
     """The worker could not start at all (no device, meter that cannot open...)."""
 
@@ -46,7 +50,7 @@ def _redirect_stderr(path: str) -> None:
     """Send this process's stderr (file descriptor 2: Python, the driver and glibc's fatal
     messages, which otherwise go to the terminal) to ``path``."""
     os.environ["LIBC_FATAL_STDERR_"] = "1"     # glibc writes heap-corruption aborts to /dev/tty otherwise
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)   # append: the parent may truncate it
     os.dup2(fd, 2)
     os.close(fd)
 
@@ -171,6 +175,15 @@ class Harness:
         self._stop_worker(kill=True)
         self.restarts += 1
 
+    def _bound_stderr(self) -> None:
+        """Empty the worker's stderr file once it holds more than :data:`STDERR_MAX_BYTES` (a
+        long run of a chatty driver); the worker appends, so it carries on at the new end."""
+        try:
+            if self._stderr_path and os.path.getsize(self._stderr_path) > STDERR_MAX_BYTES:
+                os.truncate(self._stderr_path, 0)
+        except OSError:
+            pass
+
     def _stderr_tail(self, max_chars: int = 200) -> str:
         """The last line the worker wrote to its stderr ("" when none)."""
         if not self._stderr_path:
@@ -260,6 +273,7 @@ class Harness:
             self._start()
         proc, conn = self._proc, self._conn
         assert proc is not None and conn is not None
+        self._bound_stderr()
         t0 = time.perf_counter()
         try:
             conn.send((kernel, config, policy, want_outputs, readback or [], arrays or {}))

@@ -146,12 +146,26 @@ def test_worker_stderr_goes_to_its_file_not_the_terminal(tmp_path):
     code = ("import ctypes, sys; from instrument.harness import _redirect_stderr; "
             f"_redirect_stderr({str(path)!r}); sys.stderr.write('from python\\n'); sys.stderr.flush(); "
             "libc = ctypes.CDLL(None); libc.malloc.restype = ctypes.c_void_p; libc.free.argtypes = [ctypes.c_void_p]; "
-            "p = libc.malloc(64); libc.free(p + 8)")
+            "p = libc.malloc(64); libc.free(p); libc.free(p)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                        cwd=str(__import__("pathlib").Path(__file__).resolve().parents[1]))
     assert r.returncode != 0 and r.stderr == "" and r.stdout == ""
     text = path.read_text()
-    assert "from python" in text and "invalid pointer" in text, text
+    assert "from python" in text and "double free" in text, text
+
+
+def test_a_chatty_workers_stderr_file_stays_bounded(device, tmp_path):
+    from instrument.harness import STDERR_MAX_BYTES, Harness
+
+    h = Harness(device, meter="none")
+    path = tmp_path / "w.stderr"
+    path.write_bytes(b"x" * (STDERR_MAX_BYTES + 1))
+    h._stderr_path = str(path)
+    h._bound_stderr()
+    assert path.stat().st_size == 0
+    path.write_bytes(b"warning\n")
+    h._bound_stderr()
+    assert path.read_bytes() == b"warning\n" and h._stderr_tail() == "warning"
 
 
 def test_build_cache_memory_and_disk(device, tmp_path):
