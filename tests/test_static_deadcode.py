@@ -33,6 +33,21 @@ BOTH_SIDES = """__kernel void both(__global const float* a, __global float* out,
   if ((i & 1) == 0) { val = a[i]; } else { val = 2.0f * a[i]; }
   out[i] = val;
 }"""
+# the same through a helper function without effects (the synthetic reductions: 2^11-2^12x too slow)
+THROUGH_HELPER = """float mix2(float a, float b) { float t = a * b; return t + a; }
+__kernel void helper(__global const float* a, __global float* out, int iters) {
+  int i = get_global_id(0);
+  float s = 0.0f;
+  for (int k = 0; k < iters; k++) { s += sin(a[(i + k) % 64]); }
+  float val = mix2(a[i] + s, s);
+  if ((i & 1) == 0) { val = a[i]; } else { val = 2.0f * a[i]; }
+  out[i] = val;
+}"""
+# ... but a helper that stores keeps the loop
+HELPER_STORES = THROUGH_HELPER.replace(
+    "float mix2(float a, float b) { float t = a * b; return t + a; }",
+    "float mix2(__global float* o, float a, float b) { o[1] = a; return a + b; }").replace(
+    "mix2(a[i] + s, s)", "mix2(out, a[i] + s, s)")
 PARTLY = """__kernel void partly(__global float* out, const int iters) {
   int i = get_global_id(0);
   float acc = 0.0f;
@@ -87,7 +102,8 @@ def _loop(src: str, name: str):
     return f, f.loops[0]
 
 
-@pytest.mark.parametrize("src,name", [(OVERWRITTEN, "over"), (UNUSED, "unused"), (BOTH_SIDES, "both")])
+@pytest.mark.parametrize("src,name", [(OVERWRITTEN, "over"), (UNUSED, "unused"), (BOTH_SIDES, "both"),
+                                      (THROUGH_HELPER, "helper")])
 def test_dead_loops_are_not_counted(src, name):
     f, lp = _loop(src, name)
     assert lp.trip_kind == "dead" and lp.trip == "0"
@@ -109,6 +125,11 @@ def test_live_loops_are_counted(src, name):
         assert v["sfu"] == pytest.approx(300)
     else:
         assert v["global_stores"] == pytest.approx(100)
+
+
+def test_a_helper_with_an_effect_keeps_the_loop():
+    f = analyze_source_text(HELPER_STORES, "helper")
+    assert [lp.trip_kind for lp in f.loops] == ["affine"]
 
 
 def test_break_on_a_counter_bound_limits_the_trip_count():
@@ -265,6 +286,21 @@ def test_device_hoists_the_invariant_values_and_computes_the_sum_in_closed_form(
     for steps in (1, 1 << 16):
         m = harness.run(Kernel(CLOSED_HOISTED, "k"), LaunchConfig((g,), (64,), args + [
             ArgBinding("steps", "scalar", "int", value=steps)]), REAL)
+        assert m.status == "ok", m.reason
+        times.append(m.time.median_us)
+    assert times[1] < 20 * max(times[0], 5.0), times
+
+
+@pytest.mark.slow
+def test_device_removes_the_loop_whose_result_dies_in_a_helper_call(device, harness):
+    """THROUGH_HELPER with 2^16 trips per work-item costs what 1 trip costs: the loop is gone."""
+    g = 4096
+    args = [ArgBinding("a", "buffer", "float", count=g, init="random"),
+            ArgBinding("out", "buffer", "float", count=g, init="zeros")]
+    times = []
+    for n in (1, 1 << 16):
+        m = harness.run(Kernel(THROUGH_HELPER, "helper"), LaunchConfig((g,), (64,), args + [
+            ArgBinding("iters", "scalar", "int", value=n)]), REAL)
         assert m.status == "ok", m.reason
         times.append(m.time.median_us)
     assert times[1] < 20 * max(times[0], 5.0), times

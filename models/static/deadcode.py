@@ -4,8 +4,8 @@ A loop in the kernel body is *dead* (the compiler deletes it: LLVM's dead-code a
 passes at -O2, which OpenCL runtimes use) when
 
 * it has no side effect: no store through a pointer or into an array, no atomic, ``vstore``,
-  image write, barrier, fence, ``printf``, asynchronous copy, call to a helper function (helpers
-  are not followed: a call keeps the loop), ``return`` or ``goto``; and
+  image write, barrier, fence, ``printf``, asynchronous copy, call to a helper function that has
+  one (helpers are followed three calls deep), ``return`` or ``goto``; and
 * every variable it assigns that is declared outside it is *dead after it*: either it is not
   *useful* (flow-insensitively, its value never flows into a store, an atomic, a side-effecting
   call or a condition controlling one), or every path from the loop's exit to a read of it first
@@ -79,8 +79,26 @@ def _is_user_function(c: ci.Cursor) -> bool:
     return d is not None and any(ch.kind == K.COMPOUND_STMT for ch in d.get_children())
 
 
-def side_effect(c: ci.Cursor) -> str | None:
-    """Why a statement has an effect outside its variables (None: it has none)."""
+#: how deep :func:`side_effect` follows calls of helper functions
+MAX_CALL_DEPTH = 3
+
+
+def _pure_call(call: ci.Cursor, depth: int) -> bool:
+    """Whether a call of a helper function has no effect but its result: its body (followed
+    :data:`MAX_CALL_DEPTH` calls deep) stores nothing through a pointer, calls nothing with an
+    effect and takes no address; the compiler inlines it, and a result nobody reads is deleted."""
+    ref = call.referenced
+    d = ref.get_definition() if ref is not None else None
+    if d is None or depth >= MAX_CALL_DEPTH:
+        return False
+    body = next((ch for ch in d.get_children() if ch.kind == K.COMPOUND_STMT), None)
+    return body is not None and side_effect(body, depth + 1, in_function=True) is None
+
+
+def side_effect(c: ci.Cursor, depth: int = 0, in_function: bool = False) -> str | None:
+    """Why a statement has an effect outside its variables (None: it has none). Calls of helper
+    functions are followed (:func:`_pure_call`); ``in_function``: ``c`` is a helper's body, whose
+    ``return`` only ends the call."""
     for x in c.walk_preorder():
         k = x.kind
         if k in (K.BINARY_OPERATOR, K.COMPOUND_ASSIGNMENT_OPERATOR):
@@ -101,8 +119,10 @@ def side_effect(c: ci.Cursor) -> str | None:
             name = x.spelling
             if name.startswith(SIDE_EFFECT_CALLS):
                 return f"calls {name}"
-            if _is_user_function(x):
+            if _is_user_function(x) and not _pure_call(x, depth):
                 return f"calls {name or 'a function'}"
+        elif k == K.RETURN_STMT and in_function:
+            continue
         elif k in (K.RETURN_STMT, K.GOTO_STMT, K.INDIRECT_GOTO_STMT, K.ASM_STMT):
             return "returns or jumps"
     return None
