@@ -322,8 +322,9 @@ def vector_value_correction(f: Mapping[str, np.ndarray], d: DeviceParams) -> np.
     its lanes run at the scalar rate times ``min(width, vector rate / scalar rate)`` (the target's
     measured SIMD gain). A builtin family's call on a vector value is one call of the vector math
     library, its components at the family's scalar rate times ``min(width, peak / scalar rate)``:
-    on PoCL 3.0 (Zen 3, under load), per component, ``pow(float4)`` 4.3-4.7x and ``exp(float4)``
-    3.9-7.5x cheaper than the scalar call, ``rint(float4)`` 2.1-3.3x (charged at 4x, 4x and 4x).
+    on PoCL 3.0 (Zen 3, idle), per component, ``pow(float4)`` 4.4-4.5x and ``exp(float4)`` 4.3x
+    cheaper than the scalar call, ``rint(float4)`` 2.3-2.4x (charged at 4x, 4x and 4x); a
+    saturating ``convert_uchar4_sat_rte`` ran 0.5x (slower per component), which this does not know.
     Negative or zero: it replaces part of the scalar charge."""
     out: np.ndarray | float = 0.0
     for key, cnt in f.items():
