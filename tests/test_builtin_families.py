@@ -104,17 +104,23 @@ def test_cbrt_counts_in_its_own_family():
     assert cpu_vectorizable(analyze_source(Kernel(source=CBRT, name="k_sqrt")))[0] is True
 
 
-def test_cbrt_against_sqrt_on_this_device(harness, device):
-    """Measured here (PoCL 3.1 on an AMD EPYC Zen 4, 2^20 work-items, load ~2): 33.6 ns per
-    work-item for cbrt(x), 0.18 for sqrt(x); it was charged as a square root (a ratio of ~1).
-    With cbrt's rates calibrated (peak and scalar) the model predicts the ratio within 4x."""
+def _family_against(harness, device, family: str, source: str, names: tuple[str, str]):
+    """The measured and predicted time ratio of ``names`` (x and o buffers, n = 2^16), with the
+    family's peak and scalar rates calibrated on this device first."""
     require_pocl_cpu(device)
     n = 1 << 16
     binds = [ArgBinding("x", "buffer", "float", n), ArgBinding("o", "buffer", "float", n),
              ArgBinding("n", "scalar", "int", value=n)]
-    r = measured_ratio(harness, device, CalibOptions(benches=("launch", "peak", "scalar"), op_classes=("cbrt",),
-                                                     target_s=0.003),
-                       ("peak_cbrt_gops", "scalar_cbrt_gops"), CBRT, ("k_cbrt", "k_sqrt"), n, 256, binds)
+    return measured_ratio(harness, device, CalibOptions(benches=("launch", "peak", "scalar"), op_classes=(family,),
+                                                        target_s=0.003),
+                          (f"peak_{family}_gops", f"scalar_{family}_gops"), source, names, n, 256, binds)
+
+
+def test_cbrt_against_sqrt_on_this_device(harness, device):
+    """Measured here (PoCL 3.1 on an AMD EPYC Zen 4, 2^20 work-items, load ~2): 33.6 ns per
+    work-item for cbrt(x), 0.18 for sqrt(x); it was charged as a square root (a ratio of ~1).
+    With cbrt's rates calibrated (peak and scalar) the model predicts the ratio within 4x."""
+    r = _family_against(harness, device, "cbrt", CBRT, ("k_cbrt", "k_sqrt"))
     # PoCL 3.0's wheel on a Zen 3 calls sqrt out of line too (both scalar): 14x measured, 17x predicted
     assert r.measured > 5, r
     assert r.within(4), r
@@ -138,12 +144,6 @@ def test_fmod_against_division_on_this_device(harness, device):
     """fmod is a library routine (an exact remainder), not a division: measured here (PoCL 3.0 on
     an AMD EPYC Zen 3, a datagen beside it) 20-23x the division kernel, 19-27 ns per call; it was
     charged as one division. With fmod's rates calibrated the model predicts 48-68x: within 4x."""
-    require_pocl_cpu(device)
-    n = 1 << 16
-    binds = [ArgBinding("x", "buffer", "float", n), ArgBinding("o", "buffer", "float", n),
-             ArgBinding("n", "scalar", "int", value=n)]
-    r = measured_ratio(harness, device, CalibOptions(benches=("launch", "peak", "scalar"), op_classes=("fmod",),
-                                                     target_s=0.003),
-                       ("peak_fmod_gops", "scalar_fmod_gops"), FMOD, ("k_fmod", "k_div"), n, 256, binds)
+    r = _family_against(harness, device, "fmod", FMOD, ("k_fmod", "k_div"))
     assert r.measured > 3, r
     assert r.within(4), r
