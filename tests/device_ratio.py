@@ -36,29 +36,38 @@ class Ratio:
         return self.measured / factor < self.predicted < self.measured * factor
 
 
+def measure_and_predict(harness, model: AnalyticalModel, source: str,
+                        runs: dict[str, tuple[int, int, list[ArgBinding]]], policy=None
+                        ) -> tuple[dict[str, float], dict[str, float]]:
+    """Measure (median us) and predict each kernel ``name`` of ``source`` at its own ``(gsize,
+    lsize, binds)`` of ``runs``."""
+    from instrument.runner import TimingPolicy
+
+    pol = policy or TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.02, max_repeats=50, max_time_s=2.0)
+    t, pred = {}, {}
+    for name, (gsize, lsize, binds) in runs.items():
+        m = harness.run(Kernel(source, name), LaunchConfig((gsize,), (lsize,), binds), pol)
+        assert m.status == "ok", m.reason
+        t[name] = m.time.median_us
+        args = [{"name": b.name, "kind": b.kind, "dtype": b.dtype, "count": b.count,
+                 "value": None if b.kind != "scalar" else str(b.value)} for b in binds]
+        pred[name] = float(model.predict(pd.DataFrame([{"source": source, "kernel_name": name, "gsize": [gsize],
+                                                         "lsize": [lsize], "args": args}])).time_us[0])
+    return t, pred
+
+
 def measured_ratio(harness, device, options: CalibOptions, keys: tuple[str, ...], source: str,
                    names: tuple[str, str], gsize: int, lsize: int, binds: list[ArgBinding]) -> Ratio:
     """Calibrate ``options`` on ``device``, put the calibrated ``keys`` into the bundled local
     profile, then measure and predict kernels ``names[0]`` and ``names[1]`` of ``source`` at
     ``gsize`` / ``lsize`` with ``binds``; the ratio is the first kernel's time over the second's."""
-    from instrument.runner import TimingPolicy
-
     measured = Calibrator(device, harness, options=options).run()
     prof = load_profile(ROOT / "calib" / "profiles" / "pocl-local.json")
     for k in keys:
         assert measured.get(k), f"calibration gave no {k}"
         prof.values[k] = measured.values[k]
-    model = AnalyticalModel(prof)
-    pol = TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.02, max_repeats=50, max_time_s=2.0)
-    args = [{"name": b.name, "kind": b.kind, "dtype": b.dtype, "count": b.count,
-             "value": None if b.kind != "scalar" else str(b.value)} for b in binds]
-    t, pred = {}, {}
-    for name in names:
-        m = harness.run(Kernel(source, name), LaunchConfig((gsize,), (lsize,), binds), pol)
-        assert m.status == "ok", m.reason
-        t[name] = m.time.median_us
-        pred[name] = float(model.predict(pd.DataFrame([{"source": source, "kernel_name": name, "gsize": [gsize],
-                                                         "lsize": [lsize], "args": args}])).time_us[0])
+    t, pred = measure_and_predict(harness, AnalyticalModel(prof), source,
+                                  {name: (gsize, lsize, binds) for name in names})
     a, b = names
     return Ratio(t[a] / t[b], pred[a] / pred[b], t, pred)
 

@@ -15,7 +15,7 @@ from calib.profile import DeviceIdentity, DeviceProfile, load_profile
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 from models.analytical import AnalyticalModel, atomic_distinct, atomic_seconds, config_env
 from models.static import analyze_source
-from tests.device_ratio import measured_ratio, measured_ratio_tries, require_pocl_cpu
+from tests.device_ratio import measure_and_predict, measured_ratio, measured_ratio_tries, require_pocl_cpu
 
 ROOT = Path(__file__).resolve().parents[1]
 HIST = (ROOT / "datagen" / "bundled" / "histogram.cl").read_text()
@@ -412,27 +412,19 @@ def test_combining_vector_components_on_this_device(harness, device):
     """distance() of a float2 array element against the same norm of two float arrays (the same
     bytes): measured here 1.4-1.5 ns against ~0.2 ns per work-item; the model predicts the ratio
     within 3x (it was ~1 while both counted as vectorized)."""
-    from instrument.runner import TimingPolicy
-
     require_pocl_cpu(device)
     n = 1 << 20
     prof = load_profile(ROOT / "calib" / "profiles" / "pocl-local.json")
     model = AnalyticalModel(prof)
-    pol = TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.02, max_repeats=50, max_time_s=2.0)
     q = ArgBinding("q", "scalar", "float2", value="30,90")
     cnt = ArgBinding("n", "scalar", "int", value=n)
-    binds = {"aos_dist": [ArgBinding("r", "buffer", "float2", n), ArgBinding("d", "buffer", "float", n), q, cnt],
-             "soa_norm": [ArgBinding("x", "buffer", "float", n), ArgBinding("y", "buffer", "float", n),
-                          ArgBinding("d", "buffer", "float", n), q, cnt]}
-    t, pred = {}, {}
-    for name, bs in binds.items():
-        m = harness.run(Kernel(LANES, name), LaunchConfig((n,), (256,), bs), pol)
-        assert m.status == "ok", m.reason
-        t[name] = m.time.median_us
-        args = [{"name": b.name, "kind": b.kind, "dtype": b.dtype, "count": b.count,
-                 "value": None if b.kind != "scalar" else str(b.value)} for b in bs]
-        pred[name] = float(model.predict(pd.DataFrame([{"source": LANES, "kernel_name": name, "gsize": [n],
-                                                        "lsize": [256], "args": args}])).time_us[0])
+    soa = [ArgBinding("x", "buffer", "float", n), ArgBinding("y", "buffer", "float", n),
+           ArgBinding("d", "buffer", "float", n), q, cnt]
+    args = [{"name": b.name, "kind": b.kind, "dtype": b.dtype, "count": b.count,
+             "value": None if b.kind != "scalar" else str(b.value)} for b in soa]
+    t, pred = measure_and_predict(harness, model, LANES, {
+        "aos_dist": (n, 256, [ArgBinding("r", "buffer", "float2", n), ArgBinding("d", "buffer", "float", n), q, cnt]),
+        "soa_norm": (n, 256, soa)})
     measured, predicted = t["aos_dist"] / t["soa_norm"], pred["aos_dist"] / pred["soa_norm"]
     # where the runtime vectorizes the two-array norm; PoCL 3.0's wheel on a Zen 3 leaves it scalar
     # too (its guarded store and sqrt call, calib cond): 1.4x measured, 1.0x predicted

@@ -7,7 +7,6 @@ rate times the target's SIMD gain, not as ``width`` scalar operations (vt_float8
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from calib.microbench import CalibOptions
@@ -92,28 +91,19 @@ def test_pow_of_float4_against_scalar_pow_on_this_device(harness, device):
     """2^18 components of pow: as 2^16 float4 calls against 2^18 scalar calls, both out-of-line
     library code on PoCL 3.0. Measured here (Zen 3, a datagen beside it): the scalar calls 4.3-4.7x
     slower; predicted 4.0 with the vector-math rule, 1.0 without. Within 2x."""
+    from calib.profile import load_profile
     from instrument.runner import TimingPolicy
-    from kernelcast.schema import Kernel, LaunchConfig
     from models.analytical import AnalyticalModel
-    from tests.device_ratio import ROOT
+    from tests.device_ratio import ROOT, measure_and_predict
 
     require_pocl_cpu(device)
-    from calib.profile import load_profile
-
     model = AnalyticalModel(load_profile(ROOT / "calib" / "profiles" / "pocl-local.json"))
     n = 1 << 18
-    pol = TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.05, max_repeats=100, max_time_s=3.0)
-    t, p = {}, {}
-    for name, g in (("pow4", n // 4), ("pow1", n)):
-        binds = [ArgBinding("a", "buffer", "float", n, init="random"), ArgBinding("c", "buffer", "float", n),
-                 ArgBinding("s", "scalar", "float", value=1.7)]
-        m = harness.run(Kernel(VECTOR_MATH, name), LaunchConfig((g,), (256,), binds), pol)
-        assert m.status == "ok", m.reason
-        t[name] = m.time.median_us
-        args = [{"name": b.name, "kind": b.kind, "dtype": b.dtype, "count": b.count,
-                 "value": None if b.kind != "scalar" else str(b.value)} for b in binds]
-        p[name] = float(model.predict(pd.DataFrame([{"source": VECTOR_MATH, "kernel_name": name, "gsize": [g],
-                                                     "lsize": [256], "args": args}])).time_us[0])
+    binds = [ArgBinding("a", "buffer", "float", n, init="random"), ArgBinding("c", "buffer", "float", n),
+             ArgBinding("s", "scalar", "float", value=1.7)]
+    t, p = measure_and_predict(harness, model, VECTOR_MATH, {"pow4": (n // 4, 256, binds), "pow1": (n, 256, binds)},
+                               TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.05, max_repeats=100,
+                                            max_time_s=3.0))
     measured, predicted = t["pow1"] / t["pow4"], p["pow1"] / p["pow4"]
     assert measured > 1.5, (t, p)
     assert measured / 2 < predicted < measured * 2, (t, p)
