@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -59,3 +60,58 @@ def load_measured_frame(dataset_dir: str | os.PathLike[str]) -> tuple[pd.DataFra
     if df.empty:
         raise DataError(f"{root}: no training row has its kernel source")
     return df, counts
+
+
+def _device_identity(root: Path) -> str | None:
+    from datagen.dataset import read_manifest
+
+    try:
+        return read_manifest(root).get("device_identity")
+    except (OSError, ValueError):
+        return None
+
+
+def prefix_keys(df: pd.DataFrame, tag: str) -> pd.DataFrame:
+    """``row_key`` and ``remeasure_of`` prefixed with ``tag``: rows of several datasets stay apart
+    (two datasets may hold the same configuration, each measured once)."""
+    out = df.copy()
+    for col in ("row_key", "remeasure_of"):
+        if col in out.columns:
+            out[col] = [f"{tag}{v}" if isinstance(v, str) else v for v in out[col]]
+    return out
+
+
+def check_one_device(roots: Sequence[Path]) -> None:
+    """:class:`DataError` unless the datasets are distinct directories measured on one device (the
+    ``device_identity`` of their manifests; a dataset without one passes)."""
+    if not roots:
+        raise DataError("no dataset given")
+    seen: set[Path] = set()
+    for r in roots:
+        if r.resolve() in seen:
+            raise DataError(f"dataset {r} is given twice")
+        seen.add(r.resolve())
+    idents = {r: _device_identity(r) for r in roots}
+    if len({v for v in idents.values() if v}) > 1:
+        a = next(r for r in roots if idents[r])
+        b = next(r for r in roots if idents[r] and idents[r] != idents[a])
+        raise DataError(f"datasets {a} and {b} were measured on different devices; evaluate them one at a time")
+
+
+def load_measured_frames(dataset_dirs: Sequence[str | os.PathLike[str]]) -> tuple[pd.DataFrame, dict[str, int]]:
+    """:func:`load_measured_frame` of one or more datasets of one device, as one frame: with more
+    than one, each row's ``row_key`` is prefixed with its dataset's position (``0:``, ``1:``, ...)
+    and the counts are summed. Datasets measured on different devices (their manifests'
+    ``device_identity``) or the same directory twice are a :class:`DataError`."""
+    roots = [Path(d) for d in dataset_dirs]
+    check_one_device(roots)
+    if len(roots) == 1:
+        return load_measured_frame(roots[0])
+    frames: list[pd.DataFrame] = []
+    counts: dict[str, int] = {}
+    for i, r in enumerate(roots):
+        df, c = load_measured_frame(r)
+        frames.append(prefix_keys(df, f"{i}:"))
+        for k, v in c.items():
+            counts[k] = counts.get(k, 0) + v
+    return pd.concat(frames, ignore_index=True, sort=False), counts

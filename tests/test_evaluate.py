@@ -5,6 +5,7 @@ on a tiny dataset measured for real."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -450,15 +451,46 @@ def test_repeats_report_the_spread_over_fold_seeds(tiny_dataset, tmp_path, capsy
     assert "## Spread over fold seeds" in (out / "REPORT.md").read_text()
 
 
+def test_two_datasets_are_evaluated_as_one(tiny_dataset, tmp_path, capsys):
+    # the same measurements stored twice: twice the rows, every kernel's rows (of both) on one side
+    twin = tmp_path / "twin"
+    shutil.copytree(tiny_dataset, twin)
+    out = tmp_path / "eval"
+    rc = cli.main(["evaluate", "--data", str(tiny_dataset), "--data", str(twin), "--models", "analytical",
+                   "--folds", "2", "--profile", PROFILE, "--out", str(out), "--quiet", "--no-plots", "--json"])
+    both = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    rc = cli.main(["evaluate", "--data", str(tiny_dataset), "--models", "analytical", "--folds", "2",
+                   "--profile", PROFILE, "--out", str(tmp_path / "one"), "--quiet", "--no-plots", "--json"])
+    one = json.loads(capsys.readouterr().out)
+    assert rc == 0 and both["rows"] == 2 * one["rows"] and both["kernels"] == one["kernels"]
+    d = both["dataset"]
+    assert len(d["parts"]) == 2 and " + " in d["path"] and d["rows_used"] == both["rows"]
+    # the analytical model fits nothing: the same rows twice give the same zero-shot figures
+    assert both["metrics"]["analytical"]["median_ape"] == pytest.approx(one["metrics"]["analytical"]["median_ape"])
+    oof = pd.read_parquet(out / "oof.parquet")
+    assert (oof.groupby("kernel_id")["fold"].nunique() == 1).all()
+
+
 @pytest.mark.parametrize("case", ["missing dataset", "too few kernels", "unknown model", "out is a file",
-                                  "out is another directory"])
+                                  "out is another directory", "dataset twice", "another device"])
 def test_evaluate_bad_input_exits_2_and_writes_nothing(case, tiny_dataset, tmp_path, capsys):
     out = tmp_path / "eval"
     args = ["evaluate", "--data", str(tiny_dataset), "--models", "analytical", "--profile", PROFILE, "--out", str(out),
             "--quiet"]
     expect = {"missing dataset": "no such dataset", "too few kernels": "too few kernel groups for 5 folds",
               "unknown model": "unknown model 'magic'", "out is a file": "not a directory",
-              "out is another directory": "holds no evaluation"}[case]
+              "out is another directory": "holds no evaluation", "dataset twice": "is given twice",
+              "another device": "measured on different devices"}[case]
+    if case == "dataset twice":
+        args += ["--data", str(tiny_dataset) + "/"]
+    elif case == "another device":
+        other = tmp_path / "other"
+        shutil.copytree(tiny_dataset, other)
+        manifest = json.loads((other / "manifest.json").read_text())
+        manifest["device_identity"] = "another|device"
+        (other / "manifest.json").write_text(json.dumps(manifest))
+        args += ["--data", str(other)]
     if case == "missing dataset":
         args[2] = str(tmp_path / "nope")
     elif case == "unknown model":

@@ -157,7 +157,9 @@ def add_parser(subparsers: Any) -> None:
         epilog="Models: analytical (no fitting), tabular (gradient-boosted trees), codegen (the CodeGen model; "
                "slow), blend (stacking, fitted per fold on inner out-of-fold predictions of the training kernels). "
                "See bench/README.md.")
-    p.add_argument("--data", required=True, metavar="DATASET", help="dataset directory (kernelcast datagen --out)")
+    p.add_argument("--data", required=True, action="append", metavar="DATASET",
+                   help="dataset directory (kernelcast datagen --out); repeatable: datasets of one device (e.g. "
+                        "one per argument selection) are evaluated as one, a kernel in several on one side")
     p.add_argument("--out", required=True, metavar="DIR", help="directory to write (an earlier evaluation there is "
                                                                "replaced)")
     p.add_argument("--folds", type=bounded_folds, default=5, help="number of grouped folds (5)")
@@ -410,6 +412,7 @@ def format_blend(res: dict[str, Any], model_dir: str) -> str:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from calib.local import resolve_profile
+    from datagen.frame import check_one_device
     from kernelcast.console import to_json
     from train.evaluate import (
         DEFAULT_MODELS,
@@ -429,7 +432,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                            codegen_minutes=args.codegen_minutes, learning_curve=args.learning_curve,
                            energy_pcts=parse_pcts(args.energy_pcts), energy_top_k=args.energy_top_k,
                            repeats=args.repeats)
-    check_in_dir(args.data, "--data", "dataset directory")
+    for d in args.data:
+        check_in_dir(d, "--data", "dataset directory")
+    check_one_device([Path(d) for d in args.data])
     profile = resolve_profile(args.profile, args.device,
                               on_calibrate=lambda msg: print(f"note: {msg}", file=sys.stderr))
 

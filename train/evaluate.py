@@ -42,7 +42,7 @@ import pandas as pd
 
 from calib.profile import DeviceProfile
 from datagen.dataset import read_dataset, repeatability
-from datagen.frame import DataError, load_measured_frame
+from datagen.frame import DataError, load_measured_frames, prefix_keys
 from kernelcast.columns import decode_args, decode_sizes
 from kernelcast.errors import UsageError
 from kernelcast.metrics import (
@@ -647,18 +647,29 @@ def _identity_of_profile(profile: DeviceProfile, spec: str | None) -> dict[str, 
             "sha256": hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]}
 
 
-def _identity_of_dataset(root: Path, frame: pd.DataFrame, counts: dict[str, int]) -> dict[str, Any]:
+def _identity_of_datasets(roots: Sequence[Path], frame: pd.DataFrame, counts: dict[str, int]) -> dict[str, Any]:
+    """What metrics.json records of the evaluated dataset(s): path, device, corpus, argument
+    selection, a fingerprint of the rows used and the row counts; with several datasets, the paths
+    joined by ``+`` and each one's own record under ``parts``."""
     from datagen.dataset import read_manifest
 
-    try:
-        m = read_manifest(root)
-    except (OSError, ValueError):
-        m = {}
+    def one(root: Path) -> dict[str, Any]:
+        try:
+            m = read_manifest(root)
+        except (OSError, ValueError):
+            m = {}
+        return {"path": str(root.resolve()), "device": (m.get("device") or {}).get("name"),
+                "device_identity": m.get("device_identity"), "created": m.get("created"), "corpus": m.get("corpus"),
+                "args_selection": m.get("args_selection"), "seed": (m.get("options") or {}).get("seed")}
+
     keys = "\n".join(sorted(frame["row_key"].astype(str))) if "row_key" in frame.columns else ""
-    return {"path": str(root.resolve()), "device": (m.get("device") or {}).get("name"),
-            "device_identity": m.get("device_identity"), "created": m.get("created"), "corpus": m.get("corpus"),
-            "args_selection": m.get("args_selection"), "seed": (m.get("options") or {}).get("seed"),
-            "rows_fingerprint": hashlib.sha256(keys.encode()).hexdigest()[:16], **counts}
+    parts = [one(r) for r in roots]
+    out = dict(parts[0])
+    if len(parts) > 1:
+        for k in ("path", "corpus", "args_selection", "created"):
+            out[k] = " + ".join(str(p.get(k)) for p in parts)
+        out["parts"] = parts
+    return {**out, "rows_fingerprint": hashlib.sha256(keys.encode()).hexdigest()[:16], **counts}
 
 
 def _make_fitters(models: Sequence[str], profile: DeviceProfile, opts: EvaluateOptions) -> dict[str, Fitter]:
@@ -689,19 +700,22 @@ def check_profile_for_dataset(profile: DeviceProfile, root: Path) -> None:
                                                              f"({dev.get('name') or '?'})")
 
 
-def evaluate_dataset(dataset_dir: str | os.PathLike[str], profile: DeviceProfile, options: EvaluateOptions, *,
-                     profile_spec: str | None = None, progress: Progress | None = None) -> Evaluation:
-    """Load a dataset and evaluate ``options.models`` on it (see the module docstring).
-    :class:`~kernelcast.errors.InputError` for a dataset that cannot be used."""
-    root = Path(dataset_dir)
-    check_profile_for_dataset(profile, root)
-    frame, counts = load_measured_frame(root)
+def evaluate_dataset(dataset_dir: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], profile: DeviceProfile,
+                     options: EvaluateOptions, *, profile_spec: str | None = None,
+                     progress: Progress | None = None) -> Evaluation:
+    """Load a dataset (or several of one device, evaluated as one: see
+    :func:`~datagen.frame.load_measured_frames`) and evaluate ``options.models`` on it (see the
+    module docstring). :class:`~kernelcast.errors.InputError` for a dataset that cannot be used."""
+    roots = [Path(dataset_dir)] if isinstance(dataset_dir, (str, os.PathLike)) else [Path(d) for d in dataset_dir]
+    for root in roots:
+        check_profile_for_dataset(profile, root)
+    frame, counts = load_measured_frames(roots)
     y = frame[TARGET].to_numpy(dtype=np.float64)
     keep = np.isfinite(y) & (y > 0)
     counts["rows_without_time"] = int((~keep).sum())
     frame = frame[keep].reset_index(drop=True)
     if frame.empty:
-        raise DataError(f"{root}: no row has a measured time")
+        raise DataError(f"{' + '.join(map(str, roots))}: no row has a measured time")
     counts["rows_used"] = len(frame)
     fitters = _make_fitters(options.models, profile, options)   # before anything slow: a missing model is an error
     ev = evaluate_frame(frame, profile, options, fitters=fitters, progress=progress)
@@ -714,8 +728,11 @@ def evaluate_dataset(dataset_dir: str | os.PathLike[str], profile: DeviceProfile
             runs.append(evaluate_frame(frame, profile, o, fitters=_make_fitters(o.models, profile, o),
                                        progress=progress).metrics)
         ev.metrics["repeats"] = repeat_spread(runs)
-    ev.metrics["dataset"] = _identity_of_dataset(root, frame, counts)
-    ev.metrics["dataset"]["repeatability"] = repeatability(read_dataset(root, resolve=False))
+    ev.metrics["dataset"] = _identity_of_datasets(roots, frame, counts)
+    raw = [read_dataset(r, resolve=False) for r in roots]
+    if len(raw) > 1:
+        raw = [prefix_keys(df, f"{i}:") for i, df in enumerate(raw)]
+    ev.metrics["dataset"]["repeatability"] = repeatability(pd.concat(raw, ignore_index=True, sort=False))
     ev.metrics["profile"] = _identity_of_profile(profile, profile_spec)
     return ev
 
