@@ -211,6 +211,11 @@ NOT_CLOSED = {
   const int id = get_global_id(0); int acc = source[id];
   for (int i = 0; i < niters; i++) { acc += acc / 3 + i; }
   out[id] = acc; }""",
+    # scalar evolution models no vector: synth_loop_000085 (seed 23) was predicted 23,000x too fast
+    "vector": """__kernel void k(__global const int2* source, __global int2* out, const int niters) {
+  const int id = get_global_id(0); int2 s = source[id]; int2 acc = (int2)(0);
+  for (int i = 0; i < niters; i++) { acc += s + i; }
+  out[id] = acc * s; }""",
 }
 
 
@@ -281,6 +286,21 @@ def test_device_computes_the_integer_sum_in_closed_form(device, harness):
     _one_trip_or_many(harness, CLOSED, "closed", [ArgBinding("source", "buffer", "int", count=4096, init="random"),
                                                   ArgBinding("out", "buffer", "int", count=4096, init="zeros")],
                       "niters", 1 << 20)
+
+
+@pytest.mark.slow
+def test_device_runs_every_trip_of_a_vector_sum(device, harness):
+    """The int2 sum of NOT_CLOSED: 2^14 trips per work-item cost far more than 1 (the loop stays)."""
+    g = 4096
+    times = []
+    for n in (1, 1 << 14):
+        m = harness.run(Kernel(NOT_CLOSED["vector"], "k"), LaunchConfig((g,), (64,), [
+            ArgBinding("source", "buffer", "int2", count=g, init="random"),
+            ArgBinding("out", "buffer", "int2", count=g, init="zeros"),
+            ArgBinding("niters", "scalar", "int", value=n)]), REAL)
+        assert m.status == "ok", m.reason
+        times.append(m.time.median_us)
+    assert times[1] > 100 * max(times[0], 5.0), times
 
 
 @pytest.mark.slow
