@@ -26,6 +26,10 @@ What the counting kernel does
   with 64-bit atomics (``atom_add``, ``cl_khr_int64_base_atomics``). Work-items are sampled with
   an odd stride over the linear global id, as :mod:`instrument.activity` does, so at most
   ``max_tracked`` work-items flush; counts are summed over them and ``items`` says how many.
+* The flush also keeps, per site, the largest ``trips / entries`` of any sampled work-item (a
+  loop's busiest work-item; in 1/:data:`PEAK_FIX` steps, 32-bit ``atomic_max``, core OpenCL 1.1,
+  on 32-bit words after the counters): ``chunk`` elements per work-item over ``n < chunk x
+  items`` give most work-items no trip and a few ``chunk``, which a mean cannot tell.
 * Helper functions with sites (or calling helpers with sites) are cloned as ``__kc_c_<name>`` with
   one extra parameter ``__private ulong* __kc_cnt``; calls from the kernel and from other clones go
   to the clone, so any other kernel of the file still calls the original. The kernel body itself
@@ -71,7 +75,7 @@ from instrument.rewrite import (
 from instrument.runner import TimingPolicy
 from kernelcast.clang import is_kernel
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
-from kernelcast.sites import site_symbol
+from kernelcast.sites import peak_symbol, site_symbol
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +88,8 @@ REC_NAME = "__kc_sites"
 CNT_NAME = "__kc_cnt"
 #: record words before the counters: stride, items flushed, 32-bit overflow flag
 HEADER = 3
+#: a site's busiest work-item's trips per entry are kept in steps of 1 / PEAK_FIX
+PEAK_FIX = 16
 _PARSE_NAME = "kc_counts.cl"
 _LOOPS = {"FOR_STMT": "for", "WHILE_STMT": "while", "DO_STMT": "do"}
 
@@ -95,6 +101,12 @@ void __kc_flush(__private ulong* c, __global ulong* r) {
   atom_inc(r + 1);
   for (int k = 0; k < NCOUNTERS; ++k)
     if (c[k]) atom_add(r + HEADER + k, c[k]);
+  __global uint* peak = (__global uint*)(r + HEADER + NCOUNTERS);
+  for (int k = 0; k < NSITES; ++k)
+    if (c[2 * k]) {
+      ulong v = c[2 * k + 1] * PEAK_FIX / c[2 * k];
+      atomic_max(peak + k, v > 0xffffffffUL ? 0xffffffffu : (uint)v);
+    }
 }
 """
 _FLUSH_32 = """\
@@ -108,6 +120,11 @@ void __kc_flush(__private ulong* c, __global uint* r) {
     uint old = atomic_add(r + HEADER + k, v);
     if (c[k] > 0xffffffffUL || old + v < old) atomic_or(r + 2, 1u);
   }
+  for (int k = 0; k < NSITES; ++k)
+    if (c[2 * k]) {
+      ulong v = c[2 * k + 1] * PEAK_FIX / c[2 * k];
+      atomic_max(r + HEADER + NCOUNTERS + k, v > 0xffffffffUL ? 0xffffffffu : (uint)v);
+    }
 }
 """
 
@@ -119,13 +136,19 @@ class SiteCounts:
     items: int                                  # sampled work-items that ran the kernel (flushed)
     loops: dict[str, tuple[int, int]] = field(default_factory=dict)      # symbol -> (entries, trips)
     branches: dict[str, tuple[int, int]] = field(default_factory=dict)   # symbol -> (evaluations, taken)
+    # loop symbol -> the largest trips per entry of one sampled work-item (a record of before the
+    # peaks has none)
+    peaks: dict[str, float] = field(default_factory=dict)
 
     def values(self) -> dict[str, float]:
         """Per site: mean trips per entry of a loop, share of evaluations taken of an if (0.0
-        where the site was never reached)."""
+        where the site was never reached); per loop with a peak, ``tpeak_...``: its busiest
+        work-item's trips per entry (never below the mean: the peak is rounded down)."""
         out: dict[str, float] = {}
         for sym, (entries, trips) in self.loops.items():
             out[sym] = trips / entries if entries else 0.0
+            if sym in self.peaks:
+                out[peak_symbol(sym)] = max(self.peaks[sym], out[sym])
         for sym, (evals, taken) in self.branches.items():
             out[sym] = taken / evals if evals else 0.0
         return out
@@ -133,13 +156,15 @@ class SiteCounts:
     def to_dict(self) -> dict[str, Any]:
         return {"items": int(self.items),
                 "loops": {k: [int(a), int(b)] for k, (a, b) in self.loops.items()},
-                "branches": {k: [int(a), int(b)] for k, (a, b) in self.branches.items()}}
+                "branches": {k: [int(a), int(b)] for k, (a, b) in self.branches.items()},
+                "peaks": {k: float(v) for k, v in self.peaks.items()}}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SiteCounts:
         return cls(int(d.get("items", 0)),
                    {str(k): (int(v[0]), int(v[1])) for k, v in (d.get("loops") or {}).items()},
-                   {str(k): (int(v[0]), int(v[1])) for k, v in (d.get("branches") or {}).items()})
+                   {str(k): (int(v[0]), int(v[1])) for k, v in (d.get("branches") or {}).items()},
+                   {str(k): float(v) for k, v in (d.get("peaks") or {}).items()})
 
 
 @dataclass
@@ -171,7 +196,9 @@ class CountRewrite:
 
     @property
     def rec_count(self) -> int:
-        return HEADER + 2 * len(self.sites)
+        """Header, two counters per site, and one word per site for the peaks (32-bit words: in a
+        64-bit record they fill the first half of theirs)."""
+        return HEADER + max(1, 2 * len(self.sites)) + len(self.sites)
 
     def initial_record(self, stride: int) -> np.ndarray:
         rec = np.zeros(self.rec_count, dtype=np.uint64 if self.int64_atomics else np.uint32)
@@ -187,9 +214,14 @@ class CountRewrite:
             raise InstrumentedRunError("runtime_error", "32-bit site counters overflowed (use a device with "
                                                         "64-bit atomics or fewer sampled work-items)")
         out = SiteCounts(int(r[1]))
+        start = HEADER + max(1, 2 * len(self.sites))
+        words = np.ascontiguousarray(np.asarray(rec)[start:self.rec_count])
+        peaks = np.frombuffer(words.tobytes(), dtype=np.uint32)[:len(self.sites)]
         for s in self.sites:
             a, b = int(r[HEADER + 2 * s.index]), int(r[HEADER + 2 * s.index + 1])
             (out.loops if s.kind == "loop" else out.branches)[s.symbol] = (a, b)
+            if s.kind == "loop" and a:
+                out.peaks[s.symbol] = int(peaks[s.index]) / PEAK_FIX
         return out
 
 
@@ -469,6 +501,7 @@ class _Counter:
                 file_edits.append(self._edit(at, at, ["\n" + proto + "\n"]))
         prelude = ("/* kernelcast instrumentation: counts loop trips and branch outcomes */\n"
                    + (_FLUSH_64 if self.int64 else _FLUSH_32).replace("NCOUNTERS", str(nc))
+                   .replace("NSITES", str(len(sites))).replace("PEAK_FIX", f"{PEAK_FIX}UL")
                    .replace("HEADER", str(HEADER)))
         file_edits.append(self._edit(0, 0, [prelude]))
         src = _apply(self.data, 0, len(self.data), file_edits).decode("utf-8")

@@ -71,7 +71,7 @@ import pandas as pd
 
 from calib.profile import DeviceProfile
 from kernelcast.columns import decode_args, decode_counts, decode_sizes
-from kernelcast.sites import SITE_PREFIXES
+from kernelcast.sites import COUNT_PREFIXES, PEAK_PREFIX, TRIP_PREFIX
 from models.base import Predictions, Predictor
 from models.static.features import BUILTIN_CLASSES, LIBCALL, LOOPVEC_LOADS, LOOPVEC_PREFIX, VEC_PREFIX
 
@@ -370,6 +370,11 @@ _ATOMIC_KEY = re.compile(r"^atomic_(global|local)(_b\d+)?_gops$")
 #: vectorized / scalar rate ratio assumed for a CPU profile without ``scalar_<class>_gops``
 #: (8 fp32 lanes: AVX2; AVX-512 devices measure their own ratio with ``calib --only scalar``)
 DEFAULT_SIMD_LANES = 8.0
+#: a loop is uneven when its busiest work-item runs at least this many times its mean trips per
+#: entry (``tpeak_...``): the busiest work-item's time on one core then bounds the kernel's
+#: (:func:`uneven_ratio`); below it, the scalar charge of one work-item is no better a guess than
+#: the shared charge
+UNEVEN_PEAK = 4.0
 #: profile classes tried for each builtin family class, in order (after ``peak_<variant><family>``)
 _FAMILY_FALLBACK = {"half_": ("half_", "native_", ""), "native_": ("native_", ""), "": ("",)}
 
@@ -731,16 +736,39 @@ def atomic_distinct(a: Any, env: Mapping[str, Any]) -> tuple[np.ndarray | None, 
     return None, f"unknown size of {a.arg}: assumed uncontended"
 
 
-def atomic_seconds(feats: Any, env: Mapping[str, Any], dev: DeviceParams) -> np.ndarray | None:
+def uneven_ratio(env: Mapping[str, Any]) -> np.ndarray | None:
+    """Per configuration, the largest ratio of a loop's busiest work-item's trips per entry
+    (``tpeak_...``, :mod:`kernelcast.sites`) to its mean (``trip_...``) over the loops a counting
+    launch measured; None without a measured peak. At :data:`UNEVEN_PEAK` or more the busiest
+    work-item's time on one core bounds the kernel's: a loop of ``chunk`` elements per work-item
+    over ``n`` elements, ``n / chunk`` far below the work-items, has a handful of busy work-items
+    whatever its mean (synth_chunked_*, 4-16x too fast as work shared by all cores)."""
+    ratio = None
+    for k, v in env.items():
+        if not k.startswith(PEAK_PREFIX):
+            continue
+        mean = env.get(TRIP_PREFIX + k[len(PEAK_PREFIX):])
+        if mean is None:
+            continue
+        v, mean = np.asarray(v, dtype=np.float64), np.asarray(mean, dtype=np.float64)
+        with np.errstate(all="ignore"):
+            r = np.where(np.isfinite(v) & np.isfinite(mean) & (mean > 0), v / np.where(mean > 0, mean, 1.0), 1.0)
+        ratio = r if ratio is None else np.maximum(ratio, r)
+    return ratio
+
+
+def atomic_seconds(feats: Any, env: Mapping[str, Any], dev: DeviceParams, *, alone: bool = False
+                   ) -> np.ndarray | None:
     """Seconds of one compute unit per work-item spent in atomics on a CPU device: every atomic
     site's executions per work-item (its count) over the calibrated rate of ``atomic_add`` per
     compute unit (``atomic_<space>[_b<bins>]_gops`` / CU) at the site's number of distinct
     addresses (:func:`atomic_distinct`; the rate is interpolated in log2(bins) between the
     measured bin counts and clamped at the ends; an uncontended site gets the own-element rate).
     An atomic is a locked read-modify-write that the core serialises (not vectorized, not
-    overlapped with other memory operations), so its time adds to the compute part. None when the
-    device is not a CPU or the profile has no atomic rates (atomics are then charged as bytes
-    only, as before)."""
+    overlapped with other memory operations), so its time adds to the compute part. ``alone``: one
+    work-item running while the others are done contends with nobody (the own-element rate).
+    None when the device is not a CPU or the profile has no atomic rates (atomics are then charged
+    as bytes only, as before)."""
     from kernelcast.expr import CACHE_KEY, compile_expr
 
     atomics = [a for a in getattr(feats, "accesses", []) if a.kind == "atomic" and a.space in ("global", "local")]
@@ -754,7 +782,7 @@ def atomic_seconds(feats: Any, env: Mapping[str, Any], dev: DeviceParams) -> np.
         fn, _ = compile_expr(a.count)
         with np.errstate(all="ignore"):
             c = np.nan_to_num(np.asarray(fn(fenv), dtype=np.float64), nan=0.0)
-        distinct, _why = atomic_distinct(a, {**env, **fenv})
+        distinct = None if alone else atomic_distinct(a, {**env, **fenv})[0]
         rate = dev.atomic_rate(a.space, distinct)
         if rate is None:
             continue
@@ -922,7 +950,7 @@ def config_env(gsize: list[int], lsize: list[int] | None, args: list[dict[str, A
                 env["__elems_" + a["name"]] = float(a.get("count") or 0)
     env["__working_set_bytes"] = buf_bytes
     for k, v in (counts or {}).items():
-        if k.startswith(SITE_PREFIXES):
+        if k.startswith(COUNT_PREFIXES):
             env[k] = float(v)
     return env
 
@@ -933,7 +961,7 @@ def stack_envs(envs: list[dict[str, float]]) -> dict[str, np.ndarray]:
     default, :meth:`~models.static.features.SourceFeatures.complete`)."""
     keys_all = sorted({k for e in envs for k in e})
     env = {k: np.array([e.get(k, np.nan) for e in envs], dtype=np.float64) for k in keys_all}
-    return {k: (v if k.startswith(SITE_PREFIXES) or not np.isnan(v).any() else np.where(np.isnan(v), 1.0, v))
+    return {k: (v if k.startswith(COUNT_PREFIXES) or not np.isnan(v).any() else np.where(np.isnan(v), 1.0, v))
             for k, v in env.items()}
 
 
@@ -1002,47 +1030,25 @@ class AnalyticalModel(Predictor):
         concurrent = cu * per_cu
 
         # per-work-item costs
-        prefix = "warp_" if d.is_gpu else ""
-        comp_s_item = np.zeros_like(g)       # seconds of one compute unit per work-item
-        flops = np.zeros_like(g)
         vec = True
         throughput = False
         if d.is_cpu:
             vec, _why = d.vectorizable(feats)
             throughput = vec and bool(cpu_throughput_loops(feats))
-        families = [b for b in BUILTIN_CLASSES if b in f and np.any(f[b] > 0)]
-        for op in RATE_CLASSES:
-            cnt = f.get(prefix + op, f.get(op))
-            if cnt is None:
-                continue
-            if op == "sfu" and families:
-                continue        # every special function is charged in its family below
-            rate = (d.vector_rate(op) if d.is_cpu and not throughput else d.rate(op)) if vec else d.scalar_rate(op)
-            comp_s_item = comp_s_item + cnt / (rate / cu)
-            if op.startswith("fp"):
-                flops = flops + f[op] * (2 if op.endswith("fma") else 1)
-        for b in families:
-            cnt = f.get(prefix + b, f[b])
-            rate = d.builtin_rate(b) if vec else d.scalar_rate(b)
-            comp_s_item = comp_s_item + cnt / (rate / cu)
-        if d.is_cpu and not vec:
-            comp_s_item = comp_s_item + (vector_value_correction(f, d) + inner_loop_correction(f, d)) * cu
-        if d.is_cpu and d.libcall_scalar and d.libcall_s:
-            # the out-of-line calls of the builtins that are not families (those have their own rates)
-            comp_s_item = comp_s_item + f[LIBCALL] * d.libcall_s
-        if d.is_cpu:
-            at_s = atomic_seconds(feats, env, d)
-            if at_s is not None:
-                comp_s_item = comp_s_item + at_s
-            if vec:
-                ga_s = gather_seconds(feats, env, d)
-                if ga_s is not None:
-                    comp_s_item = comp_s_item + ga_s
-            else:
-                # scalar code issues every load and store as an instruction of its own
-                mem_ins = (f["global_loads"] + f["global_stores"] + f["local_loads"] + f["local_stores"]
-                           + f["constant_loads"])
-                comp_s_item = comp_s_item + mem_ins / (d.scalar_rate("int_add") / cu)
+        comp_s_item, flops = self._item_seconds(feats, f, env, vec, throughput)
+        busiest_s = None
+        ratio = uneven_ratio(env) if d.is_cpu else None
+        if ratio is not None:
+            uneven = ratio >= UNEVEN_PEAK
+            # the busiest work-item on one core, as scalar code (one work-item fills no vector),
+            # its atomics contending with nobody
+            scalar_s, _ = self._item_seconds(feats, f, env, False, False, alone=True)
+            busiest_s = np.where(uneven, ratio * scalar_s, 0.0)
+            # fewer busy work-items than cores: their atomics do not contend either
+            few = uneven & (g / np.maximum(ratio, 1.0) < cu)
+            if np.any(few):
+                alone_s, _ = self._item_seconds(feats, f, env, vec, throughput, alone=True)
+                comp_s_item = np.where(few, alone_s, comp_s_item)
         fetched = f["global_fetched_bytes"] + f["constant_load_bytes"] * 0.0
         requested = f["global_load_bytes"] + f["global_store_bytes"] + f["global_atomic_bytes"]
         bw = np.full_like(g, d.dram_bw)
@@ -1092,6 +1098,10 @@ class AnalyticalModel(Predictor):
             body = self._mwp_cwp(f, lsz, per_cu, n_wg, cu, comp_t, mem_t)
         else:
             body = np.maximum(comp_t, mem_t)
+            if busiest_s is not None:
+                # a work-item that runs its loops far more than the others is a critical path
+                # no other core can share
+                body = np.maximum(body, busiest_s)
         launch = d.launch_s + n_wg * (d.wg_overhead_s + d.wi_overhead_s * lsz)
 
         # DVFS under a power cap: compute slows with the clock
@@ -1119,6 +1129,53 @@ class AnalyticalModel(Predictor):
             if eps_flop and eps_mem:
                 parts["energy_balance"] = np.full_like(g, (eps_mem / 32) / (eps_flop / 2))
         return AnalyticalResult(time_s, energy, parts)
+
+    def _item_seconds(self, feats: Any, f: Mapping[str, np.ndarray], env: Mapping[str, Any], vec: bool,
+                      throughput: bool, alone: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Seconds of one compute unit per work-item in computation (operations by class at their
+        rates, builtin families, and on a CPU the corrections, atomics and gathers), and the flops
+        per work-item: ``vec`` and ``throughput`` say how the runtime runs the work-item loop,
+        ``alone`` that the work-item's atomics contend with no other core."""
+        d = self.dev
+        g = env["gsize0"] * env["gsize1"] * env["gsize2"]
+        cu = float(d.compute_units)
+        prefix = "warp_" if d.is_gpu else ""
+        comp_s_item = np.zeros_like(g)
+        flops = np.zeros_like(g)
+        families = [b for b in BUILTIN_CLASSES if b in f and np.any(f[b] > 0)]
+        for op in RATE_CLASSES:
+            cnt = f.get(prefix + op, f.get(op))
+            if cnt is None:
+                continue
+            if op == "sfu" and families:
+                continue        # every special function is charged in its family below
+            rate = (d.vector_rate(op) if d.is_cpu and not throughput else d.rate(op)) if vec else d.scalar_rate(op)
+            comp_s_item = comp_s_item + cnt / (rate / cu)
+            if op.startswith("fp"):
+                flops = flops + f[op] * (2 if op.endswith("fma") else 1)
+        for b in families:
+            cnt = f.get(prefix + b, f[b])
+            rate = d.builtin_rate(b) if vec else d.scalar_rate(b)
+            comp_s_item = comp_s_item + cnt / (rate / cu)
+        if d.is_cpu and not vec:
+            comp_s_item = comp_s_item + (vector_value_correction(f, d) + inner_loop_correction(f, d)) * cu
+        if d.is_cpu and d.libcall_scalar and d.libcall_s:
+            # the out-of-line calls of the builtins that are not families (those have their own rates)
+            comp_s_item = comp_s_item + f[LIBCALL] * d.libcall_s
+        if d.is_cpu:
+            at_s = atomic_seconds(feats, env, d, alone=alone)
+            if at_s is not None:
+                comp_s_item = comp_s_item + at_s
+            if vec:
+                ga_s = gather_seconds(feats, env, d)
+                if ga_s is not None:
+                    comp_s_item = comp_s_item + ga_s
+            else:
+                # scalar code issues every load and store as an instruction of its own
+                mem_ins = (f["global_loads"] + f["global_stores"] + f["local_loads"] + f["local_stores"]
+                           + f["constant_loads"])
+                comp_s_item = comp_s_item + mem_ins / (d.scalar_rate("int_add") / cu)
+        return comp_s_item, flops
 
     def _mwp_cwp(self, f: dict[str, np.ndarray], lsz: np.ndarray, per_cu: np.ndarray, n_wg: np.ndarray, cu: float,
                  comp_t: np.ndarray, mem_t: np.ndarray) -> np.ndarray:

@@ -50,6 +50,8 @@ def test_csr_row_loop_counts_the_row_lengths(harness):
     assert sc.loops[site_symbol("loop", 6, 3)] == (rows, nnz)
     assert sc.values()["trip_l6_c3"] == pytest.approx(nnz / rows)
     assert sc.values()["br_l4_c3"] == pytest.approx(24 / 1024)
+    # the busiest work-item ran the longest row (its one entry)
+    assert sc.values()["tpeak_l6_c3"] == lengths.max()
 
 
 EARLY = """__kernel void early(__global const float* a, __global float* out, float t) {
@@ -147,6 +149,31 @@ def test_nested_loops(harness):
     assert sc.loops["trip_l4_c3"] == (items, items * n)
     assert sc.loops["trip_l5_c5"] == (items * n, items * n * (n - 1) // 2)
     assert sc.values()["trip_l5_c5"] == pytest.approx((n - 1) / 2)
+    # every work-item runs both loops alike: the busiest is the mean
+    assert sc.values()["tpeak_l4_c3"] == n and sc.values()["tpeak_l5_c5"] == (n - 1) / 2
+
+
+CHUNKED = """__kernel void chunked(__global const float* a, __global float* out, int n, int chunk) {
+  size_t first = get_global_id(0) * (size_t)chunk;
+  float acc = 0.0f;
+  for (size_t j = first; j < first + chunk && j < n; j++)
+    acc += a[j];
+  out[get_global_id(0)] = acc;
+}"""
+
+
+@pytest.mark.parametrize("int64", [True, False])
+def test_the_busiest_work_item_of_an_uneven_loop(harness, int64):
+    """chunk = n: work-item 0 runs all n trips and the others none. The mean says one trip per
+    work-item; the peak says n."""
+    n = 512
+    cfg = LaunchConfig((n,), (64,), [buf("a", n, init="random"), buf("out", n, init="zeros"), scalar("n", n),
+                                     scalar("chunk", n)])
+    k = Kernel(CHUNKED, "chunked", dims=1)
+    sc = measure_counts(harness, k, cfg, rewrite=count_rewrite(k, int64_atomics=int64))
+    v = sc.values()
+    assert sc.loops["trip_l4_c3"] == (n, n)
+    assert v["trip_l4_c3"] == 1.0 and v["tpeak_l4_c3"] == n
 
 
 UNBRACED = """__kernel void ub(__global const int* v, __global int* out, int n) {
@@ -246,6 +273,7 @@ def test_sampled_work_items_and_the_32_bit_record(harness):
     expected = sum(i & 7 for i in range(0, total, stride))
     assert sc.loops["trip_l4_c3"] == (sc.items, expected)
     assert sc.values()["trip_l4_c3"] == pytest.approx(3.5, abs=0.01)
+    assert sc.values()["tpeak_l4_c3"] == 7
     sc32 = measure_counts(harness, k, cfg, max_tracked=1 << 14, rewrite=count_rewrite(k, int64_atomics=False))
     assert sc32 == sc
 
@@ -307,6 +335,16 @@ def test_site_counts_round_trip():
     sc = SiteCounts(10, {"trip_l1_c1": (4, 10), "trip_l2_c1": (0, 0)}, {"br_l3_c1": (10, 3)})
     assert SiteCounts.from_dict(sc.to_dict()) == sc
     assert sc.values() == {"trip_l1_c1": 2.5, "trip_l2_c1": 0.0, "br_l3_c1": 0.3}
+    # with a peak (rounded down to 1/16 on the device, never reported below the mean)
+    sc.peaks = {"trip_l1_c1": 6.0, "trip_l2_c1": 0.0}
+    assert SiteCounts.from_dict(sc.to_dict()) == sc
+    assert sc.values()["tpeak_l1_c1"] == 6.0 and sc.values()["tpeak_l2_c1"] == 0.0
+    sc.peaks = {"trip_l1_c1": 2.4375}
+    assert sc.values()["tpeak_l1_c1"] == 2.5
+    # a record of before the peaks (no "peaks") reads as one without them
+    d = sc.to_dict()
+    del d["peaks"]
+    assert SiteCounts.from_dict(d).peaks == {} and "tpeak_l1_c1" not in SiteCounts.from_dict(d).values()
 
 
 PRAGMA = """__kernel void unrolled(__global int* out, int n) {

@@ -168,6 +168,7 @@ class SiteInfo:
     col: int
     default: float | None    # value when not measured (None: the avg_trip symbol's value)
     assumed: str             # what the analysis assumes without a measurement
+    default_expr: str = ""   # or an expression for it (a static mean trip count), over the other symbols
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SiteInfo:
@@ -233,6 +234,7 @@ class SourceFeatures:
             out += [a.count, a.count_warp]
             out += [s for s in (a.stride0, a.stride1) if s is not None]
         out += [lp.trip for lp in self.loops]
+        out += [s.default_expr for s in self.sites if s.default_expr]
         return out
 
     def symbols(self) -> set[str]:
@@ -242,9 +244,10 @@ class SourceFeatures:
             out |= compile_expr(e)[1]
         return out
 
-    def site_defaults(self) -> dict[str, float | None]:
-        """Site symbol -> its value when not measured (None: ``avg_trip``'s value)."""
-        return {s.symbol: s.default for s in self.sites}
+    def site_defaults(self) -> dict[str, float | str | None]:
+        """Site symbol -> its value when not measured (None: ``avg_trip``'s value; a string: an
+        expression over the other symbols)."""
+        return {s.symbol: s.default_expr or s.default for s in self.sites}
 
     def complete(self, envs: Mapping[str, np.ndarray | float]) -> dict[str, np.ndarray]:
         """:func:`complete_env` for this kernel's symbols and sites."""
@@ -377,12 +380,14 @@ class SourceFeatures:
 def complete_env(envs: Mapping[str, np.ndarray | float], *, dims: int = 3,
                  symbol_map: Mapping[str, str] | None = None,
                  symbols: set[str] | None = None,
-                 site_defaults: Mapping[str, float | None] | None = None) -> dict[str, np.ndarray]:
+                 site_defaults: Mapping[str, float | str | None] | None = None) -> dict[str, np.ndarray]:
     """Fill in defaults and derived sizes (module docstring); arrays stay float64.
 
     Keys may be expression symbols or the original argument names of ``symbol_map``. A site
     symbol not in ``envs`` (or NaN there: not measured for that configuration) takes its
-    ``site_defaults`` value (``avg_trip``'s when that is None or the site is not listed).
+    ``site_defaults`` value (``avg_trip``'s when that is None or the site is not listed; an
+    expression's value over the completed other symbols, in the order the sites are listed, so an
+    inner loop's may use an outer one's).
     """
     env: dict[str, np.ndarray] = {k: np.asarray(v, dtype=np.float64) for k, v in envs.items()}
     for s, argname in (symbol_map or {}).items():
@@ -407,20 +412,33 @@ def complete_env(envs: Mapping[str, np.ndarray | float], *, dims: int = 3,
     if "work_dim" not in envs:
         env["work_dim"] = np.asarray(float(dims))
     defaults = site_defaults or {}
-    for s in (symbols or set()) | set(defaults):
-        if not s.startswith(SITE_PREFIXES):
-            continue
-        dflt = defaults.get(s)
-        dv = env["avg_trip"] if dflt is None else np.asarray(float(dflt))
+
+    def fill(s: str, dv: np.ndarray) -> None:
         if s not in env:
             env[s] = dv
         elif np.isnan(env[s]).any():    # measured for some configurations only
             env[s] = np.where(np.isnan(env[s]), dv, env[s])
-    missing = (symbols or set()) - env.keys()
+
+    exprs = [s for s, d in defaults.items() if isinstance(d, str) and d]
+    for s in (symbols or set()) | set(defaults):
+        if not s.startswith(SITE_PREFIXES) or s in exprs:
+            continue
+        dflt = defaults.get(s)
+        fill(s, env["avg_trip"] if dflt is None else np.asarray(float(dflt)))
+    missing = (symbols or set()) - env.keys() - set(exprs)
     if missing:
         log.debug("symbols without a value, using %s: %s", DEFAULT_SYMBOL, sorted(missing))
         for s in missing:
             env[s] = np.asarray(DEFAULT_SYMBOL)
+    for s in exprs:
+        if s in env and not np.isnan(env[s]).any():
+            continue
+        fn, free = compile_expr(str(defaults[s]))
+        scope: dict[str, Any] = {**{x: np.asarray(DEFAULT_SYMBOL) for x in free if x not in env}, **env,
+                                 CACHE_KEY: {}}
+        with np.errstate(all="ignore"):
+            dv = np.nan_to_num(np.asarray(fn(scope), dtype=np.float64), nan=0.0)
+        fill(s, dv)
     return env
 
 

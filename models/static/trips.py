@@ -32,6 +32,10 @@ class Trip:
     kind: str
     value: Callable[[Poly], Val] | None = None
     geo: tuple[Poly, Fraction] | None = None
+    # the count is a mean over work-items or iterations of an enclosing loop (its start, bound or
+    # step differs between them): taken at the mean start and bound, which is not the mean count
+    # where the count is clipped at zero or by another bound for some of them
+    averaged: bool = False
 
 
 def induction_trip(op: str, how: str, start: Val | None, bound: Poly | None, bdeps: frozenset[str], step: Val,
@@ -84,7 +88,7 @@ def _affine_trip(op: str, how: str, A: Poly, Aa: Poly, Ba: Poly, C: Poly, averag
     def value(it: Poly, A: Poly = A, signed: Poly = signed, deps: frozenset[str] = deps) -> Val:
         return Val.of(A + signed * it, deps | {ITER})
 
-    return Trip(trip, "affine", value)
+    return Trip(trip, "affine", value, averaged=averaged)
 
 
 def _geometric_trip(op: str, how: str, Aa: Poly, Ba: Poly, C: Poly, deps_a: frozenset[str], lid: int) -> Trip:

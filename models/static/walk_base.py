@@ -177,17 +177,19 @@ class WalkerBase(ABC):
         (:attr:`models.static.features.Access.conditional`), "" if none."""
         return self.cond_stack[-1] if self.cond_stack else ""
 
-    def site(self, kind: str, c: ci.Cursor, default: float | None, assumed: str) -> Poly | None:
+    def site(self, kind: str, c: ci.Cursor, default: float | None, assumed: str, default_expr: str = ""
+             ) -> Poly | None:
         """The symbol of a count a run on real inputs can measure at the loop / ``if`` statement
-        ``c`` (:class:`~models.static.features.SiteInfo`); None for a statement outside the kernel's
-        own source file (an included header), which no measurement can name."""
+        ``c`` (:class:`~models.static.features.SiteInfo`; ``default_expr``: its value where not
+        measured, an expression); None for a statement outside the kernel's own source file (an
+        included header), which no measurement can name."""
         loc = c.location
         if loc.file is None or loc.file.name != self.filename:
             return None
         name = site_symbol(kind, loc.line, loc.column)
         if not self.mute and name not in self._site_names:
             self._site_names.add(name)
-            self.sites.append(SiteInfo(name, kind, loc.line, loc.column, default, assumed))
+            self.sites.append(SiteInfo(name, kind, loc.line, loc.column, default, assumed, default_expr))
         return Poly.symbol(name)
 
     def keep_site_if_used(self, kind: str, c: ci.Cursor, used_in: Poly) -> None:

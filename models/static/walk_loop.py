@@ -71,6 +71,13 @@ class LoopWalker(WalkerBase):
         if trip_kind != "affine" and trip_kind != "geometric":
             # the trips per entry are data (or beyond the analysis): a site a run can measure
             trip = self.site("loop", c, None, f"{trip_kind} trip count: avg_trip assumed") or AVG_TRIP
+        elif trip_kind == "affine" and tr.averaged:
+            # a count that differs between work-items (or outer iterations) is taken at their mean
+            # bounds, which misses every clipped one (``j < first + chunk && j < n`` with
+            # ``first = gid * chunk``: 0 trips at the mean, 1 per work-item in fact): a site a run
+            # can measure, its static mean where none did
+            trip = self.site("loop", c, None, "trip count differs between work-items: static mean at the mean "
+                                              "bounds assumed", default_expr=trip.to_str()) or trip
         why_dead = self.dead_loops.get(loop_key(c))
         closed = ""
         if why_dead and trip_kind in ("affine", "geometric") and "closed form" in why_dead:
@@ -386,6 +393,7 @@ class LoopWalker(WalkerBase):
         tkind = ""
         value: Callable[[Poly], Val] | None = None
         fallback = "unknown"
+        averaged = False
         for x in solved:
             if x is None or x[1] != key:
                 early = True
@@ -396,6 +404,7 @@ class LoopWalker(WalkerBase):
                 trips.append(t.trip)
                 tkind = tkind or t.kind
                 value = value or t.value
+                averaged = averaged or t.averaged
             else:
                 early = True
                 if t.kind == "data_dependent":
@@ -403,7 +412,7 @@ class LoopWalker(WalkerBase):
         if not trips:
             return Trip(AVG_TRIP, fallback), name, None, False
         trip = trips[0] if len(trips) == 1 else p_min(*trips)
-        return Trip(trip, tkind, value), name, key, early
+        return Trip(trip, tkind, value, averaged=averaged), name, key, early
 
     def solve_bound(self, c: ci.Cursor, cands: dict[int, Induction]
                     ) -> tuple[str, int, Poly | None, frozenset[str]] | None:
