@@ -386,9 +386,10 @@ def add_counts_parser(dsub: Any) -> None:
     p = dsub.add_parser("counts", help="per-site loop trips and branch outcomes for the ok rows of a dataset",
                         description="Run each ok row's configuration once more with a counting kernel (loop trips "
                                     "and branch outcomes per site, instrument.counters) on the row's data, for "
-                                    "rows that have no counts yet; results go to DS/site_counts.jsonl (journaled, "
-                                    "one line per row, failures with their reason), which readers merge as the "
-                                    "site_counts column. Interrupt at any time; rerunning resumes.")
+                                    "rows that have no counts yet or whose counts lack a loop's busiest work-item "
+                                    "(counted before that was measured); results go to DS/site_counts.jsonl "
+                                    "(journaled, one line per row, failures with their reason), which readers merge "
+                                    "as the site_counts column. Interrupt at any time; rerunning resumes.")
     p.add_argument("dataset", help="dataset directory")
     p.add_argument("--jobs", type=bounded_int(1, 64), default=1, help="harness worker processes (1)")
     p.add_argument("--limit", type=positive_int, help="at most N rows this run")

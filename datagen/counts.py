@@ -8,8 +8,10 @@ local size, the argument bindings with their counts and scalar values) and the k
 seed (``options.timing.seed`` of the manifest: buffers get exactly the contents the timed run had).
 Results go to the journaled sidecar ``DS/site_counts.jsonl`` (one fsync'd line per row, failures
 included with their status and reason), never into the shards; :func:`datagen.dataset.read_dataset`
-merges it as the ``site_counts`` column. A killed backfill loses at most the rows in flight; a rerun
-skips every row the sidecar has (``retry_failed`` re-runs the failed ones).
+merges it as the ``site_counts`` column. Rows whose own counts lack what the counting launch
+measures now (each loop's busiest work-item, :func:`datagen.dataset.counts_current`) are counted
+again the same way, and the sidecar's counts take their place. A killed backfill loses at most the
+rows in flight; a rerun skips every row the sidecar has (``retry_failed`` re-runs the failed ones).
 """
 
 from __future__ import annotations
@@ -25,7 +27,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from datagen.dataset import MANIFEST, SITE_COUNTS, _read_journal, fsync_dir, load_manifest, read_dataset
+from datagen.dataset import (
+    MANIFEST,
+    SITE_COUNTS,
+    _read_journal,
+    counts_current,
+    fsync_dir,
+    load_manifest,
+    read_dataset,
+)
 from datagen.frame import TRAIN_PASSES, DataError
 from instrument.counters import MAX_TRACKED, CountRewrite, SiteCounts, count_rewrite, measure_counts
 from instrument.rewrite import InstrumentedRunError, RewriteError
@@ -207,7 +217,8 @@ def check_counts_dataset(root: Path) -> tuple[dict[str, Any], list[dict[str, Any
         kernels = {r["id"]: Kernel.from_dict(r) for r in read_records(root / "kernels")}
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise DataError(f"{root}/kernels/kernels.jsonl cannot be read ({type(e).__name__})") from None
-    cols = [c for c in ("row_key", "kernel_id", "kernel_name", "gsize", "lsize", "args") if c in df.columns]
+    cols = [c for c in ("row_key", "kernel_id", "kernel_name", "gsize", "lsize", "args", "site_counts")
+            if c in df.columns]
     return manifest, df[cols].to_dict("records"), kernels
 
 
@@ -225,10 +236,12 @@ def backfill_counts(dataset: str | os.PathLike[str], *, device: Any = "auto", jo
     side = _Sidecar(root)
     summary = BackfillSummary(rows_ok=len(rows), sidecar=str(side.path))
     try:
-        summary.had_counts = sum(1 for r in rows if r["row_key"] in side.entries)
+        summary.had_counts = sum(1 for r in rows if r["row_key"] in side.entries
+                                 or counts_current(r.get("site_counts")))
         pending = [r for r in rows if (kernel_ids is None or r["kernel_id"] in kernel_ids)
-                   and (r["row_key"] not in side.entries
-                        or (retry_failed and side.entries[r["row_key"]].get("status") != "ok"))]
+                   and ((r["row_key"] not in side.entries and not counts_current(r.get("site_counts")))
+                        or (retry_failed and r["row_key"] in side.entries
+                            and side.entries[r["row_key"]].get("status") != "ok"))]
         pending.sort(key=lambda r: (r["kernel_id"], r["row_key"]))
         if limit is not None:
             pending = pending[:limit]

@@ -334,14 +334,29 @@ def read_site_counts(root: str | os.PathLike[str]) -> dict[str, str]:
 
 
 def merge_site_counts(df: pd.DataFrame, sidecar: dict[str, str]) -> pd.DataFrame:
-    """The ``site_counts`` column: a row's own (written by datagen) where it has one, else the
-    sidecar's, else ``""``. Frames with neither keep no such column."""
+    """The ``site_counts`` column: the sidecar's where it has the row (``dataset counts`` ran after
+    the row was stored: it counted a row without counts, or recounted one whose counts lack what
+    the counting launch measures now), else the row's own (written by datagen), else ``""``.
+    Frames with neither keep no such column."""
     if df.empty or ("site_counts" not in df.columns and not sidecar):
         return df
     own = df["site_counts"] if "site_counts" in df.columns else pd.Series([None] * len(df), index=df.index)
     side = df["row_key"].map(sidecar)
-    merged = [o if isinstance(o, str) and o else (s if isinstance(s, str) else "") for o, s in zip(own, side)]
+    merged = [s if isinstance(s, str) and s else (o if isinstance(o, str) else "") for o, s in zip(own, side)]
     return df.assign(site_counts=merged)
+
+
+def counts_current(text: Any) -> bool:
+    """Whether a row's ``site_counts`` cell holds what the counting launch measures now: measured
+    (not ``""``), and every loop with its busiest work-item (``tpeak_...``; counts of before that
+    have only the means)."""
+    from kernelcast.columns import decode_counts
+    from kernelcast.sites import PEAK_PREFIX, TRIP_PREFIX
+
+    if not isinstance(text, str) or not text:
+        return False
+    c = decode_counts(text)
+    return all(PEAK_PREFIX + k[len(TRIP_PREFIX):] in c for k in c if k.startswith(TRIP_PREFIX))
 
 
 #: datagen measures a row once more (reason ``load``) when other processes took at least this share

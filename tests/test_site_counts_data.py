@@ -56,7 +56,7 @@ def _check_values(df) -> None:
     assert len(ok) >= 2
     for _, r in ok.iterrows():
         v = json.loads(r["site_counts"])
-        assert v["trip_l4_c3"] == 5.0
+        assert v["trip_l4_c3"] == 5.0 and v["tpeak_l4_c3"] == 5.0
         assert v["br_l5_c3"] == pytest.approx(_expected_share(int(r["global_items"])), abs=1e-12)
 
 
@@ -84,6 +84,29 @@ def test_backfill_fills_the_sidecar_resumes_and_matches_datagen(tmp_path, harnes
     lines = (root / SITE_COUNTS).read_text().splitlines()
     assert len(lines) == ok and len({json.loads(x)["row_key"] for x in lines}) == ok
     assert {p: p.read_bytes() for p in (root / "shards").glob("*.parquet")} == shards     # shards untouched
+
+
+def test_counts_of_before_the_peaks_are_counted_again(tmp_path, harness, monkeypatch):
+    """Rows datagen counted before the counting launch kept each loop's busiest work-item (their
+    counts have ``trip_`` without ``tpeak_``) are counted again into the sidecar, whose counts
+    readers then take; rows counted now are left alone."""
+    from instrument.counters import SiteCounts
+
+    values = SiteCounts.values
+    monkeypatch.setattr(SiteCounts, "values",
+                        lambda self: {k: v for k, v in values(self).items() if not k.startswith("tpeak_")})
+    root = tmp_path / "old"
+    _make(root, harness, True)
+    monkeypatch.undo()
+    df = read_dataset(root)
+    ok = int((df["status"] == "ok").sum())
+    assert not df.loc[df["status"] == "ok", "site_counts"].str.contains("tpeak_").any()
+    s = backfill_counts(root)
+    assert (s.had_counts, s.attempted, s.counted) == (0, ok, ok)
+    _check_values(read_dataset(root))
+    assert backfill_counts(root).attempted == 0
+    _make(tmp_path / "new", harness, True)
+    assert backfill_counts(tmp_path / "new").attempted == 0
 
 
 def test_row_config_round_trips_the_stored_bindings():
