@@ -126,7 +126,7 @@ class BackfillSummary:
     counted: int = 0
     failed: Counter = field(default_factory=Counter)     # status -> rows
     kernel_failures: dict[str, str] = field(default_factory=dict)   # kernel name -> first reason
-    rows_with_counts: int = 0         # after this run
+    rows_with_counts: int = 0         # after this run, with counts of what the counting launch measures now
     wall_s: float = 0.0
     sidecar: str = ""
 
@@ -146,7 +146,7 @@ class BackfillSummary:
         lines = [f"ok rows: {self.rows_ok}; before this run {self.had_counts} had an entry; counted now "
                  f"{self.counted} of {self.attempted}"
                  + (f" in {self.wall_s:.0f} s ({d['rows_per_min']:.1f} rows/min)" if self.wall_s else ""),
-                 f"rows with counts: {self.rows_with_counts} / {self.rows_ok} ({100 * self.coverage:.1f} %)"]
+                 f"rows with current counts: {self.rows_with_counts} / {self.rows_ok} ({100 * self.coverage:.1f} %)"]
         if self.failed:
             lines.append("failed rows by status: " + ", ".join(f"{k}: {v}" for k, v in sorted(self.failed.items())))
         for name, why in sorted(self.kernel_failures.items()):
@@ -352,7 +352,8 @@ def backfill_counts(dataset: str | os.PathLike[str], *, device: Any = "auto", jo
         if errors:
             raise errors[0]
         summary.wall_s = time.perf_counter() - t0
-        summary.rows_with_counts = sum(1 for r in rows if side.entries.get(r["row_key"], {}).get("status") == "ok")
+        summary.rows_with_counts = sum(1 for r in rows if side.entries.get(r["row_key"], {}).get("status") == "ok"
+                                       or (r["row_key"] not in side.entries and counts_current(r.get("site_counts"))))
     finally:
         side.close()
     return summary
