@@ -400,6 +400,34 @@ def dead_loops(body: ci.Cursor) -> dict[Key, str]:
     return dead
 
 
+def dead_statements(body: ci.Cursor, loops: dict[Key, str] | None = None) -> dict[Key, str]:
+    """Statements of a kernel body the compiler deletes (dead-store elimination): a declaration
+    of one non-array variable with an initializer, or an assignment ``x = expr`` to a variable,
+    with no side effect, whose variable is dead after it (:class:`_Liveness`; ``loops``: the dead
+    loops, whose reads do not count). ``v = a ? b : pow(fabs(m), 0.5f); if (c) v = x; else v = y;``
+    computes nothing (synth_stencil_000282, seed 23: 4.9x too slow when its ``pow`` was charged).
+    Keys as :func:`loop_key`, with a short reason."""
+    parents = _parents(body)
+    lv = _Liveness(parents, list(loops or {}))
+    out: dict[Key, str] = {}
+    for x in body.walk_preorder():
+        target: int | None = None
+        if x.kind == K.DECL_STMT:
+            decls = list(x.get_children())
+            if len(decls) == 1 and decls[0].kind == K.VAR_DECL and decls[0].type.get_canonical().kind not in (
+                    ci.TypeKind.CONSTANTARRAY, ci.TypeKind.INCOMPLETEARRAY, ci.TypeKind.VARIABLEARRAY):
+                if any(ch.kind.is_expression() for ch in decls[0].get_children()):
+                    target = int(decls[0].hash)
+        elif x.kind == K.BINARY_OPERATOR and _cx.binary_op(x) == "=" and parents.get(loop_key(x)) is not None \
+                and parents[loop_key(x)].kind == K.COMPOUND_STMT:
+            target = _lhs_var(list(x.get_children())[0])
+        if target is None or side_effect(x) is not None or any(_inside(x, d) for d in (loops or {})):
+            continue
+        if not lv.live_after(x, target):
+            out[loop_key(x)] = "its value is overwritten or never read"
+    return out
+
+
 def _loop_variant(lp: ci.Cursor) -> set[int]:
     """Variables that change in the loop: assigned in it, or declared in it."""
     declared = {int(x.hash) for x in lp.walk_preorder() if x.kind == K.VAR_DECL}

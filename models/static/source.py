@@ -89,7 +89,7 @@ from kernelcast.cuda import looks_like_cuda
 from kernelcast.schema import Kernel
 from models.static.affine import average
 from models.static.cursors import type_bytes, type_class
-from models.static.deadcode import closed_form_loops, dead_loops
+from models.static.deadcode import closed_form_loops, dead_loops, dead_statements
 from models.static.expr import Poly
 from models.static.features import BUILTIN_CLASSES, LIBCALL, OP_CLASSES, RESERVED, SourceFeatures
 from models.static.values import ZERO, Ptr, Val
@@ -181,6 +181,8 @@ def analyze_source(kernel: Kernel, filename: str = "kernel.cl") -> SourceFeature
     try:
         if body is not None:
             w.dead_loops = {**closed_form_loops(body), **dead_loops(body)}
+            w.dead_stmts = dead_statements(body, {k: v for k, v in w.dead_loops.items()
+                                                  if "closed form" not in v})
             w.walk_body(body)
     finally:
         sys.setrecursionlimit(limit)

@@ -123,6 +123,7 @@ class WalkerBase(ABC):
         self.geo_params: dict[int, tuple[Poly, Fraction]] = {}   # loop id -> (start, factor)
         self.acc_polys: list[tuple[Poly, Poly]] = []              # count polys of self.accesses
         self.dead_loops: dict[tuple[int, int, int], str] = {}    # loop key -> why it is dead code
+        self.dead_stmts: dict[tuple[int, int, int], str] = {}    # statement key -> why it is dead code
 
     # --- bookkeeping ----------------------------------------------------------------------------
     def serial(self) -> int:

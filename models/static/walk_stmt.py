@@ -16,7 +16,8 @@ from fractions import Fraction
 import clang.cindex as ci
 
 from models.static.branches import Frac, branch_fraction
-from models.static.cursors import ARRAY_KINDS, terminates, type_bytes
+from models.static.cursors import ARRAY_KINDS, terminates, type_bytes, unwrap
+from models.static.deadcode import loop_key
 from models.static.expr import DATA, WI, Poly, p_min
 from models.static.values import ONE, UNKNOWN, WARP, ZERO, Ptr, Val, same_value
 from models.static.walk_base import WalkerBase, branch_category
@@ -48,6 +49,9 @@ class StmtWalker(WalkerBase):
 
     def walk_stmt(self, c: ci.Cursor, top: bool = False, top_last: bool = False) -> tuple[Poly, Poly] | None:
         k = c.kind
+        if self.dead_stmts and loop_key(c) in self.dead_stmts:
+            self._dead_stmt(c)
+            return None
         if k == K.COMPOUND_STMT:
             self.walk_stmts(list(c.get_children()), top=top)
             return None
@@ -94,6 +98,21 @@ class StmtWalker(WalkerBase):
             return None
         self.ev(c)
         return None
+
+    def _dead_stmt(self, c: ci.Cursor) -> None:
+        """A statement the compiler deletes (:func:`~models.static.deadcode.dead_statements`): its
+        variable gets an unknown value and nothing is counted."""
+        if c.kind == K.DECL_STMT:
+            for d in c.get_children():
+                if d.kind == K.VAR_DECL:
+                    self.vars[d.hash] = self.var_val(d.spelling, frozenset())
+        else:
+            lhs = unwrap(list(c.get_children())[0])
+            if lhs.referenced is not None:
+                self.vars[lhs.referenced.hash] = self.var_val(lhs.spelling, frozenset())
+        if not self.mute:
+            self.note(f"statement at line {c.location.line} not counted: dead code, removed by the compiler "
+                      f"({self.dead_stmts[loop_key(c)]})")
 
     def decl(self, d: ci.Cursor) -> None:
         t = d.type
