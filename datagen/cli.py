@@ -211,7 +211,7 @@ def cmd_datagen(args: argparse.Namespace) -> int:
 
                 write_card(out)
             print(f"\n{e}", file=sys.stderr)
-            return 130
+            return 143 if e.terminated else 130
     card = None
     if preset is not None:
         from datagen.card import write_card

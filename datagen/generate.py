@@ -48,7 +48,7 @@ from instrument.backends import backend_for
 from instrument.memcheck import HOST_MEMORY_REASON
 from instrument.runner import HARNESS_VERSION, TimingPolicy
 from kernelcast.clang import KernelParam, ParseError, kernel_signatures
-from kernelcast.errors import KernelcastError
+from kernelcast.errors import KernelcastError, Terminated
 from kernelcast.schema import ArgsSelection, Kernel, LaunchConfig, Measurement
 
 log = logging.getLogger(__name__)
@@ -683,9 +683,11 @@ def write_kernels(root: Path, kernels: list[Kernel]) -> None:
 class DatagenInterrupted(KernelcastError):
     """Ctrl-C during :func:`run_datagen`: every row stored so far is kept; rerunning resumes."""
 
-    def __init__(self, appended: int):
-        super().__init__(f"interrupted: {appended} rows stored this run; rerun the same command to resume")
+    def __init__(self, appended: int, terminated: bool = False):
+        super().__init__(f"{'terminated' if terminated else 'interrupted'}: {appended} rows stored this run; "
+                         f"rerun the same command to resume")
         self.appended = appended
+        self.terminated = terminated    # by SIGTERM (exit 143), else Ctrl-C (130)
 
 
 @dataclass
@@ -716,8 +718,8 @@ def run_datagen(kernels: list[Kernel], out: str | Path, device: Any, options: Da
             gen = Generator(h, writer, options, progress=bar)
             try:
                 summary = gen.run(kernels)
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as stop:
                 bar.close()
-                raise DatagenInterrupted(writer.appended) from None
+                raise DatagenInterrupted(writer.appended, isinstance(stop, Terminated)) from None
         writer.update_manifest(last_summary=summary.to_dict(), meter=h.meter_name)
     return DatagenRun(summary, len(writer), writer.appended)

@@ -250,7 +250,8 @@ class Harness:
         return self
 
     def __exit__(self, exc_type: object, *exc: object) -> None:
-        if exc_type is KeyboardInterrupt:      # the worker ignores SIGINT: stop it now, not after 5 s
+        # Ctrl-C or SIGTERM (kernelcast.errors.Terminated): stop the worker now, not after 5 s
+        if isinstance(exc_type, type) and issubclass(exc_type, KeyboardInterrupt):
             self._stop_worker(kill=True)
         self.close()
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kernelcast.console import fmt_table, human_bytes, load_kernel_source, to_json
-from kernelcast.errors import InputError, UsageError
+from kernelcast.errors import InputError, Terminated, UsageError
 from kernelcast.log import setup_logging
 from kernelcast.options import Parser, default_action, nonneg_float, nonneg_int, positive_float, positive_int, seed
 
@@ -264,7 +264,24 @@ def _default_actions(parser: argparse.ArgumentParser, argv: list[str]) -> list[s
     return argv
 
 
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return _main(argv)
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        return _main(argv)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     argv = _default_actions(parser, list(sys.argv[1:] if argv is None else argv))
     try:
@@ -277,6 +294,9 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as e:     # every bad-input exception of the project: one line, exit 2
         print(f"kernelcast: error: {e}", file=sys.stderr)
         return 2
+    except Terminated:
+        print("kernelcast: terminated", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("kernelcast: interrupted", file=sys.stderr)
         return 130

@@ -20,3 +20,9 @@ class InputError(KernelcastError):
 
 class UsageError(InputError):
     """A command-line option or file that cannot be used, with a message fit to print as is."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill PID``, a batch scheduler's stop), raised by the command line's handler: it
+    unwinds as Ctrl-C does, so a command closes its harness workers, its dataset journal and its
+    temporary files on the way out, and exits 143 (130 after Ctrl-C)."""

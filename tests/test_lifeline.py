@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from instrument.backends import DeviceInfo
 
 HANG = "__kernel void spin(__global volatile int* a, int n) { while (a[0] >= 0) { a[1] += n; } }"
@@ -117,14 +119,17 @@ def test_worker_enforces_its_own_deadline(device: DeviceInfo) -> None:
             proc.join()
 
 
-def test_ctrl_c_stops_the_command_and_its_worker_at_once(tmp_path: Path, device: DeviceInfo) -> None:
-    """SIGINT to the command (what Ctrl-C sends it): exit 130 within seconds, worker gone."""
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_ctrl_c_or_term_stops_the_command_and_its_worker_at_once(tmp_path: Path, device: DeviceInfo, sig: int,
+                                                                 code: int) -> None:
+    """SIGINT to the command (what Ctrl-C sends it) or SIGTERM (``kill PID``): exit 130 / 143
+    within seconds, through the command's own way out, worker gone."""
     parent, worker = _start_hanging_measure(tmp_path, device)
     try:
         t0 = time.monotonic()
-        os.kill(parent.pid, signal.SIGINT)
+        os.kill(parent.pid, sig)
         rc = parent.wait(15)
-        assert rc == 130
+        assert rc == code
         while _alive(worker) and time.monotonic() - t0 < 5:
             time.sleep(0.05)
         assert not _alive(worker)
