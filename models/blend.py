@@ -40,6 +40,9 @@ class StackedBlend:
     scores: dict[str, float] = field(default_factory=dict)   # candidate -> criterion where chosen
     criterion: str = "median_abs_log2"
     rows: int = 0
+    #: the candidate every other had to beat (train.blend.fit_stacked_blend): the best single
+    #: model, or ``geometric_mean`` where the kernel groups could not tell the single models apart
+    anchor: str = ""
     #: how it was fitted and its out-of-fold figures (free-form, saved with it)
     fitted: dict[str, Any] = field(default_factory=dict)
 

@@ -98,10 +98,10 @@ def test_models_the_groups_cannot_tell_apart_are_hedged():
     ea, eb = rng.normal(0.0, 0.6, size=(2, len(groups)))
     a, b = y * 2.0 ** ea, y * 2.0 ** eb
     hedged = fit_stacked_blend({"a": a, "b": b}, y, groups=groups)
-    assert hedged.kind == "geometric_mean", hedged.scores
+    assert hedged.kind == "geometric_mean" and hedged.anchor == "geometric_mean", hedged.scores
     assert fit_stacked_blend({"a": a, "b": b}, y).kind not in ("a", "b")      # without groups: by score
     clear = fit_stacked_blend({"a": a, "b": y * 2.0 ** (3 * eb)}, y, groups=groups)
-    assert clear.kind == "a"
+    assert clear.kind == "a" and clear.anchor == "a"
 
 
 def test_a_weighted_geometric_mean_is_a_candidate():

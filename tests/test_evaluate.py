@@ -521,8 +521,13 @@ def test_blend_command_stacks_on_out_of_fold_predictions(tiny_dataset, tmp_path,
     assert saved["kind"] == res["blend"]["kind"] and saved["fitted"]["method"].startswith("stacking")
     assert saved["fitted"]["folds"] == 2 and saved["fitted"]["rows"] == res["rows"] > 0
     figs = res["figures"]
-    assert figs["blend"]["median_abs_log2"] <= min(figs["analytical"]["median_abs_log2"],
-                                                   figs["learned"]["median_abs_log2"]) + 1e-12
+    # never worse than the best single model on these rows, except the hedge: the geometric mean
+    # of models the kernel groups cannot tell apart (train.blend.HEDGE_SE), kept because picking
+    # one of them is a coin flip on held-out kernels (sw8, evaluate --repeats 3: median |log2|
+    # 0.389 with the hedge, 0.401 with it only where it also scores no worse on these rows)
+    best_single = min(figs["analytical"]["median_abs_log2"], figs["learned"]["median_abs_log2"])
+    assert figs["blend"]["median_abs_log2"] <= best_single + 1e-12 or saved["anchor"] == "geometric_mean", figs
+    assert saved["anchor"] in ("analytical", "learned", "geometric_mean")
     # the OOF analytical figure is the analytical model's own (nothing fitted)
     assert figs["analytical"]["rows"] == res["rows"]
     # a damaged blend.json is one line and exit 2 in predict
