@@ -1,6 +1,7 @@
 """Work spread unevenly over work-items: a loop whose trip count differs between work-items is a
 site a counting launch measures (its mean and its busiest work-item), and the analytical model
-charges the busiest work-item's time on one core where it bounds the kernel's."""
+charges the busiest work-item's time on one core where it bounds the kernel's. A loop with an exit
+the analysis cannot bound is a site too."""
 
 from __future__ import annotations
 
@@ -62,6 +63,33 @@ def test_a_loop_whose_trips_differ_between_work_items_is_a_measurable_site():
     assert f.evaluate({**env, SITE: 1.0})["global_loads"] == pytest.approx(1.0)
     # an even split (chunk 1 of n = gsize): the static mean is right already
     assert f.evaluate({**env, "chunk": 1})["global_loads"] == pytest.approx(1.0)
+
+
+#: a bisection: the loop ends at max_iter or when the interval is below tol, a condition on values
+#: the loop computes (not loaded data), which the analysis cannot bound
+BISECT = """__kernel void bisect(__global const float* p, __global float* root, const float tol, const int max_iter) {
+  int i = get_global_id(0);
+  float pp = p[i], lo = -10.0f, hi = 10.0f;
+  for (int it = 0; it < max_iter && (hi - lo) > tol; ++it) {
+    float mid = 0.5f * (lo + hi);
+    if (mid * mid * mid + pp * mid > 0.0f) hi = mid; else lo = mid;
+  }
+  root[i] = 0.5f * (lo + hi);
+}"""
+
+
+def test_a_loop_exit_the_analysis_cannot_bound_is_a_measurable_site():
+    """cf_bisection_cubic under memory selection (max_iter = 357,632) was charged every one of its
+    max_iter trips, 12,000x its time: the counting launch's 5 trips now take their place, and
+    unmeasured the static bound stays."""
+    f = analyze_source_text(BISECT, "bisect")
+    (lp,) = f.loops
+    site = next(s for s in f.sites if s.symbol == lp.trip)
+    assert site.kind == "loop" and "max_iter" in site.default_expr
+    env = {"gsize0": 4096, "max_iter": 100000}
+    unmeasured, measured = f.evaluate(env), f.evaluate({**env, lp.trip: 5.0})
+    # three multiplications a trip and one after the loop
+    assert (unmeasured["fp32_mul"], measured["fp32_mul"]) == pytest.approx((3 * 100000 + 1, 3 * 5 + 1))
 
 
 def test_uneven_ratio_is_the_busiest_over_the_mean():

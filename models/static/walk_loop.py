@@ -78,6 +78,15 @@ class LoopWalker(WalkerBase):
             # can measure, its static mean where none did
             trip = self.site("loop", c, None, "trip count differs between work-items: static mean at the mean "
                                               "bounds assumed", default_expr=trip.to_str()) or trip
+        elif trip_kind == "affine" and early and cond is not None:
+            with self.muted():
+                data_exit = DATA in self.ev(cond).deps
+            if not data_exit:
+                # a second exit the analysis cannot bound and that is not on loaded data (a bisection's
+                # ``(hi - lo) > tol``): a site a run can measure, the static bound where none did
+                # (cf_bisection_cubic under memory selection: max_iter 357,632 trips charged, 5 run)
+                trip = self.site("loop", c, None, "an exit the analysis does not bound: the static bound assumed",
+                                 default_expr=trip.to_str()) or trip
         why_dead = self.dead_loops.get(loop_key(c))
         closed = ""
         if why_dead and trip_kind in ("affine", "geometric") and "closed form" in why_dead:
