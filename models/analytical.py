@@ -1102,6 +1102,7 @@ class AnalyticalModel(Predictor):
                 # a work-item that runs its loops far more than the others is a critical path
                 # no other core can share
                 body = np.maximum(body, busiest_s)
+                comp_t = np.maximum(comp_t, busiest_s)
         launch = d.launch_s + n_wg * (d.wg_overhead_s + d.wi_overhead_s * lsz)
 
         # DVFS under a power cap: compute slows with the clock
@@ -1122,6 +1123,7 @@ class AnalyticalModel(Predictor):
             "arithmetic_intensity": intensity, "time_balance": np.full_like(g, peak_flops / d.dram_bw),
             "waves": np.ceil(n_wg / concurrent), "resident_wg_per_cu": per_cu, "global_items": g,
             "flops": flops * g, "fetched_bytes": fetched * g, "strided_lines_s": strided_s_item * g / cu,
+            "busiest_item_s": busiest_s if busiest_s is not None else np.zeros_like(g),
         }
         if d.energy:
             eps_flop = d.energy.get("energy_per_op_fp32_fma_pj")
@@ -1371,4 +1373,10 @@ def explain(p: dict[str, Any], t: float) -> dict[str, Any]:
         out["energy_balance"] = float(p["energy_balance"])
     if float(p.get("strided_lines_s", 0.0)) > 0:
         out["page_strided_us"] = float(p["strided_lines_s"]) * 1e6     # in the memory part
+    busiest = float(p.get("busiest_item_s", 0.0))
+    if busiest > 0:
+        # a work-item that runs its loops far more than the others (uneven_ratio): its time on
+        # one core, and whether it is what the time is (it then stands in the compute part)
+        out["busiest_work_item_us"] = busiest * 1e6
+        out["busiest_work_item_bounds"] = busiest >= max(parts["compute"], parts["memory"])
     return out

@@ -107,9 +107,14 @@ def test_the_busiest_work_item_bounds_the_prediction():
     base = {SITE: 1.0}
     rows = [_row(g, g, g, base), _row(g, g, g, {**base, peak: 1.0}), _row(g, g, g, {**base, peak: UNEVEN_PEAK / 2}),
             _row(g, g, g, {**base, peak: 0.6 * g}), _row(g, g, g, {**base, peak: float(g)})]
-    t = model.predict(pd.DataFrame(rows)).time_us
+    pred = model.predict(pd.DataFrame(rows))
+    t = pred.time_us
     # no peak, an even peak and a mild one: the work is shared by the cores
     assert t[0] == t[1] == t[2]
+    assert "busiest_work_item_us" not in pred.explanation[0]
+    # the explanation says what bounds the time, and the compute part holds it (as a power cap sees it)
+    assert pred.explanation[4]["busiest_work_item_bounds"] is True
+    assert pred.explanation[4]["time_parts_us"]["compute"] == pytest.approx(pred.explanation[4]["busiest_work_item_us"])
     # one work-item runs (nearly) every trip on one core: its time is the kernel's, in proportion
     # to its trips (1 / 0.6), where spread over the two cores of the bundled profile it would be
     # half of that at g trips
