@@ -29,7 +29,7 @@ from collections.abc import Iterable
 import clang.cindex as ci
 
 from models.static import _cx
-from models.static.cursors import unwrap
+from models.static.cursors import ARRAY_KINDS, unwrap
 
 K = ci.CursorKind
 
@@ -414,8 +414,8 @@ def dead_statements(body: ci.Cursor, loops: dict[Key, str] | None = None) -> dic
         target: int | None = None
         if x.kind == K.DECL_STMT:
             decls = list(x.get_children())
-            if len(decls) == 1 and decls[0].kind == K.VAR_DECL and decls[0].type.get_canonical().kind not in (
-                    ci.TypeKind.CONSTANTARRAY, ci.TypeKind.INCOMPLETEARRAY, ci.TypeKind.VARIABLEARRAY):
+            if len(decls) == 1 and decls[0].kind == K.VAR_DECL and \
+                    decls[0].type.get_canonical().kind not in ARRAY_KINDS:
                 if any(ch.kind.is_expression() for ch in decls[0].get_children()):
                     target = int(decls[0].hash)
         elif x.kind == K.BINARY_OPERATOR and _cx.binary_op(x) == "=" and parents.get(loop_key(x)) is not None \
