@@ -9,6 +9,8 @@
   residual is a function of ``beta`` alone, minimised by a grid search refined by golden section.
 * :func:`find_plateaus`: piecewise-constant segmentation of a curve such as bandwidth (or
   latency) against working-set size, to find cache levels as plateaus separated by steps.
+* :func:`join_fit`: the delay before a CPU runtime's other worker threads join a launch
+  (:func:`join_time`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -259,3 +262,35 @@ def find_plateaus(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarr
     mono = merge_close(mono[::-1])
     return [Plateau(float(xa[i]), float(xa[j - 1]), float(np.exp(med((i, j)))), j - i, int(i), int(j - 1))
             for i, j in mono]
+
+
+def join_time(work: Any, join: float, units: float, groups: Any) -> np.ndarray:
+    """Time of a launch of ``work`` (seconds of one compute unit, launch cost excluded) split into
+    ``groups`` equal work-groups on ``units`` compute units when the others join the first one only
+    after ``join``: the first unit runs alone until then, and a work-group a late unit takes still
+    runs whole, so ``min(work, max(join + (work - join) / active, join + work / groups))`` with
+    ``active = min(groups, units)``; ``work`` where one unit finishes everything before anyone joins,
+    or where there is one work-group."""
+    w = np.asarray(work, dtype=np.float64)
+    g = np.maximum(np.asarray(groups, dtype=np.float64), 1.0)
+    active = np.minimum(g, float(units))
+    shared = np.maximum(join + (w - join) / active, join + w / g)
+    return np.where(active > 1, np.minimum(w, shared), w)
+
+
+def join_fit(work: Sequence[float] | np.ndarray, measured: Sequence[float] | np.ndarray, units: float,
+             groups: float, steps: int = 2000) -> tuple[float, float]:
+    """The join delay (:func:`join_time`) that fits launches of one-unit ``work`` measured at
+    ``measured`` (both launch cost excluded; ``groups`` work-groups on ``units`` compute units)
+    best in relative terms: a grid search over ``[0, max(work)]`` minimising the sum of squared
+    ``log(predicted / measured)``. Returns the delay and the root-mean-square log error."""
+    w = np.asarray(work, dtype=np.float64)
+    m = np.asarray(measured, dtype=np.float64)
+    ok = np.isfinite(w) & np.isfinite(m) & (w > 0) & (m > 0)
+    if ok.sum() < 2:
+        raise ValueError(f"{int(ok.sum())} usable point(s); the join delay needs at least 2")
+    w, m = w[ok], m[ok]
+    grid = np.linspace(0.0, float(w.max()), steps + 1)
+    err = [float(np.mean(np.log(join_time(w, j, units, groups) / m) ** 2)) for j in grid]
+    best = int(np.argmin(err))
+    return float(grid[best]), float(math.sqrt(err[best]))

@@ -30,6 +30,10 @@ What each benchmark reports (names as in :data:`calib.profile.VALUE_NAMES`):
 ``wg``         ``wg_overhead_us`` and ``wi_overhead_ns``: ``T = launch + n_wg (a + b lsize)``
                fit over local sizes 1 to 1024 at two totals, of the empty kernel (relative
                residuals).
+``join``       CPU devices: ``cu_join_us``, how long a launch runs on one compute unit before the
+               runtime's other worker threads join it (:func:`calib.fits.join_time`): the same
+               work as one work-group and as several per compute unit, fitted over a ladder of
+               work sizes.
 ``barrier``    ``barrier_ns`` (per work-group) and ``barrier_wi_ns`` (per work-item): for each of
                a few local sizes the slope of device time against the number of barriers in a
                loop whose regions update one local value per work-item (one work-group per
@@ -74,7 +78,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from calib import kernels as K
-from calib.fits import Plateau, find_plateaus, linear_fit, relative_linear_fit
+from calib.fits import Plateau, find_plateaus, join_fit, linear_fit, relative_linear_fit
 from calib.host_bench import measure_host_overhead
 from calib.host_caches import DRAM_FACTOR, MARGIN, SYSFS_CACHE, CacheLevel, host_cache_levels, level_windows
 from calib.profile import Curve, DeviceIdentity, DeviceProfile
@@ -89,9 +93,13 @@ KiB = 1024
 MiB = 1024 * KiB
 MAX_ITERS = (1 << 31) - 1
 
-BENCHES = ("launch", "peak", "scalar", "wi", "bandwidth", "local", "latency", "wg", "barrier", "atomic", "gather",
-           "stride", "cond", "host",
+BENCHES = ("launch", "peak", "scalar", "wi", "bandwidth", "local", "latency", "wg", "join", "barrier", "atomic",
+           "gather", "stride", "cond", "host",
            "energy")
+#: one-unit work (us) of the join benchmark's launches: from well below the delay to well above it
+JOIN_WORK_US = (2.0, 4.0, 8.0, 12.0, 16.0, 24.0, 32.0, 48.0, 64.0, 96.0, 128.0, 256.0)
+#: work-groups per compute unit of the join benchmark's shared launch
+JOIN_WG_PER_CU = 4
 #: classes of the scalar benchmark (quick: arithmetic and the three classic builtins)
 SCALAR_CLASSES = ("fp32_add", "fp32_mul", "fp32_fma", "fp32_div", "fp64_fma", "int32_add", "int32_mul",
                   *K.BUILTIN_OP_CLASSES)
@@ -996,6 +1004,62 @@ class Calibrator:
                          notes="a: " + span + (clamp.format(a_us) if a_us < 0 else ""))
         self.profile.set("wi_overhead_ns", max(b_us, 0.0) * 1e3, "ns", src, r2=fit.r2,
                          notes="b: " + span + (clamp.format(b_us * 1e3) if b_us < 0 else ""))
+
+    # -- the other compute units joining a launch -------------------------------------------
+
+    def bench_join(self) -> None:
+        """CPU devices with two or more compute units: ``cu_join_us``. A CPU runtime runs a launch
+        on worker threads that sleep between launches; the thread that picks the launch up starts
+        at once and the others only after they wake, so a launch of a few microseconds of work
+        runs on one core whatever its work-groups (measured here: the dataset's multi-work-group
+        launches under 10 us ran 1.6x slower than the model's even split, the one-work-group ones
+        as predicted). The fp32 FMA kernel (:func:`calib.kernels.op_kernel`, one chain) runs the
+        same work-items as one work-group (one compute unit: the work ``W``) and as
+        :data:`JOIN_WG_PER_CU` work-groups per compute unit (``T``), for loop counts that give
+        ``W`` of :data:`JOIN_WORK_US`; both alternate per size so that a change of the host's load
+        falls on both, and the launch and work-group costs (``wg``, where measured) are taken off.
+        The delay is the one whose :func:`calib.fits.join_time` fits every ``(W, T)`` best
+        (relative errors)."""
+        if "CPU" not in (self.device.type or "").upper() or self.cu < 2:
+            return
+        kern = K.op_kernel("fp32_fma", 1, 1)
+        items = _pow2_floor(min(self.max_wg, 1024))
+        ls = self._fit_lsize(items, max(1, items // (self.cu * JOIN_WG_PER_CU)))
+        groups = items // ls
+        reps = 10 if self.opt.quick else 30
+        pol = TimingPolicy(warmup=2, min_repeats=reps, min_time_s=0.02, max_repeats=100 * reps, max_time_s=5.0)
+        launch_us = self.state.launch_s * 1e6
+        wg_us = self.profile.get("wg_overhead_us") or 0.0
+
+        def busy(lsize: int, iters: int) -> float | None:
+            m = self.measure(kern, self.op_config("fp32_fma", 1, items, lsize, iters),
+                             f"join: {items // lsize} work-group(s) of {lsize}, x{iters}", policy=pol)
+            return None if m is None else max(self._stat(m) - launch_us - items // lsize * wg_us, 1e-3)
+
+        one = busy(items, 64)
+        if one is None:
+            return
+        per_iter = one / 64
+        work: list[float] = []
+        shared: list[float] = []
+        for target in JOIN_WORK_US[::2] if self.opt.quick else JOIN_WORK_US:
+            iters = int(min(MAX_ITERS, max(1, round(target / per_iter))))
+            w, t = busy(items, iters), busy(ls, iters)
+            if w is None or t is None:
+                return
+            work.append(w)
+            shared.append(t)
+        try:
+            join_us, rms = join_fit(work, shared, self.cu, groups)
+        except ValueError as e:
+            self.profile.notes.append(f"join: no fit ({e})")
+            return
+        pts = ", ".join(f"{w:.3g}->{t:.3g}" for w, t in zip(work, shared))
+        self.profile.set("cu_join_us", join_us, "us", self.source("join"), notes=(
+            f"{items} work-items of the fp32 FMA loop as 1 work-group (one compute unit: W) and as {groups} of {ls} "
+            f"on {self.cu} compute units (T), launch and work-group costs taken off; W->T in us "
+            f"({self.opt.statistic}): {pts}; "
+            f"fit T = min(W, max(J + (W - J) / {min(groups, self.cu)}, J + W / {groups})), rms log error {rms:.3f}"))
 
     # -- barriers --------------------------------------------------------------------------
 

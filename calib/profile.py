@@ -81,6 +81,7 @@ VALUE_NAMES: dict[str, tuple[str, str]] = {
     "wg_overhead_us": ("us", "device time per extra work-group (slope), whole device"),
     "wi_overhead_ns": ("ns", "device time per work-item of idle work-groups (fit with wg_overhead_us over local "
                              "sizes: launch + n_wg (a + b lsize)), whole device"),
+    "cu_join_us": ("us", "CPU: how long a launch runs on one compute unit before the other worker threads join it"),
     "barrier_ns": ("ns", "device time per barrier of the smallest work-group measured (16 work-items)"),
     "barrier_wi_ns": ("ns", "device time per barrier per work-item of the group (slope over local sizes)"),
     "wi_store_ns": ("ns", "CPU: device time per work-item of c[i] = a[i] * s + b[i] (slope), times the compute "
@@ -272,6 +273,7 @@ CPU_BENCH_MARKERS: dict[str, str] = {
     "scalar": "scalar_fp32_fma_gops",
     "wi": "wi_fp32_fma_gops",
     "wg": "wg_overhead_us",
+    "join": "cu_join_us",
     "barrier": "barrier_ns",
     "atomic": "atomic_global_gops",
     "gather": "gather_gops",

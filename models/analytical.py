@@ -33,7 +33,10 @@ and the innermost reduction loops the loop vectorizer takes on its own at the pe
 data-dependent or non-affine global access as a gather (``gather_gops``, :func:`gather_seconds`).
 A CPU work-group costs ``a + b lsize``
 (``wg_overhead_us``, ``wi_overhead_ns``), a barrier ``barrier_ns + barrier_wi_ns lsize`` per
-group (each barrier is a pass over the group's work-items), and a cache level holds the
+group (each barrier is a pass over the group's work-items), a launch of several work-groups runs on
+one core until the runtime's other worker threads join it ``cu_join_us`` later
+(:func:`calib.fits.join_time`: a launch of a few microseconds of work never spreads), and a cache
+level holds the
 working set when each busy core's share fits each core's share of the level
 (``cache_level<i>_cores``: private or shared). Special
 functions are charged per builtin family (``bi_*`` counts, ``peak_<family>_gops``), not at one
@@ -69,6 +72,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from calib.fits import join_time
 from calib.profile import DeviceProfile
 from kernelcast.columns import decode_args, decode_counts, decode_sizes
 from kernelcast.sites import COUNT_PREFIXES, PEAK_PREFIX, TRIP_PREFIX
@@ -148,6 +152,9 @@ class DeviceParams:
     # and the cost of one more call (seconds of a compute unit); None where not measured
     libcall_ratio: float | None = None
     libcall_s: float | None = None
+    # CPU: how long a launch runs on one compute unit before the others join it (calib join); 0
+    # where not measured
+    join_s: float = 0.0
     gather_rate: float | None = None   # gathered elements/s in vectorized CPU code, whole device
     strided_line_s: float | None = None  # CPU: one line fetched by a page-strided work-item loop, per core
     strided_source: str = ""
@@ -252,6 +259,7 @@ class DeviceParams:
             cond_store_ratio=_ratio_to_plain_store(p, "wi_cond_store_ns") if is_cpu else None,
             libcall_ratio=_ratio_to_plain_store(p, "wi_call_ns") if is_cpu else None,
             libcall_s=(float(get("wi_libcall_ns") or 0.0) * 1e-9 or None) if is_cpu else None,
+            join_s=float(get("cu_join_us") or 0.0) * 1e-6 if is_cpu else 0.0,
         )
 
     @property
@@ -1094,10 +1102,13 @@ class AnalyticalModel(Predictor):
         mem_t = np.where(full > 0, full * m1, 0.0) + m2
         sync_t = np.where(full > 0, full * s1, 0.0) + s2
 
+        join_t = np.zeros_like(g)
         if d.is_gpu:
             body = self._mwp_cwp(f, lsz, per_cu, n_wg, cu, comp_t, mem_t)
         else:
-            body = np.maximum(comp_t, mem_t)
+            even = np.maximum(comp_t, mem_t)
+            body = self._joined(even, n_wg)
+            join_t = body - even
             if busiest_s is not None:
                 # a work-item that runs its loops far more than the others is a critical path
                 # no other core can share
@@ -1110,7 +1121,7 @@ class AnalyticalModel(Predictor):
         freq_ratio = np.ones_like(g)
         if cap is not None and d.tdp_w:
             freq_ratio = np.minimum(1.0, (np.asarray(cap, dtype=np.float64) / d.tdp_w) ** (1 / 3))
-            body = np.maximum(comp_t / freq_ratio, mem_t) if not d.is_gpu else body / np.where(
+            body = self._joined(np.maximum(comp_t / freq_ratio, mem_t), n_wg) if not d.is_gpu else body / np.where(
                 comp_t >= mem_t, freq_ratio, 1.0)
         time_s = launch + body + sync_t
 
@@ -1124,6 +1135,7 @@ class AnalyticalModel(Predictor):
             "waves": np.ceil(n_wg / concurrent), "resident_wg_per_cu": per_cu, "global_items": g,
             "flops": flops * g, "fetched_bytes": fetched * g, "strided_lines_s": strided_s_item * g / cu,
             "busiest_item_s": busiest_s if busiest_s is not None else np.zeros_like(g),
+            "join_s": join_t,
         }
         if d.energy:
             eps_flop = d.energy.get("energy_per_op_fp32_fma_pj")
@@ -1131,6 +1143,16 @@ class AnalyticalModel(Predictor):
             if eps_flop and eps_mem:
                 parts["energy_balance"] = np.full_like(g, (eps_mem / 32) / (eps_flop / 2))
         return AnalyticalResult(time_s, energy, parts)
+
+    def _joined(self, body: np.ndarray, n_wg: np.ndarray) -> np.ndarray:
+        """CPU: the time ``body`` of a launch spread evenly over the busy compute units, with the
+        units after the first joining ``cu_join_us`` late (:func:`calib.fits.join_time`; ``body``
+        itself without that value)."""
+        d = self.dev
+        if not d.is_cpu or d.join_s <= 0:
+            return body
+        active = np.minimum(n_wg, float(d.compute_units))
+        return join_time(body * active, d.join_s, d.compute_units, n_wg)
 
     def _item_seconds(self, feats: Any, f: Mapping[str, np.ndarray], env: Mapping[str, Any], vec: bool,
                       throughput: bool, alone: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -1373,6 +1395,10 @@ def explain(p: dict[str, Any], t: float) -> dict[str, Any]:
         out["energy_balance"] = float(p["energy_balance"])
     if float(p.get("strided_lines_s", 0.0)) > 0:
         out["page_strided_us"] = float(p["strided_lines_s"]) * 1e6     # in the memory part
+    join = float(p.get("join_s", 0.0))
+    if join > 0:
+        # CPU: what the other compute units joining the launch late adds (cu_join_us)
+        out["late_join_us"] = join * 1e6
     busiest = float(p.get("busiest_item_s", 0.0))
     if busiest > 0:
         # a work-item that runs its loops far more than the others (uneven_ratio): its time on

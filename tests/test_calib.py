@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from calib import kernels as K
-from calib.fits import find_plateaus, linear_fit, power_law_fit, r_squared
+from calib.fits import find_plateaus, join_fit, join_time, linear_fit, power_law_fit, r_squared
 from calib.microbench import CalibOptions, Calibrator, size_ladder
 from calib.profile import (
     Curve,
@@ -210,6 +210,7 @@ class Truth:
     wi_eff: float = 0.25                   # one chain per work-item, vectorized across work-items: share of the peak
     gather_ns: float = 0.5                 # per gathered load on one compute unit
     atomic_ns: float = 5.0                 # per atomic on one compute unit, own element; x (1 + 8 / bins) contended
+    join_us: float = 0.0                   # the other compute units join a launch this late (calib join)
     rates: dict[str, float] = field(default_factory=lambda: {
         c: r for c, r in zip(K.OP_CLASSES, (4e12, 4e12, 8e12, 2e12, 3e12, 1e12, 0.5e12, 0.25e12, 0.3e12, 0.35e12,
                                              1.1e12, 1.2e12, 1.3e12) + tuple(0.1e12 + 0.01e12 * i for i in range(20)))})
@@ -262,7 +263,8 @@ class FakeHarness:
             ops = g * a["iters"].value * K.ops_per_iter(cls, w, k)
             eff = (1.0 if w == 16 or cls == "fp64_fma" and w == 8 else 0.6) * (1.0 if ls == 256 else 0.9)
             active = min(n_wg, T.cu)
-            t = launch + n_wg * T.wg_us * 1e-6 + ops / (T.rates[cls] * eff * active / T.cu)
+            one_unit = ops / (T.rates[cls] * eff / T.cu)
+            t = launch + n_wg * T.wg_us * 1e-6 + float(join_time(one_unit, T.join_us * 1e-6, T.cu, n_wg))
             if name.startswith("kc_busy"):
                 power = T.alpha * active**T.beta + T.delta
                 if t < 50e-6:
@@ -348,6 +350,39 @@ def test_fake_cpu_scalar_rates():
         assert p.get(f"peak_{cls}_gops") == pytest.approx(truth.rates[cls] / 1e9, rel=0.03)
     g = Calibrator(_fake_device(truth, "GPU"), FakeHarness(truth, energy=False), None, opts).run()
     assert g.get("scalar_fp32_fma_gops") is None
+
+
+def test_join_time_and_its_fit():
+    """A launch whose work one unit finishes before the others join runs on that unit alone; past
+    the delay the rest is shared, and a work-group a late unit takes runs whole. The fit recovers
+    the delay from noisy launches of the ladder calib join measures."""
+    assert join_time(5.0, 8.0, 2, 8) == pytest.approx(5.0)                # done before anyone joins
+    assert join_time(40.0, 8.0, 2, 8) == pytest.approx(8.0 + 32.0 / 2)    # shared after the delay
+    assert join_time(40.0, 8.0, 2, 2) == pytest.approx(8.0 + 20.0)        # two groups: the second starts late
+    assert join_time(40.0, 8.0, 2, 1) == pytest.approx(40.0)              # one group: one unit
+    assert join_time(40.0, 0.0, 4, 16) == pytest.approx(10.0)             # no delay: the even split
+    rng = np.random.default_rng(3)
+    work = np.array([2.0, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256])
+    for delay in (0.0, 3.0, 8.0, 20.0):
+        measured = join_time(work, delay, 2, 8) * (1 + rng.normal(0, 0.02, len(work)))
+        got, rms = join_fit(work, measured, 2, 8)
+        assert got == pytest.approx(delay, abs=0.1 * delay + 0.5) and rms < 0.05
+    with pytest.raises(ValueError):
+        join_fit([1.0], [1.0], 2, 8)
+
+
+@pytest.mark.parametrize("join_us", [0.0, 10.0])
+def test_fake_cpu_join_delay(join_us):
+    """calib join recovers the fake CPU's join delay (none, or 10 us) from its FMA launches; a GPU
+    skips it; the analytical model of the profile charges it to a short multi-group launch."""
+    truth = Truth(cu=2, join_us=join_us)
+    truth.rates = {c: r / 1000 for c, r in truth.rates.items()}
+    opts = CalibOptions(host_overhead=False, benches=("launch", "wg", "join"))
+    p = Calibrator(_fake_device(truth, "CPU"), FakeHarness(truth, energy=False), None, opts).run()
+    assert p.get("cu_join_us") == pytest.approx(join_us, abs=0.1 * join_us + 0.3)
+    assert "8 of 128 on 2 compute units" in p.values["cu_join_us"].notes
+    g = Calibrator(_fake_device(truth, "GPU"), FakeHarness(truth, energy=False), None, opts).run()
+    assert g.get("cu_join_us") is None
 
 
 def test_fake_cpu_wi_rates():
