@@ -15,6 +15,9 @@ What each benchmark reports (names as in :data:`calib.profile.VALUE_NAMES`):
                scalar accumulators, ``W = 1``, 8 chains): what a kernel runs at when the runtime
                does not vectorize its work-item loop (a loop inside the kernel, atomics), for the
                arithmetic classes and every builtin family (the analytical model's CPU class).
+``chain``      CPU devices: ``chain_<class>_ns``, the time of one operation of scalar code whose
+               every operation waits for the one before (one chain per work-item): what a
+               loop-carried recurrence (``z = z * z + c``) costs per operation on it.
 ``wi``         CPU devices: ``wi_<class>_gops``, the rate of one dependent chain per work-item
                with no loop, which the runtime vectorizes across work-items: what ordinary
                vectorized kernel code runs at (the peak kernels' 8 chains per work-item give
@@ -93,8 +96,8 @@ KiB = 1024
 MiB = 1024 * KiB
 MAX_ITERS = (1 << 31) - 1
 
-BENCHES = ("launch", "peak", "scalar", "wi", "bandwidth", "local", "latency", "wg", "join", "barrier", "atomic",
-           "gather", "stride", "cond", "host",
+BENCHES = ("launch", "peak", "scalar", "chain", "wi", "bandwidth", "local", "latency", "wg", "join", "barrier",
+           "atomic", "gather", "stride", "cond", "host",
            "energy")
 #: one-unit work (us) of the join benchmark's launches: from well below the delay to well above it
 JOIN_WORK_US = (2.0, 4.0, 8.0, 12.0, 16.0, 24.0, 32.0, 48.0, 64.0, 96.0, 128.0, 256.0)
@@ -104,6 +107,10 @@ JOIN_WG_PER_CU = 4
 SCALAR_CLASSES = ("fp32_add", "fp32_mul", "fp32_fma", "fp32_div", "fp64_fma", "int32_add", "int32_mul",
                   *K.BUILTIN_OP_CLASSES)
 QUICK_SCALAR_CLASSES = ("fp32_add", "fp32_fma", "fp32_div", "int32_add", "sin", "exp", "sqrt")
+#: classes of the dependent-chain benchmark (``chain``; quick: the first four): the arithmetic a
+#: loop-carried recurrence is made of (``models.static.chains.CHAIN_CLASSES``; not the integer
+#: classes, whose chains the compiler reassociates: 0.12 ns per multiply measured)
+CHAIN_CLASSES = ("fp32_add", "fp32_mul", "fp32_fma", "fp32_div", "fp64_fma")
 #: classes of the work-item-vectorized benchmark (``wi``; quick: the first four). Not int32_mul: a
 #: straight-line chain ``a = a * s`` is folded into one multiply by ``s^64`` (measured 503 Gop/s);
 #: the model scales its peak by the fp32 FMA ratio instead
@@ -517,6 +524,35 @@ class Calibrator:
                 f"{r.items} work-items in work-groups of {r.lsize}, {r.iters} iterations: "
                 f"{r.time_s * 1e6:.0f} us per launch ({self.opt.statistic}; launch spread IQR/median "
                 f"{r.spread:.3f}){ratio}"))
+
+    def bench_chain(self) -> None:
+        """CPU devices: ``chain_<class>_ns``, the latency of one operation of scalar code: the peak
+        kernel with one chain per work-item (:func:`calib.kernels.op_kernel`, width 1; the two
+        coupled chains of a pair class are one recurrence), which the runtime leaves scalar, run
+        work-item after work-item, so each operation waits for the one before. The time of one
+        compute unit per operation is ``T x CU / (items x iterations x operations per
+        iteration)``, the loop count scaled until a launch takes the target time. A loop whose
+        iterations carry such a recurrence runs no faster, whatever its throughput."""
+        if "CPU" not in (self.device.type or "").upper():
+            return
+        classes = CHAIN_CLASSES[:4] if self.opt.quick else CHAIN_CLASSES
+        if self.opt.op_classes:
+            classes = tuple(c for c in classes if c in self.opt.op_classes)
+        items = self.cu * 64
+        ls = self._fit_lsize(items, 64)
+        for cls in classes:
+            chains = 2 if K.OP_CLASSES[cls].pairs else 1
+            peak = self.state.op_best.get(cls)
+            r = self._timed_op(K.op_kernel(cls, 1, chains), cls, 1, chains, items, ls,
+                               peak.rate / 64 if peak else 2e9)
+            if r is None:
+                self.profile.notes.append(f"chain {cls}: failed; no value")
+                continue
+            ns = self.cu / r.rate * 1e9
+            self.profile.set(f"chain_{cls}_ns", ns, "ns", self.source("chain"), notes=(
+                f"{K.OP_CLASSES[cls].description}; one dependent chain per work-item, {r.items} work-items in "
+                f"work-groups of {r.lsize}, {r.iters} iterations: {r.time_s * 1e6:.0f} us per launch "
+                f"({self.opt.statistic}); ns of one compute unit per operation"))
 
     def bench_wi(self) -> None:
         """CPU devices: ``wi_<class>_gops``, the rate of one dependent chain per work-item that the

@@ -62,6 +62,8 @@ VALUE_NAMES: dict[str, tuple[str, str]] = {
     "peak_fp64_gflops": ("GFLOP/s", "fp64 FMA rate x 2"),
     "peak_{cls}_gops": ("Gop/s", "operations per second of one class (an FMA is one op)"),
     "wi_{cls}_gops": ("Gop/s", "rate of one dependent chain per work-item vectorized across work-items (CPU devices)"),
+    "chain_{cls}_ns": ("ns", "CPU: one operation of scalar code that waits for the one before (a loop-carried "
+                              "recurrence), per compute unit"),
     "scalar_{cls}_gops": ("Gop/s", "rate of scalar code: one work-item per lane, not vectorized (CPU devices)"),
     # memory
     "dram_bw_gbs": ("GB/s", "main-memory (global) bandwidth: large-working-set plateau"),

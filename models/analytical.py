@@ -77,7 +77,8 @@ from calib.profile import DeviceProfile
 from kernelcast.columns import decode_args, decode_counts, decode_sizes
 from kernelcast.sites import COUNT_PREFIXES, PEAK_PREFIX, TRIP_PREFIX
 from models.base import Predictions, Predictor
-from models.static.features import BUILTIN_CLASSES, LIBCALL, LOOPVEC_LOADS, LOOPVEC_PREFIX, VEC_PREFIX
+from models.static.chains import CHAIN_CLASSES, FMA_CALL
+from models.static.features import BUILTIN_CLASSES, CHAIN_PREFIX, LIBCALL, LOOPVEC_LOADS, LOOPVEC_PREFIX, VEC_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +156,9 @@ class DeviceParams:
     # CPU: how long a launch runs on one compute unit before the others join it (calib join); 0
     # where not measured
     join_s: float = 0.0
+    # CPU: seconds of one compute unit per operation of a dependent chain of scalar code, by class
+    # (calib chain); empty where not measured
+    chain_s: dict[str, float] = field(default_factory=dict)
     gather_rate: float | None = None   # gathered elements/s in vectorized CPU code, whole device
     strided_line_s: float | None = None  # CPU: one line fetched by a page-strided work-item loop, per core
     strided_source: str = ""
@@ -260,6 +264,8 @@ class DeviceParams:
             libcall_ratio=_ratio_to_plain_store(p, "wi_call_ns") if is_cpu else None,
             libcall_s=(float(get("wi_libcall_ns") or 0.0) * 1e-9 or None) if is_cpu else None,
             join_s=float(get("cu_join_us") or 0.0) * 1e-6 if is_cpu else 0.0,
+            chain_s={c: float(get(f"chain_{c}_ns") or 0.0) * 1e-9 for c in CHAIN_CLASSES
+                     if is_cpu and get(f"chain_{c}_ns")},
         )
 
     @property
@@ -350,6 +356,28 @@ def vector_value_correction(f: Mapping[str, np.ndarray], d: DeviceParams) -> np.
         gain = min(float(w), max(1.0, v / s))
         out = out + cnt / (s * gain) - cnt / s
     return out
+
+
+def chain_seconds(f: Mapping[str, np.ndarray], d: DeviceParams) -> np.ndarray | None:
+    """CPU scalar code: seconds of one compute unit per work-item that its loop-carried recurrences
+    take at least (``chain:<class>`` counts of :mod:`models.static.chains` times ``chain_<class>_ns``):
+    a trip cannot start its operations on a carried value before the trip before is done, however
+    many operations the core issues per cycle. A work-item's arithmetic takes at least this
+    (``AnalyticalModel._item_seconds``); its calls, loads and atomics add to it, as they add to its
+    arithmetic (measured on ds7, in sample: with the chain bounding the whole compute time 7
+    kernels moved, all of them little; bounding the arithmetic 29 kernels, 25 of them closer). An
+    ``fma``/``mad`` call on the chain (``fma_call``) counts at the FMA latency unless the runtime
+    calls its builtins out of line (the call is charged already). None without calibrated
+    latencies or a chain."""
+    latency = dict(d.chain_s)
+    if not (d.libcall_scalar and d.libcall_s) and "fp32_fma" in latency:
+        latency[FMA_CALL] = latency["fp32_fma"]      # else the call is charged as a call already
+    total = None
+    for cls, s in latency.items():
+        n = f.get(CHAIN_PREFIX + cls)
+        if n is not None and s > 0:
+            total = n * s if total is None else total + n * s
+    return total
 
 
 def inner_loop_correction(f: Mapping[str, np.ndarray], d: DeviceParams) -> np.ndarray | float:
@@ -1057,6 +1085,10 @@ class AnalyticalModel(Predictor):
             if np.any(few):
                 alone_s, _ = self._item_seconds(feats, f, env, vec, throughput, alone=True)
                 comp_s_item = np.where(few, alone_s, comp_s_item)
+        if d.is_cpu and cu > 1 and np.any(n_wg <= 1):
+            # one work-group runs on one core: its atomics contend with no other core
+            alone_s, _ = self._item_seconds(feats, f, env, vec, throughput, alone=True)
+            comp_s_item = np.where(n_wg <= 1, alone_s, comp_s_item)
         fetched = f["global_fetched_bytes"] + f["constant_load_bytes"] * 0.0
         requested = f["global_load_bytes"] + f["global_store_bytes"] + f["global_atomic_bytes"]
         bw = np.full_like(g, d.dram_bw)
@@ -1183,6 +1215,9 @@ class AnalyticalModel(Predictor):
             comp_s_item = comp_s_item + cnt / (rate / cu)
         if d.is_cpu and not vec:
             comp_s_item = comp_s_item + (vector_value_correction(f, d) + inner_loop_correction(f, d)) * cu
+            chain = chain_seconds(f, d) if not _has_barrier(getattr(feats, "ops", {})) else None
+            if chain is not None:
+                comp_s_item = np.maximum(comp_s_item, chain)
         if d.is_cpu and d.libcall_scalar and d.libcall_s:
             # the out-of-line calls of the builtins that are not families (those have their own rates)
             comp_s_item = comp_s_item + f[LIBCALL] * d.libcall_s

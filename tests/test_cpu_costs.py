@@ -109,6 +109,22 @@ def test_atomic_charge_hand_computed():
     assert "one address" in p.explanation[0]["atomics"][0]
 
 
+def test_one_work_group_runs_its_atomics_uncontended():
+    """One work-group runs on one core, so its atomics on one address contend with no other core:
+    each costs the own-element rate (5 ns per atomic per unit), not the one-bin rate (40 ns), which
+    two work-groups pay. On ds7, synth_chunked_000116 (an atomic_add on one word per trip) at one
+    work-group of 2,656 work-items: 17 us measured, 113 us predicted before, 18 us now."""
+    model, base = AnalyticalModel(_profile(**ATOMIC)), AnalyticalModel(_profile())
+    args = [{"name": "c", "kind": "buffer", "dtype": "uint", "count": 1024}]
+    added = {}
+    for ls in (64, 32):
+        fr = pd.DataFrame([{"source": SRC, "kernel_name": "one", "gsize": [64], "lsize": [ls], "args": args}])
+        comp = [m.predict(fr).explanation[0]["time_parts_us"]["compute"] for m in (model, base)]
+        added[ls] = comp[0] - comp[1]
+    assert added[64] == pytest.approx(64 * 5e-9 * 1e6, rel=1e-6)          # one core, one group of 64
+    assert added[32] == pytest.approx(32 * 40e-9 * 1e6, rel=1e-6)         # two cores, 32 each, contended
+
+
 def test_gpu_profile_keeps_charging_atomics_as_bytes():
     args = [{"name": "c", "kind": "buffer", "dtype": "uint", "count": 1024}]
     fr = pd.DataFrame([{"source": SRC, "kernel_name": "one", "gsize": [4096], "lsize": [64], "args": args}])

@@ -49,6 +49,8 @@ FEATURES_VERSION = 2
 VEC_PREFIX = "vec:"
 #: prefix of the evaluated counts of operations in loops vectorized within a work-item
 LOOPVEC_PREFIX = "loopvec:"
+#: key prefix of the operations on loop-carried recurrences in ``evaluate_many``'s output
+CHAIN_PREFIX = "chain:"
 #: the key of those loops' loads in ``loopvec_ops``
 LOOPVEC_LOADS = "loads"
 
@@ -195,6 +197,9 @@ class SourceFeatures:
     # class -> operations in innermost loops the compiler vectorizes within one work-item (a count
     # loop ``rank += (in[j] < v)``), and ``loads`` their loads
     loopvec_ops: dict[str, str] = field(default_factory=dict)
+    # class -> operations per work-item on loop-carried recurrences: each waits for the one before
+    # (models.static.chains)
+    chain_ops: dict[str, str] = field(default_factory=dict)
     accesses: list[Access] = field(default_factory=list)
     loops: list[LoopInfo] = field(default_factory=list)
     branches: list[BranchInfo] = field(default_factory=list)
@@ -229,7 +234,7 @@ class SourceFeatures:
     def expressions(self) -> list[str]:
         """Every expression string the features hold (for checks and pre-compilation)."""
         out = list(self.ops.values()) + list(self.ops_warp.values()) + list(self.vec_ops.values())
-        out += list(self.loopvec_ops.values())
+        out += list(self.loopvec_ops.values()) + list(self.chain_ops.values())
         for a in self.accesses:
             out += [a.count, a.count_warp]
             out += [s for s in (a.stride0, a.stride1) if s is not None]
@@ -296,6 +301,8 @@ class SourceFeatures:
             out[VEC_PREFIX + k] = ev(text)
         for k, text in self.loopvec_ops.items():
             out[LOOPVEC_PREFIX + k] = ev(text)
+        for k, text in self.chain_ops.items():
+            out[CHAIN_PREFIX + k] = ev(text)
 
         mem_keys = ("global_loads", "global_stores", "global_atomics", "global_load_bytes",
                     "global_store_bytes", "global_atomic_bytes", "global_fetched_bytes",

@@ -202,6 +202,7 @@ def analyze_source(kernel: Kernel, filename: str = "kernel.cl") -> SourceFeature
         ops_warp=_op_strings(w.ops_warp, w),
         vec_ops=_op_strings(w.ops_vec, w, sorted(w.ops_vec)),
         loopvec_ops=_op_strings(w.ops_loopvec, w, sorted(w.ops_loopvec)),
+        chain_ops=_op_strings(w.ops_chain, w, sorted(w.ops_chain)),
         accesses=w.accesses,
         loops=w.loops,
         branches=w.branches,

@@ -97,6 +97,7 @@ class WalkerBase(ABC):
         # class -> operations in innermost loops the loop vectorizer takes on its own within a
         # work-item (walk_loop._record_vectorizable_loop), and their loads (LOOPVEC_LOADS)
         self.ops_loopvec: dict[str, Poly] = {}
+        self.ops_chain: dict[str, Poly] = {}     # operations on loop-carried recurrences (models.static.chains)
         self.accesses: list[Access] = []
         self.loops: list[LoopInfo] = []
         self.branches: list[BranchInfo] = []

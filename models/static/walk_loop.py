@@ -18,6 +18,7 @@ import clang.cindex as ci
 
 from models.static import _cx
 from models.static.affine import printable
+from models.static.chains import carried_chain
 from models.static.cursors import expr_text, type_class
 from models.static.deadcode import loop_key
 from models.static.expr import DATA, ITER, VAR, WI, Atom, Poly, p_max, p_min
@@ -112,10 +113,12 @@ class LoopWalker(WalkerBase):
         it = Poly.atom(it_atom)
         post = self._induction_values(cands, entry_vars, loop_atoms, ind_key, ind_val, trip_kind, it)
         assumed = "" if trip_kind in ("affine", "geometric") else f"{trip_kind} trip count: avg_trip assumed"
+        data_exit = False
         if trip_kind != "geometric" and not closed:
             bounds, data_break = self._break_bounds(body, it_atom, loop_atoms, lid)
             with self.muted():
                 data_cond = early and cond is not None and DATA in self.ev(cond).deps
+            data_exit = data_break or data_cond
             if (data_break or data_cond) and trip_kind == "affine":
                 # a data-dependent exit (escape-time iteration, search): the static bound is only an
                 # upper bound; like a loop bounded by data, avg_trip iterations are assumed
@@ -164,6 +167,15 @@ class LoopWalker(WalkerBase):
             self.walk_stmt(body)
             if inc is not None:
                 self.ev(inc)
+            if not closed and not self.mute and (divergent or data_dep or data_exit or
+                                                 trip_kind not in ("affine", "geometric")):
+                # the operations each trip waits for the trip before on (models.static.chains), in
+                # a loop whose trips differ between work-items: a runtime can run a loop all
+                # work-items take alike for all of them at once (PoCL's implicit loop barriers),
+                # hiding the chain behind the other work-items' trips, not this one
+                for cls, n in carried_chain([x for x in (cond, body, inc) if x is not None], carried,
+                                            ind_key).items():
+                    self.ops_chain[cls] = self.ops_chain.get(cls, ZERO) + self.w_item * n
         self.loop_stack.pop()
         if not self.mute and trip_kind == "affine" and not closed and not early and not ctx.has_break and \
                 reduction_only([body], set(carried) - {ind_key}):

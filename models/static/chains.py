@@ -1,0 +1,267 @@
+"""Loop-carried recurrences: the operations of one trip of a loop that wait for the trip before.
+
+A loop whose trips carry a value (``z = z * z * 0.5f + c``, ``acc = fma(acc, 0.75f, r)``) cannot
+start a trip's operations on it before the previous trip's are done: however many operations a
+core issues per cycle, a trip takes at least the latency of that chain (three dependent
+operations of about 1 ns each here: escape-time iterations ran at 3.1 ns per trip, predicted 1.6 ns
+at the scalar throughput). :func:`carried_chain` reads the chain off the syntax of the loop's
+body; the walker counts it per work-item like any operation (``SourceFeatures.chain_ops``) and the
+analytical model's CPU class charges scalar code at least its latency (``chain_<class>_ns``,
+``calib chain``).
+
+The chain of a trip is the longest path, in operations, from a variable's value at the start of
+the trip to a variable's value at its end, through the statements of the body in order: an
+assignment gives its variable the chain of its right-hand side, an arithmetic operator adds one
+operation of its class (:data:`CHAIN_OPS`) to the longer chain of its operands (``a * b + c`` is
+one FMA: OpenCL C contracts it by default; ``(z * z) * 0.5f + d`` ran at 2.35 ns per trip here, a
+multiply and an FMA, where a multiply, a multiply and an add would take 3.2), a compound
+assignment adds its operator to the chain of its variable; both arms of an ``if``/``?:`` are
+followed and the longer kept. What the pass does not follow: nested loops (a variable they assign
+leaves the chain; the nested loop has its own), calls other than ``fma``/``mad`` (their arguments'
+chain passes through, the call adds nothing: the walker charges a call at its scalar rate, which
+is about its latency), loads (a chain through a loaded address, a pointer chase, is left out),
+comparisons, casts and conversions (about a cycle), integer arithmetic (:data:`CHAIN_OPS`). The
+loop's own induction variable is left out: the compiler strength-reduces it. The model charges the
+chain only in kernels without barriers (``models.analytical.chain_seconds``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+import clang.cindex as ci
+
+from models.static import _cx
+from models.static.cursors import type_class
+
+K = ci.CursorKind
+
+#: the class of one operation on a chain, by operand class and operator. Integer operations are
+#: left off: they are associative, and the compiler reassociates and splits their chains (calib
+#: measured 0.12 ns per multiply of a chain, a fraction of its latency; the loop vectorizer splits
+#: a count ``rank += (w < v)`` into lanes)
+CHAIN_OPS: dict[tuple[str, str], str] = {
+    ("fp32", "+"): "fp32_add", ("fp32", "-"): "fp32_add", ("fp32", "*"): "fp32_mul", ("fp32", "/"): "fp32_div",
+    ("fp64", "+"): "fp64_fma", ("fp64", "-"): "fp64_fma", ("fp64", "*"): "fp64_fma",
+}
+#: builtins that are one operation on a chain: an FMA, counted apart (``fma_call``) because a
+#: runtime that calls its builtins out of line charges the call already
+CHAIN_CALLS: dict[str, str] = {"fma": "fma_call", "mad": "fma_call"}
+#: the arithmetic classes a chain counts in (``SourceFeatures.chain_ops``), each with a latency
+#: calib measures (``chain_<class>_ns``)
+CHAIN_CLASSES = ("fp32_add", "fp32_mul", "fp32_fma", "fp32_div", "fp64_fma")
+#: ``fma``/``mad`` calls on a chain
+FMA_CALL = "fma_call"
+
+Chain = Counter  # class -> operations on the path; an empty Counter is a carried value itself
+
+_LOOPS = (K.FOR_STMT, K.WHILE_STMT, K.DO_STMT)
+_ASSIGN_OPS = {"+=": "+", "-=": "-", "*=": "*", "/=": "/"}
+
+
+def _longer(*chains: Chain | None) -> Chain | None:
+    best: Chain | None = None
+    for c in chains:
+        if c is not None and (best is None or sum(c.values()) > sum(best.values())):
+            best = c
+    return best
+
+
+def _var_key(c: ci.Cursor) -> int | None:
+    while c.kind in (K.PAREN_EXPR, K.UNEXPOSED_EXPR):
+        ch = list(c.get_children())
+        if len(ch) != 1:
+            return None
+        c = ch[0]
+    if c.kind == K.DECL_REF_EXPR and c.referenced is not None and c.referenced.kind == K.VAR_DECL:
+        return c.referenced.hash
+    return None
+
+
+def _unparen(c: ci.Cursor) -> ci.Cursor:
+    while c.kind in (K.PAREN_EXPR, K.UNEXPOSED_EXPR):
+        ch = list(c.get_children())
+        if len(ch) != 1:
+            break
+        c = ch[0]
+    return c
+
+
+def _is_mul(c: ci.Cursor) -> bool:
+    u = _unparen(c)
+    return u.kind == K.BINARY_OPERATOR and _cx.binary_op(u) == "*" and type_class(u.type)[0] in ("fp32", "fp64")
+
+
+def _plus(chain: Chain | None, t: ci.Type, op: str) -> Chain | None:
+    if chain is None:
+        return None
+    out = Counter(chain)
+    cls = CHAIN_OPS.get((type_class(t)[0], op))
+    if cls is not None:
+        out[cls] += 1
+    return out
+
+
+class _Pass:
+    def __init__(self, carried: Iterable[int]) -> None:
+        self.depth: dict[int, Chain] = {k: Counter() for k in carried}
+
+    def expr(self, c: ci.Cursor) -> Chain | None:
+        k = c.kind
+        if k == K.DECL_REF_EXPR:
+            key = _var_key(c)
+            return self.depth.get(key) if key is not None else None
+        if k == K.BINARY_OPERATOR:
+            op = _cx.binary_op(c)
+            ch = list(c.get_children())
+            if op == "=" and len(ch) == 2:
+                return self.assign(ch[0], self.expr(ch[1]))
+            if op == ",":
+                for x in ch[:-1]:
+                    self.expr(x)
+                return self.expr(ch[-1])
+            if op in ("+", "-") and len(ch) == 2 and type_class(c.type)[0] in ("fp32", "fp64"):
+                mul = next((x for x in ch if _is_mul(x)), None)
+                if mul is not None:
+                    # OpenCL C contracts a * b + c into one FMA (FP_CONTRACT is on by default)
+                    got = _longer(*(self.expr(x) for x in list(_unparen(mul).get_children())
+                                    + [x for x in ch if x is not mul]))
+                    if got is None:
+                        return None
+                    got = Counter(got)
+                    got["fp64_fma" if type_class(c.type)[0] == "fp64" else "fp32_fma"] += 1
+                    return got
+            chains = [self.expr(x) for x in ch]
+            if op in ("+", "-", "*", "/"):
+                return _plus(_longer(*chains), c.type, op)
+            return _longer(*chains)      # comparisons, logic, shifts, bit operations: about a cycle
+        if k == K.COMPOUND_ASSIGNMENT_OPERATOR:
+            ch = list(c.get_children())
+            rhs = self.expr(ch[1])
+            key = _var_key(ch[0])
+            op = _ASSIGN_OPS.get(_cx.binary_op(c))
+            cur = self.depth.get(key) if key is not None else None
+            new = _longer(cur, rhs)
+            if op in ("+", "-") and new is not None and _is_mul(ch[1]) and \
+                    type_class(ch[0].type)[0] in ("fp32", "fp64"):
+                new = Counter(new)             # s += a * b: one FMA
+                new["fp64_fma" if type_class(ch[0].type)[0] == "fp64" else "fp32_fma"] += 1
+            else:
+                new = _plus(new, ch[0].type, op) if op else new
+            return self.assign(ch[0], new)
+        if k == K.UNARY_OPERATOR:
+            op = _cx.unary_op(c)
+            ch = list(c.get_children())
+            if op in ("post++", "post--", "pre++", "pre--") and ch:
+                key = _var_key(ch[0])
+                cur = self.depth.get(key) if key is not None else None
+                return self.assign(ch[0], _plus(cur, ch[0].type, "+"))
+            if op == "*":
+                for x in ch:
+                    self.expr(x)
+                return None                # a load
+            return _longer(*(self.expr(x) for x in ch))
+        if k == K.ARRAY_SUBSCRIPT_EXPR:
+            for x in c.get_children():
+                self.expr(x)
+            return None                    # a load (or a private array element: not followed)
+        if k == K.CALL_EXPR:
+            args = [self.expr(x) for x in c.get_arguments()]
+            got = _longer(*args)
+            cls = CHAIN_CALLS.get(c.spelling)
+            if cls is not None and got is not None:
+                got = Counter(got)
+                got[cls] += 1
+            return got
+        if k == K.CONDITIONAL_OPERATOR:
+            return _longer(*(self.expr(x) for x in c.get_children()))
+        if k in (K.INTEGER_LITERAL, K.FLOATING_LITERAL, K.CHARACTER_LITERAL, K.STRING_LITERAL):
+            return None
+        return _longer(*(self.expr(x) for x in c.get_children()))
+
+    def assign(self, lhs: ci.Cursor, chain: Chain | None) -> Chain | None:
+        key = _var_key(lhs)
+        if key is None:
+            self.expr(lhs)                 # a store: its address may read carried values
+            return chain
+        if chain is None:
+            self.depth.pop(key, None)
+        else:
+            self.depth[key] = chain
+        return chain
+
+    def stmt(self, c: ci.Cursor) -> None:
+        k = c.kind
+        if k in _LOOPS:
+            # a nested loop has its own chain; what it assigns leaves this one
+            for x in c.walk_preorder():
+                key = None
+                if x.kind in (K.BINARY_OPERATOR, K.COMPOUND_ASSIGNMENT_OPERATOR):
+                    kids = list(x.get_children())
+                    if kids and (x.kind == K.COMPOUND_ASSIGNMENT_OPERATOR or _cx.binary_op(x) == "="):
+                        key = _var_key(kids[0])
+                elif x.kind == K.UNARY_OPERATOR and _cx.unary_op(x) in ("post++", "post--", "pre++", "pre--"):
+                    kids = list(x.get_children())
+                    key = _var_key(kids[0]) if kids else None
+                if key is not None:
+                    self.depth.pop(key, None)
+            return
+        if k == K.COMPOUND_STMT:
+            for x in c.get_children():
+                self.stmt(x)
+            return
+        if k == K.IF_STMT:
+            ch = list(c.get_children())
+            self.expr(ch[0])
+            before = dict(self.depth)
+            arms = []
+            for arm in ch[1:3]:
+                self.depth = dict(before)
+                self.stmt(arm)
+                arms.append(self.depth)
+            if len(arms) == 1:
+                arms.append(before)
+            merged: dict[int, Chain] = {}
+            for key in set(arms[0]) | set(arms[1]):
+                got = _longer(arms[0].get(key), arms[1].get(key))
+                if got is not None:
+                    merged[key] = got
+            self.depth = merged
+            return
+        if k == K.DECL_STMT:
+            for d in c.get_children():
+                if d.kind != K.VAR_DECL:
+                    continue
+                init = [x for x in d.get_children() if x.kind != K.TYPE_REF]
+                got = _longer(*(self.expr(x) for x in init)) if init else None
+                if got is not None:
+                    self.depth[d.hash] = got
+                else:
+                    self.depth.pop(d.hash, None)
+            return
+        if k in (K.RETURN_STMT, K.BREAK_STMT, K.CONTINUE_STMT, K.NULL_STMT):
+            for x in c.get_children():
+                self.expr(x)
+            return
+        if k in (K.SWITCH_STMT, K.CASE_STMT, K.DEFAULT_STMT):
+            for x in c.get_children():
+                self.stmt(x)
+            return
+        self.expr(c)
+
+
+def carried_chain(parts: list[ci.Cursor], carried: Iterable[int], induction: int | None = None) -> dict[str, int]:
+    """The operations, by class (:data:`CHAIN_CLASSES`), on the longest chain from a carried
+    variable's value at the start of a trip through ``parts`` (condition, increment and body, in
+    that order of the list) to a carried variable's value at its end (module docstring). ``carried``:
+    the keys of the variables assigned in the loop and declared before it; ``induction``: the
+    loop's induction variable, left out. Empty when no carried value depends on itself."""
+    keys = [k for k in carried if k != induction]
+    if not keys:
+        return {}
+    p = _Pass(keys)
+    for part in parts:
+        p.stmt(part)
+    best = _longer(*(p.depth.get(k) for k in keys))
+    return {k: int(v) for k, v in sorted(best.items()) if v} if best else {}
