@@ -29,7 +29,8 @@ call then costing ``wi_libcall_ns``); scalar code also issues each load and stor
 instruction of its own, charged at the scalar integer-add rate, but its operations on OpenCL
 vector values run at the scalar rate times the target's SIMD gain (:func:`vector_value_correction`)
 and the innermost reduction loops the loop vectorizer takes on its own at the peak rates
-(:func:`inner_loop_correction`); vectorized code pays each
+(:func:`inner_loop_correction`), and its arithmetic takes at least the latency of its loops'
+carried recurrences (``chain_<class>_ns``, :func:`chain_seconds`); vectorized code pays each
 data-dependent or non-affine global access as a gather (``gather_gops``, :func:`gather_seconds`).
 A CPU work-group costs ``a + b lsize``
 (``wg_overhead_us``, ``wi_overhead_ns``), a barrier ``barrier_ns + barrier_wi_ns lsize`` per
@@ -43,7 +44,8 @@ functions are charged per builtin family (``bi_*`` counts, ``peak_<family>_gops`
 mean rate. On a CPU device an atomic adds ``count / (atomic rate / CU)`` to the compute part
 (:func:`atomic_seconds`: a locked read-modify-write the core serialises, at the calibrated
 ``atomic_<space>[_b<bins>]_gops`` for the site's estimated number of distinct addresses,
-:func:`atomic_distinct`); profiles without those rates (GPU profiles) charge atomics as bytes
+:func:`atomic_distinct`; one work-group runs on one core, so its atomics contend with no other
+core: the own-element rate); profiles without those rates (GPU profiles) charge atomics as bytes
 only. For GPU profiles
 the per-wave cost follows Hong and Kim's MWP/CWP cases instead (memory warp parallelism limited
 by latency / departure delay, computation warp parallelism, and the three cases N = MWP = CWP,
@@ -1085,10 +1087,12 @@ class AnalyticalModel(Predictor):
             if np.any(few):
                 alone_s, _ = self._item_seconds(feats, f, env, vec, throughput, alone=True)
                 comp_s_item = np.where(few, alone_s, comp_s_item)
-        if d.is_cpu and cu > 1 and np.any(n_wg <= 1):
-            # one work-group runs on one core: its atomics contend with no other core
+        if d.is_cpu and cu > 1 and any(a.kind == "atomic" for a in getattr(feats, "accesses", [])):
+            # one work-group runs on one core, and so does a launch whose work one core finishes
+            # before the others join it (cu_join_us): its atomics contend with no other core
             alone_s, _ = self._item_seconds(feats, f, env, vec, throughput, alone=True)
-            comp_s_item = np.where(n_wg <= 1, alone_s, comp_s_item)
+            single = (n_wg <= 1) | (g * alone_s <= d.join_s)
+            comp_s_item = np.where(single, alone_s, comp_s_item)
         fetched = f["global_fetched_bytes"] + f["constant_load_bytes"] * 0.0
         requested = f["global_load_bytes"] + f["global_store_bytes"] + f["global_atomic_bytes"]
         bw = np.full_like(g, d.dram_bw)

@@ -112,8 +112,9 @@ def test_atomic_charge_hand_computed():
 def test_one_work_group_runs_its_atomics_uncontended():
     """One work-group runs on one core, so its atomics on one address contend with no other core:
     each costs the own-element rate (5 ns per atomic per unit), not the one-bin rate (40 ns), which
-    two work-groups pay. On ds7, synth_chunked_000116 (an atomic_add on one word per trip) at one
-    work-group of 2,656 work-items: 17 us measured, 113 us predicted before, 18 us now."""
+    two work-groups pay; and so does a launch one core finishes before the other joins it. On ds7,
+    synth_chunked_000116 (an atomic_add on one word per trip) at one work-group of 2,656 work-items:
+    17 us measured, 113 us predicted before, 18 us now."""
     model, base = AnalyticalModel(_profile(**ATOMIC)), AnalyticalModel(_profile())
     args = [{"name": "c", "kind": "buffer", "dtype": "uint", "count": 1024}]
     added = {}
@@ -123,6 +124,11 @@ def test_one_work_group_runs_its_atomics_uncontended():
         added[ls] = comp[0] - comp[1]
     assert added[64] == pytest.approx(64 * 5e-9 * 1e6, rel=1e-6)          # one core, one group of 64
     assert added[32] == pytest.approx(32 * 40e-9 * 1e6, rel=1e-6)         # two cores, 32 each, contended
+    # the second core joins 50 us late (cu_join_us): the first finishes the 64 atomics alone
+    late = AnalyticalModel(_profile(**ATOMIC, cu_join_us=50.0))
+    fr = pd.DataFrame([{"source": SRC, "kernel_name": "one", "gsize": [64], "lsize": [32], "args": args}])
+    comp = late.predict(fr).explanation[0]["time_parts_us"]["compute"]
+    assert comp - base.predict(fr).explanation[0]["time_parts_us"]["compute"] == pytest.approx(32 * 5e-9 * 1e6)
 
 
 def test_gpu_profile_keeps_charging_atomics_as_bytes():
