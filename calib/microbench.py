@@ -535,7 +535,7 @@ class Calibrator:
         iterations carry such a recurrence runs no faster, whatever its throughput."""
         if "CPU" not in (self.device.type or "").upper():
             return
-        classes = CHAIN_CLASSES[:4] if self.opt.quick else CHAIN_CLASSES
+        classes: tuple[str, ...] = CHAIN_CLASSES[:4] if self.opt.quick else CHAIN_CLASSES
         if self.opt.op_classes:
             classes = tuple(c for c in classes if c in self.opt.op_classes)
         items = self.cu * 64

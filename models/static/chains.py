@@ -140,15 +140,15 @@ class _Pass:
             ch = list(c.get_children())
             rhs = self.expr(ch[1])
             key = _var_key(ch[0])
-            op = _ASSIGN_OPS.get(_cx.binary_op(c))
+            aop = _ASSIGN_OPS.get(_cx.binary_op(c))
             cur = self.depth.get(key) if key is not None else None
             new = _longer(cur, rhs)
-            if op in ("+", "-") and new is not None and _is_mul(ch[1]) and \
+            if aop in ("+", "-") and new is not None and _is_mul(ch[1]) and \
                     type_class(ch[0].type)[0] in ("fp32", "fp64"):
                 new = Counter(new)             # s += a * b: one FMA
                 new["fp64_fma" if type_class(ch[0].type)[0] == "fp64" else "fp32_fma"] += 1
             else:
-                new = _plus(new, ch[0].type, op) if op else new
+                new = _plus(new, ch[0].type, aop) if aop else new
             return self.assign(ch[0], new)
         if k == K.UNARY_OPERATOR:
             op = _cx.unary_op(c)
