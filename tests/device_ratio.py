@@ -12,11 +12,21 @@ import pandas as pd
 import pytest
 
 from calib.microbench import CalibOptions, Calibrator
-from calib.profile import load_profile
+from calib.profile import DeviceIdentity, DeviceProfile, ProfileValue, load_profile
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 from models.analytical import AnalyticalModel
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def cpu_profile(**values: float) -> DeviceProfile:
+    """A hand-made profile of a 2-compute-unit CPU device: a 100 Gop/s fp32 FMA peak, 20 GB/s, and
+    ``values`` (profile value name -> value)."""
+    dev = DeviceIdentity(name="cpu", vendor="x", device_type="CPU", platform="PoCL", compute_units=2)
+    p = DeviceProfile(device=dev)
+    for k, v in {"peak_fp32_fma_gops": 100.0, "dram_bw_gbs": 20.0, **values}.items():
+        p.values[k] = ProfileValue(v, "x", "test")
+    return p
 
 
 def require_pocl_cpu(device) -> None:

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from calib.microbench import CalibOptions, Calibrator
-from calib.profile import DeviceIdentity, DeviceProfile, ProfileValue, load_profile
+from calib.profile import load_profile
 from kernelcast.schema import ArgBinding
 from models.analytical import AnalyticalModel, chain_seconds, config_env
 from models.static.features import CHAIN_PREFIX
 from models.static.source import analyze_source_text
-from tests.device_ratio import ROOT, measure_and_predict, require_pocl_cpu
+from tests.device_ratio import ROOT, cpu_profile, measure_and_predict, require_pocl_cpu
 
 KERNELS = """
 __kernel void escape(__global float* data, int total) {
@@ -75,13 +75,6 @@ def test_the_longest_recurrence_of_a_trip_is_counted_per_work_item():
     assert _chain("uniform") == {}
 
 
-def _cpu_profile(**values: float) -> DeviceProfile:
-    dev = DeviceIdentity(name="cpu", vendor="x", device_type="CPU", platform="PoCL", compute_units=2)
-    p = DeviceProfile(device=dev)
-    for k, v in {"peak_fp32_fma_gops": 100.0, "dram_bw_gbs": 20.0, **values}.items():
-        p.values[k] = ProfileValue(v, "x", "test")
-    return p
-
 
 def test_the_chain_is_a_floor_under_scalar_arithmetic():
     """One escape-time trip waits 1.1 + 1.4 ns (a multiply and an FMA) for the trip before; with 256
@@ -90,7 +83,7 @@ def test_the_chain_is_a_floor_under_scalar_arithmetic():
     latencies nothing changes; an FMA call on the chain counts at the FMA latency unless the runtime
     calls its builtins out of line."""
     lat = {"chain_fp32_add_ns": 1.0, "chain_fp32_mul_ns": 1.1, "chain_fp32_fma_ns": 1.4}
-    slow, plain = AnalyticalModel(_cpu_profile(**lat)), AnalyticalModel(_cpu_profile())
+    slow, plain = AnalyticalModel(cpu_profile(**lat)), AnalyticalModel(cpu_profile())
     f = analyze_source_text(KERNELS, "escape")
     args = [{"name": "data", "kind": "buffer", "dtype": "float", "count": 1024},
             {"name": "total", "kind": "scalar", "dtype": "int", "value": "1024"}]
@@ -106,7 +99,7 @@ def test_the_chain_is_a_floor_under_scalar_arithmetic():
                                                                  "gsize0": np.asarray([1.0])})
     assert fused[CHAIN_PREFIX + "fma_call"][0] == 100
     assert float(chain_seconds(fused, slow.dev)[0]) == pytest.approx(100 * 1.4e-9)
-    out_of_line = AnalyticalModel(_cpu_profile(**lat, wi_store_ns=0.5, wi_call_ns=4.0, wi_libcall_ns=3.5))
+    out_of_line = AnalyticalModel(cpu_profile(**lat, wi_store_ns=0.5, wi_call_ns=4.0, wi_libcall_ns=3.5))
     assert out_of_line.dev.libcall_scalar and chain_seconds(fused, out_of_line.dev) is None
 
 

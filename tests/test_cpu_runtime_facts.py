@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from calib.microbench import CalibOptions
-from calib.profile import DeviceIdentity, DeviceProfile, ProfileValue
 from kernelcast.schema import ArgBinding, Kernel
 from models.analytical import (
     AnalyticalModel,
@@ -21,7 +20,7 @@ from models.analytical import (
     cpu_vectorizable,
 )
 from models.static.source import analyze_source
-from tests.device_ratio import measured_ratio_tries, require_pocl_cpu
+from tests.device_ratio import cpu_profile, measured_ratio_tries, require_pocl_cpu
 
 MARKS = """
 __kernel void guard(__global const float *a, __global float *c, int n)
@@ -63,13 +62,6 @@ def test_stores_under_a_condition_that_differs_between_work_items_are_marked(nam
     assert _store_marks(name) == [mark]
 
 
-def _cpu_profile(**values: float) -> DeviceProfile:
-    dev = DeviceIdentity(name="cpu", vendor="x", device_type="CPU", platform="PoCL", compute_units=2)
-    p = DeviceProfile(device=dev)
-    for k, v in {"peak_fp32_fma_gops": 100.0, "dram_bw_gbs": 20.0, **values}.items():
-        p.values[k] = ProfileValue(v, "x", "test")
-    return p
-
 
 def test_the_device_fact_decides_whether_a_conditional_store_keeps_the_loop_scalar():
     f = analyze_source(Kernel(source=MARKS, name="guard"))
@@ -83,9 +75,9 @@ def test_the_device_fact_decides_whether_a_conditional_store_keeps_the_loop_scal
     red = analyze_source(Kernel(source=REDUCE, name="reduce"))
     assert conditional_stores(red) and cpu_vectorizable(red, cond_store_scalar=True)[0] is True
     # the fact is the calibrated ratio of the guarded to the plain store, against a threshold
-    assert DeviceParams.from_profile(_cpu_profile(wi_store_ns=0.25, wi_cond_store_ns=0.9)).cond_store_scalar
-    assert not DeviceParams.from_profile(_cpu_profile(wi_store_ns=0.25, wi_cond_store_ns=0.3)).cond_store_scalar
-    assert not DeviceParams.from_profile(_cpu_profile()).cond_store_scalar
+    assert DeviceParams.from_profile(cpu_profile(wi_store_ns=0.25, wi_cond_store_ns=0.9)).cond_store_scalar
+    assert not DeviceParams.from_profile(cpu_profile(wi_store_ns=0.25, wi_cond_store_ns=0.3)).cond_store_scalar
+    assert not DeviceParams.from_profile(cpu_profile()).cond_store_scalar
 
 
 
@@ -166,8 +158,8 @@ def test_a_runtime_that_calls_its_builtins_charges_each_call():
     """With the fact (a call 8x the plain store) every call costs wi_libcall_ns of a compute unit per
     work-item on top of the scalar code; without it the call is arithmetic."""
     base = {"wi_store_ns": 0.5, "wi_cond_store_ns": 0.5, "scalar_fp32_add_gops": 10.0, "wi_fp32_add_gops": 50.0}
-    out_of_line = AnalyticalModel(_cpu_profile(**base, wi_call_ns=4.0, wi_libcall_ns=4.0))
-    inlined = AnalyticalModel(_cpu_profile(**base, wi_call_ns=0.6, wi_libcall_ns=0.1))
+    out_of_line = AnalyticalModel(cpu_profile(**base, wi_call_ns=4.0, wi_libcall_ns=4.0))
+    inlined = AnalyticalModel(cpu_profile(**base, wi_call_ns=0.6, wi_libcall_ns=0.1))
     assert out_of_line.dev.libcall_scalar and not inlined.dev.libcall_scalar
     f = analyze_source(Kernel(source=CALLS, name="k_fmax"))
     n = 1 << 20

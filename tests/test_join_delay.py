@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from calib.microbench import CalibOptions, Calibrator
-from calib.profile import DeviceIdentity, DeviceProfile, ProfileValue, load_profile
+from calib.profile import load_profile
 from kernelcast.schema import ArgBinding
 from models.analytical import AnalyticalModel, config_env, explain
 from models.static.source import analyze_source_text
-from tests.device_ratio import ROOT, measure_and_predict, require_pocl_cpu
+from tests.device_ratio import ROOT, cpu_profile, measure_and_predict, require_pocl_cpu
 
 #: the same loop of dependent FMAs under two names, so that one launch of each can be measured and
 #: predicted at its own local size
@@ -24,13 +24,6 @@ __kernel void many_groups(__global float *out, float s, float t, int iters)
 """
 ITEMS = 1024
 
-
-def _cpu_profile(**values: float) -> DeviceProfile:
-    dev = DeviceIdentity(name="cpu", vendor="x", device_type="CPU", platform="PoCL", compute_units=2)
-    p = DeviceProfile(device=dev)
-    for k, v in {"peak_fp32_fma_gops": 20.0, "dram_bw_gbs": 20.0, **values}.items():
-        p.values[k] = ProfileValue(v, "x", "test")
-    return p
 
 
 def _binds(iters: int) -> list[ArgBinding]:
@@ -50,8 +43,8 @@ def test_a_short_launch_runs_on_one_unit_and_a_long_one_is_shared():
     """With a 50 us join delay, eight work-groups of a launch of about 17 us of work (the loop is
     scalar code) take as long as one work-group of all of it; of about 17 ms, close to half. Without
     the value both split evenly."""
-    late = AnalyticalModel(_cpu_profile(cu_join_us=50.0))
-    even = AnalyticalModel(_cpu_profile())
+    late = AnalyticalModel(cpu_profile(cu_join_us=50.0))
+    even = AnalyticalModel(cpu_profile())
     for iters, shared in ((4, False), (4000, True)):
         one = float(_predict(late, "one_group", ITEMS, iters).time_s[0])
         r = _predict(late, "many_groups", 128, iters)
