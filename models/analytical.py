@@ -366,8 +366,8 @@ def chain_seconds(f: Mapping[str, np.ndarray], d: DeviceParams) -> np.ndarray | 
     a trip cannot start its operations on a carried value before the trip before is done, however
     many operations the core issues per cycle. A work-item's arithmetic takes at least this
     (``AnalyticalModel._item_seconds``); its calls, loads and atomics add to it, as they add to its
-    arithmetic (measured on ds7, in sample: with the chain bounding the whole compute time 7
-    kernels moved, all of them little; bounding the arithmetic 29 kernels, 25 of them closer). An
+    arithmetic (on ds7, in sample: with the chain bounding the whole compute time 7 kernels moved,
+    all of them little; bounding the arithmetic, 9 kernels moved, all of them closer). An
     ``fma``/``mad`` call on the chain (``fma_call``) counts at the FMA latency unless the runtime
     calls its builtins out of line (the call is charged already). None without calibrated
     latencies or a chain."""

@@ -170,9 +170,9 @@ class LoopWalker(WalkerBase):
             if not closed and not self.mute and (divergent or data_dep or data_exit or
                                                  trip_kind not in ("affine", "geometric")):
                 # the operations each trip waits for the trip before on (models.static.chains), in
-                # a loop whose trips differ between work-items: a runtime can run a loop all
-                # work-items take alike for all of them at once (PoCL's implicit loop barriers),
-                # hiding the chain behind the other work-items' trips, not this one
+                # a loop whose trips differ between work-items, which no runtime can run for several
+                # work-items at once (charged in loops all work-items take alike, the chain made 6
+                # of ds7's kernels worse: their loops ran faster than it, their work-items overlapped)
                 for cls, n in carried_chain([x for x in (cond, body, inc) if x is not None], carried,
                                             ind_key).items():
                     self.ops_chain[cls] = self.ops_chain.get(cls, ZERO) + self.w_item * n
