@@ -273,6 +273,7 @@ def _now() -> str:
 #: (``calib --only BENCH``), so a profile without it was made before that benchmark existed
 CPU_BENCH_MARKERS: dict[str, str] = {
     "scalar": "scalar_fp32_fma_gops",
+    "chain": "chain_fp32_fma_ns",
     "wi": "wi_fp32_fma_gops",
     "wg": "wg_overhead_us",
     "join": "cu_join_us",
