@@ -339,6 +339,11 @@ __kernel void chunk(__global const float* in, __global float* out, const uint n)
 { uint gid = get_global_id(0), per = n / get_global_size(0); float s = 0.0f;
   for (uint k = 0; k < per; k++) s += in[gid * per + k];
   out[gid] = s; }
+__kernel void tiles(__global const float* in, __global float* out, const uint n)
+{ uint gid = get_global_id(0), per = n / get_global_size(0), l = get_local_size(0); float s = 0.0f;
+  for (uint base = 0; base < per; base += l)
+    for (uint k = 0; k < min(l, per - base); k++) s += in[gid * per + base + k];
+  out[gid] = s; }
 """
 
 
@@ -365,6 +370,9 @@ def test_page_strided_loop_charge_hand_computed():
     # one trip per work-item (n = global size) is no walk: neighbouring work-items stream
     assert strided_seconds(_feats(STRIDED, "grid"), _env(16384, 256, _strided_args(16384, 16384)), d) is None
     assert strided_seconds(_feats(STRIDED, "chunk"), _env(16384, 256, _strided_args(n, 16384)), d) is None
+    # an outer loop stepping 2,048 floats (8 KiB) around an inner one stepping one: the inner walk
+    # streams (la_matvec_local_x at a local size of 1,528 was charged 45x its measured time)
+    assert strided_seconds(_feats(STRIDED, "tiles"), _env(4096, 2048, _strided_args(n, 4096)), d) is None
     d_lat = AnalyticalModel(_profile(dram_latency_ns=150.0)).dev
     assert d_lat.strided_line_s == pytest.approx(150e-9) and "latency" in d_lat.strided_source
     assert AnalyticalModel(_profile("GPU", strided_line_ns=100.0)).dev.strided_line_s is None
