@@ -69,17 +69,6 @@ def _longer(*chains: Chain | None) -> Chain | None:
     return best
 
 
-def _var_key(c: ci.Cursor) -> int | None:
-    while c.kind in (K.PAREN_EXPR, K.UNEXPOSED_EXPR):
-        ch = list(c.get_children())
-        if len(ch) != 1:
-            return None
-        c = ch[0]
-    if c.kind == K.DECL_REF_EXPR and c.referenced is not None and c.referenced.kind == K.VAR_DECL:
-        return c.referenced.hash
-    return None
-
-
 def _unparen(c: ci.Cursor) -> ci.Cursor:
     while c.kind in (K.PAREN_EXPR, K.UNEXPOSED_EXPR):
         ch = list(c.get_children())
@@ -87,6 +76,13 @@ def _unparen(c: ci.Cursor) -> ci.Cursor:
             break
         c = ch[0]
     return c
+
+
+def _var_key(c: ci.Cursor) -> int | None:
+    u = _unparen(c)
+    if u.kind == K.DECL_REF_EXPR and u.referenced is not None and u.referenced.kind == K.VAR_DECL:
+        return u.referenced.hash
+    return None
 
 
 def _is_mul(c: ci.Cursor) -> bool:
