@@ -503,6 +503,9 @@ STRIDE_ITEMS = 64 * 256
 #: trips per work-item of the short walks of the strided benchmark (a CSR/ELLPACK row's entries):
 #: so few pages per walk that the first-level TLB holds them
 STRIDE_SHORT_TRIPS = 16
+#: trips per work-item of the tiny walks (a grid-stride loop over a few times the global size):
+#: so few concurrent page streams that the hardware prefetchers follow them
+STRIDE_TINY_TRIPS = 4
 
 
 def strided_kernel() -> Kernel:

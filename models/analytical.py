@@ -167,6 +167,8 @@ class DeviceParams:
     strided_level_s: dict[int, float] = field(default_factory=dict)   # the same, from cache level i
     strided_short_s: float | None = None  # the same for a walk of a few pages (the TLB holds them)
     strided_short_level_s: dict[int, float] = field(default_factory=dict)
+    strided_tiny_s: float | None = None  # the same for a walk of a few trips (the prefetchers follow it)
+    strided_tiny_level_s: dict[int, float] = field(default_factory=dict)
     atomic_rates: dict[str, float] = field(default_factory=dict)   # "global" / "local" (own element) and
                                                                    # "<space>_b<bins>" -> atomics/s, whole device
 
@@ -247,6 +249,8 @@ class DeviceParams:
             strided_line_s=strided, strided_source=strided_src, strided_level_s=per_level("strided_line"),
             strided_short_s=float(get("strided_short_ns") or 0) * 1e-9 if is_cpu and get("strided_short_ns") else None,
             strided_short_level_s=per_level("strided_short"),
+            strided_tiny_s=float(get("strided_tiny_ns") or 0) * 1e-9 if is_cpu and get("strided_tiny_ns") else None,
+            strided_tiny_level_s=per_level("strided_tiny"),
             atomic_rates=atomic_rates,
             gather_rate=(float(get("gather_gops") or 0.0) * 1e9 or None) if is_cpu else None,
             is_cpu=is_cpu, builtin_rates=builtin_rates, scalar_rates=scalar_rates, wi_rates=wi_rates,
@@ -871,6 +875,10 @@ CPU_LINE_BYTES = 64
 #: a walk of at most this many trips (pages) per work-item is short: a first-level data TLB (64-72
 #: entries on current x86 cores) holds its pages, and it is charged the ``strided_short`` values
 SHORT_WALK_TRIPS = 64
+#: a walk of at most this many trips per work-item is tiny: the hardware prefetchers follow its few
+#: concurrent page streams, and it is charged the ``strided_tiny`` values (calib measured 4-trip
+#: walks, 13 ns per line from memory here, against 42 at 16 trips and 148 at 1,024)
+TINY_WALK_TRIPS = 8
 
 
 def strided_seconds(feats: Any, env: Mapping[str, Any], dev: DeviceParams, level: np.ndarray | None = None
@@ -886,7 +894,8 @@ def strided_seconds(feats: Any, env: Mapping[str, Any], dev: DeviceParams, level
     --only stride``: ``strided_line_level{i}_ns`` and ``strided_line_ns``, else the DRAM latency
     from memory and nothing from a cache level), and for a walk of at most
     :data:`SHORT_WALK_TRIPS` executions per work-item (a CSR or ELLPACK row) the short-walk values
-    ``strided_short...`` where calibrated. The caller removes these bytes from the streamed ones.
+    ``strided_short...`` where calibrated, and for at most :data:`TINY_WALK_TRIPS` the tiny-walk
+    ones ``strided_tiny...`` (else the short ones). The caller removes these bytes from the streamed ones.
     Measured here (PoCL 3.1 on an AMD EPYC Zen 4, idle): a line from memory costs 116 ns per core
     in 2,048-trip walks, 11.7 ns in 16-trip ones, against 5.2 ns at the streaming bandwidth; the
     suite's ``kc_grid_sum`` over 16 Mi floats took 55 ms (predicted 5.2 ms before, 61 ms now) and
@@ -920,6 +929,8 @@ def strided_seconds(feats: Any, env: Mapping[str, Any], dev: DeviceParams, level
     long_cost = costs(dev.strided_line_s, dev.strided_level_s)
     short_cost = (costs(dev.strided_short_s, dev.strided_short_level_s)
                   if dev.strided_short_s or dev.strided_short_level_s else long_cost)
+    tiny_cost = (costs(dev.strided_tiny_s, dev.strided_tiny_level_s)
+                 if dev.strided_tiny_s or dev.strided_tiny_level_s else short_cost)
     seconds = np.zeros(shape)
     for a in acc:
         step = innermost_step(a.trip_strides, value, shape) * a.unit_bytes
@@ -930,7 +941,8 @@ def strided_seconds(feats: Any, env: Mapping[str, Any], dev: DeviceParams, level
         far = far & (count >= 2)      # one trip per work-item is no walk: neighbours stream through memory
         lane_bytes = np.abs(value(a.stride0, 1.0)) * a.unit_bytes
         per_exec = np.minimum(1.0, np.maximum(a.elem_bytes, lane_bytes) / CPU_LINE_BYTES)
-        cost = np.where(count <= SHORT_WALK_TRIPS, short_cost, long_cost)
+        cost = np.where(count <= TINY_WALK_TRIPS, tiny_cost,
+                        np.where(count <= SHORT_WALK_TRIPS, short_cost, long_cost))
         lines = lines + np.where(far, count * per_exec, 0.0)
         seconds = seconds + np.where(far, count * per_exec * cost, 0.0)
         nbytes = nbytes + np.where(far & (cost > 0), count * a.elem_bytes, 0.0)

@@ -370,6 +370,12 @@ def test_page_strided_loop_charge_hand_computed():
     # one trip per work-item (n = global size) is no walk: neighbouring work-items stream
     assert strided_seconds(_feats(STRIDED, "grid"), _env(16384, 256, _strided_args(16384, 16384)), d) is None
     assert strided_seconds(_feats(STRIDED, "chunk"), _env(16384, 256, _strided_args(n, 16384)), d) is None
+    # a walk of 4 trips (n = 4 x the global size) is tiny: its own cost where calibrated, else the short one
+    tiny = AnalyticalModel(_profile(strided_line_ns=100.0, strided_short_ns=30.0, strided_tiny_ns=10.0)).dev
+    short = AnalyticalModel(_profile(strided_line_ns=100.0, strided_short_ns=30.0)).dev
+    env4 = _env(16384, 256, _strided_args(4 * 16384, 16384))
+    assert strided_seconds(_feats(STRIDED, "grid"), env4, tiny)[0][0] == pytest.approx(4 / 16 * 10e-9)
+    assert strided_seconds(_feats(STRIDED, "grid"), env4, short)[0][0] == pytest.approx(4 / 16 * 30e-9)
     # an outer loop stepping 2,048 floats (8 KiB) around an inner one stepping one: the inner walk
     # streams (la_matvec_local_x at a local size of 1,528 was charged 45x its measured time)
     assert strided_seconds(_feats(STRIDED, "tiles"), _env(4096, 2048, _strided_args(n, 4096)), d) is None
