@@ -1,0 +1,119 @@
+"""bench/ceiling.py: a dataset's configurations measured again and scored as a model's predictions.
+
+The sampling takes whole problem groups, the scoring is evaluate's (a perfect prediction scores
+zero error and top-1 everywhere, a constant factor is all offset), bad input is one line and exit 2,
+and on this device a tiny dataset's rows measured again agree with the stored ones."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bench.ceiling import _oof_columns, main, run, sample_rows, score
+
+
+def _frame() -> tuple[pd.DataFrame, np.ndarray]:
+    # kernel a: 2 problems of 3 configurations; kernel b: 1 problem of 4; kernel c: 2 rows only
+    kid = ["a"] * 6 + ["b"] * 4 + ["c"] * 2
+    groups = np.array(["a1"] * 3 + ["a2"] * 3 + ["b1"] * 4 + ["c1"] * 2, dtype=object)
+    return pd.DataFrame({"kernel_id": kid}), groups
+
+
+def test_sampling_takes_whole_groups_of_kernels_with_four_rows() -> None:
+    frame, groups = _frame()
+    rows = sample_rows(frame, groups, kernels=5, max_rows=12, seed=0)
+    assert sorted(rows.tolist()) == list(range(10))            # c has 2 rows: never drawn
+    capped = sample_rows(frame, groups, kernels=5, max_rows=4, seed=0)
+    taken = groups[capped]
+    for g in set(taken):                                        # whole groups only
+        assert (taken == g).sum() == (groups == g).sum()
+    assert sum(1 for g in set(taken) if g.startswith("a")) == 1  # a's second group would pass 4 rows
+    assert "b1" in set(taken)                                   # a first group is taken even past the cap
+    assert sample_rows(frame, groups, 1, 12, seed=3).tolist() == sample_rows(frame, groups, 1, 12, seed=3).tolist()
+
+
+def test_scores_are_evaluates() -> None:
+    frame, groups = _frame()
+    true = np.array([10, 12, 15, 20, 22, 30, 5, 6, 7, 8, 1, 2], dtype=float)
+    kid = frame["kernel_id"].to_numpy()
+    one = np.ones(len(true))
+    s = score(true.copy(), true, kid, groups, one)
+    assert s["median_ape"] == 0 and s["mape"] == 0 and s["offset_floor_mape"] == 0 and s["shot3_mape"] == 0
+    assert s["top1_pct"] == 100.0 and s["regret_geomean"] == 1.0 and s["tuning_groups"] == 4
+    doubled = score(2 * true, true, kid, groups, one)           # a constant factor: all offset
+    assert doubled["median_ape"] == pytest.approx(100.0)
+    assert doubled["offset_floor_mape"] == pytest.approx(0.0) and doubled["shot1_mape"] == pytest.approx(0.0)
+    assert doubled["top1_pct"] == 100.0
+    swapped = true.copy()
+    swapped[[0, 2]] = swapped[[2, 0]]                           # group a1 now picks its slowest
+    s = score(swapped, true, kid, groups, one)
+    assert s["top1_pct"] == 75.0 and s["offset_floor_mape"] > 0
+
+
+def test_oof_columns_match_keys_of_a_union_evaluation(tmp_path: Path) -> None:
+    pd.DataFrame({"row_key": ["0:k1", "1:k2"], "measured_us": [1.0, 2.0], "analytical_us": [1.5, 2.5],
+                  "analytical_lo_us": [1.0, 1.0], "analytical_hi_us": [3.0, 3.0], "tabular_us": [1.1, 2.1]}
+                 ).to_parquet(tmp_path / "oof.parquet")
+    cols = _oof_columns(tmp_path / "oof.parquet", np.array(["k2", "k3", "k1"], dtype=object))
+    assert set(cols) == {"analytical", "tabular"}
+    np.testing.assert_allclose(cols["analytical"], [2.5, np.nan, 1.5])
+
+
+@pytest.mark.parametrize("argv", [
+    ["--data", "{tmp}/nothing"],
+    ["--data", "{tmp}/ds", "--passes", "3"],
+    ["--data", "{tmp}/ds", "--kernels", "0"],
+    ["--data", "{tmp}/ds", "--min-time", "-1"],
+    ["--data", "{tmp}/ds", "--oof", "{tmp}/missing.parquet"],
+])
+def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path: Path, argv: list[str],
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "ds").mkdir()
+    (tmp_path / "ds" / "manifest.json").write_text("{}")
+    out = tmp_path / "out"
+    code = main([a.format(tmp=tmp_path) for a in argv] + ["--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1
+    assert not out.exists()
+
+
+def test_a_dataset_of_another_device_is_refused(tmp_path: Path, device: object,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "ds").mkdir()
+    (tmp_path / "ds" / "manifest.json").write_text(json.dumps({"device_identity": "some other GPU",
+                                                                "device": {"name": "other"}}))
+    assert main(["--data", str(tmp_path / "ds"), "--out", str(tmp_path / "out")]) == 2
+    assert "not on this device" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_tiny_dataset_measured_again_agrees_with_itself(tmp_path: Path, harness: object) -> None:
+    from datagen.dataset import DatasetWriter
+    from datagen.generate import DatagenOptions, Generator, write_kernels
+    from instrument.runner import TimingPolicy
+    from kernelcast.schema import Kernel
+
+    k = Kernel("__kernel void tsq(__global const float* a, __global float* b) {\n"
+               "  int i = get_global_id(0);\n  b[i] = a[i] * a[i] + 1.0f;\n}", "tsq", dims=1, origin="test")
+    policy = TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.02, max_repeats=50)
+    opts = DatagenOptions(configs_per_kernel=2, lsizes_per_kernel=1, rebalance=None, sweeps_per_kernel=1,
+                          lsizes_per_sweep=4, validity=False, activity=False, reference_every_s=0,
+                          max_total_items=1 << 16, timing=policy)
+    root = tmp_path / "ds"
+    m = {"device_identity": harness.device.identity, "seed": 0, "schema_version": 2,  # type: ignore[attr-defined]
+         "args_selection": "simple", "options": {"timing": {"seed": 0, "min_time_s": 0.02, "min_repeats": 5}}}
+    with DatasetWriter(root, m) as w:
+        Generator(harness, w, opts).run([k])
+    write_kernels(root, [k])
+    r = run(root, kernels=1, max_rows=12, passes=2, out=tmp_path / "out", device=harness.device.name)  # type: ignore[attr-defined]
+    assert r["rows"] >= 4 and r["rows_remeasured"] == r["rows"]
+    s = r["scores"]["remeasured vs stored"]
+    assert s["rows"] == r["rows"] and s["median_abs_log2"] < 1.0    # within 2x of the stored time
+    assert r["scores"]["pass 2 vs pass 1"]["median_abs_log2"] < 1.0
+    table = pd.read_csv(tmp_path / "out" / "remeasured.csv")
+    assert len(table) == r["rows"] and table["pass2_us"].gt(0).all()
+    assert json.loads((tmp_path / "out" / "ceiling.json").read_text())["rows"] == r["rows"]
