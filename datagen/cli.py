@@ -136,6 +136,8 @@ def datagen_options(args: argparse.Namespace) -> Any:
         lsizes_per_sweep=args.lsizes_per_sweep, activity=not args.no_activity,
         site_counts=not getattr(args, "no_site_counts", False),
     )
+    if getattr(args, "sweep_rounds", None) is not None:
+        opts.sweep_rounds = args.sweep_rounds
     opts.timing.min_time_s = args.min_time
     opts.timing.min_repeats = args.repeats
     return opts
@@ -495,6 +497,10 @@ def add_parsers(sub: Any) -> None:
                    help="tuning sweeps per kernel: problems measured with several local sizes each (4; 0: none)")
     p.add_argument("--lsizes-per-sweep", type=positive_int, default=None,
                    help="local sizes / block shapes per sweep (4, fewer only where the device allows fewer)")
+    p.add_argument("--sweep-rounds", type=positive_int, default=None,
+                   help="measure each sweep's local sizes in N interleaved rounds, pooled by readers (4; 1: once): "
+                        "a host that slows down in phases makes one window per configuration pick the fastest "
+                        "local size by chance")
     p.add_argument("--no-activity", action="store_true",
                    help="do not record active_fraction / bytes_touched (saves one instrumented run per simple row)")
     p.add_argument("--no-site-counts", action="store_true",

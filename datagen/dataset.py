@@ -35,8 +35,10 @@ columns it lacks (:data:`V2_COLUMNS`) as nulls, so models train and evaluate on 
 Timing columns (harness version 2): ``time_group`` (launches per sample), ``state_reset``
 (``none`` / ``restore`` / ``single`` / ``unchecked``) and ``reset_buffers``, the machine during the
 window (``load_avg_1m``, ``other_cpu_frac``, ``cpu_mhz``), and on re-measured rows
-``remeasure_of`` (the original's key) and ``remeasure_reason`` (``noise`` / ``load`` / ``drift``):
-:func:`read_dataset` keeps one row per configuration (:func:`resolve_remeasured`).
+``remeasure_of`` (the original's key) and ``remeasure_reason`` (``noise`` / ``load`` / ``drift``, or
+``round``: a tuning sweep's configurations measured in interleaved rounds):
+:func:`read_dataset` keeps one row per configuration (:func:`resolve_remeasured`; a configuration's
+rounds pooled into one row with ``time_rounds``, :func:`pool_rounds`).
 """
 
 from __future__ import annotations
@@ -380,11 +382,71 @@ def loaded(other_cpu_frac: Any) -> bool:
     return math.isfinite(f) and f >= REMEASURE_OTHER_CPU
 
 
+#: time columns recomputed from the pooled samples of a configuration's rounds
+_POOLED_TIME = {"repeats": "repeats", "time_median_us": "median_us", "time_min_us": "min_us",
+                "time_mean_us": "mean_us", "time_q1_us": "q1_us", "time_q3_us": "q3_us",
+                "time_iqr_us": "iqr_us", "time_cv": "cv"}
+#: energy columns a pooled row takes as the median over its rounds
+_POOLED_ENERGY = ("energy_j", "dynamic_energy_j", "avg_power_w")
+
+
+def _samples(v: Any) -> list[float]:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return []
+    if isinstance(v, str):
+        v = json.loads(v)
+    return [float(x) for x in v]
+
+
+def pool_rounds(df: pd.DataFrame) -> pd.DataFrame:
+    """A tuning sweep's configurations measured in interleaved rounds (rows with
+    ``remeasure_reason = "round"``, :data:`datagen.generate.SWEEP_ROUNDS`) as one row each: the
+    first measurement's row, its time columns recomputed from the samples (``times_us``) of all of
+    its ok rounds, the energy columns the median over them, and ``time_rounds`` how many were
+    pooled. The round rows are dropped; a round whose first is missing or not ok is dropped too."""
+    if "remeasure_reason" not in df.columns:
+        return df
+    rounds = (df["remeasure_reason"] == "round").to_numpy()
+    if not rounds.any():
+        return df
+    from kernelcast.schema import TimeStats
+
+    out = df.loc[~rounds].copy()
+    out["time_rounds"] = np.where(out["status"] == "ok", 1, np.nan) if "status" in out.columns else 1
+    ok = df.loc[rounds & (df["status"] == "ok").to_numpy()]
+    pos = {k: i for i, k in enumerate(out["row_key"])}
+    cols = {c: out.columns.get_loc(c) for c in [*_POOLED_TIME, "times_us", "time_rounds", *_POOLED_ENERGY]
+            if c in out.columns}
+    for first_key, extra in ok.groupby("remeasure_of", sort=False):
+        i = pos.get(first_key)
+        if i is None or out.iat[i, out.columns.get_loc("status")] != "ok":
+            continue
+        samples = _samples(out.iat[i, cols["times_us"]])
+        for v in extra["times_us"]:
+            samples += _samples(v)
+        if not samples:
+            continue
+        t = TimeStats.from_times(samples)
+        for col, attr in _POOLED_TIME.items():
+            if col in cols:
+                out.iat[i, cols[col]] = getattr(t, attr)
+        out.iat[i, cols["times_us"]] = t.times_us
+        out.iat[i, cols["time_rounds"]] = 1 + len(extra)
+        for col in _POOLED_ENERGY:
+            if col in cols:
+                vals = pd.to_numeric(pd.concat([out.iloc[[i]][col], extra[col]]), errors="coerce").dropna()
+                if len(vals):
+                    out.iat[i, cols[col]] = float(vals.median())
+    return out.reset_index(drop=True)
+
+
 def resolve_remeasured(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per configuration: of a row and its re-measurements (``remeasure_of`` = its key),
-    a re-measurement for drift if there is one, else of those measured while other processes left
-    the CPUs alone (:func:`loaded`; all when none was) the one with the lowest
-    ``time_cv``, under the original ``row_key``."""
+    """One row per configuration: a sweep configuration's rounds pooled (:func:`pool_rounds`),
+    then of a row and its re-measurements (``remeasure_of`` = its key), a re-measurement for drift
+    if there is one, else of those measured while other processes left the CPUs alone
+    (:func:`loaded`; all when none was) the one with the lowest ``time_cv``, under the original
+    ``row_key``."""
+    df = pool_rounds(df)
     if "remeasure_of" not in df.columns or not df["remeasure_of"].notna().any():
         return df
     group = df["remeasure_of"].where(df["remeasure_of"].notna(), df["row_key"])

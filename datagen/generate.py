@@ -57,6 +57,15 @@ FAULTS = ("crash", "timeout")
 #: what a generator keeps of every stored row (resuming, pruning, rebalancing)
 STORED_COLUMNS = ("row_key", "kernel_id", "status", "reason", "time_median_us", "lsize", "n_wg", "pass")
 
+#: a tuning sweep's configurations are measured in this many rounds, one configuration after the
+#: other in each round, and readers pool the rounds' samples (:func:`datagen.dataset.pool_rounds`).
+#: Some hosts run throughput-bound code 1.3-2x slower in phases of tens of milliseconds to seconds,
+#: and one window usually falls in one phase: on the KVM development host, which local size of a
+#: problem is fastest (within 5 %) agreed between two measurements of 21 sw8 problems for 43 % of
+#: them with one window per configuration, 48 % with four windows back to back, 81 % with four
+#: interleaved rounds (``bench/ceiling.py`` and the session-12 notes in ``bench/README.md``)
+SWEEP_ROUNDS = 4
+
 #: a row with a larger CV is measured once more at the end of its kernel (interleaved with the
 #: kernel's other noisy rows); readers keep the measurement with the lower CV
 REMEASURE_CV = 0.05
@@ -99,6 +108,7 @@ class DatagenOptions:
     max_total_items: int = DEFAULT_MAX_TOTAL_ITEMS
     sweeps_per_kernel: int = 4        # tuning sweeps: problems measured with several local sizes each
     lsizes_per_sweep: int = 4
+    sweep_rounds: int = SWEEP_ROUNDS  # each sweep measured in this many interleaved rounds, pooled by readers
     activity: bool = True             # record active_fraction / bytes_touched (instrumented run)
     site_counts: bool = True          # record site_counts: loop trips / branch outcomes (one counting launch)
     max_config_time_s: float = 0.2
@@ -196,6 +206,7 @@ class Summary:
     rows_new: int = 0
     rows_resumed: int = 0
     remeasured: int = 0
+    rounds: int = 0               # extra interleaved rounds of sweep configurations
     reference_checks: int = 0
     reference_drifted: int = 0
     duplicates: int = 0           # sampled configurations identical to one already visited this run
@@ -222,7 +233,8 @@ class Summary:
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {k: getattr(self, k) for k in ("kernels", "rows_new", "rows_resumed", "duplicates",
-                                                           "remeasured", "reference_checks", "reference_drifted",
+                                                           "remeasured", "rounds", "reference_checks",
+                                                           "reference_drifted",
                                                            "skipped", "wall_s", "measure_wall_s", "kernel_time_s",
                                                            "activity_s", "counts_s", "counted")}
         d["kernel_status"] = dict(self.kernel_status)
@@ -240,7 +252,9 @@ class Summary:
             + ", ".join(f"{k}: {v}" for k, v in sorted(self.kernel_status.items())) + ")",
             f"rows: {self.rows_new} new, {self.rows_resumed} already stored, {self.skipped} skipped (pruned)"
             + (f", {self.duplicates} duplicate configuration(s) sampled" if self.duplicates else "")
-            + f", {self.remeasured} re-measured (noisy, loaded or drifted), reference checks {self.reference_checks} "
+            + f", {self.remeasured} re-measured (noisy, loaded or drifted)"
+            + (f", {self.rounds} sweep rounds" if self.rounds else "")
+            + f", reference checks {self.reference_checks} "
             f"({self.reference_drifted} drifted)",
             "rows by status: " + ", ".join(f"{k}: {v}" for k, v in sorted(self.status.items())),
         ]
@@ -400,8 +414,10 @@ class Generator:
         for c in self.sweep_configs(k, dims):
             by_sweep[c.sweep].append(c)
         for _, group in sorted(by_sweep.items()):
+            firsts: list[tuple[Any, dict[str, Any]]] = []
             for i, c in enumerate(group):
                 r = self._measure(k, params, c.gsize, c.lsize, c.n_wg, c.regime, "sweep", sweep=True)
+                firsts.append((c, r))
                 faults += r["status"] in FAULTS
                 if faults >= self.o.max_faults:
                     log.info("%s: %d crashes/timeouts, abandoned", k.name, faults)
@@ -410,7 +426,41 @@ class Generator:
                     self.summary.skipped += len(group) - i - 1
                     self._tick(len(group) - i - 1)
                     break
+            for n in range(2, self.o.sweep_rounds + 1):
+                for c, r in firsts:
+                    self._sweep_round(k, params, c, r, n)
         return "ok"
+
+    def _sweep_round(self, k: Kernel, params: list[KernelParam], c: Any, first: dict[str, Any], n: int) -> None:
+        """Round ``n`` of a sweep configuration whose first measurement is ``first`` (ok rows only;
+        one stored before is not measured again): a row keyed ``<key>~r<n>`` with ``remeasure_of``
+        the first's key and ``remeasure_reason = "round"``, journaled like any other, so a kill
+        loses at most this round; readers pool it into the first (:func:`datagen.dataset.pool_rounds`)."""
+        from datagen.counts import row_config
+
+        key = f"{first['row_key']}~r{n}"
+        if first.get("status") != "ok" or key in self.stored:
+            return
+        try:      # a first stored by an earlier run keeps only STORED_COLUMNS: select its arguments again
+            cfg = row_config(first) if first.get("args") is not None else \
+                LaunchConfig(c.gsize, c.lsize, self.select(params, c.gsize, c.lsize))
+        except (UnsupportedArgument, ValueError) as e:
+            log.info("%s: no round %d of %s (%s)", k.name, n, first["row_key"], e)
+            return
+        arg_dicts = [{"name": a.name, "kind": a.kind, "dtype": a.dtype, "count": a.count,
+                      "value": None if a.value is None else str(a.value), "init": a.init} for a in cfg.args]
+        self._reference()
+        m = self.h.run(k, cfg, self.o.timing)
+        new = flatten(m, k, key=key, selection=self.o.args, pass_="sweep", regime=c.regime, n_wg=c.n_wg,
+                      seed=self.o.seed, problem=problem_id(k.id, self.o.args, c.gsize, arg_dicts), sweep=True)
+        new["remeasure_of"] = first["row_key"]
+        new["remeasure_reason"] = "round"
+        self.w.append(new)
+        self.stored[key] = {col: new[col] for col in STORED_COLUMNS}
+        self.summary.rounds += 1
+        self.summary.measure_wall_s += m.wall_s or 0.0
+        if m.time is not None:
+            self.summary.kernel_time_s += sum(m.time.times_us) * m.time.group * 1e-6
 
     def _remeasure(self, k: Kernel) -> None:
         """Measure the kernel's noisy rows and those measured under another process's load once
@@ -540,7 +590,7 @@ class Generator:
         self.summary.add(m, regime, pass_)
         why = None if m.time is None else remeasure_reason(
             m.status, m.time.cv, sum(m.time.times_us) * m.time.group * 1e-6, m.machine.get("other_cpu_frac"))
-        if why is not None:
+        if why is not None and not (sweep and self.o.sweep_rounds > 1):   # the rounds take its noise
             self._noisy.append((row, cfg, why))
         if m.status == "ok":
             self._since_check.append((k, row, cfg))

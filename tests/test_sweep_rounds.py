@@ -1,0 +1,98 @@
+"""Tuning sweeps measured in interleaved rounds (``datagen --sweep-rounds``): every round is a row
+of its own, journaled as it is measured; readers pool a configuration's rounds into one row; a
+rerun measures only the rounds not stored."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from datagen.dataset import pool_rounds, read_dataset, resolve_remeasured
+from datagen.generate import DatagenOptions, run_datagen
+from instrument.runner import TimingPolicy
+from kernelcast.schema import Kernel
+
+TRIAD = """__kernel void triad(__global const float* a, __global const float* b, __global float* c, const float s) {
+  int i = get_global_id(0);
+  c[i] = a[i] + s * b[i];
+}"""
+
+
+def _row(key: str, times: object, status: str = "ok", of: str | None = None, reason: str | None = None,
+         energy: float | None = None) -> dict:
+    t = json.loads(times) if isinstance(times, str) else list(np.asarray(times, dtype=float))
+    return {"row_key": key, "status": status, "times_us": times, "time_median_us": float(np.median(t)),
+            "time_min_us": min(t), "time_cv": 0.01, "repeats": len(t), "remeasure_of": of, "remeasure_reason": reason,
+            "energy_j": energy}
+
+
+def test_rounds_pool_into_the_first_row() -> None:
+    df = pd.DataFrame([
+        _row("a", np.array([10.0, 11.0, 12.0]), energy=1.0),            # parquet: an array
+        _row("a~r2", "[20.0, 21.0]", of="a", reason="round", energy=3.0),  # journal: JSON text
+        _row("a~r3", [10.0, 10.0], of="a", reason="round", energy=2.0),
+        _row("b", [5.0], status="crash"), _row("b~r2", [5.0], of="b", reason="round"),
+        _row("c", [7.0, 7.0]),
+        _row("d", [1.0, 1.0]), _row("d~r2", [9.0], status="timeout", of="d", reason="round"),
+    ])
+    out = pool_rounds(df).set_index("row_key")
+    assert list(out.index) == ["a", "b", "c", "d"]                      # the round rows are gone
+    assert out.loc["a", "time_median_us"] == 11.0 and out.loc["a", "repeats"] == 7
+    assert out.loc["a", "time_min_us"] == 10.0 and out.loc["a", "time_rounds"] == 3
+    assert out.loc["a", "energy_j"] == 2.0                              # the median over the rounds
+    assert out.loc["a", "time_cv"] > 0.3                                # the samples of all rounds
+    assert out.loc["c", "time_median_us"] == 7.0 and out.loc["c", "time_rounds"] == 1
+    assert out.loc["d", "time_median_us"] == 1.0 and out.loc["d", "time_rounds"] == 1   # a failed round: not pooled
+    assert np.isnan(out.loc["b", "time_rounds"])
+    # the rules for noise, load and drift apply to the pooled row as to any other
+    noisy = pd.concat([df, pd.DataFrame([_row("c~n1", [6.0, 6.0], of="c", reason="noise")])], ignore_index=True)
+    noisy.loc[noisy["row_key"] == "c", "time_cv"] = 0.5
+    res = resolve_remeasured(noisy).set_index("row_key")
+    assert res.loc["c", "time_median_us"] == 6.0 and res.loc["a", "time_median_us"] == 11.0
+
+
+def _options(rounds: int) -> DatagenOptions:
+    return DatagenOptions(configs_per_kernel=1, lsizes_per_kernel=1, rebalance=None, validity=False,
+                          max_total_items=1 << 16, reference_every_s=0, sweeps_per_kernel=1, lsizes_per_sweep=3,
+                          sweep_rounds=rounds, activity=False, site_counts=False,
+                          timing=TimingPolicy(warmup=1, min_repeats=3, min_time_s=0.0, max_repeats=10, max_time_s=2))
+
+
+def test_datagen_measures_sweeps_in_rounds_and_a_rerun_adds_only_missing_ones(tmp_path, device) -> None:
+    k = Kernel(TRIAD, "triad", dims=1)
+    root = tmp_path / "ds"
+    first = run_datagen([k], root, device, _options(2), meter="none", timeout_s=30, corpus="test", progress=False)
+    raw = read_dataset(root, resolve=False)
+    sweep = raw[(raw["pass"] == "sweep") & raw["remeasure_of"].isna() & (raw["status"] == "ok")]
+    rounds = raw[raw["remeasure_reason"] == "round"]
+    assert len(sweep) == 3 and first.summary.rounds == 3
+    assert sorted(rounds["row_key"]) == sorted(f"{key}~r2" for key in sweep["row_key"])
+    assert set(rounds["pass"]) == {"sweep"} and set(rounds["problem_id"]) == set(sweep["problem_id"])
+    assert not raw["remeasure_reason"].isin(["noise", "load"]).any() or \
+        not raw[raw["remeasure_reason"].isin(["noise", "load"])]["remeasure_of"].isin(sweep["row_key"]).any()
+
+    # a third round asked for later: the stored rows and rounds are kept, only the new round is measured
+    again = run_datagen([k], root, device, _options(3), meter="none", timeout_s=30, corpus="test", progress=False)
+    assert again.summary.rows_new == 0 and again.summary.rounds == 3
+    raw = read_dataset(root, resolve=False)
+    assert (raw["remeasure_reason"] == "round").sum() == 6 and raw["row_key"].is_unique
+    df = read_dataset(root)
+    pooled = df[df["pass"] == "sweep"]
+    assert len(pooled) == 3 and (pooled["time_rounds"] == 3).all()
+    firsts = raw[raw["row_key"].isin(pooled["row_key"])].set_index("row_key")["repeats"]
+    extra = raw[raw["remeasure_reason"] == "round"].groupby("remeasure_of")["repeats"].sum()
+    assert (pooled.set_index("row_key")["repeats"] == firsts + extra.reindex(firsts.index)).all()
+    assert len(df[df["pass"] != "sweep"]) == 1
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "x"])
+def test_bad_sweep_rounds_is_exit_2(tmp_path, value, capsys) -> None:
+    from kernelcast.cli import main
+
+    assert main(["datagen", "--corpus", "bundled", "--out", str(tmp_path / "ds"), "--sweep-rounds", value]) == 2
+    err = capsys.readouterr().err
+    assert "--sweep-rounds" in err and err.count("\n") == 1
+    assert not (tmp_path / "ds").exists()
