@@ -4,8 +4,10 @@
 That measurement is itself a draw: measured again, the same configuration on the same machine gives
 another time. This benchmark measures a seeded sample of a dataset's configurations again (whole
 problem groups of whole kernels, in a shuffled order, with the dataset's own timing policy unless
-``--min-time`` changes the window) and scores the new measurement *as if it were a model's
-prediction* of the stored one, with evaluate's own functions: median APE, MAPE, median |log2|,
+``--min-time`` changes the window; with ``--rounds N`` each problem's configurations in N
+interleaved rounds, pooled, as ``datagen --sweep-rounds`` measures them) and scores the new
+measurement *as if it were a model's prediction* of the stored one, with evaluate's own
+functions: median APE, MAPE, median |log2|,
 1- and 3-shot MAPE (the per-kernel log offset of :func:`train.evaluate.few_shot`), the offset floor,
 and the tuning figures (the configuration measured fastest now, within 5 % of the stored best:
 top-1; regret). No model can be expected to beat these figures by much on that dataset: a
@@ -17,7 +19,7 @@ the stored rows). With ``--oof EVAL/oof.parquet`` (an evaluation of the same dat
 model's out-of-fold predictions of the same rows are scored beside it.
 
     PYTHONPATH=. python -m bench.ceiling --data DATASET [--kernels 20] [--max-rows 12] [--passes 1]
-        [--min-time S] [--oof EVAL/oof.parquet] [--seed 0] [--out DIR] [--json]
+        [--min-time S] [--rounds 1] [--oof EVAL/oof.parquet] [--seed 0] [--out DIR] [--json]
 """
 
 from __future__ import annotations
@@ -95,10 +97,10 @@ def _policy(manifest: dict[str, Any], min_time_s: float | None) -> Any:
 
 
 def check_inputs(data: Path, oof: Path | None, kernels: int, max_rows: int, passes: int,
-                 min_time_s: float | None) -> None:
+                 min_time_s: float | None, rounds: int = 1) -> None:
     """One line (:class:`InputError`) for options or files that cannot work, before any measurement."""
-    if kernels < 1 or max_rows < 2:
-        raise InputError("--kernels must be >= 1 and --max-rows >= 2")
+    if kernels < 1 or max_rows < 2 or not 1 <= rounds <= 16:
+        raise InputError("--kernels must be >= 1, --max-rows >= 2 and --rounds 1-16")
     if passes not in (1, 2):
         raise InputError("--passes must be 1 or 2")
     if min_time_s is not None and not (0 < min_time_s <= 10):
@@ -125,16 +127,18 @@ def _oof_columns(oof: Path, keys: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def run(data: Path, *, kernels: int = 20, max_rows: int = 12, passes: int = 1, min_time_s: float | None = None,
-        oof: Path | None = None, seed: int = 0, device: str = "auto", out: Path | None = None) -> dict[str, Any]:
+        rounds: int = 1, oof: Path | None = None, seed: int = 0, device: str = "auto",
+        out: Path | None = None) -> dict[str, Any]:
     from datagen.corpus_store import read_corpus
     from datagen.counts import row_config
     from datagen.dataset import load_manifest
     from datagen.frame import load_measured_frame
     from instrument.backends import select_device
     from instrument.harness import Harness
+    from instrument.runner import pool_rounds
     from train.evaluate import tuning_basis
 
-    check_inputs(data, oof, kernels, max_rows, passes, min_time_s)
+    check_inputs(data, oof, kernels, max_rows, passes, min_time_s, rounds)
     manifest = load_manifest(data)
     dev = select_device(device)
     if manifest.get("device_identity") != dev.identity:
@@ -149,24 +153,32 @@ def run(data: Path, *, kernels: int = 20, max_rows: int = 12, passes: int = 1, m
     sub = frame.iloc[pick].reset_index(drop=True)
     models = _oof_columns(oof, sub["row_key"].to_numpy()) if oof is not None else {}
     policy = _policy(manifest, min_time_s)
-    order = np.random.default_rng(seed + 1).permutation(len(sub))
+    # the problem groups in a shuffled order; within one, its configurations in `rounds` interleaved rounds
+    sub_groups = basis.groups[pick].astype(str)
+    rng = np.random.default_rng(seed + 1)
+    batches = [rng.permutation(np.flatnonzero(sub_groups == g)) for g in rng.permutation(np.unique(sub_groups))]
     times = np.full((passes, len(sub)), np.nan)
     cvs = np.full((passes, len(sub)), np.nan)
     t0 = time.time()
     with Harness(dev, meter="none", timeout_s=60) as h:
         for p in range(passes):
-            for i in order:
-                row = sub.iloc[i]
-                m = h.run(corpus[row["kernel_id"]], row_config(row.to_dict()), policy)
-                if m.status == "ok" and m.time is not None:
-                    times[p, i], cvs[p, i] = m.time.median_us, m.time.cv
+            for batch in batches:
+                runs: dict[int, list[Any]] = {int(i): [] for i in batch}
+                for _ in range(rounds if len(batch) > 1 else 1):
+                    for i in batch:
+                        row = sub.iloc[int(i)]
+                        runs[int(i)].append(h.run(corpus[row["kernel_id"]], row_config(row.to_dict()), policy))
+                for i, ms in runs.items():
+                    m = pool_rounds(ms)
+                    if m.status == "ok" and m.time is not None:
+                        times[p, i], cvs[p, i] = m.time.median_us, m.time.cv
     stored = sub["time_median_us"].to_numpy(dtype=np.float64)
     kid = sub["kernel_id"].to_numpy()
     groups, scale = basis.groups[pick], basis.scale[pick]
     ok = np.isfinite(times).all(axis=0)
     res: dict[str, Any] = {
         "dataset": str(data), "rows": len(sub), "rows_remeasured": int(ok.sum()),
-        "kernels": int(len(np.unique(kid))), "seed": seed, "passes": passes,
+        "kernels": int(len(np.unique(kid))), "seed": seed, "passes": passes, "rounds": rounds,
         "policy": dataclasses.asdict(policy), "wall_s": round(time.time() - t0, 1),
         "stored_cv_median": float(np.nanmedian(sub["time_cv"].astype(float))) if "time_cv" in sub else None,
         "cv_median": float(np.nanmedian(cvs)), "scores": {}}
@@ -189,7 +201,8 @@ def run(data: Path, *, kernels: int = 20, max_rows: int = 12, passes: int = 1, m
 def format_report(r: dict[str, Any]) -> str:
     pol = r["policy"]
     lines = [f"{r['dataset']}: {r['rows_remeasured']} of {r['rows']} rows of {r['kernels']} kernels measured again "
-             f"({r['passes']} pass(es), window >= {pol['min_time_s']} s and {pol['min_repeats']} samples; "
+             f"({r['passes']} pass(es), {r['rounds']} interleaved round(s) per problem, window >= "
+             f"{pol['min_time_s']} s and {pol['min_repeats']} samples; "
              f"{r['wall_s']:.0f} s); within-window CV median {r['cv_median']:.3f} (stored rows "
              f"{r['stored_cv_median'] if r['stored_cv_median'] is None else round(r['stored_cv_median'], 3)})",
              f"{'scored':<28} {'rows':>5} {'medAPE%':>8} {'MAPE%':>7} {'p90%':>7} {'med|log2|':>9} {'1-shot%':>8} "
@@ -211,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-rows", type=int, default=12, help="rows per kernel, whole problem groups (default 12)")
     ap.add_argument("--passes", type=int, default=1, help="1, or 2 to score a second pass against the first")
     ap.add_argument("--min-time", type=float, default=None, help="timing window in seconds (default: the dataset's)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="measure each problem's configurations in N interleaved rounds, pooled (default 1)")
     ap.add_argument("--oof", default=None, help="an evaluation's oof.parquet of the same dataset")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--seed", type=int, default=0)
@@ -219,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     try:
         r = run(Path(a.data), kernels=a.kernels, max_rows=a.max_rows, passes=a.passes, min_time_s=a.min_time,
+                rounds=a.rounds,
                 oof=None if a.oof is None else Path(a.oof), seed=a.seed, device=a.device,
                 out=None if a.out is None else Path(a.out))
     except InputError as e:

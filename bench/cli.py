@@ -22,7 +22,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     tab, report = run_bench(args.suite or str(default_suite()), args.out, model=args.model,
                             profile_spec=args.profile, device=args.device, meter=args.meter,
                             max_sizes=args.max_sizes, ids=ids, progress=sys.stderr.isatty() and not args.json,
-                            measured=args.measured, counts=not args.no_counts)
+                            measured=args.measured, counts=not args.no_counts, rounds=args.sweep_rounds)
     if args.json:
         print(to_json({"table": [{k: (None if isinstance(v, float) and not math.isfinite(v) else v)
                                   for k, v in r.items()} for r in tab.to_dict("records")],
@@ -49,6 +49,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--measured", metavar="CSV",
                    help="reuse the measurements of an earlier run (its REPORT_DIR/results.csv) instead of measuring "
                         "again; every instance must be in it, from the same kernel source")
+    p.add_argument("--sweep-rounds", type=positive_int, default=4,
+                   help="measure an entry's local sizes (lsizes) in N interleaved rounds, pooled (4; 1: once)")
     p.add_argument("--no-counts", action="store_true",
                    help="predict without measuring each instance's data-dependent loop trips and branch outcomes "
                         "(by default one counting launch per instance, on its inputs)")

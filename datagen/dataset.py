@@ -407,7 +407,7 @@ def pool_rounds(df: pd.DataFrame) -> pd.DataFrame:
     if "remeasure_reason" not in df.columns:
         return df
     rounds = (df["remeasure_reason"] == "round").to_numpy()
-    if not rounds.any():
+    if not rounds.any() or "times_us" not in df.columns:
         return df
     from kernelcast.schema import TimeStats
 

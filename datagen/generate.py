@@ -438,9 +438,9 @@ class Generator:
         loses at most this round; readers pool it into the first (:func:`datagen.dataset.pool_rounds`)."""
         from datagen.counts import row_config
 
-        key = f"{first['row_key']}~r{n}"
-        if first.get("status") != "ok" or key in self.stored:
+        if first.get("status") != "ok" or f"{first['row_key']}~r{n}" in self.stored:
             return
+        key = f"{first['row_key']}~r{n}"
         try:      # a first stored by an earlier run keeps only STORED_COLUMNS: select its arguments again
             cfg = row_config(first) if first.get("args") is not None else \
                 LaunchConfig(c.gsize, c.lsize, self.select(params, c.gsize, c.lsize))

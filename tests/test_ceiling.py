@@ -68,6 +68,7 @@ def test_oof_columns_match_keys_of_a_union_evaluation(tmp_path: Path) -> None:
     ["--data", "{tmp}/ds", "--passes", "3"],
     ["--data", "{tmp}/ds", "--kernels", "0"],
     ["--data", "{tmp}/ds", "--min-time", "-1"],
+    ["--data", "{tmp}/ds", "--rounds", "0"],
     ["--data", "{tmp}/ds", "--oof", "{tmp}/missing.parquet"],
 ])
 def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path: Path, argv: list[str],
@@ -109,11 +110,13 @@ def test_a_tiny_dataset_measured_again_agrees_with_itself(tmp_path: Path, harnes
     with DatasetWriter(root, m) as w:
         Generator(harness, w, opts).run([k])
     write_kernels(root, [k])
-    r = run(root, kernels=1, max_rows=12, passes=2, out=tmp_path / "out", device=harness.device.name)  # type: ignore[attr-defined]
+    r = run(root, kernels=1, max_rows=12, passes=2, rounds=2, out=tmp_path / "out",
+            device=harness.device.name)  # type: ignore[attr-defined]
     assert r["rows"] >= 4 and r["rows_remeasured"] == r["rows"]
     s = r["scores"]["remeasured vs stored"]
     assert s["rows"] == r["rows"] and s["median_abs_log2"] < 1.0    # within 2x of the stored time
     assert r["scores"]["pass 2 vs pass 1"]["median_abs_log2"] < 1.0
     table = pd.read_csv(tmp_path / "out" / "remeasured.csv")
     assert len(table) == r["rows"] and table["pass2_us"].gt(0).all()
-    assert json.loads((tmp_path / "out" / "ceiling.json").read_text())["rows"] == r["rows"]
+    saved = json.loads((tmp_path / "out" / "ceiling.json").read_text())
+    assert saved["rows"] == r["rows"] and saved["rounds"] == 2

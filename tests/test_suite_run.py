@@ -177,3 +177,31 @@ def test_bench_sweep_tuning_figures_and_measured_reuse(device, tmp_path, capsys)
     refused("r4", binary, "not a bench results.csv")
     (tmp_path / "k.cl").write_text(_COPY.replace("2.0f", "3.0f"))      # the kernel changed since
     refused("r5", tmp_path / "r1" / "results.csv", "another source of the kernel")
+
+
+def test_local_size_variants_are_measured_in_pooled_rounds(suite, harness):
+    exact = TimingPolicy(warmup=1, min_repeats=3, min_time_s=0.0, max_repeats=3, max_time_s=2.0)
+    once = measure_suite(suite, harness, exact, progress=False, ids=["triad", "reduction"], max_sizes=1, rounds=1,
+                         counts=False)
+    thrice = measure_suite(suite, harness, exact, progress=False, ids=["triad", "reduction"], max_sizes=1, rounds=3,
+                           counts=False)
+    assert list(once["label"]) == list(thrice["label"]) and (thrice["status"] == "ok").all()
+    tri = thrice["kernel"] == "triad"
+    assert (once["repeats"] == 3).all()
+    assert (thrice.loc[tri, "repeats"] == 9).all()              # the samples of three rounds, pooled
+    assert (thrice.loc[~tri, "repeats"] == 3).all()             # one variant: nothing to interleave
+
+
+def test_pooled_rounds_keep_every_ok_sample():
+    from instrument.runner import pool_rounds
+    from kernelcast.schema import Measurement, TimeStats
+
+    def m(times, status="ok", energy=None):
+        return Measurement("k", "k", "dev", (64,), (8,), [], status, time=TimeStats.from_times(times) if times else None,
+                           energy_j=energy, wall_s=1.0)
+
+    p = pool_rounds([m([1.0, 2.0], energy=1.0), m([3.0, 4.0, 5.0], energy=3.0), m(None, "crash")])
+    assert p.status == "ok" and p.time.repeats == 5 and p.time.median_us == 3.0 and p.energy_j == 2.0
+    assert p.wall_s == 2.0
+    assert pool_rounds([m(None, "timeout"), m(None, "crash")]).status == "timeout"   # none ok: the first
+    assert pool_rounds([m([7.0, 9.0])]).time.median_us == 8.0

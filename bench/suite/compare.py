@@ -220,16 +220,17 @@ def print_table(tab: pd.DataFrame) -> str:
 
 def run_bench(suite_path: str, out: str, *, model: str | None, profile_spec: str | None, device: str | None,
               meter: str = "auto", max_sizes: int | None = None, ids: list[str] | None = None,
-              progress: bool = True, measured: str | None = None, counts: bool = True
-              ) -> tuple[pd.DataFrame, Path]:
+              progress: bool = True, measured: str | None = None, counts: bool = True,
+              rounds: int | None = None) -> tuple[pd.DataFrame, Path]:
     """Measure (or, with ``measured``, reuse an earlier ``results.csv`` of) every instance of a
     suite, predict each with every model, and write the report; returns the per-kernel table and
     the report's path. With ``counts`` each instance's data-dependent loop trips and branch outcomes
     are measured on its inputs (one counting launch; rows of a reused file that lack them get it)
-    and the models predict with them."""
+    and the models predict with them. An entry's local sizes are measured in ``rounds``
+    interleaved rounds (default :data:`bench.suite.run.SWEEP_ROUNDS`), pooled."""
     from bench.suite.manifest import load_manifest
     from bench.suite.model import ManifestError
-    from bench.suite.run import fill_counts, measure_suite, measured_rows
+    from bench.suite.run import SWEEP_ROUNDS, fill_counts, measure_suite, measured_rows
     from calib.local import resolve_profile
     from calib.profile import ProfileError
     from instrument.backends import select_device
@@ -267,7 +268,8 @@ def run_bench(suite_path: str, out: str, *, model: str | None, profile_spec: str
                 fill_counts(suite, rows, h)
     else:
         with Harness(info, meter=meter) as h:
-            rows = measure_suite(suite, h, progress=progress, ids=ids, max_sizes=max_sizes, counts=counts)
+            rows = measure_suite(suite, h, progress=progress, ids=ids, max_sizes=max_sizes, counts=counts,
+                                 rounds=SWEEP_ROUNDS if rounds is None else rounds)
     if not counts:
         rows["site_counts"] = ""
     sources = {k.id: (k.kernel_record().source, k.kernel_record().build_options) for k in suite.kernels}

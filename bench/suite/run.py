@@ -22,7 +22,7 @@ import pandas as pd
 
 from bench.suite.manifest import load_manifest
 from bench.suite.model import BenchInstance, KernelSpec, ManifestError, Suite
-from instrument.runner import TimingPolicy
+from instrument.runner import TimingPolicy, pool_rounds
 from kernelcast.errors import InputError
 from kernelcast.schema import Measurement
 
@@ -111,53 +111,75 @@ def _failed_row(suite: Suite, spec: KernelSpec, n: int, status: str, reason: str
                     local_items=None, status=status, reason=reason)
 
 
+#: a suite entry's local-size variants of one problem size are measured in this many interleaved
+#: rounds and pooled (:func:`instrument.runner.pool_rounds`; why: :data:`datagen.generate.SWEEP_ROUNDS`)
+SWEEP_ROUNDS = 4
+
+
 def measure_suite(suite: Suite, harness: Any, policy: TimingPolicy | None = None, progress: bool = True, *,
                   ids: Iterable[str] | None = None, sizes: Iterable[int] | None = None,
                   max_sizes: int | None = None, on_row: Callable[[SuiteRow], None] | None = None,
-                  counts: bool = True) -> pd.DataFrame:
+                  counts: bool = True, rounds: int = SWEEP_ROUNDS) -> pd.DataFrame:
     """Measure every instance of ``suite`` with ``harness`` (an :class:`instrument.harness.Harness`).
 
     One row per (kernel, size), in manifest order, with the columns in :data:`COLUMNS`; ``gsize``
     and ``lsize`` are lists, ``args`` is JSON. ``ids``/``sizes`` restrict what runs,
     ``max_sizes`` keeps the first sizes of each kernel (a quick sweep); ``on_row`` sees each row as
     it is made (for streaming to disk). With ``counts`` every ok instance also gets one counting
-    launch with the same inputs (:func:`instrument.counters.measure_counts`): its ``site_counts``."""
+    launch with the same inputs (:func:`instrument.counters.measure_counts`): its ``site_counts``.
+    The variants (local sizes) of one kernel and size are measured in ``rounds`` interleaved rounds,
+    one variant after the other in each, and each variant's rounds are pooled into its row
+    (``repeats`` counts the samples of all); the inputs are generated again for every round."""
     policy = policy or TimingPolicy()
     chosen = suite.kernels if ids is None else [suite.kernel(k) for k in ids]
     only = set(sizes) if sizes is not None else None
-    jobs = [(spec, n, v) for spec in chosen for n in spec.sizes[:max_sizes] if only is None or n in only
-            for v in range(spec.variants)]
+    problems = [(spec, n) for spec in chosen for n in spec.sizes[:max_sizes] if only is None or n in only]
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(jobs), desc=suite.name, unit="run", file=sys.stderr)
+        bar = tqdm(total=sum(spec.variants for spec, _ in problems), desc=suite.name, unit="run", file=sys.stderr)
     rows: list[dict[str, Any]] = []
     t0 = time.perf_counter()
     try:
-        for spec, n, v in jobs:
-            if bar is not None:
-                bar.set_postfix_str(spec.label(n, v))
-            try:
-                inst = spec.instance(n, suite.name, v)
-            except ManifestError as e:
-                log.warning("%s: inputs not generated: %s", spec.label(n, v), e)
-                row = _failed_row(suite, spec, n, "invalid_config", str(e.issues[0]) if e.issues else str(e), v)
-            except MemoryError:
-                row = _failed_row(suite, spec, n, "invalid_config", "out of host memory generating the inputs", v)
-            else:
-                m = harness.run(inst.kernel, inst.config, policy, arrays=inst.arrays)
-                row = row_from(inst, m, spec)
-                if counts and m.status == "ok":
-                    row.site_counts = instance_counts(harness, inst, policy)
-                del inst
-            if row.status != "ok":
-                log.info("%s: %s (%s)", row.label, row.status, row.reason)
-            rows.append(row.as_dict())
-            if on_row is not None:
-                on_row(row)
-            if bar is not None:
-                bar.update(1)
+        for spec, n in problems:
+            made: dict[int, SuiteRow] = {}
+            runs: dict[int, list[Measurement]] = {v: [] for v in range(spec.variants)}
+            for _ in range(rounds if spec.variants > 1 else 1):
+                for v in range(spec.variants):
+                    if v in made:
+                        continue
+                    if bar is not None:
+                        bar.set_postfix_str(spec.label(n, v))
+                    try:
+                        inst = spec.instance(n, suite.name, v)
+                    except ManifestError as e:
+                        log.warning("%s: inputs not generated: %s", spec.label(n, v), e)
+                        made[v] = _failed_row(suite, spec, n, "invalid_config",
+                                              str(e.issues[0]) if e.issues else str(e), v)
+                        continue
+                    except MemoryError:
+                        made[v] = _failed_row(suite, spec, n, "invalid_config", "out of host memory generating the "
+                                              "inputs", v)
+                        continue
+                    m = harness.run(inst.kernel, inst.config, policy, arrays=inst.arrays)
+                    runs[v].append(m)
+                    last = len(runs[v]) == (rounds if spec.variants > 1 else 1)
+                    if m.status != "ok" or last:      # a failed round ends the variant's rounds
+                        row = row_from(inst, pool_rounds(runs[v]), spec)
+                        if counts and row.status == "ok":
+                            row.site_counts = instance_counts(harness, inst, policy)
+                        made[v] = row
+                    del inst
+            for v in range(spec.variants):
+                row = made[v]
+                if row.status != "ok":
+                    log.info("%s: %s (%s)", row.label, row.status, row.reason)
+                rows.append(row.as_dict())
+                if on_row is not None:
+                    on_row(row)
+                if bar is not None:
+                    bar.update(1)
     finally:
         if bar is not None:
             bar.close()
