@@ -197,8 +197,8 @@ def test_pooled_rounds_keep_every_ok_sample():
     from kernelcast.schema import Measurement, TimeStats
 
     def m(times, status="ok", energy=None):
-        return Measurement("k", "k", "dev", (64,), (8,), [], status, time=TimeStats.from_times(times) if times else None,
-                           energy_j=energy, wall_s=1.0)
+        t = TimeStats.from_times(times) if times else None
+        return Measurement("k", "k", "dev", (64,), (8,), [], status, time=t, energy_j=energy, wall_s=1.0)
 
     p = pool_rounds([m([1.0, 2.0], energy=1.0), m([3.0, 4.0, 5.0], energy=3.0), m(None, "crash")])
     assert p.status == "ok" and p.time.repeats == 5 and p.time.median_us == 3.0 and p.energy_j == 2.0
