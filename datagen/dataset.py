@@ -469,8 +469,10 @@ def repeatability(df: pd.DataFrame) -> dict[str, Any]:
     twice (rows with ``remeasure_of``, both ok), of an unresolved frame (``read_dataset(resolve=False)``).
     Per reason and for all: pairs, median and p90 ``|log2|`` of one measurement over the other, and
     the mean and median APE of the measurement the readers drop against the one they keep (what a
-    model that predicted the dropped one exactly would score). Biased to the noisy end: a row is
-    measured again because it was noisy, loaded or drifted."""
+    model that predicted the dropped one exactly would score). Reasons noise, load and drift are
+    biased to the noisy end: a row is measured again because it was noisy, loaded or drifted. A
+    sweep's rounds (reason ``round``, every ok sweep row) are not: each is compared with the first
+    round (``|log2|``) and with the pool of all (APE)."""
     need = {"row_key", "remeasure_of", "status", "time_median_us"}
     if not need <= set(df.columns) or not df["remeasure_of"].notna().any():
         return {"pairs": 0}

@@ -73,7 +73,7 @@ def summarize(df: pd.DataFrame, manifest: dict[str, Any], raw: pd.DataFrame | No
         rep = info["repeatability"] = repeatability(raw)
         if rep.get("pairs"):
             reasons = ", ".join(f"{r} {v['pairs']}" for r, v in (rep.get("by_reason") or {}).items())
-            lines.append(f"measured twice: {rep['pairs']} configurations ({reasons}); the dropped measurement "
+            lines.append(f"measured twice: {rep['pairs']} second measurements ({reasons}); the dropped measurement "
                          f"against the kept one: MAPE {rep['mape']:.1f} %, median APE {rep['median_ape']:.1f} %, "
                          f"median |log2| {rep['median_abs_log2']:.3f}")
     for name, d in [*(("regime " + r, v) for r, v in info["time_by_regime"].items()),

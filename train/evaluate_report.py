@@ -284,10 +284,11 @@ def floor_lines(m: Mapping[str, Any]) -> list[str]:
     rep = (m.get("dataset") or {}).get("repeatability") or {}
     if rep.get("pairs"):
         reasons = ", ".join(f"{r} {v['pairs']}" for r, v in (rep.get("by_reason") or {}).items())
-        lines.append(f"repeatability: {rep['pairs']} configurations the dataset measured twice ({reasons}): the "
+        lines.append(f"repeatability: {rep['pairs']} second measurements of a configuration ({reasons}): the "
                      f"measurement it dropped against the one it kept MAPE {_num(rep['mape'])} %, median APE "
                      f"{_num(rep['median_ape'])} %, median |log2| {_num(rep['median_abs_log2'])}, p90 "
-                     f"{_num(rep['p90_abs_log2'])} (rows measured again were noisy, loaded or drifted)")
+                     f"{_num(rep['p90_abs_log2'])} (rows measured again for noise, load or drift "
+                     f"are the noisy end; a sweep's rounds, reason round, are not chosen)")
     return lines
 
 
