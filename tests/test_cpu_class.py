@@ -138,19 +138,24 @@ def test_uniform_loop_in_a_barrier_kernel_runs_vectorized_on_this_device(harness
     3.8x slower than the uniform loop). The model says so, and predicts the ratio within 4x."""
     if "pocl" not in (device.platform_name + device.platform_version).lower() or device.type != "CPU":
         pytest.skip("a PoCL CPU device")
-    from instrument.runner import TimingPolicy
+    from instrument.runner import TimingPolicy, pool_rounds
 
     pol = TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.02, max_repeats=40, max_time_s=2.0)
     g, ls, n = 512, 64, 400
-    t = {}
-    for name in ("mc_bar", "mc_nobar", "mc_div_bar"):
-        cfg = LaunchConfig((g,), (ls,), [ArgBinding("seeds", "buffer", "uint", g),
-                                         ArgBinding("out", "buffer", "uint", g, init="zeros"),
-                                         ArgBinding("l", "local", "uint", ls),
-                                         ArgBinding("samples", "scalar", "int", value=n)])
-        meas = harness.run(Kernel(MC, name), cfg, pol)
-        assert meas.status == "ok", meas.reason
-        t[name] = meas.time.min_us
+    names = ("mc_bar", "mc_nobar", "mc_div_bar")
+    runs: dict[str, list] = {name: [] for name in names}
+    # four interleaved rounds: the KVM host runs throughput-bound code 1.3-2x slower in phases, and
+    # three kernels measured one after the other can land in different ones (3.9x measured once)
+    for _ in range(4):
+        for name in names:
+            cfg = LaunchConfig((g,), (ls,), [ArgBinding("seeds", "buffer", "uint", g),
+                                             ArgBinding("out", "buffer", "uint", g, init="zeros"),
+                                             ArgBinding("l", "local", "uint", ls),
+                                             ArgBinding("samples", "scalar", "int", value=n)])
+            meas = harness.run(Kernel(MC, name), cfg, pol)
+            assert meas.status == "ok", meas.reason
+            runs[name].append(meas)
+    t = {name: pool_rounds(ms).time.min_us for name, ms in runs.items()}
     assert t["mc_nobar"] / t["mc_bar"] > 4, t
     assert t["mc_div_bar"] / t["mc_bar"] > 2.5, t
     m = AnalyticalModel(cpu_profile())
