@@ -150,6 +150,8 @@ def run(data: Path, *, kernels: int = 20, max_rows: int = 12, passes: int = 1, m
     frame = frame[frame["kernel_id"].isin(list(corpus))].reset_index(drop=True)
     basis = tuning_basis(frame)
     pick = sample_rows(frame, basis.groups, kernels, max_rows, seed)
+    if len(pick) == 0:
+        raise InputError(f"{data}: no kernel with four or more ok rows to measure again")
     sub = frame.iloc[pick].reset_index(drop=True)
     models = _oof_columns(oof, sub["row_key"].to_numpy()) if oof is not None else {}
     policy = _policy(manifest, min_time_s)
@@ -203,7 +205,7 @@ def format_report(r: dict[str, Any]) -> str:
     lines = [f"{r['dataset']}: {r['rows_remeasured']} of {r['rows']} rows of {r['kernels']} kernels measured again "
              f"({r['passes']} pass(es), {r['rounds']} interleaved round(s) per problem, window >= "
              f"{pol['min_time_s']} s and {pol['min_repeats']} samples; "
-             f"{r['wall_s']:.0f} s); within-window CV median {r['cv_median']:.3f} (stored rows "
+             f"{r['wall_s']:.0f} s); CV of a configuration's samples, median {r['cv_median']:.3f} (stored rows "
              f"{r['stored_cv_median'] if r['stored_cv_median'] is None else round(r['stored_cv_median'], 3)})",
              f"{'scored':<28} {'rows':>5} {'medAPE%':>8} {'MAPE%':>7} {'p90%':>7} {'med|log2|':>9} {'1-shot%':>8} "
              f"{'3-shot%':>8} {'floor%':>7} {'groups':>6} {'top1%':>6} {'regret':>7}"]
