@@ -166,6 +166,9 @@ def measure_suite(suite: Suite, harness: Any, policy: TimingPolicy | None = None
                     runs[v].append(m)
                     last = len(runs[v]) == (rounds if spec.variants > 1 else 1)
                     if m.status != "ok" or last:      # a failed round ends the variant's rounds
+                        if m.status != "ok" and len(runs[v]) > 1:
+                            log.warning("%s: round %d %s (%s); the row keeps the rounds before it",
+                                        spec.label(n, v), len(runs[v]), m.status, m.reason)
                         row = row_from(inst, pool_rounds(runs[v]), spec)
                         if counts and row.status == "ok":
                             row.site_counts = instance_counts(harness, inst, policy)
