@@ -46,7 +46,7 @@ from datagen.sampler import (
 from datagen.validity import VALIDITY_SEED, check_validity
 from instrument.backends import backend_for
 from instrument.memcheck import HOST_MEMORY_REASON
-from instrument.runner import HARNESS_VERSION, TimingPolicy
+from instrument.runner import HARNESS_VERSION, TimingPolicy, arg_dict
 from kernelcast.clang import KernelParam, ParseError, kernel_signatures
 from kernelcast.errors import KernelcastError, Terminated
 from kernelcast.schema import ArgsSelection, Kernel, LaunchConfig, Measurement
@@ -447,8 +447,7 @@ class Generator:
         except (UnsupportedArgument, ValueError) as e:
             log.info("%s: no round %d of %s (%s)", k.name, n, first["row_key"], e)
             return
-        arg_dicts = [{"name": a.name, "kind": a.kind, "dtype": a.dtype, "count": a.count,
-                      "value": None if a.value is None else str(a.value), "init": a.init} for a in cfg.args]
+        arg_dicts = [arg_dict(a) for a in cfg.args]
         self._reference()
         m = self.h.run(k, cfg, self.o.timing)
         new = flatten(m, k, key=key, selection=self.o.args, pass_="sweep", regime=c.regime, n_wg=c.n_wg,
@@ -553,8 +552,7 @@ class Generator:
             args = self.select(params, gsize, lsize)
         except UnsupportedArgument as e:
             return {"status": "invalid_config", "reason": str(e)}
-        arg_dicts = [{"name": a.name, "kind": a.kind, "dtype": a.dtype, "count": a.count,
-                      "value": None if a.value is None else str(a.value), "init": a.init} for a in args]
+        arg_dicts = [arg_dict(a) for a in args]
         key = row_key(k.id, gsize, lsize, arg_dicts, self.o.args)
         self._tick()
         first_visit = key not in self.visited

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from instrument.backends import Backend, DeviceInfo, backend_for, select_device
-from instrument.runner import HARNESS_VERSION, TimingPolicy, _arg_dict, run_config
+from instrument.runner import HARNESS_VERSION, TimingPolicy, arg_dict, run_config
 from kernelcast.schema import Kernel, LaunchConfig, Measurement, MeterName, Status
 
 log = logging.getLogger(__name__)
@@ -331,7 +331,7 @@ class Harness:
         return Measurement(
             kernel_id=kernel.id, kernel_name=kernel.name, device=self.device.name,
             gsize=tuple(config.gsize), lsize=tuple(config.lsize) if config.lsize else None,
-            args=[_arg_dict(a) for a in config.args], status=status, reason=reason,
+            args=[arg_dict(a) for a in config.args], status=status, reason=reason,
             meter=self.meter_name or "none", wall_s=time.perf_counter() - t0,
             harness_version=HARNESS_VERSION,
         )

@@ -117,7 +117,7 @@ def run_config(backend: Backend, kernel: Kernel, config: LaunchConfig, policy: T
     m = Measurement(
         kernel_id=kernel.id, kernel_name=kernel.name, device=info.name,
         gsize=tuple(config.gsize), lsize=tuple(config.lsize) if config.lsize else None,
-        args=[_arg_dict(a) for a in config.args], status="ok", meter=meter.name,
+        args=[arg_dict(a) for a in config.args], status="ok", meter=meter.name,
         harness_version=HARNESS_VERSION,
     )
 
@@ -379,6 +379,6 @@ def _first_error_line(text: str) -> str:
     return (text.strip().splitlines() or ["build failed"])[0][:300]
 
 
-def _arg_dict(a: ArgBinding) -> dict[str, Any]:
+def arg_dict(a: ArgBinding) -> dict[str, Any]:
     return {"name": a.name, "kind": a.kind, "dtype": a.dtype, "count": a.count,
             "value": None if a.value is None else str(a.value), "init": a.init}
