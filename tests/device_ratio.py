@@ -1,7 +1,7 @@
 """The check several real-device tests of the CPU cost model share: calibrate the profile values a
 cost needs on this device, measure two kernels of the same launch, and compare the ratio of their
-measured times with the ratio the analytical model predicts (a ratio of two kernels measured
-back to back cancels most of the host load both share)."""
+measured times with the ratio the analytical model predicts (a ratio of two kernels measured in
+interleaved rounds cancels most of the host load both share)."""
 
 from __future__ import annotations
 
@@ -47,18 +47,26 @@ class Ratio:
 
 
 def measure_and_predict(harness, model: AnalyticalModel, source: str,
-                        runs: dict[str, tuple[int, int, list[ArgBinding]]], policy=None
+                        runs: dict[str, tuple[int, int, list[ArgBinding]]], policy=None, rounds: int = 3
                         ) -> tuple[dict[str, float], dict[str, float]]:
     """Measure (median us) and predict each kernel ``name`` of ``source`` at its own ``(gsize,
-    lsize, binds)`` of ``runs``."""
-    from instrument.runner import TimingPolicy
+    lsize, binds)`` of ``runs``. The kernels are measured in ``rounds`` interleaved rounds, one
+    kernel after the other in each, and each kernel's rounds pooled: the KVM host of this project
+    runs throughput-bound code 1.3-2x slower in phases of milliseconds to seconds, and two kernels
+    measured once each, back to back, can land in different phases (a copy measured 2.2x slower
+    than a gather of the same bytes once)."""
+    from instrument.runner import TimingPolicy, pool_rounds
 
     pol = policy or TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.02, max_repeats=50, max_time_s=2.0)
+    measured: dict[str, list] = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, (gsize, lsize, binds) in runs.items():
+            m = harness.run(Kernel(source, name), LaunchConfig((gsize,), (lsize,), binds), pol)
+            assert m.status == "ok", m.reason
+            measured[name].append(m)
     t, pred = {}, {}
     for name, (gsize, lsize, binds) in runs.items():
-        m = harness.run(Kernel(source, name), LaunchConfig((gsize,), (lsize,), binds), pol)
-        assert m.status == "ok", m.reason
-        t[name] = m.time.median_us
+        t[name] = pool_rounds(measured[name]).time.median_us
         args = [{"name": b.name, "kind": b.kind, "dtype": b.dtype, "count": b.count,
                  "value": None if b.kind != "scalar" else str(b.value)} for b in binds]
         pred[name] = float(model.predict(pd.DataFrame([{"source": source, "kernel_name": name, "gsize": [gsize],
