@@ -138,6 +138,8 @@ def datagen_options(args: argparse.Namespace) -> Any:
     )
     if getattr(args, "sweep_rounds", None) is not None:
         opts.sweep_rounds = args.sweep_rounds
+    if getattr(args, "sample_rounds", None) is not None:
+        opts.sample_rounds = args.sample_rounds
     opts.timing.min_time_s = args.min_time
     opts.timing.min_repeats = args.repeats
     return opts
@@ -501,6 +503,10 @@ def add_parsers(sub: Any) -> None:
                    help="measure each sweep's local sizes in N interleaved rounds, pooled by readers (4; 1: once): "
                         "a host that slows down in phases makes one window per configuration pick the fastest "
                         "local size by chance")
+    p.add_argument("--sample-rounds", type=positive_int, default=None,
+                   help="measure each kernel's regime samples in N interleaved rounds, pooled by readers (1): "
+                        "repeatable times across a kernel's configurations, for few-shot updating, at N times "
+                        "the measuring")
     p.add_argument("--no-activity", action="store_true",
                    help="do not record active_fraction / bytes_touched (saves one instrumented run per simple row)")
     p.add_argument("--no-site-counts", action="store_true",

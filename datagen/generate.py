@@ -39,6 +39,7 @@ from datagen.sampler import (
     DEFAULT_MAX_TOTAL_ITEMS,
     DEFAULT_RATIO,
     DeviceLimits,
+    SampledConfig,
     regime_of,
     sample_configs,
     sample_sweeps,
@@ -65,6 +66,10 @@ STORED_COLUMNS = ("row_key", "kernel_id", "status", "reason", "time_median_us", 
 #: them with one window per configuration, 48 % with four windows back to back, 81 % with four
 #: interleaved rounds (``bench/ceiling.py`` and the session-12 notes in ``bench/README.md``)
 SWEEP_ROUNDS = 4
+#: a kernel's regime samples (and the configurations rebalancing adds) are measured in this many
+#: rounds by default: once, since they are not compared with each other within a problem; more
+#: rounds make their times repeatable (labels for few-shot updating, ``datagen --sample-rounds``)
+SAMPLE_ROUNDS = 1
 
 #: a row with a larger CV is measured once more at the end of its kernel (interleaved with the
 #: kernel's other noisy rows); readers keep the measurement with the lower CV
@@ -109,6 +114,7 @@ class DatagenOptions:
     sweeps_per_kernel: int = 4        # tuning sweeps: problems measured with several local sizes each
     lsizes_per_sweep: int = 4
     sweep_rounds: int = SWEEP_ROUNDS  # each sweep measured in this many interleaved rounds, pooled by readers
+    sample_rounds: int = SAMPLE_ROUNDS  # a kernel's regime samples measured in this many interleaved rounds
     activity: bool = True             # record active_fraction / bytes_touched (instrumented run)
     site_counts: bool = True          # record site_counts: loop trips / branch outcomes (one counting launch)
     max_config_time_s: float = 0.2
@@ -206,7 +212,7 @@ class Summary:
     rows_new: int = 0
     rows_resumed: int = 0
     remeasured: int = 0
-    rounds: int = 0               # extra interleaved rounds of sweep configurations
+    rounds: int = 0               # extra interleaved rounds of sweep (and sample) configurations
     reference_checks: int = 0
     reference_drifted: int = 0
     duplicates: int = 0           # sampled configurations identical to one already visited this run
@@ -253,7 +259,7 @@ class Summary:
             f"rows: {self.rows_new} new, {self.rows_resumed} already stored, {self.skipped} skipped (pruned)"
             + (f", {self.duplicates} duplicate configuration(s) sampled" if self.duplicates else "")
             + f", {self.remeasured} re-measured (noisy, loaded or drifted)"
-            + (f", {self.rounds} sweep rounds" if self.rounds else "")
+            + (f", {self.rounds} extra rounds" if self.rounds else "")
             + f", reference checks {self.reference_checks} "
             f"({self.reference_drifted} drifted)",
             "rows by status: " + ", ".join(f"{k}: {v}" for k, v in sorted(self.status.items())),
@@ -301,6 +307,7 @@ class Generator:
             raise ValueError(f"unknown argument selection {options.args!r}")
         self.summary = Summary()
         self._noisy: list[tuple[dict[str, Any], LaunchConfig, str]] = []
+        self._samples: dict[str, tuple[SampledConfig, dict[str, Any]]] = {}   # this kernel's sample firsts
         from datagen.reference import ReferenceCheck
 
         self.ref = ReferenceCheck(every_s=options.reference_every_s)
@@ -374,6 +381,7 @@ class Generator:
             by_lsize[c.lsize].append(c)
         faults = 0
         self._noisy = []
+        self._samples = {}
         for lsize, group in by_lsize.items():
             group.sort(key=lambda c: c.n_wg)
             rows = []
@@ -397,6 +405,9 @@ class Generator:
                 faults += self._rebalance(k, params, lsize, rows)
                 if faults >= self.o.max_faults:
                     return "abandoned"
+        for n in range(2, self.o.sample_rounds + 1):
+            for c, r in self._samples.values():
+                self._round(k, params, c, r, n)
         status = self._sweeps(k, params, dims, faults)
         self._remeasure(k)
         return status
@@ -428,12 +439,13 @@ class Generator:
                     break
             for n in range(2, self.o.sweep_rounds + 1):
                 for c, r in firsts:
-                    self._sweep_round(k, params, c, r, n)
+                    self._round(k, params, c, r, n)
         return "ok"
 
-    def _sweep_round(self, k: Kernel, params: list[KernelParam], c: Any, first: dict[str, Any], n: int) -> None:
-        """Round ``n`` of a sweep configuration whose first measurement is ``first`` (ok rows only;
-        one stored before is not measured again): a row keyed ``<key>~r<n>`` with ``remeasure_of``
+    def _round(self, k: Kernel, params: list[KernelParam], c: Any, first: dict[str, Any], n: int) -> None:
+        """Round ``n`` of a sweep or sample configuration ``c`` (with ``gsize``, ``lsize``,
+        ``regime``, ``n_wg``) whose first measurement is ``first`` (ok rows only; one stored before is
+        not measured again): a row keyed ``<key>~r<n>`` of the first's pass with ``remeasure_of``
         the first's key and ``remeasure_reason = "round"``, journaled like any other, so a kill
         loses at most this round; readers pool it into the first (:func:`datagen.dataset.pool_rounds`)."""
         from datagen.counts import row_config
@@ -450,8 +462,9 @@ class Generator:
         arg_dicts = [arg_dict(a) for a in cfg.args]
         self._reference()
         m = self.h.run(k, cfg, self.o.timing)
-        new = flatten(m, k, key=key, selection=self.o.args, pass_="sweep", regime=c.regime, n_wg=c.n_wg,
-                      seed=self.o.seed, problem=problem_id(k.id, self.o.args, c.gsize, arg_dicts), sweep=True)
+        sweep = first["pass"] == "sweep"
+        new = flatten(m, k, key=key, selection=self.o.args, pass_=first["pass"], regime=c.regime, n_wg=c.n_wg,
+                      seed=self.o.seed, problem=problem_id(k.id, self.o.args, c.gsize, arg_dicts), sweep=sweep)
         new["remeasure_of"] = first["row_key"]
         new["remeasure_reason"] = "round"
         self.w.append(new)
@@ -557,6 +570,8 @@ class Generator:
         self._tick()
         first_visit = key not in self.visited
         self.visited.add(key)
+        if not sweep:      # a regime sample or rebalancing's: its rounds follow the kernel's samples
+            self._samples.setdefault(key, (SampledConfig(gsize, lsize, n_wg, regime), self.stored.get(key, {})))
         if key in self.stored:
             if not first_visit:
                 self.summary.duplicates += 1      # sampled twice (or rebalancing hit a sampled N_WG)
@@ -588,8 +603,11 @@ class Generator:
         self.summary.add(m, regime, pass_)
         why = None if m.time is None else remeasure_reason(
             m.status, m.time.cv, sum(m.time.times_us) * m.time.group * 1e-6, m.machine.get("other_cpu_frac"))
-        if why is not None and not (sweep and self.o.sweep_rounds > 1):   # the rounds take its noise
+        rounds = self.o.sweep_rounds if sweep else self.o.sample_rounds
+        if why is not None and rounds <= 1:   # measured in rounds: the rounds take its noise
             self._noisy.append((row, cfg, why))
+        if not sweep:
+            self._samples[key] = (self._samples[key][0], row)
         if m.status == "ok":
             self._since_check.append((k, row, cfg))
         return row

@@ -21,6 +21,10 @@ from kernelcast.schema import LaunchConfig
 
 log = logging.getLogger(__name__)
 
+#: ``tune --measure-top K`` measures the K in this many interleaved rounds and pools them (as
+#: datagen's sweeps, :data:`datagen.generate.SWEEP_ROUNDS`) unless ``--measure-rounds`` says otherwise
+MEASURE_ROUNDS = 4
+
 
 def _note(msg: str) -> None:
     print(f"note: {msg}", file=sys.stderr)
@@ -329,6 +333,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     kernel, params = load_kernel_source(args.kernel, args.name, args.build_options or "")
     if args.counts and args.measure_counts:
         raise UsageError("give --counts FILE or --measure-counts, not both")
+    if args.measure_rounds is not None and not args.measure_top:
+        raise UsageError("--measure-rounds goes with --measure-top")
     counts = read_site_counts(args.counts) if args.counts else None
     n = parse_size(args.gsize, "--gsize")
     if args.objective not in ("time", "energy", "pareto"):
@@ -473,7 +479,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print(line)
     if args.measure_top:
         measured = _measure_top(ctx)
-        print(f"\nmeasured the predicted best {len(measured['rows'])} on {measured['device']}")
+        rounds = max((r["rounds"] for r in measured["rows"]), default=1)
+        print(f"\nmeasured the predicted best {len(measured['rows'])} on {measured['device']}"
+              + (f", then in {rounds} interleaved rounds (pooled)" if rounds > 1 else ""))
         pred_head = "uncorrected pred us" if offset is not None else "pred us"
         print(fmt_table([[r["lsize_text"], r["pred_us"], r["measured_us"], r["pred_rank"], r["measured_rank"]]
                          for r in measured["rows"]], ["lsize", pred_head, "measured us", "pred rank", "measured rank"]))
@@ -513,9 +521,15 @@ def _measure_top(ctx: _TuneContext) -> dict[str, Any]:
 
     The offset is one factor for the kernel, so it re-ranks the unmeasured candidates among the
     measured ones but not among themselves; shrunk toward the model, it leaves the unmeasured
-    ones' corrected predictions between the model's and the measurements' level."""
+    ones' corrected predictions between the model's and the measurements' level.
+
+    With ``--measure-rounds N`` (> 1) the measured configurations are then measured N - 1 times
+    more, one after the other in each round, and each one's rounds pooled (as datagen's sweeps):
+    the final offset, the order and the final choice use the pooled times, since a host that slows
+    down in phases makes a single measurement of each pick the fastest by chance."""
     from instrument.backends import select_device
     from instrument.harness import Harness
+    from instrument.runner import pool_rounds
     from kernelcast.config import device_spec
     from kernelcast.metrics import spearman
     from kernelcast.schema import ArgBinding, LaunchConfig
@@ -526,6 +540,8 @@ def _measure_top(ctx: _TuneContext) -> dict[str, Any]:
     device = select_device(device_spec(ctx.args.device))
     got: dict[int, float] = {}
     seq: list[int] = []
+    runs: dict[int, list[Any]] = {}
+    configs: dict[int, Any] = {}
     shots_us, shots_pred = list(ctx.shots_us), list(ctx.shots_pred)
     with Harness(device, meter="auto") as h:
         for _ in range(k_max):
@@ -537,13 +553,27 @@ def _measure_top(ctx: _TuneContext) -> dict[str, Any]:
             r = rows[i]
             binds = [ArgBinding(a["name"], a["kind"], a["dtype"], a["count"], a["value"], a.get("init", "random"))
                      for a in r["args"]]
-            m = h.run(ctx.kernel, LaunchConfig(tuple(r["gsize"]), tuple(r["lsize"]), binds))
+            configs[i] = LaunchConfig(tuple(r["gsize"]), tuple(r["lsize"]), binds)
+            m = h.run(ctx.kernel, configs[i])
+            runs[i] = [m]
             val = m.time.median_us if m.status == "ok" and m.time else np.nan
             got[i] = val
             seq.append(i)
             if np.isfinite(val):
                 shots_us.append(val)
                 shots_pred.append(float(t_raw[i]))
+        again = [i for i in seq if np.isfinite(got[i])]
+        for _ in range(int(getattr(ctx.args, "measure_rounds", None) or MEASURE_ROUNDS) - 1):
+            if len(again) < 2:
+                break
+            for i in again:
+                runs[i].append(h.run(ctx.kernel, configs[i]))
+    for i in seq:
+        pooled = pool_rounds(runs[i])
+        if pooled.status == "ok" and pooled.time is not None:
+            got[i] = pooled.time.median_us
+    shots_us = list(ctx.shots_us) + [got[i] for i in seq if np.isfinite(got[i])]
+    shots_pred = list(ctx.shots_pred) + [float(t_raw[i]) for i in seq if np.isfinite(got[i])]
     idx = np.array(seq, dtype=int)
     meas = np.array([got[i] for i in seq])
     p = t_raw[idx]
@@ -553,7 +583,8 @@ def _measure_top(ctx: _TuneContext) -> dict[str, Any]:
     out_rows = [{"gsize": rows[i]["gsize"], "lsize": rows[i]["lsize"],
                  "lsize_text": "x".join(map(str, rows[i]["lsize"])),
                  "pred_us": float(p[k]), "measured_us": json_number(meas[k]), "pred_rank": int(prank[k]),
-                 "measured_rank": None if not ok[k] else int(mrank[k])} for k, i in enumerate(idx)]
+                 "measured_rank": None if not ok[k] else int(mrank[k]),
+                 "rounds": sum(m.status == "ok" for m in runs[i])} for k, i in enumerate(idx)]
     rho = gap = None
     if ok.sum() >= 2:
         best_pred = int(np.argmin(p))
@@ -648,7 +679,8 @@ def add_parsers(sub: Any) -> None:
                                    "limit; --shapes for every 2D block shape) and power caps, score them with the "
                                    "analytical model (or a tabular model, --model), and print the best or the "
                                    "time/energy Pareto set; --measure-top K measures the best K one at a time, "
-                                   "corrects the rest by the measurements, and compares the ranks.")
+                                   "corrects the rest by the measurements, measures the K again in interleaved "
+                                   "rounds, and compares the ranks.")
     p.add_argument("--kernel", required=True)
     p.add_argument("--name")
     p.add_argument("--gsize", required=True, help="problem global size: N, NxM or NxMxK (padded up per local size)")
@@ -673,6 +705,9 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--measure-top", type=positive_int, metavar="K",
                    help="measure the predicted best K on the device, one at a time, re-ranking the rest by the "
                         "corrected prediction after each measurement")
+    p.add_argument("--measure-rounds", type=positive_int, default=None, metavar="N",
+                   help="with --measure-top: then measure the K again in N - 1 interleaved rounds and choose by "
+                        "their pooled times (4; 1: each once)")
     p.add_argument("--build-options", default="")
     p.add_argument("--json", action="store_true", help="print the chosen configurations (and measurements) as JSON")
     p.add_argument("--format", default="table", choices=["table", "kernel-tuner"],

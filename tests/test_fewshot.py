@@ -400,6 +400,7 @@ def test_tune_with_a_tabular_model_measures_and_reranks(harness, profile, tmp_pa
         assert 0 < lo < hi
     m = d["measured"]
     assert len(m["rows"]) == 2 and all(r["measured_us"] > 0 for r in m["rows"])
+    assert all(r["rounds"] == 4 for r in m["rows"])                     # then pooled over 4 rounds
     assert m["correction"]["k"] == 2                                   # both measurements fed back
     measured = {tuple(r["lsize"]): r["measured_us"] for r in m["rows"]}
     best = min(measured, key=measured.get)
@@ -413,7 +414,9 @@ def test_tune_with_a_tabular_model_measures_and_reranks(harness, profile, tmp_pa
             assert o["pred_us"] == pytest.approx(raw[tuple(o["lsize"])] * m["correction"]["factor"])
     # the text output prints the re-ranked order, the correction and the final choice
     assert cli.main(["tune", "--kernel", str(kfile), "--gsize", "16384", "--max-wg", "256", "--top", "3",
-                     "--profile", PROFILE, "--model", str(tmp_path / "tab"), "--measure-top", "2"]) == 0
+                     "--profile", PROFILE, "--model", str(tmp_path / "tab"), "--measure-top", "2",
+                     "--measure-rounds", "2"]) == 0
     out = capsys.readouterr().out
+    assert "then in 2 interleaved rounds (pooled)" in out
     assert "90% interval" in out and "re-ranked" in out and "final choice: gsize" in out
     assert "corrected by x" in out

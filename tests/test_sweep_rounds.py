@@ -1,6 +1,6 @@
-"""Tuning sweeps measured in interleaved rounds (``datagen --sweep-rounds``): every round is a row
-of its own, journaled as it is measured; readers pool a configuration's rounds into one row; a
-rerun measures only the rounds not stored."""
+"""Tuning sweeps and regime samples measured in interleaved rounds (``datagen --sweep-rounds``,
+``--sample-rounds``): every round is a row of its own, journaled as it is measured; readers pool a
+configuration's rounds into one row; a rerun measures only the rounds not stored."""
 
 from __future__ import annotations
 
@@ -54,10 +54,10 @@ def test_rounds_pool_into_the_first_row() -> None:
     assert res.loc["c", "time_median_us"] == 6.0 and res.loc["a", "time_median_us"] == 11.0
 
 
-def _options(rounds: int) -> DatagenOptions:
-    return DatagenOptions(configs_per_kernel=1, lsizes_per_kernel=1, rebalance=None, validity=False,
-                          max_total_items=1 << 16, reference_every_s=0, sweeps_per_kernel=1, lsizes_per_sweep=3,
-                          sweep_rounds=rounds, activity=False, site_counts=False,
+def _options(rounds: int, samples: int = 1, sample_rounds: int = 1, sweeps: int = 1) -> DatagenOptions:
+    return DatagenOptions(configs_per_kernel=samples, lsizes_per_kernel=1, rebalance=None, validity=False,
+                          max_total_items=1 << 16, reference_every_s=0, sweeps_per_kernel=sweeps, lsizes_per_sweep=3,
+                          sweep_rounds=rounds, sample_rounds=sample_rounds, activity=False, site_counts=False,
                           timing=TimingPolicy(warmup=1, min_repeats=3, min_time_s=0.0, max_repeats=10, max_time_s=2))
 
 
@@ -88,11 +88,33 @@ def test_datagen_measures_sweeps_in_rounds_and_a_rerun_adds_only_missing_ones(tm
     assert len(df[df["pass"] != "sweep"]) == 1
 
 
+def test_datagen_measures_a_kernels_samples_in_rounds(tmp_path, device) -> None:
+    """--sample-rounds 3: the kernel's regime samples measured once each, then twice more one after
+    the other; no sweep; every sample pooled from 3 rounds, none measured again for noise."""
+    k = Kernel(TRIAD, "triad", dims=1)
+    root = tmp_path / "ds"
+    run = run_datagen([k], root, device, _options(4, samples=3, sample_rounds=3, sweeps=0), meter="none",
+                      timeout_s=30, corpus="test", progress=False)
+    raw = read_dataset(root, resolve=False)
+    firsts = raw[(raw["pass"] == "sample") & raw["remeasure_of"].isna() & (raw["status"] == "ok")]
+    rounds = raw[raw["remeasure_reason"] == "round"]
+    assert len(firsts) == 3 and run.summary.rounds == 6
+    assert sorted(rounds["row_key"]) == sorted(f"{key}~r{n}" for key in firsts["row_key"] for n in (2, 3))
+    assert set(rounds["pass"]) == {"sample"} and not rounds["sweep"].any()
+    assert not raw["remeasure_reason"].isin(["noise", "load"]).any()
+    # the rounds of one configuration come after the kernel's other samples (interleaved)
+    order = list(raw["row_key"])
+    assert max(order.index(key) for key in firsts["row_key"]) < min(order.index(key) for key in rounds["row_key"])
+    df = read_dataset(root)
+    assert len(df) == 3 and (df["time_rounds"] == 3).all() and (df["pass"] == "sample").all()
+
+
+@pytest.mark.parametrize("option", ["--sweep-rounds", "--sample-rounds"])
 @pytest.mark.parametrize("value", ["0", "-1", "x"])
-def test_bad_sweep_rounds_is_exit_2(tmp_path, value, capsys) -> None:
+def test_bad_rounds_is_exit_2(tmp_path, option, value, capsys) -> None:
     from kernelcast.cli import main
 
-    assert main(["datagen", "--corpus", "bundled", "--out", str(tmp_path / "ds"), "--sweep-rounds", value]) == 2
+    assert main(["datagen", "--corpus", "bundled", "--out", str(tmp_path / "ds"), option, value]) == 2
     err = capsys.readouterr().err
-    assert "--sweep-rounds" in err and err.count("\n") == 1
+    assert option in err and err.count("\n") == 1
     assert not (tmp_path / "ds").exists()
