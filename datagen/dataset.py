@@ -441,22 +441,27 @@ def pool_rounds(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def resolve_remeasured(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per configuration: a sweep configuration's rounds pooled (:func:`pool_rounds`),
-    then of a row and its re-measurements (``remeasure_of`` = its key), a re-measurement for drift
-    if there is one, else of those measured while other processes left the CPUs alone
+    """One row per configuration: a configuration's rounds pooled (:func:`pool_rounds`), then of
+    a row and its re-measurements (``remeasure_of`` = its key) the pooled row when more than one
+    round was pooled (the rounds, measured at other times, outvote any one window, also one measured
+    for noise, load or drift, whose pooled samples would have the larger CV), else a re-measurement
+    for drift if there is one, else of those measured while other processes left the CPUs alone
     (:func:`loaded`; all when none was) the one with the lowest ``time_cv``, under the original
     ``row_key``."""
     df = pool_rounds(df)
     if "remeasure_of" not in df.columns or not df["remeasure_of"].notna().any():
         return df
     group = df["remeasure_of"].where(df["remeasure_of"].notna(), df["row_key"])
+    pooled = (pd.to_numeric(df["time_rounds"], errors="coerce").fillna(1) > 1 if "time_rounds" in df.columns
+              else pd.Series(False, df.index))
     cv = df["time_cv"].astype(float).fillna(float("inf")) if "time_cv" in df.columns else pd.Series(0.0, df.index)
     # a re-measurement after a drifted reference check replaces the suspect original outright
     drift = (df["remeasure_reason"] == "drift") if "remeasure_reason" in df.columns else pd.Series(False, df.index)
     busy = (df["other_cpu_frac"].map(loaded) if "other_cpu_frac" in df.columns
             else pd.Series(False, df.index)).astype(bool)
-    order = pd.DataFrame({"g": group, "d": ~drift, "busy": busy, "cv": cv, "r": df["remeasure_of"].notna()}
-                         ).sort_values(["g", "d", "busy", "cv", "r"], kind="stable")
+    order = pd.DataFrame({"g": group, "p": ~pooled, "d": ~drift, "busy": busy, "cv": cv,
+                          "r": df["remeasure_of"].notna()}
+                         ).sort_values(["g", "p", "d", "busy", "cv", "r"], kind="stable")
     keep = sorted(order.drop_duplicates("g", keep="first").index)
     out = df.loc[keep].copy()
     out["remeasured"] = out["remeasure_of"].notna() | out["row_key"].isin(df["remeasure_of"].dropna())

@@ -52,6 +52,14 @@ def test_rounds_pool_into_the_first_row() -> None:
     noisy.loc[noisy["row_key"] == "c", "time_cv"] = 0.5
     res = resolve_remeasured(noisy).set_index("row_key")
     assert res.loc["c", "time_median_us"] == 6.0 and res.loc["a", "time_median_us"] == 11.0
+    # but a configuration pooled from several rounds keeps its pool against one window measured
+    # again for noise or drift, although pooling across phases gives the pool the larger CV
+    for reason in ("noise", "drift"):
+        again = pd.concat([df, pd.DataFrame([_row(f"a~{reason[0]}1", [3.0, 3.0], of="a", reason=reason)])],
+                          ignore_index=True)
+        res = resolve_remeasured(again).set_index("row_key")
+        assert res.loc["a", "time_median_us"] == 11.0 and res.loc["a", "time_rounds"] == 3
+        assert res.loc["a", "remeasured"]
 
 
 def _options(rounds: int, samples: int = 1, sample_rounds: int = 1, sweeps: int = 1) -> DatagenOptions:
