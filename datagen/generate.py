@@ -517,8 +517,7 @@ class Generator:
             new["remeasure_of"] = row["row_key"]
             new["remeasure_reason"] = reason
             self.w.append(new)
-            self.stored[key] = {c: new[c] for c in ("row_key", "kernel_id", "status", "reason", "time_median_us",
-                                                    "lsize", "n_wg", "pass")}
+            self.stored[key] = {c: new[c] for c in STORED_COLUMNS}
             self.summary.remeasured += 1
             self.summary.measure_wall_s += m.wall_s or 0.0
             if m.time is not None:
@@ -598,8 +597,7 @@ class Generator:
             row["extra"] = {"array_fits": {n: {"c": float(f.c), "d": float(f.d)} for n, f in setting.arrays.items()},
                             "scalar_choices": {n: str(v) for n, v in setting.scalars.items()}}
         self.w.append(row)
-        self.stored[key] = {c: row[c] for c in ("row_key", "kernel_id", "status", "reason", "time_median_us",
-                                                "lsize", "n_wg", "pass")}
+        self.stored[key] = {c: row[c] for c in STORED_COLUMNS}
         self.summary.add(m, regime, pass_)
         why = None if m.time is None else remeasure_reason(
             m.status, m.time.cv, sum(m.time.times_us) * m.time.group * 1e-6, m.machine.get("other_cpu_frac"))
