@@ -568,3 +568,21 @@ def load_profile(name_or_path: str | os.PathLike[str]) -> DeviceProfile:
         return DeviceProfile.load(bundled)
     raise ProfileError(f"no profile file {name_or_path!r} and no bundled profile of that name "
                        f"(bundled: {', '.join(bundled_profiles()) or 'none'})")
+
+
+def bundled_profile_for(info: Any) -> str | None:
+    """The name of the bundled *measured* profile of the device and driver ``info`` (a
+    :class:`~instrument.backends.base.DeviceInfo`) describes: the same device name, platform,
+    driver and device version (PoCL's device version names the CPU it compiles for); None
+    when no bundled profile was measured on it."""
+    want = DeviceIdentity.from_device_info(info)
+    key = (want.name, want.platform, want.driver, want.device_version)
+    for name in bundled_profiles():
+        try:
+            d = json.loads((profiles_dir() / f"{name}.json").read_text())
+            dev = DeviceIdentity.from_dict(d.get("device"))
+        except (OSError, ValueError, ProfileError, TypeError):
+            continue
+        if d.get("kind") == "measured" and (dev.name, dev.platform, dev.driver, dev.device_version) == key:
+            return name
+    return None

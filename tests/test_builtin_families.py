@@ -4,11 +4,10 @@ own."""
 from __future__ import annotations
 
 from calib.microbench import CalibOptions
-from calib.profile import load_profile
 from kernelcast.schema import ArgBinding, Kernel
 from models.analytical import AnalyticalModel, cpu_vectorizable
 from models.static import analyze_source
-from tests.device_ratio import ROOT, measured_ratio, measured_ratio_tries, require_pocl_cpu
+from tests.device_ratio import local_profile, measured_ratio, measured_ratio_tries, require_pocl_cpu
 
 SRC = """
 __kernel void k_hypot(__global const float *x, __global const float *y, __global float *o, const int n)
@@ -82,7 +81,7 @@ def test_rounding_conversion_against_truncation_on_this_device(harness, device):
     # k_rtz 160-288 us, idle), predicted 6.3-6.8x, as the scalar rint rate is calib's rint() call
     # (out of line there) while convert_int_rte is a cheaper inline conversion: a known over-charge
     # of up to 6x, not fixed. Elsewhere, as above.
-    scalar = AnalyticalModel(load_profile(ROOT / "calib" / "profiles" / "pocl-local.json")).dev.cond_store_scalar
+    scalar = AnalyticalModel(local_profile(device)).dev.cond_store_scalar
     # the two kernels' times vary from run to run here (k_rte 106-190 us, idle): three tries
     measured_ratio_tries(3, 1.0 if scalar else 2.5, 6 if scalar else 5, harness, device,
                          CalibOptions(benches=("launch", "peak", "scalar"), op_classes=("rint",), target_s=0.003),

@@ -9,12 +9,11 @@ import numpy as np
 import pytest
 
 from calib.microbench import CalibOptions, Calibrator
-from calib.profile import load_profile
 from kernelcast.schema import ArgBinding
 from models.analytical import AnalyticalModel, chain_seconds, config_env
 from models.static.features import CHAIN_PREFIX
 from models.static.source import analyze_source_text
-from tests.device_ratio import ROOT, cpu_profile, measure_and_predict, require_pocl_cpu
+from tests.device_ratio import cpu_profile, local_profile, measure_and_predict, require_pocl_cpu
 
 KERNELS = """
 __kernel void escape(__global float* data, int total) {
@@ -142,7 +141,7 @@ def test_one_chain_against_three_on_this_device(harness, device):
     for _ in range(3):
         measured = Calibrator(device, harness, options=CalibOptions(benches=("launch", "chain"), quick=True,
                                                                      op_classes=("fp32_add", "fp32_mul"))).run()
-        prof = load_profile(ROOT / "calib" / "profiles" / "pocl-local.json")
+        prof = local_profile(device)
         for k in ("chain_fp32_add_ns", "chain_fp32_mul_ns"):
             assert measured.get(k), measured.notes
             prof.values[k] = measured.values[k]

@@ -11,11 +11,17 @@ import pytest
 
 from calib import kernels as K
 from calib.microbench import CalibOptions, Calibrator
-from calib.profile import DeviceIdentity, DeviceProfile, load_profile
+from calib.profile import DeviceIdentity, DeviceProfile
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 from models.analytical import AnalyticalModel, atomic_distinct, atomic_seconds, config_env
 from models.static import analyze_source
-from tests.device_ratio import measure_and_predict, measured_ratio, measured_ratio_tries, require_pocl_cpu
+from tests.device_ratio import (
+    local_profile,
+    measure_and_predict,
+    measured_ratio,
+    measured_ratio_tries,
+    require_pocl_cpu,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 HIST = (ROOT / "datagen" / "bundled" / "histogram.cl").read_text()
@@ -186,7 +192,7 @@ def test_measured_atomic_kernels_are_predicted_within_2x(harness, device):
         cal = Calibrator(device, harness, options=CalibOptions(benches=("launch", "atomic"), target_s=0.003))
         measured = cal.run()
         assert measured.get("atomic_global_gops") and measured.get("atomic_global_b256_gops")
-        prof = load_profile(ROOT / "calib" / "profiles" / "pocl-local.json")
+        prof = local_profile(device)
         for k, v in measured.values.items():
             if k.startswith("atomic_"):
                 prof.values[k] = v
@@ -236,7 +242,7 @@ def test_conditional_store_to_one_address_is_slow_on_this_device(harness, device
     require_pocl_cpu(device)
     from instrument.runner import TimingPolicy
 
-    model = AnalyticalModel(load_profile(ROOT / "calib" / "profiles" / "pocl-local.json"))
+    model = AnalyticalModel(local_profile(device))
     # PoCL 3.0's wheel on a Zen 3 leaves both kernels scalar (their guarded stores, calib cond); the
     # flag then cost 1.0-6.5x from one run to the next (the cores taking its line from each other,
     # or not), which the model does not predict (1.16x): a known miss, reported as such
@@ -314,7 +320,7 @@ def test_strided_stores_against_contiguous_on_this_device(harness, device):
     the model predicts the measured ratio within 3x (without it the ratio was ~1)."""
     require_pocl_cpu(device)
     assert "stride" not in str(_feats(GATHER, "halves").accesses[-1].stride0)
-    dev = AnalyticalModel(load_profile(ROOT / "calib" / "profiles" / "pocl-local.json")).dev
+    dev = AnalyticalModel(local_profile(device)).dev
     # PoCL 3.0's wheel on a Zen 3 leaves both kernels scalar (guarded stores): 'halves' measured 5-11x
     # slower than 'pairs' (also with h off a 4 KiB multiple), predicted the same: a miss of the scalar
     # model, unexplained, reported as such
@@ -450,7 +456,7 @@ def test_combining_vector_components_on_this_device(harness, device):
     within 3x (it was ~1 while both counted as vectorized)."""
     require_pocl_cpu(device)
     n = 1 << 20
-    prof = load_profile(ROOT / "calib" / "profiles" / "pocl-local.json")
+    prof = local_profile(device)
     model = AnalyticalModel(prof)
     q = ArgBinding("q", "scalar", "float2", value="30,90")
     cnt = ArgBinding("n", "scalar", "int", value=n)

@@ -38,6 +38,7 @@ from models.tabular import (
     TabularPredictor,
     build_table,
 )
+from tests.device_ratio import local_profile_path
 from tests.kernels import TRIAD, poly
 from train.synthetic import synthetic_rows
 from train.tabular import calibrate_intervals, fit_tabular, grouped_folds, kernel_groups
@@ -322,11 +323,13 @@ def _measure_json(kfile: Path, gsize: int, lsize: int) -> dict:
 
 
 @pytest.mark.device
-def test_predict_measured_with_a_real_measurement(tmp_path, capsys):
+def test_predict_measured_with_a_real_measurement(tmp_path, capsys, device):
     """``kernelcast measure --json`` of saxpy at 2^16 work-items corrects the analytical model:
     the same configuration comes back within 10 % of its measurement (it is the measurement),
     and 2^18 work-items, measured too, within a factor of 2.5 (the analytical model's scaling from
-    2^16 to 2^18 and the half of the offset that the shrinkage leaves out; the device is shared)."""
+    2^16 to 2^18 and the half of the offset that the shrinkage leaves out; the device is shared),
+    with the profile measured on this device."""
+    profile = str(local_profile_path(device))
     kfile = tmp_path / "saxpy.cl"
     kfile.write_text(SAXPY)
     m16 = _measure_json(kfile, 1 << 16, 64)
@@ -334,7 +337,7 @@ def test_predict_measured_with_a_real_measurement(tmp_path, capsys):
     (tmp_path / "m.json").write_text(json.dumps(m16))
     configs = tmp_path / "c.csv"
     configs.write_text(f"gsize,lsize\n{1 << 16},64\n{1 << 18},64\n")
-    assert cli.main(["predict", "--kernel", str(kfile), "--configs", str(configs), "--profile", PROFILE,
+    assert cli.main(["predict", "--kernel", str(kfile), "--configs", str(configs), "--profile", profile,
                      "--measured", str(tmp_path / "m.json"), "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     same, other = d["predictions"]

@@ -8,11 +8,10 @@ import numpy as np
 import pytest
 
 from calib.microbench import CalibOptions, Calibrator
-from calib.profile import load_profile
 from kernelcast.schema import ArgBinding
 from models.analytical import AnalyticalModel, config_env, explain
 from models.static.source import analyze_source_text
-from tests.device_ratio import ROOT, cpu_profile, measure_and_predict, require_pocl_cpu
+from tests.device_ratio import cpu_profile, local_profile, measure_and_predict, require_pocl_cpu
 
 #: the same loop of dependent FMAs under two names, so that one launch of each can be measured and
 #: predicted at its own local size
@@ -75,7 +74,7 @@ def test_short_and_long_launches_on_this_device(harness, device):
     for _ in range(5):
         measured = Calibrator(device, harness, options=CalibOptions(benches=("launch", "join"), quick=True)).run()
         assert measured.get("cu_join_us") is not None, measured.notes
-        prof = load_profile(ROOT / "calib" / "profiles" / "pocl-local.json")
+        prof = local_profile(device)
         prof.values["cu_join_us"] = measured.values["cu_join_us"]
         model = AnalyticalModel(prof)
         ratios = []

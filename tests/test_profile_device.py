@@ -105,3 +105,33 @@ def test_a_cpu_profile_without_the_newer_benchmarks_is_named(tmp_path):
     assert "note: the profile has no atomic, gather, stride values" in r.stderr
     r = kc("predict", "--kernel", str(k), "--gsize", "4096", "--lsize", "64", "--profile", "pocl-local")
     assert r.returncode == 0 and "the profile has no" not in r.stderr, r.stderr
+
+
+def test_the_bundled_profile_measured_on_a_device_is_found_by_its_identity(device):
+    """The device tests take the bundled profile measured on the device they run on: found by the
+    device's name, platform, driver and device version (PoCL's names the CPU it compiles for),
+    never a profile of another host's CPU or another driver, nor a datasheet profile."""
+    from dataclasses import replace
+
+    from calib.profile import bundled_profile_for, profiles_dir
+    from instrument.backends.base import DeviceInfo
+
+    rec = json.loads((profiles_dir() / "pocl-local.json").read_text())["device"]
+    info = DeviceInfo(platform_index=0, device_index=0, platform_name="Portable Computing Language",
+                      platform_version=rec["platform"], name=rec["name"], vendor=rec["vendor"],
+                      type=rec["device_type"], driver_version=rec["driver"], device_version=rec["device_version"],
+                      compute_units=2, max_work_group_size=4096, max_work_item_sizes=[4096] * 3,
+                      preferred_wg_multiple=8, global_mem_bytes=1 << 32, max_alloc_bytes=1 << 30,
+                      local_mem_bytes=1 << 19, max_constant_bytes=1 << 16, max_clock_mhz=2445,
+                      mem_base_align_bytes=128)
+    assert bundled_profile_for(info) == "pocl-local"
+    other_cpu = rec["device_version"].replace("znver3", "znver4")
+    assert bundled_profile_for(replace(info, device_version=other_cpu)) is None
+    assert bundled_profile_for(replace(info, driver_version="9.9")) is None
+    a100 = load_profile("a100").device
+    assert bundled_profile_for(replace(info, name=a100.name, platform_version=a100.platform,
+                                       driver_version=a100.driver, device_version=a100.device_version)) is None
+    # the device these tests run on: its own profile when one was measured on it
+    found = bundled_profile_for(device)
+    if found is not None:
+        assert load_profile(found).device.name == device.name

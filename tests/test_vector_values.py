@@ -12,9 +12,9 @@ import pytest
 from calib.microbench import CalibOptions
 from calib.profile import DeviceIdentity, DeviceProfile, ProfileValue
 from kernelcast.schema import ArgBinding
-from models.analytical import DeviceParams, vector_value_correction
+from models.analytical import AnalyticalModel, DeviceParams, vector_value_correction
 from models.static.source import analyze_source_text
-from tests.device_ratio import measured_ratio_tries, require_pocl_cpu
+from tests.device_ratio import local_profile, measured_ratio_tries, require_pocl_cpu
 
 POLY = """
 __kernel void poly8(__global const float8 *in, __global float8 *out, const int n)
@@ -57,14 +57,16 @@ def test_float8_against_float_polynomial_on_this_device(harness, device):
     """The same polynomial guarded, on 2^16 float8 values against 2^16 floats (8x the arithmetic):
     both work-item loops scalar on PoCL (a guarded store). Measured here (PoCL 3.0 wheel, AMD EPYC
     Zen 3, idle): 1.4-1.7x; predicted 1.44 (4.1 when the float8 lanes were charged as scalar
-    operations). Within 2x."""
+    operations). Within 2x. PoCL 3.1 on a Zen 5 vectorizes the guarded float loop: measured 5.0x,
+    predicted 3.5x (idle), so the bound on the prediction itself holds where both loops are scalar."""
     require_pocl_cpu(device)
     n = 1 << 16
     binds = [ArgBinding("in", "buffer", "float", 8 * n, init="random"), ArgBinding("out", "buffer", "float", 8 * n),
              ArgBinding("n", "scalar", "int", value=n)]
     r = measured_ratio_tries(3, 1.0, 2.0, harness, device, CalibOptions(benches=("launch",), quick=True), (),
                              POLY, ("poly8", "poly1"), n, 256, binds)
-    assert r.predicted < 3.0, r
+    if AnalyticalModel(local_profile(device)).dev.cond_store_scalar:
+        assert r.predicted < 3.0, r
 
 
 VECTOR_MATH = """
