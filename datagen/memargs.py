@@ -84,6 +84,8 @@ from kernelcast.schema import ArgBinding, Kernel
 log = logging.getLogger(__name__)
 
 ANALYSIS_VERSION = 2
+#: the version of the verified settings kept beside an analysis (bump when the checks change)
+VERIFIED_VERSION = 1
 DEFAULT_CANDIDATES: tuple[int | str, ...] = (1, 4, "gsize", "4*gsize", 16, 32, 256)
 #: a setting is *good* when, for every argument, the share of work-items touching it is at least
 #: this fraction of the best share any setting of the kernel reaches (see :func:`setting_scores`)
@@ -619,7 +621,7 @@ def ranked_settings(analysis: MemoryAnalysis, gsize: tuple[int, ...], seed: int 
 
 def memory_selector(analysis: MemoryAnalysis, *, seed: int = 0, mem_cap_bytes: int = DEFAULT_MEM_CAP_BYTES,
                     choice: int | None = None, harness: Any = None, rewrite: RewriteResult | None = None,
-                    max_attempts: int = 6, rank: bool = True) -> Selector:
+                    max_attempts: int = 6, rank: bool = True, store: Path | None = None) -> Selector:
     """A selector (``(params, gsize, lsize) -> list[ArgBinding]``) over one kernel's analysis.
 
     Without ``choice``, each global size gets the first setting of :func:`ranked_settings`: one of
@@ -634,9 +636,20 @@ def memory_selector(analysis: MemoryAnalysis, *, seed: int = 0, mem_cap_bytes: i
     configuration's :class:`~instrument.activity.Activity` too (``select.last_activity``); with
     ``rank``, a setting whose active fraction there falls below :data:`GOOD_SCORE` x the one of
     its validating run (a scalar tied to one dimension of a 2D launch of another aspect ratio)
-    is followed by the next ones, within the same ``max_attempts``, and the most active kept."""
-    verified: dict[tuple[Any, ...], tuple[list[ArgBinding], int, Activity | None]] = {}
+    is followed by the next ones, within the same ``max_attempts``, and the most active kept.
+
+    ``store`` (a JSON-lines file): each configuration's verified setting, or why none passed, is
+    appended there as it is decided and read back by the next selector over the same file, so a
+    resumed datagen (or its rounds) does not run the instrumented checks of stored configurations
+    again. The file must belong to this analysis and these options (:func:`kernel_selector` names
+    it after both)."""
+    verified: dict[tuple[Any, ...], tuple[int, Activity | None] | str] = _read_verified(store) if store else {}
     ar = _activity_variant(rewrite) if rewrite is not None else None
+
+    def remember(key: tuple[Any, ...], outcome: tuple[int, Activity | None] | str) -> None:
+        verified[key] = outcome
+        if store is not None:
+            _append_verified(store, key, outcome)
 
     def select(params: list[KernelParam], gsize: tuple[int, ...], lsize: tuple[int, ...] | None) -> list[ArgBinding]:
         select.last_activity = None  # type: ignore[attr-defined]
@@ -658,11 +671,14 @@ def memory_selector(analysis: MemoryAnalysis, *, seed: int = 0, mem_cap_bytes: i
             select.last_setting = analysis.settings[order[0]]  # type: ignore[attr-defined]
             return memory_args(analysis, params, gsize, lsize, order[0])
         key = (tuple(gsize), tuple(lsize) if lsize else None)
-        if key in verified:
-            args, pick, act = verified[key]
+        known = verified.get(key)
+        if isinstance(known, str):
+            raise UnsupportedArgument(known)
+        if known is not None and known[0] < len(analysis.settings):
+            pick, act = known
             select.last_setting = analysis.settings[pick]  # type: ignore[attr-defined]
             select.last_activity = act  # type: ignore[attr-defined]
-            return args
+            return memory_args(analysis, params, gsize, lsize, pick)
         problems: list[str] = []
         best: tuple[list[ArgBinding], int, Activity | None] | None = None
         for pick in order[:max(1, max_attempts)]:
@@ -688,14 +704,49 @@ def memory_selector(analysis: MemoryAnalysis, *, seed: int = 0, mem_cap_bytes: i
             # the work done here fell well below the validating run's (a scalar tied to one
             # dimension met another aspect ratio): try the next setting, keep the best
         if best is not None:
-            verified[key] = best
+            remember(key, (best[1], best[2]))
             select.last_setting = analysis.settings[best[1]]  # type: ignore[attr-defined]
             select.last_activity = best[2]  # type: ignore[attr-defined]
             return best[0]
-        raise UnsupportedArgument(f"{analysis.kernel_name}: no setting passes the bounds check at gsize "
-                                  f"{tuple(gsize)} ({'; '.join(problems)})")
+        why = (f"{analysis.kernel_name}: no setting passes the bounds check at gsize {tuple(gsize)} "
+               f"({'; '.join(problems)})")
+        remember(key, why)
+        raise UnsupportedArgument(why)
 
     return select
+
+
+def _append_verified(path: Path, key: tuple[Any, ...], outcome: tuple[int, Activity | None] | str) -> None:
+    rec: dict[str, Any] = {"gsize": list(key[0]), "lsize": list(key[1]) if key[1] is not None else None}
+    if isinstance(outcome, str):
+        rec["unsupported"] = outcome
+    else:
+        rec["setting"] = outcome[0]
+        rec["activity"] = outcome[1].to_dict() if outcome[1] is not None else None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:     # one line a configuration: a kill loses at most the line in flight
+        f.write(json.dumps(rec) + "\n")
+
+
+def _read_verified(path: Path) -> dict[tuple[Any, ...], tuple[int, Activity | None] | str]:
+    """The verified settings of :func:`_append_verified`'s file (a torn or foreign line is skipped:
+    that configuration is checked again)."""
+    out: dict[tuple[Any, ...], tuple[int, Activity | None] | str] = {}
+    if not path.is_file():
+        return out
+    for line in path.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+            key = (tuple(int(g) for g in rec["gsize"]),
+                   tuple(int(v) for v in rec["lsize"]) if rec["lsize"] is not None else None)
+            if "unsupported" in rec:
+                out[key] = str(rec["unsupported"])
+            else:
+                act = rec.get("activity")
+                out[key] = (int(rec["setting"]), Activity(**act) if act is not None else None)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            log.debug("%s: skipped an unreadable line", path)
+    return out
 
 
 def _cache_key(kernel: Kernel, harness: Any, options: dict[str, Any]) -> str:
@@ -737,10 +788,16 @@ def kernel_selector(harness: Any, kernel: Kernel, params: list[KernelParam] | No
     del params
     an = analyse_cached(harness, kernel, cache_dir, seed=seed, mem_cap_bytes=mem_cap_bytes, **options)
     rewrite = None
+    store = None
     if verify and an.settings:
         rewrite = instrument_kernel(kernel, int64_atomics=an.int64_atomics)
+        if cache_dir is not None:     # the verified settings, beside the analysis they belong to
+            key_opts = {k: v for k, v in options.items() if k != "device_limits"}
+            key = _cache_key(kernel, harness, {**key_opts, "seed": seed, "mem_cap_bytes": mem_cap_bytes,
+                                               "rank": rank, "verified": VERIFIED_VERSION})
+            store = Path(cache_dir) / f"{kernel.name}-{key}.verified.jsonl"
     return memory_selector(an, seed=seed, mem_cap_bytes=mem_cap_bytes, harness=harness if verify else None,
-                           rewrite=rewrite, rank=rank)
+                           rewrite=rewrite, rank=rank, store=store)
 
 
 #: selections that need the kernel (and a device) before they can choose arguments, by name

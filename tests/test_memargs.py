@@ -342,3 +342,42 @@ def test_listing1_selection_does_the_full_work(harness, tmp_path):
     scores = setting_scores(an)
     good = {tuple(ch.label for ch in s.scalars.values()) for s, sc in zip(an.settings, scores) if sc and sc >= 0.9}
     assert good == {("gsize", "1"), ("4*gsize", "1"), ("4*gsize", "4")}
+
+
+def test_verified_settings_survive_a_new_selector(harness, tmp_path, monkeypatch):
+    """A resumed datagen builds a new selector: the settings the first one verified (and the
+    configuration none passed) come back from the file beside the analysis, with their activity,
+    without another instrumented run; another ranking keeps a file of its own."""
+    import datagen.memargs as memargs
+
+    src = """__kernel void brk(__global float* a) {
+  int i = get_global_id(0);
+  a[i < 4096 ? i : 3 * i] = 1.0f;
+}"""
+    k = Kernel(src, "brk", dims=1)
+    params = kernel_signatures(src)["brk"]
+    first = KERNEL_SELECTORS["memory"](harness, k, params, seed=0, cache_dir=tmp_path)
+    picked = {}
+    for g in (1024, 2048):
+        picked[g] = (first(params, (g,), (64,)), first.last_setting, first.last_activity)
+    with pytest.raises(UnsupportedArgument, match="bounds check"):
+        first(params, (8192,), (64,))
+    stores = list(tmp_path.glob("brk-*.verified.jsonl"))
+    assert len(stores) == 1 and len(stores[0].read_text().splitlines()) == 3
+
+    def no_run(*a, **kw):
+        raise AssertionError("an instrumented run for a verified configuration")
+
+    monkeypatch.setattr(memargs, "activity_of_args", no_run)
+    monkeypatch.setattr(memargs, "measure_instrumented", no_run)
+    again = KERNEL_SELECTORS["memory"](harness, k, params, seed=0, cache_dir=tmp_path)
+    for g, (args, setting, act) in picked.items():
+        assert again(params, (g,), (64,)) == args
+        assert again.last_setting == setting and again.last_activity == act
+    with pytest.raises(UnsupportedArgument, match="bounds check"):
+        again(params, (8192,), (64,))
+    with pytest.raises(AssertionError, match="instrumented run"):   # not verified before: checked
+        again(params, (4096,), (64,))
+    other = KERNEL_SELECTORS["memory"](harness, k, params, seed=0, cache_dir=tmp_path, rank=False)
+    with pytest.raises(AssertionError, match="instrumented run"):   # another ranking: its own file
+        other(params, (1024,), (64,))
