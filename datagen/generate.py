@@ -314,6 +314,8 @@ class Generator:
         self._since_check: list[tuple[Kernel, dict[str, Any], LaunchConfig]] = []
         self._suspect: list[tuple[Kernel, dict[str, Any], LaunchConfig]] = []
         self.progress = progress
+        self._ticked = 0        # progress units so far (a configuration's measurement or one round of it)
+        self._added = 0         # units rebalancing added to the kernel in flight
         self._act_kernel: str | None = None
         self._act: Any = None
         self._counter: Any = None
@@ -331,9 +333,24 @@ class Generator:
             self.stored.setdefault(r["row_key"], r)
         self.preexisting = set(self.stored)
 
+    def units_per_kernel(self) -> int:
+        """Progress units one kernel is planned to take under one selection: each regime sample in
+        its rounds and each sweep configuration in its rounds (rebalancing adds its own)."""
+        o = self.o
+        return (o.configs_per_kernel * o.sample_rounds
+                + o.sweeps_per_kernel * o.lsizes_per_sweep * o.sweep_rounds)
+
     def _tick(self, n: int = 1) -> None:
+        self._ticked += n
         if self.progress is not None:
             self.progress.update(n)
+
+    def _settle(self, start: int) -> None:
+        """Count what a kernel did not measure (a failed validity check, faults, a configuration too
+        slow, a round of a failed first) as done, so the bar's rate and ETA stay honest."""
+        short = self.units_per_kernel() + self._added - (self._ticked - start)
+        if short > 0:
+            self._tick(short)
 
     def run(self, kernels: Iterable[Kernel]) -> Summary:
         t0 = time.perf_counter()
@@ -345,7 +362,9 @@ class Generator:
                 self.o.args = sel
                 if sel in SELECTORS:
                     self.select = SELECTORS[sel]
+                start, self._added = self._ticked, 0
                 status = self.kernel(k)
+                self._settle(start)
                 self.summary.kernel_status[status if len(selections) == 1 else f"{sel}:{status}"] += 1
         self.o.args = requested
         self._reference(final=True)
@@ -374,7 +393,6 @@ class Generator:
         if self.o.validity:
             vstatus = self._validity(k, params, dims)
             if vstatus != "ok" and not (self.o.keep_invalid and vstatus == "invalid_output"):
-                self._tick(len(configs))
                 return vstatus
         by_lsize: dict[tuple[int, ...], list[Any]] = defaultdict(list)
         for c in configs:
@@ -389,17 +407,13 @@ class Generator:
                 r = self._measure(k, params, c.gsize, c.lsize, c.n_wg, c.regime, "sample")
                 rows.append(r)
                 if r["status"] == "compile_error":
-                    self._tick(len(configs) - 1)
                     return "compile_error"
                 faults += r["status"] in FAULTS
                 if faults >= self.o.max_faults:
                     log.info("%s: %d crashes/timeouts, abandoned", k.name, faults)
-                    self._tick(sum(len(g) for g in by_lsize.values()))
                     return "abandoned"
                 if self._too_slow(r):
-                    rest = len(group) - i - 1
-                    self.summary.skipped += rest
-                    self._tick(rest)
+                    self.summary.skipped += len(group) - i - 1
                     break
             if self.o.rebalance == "iqr":
                 faults += self._rebalance(k, params, lsize, rows)
@@ -435,7 +449,6 @@ class Generator:
                     return "abandoned"
                 if self._too_slow(r):
                     self.summary.skipped += len(group) - i - 1
-                    self._tick(len(group) - i - 1)
                     break
             for n in range(2, self.o.sweep_rounds + 1):
                 for c, r in firsts:
@@ -450,6 +463,7 @@ class Generator:
         loses at most this round; readers pool it into the first (:func:`datagen.dataset.pool_rounds`)."""
         from datagen.counts import row_config
 
+        self._tick()
         if first.get("status") != "ok" or f"{first['row_key']}~r{n}" in self.stored:
             return
         key = f"{first['row_key']}~r{n}"
@@ -541,9 +555,11 @@ class Generator:
                               max_nwg=max_nwg)
         if plan.reason:
             log.debug("%s lsize %s: no rebalancing (%s)", k.name, lsize, plan.reason)
-        if self.progress is not None and plan.new_nwg:
-            self.progress.total += len(plan.new_nwg)
-            self.progress.refresh()
+        if plan.new_nwg:     # each with its rounds
+            self._added += len(plan.new_nwg) * self.o.sample_rounds
+            if self.progress is not None:
+                self.progress.total += len(plan.new_nwg) * self.o.sample_rounds
+                self.progress.refresh()
         faults = 0
         rng = kernel_rng(self.o.seed, k.id, f"grid{lsize}")
         from datagen.sampler import grid_for
@@ -776,10 +792,11 @@ def run_datagen(kernels: list[Kernel], out: str | Path, device: Any, options: Da
         manifest = {**dataset_manifest(h, options, corpus), **(extra_manifest or {})}
         writer = DatasetWriter(out, manifest)
         write_kernels(Path(out), kernels)
-        total = len(kernels) * (options.configs_per_kernel + options.sweeps_per_kernel * options.lsizes_per_sweep)
-        with writer, tqdm(total=total, unit="cfg", dynamic_ncols=True, disable=not progress,
-                          desc="datagen") as bar:
+        with writer, tqdm(total=0, unit="run", dynamic_ncols=True, disable=not progress, desc="datagen") as bar:
             gen = Generator(h, writer, options, progress=bar)
+            # one unit: a configuration's first measurement or one of its rounds
+            bar.total = len(kernels) * gen.units_per_kernel() * (2 if options.args == "both" else 1)
+            bar.refresh()
             try:
                 summary = gen.run(kernels)
             except KeyboardInterrupt as stop:

@@ -126,3 +126,46 @@ def test_bad_rounds_is_exit_2(tmp_path, option, value, capsys) -> None:
     err = capsys.readouterr().err
     assert option in err and err.count("\n") == 1
     assert not (tmp_path / "ds").exists()
+
+
+def test_progress_counts_rounds_and_what_a_kernel_skips(tmp_path, device, monkeypatch) -> None:
+    """The bar's unit is one measurement (a first or a round): its total is planned with the
+    rounds, a kernel that fails to build is counted as done, and the bar ends at its total, so a
+    rerun that only adds rounds gets an honest rate and ETA."""
+    import tqdm
+
+    bars = []
+
+    class Bar:
+        def __init__(self, total=0, **kw):
+            self.total, self.n, self.updates = total, 0, []
+            bars.append(self)
+
+        def update(self, n=1):
+            self.n += n
+            self.updates.append(n)
+
+        def refresh(self):
+            pass
+
+        def close(self):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(tqdm, "tqdm", Bar)
+    broken = Kernel("__kernel void broken(__global float* a) { a[get_global_id(0)] = undeclared; }", "broken", dims=1)
+    kernels = [Kernel(TRIAD, "triad", dims=1), broken]
+    opts = _options(3, samples=2, sample_rounds=2)
+    run = run_datagen(kernels, tmp_path / "ds", device, opts, meter="none", timeout_s=30, corpus="test")
+    bar = bars[-1]
+    assert bar.total == 2 * (2 * 2 + 3 * 3) and bar.n == bar.total
+    assert run.summary.rounds == 2 + 3 * 2
+    assert bar.updates.count(1) >= 2 + 3 + 2 + 6      # the triad's firsts and rounds, one at a time
+    # a rerun measures nothing new, and still walks the bar to its end
+    run_datagen(kernels, tmp_path / "ds", device, opts, meter="none", timeout_s=30, corpus="test")
+    assert bars[-1].n == bars[-1].total == bar.total
