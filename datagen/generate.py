@@ -612,6 +612,9 @@ class Generator:
         if setting is not None:   # memory analysis: the fitted size = c * work-items + d of every array
             row["extra"] = {"array_fits": {n: {"c": float(f.c), "d": float(f.d)} for n, f in setting.arrays.items()},
                             "scalar_choices": {n: str(v) for n, v in setting.scalars.items()}}
+            grown = getattr(self.select, "last_grown", None)
+            if grown:             # arrays sized by what the bounds check touched, not by their fit
+                row["extra"]["grown"] = dict(grown)
         self.w.append(row)
         self.stored[key] = {c: row[c] for c in STORED_COLUMNS}
         self.summary.add(m, regime, pass_)

@@ -54,7 +54,7 @@ import random
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -65,11 +65,12 @@ from instrument.activity import (
     Activity,
     ActivityError,
     ActivityRewrite,
-    activity_of_args,
+    activity_and_extents,
     activity_rewrite,
     measure_activity,
 )
 from instrument.rewrite import (
+    AccessExtent,
     InstrumentedRunError,
     RewriteError,
     RewriteResult,
@@ -85,7 +86,7 @@ log = logging.getLogger(__name__)
 
 ANALYSIS_VERSION = 2
 #: the version of the verified settings kept beside an analysis (bump when the checks change)
-VERIFIED_VERSION = 1
+VERIFIED_VERSION = 2
 DEFAULT_CANDIDATES: tuple[int | str, ...] = (1, 4, "gsize", "4*gsize", 16, 32, 256)
 #: a setting is *good* when, for every argument, the share of work-items touching it is at least
 #: this fraction of the best share any setting of the kernel reaches (see :func:`setting_scores`)
@@ -632,27 +633,49 @@ def memory_selector(analysis: MemoryAnalysis, *, seed: int = 0, mem_cap_bytes: i
     configuration are first checked by an instrumented run at that very configuration (crash-free:
     out-of-range accesses are recorded, not performed); a setting whose accesses exceed its
     sizes there (a fit extrapolated past a breakpoint) is replaced by the next one, up to
-    ``max_attempts`` instrumented runs; then :class:`UnsupportedArgument`. That run records the
-    configuration's :class:`~instrument.activity.Activity` too (``select.last_activity``); with
-    ``rank``, a setting whose active fraction there falls below :data:`GOOD_SCORE` x the one of
-    its validating run (a scalar tied to one dimension of a 2D launch of another aspect ratio)
-    is followed by the next ones, within the same ``max_attempts``, and the most active kept.
+    ``max_attempts`` instrumented runs; then :class:`UnsupportedArgument`. A setting whose check
+    fails only by buffers touched past their end (sizes that follow one dimension of a 2D launch,
+    fitted against all work-items) is first checked once more with those buffers sized by what the
+    run touched (``select.last_grown``: name -> elements), within the same runs and memory cap.
+    That run records the configuration's :class:`~instrument.activity.Activity` too
+    (``select.last_activity``); with ``rank``, a setting whose active fraction there falls below
+    :data:`GOOD_SCORE` x the one of its validating run (a scalar tied to one dimension of a 2D
+    launch of another aspect ratio) is followed by the next ones, within the same
+    ``max_attempts``, and the most active kept.
 
     ``store`` (a JSON-lines file): each configuration's verified setting, or why none passed, is
     appended there as it is decided and read back by the next selector over the same file, so a
     resumed datagen (or its rounds) does not run the instrumented checks of stored configurations
     again. The file must belong to this analysis and these options (:func:`kernel_selector` names
     it after both)."""
-    verified: dict[tuple[Any, ...], tuple[int, Activity | None] | str] = _read_verified(store) if store else {}
+    verified: dict[tuple[Any, ...], Verified | str] = _read_verified(store) if store else {}
     ar = _activity_variant(rewrite) if rewrite is not None else None
 
-    def remember(key: tuple[Any, ...], outcome: tuple[int, Activity | None] | str) -> None:
+    def remember(key: tuple[Any, ...], outcome: Verified | str) -> None:
         verified[key] = outcome
         if store is not None:
             _append_verified(store, key, outcome)
 
+    def chosen(params: list[KernelParam], gsize: tuple[int, ...], lsize: tuple[int, ...] | None,
+               v: Verified) -> list[ArgBinding]:
+        select.last_setting = analysis.settings[v.setting]  # type: ignore[attr-defined]
+        select.last_activity = v.activity  # type: ignore[attr-defined]
+        select.last_grown = dict(v.grown)  # type: ignore[attr-defined]
+        return _grow(memory_args(analysis, params, gsize, lsize, v.setting), v.grown)
+
+    def check(gsize: tuple[int, ...], lsize: tuple[int, ...] | None, args: list[ArgBinding]
+              ) -> tuple[list[str], Activity | None, dict[str, AccessExtent]]:
+        assert rewrite is not None
+        try:
+            if ar is not None:
+                return activity_and_extents(harness, ar, gsize, lsize, args)
+            return check_bounds(harness, rewrite, gsize, lsize, args), None, {}
+        except InstrumentedRunError as e:
+            return [f"bounds check: {e.status}: {e.reason}"], None, {}
+
     def select(params: list[KernelParam], gsize: tuple[int, ...], lsize: tuple[int, ...] | None) -> list[ArgBinding]:
         select.last_activity = None  # type: ignore[attr-defined]
+        select.last_grown = {}  # type: ignore[attr-defined]
         if not analysis.settings:
             raise UnsupportedArgument(f"{analysis.kernel_name}: memory analysis found no valid setting "
                                       f"({analysis.reason})")
@@ -674,40 +697,43 @@ def memory_selector(analysis: MemoryAnalysis, *, seed: int = 0, mem_cap_bytes: i
         known = verified.get(key)
         if isinstance(known, str):
             raise UnsupportedArgument(known)
-        if known is not None and known[0] < len(analysis.settings):
-            pick, act = known
-            select.last_setting = analysis.settings[pick]  # type: ignore[attr-defined]
-            select.last_activity = act  # type: ignore[attr-defined]
-            return memory_args(analysis, params, gsize, lsize, pick)
+        if known is not None and known.setting < len(analysis.settings):
+            return chosen(params, gsize, lsize, known)
         problems: list[str] = []
-        best: tuple[list[ArgBinding], int, Activity | None] | None = None
-        for pick in order[:max(1, max_attempts)]:
+        best: Verified | None = None
+        runs = max(1, max_attempts)       # instrumented runs this configuration may take
+        for pick in order:
+            if runs <= 0:
+                break
             args = memory_args(analysis, params, gsize, lsize, pick)
-            act = None
-            try:
-                if ar is not None:
-                    bad, act = activity_of_args(harness, ar, gsize, lsize, args)
-                else:
-                    bad = check_bounds(harness, rewrite, gsize, lsize, args)
-            except InstrumentedRunError as e:
-                bad = [f"bounds check: {e.status}: {e.reason}"]
+            grown: dict[str, int] = {}
+            while True:
+                runs -= 1
+                bad, act, extents = check(gsize, lsize, args)
+                need = _needed(args, extents, rewrite) if bad and not grown and runs > 0 else {}
+                if not need or _bytes(analysis.settings[pick], gsize, need) > mem_cap_bytes:
+                    break
+                # the fit under-sizes arrays at this configuration (sizes that follow one dimension
+                # of a 2D launch, fitted against all work-items): size them by what the run
+                # touched, and check again
+                log.info("%s gsize %s: setting %d sized by the check's extents: %s", analysis.kernel_name, gsize,
+                         pick, need)
+                grown, args = need, _grow(args, need)
             if bad:
                 problems.append(f"setting {pick}: {bad[0]}")
                 log.info("%s gsize %s: setting %d fails the bounds check: %s", analysis.kernel_name, gsize, pick,
                          bad[0])
                 continue
-            if best is None or _fraction(act) > _fraction(best[2]):
-                best = (args, pick, act)
+            if best is None or _fraction(act) > _fraction(best.activity):
+                best = Verified(pick, act, grown)
             ref = analysis.settings[pick].active_fraction
             if not rank or act is None or ref is None or _fraction(act) >= GOOD_SCORE * ref:
                 break
             # the work done here fell well below the validating run's (a scalar tied to one
             # dimension met another aspect ratio): try the next setting, keep the best
         if best is not None:
-            remember(key, (best[1], best[2]))
-            select.last_setting = analysis.settings[best[1]]  # type: ignore[attr-defined]
-            select.last_activity = best[2]  # type: ignore[attr-defined]
-            return best[0]
+            remember(key, best)
+            return chosen(params, gsize, lsize, best)
         why = (f"{analysis.kernel_name}: no setting passes the bounds check at gsize {tuple(gsize)} "
                f"({'; '.join(problems)})")
         remember(key, why)
@@ -716,24 +742,77 @@ def memory_selector(analysis: MemoryAnalysis, *, seed: int = 0, mem_cap_bytes: i
     return select
 
 
-def _append_verified(path: Path, key: tuple[Any, ...], outcome: tuple[int, Activity | None] | str) -> None:
+@dataclass
+class Verified:
+    """A configuration's verified setting: its index, the activity of the checking run, and the
+    arrays sized by what a check touched instead of by the setting's fit (name -> elements)."""
+
+    setting: int
+    activity: Activity | None
+    grown: dict[str, int] = field(default_factory=dict)
+
+
+def _needed(args: list[ArgBinding], extents: dict[str, AccessExtent], rewrite: RewriteResult | None
+            ) -> dict[str, int]:
+    """The element counts under which a failed check's out-of-bounds buffers hold what the run
+    touched (each sized ``max_index + 1``); empty when sizes cannot help: an index below 0, a local
+    array, code left uninstrumented."""
+    if rewrite is None or rewrite.unsupported:
+        return {}
+    kinds = {a.name: a.kind for a in args}
+    need: dict[str, int] = {}
+    for name, e in extents.items():
+        if not e.out_of_bounds:
+            continue
+        if e.min_index < 0 or kinds.get(name) != "buffer":
+            return {}
+        need[name] = e.needed
+    return need
+
+
+def _grow(args: list[ArgBinding], sizes: dict[str, int]) -> list[ArgBinding]:
+    return [replace(a, count=max(int(a.count or 0), sizes[a.name])) if a.name in sizes else a for a in args]
+
+
+def _bytes(setting: Setting, gsize: tuple[int, ...], sizes: dict[str, int]) -> int:
+    total = math.prod(gsize)
+    return sum(max(f.size(total), sizes.get(n, 0)) * f.elem_bytes for n, f in setting.arrays.items())
+
+
+def _append_verified(path: Path, key: tuple[Any, ...], outcome: Verified | str) -> None:
     rec: dict[str, Any] = {"gsize": list(key[0]), "lsize": list(key[1]) if key[1] is not None else None}
     if isinstance(outcome, str):
         rec["unsupported"] = outcome
     else:
-        rec["setting"] = outcome[0]
-        rec["activity"] = outcome[1].to_dict() if outcome[1] is not None else None
+        rec["setting"] = outcome.setting
+        rec["activity"] = outcome.activity.to_dict() if outcome.activity is not None else None
+        if outcome.grown:
+            rec["grown"] = outcome.grown
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as f:     # one line a configuration: a kill loses at most the line in flight
         f.write(json.dumps(rec) + "\n")
 
 
-def _read_verified(path: Path) -> dict[tuple[Any, ...], tuple[int, Activity | None] | str]:
+def _read_verified(path: Path) -> dict[tuple[Any, ...], Verified | str]:
     """The verified settings of :func:`_append_verified`'s file (a torn or foreign line is skipped:
     that configuration is checked again)."""
-    out: dict[tuple[Any, ...], tuple[int, Activity | None] | str] = {}
+    out: dict[tuple[Any, ...], Verified | str] = {}
     if not path.is_file():
         return out
+    for line in path.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+            key = (tuple(int(g) for g in rec["gsize"]),
+                   tuple(int(v) for v in rec["lsize"]) if rec["lsize"] is not None else None)
+            if "unsupported" in rec:
+                out[key] = str(rec["unsupported"])
+            else:
+                act = rec.get("activity")
+                out[key] = Verified(int(rec["setting"]), Activity(**act) if act is not None else None,
+                                    {str(k): int(v) for k, v in (rec.get("grown") or {}).items()})
+        except (ValueError, KeyError, TypeError, AttributeError):
+            log.debug("%s: skipped an unreadable line", path)
+    return out
     for line in path.read_text().splitlines():
         try:
             rec = json.loads(line)

@@ -36,6 +36,7 @@ from instrument.rewrite import (
     _GUARD_64,
     _SINK_ALIGN,
     REC_NAME,
+    AccessExtent,
     InstrumentedRun,
     InstrumentedRunError,
     KernelRunner,
@@ -173,6 +174,14 @@ def activity_of_args(harness: KernelRunner, ar: ActivityRewrite, gsize: tuple[in
                      lsize: tuple[int, ...] | None, args: list[ArgBinding]) -> tuple[list[str], Activity]:
     """Run the activity kernel with a launch's concrete arguments: the arguments it would access
     out of bounds (empty: none) and its :class:`Activity`."""
+    problems, act, _ = activity_and_extents(harness, ar, gsize, lsize, args)
+    return problems, act
+
+
+def activity_and_extents(harness: KernelRunner, ar: ActivityRewrite, gsize: tuple[int, ...],
+                         lsize: tuple[int, ...] | None, args: list[ArgBinding]
+                         ) -> tuple[list[str], Activity, dict[str, AccessExtent]]:
+    """:func:`activity_of_args` with the run's extents: where each argument was touched."""
     scalars = {a.name: a.value for a in args if a.kind == "scalar"}
     sizes = {a.name: int(a.count or 0) for a in args if a.kind == "buffer"}
     locs = {a.name: int(a.count or 0) for a in args if a.kind == "local"}
@@ -180,4 +189,4 @@ def activity_of_args(harness: KernelRunner, ar: ActivityRewrite, gsize: tuple[in
     problems = [f"{n}: touches [{e.min_index}, {e.max_index}] of {e.allocated} elements"
                 for n, e in run.extents.items() if e.out_of_bounds]
     problems += [f"not instrumented: {u}" for u in ar.base.unsupported]
-    return problems, act
+    return problems, act, run.extents

@@ -305,9 +305,12 @@ def test_verifying_selector_catches_a_fit_extrapolated_past_a_breakpoint(harness
     from instrument.rewrite import instrument_kernel
 
     checked = memory_selector(an, harness=harness, rewrite=instrument_kernel(k))
-    assert checked(params, (2048,), (64,))[0].count == 2048
+    assert checked(params, (2048,), (64,))[0].count == 2048 and checked.last_grown == {}
+    # past the breakpoint the check's extents size the array (3 * 8191 + 1 elements) and a second
+    # check passes; one instrumented run allowed: no second check, no arguments
+    assert checked(params, (8192,), (64,))[0].count == 24574 and checked.last_grown == {"a": 24574}
     with pytest.raises(UnsupportedArgument, match="bounds check"):
-        checked(params, (8192,), (64,))
+        memory_selector(an, harness=harness, rewrite=instrument_kernel(k), max_attempts=1)(params, (8192,), (64,))
     assert check_bounds(harness, k, (8192,), (64,), plain(params, (8192,), (64,))) == [
         "a: touches [0, 24573] of 8192 elements"]
 
@@ -352,7 +355,7 @@ def test_verified_settings_survive_a_new_selector(harness, tmp_path, monkeypatch
 
     src = """__kernel void brk(__global float* a) {
   int i = get_global_id(0);
-  a[i < 4096 ? i : 3 * i] = 1.0f;
+  a[i < 4096 ? i : -i] = 1.0f;
 }"""
     k = Kernel(src, "brk", dims=1)
     params = kernel_signatures(src)["brk"]
@@ -368,7 +371,7 @@ def test_verified_settings_survive_a_new_selector(harness, tmp_path, monkeypatch
     def no_run(*a, **kw):
         raise AssertionError("an instrumented run for a verified configuration")
 
-    monkeypatch.setattr(memargs, "activity_of_args", no_run)
+    monkeypatch.setattr(memargs, "activity_and_extents", no_run)
     monkeypatch.setattr(memargs, "measure_instrumented", no_run)
     again = KERNEL_SELECTORS["memory"](harness, k, params, seed=0, cache_dir=tmp_path)
     for g, (args, setting, act) in picked.items():
@@ -381,3 +384,35 @@ def test_verified_settings_survive_a_new_selector(harness, tmp_path, monkeypatch
     other = KERNEL_SELECTORS["memory"](harness, k, params, seed=0, cache_dir=tmp_path, rank=False)
     with pytest.raises(AssertionError, match="instrumented run"):   # another ranking: its own file
         other(params, (1024,), (64,))
+
+
+ROW = """__kernel void row(__global const float* a, __global float* out) {
+  int x = get_global_id(0), y = get_global_id(1);
+  out[y * get_global_size(0) + x] = a[x] * 2.0f;
+}"""
+
+
+def test_an_array_that_follows_one_dimension_is_sized_by_what_the_check_touched(harness, tmp_path):
+    """``a`` holds one row (gsize[0] elements) but the analysis fits sizes against all work-items
+    on square-ish launches, so at (4096, 1) its fit under-sizes ``a``: the check's extents size it
+    (4096), a second check passes, the launch runs clean, and a new selector over the same store
+    gives the same arguments. An index below 0 cannot be helped by a size."""
+    from datagen.memargs import _needed
+    from instrument.harness import Harness
+    from instrument.rewrite import AccessExtent, instrument_kernel
+
+    k = Kernel(ROW, "row", dims=2)
+    params = kernel_signatures(ROW)["row"]
+    an = _analyse(harness, ROW, "row", dims=2)
+    assert memory_selector(an)(params, (4096, 1), (64, 1))[0].count < 4096       # the fit alone
+    sel = KERNEL_SELECTORS["memory"](harness, k, params, seed=0, cache_dir=tmp_path)
+    args = sel(params, (4096, 1), (64, 1))
+    by = {a.name: a for a in args}
+    assert by["a"].count == 4096 and by["out"].count >= 4096 and sel.last_grown == {"a": 4096}
+    with Harness(harness.device, meter="none", timeout_s=20) as h:
+        assert h.run(k, LaunchConfig((4096, 1), (64, 1), args), FAST).status == "ok"
+    again = KERNEL_SELECTORS["memory"](harness, k, params, seed=0, cache_dir=tmp_path)
+    assert again(params, (4096, 1), (64, 1)) == args and again.last_grown == {"a": 4096}
+    rr = instrument_kernel(k)
+    assert _needed(args, {"a": AccessExtent(-1, 10, 5, allocated=8)}, rr) == {}
+    assert _needed(args, {"a": AccessExtent(0, 9000, 5, allocated=4096)}, rr) == {"a": 9001}
