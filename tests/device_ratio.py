@@ -33,7 +33,7 @@ def local_profile_path(device) -> Path:
     """The bundled profile measured on ``device`` and its driver (``calib/profiles``); skip where
     none was: a prediction of this device's times is only as good as a profile of this device (the
     Zen 3 host's PoCL 3.0 leaves guarded kernels scalar, PoCL 3.1 on a Zen 5 vectorizes them, and
-    the rates differ 2-10x), and calibrating one takes ``calib --runs 3`` (about 20 min)."""
+    the rates differ 2-10x); ``calib --runs 3`` makes one (2.6 min on the Zen 5 host)."""
     name = bundled_profile_for(device)
     if name is None:
         pytest.skip(f"no bundled profile measured on {device.name} ({device.platform_version}); "
@@ -94,8 +94,9 @@ def measure_and_predict(harness, model: AnalyticalModel, source: str,
 def measured_ratio(harness, device, options: CalibOptions, keys: tuple[str, ...], source: str,
                    names: tuple[str, str], gsize: int, lsize: int, binds: list[ArgBinding]) -> Ratio:
     """Calibrate ``options`` on ``device``, put the calibrated ``keys`` into the bundled profile of
-    the device (:func:`local_profile`), then measure and predict kernels ``names[0]`` and ``names[1]`` of ``source`` at
-    ``gsize`` / ``lsize`` with ``binds``; the ratio is the first kernel's time over the second's."""
+    the device (:func:`local_profile`), then measure and predict kernels ``names[0]`` and
+    ``names[1]`` of ``source`` at ``gsize`` / ``lsize`` with ``binds``; the ratio is the first
+    kernel's time over the second's."""
     prof = local_profile(device)
     measured = Calibrator(device, harness, options=options).run()
     for k in keys:
