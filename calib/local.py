@@ -1,5 +1,6 @@
-"""The profile a command uses: a published or saved one by name or path, or the local device's own
-calibration, made once (``calib --quick``, about 10 s) and cached per device and driver."""
+"""The profile a command uses: a published or saved one by name or path, the bundled profile measured
+on the local device and driver, or the local device's own calibration, made once (``calib --quick``,
+about 10 s) and cached per device and driver."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from calib.profile import DeviceProfile, ProfileError, load_profile
+from calib.profile import DeviceProfile, ProfileError, bundled_profile_for, load_profile
 from instrument.backends import DeviceInfo, select_device
 from kernelcast.config import cache_dir, device_spec
 from kernelcast.errors import UsageError
@@ -29,10 +30,12 @@ def cached_profile_path(device: DeviceInfo) -> Path:
 
 def resolve_profile(spec: str | None, device: str | None = None, *,
                     on_calibrate: Callable[[str], None] | None = None) -> DeviceProfile:
-    """The profile ``spec`` names (a bundled name or a JSON path), or without one the cached
-    calibration of ``device`` (made with a quick calibration the first time; ``on_calibrate`` is
-    told before it starts). :class:`UsageError` for a profile that cannot be read, or one of another
-    device type (GPU / CPU) than ``device`` when both are given."""
+    """The profile ``spec`` names (a bundled name or a JSON path), or without one the bundled
+    profile measured on ``device`` and its driver (:func:`calib.profile.bundled_profile_for`: a
+    full calibration, idle, beats a quick one), else the cached calibration of ``device`` (made
+    with a quick calibration the first time; ``on_calibrate`` is told before it starts).
+    :class:`UsageError` for a profile that cannot be read, or one of another device type (GPU /
+    CPU) than ``device`` when both are given."""
     if spec:
         try:
             prof = load_profile(spec)
@@ -47,6 +50,11 @@ def resolve_profile(spec: str | None, device: str | None = None, *,
                 raise UsageError(f"--profile {spec}: {e}") from None
         return prof
     info = select_device(device_spec(device))
+    bundled = bundled_profile_for(info)
+    if bundled is not None:
+        prof = load_profile(bundled)
+        prof.origin = f"the bundled profile {bundled}, measured on this device and driver"
+        return prof
     path = cached_profile_path(info)
     if path.is_file():
         prof = DeviceProfile.load(path)

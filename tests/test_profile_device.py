@@ -135,3 +135,24 @@ def test_the_bundled_profile_measured_on_a_device_is_found_by_its_identity(devic
     found = bundled_profile_for(device)
     if found is not None:
         assert load_profile(found).device.name == device.name
+
+
+def test_without_a_profile_a_command_takes_the_one_measured_on_its_device(device, monkeypatch, tmp_path):
+    """No --profile: the bundled profile measured on the device and driver (a full calibration),
+    and only where none was, the device's cached quick calibration; nothing is calibrated here."""
+    import calib.local as local
+
+    monkeypatch.setenv("KERNELCAST_CACHE", str(tmp_path))
+    monkeypatch.setattr(local, "calibrate", lambda *a, **kw: pytest.fail("calibrated"))
+    monkeypatch.setattr(local, "bundled_profile_for", lambda info: "pocl-local")
+    prof = local.resolve_profile(None)
+    assert prof.values == load_profile("pocl-local").values and "bundled profile pocl-local" in prof.origin
+    # none measured on it: the cached calibration of this device
+    monkeypatch.setattr(local, "bundled_profile_for", lambda info: None)
+    from instrument.backends import select_device
+    from kernelcast.config import device_spec
+
+    cached = load_profile("a100")
+    cached.save(local.cached_profile_path(select_device(device_spec(None))))
+    prof = local.resolve_profile(None)
+    assert prof.values == cached.values and "cached calibration" in prof.origin
