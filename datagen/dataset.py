@@ -403,7 +403,9 @@ def pool_rounds(df: pd.DataFrame) -> pd.DataFrame:
     ``remeasure_reason = "round"``, :data:`datagen.generate.SWEEP_ROUNDS`) as one row each: the
     first measurement's row, its time columns recomputed from the samples (``times_us``) of all of
     its ok rounds, the energy columns the median over them, and ``time_rounds`` how many were
-    pooled. The round rows are dropped; a round whose first is missing or not ok is dropped too."""
+    pooled. The round rows are dropped; a round whose first is missing or not ok is dropped too.
+    Where the first window was measured again after a drifted reference check (an ok row of
+    ``remeasure_reason = "drift"``), that window takes the first's place in the pool."""
     if "remeasure_reason" not in df.columns:
         return df
     rounds = (df["remeasure_reason"] == "round").to_numpy()
@@ -414,6 +416,8 @@ def pool_rounds(df: pd.DataFrame) -> pd.DataFrame:
     out = df.loc[~rounds].copy()
     out["time_rounds"] = np.where(out["status"] == "ok", 1, np.nan) if "status" in out.columns else 1
     ok = df.loc[rounds & (df["status"] == "ok").to_numpy()]
+    redo = df[(df["remeasure_reason"] == "drift").to_numpy() & (df["status"] == "ok").to_numpy()]
+    drifted = dict(zip(redo["remeasure_of"], redo["times_us"]))    # first key -> its window measured again
     pos = {k: i for i, k in enumerate(out["row_key"])}
     cols = {c: out.columns.get_loc(c) for c in [*_POOLED_TIME, "times_us", "time_rounds", *_POOLED_ENERGY]
             if c in out.columns}
@@ -421,7 +425,7 @@ def pool_rounds(df: pd.DataFrame) -> pd.DataFrame:
         i = pos.get(first_key)
         if i is None or out.iat[i, out.columns.get_loc("status")] != "ok":
             continue
-        samples = _samples(out.iat[i, cols["times_us"]])
+        samples = _samples(drifted.get(first_key, out.iat[i, cols["times_us"]]))
         for v in extra["times_us"]:
             samples += _samples(v)
         if not samples:
@@ -444,7 +448,8 @@ def resolve_remeasured(df: pd.DataFrame) -> pd.DataFrame:
     """One row per configuration: a configuration's rounds pooled (:func:`pool_rounds`), then of
     a row and its re-measurements (``remeasure_of`` = its key) the pooled row when more than one
     round was pooled (the rounds, measured at other times, outvote any one window, also one measured
-    for noise, load or drift, whose pooled samples would have the larger CV), else a re-measurement
+    for noise, load or drift, whose pooled samples would have the larger CV; a drift re-measurement
+    is in the pool already, in the drifted window's place), else a re-measurement
     for drift if there is one, else of those measured while other processes left the CPUs alone
     (:func:`loaded`; all when none was) the one with the lowest ``time_cv``, under the original
     ``row_key``."""

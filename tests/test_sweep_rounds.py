@@ -53,13 +53,15 @@ def test_rounds_pool_into_the_first_row() -> None:
     res = resolve_remeasured(noisy).set_index("row_key")
     assert res.loc["c", "time_median_us"] == 6.0 and res.loc["a", "time_median_us"] == 11.0
     # but a configuration pooled from several rounds keeps its pool against one window measured
-    # again for noise or drift, although pooling across phases gives the pool the larger CV
-    for reason in ("noise", "drift"):
+    # again for noise or drift, although pooling across phases gives the pool the larger CV; a
+    # window measured again for drift replaces the drifted first window in the pool
+    for reason, median in (("noise", 11.0), ("drift", 10.0)):
         again = pd.concat([df, pd.DataFrame([_row(f"a~{reason[0]}1", [3.0, 3.0], of="a", reason=reason)])],
                           ignore_index=True)
         res = resolve_remeasured(again).set_index("row_key")
-        assert res.loc["a", "time_median_us"] == 11.0 and res.loc["a", "time_rounds"] == 3
+        assert res.loc["a", "time_median_us"] == median and res.loc["a", "time_rounds"] == 3
         assert res.loc["a", "remeasured"]
+    assert pool_rounds(again).set_index("row_key").loc["a", "repeats"] == 6    # [3, 3] + [20, 21] + [10, 10]
 
 
 def _options(rounds: int, samples: int = 1, sample_rounds: int = 1, sweeps: int = 1) -> DatagenOptions:
