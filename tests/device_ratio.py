@@ -64,21 +64,21 @@ class Ratio:
 
 
 def measure_and_predict(harness, model: AnalyticalModel, source: str,
-                        runs: dict[str, tuple[int, int, list[ArgBinding]]], policy=None, rounds: int = 3
-                        ) -> tuple[dict[str, float], dict[str, float]]:
+                        runs: dict[str, tuple[int | tuple[int, ...], int | tuple[int, ...], list[ArgBinding]]],
+                        policy=None, rounds: int = 3) -> tuple[dict[str, float], dict[str, float]]:
     """Measure (median us) and predict each kernel ``name`` of ``source`` at its own ``(gsize,
-    lsize, binds)`` of ``runs``. The kernels are measured in ``rounds`` interleaved rounds, one
-    kernel after the other in each, and each kernel's rounds pooled: the KVM host of this project
-    runs throughput-bound code 1.3-2x slower in phases of milliseconds to seconds, and two kernels
-    measured once each, back to back, can land in different phases (a copy measured 2.2x slower
-    than a gather of the same bytes once)."""
+    lsize, binds)`` of ``runs`` (sizes: an int, or a tuple for a 2D or 3D launch). The kernels are
+    measured in ``rounds`` interleaved rounds, one kernel after the other in each, and each
+    kernel's rounds pooled: the KVM host of this project runs throughput-bound code 1.3-2x slower
+    in phases of milliseconds to seconds, and two kernels measured once each, back to back, can
+    land in different phases (a copy measured 2.2x slower than a gather of the same bytes once)."""
     from instrument.runner import TimingPolicy, pool_rounds
 
     pol = policy or TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.02, max_repeats=50, max_time_s=2.0)
     measured: dict[str, list] = {name: [] for name in runs}
     for _ in range(rounds):
         for name, (gsize, lsize, binds) in runs.items():
-            m = harness.run(Kernel(source, name), LaunchConfig((gsize,), (lsize,), binds), pol)
+            m = harness.run(Kernel(source, name), LaunchConfig(_dims(gsize), _dims(lsize), binds), pol)
             assert m.status == "ok", m.reason
             measured[name].append(m)
     t, pred = {}, {}
@@ -86,9 +86,14 @@ def measure_and_predict(harness, model: AnalyticalModel, source: str,
         t[name] = pool_rounds(measured[name]).time.median_us
         args = [{"name": b.name, "kind": b.kind, "dtype": b.dtype, "count": b.count,
                  "value": None if b.kind != "scalar" else str(b.value)} for b in binds]
-        pred[name] = float(model.predict(pd.DataFrame([{"source": source, "kernel_name": name, "gsize": [gsize],
-                                                         "lsize": [lsize], "args": args}])).time_us[0])
+        pred[name] = float(model.predict(pd.DataFrame([{"source": source, "kernel_name": name,
+                                                         "gsize": list(_dims(gsize)), "lsize": list(_dims(lsize)),
+                                                         "args": args}])).time_us[0])
     return t, pred
+
+
+def _dims(size: int | tuple[int, ...]) -> tuple[int, ...]:
+    return size if isinstance(size, tuple) else (size,)
 
 
 def measured_ratio(harness, device, options: CalibOptions, keys: tuple[str, ...], source: str,

@@ -1,8 +1,9 @@
 """Branch fractions: which share of work-items (and of warps) takes each side of a condition.
 
 Conditions comparing a work-item id, group id, loop counter or ``id % c`` with a uniform value
-get exact fractions (``gid < n`` -> ``min(1, n/gsize0)``, ``lid == 0`` -> ``1/lsize0`` per item
-and ``min(1, warp/lsize0)`` per warp; ``&&`` multiplies, ``||`` adds, ``!`` swaps). Other
+get exact fractions (``gid < n`` -> ``min(1, n/gsize0)``, the row-major linear index of a 2D or
+3D launch ``y * get_global_size(0) + x < n`` -> ``min(1, n/(gsize0*gsize1))``, ``lid == 0`` ->
+``1/lsize0`` per item and ``min(1, warp/lsize0)`` per warp; ``&&`` multiplies, ``||`` adds, ``!`` swaps). Other
 conditions: a branch without ``else`` counts fully (it is mostly a guard), ``if/else`` counts
 each side 1/2 per item, and both sides fully per warp when the condition depends on work-item
 ids or loaded data.
@@ -77,6 +78,11 @@ def _poly_fraction(p: Poly | None) -> Frac | None:
 
 def _compare_fraction(op: str, lhs: Poly, rhs: Poly) -> Frac | None:
     d = lhs - rhs
+    lin = _linear_index(d)
+    if lin is not None:
+        f = _affine_fraction(op, *lin, lane=True)
+        if f is not None:
+            return f
     for x in sorted(d.atoms(), key=_range_preference):
         rng, lane = _range_of(x)
         if rng is None:
@@ -84,37 +90,71 @@ def _compare_fraction(op: str, lhs: Poly, rhs: Poly) -> Frac | None:
         coef = d.coefficient(x)
         if coef is None or coef.is_zero() or coef.deps & {WI, DATA, VAR}:
             continue
-        u = d - coef * Poly.atom(x)
-        ua = geo_printable(average(u, keep_geo=True))
-        n = geo_printable(average(rng, keep_geo=True))
-        ca = geo_printable(average(coef, keep_geo=True))
-        if ua is None or n is None or ca is None:
-            continue
-        # a symbolic coefficient (2*s in "2*s*lid + s < n") is taken as positive
-        a = coef.const_value() if coef.is_const() else Fraction(1)
-        t = -ua * (1 / a) if coef.is_const() else p_div(-ua, ca)
-        o = op
-        if a < 0:
-            o = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}[op]
-        # X takes the integers 0..n-1: P(X < t) = ceil(t)/n, P(X <= t) = (floor(t) + 1)/n
-        if o == "<":
-            it = p_clamp01(p_div(p_unary("ceil", t), n))
-        elif o == "<=":
-            it = p_clamp01(p_div(p_unary("floor", t) + 1, n))
-        elif o == ">":
-            it = ONE - p_clamp01(p_div(p_unary("floor", t) + 1, n))
-        elif o == ">=":
-            it = ONE - p_clamp01(p_div(p_unary("ceil", t), n))
-        elif o in ("==", "!="):
-            it = p_min(ONE, p_div(ONE, n))
-            wt = p_min(ONE, p_div(WARP, n)) if lane else it
-            we = ONE if lane else ONE - it
-            f = Frac(it, ONE - it, wt, we)
-            return f if o == "==" else f.swap()
-        else:
-            return None
-        return Frac(it, ONE - it, it, ONE - it)
+        f = _affine_fraction(op, coef, rng, d - coef * Poly.atom(x), lane)
+        if f is not None:
+            return f
     return None
+
+
+def _linear_index(d: Poly) -> tuple[Poly, Poly, Poly] | None:
+    """``d = c * (x0 + n0 * x1 [+ n0 * n1 * x2]) + u`` for the global ids ``x_i`` of a 2D or 3D
+    launch (``n_i`` their ranges: the row-major linear index ``y * get_global_size(0) + x``) and a
+    constant ``c``, with no other work-item id in ``u``: ``(c, n0 * n1 [* n2], u)``. The linear
+    index takes its ``n0 * n1`` values alike, so ``lin < n`` holds for ``n / (n0 * n1)`` of the
+    work-items; taken one id at a time, the other at its mean, it held for none."""
+    ids = {a.dim: a for a in d.atoms() if a.kind == "wi" and a.name.startswith("gid")}
+    x0 = ids.get(0)
+    if x0 is None or 1 not in ids or x0.rng is None:
+        return None
+    c = d.coefficient(x0)
+    if c is None or not c.is_const() or c.is_zero():
+        return None
+    rest, stride, dims = d - c * Poly.atom(x0), x0.rng, 1
+    for dim in (1, 2):
+        x = ids.get(dim)
+        if x is None or x.rng is None:
+            break
+        cx = rest.coefficient(x)
+        if cx is None or cx != c * stride:
+            return None
+        rest, stride, dims = rest - cx * Poly.atom(x), stride * x.rng, dims + 1
+    if dims < 2 or WI in rest.deps or DATA in rest.deps or VAR in rest.deps:
+        return None
+    return c, stride, rest
+
+
+def _affine_fraction(op: str, coef: Poly, rng: Poly, u: Poly, lane: bool) -> Frac | None:
+    """The fractions of ``coef * X + u  op  0`` for ``X`` taking ``rng`` values alike (``lane``:
+    varying across the lanes of a warp), ``u`` at its mean."""
+    ua = geo_printable(average(u, keep_geo=True))
+    n = geo_printable(average(rng, keep_geo=True))
+    ca = geo_printable(average(coef, keep_geo=True))
+    if ua is None or n is None or ca is None:
+        return None
+    # a symbolic coefficient (2*s in "2*s*lid + s < n") is taken as positive
+    a = coef.const_value() if coef.is_const() else Fraction(1)
+    t = -ua * (1 / a) if coef.is_const() else p_div(-ua, ca)
+    o = op
+    if a < 0:
+        o = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}[op]
+    # X takes the integers 0..n-1: P(X < t) = ceil(t)/n, P(X <= t) = (floor(t) + 1)/n
+    if o == "<":
+        it = p_clamp01(p_div(p_unary("ceil", t), n))
+    elif o == "<=":
+        it = p_clamp01(p_div(p_unary("floor", t) + 1, n))
+    elif o == ">":
+        it = ONE - p_clamp01(p_div(p_unary("floor", t) + 1, n))
+    elif o == ">=":
+        it = ONE - p_clamp01(p_div(p_unary("ceil", t), n))
+    elif o in ("==", "!="):
+        it = p_min(ONE, p_div(ONE, n))
+        wt = p_min(ONE, p_div(WARP, n)) if lane else it
+        we = ONE if lane else ONE - it
+        f = Frac(it, ONE - it, wt, we)
+        return f if o == "==" else f.swap()
+    else:
+        return None
+    return Frac(it, ONE - it, it, ONE - it)
 
 
 def _range_of(a: Atom) -> tuple[Poly | None, bool]:
