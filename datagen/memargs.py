@@ -85,8 +85,12 @@ from kernelcast.schema import ArgBinding, Kernel
 log = logging.getLogger(__name__)
 
 ANALYSIS_VERSION = 2
-#: the version of the verified settings kept beside an analysis (bump when the checks change)
-VERIFIED_VERSION = 2
+#: the format of the file of verified settings kept beside an analysis (part of its name)
+VERIFIED_FORMAT = 1
+#: the version of the checks behind a stored outcome: a configuration no setting passed under an
+#: older version is checked again (2: buffers grown to what the check touched); a setting that
+#: passed stays valid
+CHECK_VERSION = 2
 DEFAULT_CANDIDATES: tuple[int | str, ...] = (1, 4, "gsize", "4*gsize", 16, 32, 256)
 #: a setting is *good* when, for every argument, the share of work-items touching it is at least
 #: this fraction of the best share any setting of the kernel reaches (see :func:`setting_scores`)
@@ -780,7 +784,8 @@ def _bytes(setting: Setting, gsize: tuple[int, ...], sizes: dict[str, int]) -> i
 
 
 def _append_verified(path: Path, key: tuple[Any, ...], outcome: Verified | str) -> None:
-    rec: dict[str, Any] = {"gsize": list(key[0]), "lsize": list(key[1]) if key[1] is not None else None}
+    rec: dict[str, Any] = {"gsize": list(key[0]), "lsize": list(key[1]) if key[1] is not None else None,
+                           "v": CHECK_VERSION}
     if isinstance(outcome, str):
         rec["unsupported"] = outcome
     else:
@@ -794,8 +799,9 @@ def _append_verified(path: Path, key: tuple[Any, ...], outcome: Verified | str) 
 
 
 def _read_verified(path: Path) -> dict[tuple[Any, ...], Verified | str]:
-    """The verified settings of :func:`_append_verified`'s file (a torn or foreign line is skipped:
-    that configuration is checked again)."""
+    """The verified settings of :func:`_append_verified`'s file (a torn or foreign line is skipped,
+    and so is a failure found by older checks than :data:`CHECK_VERSION`: that configuration is
+    checked again; a later line of a configuration replaces an earlier one)."""
     out: dict[tuple[Any, ...], Verified | str] = {}
     if not path.is_file():
         return out
@@ -805,7 +811,8 @@ def _read_verified(path: Path) -> dict[tuple[Any, ...], Verified | str]:
             key = (tuple(int(g) for g in rec["gsize"]),
                    tuple(int(v) for v in rec["lsize"]) if rec["lsize"] is not None else None)
             if "unsupported" in rec:
-                out[key] = str(rec["unsupported"])
+                if int(rec.get("v", 1)) >= CHECK_VERSION:
+                    out[key] = str(rec["unsupported"])
             else:
                 act = rec.get("activity")
                 out[key] = Verified(int(rec["setting"]), Activity(**act) if act is not None else None,
@@ -819,7 +826,8 @@ def _read_verified(path: Path) -> dict[tuple[Any, ...], Verified | str]:
             key = (tuple(int(g) for g in rec["gsize"]),
                    tuple(int(v) for v in rec["lsize"]) if rec["lsize"] is not None else None)
             if "unsupported" in rec:
-                out[key] = str(rec["unsupported"])
+                if int(rec.get("v", 1)) >= CHECK_VERSION:
+                    out[key] = str(rec["unsupported"])
             else:
                 act = rec.get("activity")
                 out[key] = (int(rec["setting"]), Activity(**act) if act is not None else None)
@@ -873,7 +881,7 @@ def kernel_selector(harness: Any, kernel: Kernel, params: list[KernelParam] | No
         if cache_dir is not None:     # the verified settings, beside the analysis they belong to
             key_opts = {k: v for k, v in options.items() if k != "device_limits"}
             key = _cache_key(kernel, harness, {**key_opts, "seed": seed, "mem_cap_bytes": mem_cap_bytes,
-                                               "rank": rank, "verified": VERIFIED_VERSION})
+                                               "rank": rank, "verified": VERIFIED_FORMAT})
             store = Path(cache_dir) / f"{kernel.name}-{key}.verified.jsonl"
     return memory_selector(an, seed=seed, mem_cap_bytes=mem_cap_bytes, harness=harness if verify else None,
                            rewrite=rewrite, rank=rank, store=store)

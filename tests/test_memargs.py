@@ -416,3 +416,24 @@ def test_an_array_that_follows_one_dimension_is_sized_by_what_the_check_touched(
     rr = instrument_kernel(k)
     assert _needed(args, {"a": AccessExtent(-1, 10, 5, allocated=8)}, rr) == {}
     assert _needed(args, {"a": AccessExtent(0, 9000, 5, allocated=4096)}, rr) == {"a": 9001}
+
+
+def test_a_failure_found_by_older_checks_is_checked_again(tmp_path):
+    """A store written before the checks grew buffers: its passing settings stand, its failures
+    are checked again (they may pass now); the newest line of a configuration wins."""
+    from datagen.memargs import CHECK_VERSION, _read_verified
+
+    store = tmp_path / "k.verified.jsonl"
+    store.write_text("\n".join([
+        json.dumps({"gsize": [64], "lsize": [8], "setting": 2, "activity": None}),
+        json.dumps({"gsize": [128], "lsize": [8], "unsupported": "k: no setting passes"}),
+        json.dumps({"gsize": [256], "lsize": None, "unsupported": "k: none", "v": CHECK_VERSION}),
+        json.dumps({"gsize": [512], "lsize": [8], "unsupported": "k: old", "v": CHECK_VERSION}),
+        json.dumps({"gsize": [512], "lsize": [8], "setting": 1, "activity": None, "grown": {"a": 9},
+                    "v": CHECK_VERSION}),
+        '{"gsize": [1024], "lsi',
+    ]) + "\n")
+    got = _read_verified(store)
+    assert got[((64,), (8,))].setting == 2 and ((128,), (8,)) not in got
+    assert got[((256,), None)] == "k: none"
+    assert got[((512,), (8,))].grown == {"a": 9} and len(got) == 3
