@@ -163,25 +163,50 @@ REDUCTION_OPS = ("+=", "-=", "|=", "&=", "^=")
 
 def reduction_only(parts: list[ci.Cursor], keys: set[int]) -> bool:
     """Whether every assignment in ``parts`` to a variable of ``keys`` is a reduction step: a
-    compound ``+=``/``-=``/``|=``/``&=``/``^=`` whose right-hand side does not read it, or ``++``/``--``
-    (not ``s = s * a + c``, a recurrence the loop vectorizer cannot split)."""
+    compound ``+=``/``-=``/``|=``/``&=``/``^=`` whose right-hand side does not read it, ``++``/``--``,
+    or ``s = max(s, e)`` / ``min`` with ``e`` not reading it (not ``s = s * a + c``, a recurrence
+    the loop vectorizer cannot split)."""
     for p in parts:
         for x in p.walk_preorder():
             if x.kind == K.COMPOUND_ASSIGNMENT_OPERATOR:
                 lhs, rhs = list(x.get_children())
                 k = _base_var(lhs)
-                if k in keys and (_cx.binary_op(x) not in REDUCTION_OPS or any(
-                        r.kind == K.DECL_REF_EXPR and r.referenced is not None and r.referenced.hash == k
-                        for r in rhs.walk_preorder())):
+                if k in keys and (_cx.binary_op(x) not in REDUCTION_OPS or _reads(rhs, k)):
                     return False
             elif x.kind == K.BINARY_OPERATOR and _cx.binary_op(x) == "=":
-                if _base_var(list(x.get_children())[0]) in keys:
+                lhs, rhs = list(x.get_children())
+                k = _base_var(lhs)
+                if k in keys and not _min_max_step(rhs, k):
                     return False
             elif x.kind == K.UNARY_OPERATOR and _cx.unary_op(x) == "&":
                 ch = list(x.get_children())
                 if ch and _base_var(ch[0]) in keys:
                     return False
     return True
+
+
+def _reads(c: ci.Cursor, key: int | None) -> bool:
+    return any(r.kind == K.DECL_REF_EXPR and r.referenced is not None and r.referenced.hash == key
+               for r in c.walk_preorder())
+
+
+def _min_max_step(rhs: ci.Cursor, key: int | None) -> bool:
+    """``rhs`` is ``max(s, e)`` or ``min(s, e)`` (either order) of the variable ``key`` and an ``e``
+    that does not read it: an integer min / max reduction, which the loop vectorizer splits into
+    lanes (its callers admit integer variables only: a float ``fmin`` chain is not reordered)."""
+    c = rhs
+    while c.kind in (K.PAREN_EXPR, K.UNEXPOSED_EXPR):
+        ch = list(c.get_children())
+        if len(ch) != 1:
+            return False
+        c = ch[0]
+    if c.kind != K.CALL_EXPR or c.spelling not in ("max", "min"):
+        return False
+    args = list(c.get_arguments())
+    if len(args) != 2:
+        return False
+    mine = [_base_var(a) == key for a in args]
+    return sum(mine) == 1 and not _reads(args[mine.index(False)], key)
 
 
 def _base_var(c: ci.Cursor) -> int | None:
