@@ -46,6 +46,24 @@ def local_profile(device) -> DeviceProfile:
     return load_profile(local_profile_path(device))
 
 
+def known_miss(device, profile: str, what: str):
+    """A context in which an AssertionError becomes an expected failure on the device whose bundled
+    profile is ``profile`` (a miss of the model measured and reported there, ``what`` naming it with
+    its figures); elsewhere it fails as usual."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def ctx():
+        try:
+            yield
+        except AssertionError as e:
+            if bundled_profile_for(device) == profile:
+                pytest.xfail(f"known miss on {profile}: {what} ({str(e).splitlines()[0][:300]})")
+            raise
+
+    return ctx()
+
+
 def require_pocl_cpu(device) -> None:
     """Skip unless ``device`` is a PoCL CPU device (the tests state facts measured on PoCL)."""
     if "pocl" not in (device.platform_name + device.platform_version).lower() or device.type != "CPU":
@@ -105,7 +123,7 @@ def measured_ratio(harness, device, options: CalibOptions, keys: tuple[str, ...]
     prof = local_profile(device)
     measured = Calibrator(device, harness, options=options).run()
     for k in keys:
-        assert measured.get(k), f"calibration gave no {k}"
+        assert measured.get(k) is not None, f"calibration gave no {k}"   # 0: e.g. no call cost
         prof.values[k] = measured.values[k]
     t, pred = measure_and_predict(harness, AnalyticalModel(prof), source,
                                   {name: (gsize, lsize, binds) for name in names})
