@@ -820,20 +820,6 @@ def _read_verified(path: Path) -> dict[tuple[Any, ...], Verified | str]:
         except (ValueError, KeyError, TypeError, AttributeError):
             log.debug("%s: skipped an unreadable line", path)
     return out
-    for line in path.read_text().splitlines():
-        try:
-            rec = json.loads(line)
-            key = (tuple(int(g) for g in rec["gsize"]),
-                   tuple(int(v) for v in rec["lsize"]) if rec["lsize"] is not None else None)
-            if "unsupported" in rec:
-                if int(rec.get("v", 1)) >= CHECK_VERSION:
-                    out[key] = str(rec["unsupported"])
-            else:
-                act = rec.get("activity")
-                out[key] = (int(rec["setting"]), Activity(**act) if act is not None else None)
-        except (ValueError, KeyError, TypeError, AttributeError):
-            log.debug("%s: skipped an unreadable line", path)
-    return out
 
 
 def _cache_key(kernel: Kernel, harness: Any, options: dict[str, Any]) -> str:
