@@ -5,6 +5,8 @@ interleaved rounds cancels most of the host load both share)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,22 +48,17 @@ def local_profile(device) -> DeviceProfile:
     return load_profile(local_profile_path(device))
 
 
-def known_miss(device, profile: str, what: str):
+@contextmanager
+def known_miss(device, profile: str, what: str) -> Iterator[None]:
     """A context in which an AssertionError becomes an expected failure on the device whose bundled
     profile is ``profile`` (a miss of the model measured and reported there, ``what`` naming it with
     its figures); elsewhere it fails as usual."""
-    import contextlib
-
-    @contextlib.contextmanager
-    def ctx():
-        try:
-            yield
-        except AssertionError as e:
-            if bundled_profile_for(device) == profile:
-                pytest.xfail(f"known miss on {profile}: {what} ({str(e).splitlines()[0][:300]})")
-            raise
-
-    return ctx()
+    try:
+        yield
+    except AssertionError as e:
+        if bundled_profile_for(device) == profile:
+            pytest.xfail(f"known miss on {profile}: {what} ({str(e).splitlines()[0][:300]})")
+        raise
 
 
 def require_pocl_cpu(device) -> None:
