@@ -245,7 +245,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
           + (f"; blend: {weights.kind}" if weights is not None else ""))
     if ps is not None and ps.offsets:
         for m, o in ps.offsets.items():
-            print(f"{m}: {o.describe()}" if o.k else f"{m}: not corrected (no measured configuration it predicts)")
+            unmeasured = ~np.isfinite(res["measured_us"].to_numpy(dtype=np.float64))
+            factors = (res[f"{m}_us"] / res[f"{m}_raw_us"]).to_numpy(dtype=np.float64)[unmeasured]
+            print(f"{m}: {o.describe(factors)}" if o.k else f"{m}: not corrected (no measured configuration it "
+                                                             f"predicts)")
         n_meas = int(np.isfinite(res["measured_us"]).sum())
         if n_meas:
             print(f"{n_meas} of these configuration(s) were measured (--measured): their predictions are the "
@@ -319,7 +322,7 @@ def _check_kt_format(args: argparse.Namespace) -> Path | None:
 def cmd_tune(args: argparse.Namespace) -> int:
     from calib.local import resolve_profile
     from kernelcast.argspec import parse_size
-    from models.fewshot import DEFAULT_SHRINK_PRIOR, Offset, fit_offset
+    from models.fewshot import DEFAULT_SHRINK_PRIOR, Offset, fit_offset, launch_log2_items, shape_inputs
     from models.predict import (
         bind_arguments,
         complete_bindings,
@@ -385,12 +388,18 @@ def cmd_tune(args: argparse.Namespace) -> int:
     t_raw, e = sc.time_us, sc.energy_j
     prior = sc.calibration.prior if sc.calibration is not None else DEFAULT_SHRINK_PRIOR
     within_var = sc.calibration.within_var if sc.calibration is not None else None
+    shape = sc.calibration.shape if sc.calibration is not None else None
+    launch = np.column_stack(launch_log2_items([r["gsize"] for r in rows], [r["lsize"] for r in rows]))
     offset: Offset | None = None
     shots_pred: list[float] = []
+    shots_launch = np.zeros((0, 2))
     if mframe is not None:
         shots_pred = [float(x) for x in score_configurations(mframe, profile, tab).time_us]
-        offset = fit_offset(m_us, shots_pred, prior, within_var)
-    t = offset.apply(t_raw) if offset is not None else t_raw
+        shots_launch = np.column_stack(launch_log2_items(
+            mframe["gsize"].tolist(), mframe["lsize"].tolist() if "lsize" in mframe.columns else [None] * len(mframe)))
+        offset = fit_offset(m_us, shots_pred, prior, within_var, shape,
+                            shape_inputs(shots_launch[:, 0], shots_launch[:, 1], shots_pred))
+    t = offset.apply(t_raw, shape_inputs(launch[:, 0], launch[:, 1], t_raw)) if offset is not None else t_raw
     # intervals (and a correction) are shown with --model or --measured; the other outputs are unchanged
     detailed = tab is not None or ms is not None
     lo, hi = sc.intervals(t, offset)
@@ -438,7 +447,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         return 0
     ctx = _TuneContext(args, kernel, rows, order, t_raw, sc, prior, within_var=within_var,
                        objective_time=args.objective != "energy" or not have_energy,
-                       shots_us=[float(x) for x in m_us] if m_us is not None else [], shots_pred=shots_pred)
+                       shots_us=[float(x) for x in m_us] if m_us is not None else [], shots_pred=shots_pred,
+                       shape=shape, launch=launch, shots_launch=shots_launch)
     if args.json:
         measured = _measure_top(ctx) if args.measure_top else None
         keys = ("rank", "gsize", "lsize", "power_cap_w", "pred_us", "pred_energy_j", "bound", "occupancy")
@@ -472,7 +482,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
           f"({len(rows) / max(dt, 1e-9):.0f}/s); profile {dev.name}"
           + (f"; model tabular {args.model}" if tab is not None else ""))
     if offset is not None:
-        print(offset.describe() if offset.k else "not corrected: no measured configuration the model predicts")
+        print(offset.describe(t / t_raw) if offset.k else "not corrected: no measured configuration the model "
+                                                          "predicts")
     print(label)
     print(fmt_table(table, header))
     for line in _count_lines(pd.DataFrame({"explanation": explanation[:1]})):
@@ -498,15 +509,34 @@ def _fnum(x: float | None, digits: int = 3) -> str:
 
 class _TuneContext:
     """What ``tune --measure-top`` needs: the candidates, the scoring model's raw predictions, the
-    shots from ``--measured`` and the shrinkage prior."""
+    shots from ``--measured``, the shrinkage and shape priors and the launch inputs (log2 work-items,
+    log2 work-group size) of the candidates and of the shots."""
 
     def __init__(self, args: argparse.Namespace, kernel: Any, rows: list[dict[str, Any]], order: np.ndarray,
                  t_raw: np.ndarray, scored: Any, prior: float, *, objective_time: bool, shots_us: list[float],
-                 shots_pred: list[float], within_var: float | None = None) -> None:
+                 shots_pred: list[float], within_var: float | None = None, shape: Any = None,
+                 launch: np.ndarray | None = None, shots_launch: np.ndarray | None = None) -> None:
         self.args, self.kernel, self.rows, self.order = args, kernel, rows, order
-        self.within_var = within_var
+        self.within_var, self.shape = within_var, shape
         self.t_raw, self.scored, self.prior, self.objective_time = t_raw, scored, prior, objective_time
         self.shots_us, self.shots_pred = shots_us, shots_pred
+        self.launch = launch if launch is not None else np.zeros((len(rows), 2))
+        self.shots_launch = shots_launch if shots_launch is not None else np.zeros((0, 2))
+
+    def correction(self, shots_us: list[float], shots_pred: list[float], shots: list[int]) -> Any:
+        """The kernel's correction from the shots of the file and the measured candidates ``shots``
+        (their times ``shots_us`` and predictions ``shots_pred`` follow the file's)."""
+        from models.fewshot import fit_offset, shape_inputs
+
+        launch = np.vstack([self.shots_launch, self.launch[shots]]) if shots else self.shots_launch
+        return fit_offset(shots_us, shots_pred, self.prior, self.within_var, self.shape,
+                          shape_inputs(launch[:, 0], launch[:, 1], shots_pred) if len(shots_pred) else None)
+
+    def corrected(self, offset: Any) -> np.ndarray:
+        """Every candidate's prediction corrected by ``offset``."""
+        from models.fewshot import shape_inputs
+
+        return offset.apply(self.t_raw, shape_inputs(self.launch[:, 0], self.launch[:, 1], self.t_raw))
 
 
 def _measure_top(ctx: _TuneContext) -> dict[str, Any]:
@@ -519,9 +549,10 @@ def _measure_top(ctx: _TuneContext) -> dict[str, Any]:
     corrected prediction; the first ``max(--top, K)`` and every measured one) and the final choice
     (the fastest measured configuration).
 
-    The offset is one factor for the kernel, so it re-ranks the unmeasured candidates among the
-    measured ones but not among themselves; shrunk toward the model, it leaves the unmeasured
-    ones' corrected predictions between the model's and the measurements' level.
+    Without a shape prior (no ``--model``) the correction is one factor for the kernel, so it
+    re-ranks the unmeasured candidates among the measured ones but not among themselves; with a
+    tabular model's shape prior it depends on the configuration (:mod:`models.fewshot`), so a
+    measurement moves the candidates near it more than those far from it and can reorder them.
 
     With ``--measure-rounds N`` (> 1) the measured configurations are then measured N - 1 times
     more, one after the other in each round, and each one's rounds pooled (as datagen's sweeps):
@@ -533,7 +564,6 @@ def _measure_top(ctx: _TuneContext) -> dict[str, Any]:
     from kernelcast.config import device_spec
     from kernelcast.metrics import spearman
     from kernelcast.schema import ArgBinding, LaunchConfig
-    from models.fewshot import fit_offset
 
     rows, t_raw = ctx.rows, ctx.t_raw
     k_max = min(int(ctx.args.measure_top), len(rows))
@@ -543,12 +573,13 @@ def _measure_top(ctx: _TuneContext) -> dict[str, Any]:
     runs: dict[int, list[Any]] = {}
     configs: dict[int, Any] = {}
     shots_us, shots_pred = list(ctx.shots_us), list(ctx.shots_pred)
+    mine: list[int] = []                # the candidates measured so far with a time
     with Harness(device, meter="auto") as h:
         for _ in range(k_max):
-            factor = fit_offset(shots_us, shots_pred, ctx.prior, ctx.within_var).factor
+            now = ctx.corrected(ctx.correction(shots_us, shots_pred, mine))
             left = [int(i) for i in ctx.order if int(i) not in got]
             if ctx.objective_time:      # stable: ties keep the initial order
-                left.sort(key=lambda i: t_raw[i] * factor)
+                left.sort(key=lambda i: now[i])
             i = left[0]
             r = rows[i]
             binds = [ArgBinding(a["name"], a["kind"], a["dtype"], a["count"], a["value"], a.get("init", "random"))
@@ -562,6 +593,7 @@ def _measure_top(ctx: _TuneContext) -> dict[str, Any]:
             if np.isfinite(val):
                 shots_us.append(val)
                 shots_pred.append(float(t_raw[i]))
+                mine.append(i)
         again = [i for i in seq if np.isfinite(got[i])]
         for _ in range(int(getattr(ctx.args, "measure_rounds", None) or MEASURE_ROUNDS) - 1):
             if len(again) < 2:
@@ -592,8 +624,8 @@ def _measure_top(ctx: _TuneContext) -> dict[str, Any]:
         gap = json_number((meas[best_pred] - meas[best_meas]) / meas[best_meas] * 100) \
             if np.isfinite(meas[best_pred]) else None
         rho = json_number(spearman(p[ok], meas[ok]))
-    offset = fit_offset(shots_us, shots_pred, ctx.prior, ctx.within_var)
-    t_corr = offset.apply(t_raw)
+    offset = ctx.correction(shots_us, shots_pred, [i for i in seq if np.isfinite(got[i])])
+    t_corr = ctx.corrected(offset)
     lo, hi = ctx.scored.intervals(t_corr, offset)
     key = np.array([got[i] if i in got and np.isfinite(got[i]) else t_corr[i] for i in range(len(rows))])
     reranked = sorted(range(len(rows)), key=lambda i: (key[i], 0 if i in got else 1))
@@ -616,7 +648,8 @@ def _print_reranked(measured: dict[str, Any], interval_note: str) -> None:
     off = measured["correction"]
     n_own = len(measured["rows"])
     print(f"\nafter {n_own} measurement(s): "
-          + (f"corrected by x{off['factor']:.3g} from {off['k']} measured configuration{'s' if off['k'] != 1 else ''}"
+          + (f"corrected by {'configuration (shape correction), offset ' if off.get('shape') else ''}"
+             f"x{off['factor']:.3g} from {off['k']} measured configuration{'s' if off['k'] != 1 else ''}"
              f" (shrunk by {off['k']}/({off['k']}+{off['prior']:.3g}))" if off["k"] else "no correction (no "
              "measurement succeeded)"))
     print("re-ranked (measured time where measured, else the corrected prediction):")
@@ -643,7 +676,9 @@ def add_parsers(sub: Any) -> None:
                                    "with the analytical model, the learned model and their blend, with the "
                                    "analytical explanation (bound, occupancy, coalescing). A tabular model "
                                    "adds 90% intervals (out-of-fold residual quantiles); --measured corrects "
-                                   "every prediction by the kernel's offset from measured configurations.")
+                                   "every prediction by the kernel's offset from measured configurations (with a "
+                                   "tabular model also by configuration: a shape correction over size, "
+                                   "work-group size and prediction).")
     p.add_argument("--kernel", required=True, help="OpenCL C source file")
     p.add_argument("--name", help="kernel name (needed when the file has several)")
     p.add_argument("--gsize", help="global size: N, NxM or NxMxK")
@@ -664,7 +699,8 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--measured", metavar="FILE",
                    help="measured configurations of this kernel (CSV: gsize, lsize, time_us and argument columns; or "
                         "the JSON of 'kernelcast measure --json', one object or a list): every prediction is "
-                        "corrected by the kernel's offset log2(measured/predicted)")
+                        "corrected by the kernel's offset log2(measured/predicted), and with a tabular model's "
+                        "shape prior by how close it is to the measured configurations")
     p.add_argument("--profile", help="device profile: a bundled name (a100, v100, h100, rtx4090) or a JSON path; "
                                      "default: this machine's device, calibrated on first use")
     p.add_argument("--device", help="OpenCL device whose profile to use when --profile is not given")
@@ -701,7 +737,8 @@ def add_parsers(sub: Any) -> None:
                    help="measure them first: one instrumented launch on the local device with the --arg values and "
                         "files (NAME=@FILE.npy)")
     p.add_argument("--measured", metavar="FILE", help="measured configurations of this kernel (as predict --measured): "
-                                                      "predictions corrected by the kernel's offset")
+                                                      "predictions corrected by the kernel's offset (and shape, "
+                                                      "with --model)")
     p.add_argument("--measure-top", type=positive_int, metavar="K",
                    help="measure the predicted best K on the device, one at a time, re-ranking the rest by the "
                         "corrected prediction after each measurement")

@@ -35,6 +35,25 @@ MAPE tail was a few kernels (``pa_blocked_scale``: 13-72 % of the whole 3-shot A
 seed), measured on problems whose residuals differ widely: its three shots disagreed, and their
 plain mean scaled the kernel's other rows by up to x279.
 
+**Shape.** A per-kernel offset cannot fix a model's error in the *shape* of a kernel's times
+across its configurations (on this host's data the best single factor per kernel still leaves a
+MAPE of 18 %, against 21-22 % for three shots). With a :class:`ShapePrior` the correction is a
+Gaussian process in log2 space over the configuration, ``r(x) = b + g(x) + e``: ``b`` the kernel's
+offset (variance ``offset_sd**2``), ``g`` a smooth function of ``x`` = (log2 global work-items,
+log2 work-items per group, log2 of the model's own prediction) with squared-exponential
+covariance (``shape_sd**2``, one length scale per input), ``e`` measurement noise
+(``noise_sd**2``). The corrected log residual of a configuration is the posterior mean given the
+shots, so a configuration near a measured one takes most of that measurement's residual, one far
+from every shot takes their shrunk mean (the offset above). Kernels whose shots scatter more than
+the prior expects have their shape and noise variances scaled up by the pooled ratio (as
+``kernel_prior`` does for the offset), so disagreeing shots move the prediction less. The prior's
+variances and length scales are fitted by maximising the marginal likelihood of the residuals of
+training kernels (:func:`fit_shape_prior`; each kernel an independent draw); a tabular model
+stores the fit of its own out-of-fold residuals, ``evaluate`` fits it on the other folds.
+Measured on ds8m + ds8s (``exp/s15/gp.py`` over ``evaluate``'s OOF predictions, same shots):
+3-shot MAPE of the tabular model 21.8 / 22.5 / 21.4 % (fold seeds 0-2) with the offset, 20.7 / 21.1
+/ 17.8 % with the shape; median APE 12.3 / 12.9 / 12.7 -> 9.8 / 9.9 / 9.1 %.
+
 A configuration that was itself measured is predicted by its measurement (the geometric mean of
 its measured times), not by the corrected model: with the kernel offset and the configuration's
 own deviation from it both observed, only the measurement noise is left, which is small next to
@@ -52,7 +71,7 @@ from __future__ import annotations
 import csv
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,6 +89,13 @@ MIN_PRIOR, MAX_PRIOR = 0.01, 10.0
 #: time columns a measured CSV may use (the first present wins)
 TIME_COLUMNS = ("time_us", "time_median_us")
 KERNEL_COLUMNS = ("kernel_name", "kernel")
+#: inputs of the shape correction, one column each of :func:`shape_inputs`
+SHAPE_INPUTS = ("log2_items", "log2_wg_items", "log2_predicted_us")
+#: rows per kernel (a seeded sample of larger kernels) and kernels a shape prior is fitted on: the fit
+#: is one small Cholesky factorisation per kernel per step, bounded by these
+SHAPE_FIT_ROWS, SHAPE_FIT_KERNELS = 24, 600
+#: kernels with two residuals or more a shape prior needs
+SHAPE_MIN_KERNELS = 8
 
 
 class MeasuredFileError(InputError, ValueError):
@@ -91,6 +117,8 @@ class Offset:
     residuals: list[float]
     prior: float = DEFAULT_SHRINK_PRIOR
     within_var: float | None = None       # pooled within-kernel variance s_w**2 (log2**2), if known
+    shape: ShapePrior | None = None        # the shape correction's prior (module docstring), if known
+    x: np.ndarray | None = None            # the shots' inputs (rows of shape_inputs), with ``shape``
 
     @property
     def k(self) -> int:
@@ -134,32 +162,225 @@ class Offset:
         r = np.asarray(self.residuals)
         return float(np.max(np.abs(r - r.mean())))
 
-    def apply(self, predicted_us: Any) -> np.ndarray:
-        return np.asarray(predicted_us, dtype=np.float64) * self.factor
+    @property
+    def shaped(self) -> bool:
+        """Whether the correction depends on the configuration (a shape prior and the shots' inputs)."""
+        return self.shape is not None and self.x is not None and self.k > 0
 
-    def describe(self) -> str:
-        """``corrected by x1.83 from 3 measured configurations (...)``."""
+    def log2_at(self, x: Any) -> np.ndarray:
+        """The correction (log2 units) at configurations with inputs ``x`` (rows of
+        :func:`shape_inputs`): the shape posterior mean when :attr:`shaped`, else :attr:`log2`."""
+        xa = np.atleast_2d(np.asarray(x, dtype=np.float64))
+        if not self.shaped:
+            return np.full(len(xa), self.log2)
+        assert self.shape is not None and self.x is not None
+        return self.shape.posterior_mean(self.x, np.asarray(self.residuals), xa)
+
+    def apply(self, predicted_us: Any, x: Any = None) -> np.ndarray:
+        """The predictions corrected: by the configuration-dependent correction at inputs ``x`` when
+        :attr:`shaped` and ``x`` is given, else by :attr:`factor`."""
+        p = np.asarray(predicted_us, dtype=np.float64)
+        if x is None or not self.shaped:
+            return p * self.factor
+        return p * np.exp2(self.log2_at(x))
+
+    def describe(self, factors: Any = None) -> str:
+        """``corrected by x1.83 from 3 measured configurations (...)``; with a shape correction and
+        the ``factors`` it applied, their range."""
         n = f"{self.k} measured configuration{'s' if self.k != 1 else ''}"
+        f = np.asarray(factors if factors is not None else [], dtype=np.float64)
+        f = f[np.isfinite(f)]
+        if self.shaped and len(f):
+            return (f"corrected by configuration from {n}: x{f.min():.3g} to x{f.max():.3g} (shape correction over "
+                    f"size, work-group size and prediction; mean log2(measured/predicted) {self.mean_log2:+.3f})")
         return (f"corrected by x{self.factor:.3g} from {n} (mean log2(measured/predicted) {self.mean_log2:+.3f}, "
                 f"shrunk by {self.k}/({self.k}+{self.kernel_prior:.3g}) = {self.shrink:.3f})")
 
     def to_dict(self) -> dict[str, Any]:
         return {"k": self.k, "factor": self.factor, "offset_log2": self.log2, "mean_log2": self.mean_log2,
                 "shrink": self.shrink, "prior": self.kernel_prior, "pooled_prior": self.prior,
-                "within_var": self.within_var, "spread_log2": self.spread, "residuals_log2": list(self.residuals)}
+                "within_var": self.within_var, "spread_log2": self.spread, "residuals_log2": list(self.residuals),
+                "shape": self.shape.to_dict() if self.shaped and self.shape is not None else None}
 
 
 def fit_offset(measured_us: Any, predicted_us: Any, prior: float = DEFAULT_SHRINK_PRIOR,
-               within_var: float | None = None) -> Offset:
+               within_var: float | None = None, shape: ShapePrior | None = None, x: Any = None) -> Offset:
     """The :class:`Offset` of measured times against the model's predictions of the same
     configurations (pairs where either is not a positive finite number are left out); ``prior`` and
-    ``within_var`` as in :class:`Offset`."""
+    ``within_var`` as in :class:`Offset`; with ``shape`` and the shots' inputs ``x`` (rows of
+    :func:`shape_inputs`, one per measurement) the correction depends on the configuration."""
     m = np.atleast_1d(np.asarray(measured_us, dtype=np.float64))
     p = np.atleast_1d(np.asarray(predicted_us, dtype=np.float64))
     if m.shape != p.shape:
         raise ValueError(f"{len(m)} measurements for {len(p)} predictions")
     ok = np.isfinite(m) & np.isfinite(p) & (m > 0) & (p > 0)
-    return Offset([float(x) for x in np.log2(m[ok] / p[ok])], prior, within_var)
+    xs = None
+    if shape is not None and x is not None:
+        xa = np.atleast_2d(np.asarray(x, dtype=np.float64))
+        if len(xa) != len(m):
+            raise ValueError(f"{len(xa)} shape inputs for {len(m)} measurements")
+        ok &= np.isfinite(xa).all(axis=1)
+        xs = xa[ok]
+    return Offset([float(v) for v in np.log2(m[ok] / p[ok])], prior, within_var,
+                  shape if xs is not None else None, xs)
+
+
+def shape_inputs(log2_items: Any, log2_wg_items: Any, predicted_us: Any) -> np.ndarray:
+    """The inputs of the shape correction (:data:`SHAPE_INPUTS`), one row per configuration:
+    log2 global work-items, log2 work-items per group, log2 of the model's prediction (NaN where it
+    is not a positive number)."""
+    p = np.asarray(predicted_us, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lp = np.where(np.isfinite(p) & (p > 0), np.log2(np.where(p > 0, p, 1.0)), np.nan)
+    return np.column_stack([np.asarray(log2_items, dtype=np.float64), np.asarray(log2_wg_items, dtype=np.float64), lp])
+
+
+def launch_log2_items(gsizes: Sequence[Any], lsizes: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """log2 global work-items and log2 work-items per group of configurations given as sizes
+    (lists, tuples or the dataset's encoded text); a configuration without a local size takes the
+    one the models assume (``min(64, gsize0)`` along dimension 0)."""
+    from kernelcast.columns import decode_sizes
+
+    gi, li = [], []
+    for g, ls in zip(gsizes, lsizes):
+        gs = decode_sizes(g) or (1,)
+        lz = decode_sizes(ls) or ((min(64, gs[0]),) + (1,) * (len(gs) - 1))
+        gi.append(math.log2(max(1, math.prod(gs))))
+        li.append(math.log2(max(1, math.prod(lz))))
+    return np.asarray(gi), np.asarray(li)
+
+
+@dataclass
+class ShapePrior:
+    """The prior of the shape correction (module docstring): standard deviations in log2 units and
+    one length scale per input of :data:`SHAPE_INPUTS`, with the figures of its fit."""
+
+    offset_sd: float
+    shape_sd: float
+    lengths: tuple[float, ...]
+    noise_sd: float
+    kernels: int = 0
+    rows: int = 0
+    inputs: tuple[str, ...] = SHAPE_INPUTS
+
+    def covariance(self, a: np.ndarray, b: np.ndarray, offset: bool = True) -> np.ndarray:
+        """Prior covariance of ``r`` between the rows of ``a`` and of ``b`` (without noise; without
+        the offset's share when ``offset`` is false)."""
+        z = (a[:, None, :] - b[None, :, :]) / np.asarray(self.lengths)
+        c = self.shape_sd ** 2 * np.exp(-0.5 * np.sum(z * z, axis=-1))
+        return c + self.offset_sd ** 2 if offset else c
+
+    def kernel_scale(self, xs: np.ndarray, r: np.ndarray) -> float:
+        """How much more (or less) the shots ``r`` at ``xs`` scatter around their mean than the
+        prior's shape and noise variances expect, pooled with the prior (:data:`POOL_DOF`): the
+        factor those variances are scaled by for this kernel (1 with fewer than two shots)."""
+        k = len(r)
+        if k < 2:
+            return 1.0
+        s = self.covariance(xs, xs, offset=False) + self.noise_sd ** 2 * np.eye(k)
+        expected = (np.trace(s) - s.sum() / k) / (k - 1)
+        if not expected > 0:
+            return 1.0
+        v = float(np.var(r, ddof=1))
+        return (POOL_DOF + (k - 1) * v / expected) / (POOL_DOF + k - 1)
+
+    def posterior_mean(self, xs: np.ndarray, r: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """The posterior mean of ``r`` at ``x`` given the shots' residuals ``r`` at ``xs``."""
+        if len(r) == 0:
+            return np.zeros(len(x))
+        rho = self.kernel_scale(xs, r)
+        b2 = self.offset_sd ** 2
+        c = b2 + rho * (self.covariance(xs, xs, offset=False) + self.noise_sd ** 2 * np.eye(len(r)))
+        cx = b2 + rho * self.covariance(x, xs, offset=False)
+        return cx @ np.linalg.solve(c, r)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"offset_sd": self.offset_sd, "shape_sd": self.shape_sd, "lengths": list(self.lengths),
+                "noise_sd": self.noise_sd, "inputs": list(self.inputs), "kernels": self.kernels, "rows": self.rows}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ShapePrior:
+        lengths = tuple(float(v) for v in d["lengths"])
+        inputs = tuple(str(v) for v in d.get("inputs") or SHAPE_INPUTS)
+        if len(lengths) != len(inputs) or inputs != SHAPE_INPUTS:
+            raise ValueError(f"shape prior over {inputs}, expected {SHAPE_INPUTS}")
+        vals = [float(d["offset_sd"]), float(d["shape_sd"]), float(d["noise_sd"]), *lengths]
+        if not all(math.isfinite(v) and v > 0 for v in vals):
+            raise ValueError("shape prior: standard deviations and length scales must be positive")
+        return cls(vals[0], vals[1], lengths, vals[2], int(d.get("kernels", 0)), int(d.get("rows", 0)), inputs)
+
+
+def _shape_nll(theta: np.ndarray, blocks: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> float:
+    """Negative log marginal likelihood (up to a constant) of padded blocks of kernels under the
+    prior with parameters ``theta`` = log(offset_sd, shape_sd, lengths..., noise_sd)."""
+    b, g, *ls = np.exp(theta[:-1])
+    n2 = float(np.exp(2 * theta[-1]))
+    lengths = np.asarray(ls)
+    total = 0.0
+    for x, r, mask in blocks:                  # x: (K, m, d), r: (K, m), mask: (K, m)
+        z = (x[:, :, None, :] - x[:, None, :, :]) / lengths
+        c = b * b + g * g * np.exp(-0.5 * np.sum(z * z, axis=-1))
+        both = mask[:, :, None] & mask[:, None, :]
+        eye = np.eye(x.shape[1], dtype=bool)[None]
+        c = np.where(both, c, 0.0) + np.where(eye, np.where(mask[:, :, None], n2, 1.0), 0.0)
+        chol = np.linalg.cholesky(c)
+        a = np.linalg.solve(chol, r[..., None])[..., 0]
+        total += 0.5 * float(np.sum(a * a)) + float(np.sum(np.log(np.diagonal(chol, axis1=1, axis2=2))))
+    return total
+
+
+def fit_shape_prior(residuals: Any, groups: Any, x: Any, seed: int = 0) -> ShapePrior | None:
+    """The :class:`ShapePrior` of residuals ``log2(measured / predicted)`` grouped by kernel at
+    inputs ``x`` (rows of :func:`shape_inputs`), by maximum marginal likelihood (L-BFGS-B over the
+    log parameters, bounded). At most :data:`SHAPE_FIT_ROWS` rows of a kernel (a seeded sample) and
+    :data:`SHAPE_FIT_KERNELS` kernels take part. ``None`` with fewer than
+    :data:`SHAPE_MIN_KERNELS` kernels of two rows or more, or when the fit does not converge to a
+    finite likelihood."""
+    from scipy.optimize import minimize
+
+    r = np.asarray(residuals, dtype=np.float64)
+    g = np.asarray(groups)
+    xa = np.atleast_2d(np.asarray(x, dtype=np.float64))
+    if len(xa) != len(r) or len(g) != len(r):
+        raise ValueError(f"{len(r)} residuals, {len(g)} groups, {len(xa)} input rows")
+    ok = np.isfinite(r) & np.isfinite(xa).all(axis=1)
+    rng = np.random.default_rng(seed)
+    kernels = []
+    for key in sorted(set(g[ok].tolist()), key=str):
+        idx = np.flatnonzero(ok & (g == key))
+        if len(idx) >= 2:
+            kernels.append(np.sort(rng.choice(idx, SHAPE_FIT_ROWS, replace=False)) if len(idx) > SHAPE_FIT_ROWS
+                           else idx)
+    if len(kernels) < SHAPE_MIN_KERNELS:
+        return None
+    if len(kernels) > SHAPE_FIT_KERNELS:
+        kernels = [kernels[i] for i in np.sort(rng.choice(len(kernels), SHAPE_FIT_KERNELS, replace=False))]
+    d = xa.shape[1]
+    blocks = []
+    sizes = np.array([len(k) for k in kernels])
+    for lo, hi in ((2, 4), (5, 8), (9, 16), (17, SHAPE_FIT_ROWS)):       # pad each kernel to its bucket's size
+        sel = [k for k, n in zip(kernels, sizes) if lo <= n <= hi]
+        if not sel:
+            continue
+        bx = np.zeros((len(sel), hi, d))
+        br = np.zeros((len(sel), hi))
+        bm = np.zeros((len(sel), hi), dtype=bool)
+        for i, idx in enumerate(sel):
+            bx[i, :len(idx)], br[i, :len(idx)], bm[i, :len(idx)] = xa[idx], r[idx], True
+        blocks.append((bx, br, bm))
+    spread = np.std(np.concatenate([r[k] for k in kernels]))
+    theta0 = np.log(np.r_[max(spread, 0.1), 0.5 * max(spread, 0.1), np.full(d, 2.0), 0.2])
+    bounds = [(-6.0, 4.0), (-6.0, 4.0)] + [(-3.0, 6.0)] * d + [(-6.0, 3.0)]
+    try:
+        res = minimize(_shape_nll, theta0, args=(blocks,), method="L-BFGS-B", bounds=bounds,
+                       options={"maxiter": 200})
+    except np.linalg.LinAlgError:
+        return None
+    if not np.isfinite(res.fun):
+        return None
+    p = np.exp(res.x)
+    return ShapePrior(float(p[0]), float(p[1]), tuple(float(v) for v in p[2:2 + d]), float(p[-1]),
+                      len(kernels), int(sum(len(k) for k in kernels)))
 
 
 def estimate_prior(residuals: Any, groups: Any) -> tuple[float, dict[str, float]]:

@@ -22,7 +22,7 @@ import pandas as pd
 
 from kernelcast.errors import InputError, UsageError
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
-from models.fewshot import DEFAULT_SHRINK_PRIOR, MeasuredSet, Offset, fit_offset
+from models.fewshot import DEFAULT_SHRINK_PRIOR, MeasuredSet, Offset, fit_offset, launch_log2_items, shape_inputs
 
 if TYPE_CHECKING:
     from calib.profile import DeviceProfile
@@ -331,7 +331,8 @@ def predict_with_intervals(frame: pd.DataFrame, profile: DeviceProfile, learned:
     when the model's profile is the one predicted with. After a k-shot correction the interval
     uses the model's k-shot quantiles, widened to the shots' own scatter; a model without k-shot
     quantiles keeps its zero-shot interval (said in ``notes``). The shrinkage of the offset uses
-    the prior strength estimated with the model's residuals, else ``k / (k + 1)``."""
+    the prior strength estimated with the model's residuals, else ``k / (k + 1)``; a model whose
+    calibration holds a shape prior is corrected by configuration (:class:`models.fewshot.ShapePrior`)."""
     res, bounds = _predict(frame, profile, learned, weights)
     models = ["analytical"] + (["learned", "blend"] if learned is not None else [])
     cals, notes = _calibrations(profile, learned, weights, models)
@@ -342,13 +343,18 @@ def predict_with_intervals(frame: pd.DataFrame, profile: DeviceProfile, learned:
         if len(measured) != len(m_us):
             raise ValueError(f"{len(measured)} measured rows, {len(m_us)} times")
         shots_pred, _ = _predict(measured, profile, learned, weights)
+        launch_shots = launch_log2_items(measured["gsize"].tolist(), _lsizes(measured))
+        launch_rows = launch_log2_items(frame["gsize"].tolist(), _lsizes(frame))
         for m in models:
             cal = cals.get(m)
-            offsets[m] = fit_offset(m_us, shots_pred[f"{m}_us"].to_numpy(dtype=np.float64),
-                                    cal.prior if cal is not None else DEFAULT_SHRINK_PRIOR,
-                                    cal.within_var if cal is not None else None)
+            sp = shots_pred[f"{m}_us"].to_numpy(dtype=np.float64)
+            raw = res[f"{m}_us"].to_numpy(dtype=np.float64)
+            offsets[m] = fit_offset(m_us, sp, cal.prior if cal is not None else DEFAULT_SHRINK_PRIOR,
+                                    cal.within_var if cal is not None else None,
+                                    cal.shape if cal is not None else None,
+                                    shape_inputs(launch_shots[0], launch_shots[1], sp))
             res[f"{m}_raw_us"] = res[f"{m}_us"]
-            res[f"{m}_us"] = offsets[m].apply(res[f"{m}_us"].to_numpy(dtype=np.float64))
+            res[f"{m}_us"] = offsets[m].apply(raw, shape_inputs(launch_rows[0], launch_rows[1], raw))
         out.offsets = offsets
         out.shots = max((o.k for o in offsets.values()), default=0)
     an_bounds = [e.get("bound") if isinstance(e, dict) else None for e in res["explanation"]]
@@ -382,6 +388,10 @@ def predict_with_intervals(frame: pd.DataFrame, profile: DeviceProfile, learned:
                 for m in models:
                     res.loc[res.index[i], [f"{m}_us", f"{m}_lo_us", f"{m}_hi_us"]] = [v, np.nan, np.nan]
     return out
+
+
+def _lsizes(frame: pd.DataFrame) -> list[Any]:
+    return frame["lsize"].tolist() if "lsize" in frame.columns else [None] * len(frame)
 
 
 def _config_keys(frame: pd.DataFrame) -> list[str]:

@@ -110,7 +110,7 @@ from calib.profile import DeviceProfile, ProfileError
 from kernelcast.columns import decode_args, decode_counts, decode_sizes
 from kernelcast.errors import InputError
 from models.base import Predictions, Predictor
-from models.fewshot import DEFAULT_SHRINK_PRIOR
+from models.fewshot import DEFAULT_SHRINK_PRIOR, ShapePrior
 
 if TYPE_CHECKING:
     import lightgbm as lgb
@@ -648,6 +648,9 @@ class ResidualCalibration:
     #: pooled within-kernel variance of the OOF residuals (log2**2), for the per-kernel shrinkage
     #: of :class:`models.fewshot.Offset`; None in files saved before it was stored
     within_var: float | None = None
+    #: the prior of the shape correction fitted on the OOF residuals (:class:`models.fewshot.ShapePrior`);
+    #: None in files saved before it was stored, or when too few kernels had two rows
+    shape: ShapePrior | None = None
 
     def quantiles(self, bound: str | None = None, shots: int = 0) -> tuple[ResidualQuantiles, int]:
         """The quantiles for a row of ``bound`` corrected by ``shots`` measured configurations,
@@ -688,7 +691,8 @@ class ResidualCalibration:
     def to_dict(self) -> dict[str, Any]:
         return {"overall": self.overall.to_dict(), "by_bound": {b: q.to_dict() for b, q in self.by_bound.items()},
                 "shots": {str(k): q.to_dict() for k, q in sorted(self.shots.items())}, "kind": self.kind,
-                "prior": self.prior, "within_var": self.within_var, "figures": self.figures}
+                "prior": self.prior, "within_var": self.within_var, "figures": self.figures,
+                "shape": self.shape.to_dict() if self.shape is not None else None}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ResidualCalibration:
@@ -696,7 +700,8 @@ class ResidualCalibration:
                    {str(b): ResidualQuantiles.from_dict(q) for b, q in (d.get("by_bound") or {}).items()},
                    {int(k): ResidualQuantiles.from_dict(q) for k, q in (d.get("shots") or {}).items()},
                    str(d.get("kind", "symmetric")), float(d.get("prior", DEFAULT_SHRINK_PRIOR)),
-                   dict(d.get("figures") or {}), _optional_float(d.get("within_var")))
+                   dict(d.get("figures") or {}), _optional_float(d.get("within_var")),
+                   ShapePrior.from_dict(d["shape"]) if isinstance(d.get("shape"), Mapping) else None)
 
 
 def _optional_float(v: Any) -> float | None:

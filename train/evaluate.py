@@ -61,6 +61,7 @@ from kernelcast.metrics import (
     within_factor,
 )
 from models.blend import StackedBlend
+from models.fewshot import launch_log2_items
 from train.blend import CRITERIA, fit_stacked_blend  # noqa: F401 - fit_stacked_blend re-exported
 from train.split import group_key
 
@@ -478,18 +479,20 @@ def _stable_int(text: str) -> int:
 
 
 def few_shot(pred: np.ndarray, true: np.ndarray, kernels: np.ndarray, k: int,
-             seed: int = 0, folds: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Few-shot updating (a per-kernel log offset, :mod:`models.fewshot`): for each kernel, ``k`` of
-    its rows chosen at random (seeded by ``seed`` and the kernel, the same rows for every model that
-    predicts them; the shots of k are among those of any larger k) are "measured", and the offset
-    they give scales the kernel's other rows. With ``folds`` the offset is shrunk as ``predict``
-    shrinks it (:class:`models.fewshot.Offset`): the prior strength and the pooled within-kernel
-    variance are estimated (:func:`models.fewshot.estimate_prior`) on the residuals
-    ``log2(true / pred)`` of the rows of the other folds, never on the kernel's own fold; without
-    ``folds`` it is the plain mean of ``log2(measured / predicted)`` over the shots. Returns the
-    corrected predictions and the mask of the rows to score (those that were not shots; none of a
-    kernel with k rows or fewer)."""
-    from models.fewshot import estimate_prior, fit_offset
+             seed: int = 0, folds: np.ndarray | None = None,
+             launch: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Few-shot updating (:mod:`models.fewshot`): for each kernel, ``k`` of its rows chosen at
+    random (seeded by ``seed`` and the kernel, the same rows for every model that predicts them;
+    the shots of k are among those of any larger k) are "measured", and the correction they give
+    scales the kernel's other rows. With ``folds`` the correction is the one ``predict`` applies: the
+    offset's prior strength and the pooled within-kernel variance are estimated
+    (:func:`models.fewshot.estimate_prior`) on the residuals ``log2(true / pred)`` of the rows of the
+    other folds, never on the kernel's own fold, and with ``launch`` (one row per row: log2 global
+    work-items, log2 work-items per group) the shape prior too (:func:`models.fewshot.fit_shape_prior`),
+    so the correction depends on the configuration; without ``folds`` it is the plain mean of
+    ``log2(measured / predicted)`` over the shots. Returns the corrected predictions and the mask of
+    the rows to score (those that were not shots; none of a kernel with k rows or fewer)."""
+    from models.fewshot import estimate_prior, fit_offset, fit_shape_prior, shape_inputs
 
     pred = np.asarray(pred, dtype=np.float64)
     true = np.asarray(true, dtype=np.float64)
@@ -498,14 +501,16 @@ def few_shot(pred: np.ndarray, true: np.ndarray, kernels: np.ndarray, k: int,
     scored = valid.copy()
     if k <= 0:
         return out, scored
-    shrink: dict[int, tuple[float, float | None]] = {}
+    x = shape_inputs(launch[:, 0], launch[:, 1], pred) if launch is not None else None
+    shrink: dict[int, tuple[float, float | None, Any]] = {}
     if folds is not None:
         with np.errstate(divide="ignore", invalid="ignore"):
             r = np.where(valid, np.log2(true / np.where(valid, pred, 1.0)), np.nan)
         for f in np.unique(folds):
             other = valid & (folds != f)
             prior, detail = estimate_prior(r[other], kernels[other])
-            shrink[int(f)] = (prior, detail.get("within_var"))
+            shape = fit_shape_prior(r[other], kernels[other], x[other], seed) if x is not None else None
+            shrink[int(f)] = (prior, detail.get("within_var"), shape)
     for kern in np.unique(kernels[valid]):
         idx = np.flatnonzero(valid & (kernels == kern))
         rng = np.random.default_rng([seed, _stable_int(str(kern))])
@@ -513,8 +518,10 @@ def few_shot(pred: np.ndarray, true: np.ndarray, kernels: np.ndarray, k: int,
         shots, rest = perm[:k], perm[k:]
         scored[shots] = False
         if len(rest):
-            prior, within = shrink.get(int(folds[idx[0]]), (0.0, None)) if folds is not None else (0.0, None)
-            out[rest] = fit_offset(true[shots], pred[shots], prior, within).apply(pred[rest])
+            prior, within, shape = shrink.get(int(folds[idx[0]]), (0.0, None, None)) if folds is not None \
+                else (0.0, None, None)
+            off = fit_offset(true[shots], pred[shots], prior, within, shape, x[shots] if x is not None else None)
+            out[rest] = off.apply(pred[rest], x[rest] if x is not None else None)
     return out, scored
 
 
@@ -752,6 +759,8 @@ REPEAT_FIGURES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("shot1_mape", ("few_shot", "models", "{m}", "1", "mape")),
     ("shot3_mape", ("few_shot", "models", "{m}", "3", "mape")),
     ("shot3_median_ape", ("few_shot", "models", "{m}", "3", "median_ape")),
+    ("shot3_top1_within", ("few_shot", "models", "{m}", "3", "tuning", "top1_within")),
+    ("shot3_offset_only_mape", ("few_shot", "offset_only", "{m}", "3", "mape")),
     ("measure2_top1_within", ("tuning", "models", "{m}", "measure_top", "2", "top1_within")),
 )
 
@@ -836,7 +845,10 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile, options: Evaluat
                               "problem_groups": basis.problem_groups, "problem_kernels": basis.problem_kernels,
                               "kernels": basis.kernels, "models": {}}
     shots: dict[str, dict[str, Any]] = {}
+    offset_shots: dict[str, dict[str, Any]] = {}
     floors: dict[str, dict[str, Any]] = {}
+    launch = np.column_stack(launch_log2_items(frame["gsize"].tolist(), frame["lsize"].tolist()
+                                               if "lsize" in frame.columns else [None] * len(frame)))
     intervals: dict[str, Any] = {"level": opts.level, "by": opts.interval_by, "method": "cross-conformal |log2 ratio|",
                                  "models": {}}
     out = pd.DataFrame({"row_key": frame["row_key"] if "row_key" in frame.columns else np.arange(len(frame)),
@@ -859,10 +871,17 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile, options: Evaluat
             # the few problem groups there are, for reference
             tuning.setdefault("problem_basis_models", {})[m] = tuning_scores(p, y, basis.problems,
                                                                              tol=opts.tuning_tolerance)
-        shots[m] = {}
+        shots[m], offset_shots[m] = {}, {}
         for k in opts.shots:
-            pk, scored = few_shot(p, y, kernel_ids, k, opts.seed, folds)
+            pk, scored = few_shot(p, y, kernel_ids, k, opts.seed, folds, launch)
             shots[m][str(k)] = row_metrics(np.where(scored, pk, np.nan), y, kernel_ids)
+            # tuning after k shots: a measured configuration counts with its measured time
+            known = np.where(scored, pk, np.where(np.isfinite(p) & (p > 0), y, np.nan))
+            shots[m][str(k)]["tuning"] = tuning_scores(known / basis.scale, y / basis.scale, basis.groups,
+                                                       tol=opts.tuning_tolerance)
+            if k > 0:
+                po, so = few_shot(p, y, kernel_ids, k, opts.seed, folds)
+                offset_shots[m][str(k)] = row_metrics(np.where(so, po, np.nan), y, kernel_ids)
         floors[m] = row_metrics(offset_floor(p, y, kernel_ids), y, kernel_ids)
         intervals["models"][m], lo, hi = interval_figures(p, y, folds, opts.level, bins, opts.min_bin_rows)
         out[f"{m}_us"] = p
@@ -896,11 +915,14 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile, options: Evaluat
         "models": models,
         "metrics": metrics,
         "tuning": tuning,
-        "few_shot": {"shots": list(opts.shots), "models": shots, "offset_floor": floors,
-                     "correction": "per-kernel log offset shrunk as predict shrinks it (models.fewshot.Offset), "
-                                   "prior strength and within-kernel variance from the other folds' residuals",
-                     "note": "A per-kernel offset leaves the order of a kernel's configurations, and so the tuning "
-                             "figures, unchanged"},
+        "few_shot": {"shots": list(opts.shots), "models": shots, "offset_only": offset_shots, "offset_floor": floors,
+                     "correction": "as predict corrects (models.fewshot.Offset): a per-kernel log offset shrunk by the "
+                                   "prior strength and within-kernel variance of the other folds' residuals, and a "
+                                   "shape correction over the configuration (Gaussian process over log2 work-items, "
+                                   "log2 work-group size, log2 prediction) whose prior is fitted on the other folds' "
+                                   "residuals; offset_only: the offset alone",
+                     "note": "The shape correction can reorder a kernel's unmeasured configurations; the k-shot "
+                             "tuning figures count a measured configuration with its measured time"},
         "intervals": intervals,
         "blend": {"criterion": opts.criterion, "inner_folds": opts.inner_folds, "folds": blends} if blends else None,
         "learning_curve": lc,

@@ -179,7 +179,7 @@ def decision_rows(m: Mapping[str, Any]) -> tuple[list[list[Any]], list[str]]:
     pct = int(round(100 * m["intervals"]["level"]))
     header = ["model", "top-1 %", "regret med", "regret gmean", "rho", f"{pct}% cover %", "width x"]
     for k in shots:
-        header += [f"{k}-shot MAPE %", f"{k}-shot med APE %"]
+        header += [f"{k}-shot MAPE %", f"{k}-shot med APE %", f"{k}-shot top-1 %"]
     tops = list(_measure_top_of_first(m["tuning"]))
     header += [f"top-1 % measuring {k}" for k in tops]
     rows = []
@@ -191,7 +191,8 @@ def decision_rows(m: Mapping[str, Any]) -> tuple[list[list[Any]], list[str]]:
                iv["mean_width_factor"]]
         for k in shots:
             s = m["few_shot"]["models"][name][str(k)]
-            row += [s["mape"], s["median_ape"]]
+            st = (s.get("tuning") or {}).get("top1_within")
+            row += [s["mape"], s["median_ape"], None if st is None else 100.0 * st]
         for k in tops:
             v = (t.get("measure_top") or {}).get(k, {}).get("top1_within")
             row.append(None if v is None else 100.0 * v)
@@ -299,7 +300,8 @@ def repeat_lines(rep: Mapping[str, Any] | None) -> list[str]:
     cols = [("median_ape", "median APE %", 1.0), ("mape", "MAPE %", 1.0), ("median_abs_log2", "med |log2|", 1.0),
             ("within_2x_pct", "within 2x %", 1.0), ("top1_within", "top-1 %", 100.0),
             ("shot3_mape", "3-shot MAPE %", 1.0), ("shot3_median_ape", "3-shot med APE %", 1.0),
-            ("measure2_top1_within", "top-1 % measuring 2", 100.0)]
+            ("shot3_offset_only_mape", "3-shot MAPE % offset only", 1.0),
+            ("shot3_top1_within", "3-shot top-1 %", 100.0), ("measure2_top1_within", "top-1 % measuring 2", 100.0)]
     rows = []
     for name, figs in rep["models"].items():
         row: list[Any] = [name]
@@ -366,7 +368,9 @@ def format_report(m: Mapping[str, Any], figures: Sequence[tuple[str, str]] = ())
         "",
         f"Intervals: {int(round(100 * m['intervals']['level']))} % cross-conformal intervals from the |log2 ratio| "
         f"of the other folds' OOF residuals (by: {m['intervals']['by']}); width = upper / lower bound. "
-        f"Few-shot: k measured configurations of each held-out kernel give a log offset, scored on its other rows.",
+        f"Few-shot: k measured configurations of each held-out kernel correct its other rows, as `predict "
+        f"--measured` corrects them (a shrunk log offset and a shape correction over the configuration), scored "
+        f"on those other rows; k-shot top-1 counts a measured configuration with its measured time.",
         "",
         _md_table(*decision_rows(m)),
         "",
@@ -382,6 +386,12 @@ def format_report(m: Mapping[str, Any], figures: Sequence[tuple[str, str]] = ())
             r.append(f"{_num(s['median_ape'])} / {_num(s['mape'])} / {_num(s['within_2x_pct'])} ({s['rows']})")
         rows.append(r)
     lines += [_md_table(rows, header), ""]
+    only = m["few_shot"].get("offset_only") or {}
+    if only:
+        orow = [[name] + [f"{_num(o['median_ape'])} / {_num(o['mape'])}" if (o := only.get(name, {}).get(str(k)))
+                          else "" for k in shots if k > 0] for name in m["models"]]
+        lines += ["The offset alone, without the shape correction (median APE % / MAPE %):", "",
+                  _md_table(orow, ["model"] + [f"k={k}" for k in shots if k > 0]), ""]
     fl = floor_lines(m)
     if fl:
         lines += [f"- {x}" for x in fl] + [""]

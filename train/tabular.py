@@ -51,10 +51,10 @@ file, or one kernel, as evaluate's folds) refits the time head on each fold's ot
 same parameters and seed and predicts the fold. The out-of-fold residuals ``log2(measured /
 predicted)`` of the tabular model and of the analytical model give their split-conformal quantiles
 (the ``ceil((n + 1) 0.9)``-th smallest ``|r|``, and the 5 % / 95 % signed quantiles by the same
-rule), overall and per analytical bound with at least 50 rows; the shrinkage prior of few-shot
-updating (``models.fewshot``); and the quantiles of the residuals left after a simulated k-shot
-correction (k in :data:`SHOT_COUNTS`, k random rows of each kernel as its measured configurations,
-:data:`SHOT_DRAWS` draws). Per model the interval kind (symmetric or signed) whose held-out
+rule), overall and per analytical bound with at least 50 rows; the shrinkage prior and the shape
+prior of few-shot updating (``models.fewshot``); and the quantiles of the residuals left after a
+simulated k-shot correction with both (k in :data:`SHOT_COUNTS`, k random rows of each kernel as its
+measured configurations, :data:`SHOT_DRAWS` draws). Per model the interval kind (symmetric or signed) whose held-out
 intervals are narrower is kept. The figures stored with them: OOF median APE, MAPE and share within
 2x, and the cross-fold coverage and median width (upper / lower) of the intervals, each fold's
 intervals from the other folds' quantiles.
@@ -81,7 +81,7 @@ import pandas as pd
 from calib.profile import DeviceProfile
 from datagen.frame import DataError
 from kernelcast.metrics import mape, median_ape, within_factor
-from models.fewshot import DEFAULT_SHRINK_PRIOR, Offset, estimate_prior
+from models.fewshot import DEFAULT_SHRINK_PRIOR, Offset, ShapePrior, estimate_prior, fit_shape_prior, shape_inputs
 from models.tabular import (
     BASES,
     CATEGORICAL_COLUMNS,
@@ -344,11 +344,13 @@ def _coverage(lo: np.ndarray, hi: np.ndarray, true: np.ndarray) -> dict[str, flo
 
 
 def _shot_draws(r: np.ndarray, kernels: np.ndarray, k: int, prior: float, seed: int,
-                within_var: float | None = None) -> tuple[np.ndarray, ...]:
+                within_var: float | None = None, shape: ShapePrior | None = None,
+                x: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
     """Simulated k-shot corrections on out-of-fold residuals: per kernel with more than k rows and
     per draw, k random rows are the measured configurations and the kernel's other rows are
-    corrected by their shrunk mean residual (:class:`models.fewshot.Offset`, as ``predict`` and
-    ``tune`` correct). Returns (row index, corrected residual, kernel) of every corrected row."""
+    corrected as ``predict`` and ``tune`` correct them (:class:`models.fewshot.Offset`: the shrunk
+    mean residual, and with ``shape`` and the rows' inputs ``x`` the shape correction). Returns
+    (row index, corrected residual, kernel) of every corrected row."""
     rng = np.random.default_rng(seed + 1000 * k)
     rows, res, ker = [], [], []
     ok = np.isfinite(r)
@@ -360,7 +362,9 @@ def _shot_draws(r: np.ndarray, kernels: np.ndarray, k: int, prior: float, seed: 
             pick = rng.permutation(len(idx))
             shots, rest = idx[pick[:k]], idx[pick[k:]]
             rows.append(rest)
-            res.append(r[rest] - Offset([float(x) for x in r[shots]], prior, within_var).log2)
+            off = Offset([float(v) for v in r[shots]], prior, within_var, shape if x is not None else None,
+                         x[shots] if x is not None and shape is not None else None)
+            res.append(r[rest] - off.log2_at(x[rest] if x is not None else np.zeros((len(rest), 1))))
             ker.append(np.full(len(rest), kern, dtype=object))
     if not rows:
         return np.zeros(0, dtype=int), np.zeros(0), np.zeros(0, dtype=object)
@@ -368,12 +372,16 @@ def _shot_draws(r: np.ndarray, kernels: np.ndarray, k: int, prior: float, seed: 
 
 
 def _model_calibration(pred: np.ndarray, true: np.ndarray, bounds: list[str | None], kernels: np.ndarray,
-                       folds: np.ndarray, level: float, seed: int) -> ResidualCalibration | None:
+                       folds: np.ndarray, level: float, seed: int,
+                       launch: np.ndarray | None = None) -> ResidualCalibration | None:
     """The residual calibration of one model from its out-of-fold predictions ``pred``, with its
     figures: OOF accuracy, and the cross-fold coverage and width of the intervals (each fold's
     intervals from the quantiles of the other folds' residuals), zero-shot and k-shot. Of the
     interval kinds (:data:`models.tabular.INTERVAL_KINDS`) it keeps the one whose cross-fold
-    intervals are narrower (median upper/lower ratio)."""
+    intervals are narrower (median upper/lower ratio). With ``launch`` (per row: log2 global
+    work-items, log2 work-items per group) it fits the prior of the shape correction
+    (:func:`models.fewshot.fit_shape_prior`) and the k-shot figures and quantiles are those of the
+    correction with it."""
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.where((pred > 0) & (true > 0), np.log2(true / pred), np.nan)
     ok = np.isfinite(r)
@@ -398,13 +406,17 @@ def _model_calibration(pred: np.ndarray, true: np.ndarray, bounds: list[str | No
     prior, detail = estimate_prior(r, kernels)
     cal.prior = prior
     cal.within_var = detail.get("within_var")
+    x = shape_inputs(launch[:, 0], launch[:, 1], pred) if launch is not None else None
+    cal.shape = fit_shape_prior(r, kernels, x, seed) if x is not None else None
     figures: dict[str, Any] = {"oof": _figures(pred, true), "bias_log2_median": float(np.median(-r[ok])),
                                "interval_cv": by_kind[cal.kind], "interval_cv_by_kind": by_kind, "prior": prior,
                                "prior_detail": detail, "shots": {}}
     for k in SHOT_COUNTS:
         entry: dict[str, Any] = {}
-        for name, pr, wv in (("estimated_prior", prior, cal.within_var), ("default_prior", DEFAULT_SHRINK_PRIOR, None)):
-            rows, rc, _ = _shot_draws(r, kernels, k, pr, seed, wv)
+        for name, pr, wv, sh in (("estimated_prior", prior, cal.within_var, cal.shape),
+                                 ("offset_only", prior, cal.within_var, None),
+                                 ("default_prior", DEFAULT_SHRINK_PRIOR, None, None)):
+            rows, rc, _ = _shot_draws(r, kernels, k, pr, seed, wv, sh, x if sh is not None else None)
             if not len(rows):
                 break
             pc = true[rows] / np.exp2(rc)                   # the corrected predictions
@@ -460,9 +472,11 @@ def calibrate_intervals(table: pd.DataFrame, profile: DeviceProfile,
     true = y[valid]
     bounds = bound_names(sub["an_bound"].to_numpy(dtype=np.float64))
     kernels = np.asarray([str(x) for x in (ids if ids is not None else names)], dtype=object)[valid]
+    launch = np.column_stack([sub["log2_items"].to_numpy(dtype=np.float64),
+                              sub["log2_wg_items"].to_numpy(dtype=np.float64)])
     models: dict[str, ResidualCalibration] = {}
     for name, pred in (("tabular", oof), ("analytical", sub[BASES["time"]].to_numpy(dtype=np.float64))):
-        c = _model_calibration(pred, true, bounds, kernels, fold, level, seed)
+        c = _model_calibration(pred, true, bounds, kernels, fold, level, seed, launch)
         if c is not None:
             models[name] = c
     if "tabular" not in models:

@@ -1,0 +1,245 @@
+"""The shape correction of few-shot updating (models.fewshot.ShapePrior): its posterior mean against
+the offset it generalises and against hand-computed cases, the kernel scale, the marginal
+likelihood fit on draws of a known prior, its storage with a tabular model's calibration, and the
+correction in evaluate's few-shot figures on data whose residual depends on the launch."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from models.fewshot import (
+    SHAPE_INPUTS,
+    ShapePrior,
+    fit_offset,
+    fit_shape_prior,
+    launch_log2_items,
+    shape_inputs,
+)
+from models.tabular import ResidualCalibration, ResidualQuantiles
+from train.evaluate import few_shot
+
+FLAT = ShapePrior(offset_sd=1.0, shape_sd=1e-9, lengths=(1.0, 1.0, 1.0), noise_sd=1.0)
+
+
+def test_without_shape_it_is_the_shrunk_offset():
+    """shape_sd ~ 0: the posterior mean of the offset b ~ N(0, 1) from one residual with noise 1 is
+    half of it, exactly what Offset's k / (k + prior) gives with prior = noise / offset variance."""
+    x = np.zeros((1, 3))
+    off = fit_offset([8.0], [1.0], prior=1.0, shape=FLAT, x=x)        # residual 3
+    assert off.shaped
+    np.testing.assert_allclose(off.log2_at(np.array([[0.0, 0, 0], [9.0, 2, 5]])), [1.5, 1.5])
+    assert off.log2 == pytest.approx(1.5)
+
+
+def test_a_configuration_next_to_a_shot_takes_its_residual():
+    """Two shots, residuals 0 and 2, far apart along the size input; small noise, no offset
+    variance to speak of: a configuration on a shot takes that shot's residual (the kernel scale
+    multiplies shape and noise alike, so it does not move this), one far from both stays near 0."""
+    prior = ShapePrior(offset_sd=1e-4, shape_sd=1.0, lengths=(1.0, 10.0, 10.0), noise_sd=1e-3)
+    xs = np.array([[0.0, 6, 5], [10.0, 6, 5]])
+    r = np.array([0.0, 2.0])
+    got = prior.posterior_mean(xs, r, np.array([[10.0, 6, 5], [0.0, 6, 5], [30.0, 6, 5]]))
+    np.testing.assert_allclose(got[:2], [2.0, 0.0], atol=1e-3)
+    assert abs(got[2]) < 1e-6
+    # the shots' sample variance is 2 where the prior expects 1 (two independent draws of variance
+    # 1): pooled with one degree of freedom of the prior, (1 + 1 x 2) / 2
+    assert prior.kernel_scale(xs, r) == pytest.approx(1.5, rel=1e-3)
+
+
+def test_shots_that_disagree_move_the_prediction_less():
+    prior = ShapePrior(offset_sd=1.0, shape_sd=0.3, lengths=(2.0, 2.0, 2.0), noise_sd=0.2)
+    xs = np.array([[10.0, 6, 5], [11.0, 6, 5], [12.0, 6, 5]])
+    far = np.array([[20.0, 8, 9]])
+    agree = prior.posterior_mean(xs, np.array([2.0, 2.1, 1.9]), far)[0]
+    disagree = prior.posterior_mean(xs, np.array([-1.0, 5.0, 2.0]), far)[0]   # same mean, 2
+    assert prior.kernel_scale(xs, np.array([-1.0, 5.0, 2.0])) > 10
+    assert 1.5 < agree < 2.0
+    assert 0 < disagree < 0.5 * agree
+
+
+def _draws(prior: ShapePrior, kernels: int, rows: int, seed: int) -> tuple[np.ndarray, ...]:
+    rng = np.random.default_rng(seed)
+    xs, rs, gs = [], [], []
+    for k in range(kernels):
+        x = np.column_stack([rng.uniform(8, 20, rows), rng.choice([4.0, 6, 8], rows), rng.uniform(2, 14, rows)])
+        c = prior.covariance(x, x) + prior.noise_sd ** 2 * np.eye(rows)
+        xs.append(x)
+        rs.append(rng.multivariate_normal(np.zeros(rows), c))
+        gs += [f"k{k}"] * rows
+    return np.vstack(xs), np.concatenate(rs), np.array(gs)
+
+
+def test_the_fit_recovers_a_known_prior():
+    true = ShapePrior(offset_sd=0.8, shape_sd=0.5, lengths=(3.0, 4.0, 2.5), noise_sd=0.2)
+    x, r, g = _draws(true, 150, 10, seed=1)
+    got = fit_shape_prior(r, g, x)
+    assert got is not None and got.kernels == 150 and got.rows == 1500
+    assert got.offset_sd == pytest.approx(0.8, rel=0.2)
+    assert got.shape_sd == pytest.approx(0.5, rel=0.3)
+    assert got.noise_sd == pytest.approx(0.2, rel=0.3)
+    assert got.lengths[0] == pytest.approx(3.0, rel=0.5)
+    # a prior without shape (residuals constant per kernel plus noise): the fit finds no smooth
+    # shape, either a small shape variance or one so short-ranged that it is noise by another name
+    # (no covariance between two configurations); the within-kernel variance is the noise's
+    flat = ShapePrior(offset_sd=0.8, shape_sd=1e-6, lengths=(3.0, 4.0, 2.5), noise_sd=0.2)
+    x2, r2, g2 = _draws(flat, 150, 10, seed=2)
+    got2 = fit_shape_prior(r2, g2, x2)
+    assert got2 is not None and got2.offset_sd == pytest.approx(0.8, rel=0.2)
+    c = got2.covariance(x2[:10], x2[:10], offset=False)            # the rows of one kernel
+    assert c[~np.eye(10, dtype=bool)].mean() < 0.25 * 0.04           # next to no covariance between rows
+    assert got2.shape_sd ** 2 + got2.noise_sd ** 2 == pytest.approx(0.04, rel=0.25)
+
+
+def test_the_fit_needs_kernels_with_two_rows_and_is_bounded():
+    assert fit_shape_prior([0.1, 0.2, 0.3], ["a", "b", "c"], np.zeros((3, 3))) is None
+    with pytest.raises(ValueError):
+        fit_shape_prior([0.1, 0.2], ["a", "a"], np.zeros((3, 3)))
+    # a kernel with many rows takes part with a sample of them
+    true = ShapePrior(offset_sd=0.8, shape_sd=0.5, lengths=(3.0, 4.0, 2.5), noise_sd=0.2)
+    x, r, g = _draws(true, 10, 60, seed=3)
+    got = fit_shape_prior(r, g, x)
+    assert got is not None and got.rows == 10 * 24
+
+
+def test_inputs_and_storage():
+    gi, li = launch_log2_items([[1024], "[64, 64]", (100,)], [[256], None, None])
+    np.testing.assert_allclose(gi, [10, 12, math.log2(100)])
+    np.testing.assert_allclose(li, [8, 6, 6])                    # no local size: min(64, gsize0)
+    x = shape_inputs(gi, li, [4.0, 0.0, np.nan])
+    assert x.shape == (3, 3) and x[0, 2] == 2 and np.isnan(x[1, 2]) and np.isnan(x[2, 2])
+    prior = ShapePrior(0.7, 0.4, (3.0, 4.0, 2.0), 0.2, kernels=40, rows=300)
+    assert ShapePrior.from_dict(prior.to_dict()) == prior
+    with pytest.raises(ValueError):
+        ShapePrior.from_dict({**prior.to_dict(), "lengths": [1.0, 2.0]})
+    with pytest.raises(ValueError):
+        ShapePrior.from_dict({**prior.to_dict(), "noise_sd": 0.0})
+    q = ResidualQuantiles.of(np.linspace(-1, 1, 50))
+    cal = ResidualCalibration(q, shape=prior)
+    back = ResidualCalibration.from_dict(cal.to_dict())
+    assert back.shape == prior
+    old = cal.to_dict()
+    del old["shape"]                                             # saved before the shape prior existed
+    assert ResidualCalibration.from_dict(old).shape is None
+    assert SHAPE_INPUTS == ("log2_items", "log2_wg_items", "log2_predicted_us")
+
+
+def test_shots_without_a_finite_input_are_left_out():
+    x = np.array([[10.0, 6, 1], [np.nan, 6, 1]])
+    off = fit_offset([2.0, 4.0], [1.0, 1.0], shape=FLAT, x=x)
+    assert off.k == 1 and off.residuals == [1.0]
+    with pytest.raises(ValueError):
+        fit_offset([2.0, 4.0], [1.0, 1.0], shape=FLAT, x=x[:1])
+
+
+def test_evaluate_few_shot_corrects_a_size_dependent_error_better_than_an_offset():
+    """Every kernel's model is off by its own factor and, within the kernel, by 0.4 log2 per
+    doubling of the problem: the offset cannot follow the second part, the shape correction (its
+    prior fitted on the other folds) does."""
+    rng = np.random.default_rng(0)
+    kern, gi, li, true, pred, folds = [], [], [], [], [], []
+    for k in range(60):
+        b = rng.normal(0, 1)
+        for _ in range(8):
+            g = rng.uniform(10, 22)
+            t = 2.0 ** (g - 6 + rng.normal(0, 0.3))
+            kern.append(f"k{k}")
+            gi.append(g)
+            li.append(rng.choice([6.0, 8.0]))
+            true.append(t)
+            pred.append(t / 2.0 ** (b + 0.4 * (g - 16) + rng.normal(0, 0.1)))
+            folds.append(k % 5)
+    kern_a, true_a, pred_a, folds_a = np.array(kern), np.array(true), np.array(pred), np.array(folds)
+    launch = np.column_stack([gi, li])
+
+    def mape(p: np.ndarray, sel: np.ndarray) -> float:
+        return float(np.mean(np.abs(p[sel] / true_a[sel] - 1)) * 100)
+
+    p_off, s_off = few_shot(pred_a, true_a, kern_a, 3, seed=0, folds=folds_a)
+    p_shape, s_shape = few_shot(pred_a, true_a, kern_a, 3, seed=0, folds=folds_a, launch=launch)
+    assert (s_off == s_shape).all() and s_off.sum() == 60 * 5
+    assert mape(p_shape, s_shape) < 0.6 * mape(p_off, s_off)
+
+
+# ---------------------------------------------------------------------------------------------
+# predict and tune with a model whose calibration holds a shape prior (no device: times from a file)
+
+SAXPY = """__kernel void saxpy(__global const float *x, __global float *y, const float a, const int n) {
+  int i = get_global_id(0);
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+"""
+SHAPED = ShapePrior(offset_sd=0.8, shape_sd=0.6, lengths=(1.5, 3.0, 4.0), noise_sd=0.1)
+
+
+@pytest.fixture(scope="module")
+def shaped_model(tmp_path_factory):
+    from calib.profile import load_profile
+    from models.tabular import build_table
+    from train.synthetic import synthetic_rows
+    from train.tabular import calibrate_intervals, fit_tabular
+
+    profile = load_profile("pocl-local")
+    frame, _ = synthetic_rows(n_kernels=6, configs_per_kernel=8, seed=3)
+    table = build_table(frame, profile)
+    off = dict(zip(sorted(table["kernel_name"].unique()), (0.0, 1.0, 2.0, 3.0, -1.0, 0.5)))
+    table["time_median_us"] = table["analytical_us"] * np.exp2(table["kernel_name"].map(off))
+    params = {"min_data_in_leaf": 5}
+    model = fit_tabular(table, profile, params=params)
+    model.calibration, why = calibrate_intervals(table, profile, table["kernel_name"].to_numpy(), folds=3,
+                                                 params=params)
+    assert model.calibration is not None, why
+    assert model.calibration.models["tabular"].shape is None         # 6 kernels: too few to fit one
+    for cal in model.calibration.models.values():
+        cal.shape = SHAPED
+    d = tmp_path_factory.mktemp("shaped")
+    model.save(d / "tab")
+    (d / "saxpy.cl").write_text(SAXPY)
+    (d / "m.csv").write_text("gsize,lsize,time_us\n4096,64,20\n262144,64,400\n")
+    return d
+
+
+def test_predict_measured_applies_the_shape_correction(shaped_model, capsys):
+    import json
+
+    from kernelcast.cli import main
+
+    d = shaped_model
+    (d / "c.csv").write_text("gsize,lsize\n8192,128\n65536,128\n262144,128\n")
+    assert main(["predict", "--kernel", str(d / "saxpy.cl"), "--configs", str(d / "c.csv"), "--profile", "pocl-local",
+                 "--model", str(d / "tab"), "--measured", str(d / "m.csv"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    corr = out["correction"]["models"]["learned"]
+    assert corr["k"] == 2 and corr["shape"] == SHAPED.to_dict()
+    r = np.array(corr["residuals_log2"])
+    xs = shape_inputs([12.0, 18.0], [6.0, 6.0], np.array([20.0, 400.0]) / 2 ** r)    # the shots' predictions
+    ratios = []
+    for p, gi in zip(out["predictions"], (13.0, 16.0, 18.0)):
+        raw = p["learned"]["uncorrected_time_us"]
+        want = SHAPED.posterior_mean(xs, r, shape_inputs([gi], [7.0], [raw]))[0]
+        assert p["learned"]["time_us"] == pytest.approx(raw * 2 ** want, rel=1e-6)
+        ratios.append(p["learned"]["time_us"] / raw)
+    assert max(ratios) / min(ratios) > 1.05                           # the correction depends on the size
+    assert main(["predict", "--kernel", str(d / "saxpy.cl"), "--gsize", "8192", "--lsize", "128", "--profile",
+                 "pocl-local", "--model", str(d / "tab"), "--measured", str(d / "m.csv")]) == 0
+    assert "corrected by configuration from 2 measured configurations" in capsys.readouterr().out
+
+
+def test_tune_measured_ranks_by_the_shape_corrected_prediction(shaped_model, capsys):
+    import json
+
+    from kernelcast.cli import main
+
+    d = shaped_model
+    assert main(["tune", "--kernel", str(d / "saxpy.cl"), "--gsize", "65536", "--max-wg", "256", "--top", "32",
+                 "--profile", "pocl-local", "--model", str(d / "tab"), "--measured", str(d / "m.csv"),
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["correction"]["shape"] == SHAPED.to_dict()
+    chosen = out["chosen"]
+    preds = [c["pred_us"] for c in chosen]
+    assert preds == sorted(preds)                                     # ranked by the corrected prediction
+    factors = [c["pred_us"] / c["uncorrected_pred_us"] for c in chosen]
+    assert max(factors) / min(factors) > 1.01                         # by work-group size too
