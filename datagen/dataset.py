@@ -401,9 +401,10 @@ def _samples(v: Any) -> list[float]:
 def pool_rounds(df: pd.DataFrame) -> pd.DataFrame:
     """A tuning sweep's configurations measured in interleaved rounds (rows with
     ``remeasure_reason = "round"``, :data:`datagen.generate.SWEEP_ROUNDS`) as one row each: the
-    first measurement's row, its time columns recomputed from the samples (``times_us``) of all of
-    its ok rounds, the energy columns the median over them, and ``time_rounds`` how many were
-    pooled. The round rows are dropped; a round whose first is missing or not ok is dropped too.
+    first measurement's row, its time columns recomputed from the samples (``times_us``) of its ok
+    rounds, each round weighing the same (:meth:`kernelcast.schema.TimeStats.from_windows`), the
+    energy columns the median over them, and ``time_rounds`` how many were pooled. The round rows
+    are dropped; a round whose first is missing or not ok is dropped too.
     Where the first window was measured again after a drifted reference check (an ok row of
     ``remeasure_reason = "drift"``), that window takes the first's place in the pool."""
     if "remeasure_reason" not in df.columns:
@@ -425,12 +426,12 @@ def pool_rounds(df: pd.DataFrame) -> pd.DataFrame:
         i = pos.get(first_key)
         if i is None or out.iat[i, out.columns.get_loc("status")] != "ok":
             continue
-        samples = _samples(drifted.get(first_key, out.iat[i, cols["times_us"]]))
-        for v in extra["times_us"]:
-            samples += _samples(v)
-        if not samples:
+        windows = [_samples(drifted.get(first_key, out.iat[i, cols["times_us"]]))]
+        windows += [_samples(v) for v in extra["times_us"]]
+        windows = [w for w in windows if w]
+        if not windows:
             continue
-        t = TimeStats.from_times(samples)
+        t = TimeStats.from_windows(windows)
         for col, attr in _POOLED_TIME.items():
             if col in cols:
                 out.iat[i, cols[col]] = getattr(t, attr)

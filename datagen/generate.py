@@ -59,7 +59,7 @@ FAULTS = ("crash", "timeout")
 STORED_COLUMNS = ("row_key", "kernel_id", "status", "reason", "time_median_us", "lsize", "n_wg", "pass")
 
 #: a tuning sweep's configurations are measured in this many rounds, one configuration after the
-#: other in each round, and readers pool the rounds' samples (:func:`datagen.dataset.pool_rounds`).
+#: other in each round, and readers pool the rounds, each weighing the same (:func:`datagen.dataset.pool_rounds`).
 #: Some hosts run throughput-bound code 1.3-2x slower in phases of tens of milliseconds to seconds,
 #: and one window usually falls in one phase: on the KVM development host, which local size of a
 #: problem is fastest (within 5 %) agreed between two measurements of 21 sw8 problems for 43 % of

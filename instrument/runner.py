@@ -65,20 +65,21 @@ class TimingPolicy:
 def pool_rounds(rounds: list[Measurement]) -> Measurement:
     """One configuration measured in several rounds (interleaved with other configurations, so that
     a host that slows down in phases slows them alike) as one measurement: the first round's record
-    with the time statistics of every ok round's samples, and the median of their energy and power;
-    the first round as it is when none is ok."""
+    with the time statistics of its ok rounds, each round weighing the same
+    (:meth:`TimeStats.from_windows`), and the median of their energy and power; the first round as
+    it is when none is ok."""
     ok = [m for m in rounds if m.status == "ok" and m.time is not None]
     if not ok:
         return rounds[0]
     if len(ok) == 1:
         return ok[0]
-    samples = [x for m in ok for x in m.time.times_us]     # type: ignore[union-attr]
+    windows = [list(m.time.times_us) for m in ok]          # type: ignore[union-attr]
 
     def median_of(name: str) -> float | None:
         vals = [getattr(m, name) for m in ok if getattr(m, name) is not None]
         return float(np.median(vals)) if vals else None
 
-    return replace(ok[0], time=TimeStats.from_times(samples, group=ok[0].time.group),   # type: ignore[union-attr]
+    return replace(ok[0], time=TimeStats.from_windows(windows, group=ok[0].time.group),  # type: ignore[union-attr]
                    energy_j=median_of("energy_j"), dynamic_energy_j=median_of("dynamic_energy_j"),
                    avg_power_w=median_of("avg_power_w"),
                    wall_s=sum(m.wall_s or 0.0 for m in ok))

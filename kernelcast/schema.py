@@ -144,6 +144,27 @@ class TimeStats:
             q1_us=q1, q3_us=q3, iqr_us=q3 - q1, cv=cv, times_us=[float(x) for x in t], group=group,
         )
 
+    @classmethod
+    def from_windows(cls, windows: list[list[float]], group: int = 1) -> TimeStats:
+        """The statistics of one configuration measured in several windows (rounds), each window
+        weighing the same: every window gives ``m`` samples, ``m`` the fewest any window has (its
+        quantiles at ``(i + 0.5) / m``), so a window of a fast phase, which fits more launches into
+        its time budget, does not outvote the others (with one window of 900 launches at 115 us and
+        three of 30 at 2,900 us, pooling the raw samples gave 115 us). ``min_us`` is the smallest
+        sample of any window and ``repeats`` the launches of all; ``times_us`` the pooled samples."""
+        import numpy as np
+
+        ws = [np.asarray(w, dtype=np.float64) for w in windows if len(w)]
+        if not ws:
+            raise ValueError("no samples in any window")
+        m = min(len(w) for w in ws)
+        q = (np.arange(m) + 0.5) / m
+        pooled = np.concatenate([np.quantile(w, q, method="inverted_cdf") for w in ws])
+        t = cls.from_times([float(x) for x in pooled], group=group)
+        t.repeats = sum(len(w) for w in ws)
+        t.min_us = float(min(w.min() for w in ws))
+        return t
+
 
 @dataclass
 class Measurement:

@@ -192,7 +192,7 @@ def test_local_size_variants_are_measured_in_pooled_rounds(suite, harness):
     assert (thrice.loc[~tri, "repeats"] == 3).all()             # one variant: nothing to interleave
 
 
-def test_pooled_rounds_keep_every_ok_sample():
+def test_pooled_rounds_weigh_each_ok_round_the_same():
     from instrument.runner import pool_rounds
     from kernelcast.schema import Measurement, TimeStats
 
@@ -201,7 +201,12 @@ def test_pooled_rounds_keep_every_ok_sample():
         return Measurement("k", "k", "dev", (64,), (8,), [], status, time=t, energy_j=energy, wall_s=1.0)
 
     p = pool_rounds([m([1.0, 2.0], energy=1.0), m([3.0, 4.0, 5.0], energy=3.0), m(None, "crash")])
-    assert p.status == "ok" and p.time.repeats == 5 and p.time.median_us == 3.0 and p.energy_j == 2.0
+    # two samples of each: [1, 2] and the 25 % / 75 % quantiles of the second, [3, 5]
+    assert p.status == "ok" and p.time.repeats == 5 and p.time.median_us == 2.5 and p.energy_j == 2.0
+    assert p.time.times_us == [1.0, 2.0, 3.0, 5.0] and p.time.min_us == 1.0
     assert p.wall_s == 2.0
+    # a fast phase fits 30x the launches into its window: one window of it against three slower ones
+    fast = pool_rounds([m([115.0] * 900), m([2900.0] * 30), m([2950.0] * 30), m([9000.0] * 11)])
+    assert fast.time.median_us == pytest.approx(2925.0) and fast.time.repeats == 971 and fast.time.min_us == 115.0
     assert pool_rounds([m(None, "timeout"), m(None, "crash")]).status == "timeout"   # none ok: the first
     assert pool_rounds([m([7.0, 9.0])]).time.median_us == 8.0

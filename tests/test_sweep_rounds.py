@@ -64,6 +64,24 @@ def test_rounds_pool_into_the_first_row() -> None:
     assert pool_rounds(again).set_index("row_key").loc["a", "repeats"] == 6    # [3, 3] + [20, 21] + [10, 10]
 
 
+def test_a_fast_window_does_not_outvote_the_rounds() -> None:
+    """ds8s's pa_blocked_scale at 1104/1104: a first window of 2,112 us, rounds at 2,885, 2,926 and
+    9,084 us, and the first window measured again for drift at 115 us, with 30-90x the launches of
+    any other in its 0.1-s budget. Pooled by raw samples it read 115 us; each window weighing the
+    same, the pool's median lies among the rounds."""
+    df = pd.DataFrame([
+        _row("a", [2112.0] * 48),
+        _row("a~r2", [2885.0] * 35, of="a", reason="round"),
+        _row("a~r3", [2926.0] * 35, of="a", reason="round"),
+        _row("a~r4", [9084.0] * 12, of="a", reason="round"),
+        _row("a~d1", [114.5] * 874, of="a", reason="drift"),
+    ])
+    res = resolve_remeasured(df).set_index("row_key")
+    assert res.loc["a", "time_median_us"] == pytest.approx((2885.0 + 2926.0) / 2)
+    assert res.loc["a", "time_rounds"] == 4 and res.loc["a", "repeats"] == 874 + 35 + 35 + 12
+    assert res.loc["a", "time_min_us"] == 114.5
+
+
 def _options(rounds: int, samples: int = 1, sample_rounds: int = 1, sweeps: int = 1) -> DatagenOptions:
     return DatagenOptions(configs_per_kernel=samples, lsizes_per_kernel=1, rebalance=None, validity=False,
                           max_total_items=1 << 16, reference_every_s=0, sweeps_per_kernel=sweeps, lsizes_per_sweep=3,
