@@ -210,8 +210,10 @@ def measured_top_scores(pred: np.ndarray, true: np.ndarray, groups: Sequence[Any
                         tol: float = 0.05) -> dict[str, Any]:
     """Tuning with ``k`` measurements, as ``kernelcast tune --measure-top K`` does it: in each group
     of more than ``k`` rows with a prediction, the ``k`` configurations predicted fastest are
-    measured and the fastest of them is the choice (a per-kernel correction from those measurements
-    scales every unmeasured configuration alike, so it never moves one of them ahead of another).
+    measured and the fastest of them is the choice (as ``tune --measure-top K`` chooses without a
+    shape prior: a per-kernel factor from those measurements scales every unmeasured configuration
+    alike, so it never moves one of them ahead of another; ``train.evaluate.adaptive_top_scores``
+    scores the choice with each measurement fed back).
     Groups of ``k`` rows or fewer are left out: measuring all of them always finds the best. Returns
     the number of groups, the share (0-1) whose choice is within ``tol`` of the group's measured
     best, and the median, geometric mean and largest regret (measured time of the choice / best)."""

@@ -243,3 +243,26 @@ def test_tune_measured_ranks_by_the_shape_corrected_prediction(shaped_model, cap
     assert preds == sorted(preds)                                     # ranked by the corrected prediction
     factors = [c["pred_us"] / c["uncorrected_pred_us"] for c in chosen]
     assert max(factors) / min(factors) > 1.01                         # by work-group size too
+
+
+def test_feeding_measurements_back_can_only_change_the_second_pick():
+    """Groups of three configurations, the model's order wrong in a way the size explains: the
+    first measurement (the predicted best) is the same either way; fed back with a shape prior whose
+    length scale along the work-group size is short, it pulls the configuration next to it, and the
+    second pick becomes the measured best where measuring the predicted top 2 misses it."""
+    from train.evaluate import adaptive_top_scores
+
+    prior = ShapePrior(offset_sd=0.5, shape_sd=1.0, lengths=(50.0, 1.0, 50.0), noise_sd=0.05)
+    # per group: lsizes 2^6, 2^7, 2^9; predicted 10, 11, 12; measured 20, 22, 14 (the model is 2x
+    # off at the two small groups, right at the large one)
+    pred = np.tile([10.0, 11.0, 12.0], 4)
+    true = np.tile([20.0, 22.0, 14.0], 4)
+    groups = np.repeat(np.arange(4), 3)
+    launch = np.column_stack([np.full(12, 16.0), np.tile([6.0, 7.0, 9.0], 4)])
+    folds = np.zeros(12, dtype=int)
+    fed = adaptive_top_scores(pred, true, groups, 2, launch, folds, {0: (1.0, None, prior)})
+    plain = adaptive_top_scores(pred, true, groups, 2, launch, folds, {0: (1.0, None, None)})
+    assert fed["groups"] == plain["groups"] == 4
+    assert fed["top1_within"] == 1.0                        # 20 measured at 2^6 lifts 2^7 to ~22: 2^9 next
+    assert plain["top1_within"] == 0.0                      # one factor: 2^7 stays second, 14 is never measured
+    assert plain["regret_median"] == pytest.approx(20.0 / 14.0)

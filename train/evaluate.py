@@ -479,8 +479,8 @@ def _stable_int(text: str) -> int:
 
 
 def few_shot(pred: np.ndarray, true: np.ndarray, kernels: np.ndarray, k: int,
-             seed: int = 0, folds: np.ndarray | None = None,
-             launch: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+             seed: int = 0, folds: np.ndarray | None = None, launch: np.ndarray | None = None,
+             priors: Mapping[int, tuple[float, float | None, Any]] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Few-shot updating (:mod:`models.fewshot`): for each kernel, ``k`` of its rows chosen at
     random (seeded by ``seed`` and the kernel, the same rows for every model that predicts them;
     the shots of k are among those of any larger k) are "measured", and the correction they give
@@ -489,10 +489,11 @@ def few_shot(pred: np.ndarray, true: np.ndarray, kernels: np.ndarray, k: int,
     (:func:`models.fewshot.estimate_prior`) on the residuals ``log2(true / pred)`` of the rows of the
     other folds, never on the kernel's own fold, and with ``launch`` (one row per row: log2 global
     work-items, log2 work-items per group) the shape prior too (:func:`models.fewshot.fit_shape_prior`),
-    so the correction depends on the configuration; without ``folds`` it is the plain mean of
-    ``log2(measured / predicted)`` over the shots. Returns the corrected predictions and the mask of
+    so the correction depends on the configuration (``priors``: those of :func:`fold_priors`, when
+    already estimated); without ``folds`` it is the plain mean of ``log2(measured / predicted)``
+    over the shots. Returns the corrected predictions and the mask of
     the rows to score (those that were not shots; none of a kernel with k rows or fewer)."""
-    from models.fewshot import estimate_prior, fit_offset, fit_shape_prior, shape_inputs
+    from models.fewshot import fit_offset, shape_inputs
 
     pred = np.asarray(pred, dtype=np.float64)
     true = np.asarray(true, dtype=np.float64)
@@ -502,15 +503,8 @@ def few_shot(pred: np.ndarray, true: np.ndarray, kernels: np.ndarray, k: int,
     if k <= 0:
         return out, scored
     x = shape_inputs(launch[:, 0], launch[:, 1], pred) if launch is not None else None
-    shrink: dict[int, tuple[float, float | None, Any]] = {}
-    if folds is not None:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            r = np.where(valid, np.log2(true / np.where(valid, pred, 1.0)), np.nan)
-        for f in np.unique(folds):
-            other = valid & (folds != f)
-            prior, detail = estimate_prior(r[other], kernels[other])
-            shape = fit_shape_prior(r[other], kernels[other], x[other], seed) if x is not None else None
-            shrink[int(f)] = (prior, detail.get("within_var"), shape)
+    shrink = {} if folds is None else priors if priors is not None else fold_priors(pred, true, kernels, folds,
+                                                                                    launch, seed)
     for kern in np.unique(kernels[valid]):
         idx = np.flatnonzero(valid & (kernels == kern))
         rng = np.random.default_rng([seed, _stable_int(str(kern))])
@@ -523,6 +517,69 @@ def few_shot(pred: np.ndarray, true: np.ndarray, kernels: np.ndarray, k: int,
             off = fit_offset(true[shots], pred[shots], prior, within, shape, x[shots] if x is not None else None)
             out[rest] = off.apply(pred[rest], x[rest] if x is not None else None)
     return out, scored
+
+
+def fold_priors(pred: np.ndarray, true: np.ndarray, kernels: np.ndarray, folds: np.ndarray,
+                launch: np.ndarray | None = None, seed: int = 0) -> dict[int, tuple[float, float | None, Any]]:
+    """Per fold, the few-shot priors ``predict`` would use, estimated on the residuals of the
+    other folds' rows: the offset's prior strength and pooled within-kernel variance
+    (:func:`models.fewshot.estimate_prior`) and, with ``launch``, the shape prior
+    (:func:`models.fewshot.fit_shape_prior`; ``None`` without)."""
+    from models.fewshot import estimate_prior, fit_shape_prior, shape_inputs
+
+    pred = np.asarray(pred, dtype=np.float64)
+    true = np.asarray(true, dtype=np.float64)
+    valid = np.isfinite(pred) & (pred > 0) & np.isfinite(true) & (true > 0)
+    x = shape_inputs(launch[:, 0], launch[:, 1], pred) if launch is not None else None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(valid, np.log2(true / np.where(valid, pred, 1.0)), np.nan)
+    out: dict[int, tuple[float, float | None, Any]] = {}
+    for f in np.unique(folds):
+        other = valid & (folds != f)
+        prior, detail = estimate_prior(r[other], kernels[other])
+        shape = fit_shape_prior(r[other], kernels[other], x[other], seed) if x is not None else None
+        out[int(f)] = (prior, detail.get("within_var"), shape)
+    return out
+
+
+def adaptive_top_scores(pred: np.ndarray, true: np.ndarray, groups: np.ndarray, k: int, launch: np.ndarray,
+                        folds: np.ndarray, priors: Mapping[int, tuple[float, float | None, Any]], *,
+                        scale: np.ndarray | None = None, tol: float = 0.05) -> dict[str, Any]:
+    """Tuning with ``k`` measurements fed back, as ``kernelcast tune --measure-top K`` with a model
+    does it: in each group of more than ``k`` rows, the configuration predicted fastest is measured,
+    the group's other configurations are corrected by the measurements so far
+    (:func:`models.fewshot.fit_offset` with the fold's ``priors``: offset and shape), the fastest
+    corrected one is measured next, and after ``k`` the fastest measured is the choice (times
+    compared divided by ``scale``, as :class:`TuningBasis` compares them). Returns the figures of
+    :func:`kernelcast.metrics.measured_top_scores`."""
+    from models.fewshot import fit_offset, shape_inputs
+
+    pred = np.asarray(pred, dtype=np.float64)
+    true = np.asarray(true, dtype=np.float64)
+    ok = np.isfinite(pred) & (pred > 0) & np.isfinite(true) & (true > 0)
+    x = shape_inputs(launch[:, 0], launch[:, 1], pred)
+    sc = np.ones(len(pred)) if scale is None else np.asarray(scale, dtype=np.float64)
+    regrets: list[float] = []
+    for g in np.unique(groups[ok]):
+        sel = np.flatnonzero(ok & (groups == g))
+        if len(sel) <= k or k < 1:
+            continue
+        prior, within, shape = priors.get(int(folds[sel[0]]), (1.0, None, None))
+        now = pred[sel] / sc[sel]
+        measured: list[int] = []
+        for _ in range(k):
+            left = [i for i in np.argsort(now, kind="stable") if i not in measured]
+            measured.append(int(left[0]))
+            m = sel[measured]
+            now = fit_offset(true[m], pred[m], prior, within, shape, x[m]).apply(pred[sel], x[sel]) / sc[sel]
+        y = true[sel] / sc[sel]
+        regrets.append(float(y[measured].min() / y.min()))
+    r = np.asarray(regrets)
+    nan = float("nan")
+    return {"k": k, "groups": len(regrets), "top1_within": float(np.mean(r <= 1.0 + tol)) if len(r) else nan,
+            "regret_median": float(np.median(r)) if len(r) else nan,
+            "regret_geomean": float(np.exp(np.mean(np.log(r)))) if len(r) else nan,
+            "regret_max": float(np.max(r)) if len(r) else nan}
 
 
 def offset_floor(pred: np.ndarray, true: np.ndarray, kernels: np.ndarray) -> np.ndarray:
@@ -762,6 +819,7 @@ REPEAT_FIGURES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("shot3_top1_within", ("few_shot", "models", "{m}", "3", "tuning", "top1_within")),
     ("shot3_offset_only_mape", ("few_shot", "offset_only", "{m}", "3", "mape")),
     ("measure2_top1_within", ("tuning", "models", "{m}", "measure_top", "2", "top1_within")),
+    ("adaptive2_top1_within", ("tuning", "models", "{m}", "measure_top_adaptive", "2", "top1_within")),
 )
 
 
@@ -867,20 +925,26 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile, options: Evaluat
         tuning["models"][m]["measure_top"] = {
             str(k): measured_top_scores(p / basis.scale, y / basis.scale, basis.groups, k, tol=opts.tuning_tolerance)
             for k in MEASURE_TOP}
+        priors = fold_priors(p, y, kernel_ids, folds, launch, opts.seed)
+        tuning["models"][m]["measure_top_adaptive"] = {
+            str(k): adaptive_top_scores(p, y, basis.groups, k, launch, folds, priors, scale=basis.scale,
+                                        tol=opts.tuning_tolerance)
+            for k in MEASURE_TOP}
         if basis.basis != "problem" and basis.problem_groups:
             # the few problem groups there are, for reference
             tuning.setdefault("problem_basis_models", {})[m] = tuning_scores(p, y, basis.problems,
                                                                              tol=opts.tuning_tolerance)
         shots[m], offset_shots[m] = {}, {}
+        no_shape = {f: (a, b, None) for f, (a, b, _) in priors.items()}
         for k in opts.shots:
-            pk, scored = few_shot(p, y, kernel_ids, k, opts.seed, folds, launch)
+            pk, scored = few_shot(p, y, kernel_ids, k, opts.seed, folds, launch, priors)
             shots[m][str(k)] = row_metrics(np.where(scored, pk, np.nan), y, kernel_ids)
             # tuning after k shots: a measured configuration counts with its measured time
             known = np.where(scored, pk, np.where(np.isfinite(p) & (p > 0), y, np.nan))
             shots[m][str(k)]["tuning"] = tuning_scores(known / basis.scale, y / basis.scale, basis.groups,
                                                        tol=opts.tuning_tolerance)
             if k > 0:
-                po, so = few_shot(p, y, kernel_ids, k, opts.seed, folds)
+                po, so = few_shot(p, y, kernel_ids, k, opts.seed, folds, priors=no_shape)
                 offset_shots[m][str(k)] = row_metrics(np.where(so, po, np.nan), y, kernel_ids)
         floors[m] = row_metrics(offset_floor(p, y, kernel_ids), y, kernel_ids)
         intervals["models"][m], lo, hi = interval_figures(p, y, folds, opts.level, bins, opts.min_bin_rows)

@@ -182,6 +182,9 @@ def decision_rows(m: Mapping[str, Any]) -> tuple[list[list[Any]], list[str]]:
         header += [f"{k}-shot MAPE %", f"{k}-shot med APE %", f"{k}-shot top-1 %"]
     tops = list(_measure_top_of_first(m["tuning"]))
     header += [f"top-1 % measuring {k}" for k in tops]
+    adaptive = [k for k in tops
+                if any((v.get("measure_top_adaptive") or {}).get(k) for v in m["tuning"]["models"].values())]
+    header += [f"top-1 % measuring {k}, fed back" for k in adaptive]
     rows = []
     for name in m["models"]:
         t = m["tuning"]["models"][name]
@@ -195,6 +198,9 @@ def decision_rows(m: Mapping[str, Any]) -> tuple[list[list[Any]], list[str]]:
             row += [s["mape"], s["median_ape"], None if st is None else 100.0 * st]
         for k in tops:
             v = (t.get("measure_top") or {}).get(k, {}).get("top1_within")
+            row.append(None if v is None else 100.0 * v)
+        for k in adaptive:
+            v = (t.get("measure_top_adaptive") or {}).get(k, {}).get("top1_within")
             row.append(None if v is None else 100.0 * v)
         rows.append(row)
     return rows, header
@@ -211,8 +217,10 @@ def _measure_top_note(t: Mapping[str, Any]) -> str:
     counts = ", ".join(f"{v['groups']} for k = {k}" for k, v in _measure_top_of_first(t).items())
     if not counts:
         return ""
-    return (f"; top-1 measuring k: the fastest of the k configurations predicted fastest, as `tune --measure-top K` "
-            f"chooses, on the groups of more than k configurations ({counts})")
+    return (f"; top-1 measuring k: the fastest of the k configurations predicted fastest, on the groups of more "
+            f"than k configurations ({counts}); fed back: each measurement corrects the group's other predictions "
+            f"(offset and shape, the fold's priors) before the next is chosen, as `tune --model M --measure-top K` "
+            f"does")
 
 
 def tuning_note(m: Mapping[str, Any]) -> str:
@@ -301,7 +309,8 @@ def repeat_lines(rep: Mapping[str, Any] | None) -> list[str]:
             ("within_2x_pct", "within 2x %", 1.0), ("top1_within", "top-1 %", 100.0),
             ("shot3_mape", "3-shot MAPE %", 1.0), ("shot3_median_ape", "3-shot med APE %", 1.0),
             ("shot3_offset_only_mape", "3-shot MAPE % offset only", 1.0),
-            ("shot3_top1_within", "3-shot top-1 %", 100.0), ("measure2_top1_within", "top-1 % measuring 2", 100.0)]
+            ("shot3_top1_within", "3-shot top-1 %", 100.0), ("measure2_top1_within", "top-1 % measuring 2", 100.0),
+            ("adaptive2_top1_within", "top-1 % measuring 2 fed back", 100.0)]
     rows = []
     for name, figs in rep["models"].items():
         row: list[Any] = [name]
