@@ -110,7 +110,7 @@ def resolve_datagen_defaults(args: argparse.Namespace) -> Any:
 def datagen_options(args: argparse.Namespace) -> Any:
     """The :class:`~datagen.generate.DatagenOptions` of a ``datagen`` command line, validated."""
     from datagen.args import SELECTORS
-    from datagen.generate import DatagenOptions
+    from datagen.generate import MAX_ROUNDS, DatagenOptions
     from datagen.memargs import KERNEL_SELECTORS
 
     if any(getattr(args, n, None) is None for n in DATAGEN_DEFAULTS):
@@ -140,6 +140,12 @@ def datagen_options(args: argparse.Namespace) -> Any:
         opts.sweep_rounds = args.sweep_rounds
     if getattr(args, "sample_rounds", None) is not None:
         opts.sample_rounds = args.sample_rounds
+    if getattr(args, "max_rounds", None) is not None:
+        opts.max_rounds = args.max_rounds
+    for name, v in (("--sweep-rounds", opts.sweep_rounds), ("--sample-rounds", opts.sample_rounds),
+                    ("--max-rounds", opts.max_rounds)):
+        if v is not None and v > MAX_ROUNDS:
+            raise UsageError(f"{name} {v}: at most {MAX_ROUNDS} rounds")
     opts.timing.min_time_s = args.min_time
     opts.timing.min_repeats = args.repeats
     return opts
@@ -503,6 +509,10 @@ def add_parsers(sub: Any) -> None:
                    help="measure each sweep's local sizes in N interleaved rounds, pooled by readers (4; 1: once): "
                         "a host that slows down in phases makes one window per configuration pick the fastest "
                         "local size by chance")
+    p.add_argument("--max-rounds", type=positive_int, default=None, metavar="N",
+                   help="a configuration measured in rounds whose rounds disagree (the middle half of their "
+                        "windows more than 1.15x apart) gets further rounds, interleaved, up to N in all (default: "
+                        "twice its rounds; the rounds themselves: none)")
     p.add_argument("--sample-rounds", type=positive_int, default=None,
                    help="measure each kernel's regime samples in N interleaved rounds, pooled by readers (1): "
                         "repeatable times across a kernel's configurations, for few-shot updating, at N times "

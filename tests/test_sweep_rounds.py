@@ -82,11 +82,65 @@ def test_a_fast_window_does_not_outvote_the_rounds() -> None:
     assert res.loc["a", "time_min_us"] == 114.5
 
 
-def _options(rounds: int, samples: int = 1, sample_rounds: int = 1, sweeps: int = 1) -> DatagenOptions:
+def _options(rounds: int, samples: int = 1, sample_rounds: int = 1, sweeps: int = 1,
+             max_rounds: int = 1) -> DatagenOptions:
+    """Datagen options of these tests: no further rounds for configurations whose rounds disagree
+    unless ``max_rounds`` asks for them (the counts of rounds below are exact)."""
     return DatagenOptions(configs_per_kernel=samples, lsizes_per_kernel=1, rebalance=None, validity=False,
                           max_total_items=1 << 16, reference_every_s=0, sweeps_per_kernel=sweeps, lsizes_per_sweep=3,
                           sweep_rounds=rounds, sample_rounds=sample_rounds, activity=False, site_counts=False,
+                          max_rounds=max_rounds,
                           timing=TimingPolicy(warmup=1, min_repeats=3, min_time_s=0.0, max_repeats=10, max_time_s=2))
+
+
+def test_rounds_disagree_by_the_middle_half_of_the_windows() -> None:
+    from datagen.generate import ROUND_SPREAD, Generator
+
+    g = Generator.__new__(Generator)                   # only its stored rows are used
+    g.stored = {"a~r2": {"status": "ok", "time_median_us": 10.0}, "a~r3": {"status": "ok", "time_median_us": 10.5},
+                "a~r4": {"status": "timeout", "time_median_us": None},
+                "b~r2": {"status": "ok", "time_median_us": 20.0}, "b~r3": {"status": "ok", "time_median_us": 12.0}}
+    a = {"row_key": "a", "status": "ok", "time_median_us": 10.2}
+    assert g.round_windows(a, 4) == [10.2, 10.0, 10.5]                  # the failed round is no window
+    assert not g.rounds_disagree(a, 4)
+    b = {"row_key": "b", "status": "ok", "time_median_us": 10.0}
+    # windows 10, 20, 12: quartiles of their log2 span log2(16 / 11) = 0.54 > 0.2
+    assert g.rounds_disagree(b, 3) and ROUND_SPREAD == 0.2
+    assert not g.rounds_disagree(b, 1)                                  # one window: nothing to compare
+    # one slow window among five that agree: the middle half does not see it
+    g.stored.update({f"c~r{i}": {"status": "ok", "time_median_us": v} for i, v in ((2, 10.1), (3, 30.0), (4, 9.9),
+                                                                                 (5, 10.0))})
+    assert not g.rounds_disagree({"row_key": "c", "status": "ok", "time_median_us": 10.05}, 5)
+
+
+def test_configurations_whose_rounds_disagree_get_more_rounds(tmp_path, device, monkeypatch) -> None:
+    """Every configuration's rounds made to disagree: the sweep's three local sizes get rounds 3
+    and 4 after their two (--max-rounds 4), interleaved, and readers pool all four; a rerun with the
+    same options measures nothing; without disagreement no round is added."""
+    import datagen.generate as gen
+
+    k = Kernel(TRIAD, "triad", dims=1)
+    root = tmp_path / "ds"
+    monkeypatch.setattr(gen, "ROUND_SPREAD", -1.0)
+    first = run_datagen([k], root, device, _options(2, max_rounds=4), meter="none", timeout_s=30, corpus="test",
+                        progress=False)
+    raw = read_dataset(root, resolve=False)
+    sweep = raw[(raw["pass"] == "sweep") & raw["remeasure_of"].isna() & (raw["status"] == "ok")]
+    rounds = raw[raw["remeasure_reason"] == "round"]
+    assert len(sweep) == 3 and first.summary.rounds == 3 * 3
+    assert sorted(rounds["row_key"]) == sorted(f"{key}~r{n}" for key in sweep["row_key"] for n in (2, 3, 4))
+    order = list(raw["row_key"])                       # round 3 of every size before any round 4
+    assert max(order.index(f"{key}~r3") for key in sweep["row_key"]) < \
+        min(order.index(f"{key}~r4") for key in sweep["row_key"])
+    pooled = read_dataset(root)
+    assert (pooled[pooled["pass"] == "sweep"]["time_rounds"] == 4).all()
+    again = run_datagen([k], root, device, _options(2, max_rounds=4), meter="none", timeout_s=30, corpus="test",
+                        progress=False)
+    assert again.summary.rows_new == 0 and again.summary.rounds == 0
+    monkeypatch.setattr(gen, "ROUND_SPREAD", 100.0)
+    calm = run_datagen([k], tmp_path / "calm", device, _options(2, max_rounds=4), meter="none", timeout_s=30,
+                       corpus="test", progress=False)
+    assert calm.summary.rounds == 3
 
 
 def test_datagen_measures_sweeps_in_rounds_and_a_rerun_adds_only_missing_ones(tmp_path, device) -> None:
@@ -137,8 +191,8 @@ def test_datagen_measures_a_kernels_samples_in_rounds(tmp_path, device) -> None:
     assert len(df) == 3 and (df["time_rounds"] == 3).all() and (df["pass"] == "sample").all()
 
 
-@pytest.mark.parametrize("option", ["--sweep-rounds", "--sample-rounds"])
-@pytest.mark.parametrize("value", ["0", "-1", "x"])
+@pytest.mark.parametrize("option", ["--sweep-rounds", "--sample-rounds", "--max-rounds"])
+@pytest.mark.parametrize("value", ["0", "-1", "x", "33"])
 def test_bad_rounds_is_exit_2(tmp_path, option, value, capsys) -> None:
     from kernelcast.cli import main
 
