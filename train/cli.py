@@ -290,7 +290,29 @@ def format_tabular(res: dict[str, Any]) -> str:
         "",
         fmt_table(rows, ["head", "rows", "kernels", "rounds", "weights", "analytical |log2| median",
                          "fitted |log2| median", "s"]),
-        "(|log2| on the training rows, in-sample: 'kernelcast evaluate' gives held-out figures)"])
+        "(|log2| on the training rows, in-sample: 'kernelcast evaluate' gives held-out figures)"]
+        + _few_shot_lines(res.get("intervals") or {}))
+
+
+def _few_shot_lines(iv: dict[str, Any]) -> list[str]:
+    """The few-shot correction the tabular model was saved with: its shape prior and the k-shot
+    figures of its internal out-of-fold residuals, with the offset alone beside them."""
+    tab = (iv.get("models") or {}).get("tabular")
+    if not iv.get("available") or not tab:
+        return [f"intervals   none: {iv.get('reason') or 'not calibrated'}"]
+    sp = tab.get("shape")
+    lines = ["", "few-shot    " + (f"shape prior: offset sd {sp['offset_sd']:.3g}, shape sd {sp['shape_sd']:.3g}, noise "
+                                   f"sd {sp['noise_sd']:.3g} (log2), length scales "
+                                   + " / ".join(f"{v:.3g}" for v in sp["lengths"]) + f" over {sp['kernels']} kernels"
+                                   if sp else "offset only (too few kernels with two rows for a shape prior)")]
+    rows = []
+    for k, e in sorted((tab.get("shots") or {}).items(), key=lambda kv: int(kv[0])):
+        a, b = e.get("estimated_prior") or {}, e.get("offset_only") or {}
+        rows.append([k, a.get("median_ape"), a.get("mape"), b.get("median_ape"), b.get("mape")])
+    if rows:
+        lines.append(fmt_table(rows, ["shots", "median APE %", "MAPE %", "offset only: median APE %", "MAPE %"]))
+        lines.append("(the model's internal out-of-fold residuals, k random rows of each kernel measured)")
+    return lines
 
 
 def format_metrics(m: dict[str, Any], out_dir: str) -> str:

@@ -497,7 +497,8 @@ def interval_summary(cal: IntervalCalibration | None, reason: str = "") -> dict[
         f = c.figures
         out["models"][m] = {"oof": f.get("oof"), "interval_kind": c.kind, "interval_cv": f.get("interval_cv"),
                             "quantiles": c.overall.to_dict(), "bounds_with_own_quantiles": sorted(c.by_bound),
-                            "prior": c.prior, "shots": f.get("shots")}
+                            "prior": c.prior, "shape": c.shape.to_dict() if c.shape is not None else None,
+                            "shots": f.get("shots")}
     return out
 
 
