@@ -301,10 +301,13 @@ def _few_shot_lines(iv: dict[str, Any]) -> list[str]:
     if not iv.get("available") or not tab:
         return [f"intervals   none: {iv.get('reason') or 'not calibrated'}"]
     sp = tab.get("shape")
-    lines = ["", "few-shot    " + (f"shape prior: offset sd {sp['offset_sd']:.3g}, shape sd {sp['shape_sd']:.3g}, noise "
-                                   f"sd {sp['noise_sd']:.3g} (log2), length scales "
-                                   + " / ".join(f"{v:.3g}" for v in sp["lengths"]) + f" over {sp['kernels']} kernels"
-                                   if sp else "offset only (too few kernels with two rows for a shape prior)")]
+    if sp:
+        head = (f"shape prior: offset sd {sp['offset_sd']:.3g}, shape sd {sp['shape_sd']:.3g}, noise sd "
+                f"{sp['noise_sd']:.3g} (log2), length scales " + " / ".join(f"{v:.3g}" for v in sp["lengths"])
+                + f" over {sp['kernels']} kernels")
+    else:
+        head = "offset only (too few kernels with two rows for a shape prior)"
+    lines = ["", "few-shot    " + head]
     rows = []
     for k, e in sorted((tab.get("shots") or {}).items(), key=lambda kv: int(kv[0])):
         a, b = e.get("estimated_prior") or {}, e.get("offset_only") or {}
