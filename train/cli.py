@@ -430,9 +430,30 @@ def format_blend(res: dict[str, Any], model_dir: str) -> str:
         f"candidates (criterion {b.criterion}, lower is better)",
         fmt_table(cands, ["candidate", b.criterion]),
         "",
-        f"blend chosen: {b.kind} ({b.formula()}); written to {res['path']}",
+        f"blend chosen: {b.kind} ({b.formula()}); written to {res['path']}"]
+        + _blend_why(b, res["groups"]) + [
         "(the blend's figures are on the out-of-fold rows it was chosen on; 'kernelcast evaluate --models "
         "...,blend' scores it on rows it never saw)"])
+
+
+def _blend_why(b: Any, groups: int) -> list[str]:
+    """Why the chosen blend is not the candidate that scored lowest, when it is not
+    (:func:`train.blend.fit_stacked_blend`: a candidate has to beat the best single model, or the
+    hedge, by standard errors of its per-group difference)."""
+    from train.blend import BLEND_SE, HEDGE_SE
+
+    finite = {k: v for k, v in b.scores.items() if math.isfinite(v)}
+    if not finite:
+        return []
+    top = min(finite, key=lambda k: finite[k])
+    if top == b.kind or finite[top] >= finite.get(b.kind, math.inf):
+        return []
+    anchor = b.anchor or b.kind
+    hedge = ("; the single models were within " f"{HEDGE_SE:g} standard error of each other, so the geometric mean "
+             "was the one to beat") if anchor == "geometric_mean" else ""
+    return [f"({top} scored lower on these rows but did not beat {anchor} by {BLEND_SE:g} standard errors of the "
+            f"per-group difference over {groups} kernel groups{hedge}: a margin that small was not borne out on "
+            f"held-out kernels)"]
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
