@@ -322,7 +322,14 @@ def _check_kt_format(args: argparse.Namespace) -> Path | None:
 def cmd_tune(args: argparse.Namespace) -> int:
     from calib.local import resolve_profile
     from kernelcast.argspec import parse_size
-    from models.fewshot import DEFAULT_SHRINK_PRIOR, Offset, fit_offset, launch_log2_items, shape_inputs
+    from models.fewshot import (
+        DEFAULT_SHRINK_PRIOR,
+        Offset,
+        analytical_balance,
+        fit_offset,
+        launch_inputs,
+        shape_inputs,
+    )
     from models.predict import (
         bind_arguments,
         complete_bindings,
@@ -389,17 +396,17 @@ def cmd_tune(args: argparse.Namespace) -> int:
     prior = sc.calibration.prior if sc.calibration is not None else DEFAULT_SHRINK_PRIOR
     within_var = sc.calibration.within_var if sc.calibration is not None else None
     shape = sc.calibration.shape if sc.calibration is not None else None
-    launch = np.column_stack(launch_log2_items([r["gsize"] for r in rows], [r["lsize"] for r in rows]))
+    launch = launch_inputs([r["gsize"] for r in rows], [r["lsize"] for r in rows], analytical_balance(sc.explanation))
     offset: Offset | None = None
     shots_pred: list[float] = []
-    shots_launch = np.zeros((0, 2))
+    shots_launch = np.zeros((0, 3))
     if mframe is not None:
-        shots_pred = [float(x) for x in score_configurations(mframe, profile, tab).time_us]
-        shots_launch = np.column_stack(launch_log2_items(
-            mframe["gsize"].tolist(), mframe["lsize"].tolist() if "lsize" in mframe.columns else [None] * len(mframe)))
-        offset = fit_offset(m_us, shots_pred, prior, within_var, shape,
-                            shape_inputs(shots_launch[:, 0], shots_launch[:, 1], shots_pred))
-    t = offset.apply(t_raw, shape_inputs(launch[:, 0], launch[:, 1], t_raw)) if offset is not None else t_raw
+        msc = score_configurations(mframe, profile, tab)
+        shots_pred = [float(x) for x in msc.time_us]
+        shots_launch = launch_inputs(mframe["gsize"].tolist(), mframe["lsize"].tolist() if "lsize" in mframe.columns
+                                     else [None] * len(mframe), analytical_balance(msc.explanation))
+        offset = fit_offset(m_us, shots_pred, prior, within_var, shape, shape_inputs(shots_launch, shots_pred))
+    t = offset.apply(t_raw, shape_inputs(launch, t_raw)) if offset is not None else t_raw
     # intervals (and a correction) are shown with --model or --measured; the other outputs are unchanged
     detailed = tab is not None or ms is not None
     lo, hi = sc.intervals(t, offset)
@@ -509,8 +516,8 @@ def _fnum(x: float | None, digits: int = 3) -> str:
 
 class _TuneContext:
     """What ``tune --measure-top`` needs: the candidates, the scoring model's raw predictions, the
-    shots from ``--measured``, the shrinkage and shape priors and the launch inputs (log2 work-items,
-    log2 work-group size) of the candidates and of the shots."""
+    shots from ``--measured``, the shrinkage and shape priors and the launch inputs
+    (:func:`models.fewshot.launch_inputs`) of the candidates and of the shots."""
 
     def __init__(self, args: argparse.Namespace, kernel: Any, rows: list[dict[str, Any]], order: np.ndarray,
                  t_raw: np.ndarray, scored: Any, prior: float, *, objective_time: bool, shots_us: list[float],
@@ -520,8 +527,8 @@ class _TuneContext:
         self.within_var, self.shape = within_var, shape
         self.t_raw, self.scored, self.prior, self.objective_time = t_raw, scored, prior, objective_time
         self.shots_us, self.shots_pred = shots_us, shots_pred
-        self.launch = launch if launch is not None else np.zeros((len(rows), 2))
-        self.shots_launch = shots_launch if shots_launch is not None else np.zeros((0, 2))
+        self.launch = launch if launch is not None else np.zeros((len(rows), 3))
+        self.shots_launch = shots_launch if shots_launch is not None else np.zeros((0, 3))
 
     def correction(self, shots_us: list[float], shots_pred: list[float], shots: list[int]) -> Any:
         """The kernel's correction from the shots of the file and the measured candidates ``shots``
@@ -530,13 +537,13 @@ class _TuneContext:
 
         launch = np.vstack([self.shots_launch, self.launch[shots]]) if shots else self.shots_launch
         return fit_offset(shots_us, shots_pred, self.prior, self.within_var, self.shape,
-                          shape_inputs(launch[:, 0], launch[:, 1], shots_pred) if len(shots_pred) else None)
+                          shape_inputs(launch, shots_pred) if len(shots_pred) else None)
 
     def corrected(self, offset: Any) -> np.ndarray:
         """Every candidate's prediction corrected by ``offset``."""
         from models.fewshot import shape_inputs
 
-        return offset.apply(self.t_raw, shape_inputs(self.launch[:, 0], self.launch[:, 1], self.t_raw))
+        return offset.apply(self.t_raw, shape_inputs(self.launch, self.t_raw))
 
 
 def _measure_top(ctx: _TuneContext) -> dict[str, Any]:

@@ -40,7 +40,8 @@ across its configurations (on this host's data the best single factor per kernel
 MAPE of 18 %, against 21-22 % for three shots). With a :class:`ShapePrior` the correction is a
 Gaussian process in log2 space over the configuration, ``r(x) = b + g(x) + e``: ``b`` the kernel's
 offset (variance ``offset_sd**2``), ``g`` a smooth function of ``x`` = (log2 global work-items,
-log2 work-items per group, log2 of the model's own prediction) with squared-exponential
+log2 work-items per group, the analytical model's log2 compute / memory time at the configuration,
+log2 of the model's own prediction: :data:`SHAPE_INPUTS`) with squared-exponential
 covariance (``shape_sd**2``, one length scale per input), ``e`` measurement noise
 (``noise_sd**2``). The corrected log residual of a configuration is the posterior mean given the
 shots, so a configuration near a measured one takes most of that measurement's residual, one far
@@ -54,7 +55,10 @@ Measured with ``kernelcast evaluate --data ds8m --data ds8s --models analytical,
 --repeats 3`` (2,426 rows of 269 kernels, PoCL 3.1 on 2 Zen 5 cores; same shots for both; mean +-
 sd over fold seeds 0-2): the tabular model's 3-shot MAPE 21.9 +- 0.4 % with the offset alone, 19.8
 +- 1.6 % with the shape correction, its 3-shot median APE 12.3 -> 9.6 %, and tuning top-1 after 3
-shots 86.5 % (zero-shot 81.4 %). The analytical model's 3-shot MAPE 22.3 -> 19.9 %.
+shots 86.5 % (zero-shot 81.4 %). The analytical model's 3-shot MAPE 22.3 -> 19.9 %. With the
+analytical balance as an input (ds8m + ds8s after their further rounds, 2,464 rows of 274
+kernels): the tabular model's 3-shot MAPE 17.5 +- 0.5 -> 17.0 +- 0.4 %, the analytical model's
+17.6 -> 17.1 %; the offset alone 20.3 %.
 
 A configuration that was itself measured is predicted by its measurement (the geometric mean of
 its measured times), not by the corrected model: with the kernel offset and the configuration's
@@ -91,8 +95,13 @@ MIN_PRIOR, MAX_PRIOR = 0.01, 10.0
 #: time columns a measured CSV may use (the first present wins)
 TIME_COLUMNS = ("time_us", "time_median_us")
 KERNEL_COLUMNS = ("kernel_name", "kernel")
-#: inputs of the shape correction, one column each of :func:`shape_inputs`
-SHAPE_INPUTS = ("log2_items", "log2_wg_items", "log2_predicted_us")
+#: inputs of the shape correction, one column each of :func:`shape_inputs`: the launch (log2
+#: global work-items, log2 work-items per group), the analytical model's balance at the
+#: configuration (log2 of its compute over its memory time, :func:`analytical_balance`) and the
+#: model's own prediction
+SHAPE_INPUTS = ("log2_items", "log2_wg_items", "an_log2_compute_over_memory", "log2_predicted_us")
+#: the balance is clipped to this (log2 units): a kernel without memory traffic has none to balance
+BALANCE_CLIP = 20.0
 #: rows per kernel (a seeded sample of larger kernels) and kernels a shape prior is fitted on: the fit
 #: is one small Cholesky factorisation per kernel per step, bounded by these
 SHAPE_FIT_ROWS, SHAPE_FIT_KERNELS = 24, 600
@@ -227,20 +236,37 @@ def fit_offset(measured_us: Any, predicted_us: Any, prior: float = DEFAULT_SHRIN
                   shape if xs is not None else None, xs)
 
 
-def shape_inputs(log2_items: Any, log2_wg_items: Any, predicted_us: Any) -> np.ndarray:
+def shape_inputs(launch: Any, predicted_us: Any) -> np.ndarray:
     """The inputs of the shape correction (:data:`SHAPE_INPUTS`), one row per configuration:
-    log2 global work-items, log2 work-items per group, log2 of the model's prediction (NaN where it
-    is not a positive number)."""
-    p = np.asarray(predicted_us, dtype=np.float64)
+    ``launch`` (rows of :func:`launch_inputs`) and log2 of the model's prediction (NaN where it is
+    not a positive number)."""
+    p = np.atleast_1d(np.asarray(predicted_us, dtype=np.float64))
+    la = np.asarray(launch, dtype=np.float64).reshape(len(p), 3) if len(p) else np.zeros((0, 3))
     with np.errstate(divide="ignore", invalid="ignore"):
         lp = np.where(np.isfinite(p) & (p > 0), np.log2(np.where(p > 0, p, 1.0)), np.nan)
-    return np.column_stack([np.asarray(log2_items, dtype=np.float64), np.asarray(log2_wg_items, dtype=np.float64), lp])
+    return np.column_stack([la, lp])
 
 
-def launch_log2_items(gsizes: Sequence[Any], lsizes: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
-    """log2 global work-items and log2 work-items per group of configurations given as sizes
-    (lists, tuples or the dataset's encoded text); a configuration without a local size takes the
-    one the models assume (``min(64, gsize0)`` along dimension 0)."""
+def analytical_balance(explanations: Sequence[Any]) -> np.ndarray:
+    """log2 of the analytical model's compute time over its memory time, per explanation (the
+    ``time_parts_us`` of :func:`models.analytical.explain`; the table's ``an_log2_compute_over_memory``),
+    clipped to :data:`BALANCE_CLIP`; NaN where an explanation has no parts."""
+    out = []
+    for e in explanations:
+        parts = e.get("time_parts_us") if isinstance(e, Mapping) else None
+        if not isinstance(parts, Mapping):
+            out.append(np.nan)
+            continue
+        c, m = float(parts.get("compute", np.nan)), float(parts.get("memory", np.nan))
+        out.append(math.log2(max(c, 1e-9) / max(m, 1e-9)) if math.isfinite(c) and math.isfinite(m) else np.nan)
+    return np.clip(np.asarray(out, dtype=np.float64), -BALANCE_CLIP, BALANCE_CLIP)
+
+
+def launch_inputs(gsizes: Sequence[Any], lsizes: Sequence[Any], balance: Any) -> np.ndarray:
+    """The launch part of the shape correction's inputs, one row per configuration: log2 global
+    work-items, log2 work-items per group (a configuration without a local size takes the one the
+    models assume, ``min(64, gsize0)`` along dimension 0) and the analytical ``balance`` (one per
+    configuration: :func:`analytical_balance`, or the table's ``an_log2_compute_over_memory``)."""
     from kernelcast.columns import decode_sizes
 
     gi, li = [], []
@@ -249,7 +275,10 @@ def launch_log2_items(gsizes: Sequence[Any], lsizes: Sequence[Any]) -> tuple[np.
         lz = decode_sizes(ls) or ((min(64, gs[0]),) + (1,) * (len(gs) - 1))
         gi.append(math.log2(max(1, math.prod(gs))))
         li.append(math.log2(max(1, math.prod(lz))))
-    return np.asarray(gi), np.asarray(li)
+    b = np.clip(np.asarray(balance, dtype=np.float64), -BALANCE_CLIP, BALANCE_CLIP)
+    if b.shape != (len(gi),):
+        raise ValueError(f"{b.size} balances for {len(gi)} configurations")
+    return np.column_stack([np.asarray(gi), np.asarray(li), b]) if gi else np.zeros((0, 3))
 
 
 @dataclass

@@ -22,7 +22,15 @@ import pandas as pd
 
 from kernelcast.errors import InputError, UsageError
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
-from models.fewshot import DEFAULT_SHRINK_PRIOR, MeasuredSet, Offset, fit_offset, launch_log2_items, shape_inputs
+from models.fewshot import (
+    DEFAULT_SHRINK_PRIOR,
+    MeasuredSet,
+    Offset,
+    analytical_balance,
+    fit_offset,
+    launch_inputs,
+    shape_inputs,
+)
 
 if TYPE_CHECKING:
     from calib.profile import DeviceProfile
@@ -343,8 +351,10 @@ def predict_with_intervals(frame: pd.DataFrame, profile: DeviceProfile, learned:
         if len(measured) != len(m_us):
             raise ValueError(f"{len(measured)} measured rows, {len(m_us)} times")
         shots_pred, _ = _predict(measured, profile, learned, weights)
-        launch_shots = launch_log2_items(measured["gsize"].tolist(), _lsizes(measured))
-        launch_rows = launch_log2_items(frame["gsize"].tolist(), _lsizes(frame))
+        launch_shots = launch_inputs(measured["gsize"].tolist(), _lsizes(measured),
+                                     analytical_balance(shots_pred["explanation"].tolist()))
+        launch_rows = launch_inputs(frame["gsize"].tolist(), _lsizes(frame),
+                                    analytical_balance(res["explanation"].tolist()))
         for m in models:
             cal = cals.get(m)
             sp = shots_pred[f"{m}_us"].to_numpy(dtype=np.float64)
@@ -352,9 +362,9 @@ def predict_with_intervals(frame: pd.DataFrame, profile: DeviceProfile, learned:
             offsets[m] = fit_offset(m_us, sp, cal.prior if cal is not None else DEFAULT_SHRINK_PRIOR,
                                     cal.within_var if cal is not None else None,
                                     cal.shape if cal is not None else None,
-                                    shape_inputs(launch_shots[0], launch_shots[1], sp))
+                                    shape_inputs(launch_shots, sp))
             res[f"{m}_raw_us"] = res[f"{m}_us"]
-            res[f"{m}_us"] = offsets[m].apply(raw, shape_inputs(launch_rows[0], launch_rows[1], raw))
+            res[f"{m}_us"] = offsets[m].apply(raw, shape_inputs(launch_rows, raw))
         out.offsets = offsets
         out.shots = max((o.k for o in offsets.values()), default=0)
     an_bounds = [e.get("bound") if isinstance(e, dict) else None for e in res["explanation"]]

@@ -13,24 +13,25 @@ import pytest
 from models.fewshot import (
     SHAPE_INPUTS,
     ShapePrior,
+    analytical_balance,
     fit_offset,
     fit_shape_prior,
-    launch_log2_items,
+    launch_inputs,
     shape_inputs,
 )
 from models.tabular import ResidualCalibration, ResidualQuantiles
 from train.evaluate import few_shot
 
-FLAT = ShapePrior(offset_sd=1.0, shape_sd=1e-9, lengths=(1.0, 1.0, 1.0), noise_sd=1.0)
+FLAT = ShapePrior(offset_sd=1.0, shape_sd=1e-9, lengths=(1.0, 1.0, 1.0, 1.0), noise_sd=1.0)
 
 
 def test_without_shape_it_is_the_shrunk_offset():
     """shape_sd ~ 0: the posterior mean of the offset b ~ N(0, 1) from one residual with noise 1 is
     half of it, exactly what Offset's k / (k + prior) gives with prior = noise / offset variance."""
-    x = np.zeros((1, 3))
+    x = np.zeros((1, 4))
     off = fit_offset([8.0], [1.0], prior=1.0, shape=FLAT, x=x)        # residual 3
     assert off.shaped
-    np.testing.assert_allclose(off.log2_at(np.array([[0.0, 0, 0], [9.0, 2, 5]])), [1.5, 1.5])
+    np.testing.assert_allclose(off.log2_at(np.array([[0.0, 0, 0, 0], [9.0, 2, -3, 5]])), [1.5, 1.5])
     assert off.log2 == pytest.approx(1.5)
 
 
@@ -38,10 +39,10 @@ def test_a_configuration_next_to_a_shot_takes_its_residual():
     """Two shots, residuals 0 and 2, far apart along the size input; small noise, no offset
     variance to speak of: a configuration on a shot takes that shot's residual (the kernel scale
     multiplies shape and noise alike, so it does not move this), one far from both stays near 0."""
-    prior = ShapePrior(offset_sd=1e-4, shape_sd=1.0, lengths=(1.0, 10.0, 10.0), noise_sd=1e-3)
-    xs = np.array([[0.0, 6, 5], [10.0, 6, 5]])
+    prior = ShapePrior(offset_sd=1e-4, shape_sd=1.0, lengths=(1.0, 10.0, 10.0, 10.0), noise_sd=1e-3)
+    xs = np.array([[0.0, 6, 1, 5], [10.0, 6, 1, 5]])
     r = np.array([0.0, 2.0])
-    got = prior.posterior_mean(xs, r, np.array([[10.0, 6, 5], [0.0, 6, 5], [30.0, 6, 5]]))
+    got = prior.posterior_mean(xs, r, np.array([[10.0, 6, 1, 5], [0.0, 6, 1, 5], [30.0, 6, 1, 5]]))
     np.testing.assert_allclose(got[:2], [2.0, 0.0], atol=1e-3)
     assert abs(got[2]) < 1e-6
     # the shots' sample variance is 2 where the prior expects 1 (two independent draws of variance
@@ -50,9 +51,9 @@ def test_a_configuration_next_to_a_shot_takes_its_residual():
 
 
 def test_shots_that_disagree_move_the_prediction_less():
-    prior = ShapePrior(offset_sd=1.0, shape_sd=0.3, lengths=(2.0, 2.0, 2.0), noise_sd=0.2)
-    xs = np.array([[10.0, 6, 5], [11.0, 6, 5], [12.0, 6, 5]])
-    far = np.array([[20.0, 8, 9]])
+    prior = ShapePrior(offset_sd=1.0, shape_sd=0.3, lengths=(2.0, 2.0, 2.0, 2.0), noise_sd=0.2)
+    xs = np.array([[10.0, 6, 0, 5], [11.0, 6, 0, 5], [12.0, 6, 0, 5]])
+    far = np.array([[20.0, 8, 3, 9]])
     agree = prior.posterior_mean(xs, np.array([2.0, 2.1, 1.9]), far)[0]
     disagree = prior.posterior_mean(xs, np.array([-1.0, 5.0, 2.0]), far)[0]   # same mean, 2
     assert prior.kernel_scale(xs, np.array([-1.0, 5.0, 2.0])) > 10
@@ -64,7 +65,8 @@ def _draws(prior: ShapePrior, kernels: int, rows: int, seed: int) -> tuple[np.nd
     rng = np.random.default_rng(seed)
     xs, rs, gs = [], [], []
     for k in range(kernels):
-        x = np.column_stack([rng.uniform(8, 20, rows), rng.choice([4.0, 6, 8], rows), rng.uniform(2, 14, rows)])
+        x = np.column_stack([rng.uniform(8, 20, rows), rng.choice([4.0, 6, 8], rows), rng.uniform(-3, 3, rows),
+                             rng.uniform(2, 14, rows)])
         c = prior.covariance(x, x) + prior.noise_sd ** 2 * np.eye(rows)
         xs.append(x)
         rs.append(rng.multivariate_normal(np.zeros(rows), c))
@@ -73,7 +75,7 @@ def _draws(prior: ShapePrior, kernels: int, rows: int, seed: int) -> tuple[np.nd
 
 
 def test_the_fit_recovers_a_known_prior():
-    true = ShapePrior(offset_sd=0.8, shape_sd=0.5, lengths=(3.0, 4.0, 2.5), noise_sd=0.2)
+    true = ShapePrior(offset_sd=0.8, shape_sd=0.5, lengths=(3.0, 4.0, 3.0, 2.5), noise_sd=0.2)
     x, r, g = _draws(true, 150, 10, seed=1)
     got = fit_shape_prior(r, g, x)
     assert got is not None and got.kernels == 150 and got.rows == 1500
@@ -84,7 +86,7 @@ def test_the_fit_recovers_a_known_prior():
     # a prior without shape (residuals constant per kernel plus noise): the fit finds no smooth
     # shape, either a small shape variance or one so short-ranged that it is noise by another name
     # (no covariance between two configurations); the within-kernel variance is the noise's
-    flat = ShapePrior(offset_sd=0.8, shape_sd=1e-6, lengths=(3.0, 4.0, 2.5), noise_sd=0.2)
+    flat = ShapePrior(offset_sd=0.8, shape_sd=1e-6, lengths=(3.0, 4.0, 3.0, 2.5), noise_sd=0.2)
     x2, r2, g2 = _draws(flat, 150, 10, seed=2)
     got2 = fit_shape_prior(r2, g2, x2)
     assert got2 is not None and got2.offset_sd == pytest.approx(0.8, rel=0.2)
@@ -94,26 +96,32 @@ def test_the_fit_recovers_a_known_prior():
 
 
 def test_the_fit_needs_kernels_with_two_rows_and_is_bounded():
-    assert fit_shape_prior([0.1, 0.2, 0.3], ["a", "b", "c"], np.zeros((3, 3))) is None
+    assert fit_shape_prior([0.1, 0.2, 0.3], ["a", "b", "c"], np.zeros((3, 4))) is None
     with pytest.raises(ValueError):
-        fit_shape_prior([0.1, 0.2], ["a", "a"], np.zeros((3, 3)))
+        fit_shape_prior([0.1, 0.2], ["a", "a"], np.zeros((3, 4)))
     # a kernel with many rows takes part with a sample of them
-    true = ShapePrior(offset_sd=0.8, shape_sd=0.5, lengths=(3.0, 4.0, 2.5), noise_sd=0.2)
+    true = ShapePrior(offset_sd=0.8, shape_sd=0.5, lengths=(3.0, 4.0, 3.0, 2.5), noise_sd=0.2)
     x, r, g = _draws(true, 10, 60, seed=3)
     got = fit_shape_prior(r, g, x)
     assert got is not None and got.rows == 10 * 24
 
 
 def test_inputs_and_storage():
-    gi, li = launch_log2_items([[1024], "[64, 64]", (100,)], [[256], None, None])
-    np.testing.assert_allclose(gi, [10, 12, math.log2(100)])
-    np.testing.assert_allclose(li, [8, 6, 6])                    # no local size: min(64, gsize0)
-    x = shape_inputs(gi, li, [4.0, 0.0, np.nan])
-    assert x.shape == (3, 3) and x[0, 2] == 2 and np.isnan(x[1, 2]) and np.isnan(x[2, 2])
-    prior = ShapePrior(0.7, 0.4, (3.0, 4.0, 2.0), 0.2, kernels=40, rows=300)
+    bal = analytical_balance([{"time_parts_us": {"compute": 8.0, "memory": 2.0}},
+                              {"time_parts_us": {"compute": 1.0, "memory": 0.0}}, {"error": "no static features"}])
+    np.testing.assert_allclose(bal[:2], [2.0, 20.0])             # no memory time: clipped
+    assert np.isnan(bal[2])
+    la = launch_inputs([[1024], "[64, 64]", (100,)], [[256], None, None], bal)
+    np.testing.assert_allclose(la[:, 0], [10, 12, math.log2(100)])
+    np.testing.assert_allclose(la[:, 1], [8, 6, 6])             # no local size: min(64, gsize0)
+    with pytest.raises(ValueError):
+        launch_inputs([[1024]], [[256]], [1.0, 2.0])
+    x = shape_inputs(la, [4.0, 0.0, np.nan])
+    assert x.shape == (3, 4) and x[0, 3] == 2 and np.isnan(x[1, 3]) and np.isnan(x[2, 3])
+    prior = ShapePrior(0.7, 0.4, (3.0, 4.0, 1.0, 2.0), 0.2, kernels=40, rows=300)
     assert ShapePrior.from_dict(prior.to_dict()) == prior
     with pytest.raises(ValueError):
-        ShapePrior.from_dict({**prior.to_dict(), "lengths": [1.0, 2.0]})
+        ShapePrior.from_dict({**prior.to_dict(), "lengths": [1.0, 2.0, 3.0]})
     with pytest.raises(ValueError):
         ShapePrior.from_dict({**prior.to_dict(), "noise_sd": 0.0})
     q = ResidualQuantiles.of(np.linspace(-1, 1, 50))
@@ -123,11 +131,11 @@ def test_inputs_and_storage():
     old = cal.to_dict()
     del old["shape"]                                             # saved before the shape prior existed
     assert ResidualCalibration.from_dict(old).shape is None
-    assert SHAPE_INPUTS == ("log2_items", "log2_wg_items", "log2_predicted_us")
+    assert SHAPE_INPUTS == ("log2_items", "log2_wg_items", "an_log2_compute_over_memory", "log2_predicted_us")
 
 
 def test_shots_without_a_finite_input_are_left_out():
-    x = np.array([[10.0, 6, 1], [np.nan, 6, 1]])
+    x = np.array([[10.0, 6, 0, 1], [np.nan, 6, 0, 1]])
     off = fit_offset([2.0, 4.0], [1.0, 1.0], shape=FLAT, x=x)
     assert off.k == 1 and off.residuals == [1.0]
     with pytest.raises(ValueError):
@@ -152,7 +160,7 @@ def test_evaluate_few_shot_corrects_a_size_dependent_error_better_than_an_offset
             pred.append(t / 2.0 ** (b + 0.4 * (g - 16) + rng.normal(0, 0.1)))
             folds.append(k % 5)
     kern_a, true_a, pred_a, folds_a = np.array(kern), np.array(true), np.array(pred), np.array(folds)
-    launch = np.column_stack([gi, li])
+    launch = np.column_stack([gi, li, np.zeros(len(gi))])
 
     def mape(p: np.ndarray, sel: np.ndarray) -> float:
         return float(np.mean(np.abs(p[sel] / true_a[sel] - 1)) * 100)
@@ -171,7 +179,7 @@ SAXPY = """__kernel void saxpy(__global const float *x, __global float *y, const
   if (i < n) y[i] = a * x[i] + y[i];
 }
 """
-SHAPED = ShapePrior(offset_sd=0.8, shape_sd=0.6, lengths=(1.5, 3.0, 4.0), noise_sd=0.1)
+SHAPED = ShapePrior(offset_sd=0.8, shape_sd=0.6, lengths=(1.5, 3.0, 2.0, 4.0), noise_sd=0.1)
 
 
 @pytest.fixture(scope="module")
@@ -214,11 +222,19 @@ def test_predict_measured_applies_the_shape_correction(shaped_model, capsys):
     corr = out["correction"]["models"]["learned"]
     assert corr["k"] == 2 and corr["shape"] == SHAPED.to_dict()
     r = np.array(corr["residuals_log2"])
-    xs = shape_inputs([12.0, 18.0], [6.0, 6.0], np.array([20.0, 400.0]) / 2 ** r)    # the shots' predictions
+    # the shots' inputs: their sizes, the analytical balance at them and their predictions
+    (d / "s.csv").write_text("gsize,lsize\n4096,64\n262144,64\n")
+    assert main(["predict", "--kernel", str(d / "saxpy.cl"), "--configs", str(d / "s.csv"), "--profile", "pocl-local",
+                 "--json"]) == 0
+    shots = json.loads(capsys.readouterr().out)["predictions"]
+    xs = shape_inputs(launch_inputs([[4096], [262144]], [[64], [64]],
+                                    analytical_balance([q["explanation"] for q in shots])),
+                      np.array([20.0, 400.0]) / 2 ** r)
     ratios = []
-    for p, gi in zip(out["predictions"], (13.0, 16.0, 18.0)):
+    for p, g in zip(out["predictions"], (8192, 65536, 262144)):
         raw = p["learned"]["uncorrected_time_us"]
-        want = SHAPED.posterior_mean(xs, r, shape_inputs([gi], [7.0], [raw]))[0]
+        x = shape_inputs(launch_inputs([[g]], [[128]], analytical_balance([p["explanation"]])), [raw])
+        want = SHAPED.posterior_mean(xs, r, x)[0]
         assert p["learned"]["time_us"] == pytest.approx(raw * 2 ** want, rel=1e-6)
         ratios.append(p["learned"]["time_us"] / raw)
     assert max(ratios) / min(ratios) > 1.05                           # the correction depends on the size
@@ -252,13 +268,13 @@ def test_feeding_measurements_back_can_only_change_the_second_pick():
     second pick becomes the measured best where measuring the predicted top 2 misses it."""
     from train.evaluate import adaptive_top_scores
 
-    prior = ShapePrior(offset_sd=0.5, shape_sd=1.0, lengths=(50.0, 1.0, 50.0), noise_sd=0.05)
+    prior = ShapePrior(offset_sd=0.5, shape_sd=1.0, lengths=(50.0, 1.0, 50.0, 50.0), noise_sd=0.05)
     # per group: lsizes 2^6, 2^7, 2^9; predicted 10, 11, 12; measured 20, 22, 14 (the model is 2x
     # off at the two small groups, right at the large one)
     pred = np.tile([10.0, 11.0, 12.0], 4)
     true = np.tile([20.0, 22.0, 14.0], 4)
     groups = np.repeat(np.arange(4), 3)
-    launch = np.column_stack([np.full(12, 16.0), np.tile([6.0, 7.0, 9.0], 4)])
+    launch = np.column_stack([np.full(12, 16.0), np.tile([6.0, 7.0, 9.0], 4), np.zeros(12)])
     folds = np.zeros(12, dtype=int)
     fed = adaptive_top_scores(pred, true, groups, 2, launch, folds, {0: (1.0, None, prior)})
     plain = adaptive_top_scores(pred, true, groups, 2, launch, folds, {0: (1.0, None, None)})

@@ -61,7 +61,7 @@ from kernelcast.metrics import (
     within_factor,
 )
 from models.blend import StackedBlend
-from models.fewshot import launch_log2_items
+from models.fewshot import launch_inputs
 from train.blend import CRITERIA, fit_stacked_blend  # noqa: F401 - fit_stacked_blend re-exported
 from train.split import group_key
 
@@ -373,15 +373,31 @@ class AnalyticalFitter(Fitter):
         self.model = AnalyticalModel(profile)
 
     def prepare(self, frame: pd.DataFrame) -> None:
+        from models.fewshot import analytical_balance
+
         p = self.model.predict(frame)
         self.pred = p.time_us
         self.bound = np.array([str(e.get("bound", "none")) for e in p.explanation], dtype=object)
+        self.balance = analytical_balance(p.explanation)
+        self.frame_rows = len(frame)
         failed = int(np.isnan(self.pred).sum())
         if failed:
             log.warning("the analytical model has no prediction for %d row(s) (static analysis failed)", failed)
 
     def fit_predict(self, train: np.ndarray, test: np.ndarray) -> np.ndarray:
         return np.asarray(self.pred[test], dtype=np.float64)
+
+
+def _analytical_of(fitters: Mapping[str, Fitter], profile: DeviceProfile, frame: pd.DataFrame) -> AnalyticalFitter:
+    """The evaluation's analytical fitter, prepared on ``frame``; one made for the purpose when the
+    analytical model is not among the models evaluated (its bounds and balances are inputs of the
+    interval bins and the few-shot shape correction of every model)."""
+    an = fitters.get("analytical")
+    if isinstance(an, AnalyticalFitter) and getattr(an, "frame_rows", None) == len(frame):
+        return an
+    an = AnalyticalFitter(profile)
+    an.prepare(frame)
+    return an
 
 
 class TabularFitter(Fitter):
@@ -502,7 +518,7 @@ def few_shot(pred: np.ndarray, true: np.ndarray, kernels: np.ndarray, k: int,
     scored = valid.copy()
     if k <= 0:
         return out, scored
-    x = shape_inputs(launch[:, 0], launch[:, 1], pred) if launch is not None else None
+    x = shape_inputs(launch, pred) if launch is not None else None
     shrink = {} if folds is None else priors if priors is not None else fold_priors(pred, true, kernels, folds,
                                                                                     launch, seed)
     for kern in np.unique(kernels[valid]):
@@ -530,7 +546,7 @@ def fold_priors(pred: np.ndarray, true: np.ndarray, kernels: np.ndarray, folds: 
     pred = np.asarray(pred, dtype=np.float64)
     true = np.asarray(true, dtype=np.float64)
     valid = np.isfinite(pred) & (pred > 0) & np.isfinite(true) & (true > 0)
-    x = shape_inputs(launch[:, 0], launch[:, 1], pred) if launch is not None else None
+    x = shape_inputs(launch, pred) if launch is not None else None
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.where(valid, np.log2(true / np.where(valid, pred, 1.0)), np.nan)
     out: dict[int, tuple[float, float | None, Any]] = {}
@@ -557,7 +573,7 @@ def adaptive_top_scores(pred: np.ndarray, true: np.ndarray, groups: np.ndarray, 
     pred = np.asarray(pred, dtype=np.float64)
     true = np.asarray(true, dtype=np.float64)
     ok = np.isfinite(pred) & (pred > 0) & np.isfinite(true) & (true > 0)
-    x = shape_inputs(launch[:, 0], launch[:, 1], pred)
+    x = shape_inputs(launch, pred)
     sc = np.ones(len(pred)) if scale is None else np.asarray(scale, dtype=np.float64)
     regrets: list[float] = []
     for g in np.unique(groups[ok]):
@@ -887,14 +903,11 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile, options: Evaluat
         seconds["blend"] = time.perf_counter() - t0
     models = [m for m in opts.models if m in oof]
 
+    an = _analytical_of(fitters, profile, frame)
     bins = None
     if opts.interval_by == "regime" and "regime" in frame.columns:
         bins = frame["regime"].fillna("none").astype(str).to_numpy()
     elif opts.interval_by == "bound":
-        an = fitters.get("analytical")
-        if not isinstance(an, AnalyticalFitter):
-            an = AnalyticalFitter(profile)
-            an.prepare(frame)
         bins = an.bound
 
     basis = tuning_basis(frame)
@@ -905,8 +918,9 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile, options: Evaluat
     shots: dict[str, dict[str, Any]] = {}
     offset_shots: dict[str, dict[str, Any]] = {}
     floors: dict[str, dict[str, Any]] = {}
-    launch = np.column_stack(launch_log2_items(frame["gsize"].tolist(), frame["lsize"].tolist()
-                                               if "lsize" in frame.columns else [None] * len(frame)))
+    launch = launch_inputs(frame["gsize"].tolist(),
+                           frame["lsize"].tolist() if "lsize" in frame.columns else [None] * len(frame),
+                           an.balance)
     intervals: dict[str, Any] = {"level": opts.level, "by": opts.interval_by, "method": "cross-conformal |log2 ratio|",
                                  "models": {}}
     out = pd.DataFrame({"row_key": frame["row_key"] if "row_key" in frame.columns else np.arange(len(frame)),

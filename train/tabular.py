@@ -81,7 +81,15 @@ import pandas as pd
 from calib.profile import DeviceProfile
 from datagen.frame import DataError
 from kernelcast.metrics import mape, median_ape, within_factor
-from models.fewshot import DEFAULT_SHRINK_PRIOR, Offset, ShapePrior, estimate_prior, fit_shape_prior, shape_inputs
+from models.fewshot import (
+    BALANCE_CLIP,
+    DEFAULT_SHRINK_PRIOR,
+    Offset,
+    ShapePrior,
+    estimate_prior,
+    fit_shape_prior,
+    shape_inputs,
+)
 from models.tabular import (
     BASES,
     CATEGORICAL_COLUMNS,
@@ -378,8 +386,8 @@ def _model_calibration(pred: np.ndarray, true: np.ndarray, bounds: list[str | No
     figures: OOF accuracy, and the cross-fold coverage and width of the intervals (each fold's
     intervals from the quantiles of the other folds' residuals), zero-shot and k-shot. Of the
     interval kinds (:data:`models.tabular.INTERVAL_KINDS`) it keeps the one whose cross-fold
-    intervals are narrower (median upper/lower ratio). With ``launch`` (per row: log2 global
-    work-items, log2 work-items per group) it fits the prior of the shape correction
+    intervals are narrower (median upper/lower ratio). With ``launch`` (rows of
+    :func:`models.fewshot.launch_inputs`) it fits the prior of the shape correction
     (:func:`models.fewshot.fit_shape_prior`) and the k-shot figures and quantiles are those of the
     correction with it."""
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -406,7 +414,7 @@ def _model_calibration(pred: np.ndarray, true: np.ndarray, bounds: list[str | No
     prior, detail = estimate_prior(r, kernels)
     cal.prior = prior
     cal.within_var = detail.get("within_var")
-    x = shape_inputs(launch[:, 0], launch[:, 1], pred) if launch is not None else None
+    x = shape_inputs(launch, pred) if launch is not None else None
     cal.shape = fit_shape_prior(r, kernels, x, seed) if x is not None else None
     figures: dict[str, Any] = {"oof": _figures(pred, true), "bias_log2_median": float(np.median(-r[ok])),
                                "interval_cv": by_kind[cal.kind], "interval_cv_by_kind": by_kind, "prior": prior,
@@ -473,7 +481,9 @@ def calibrate_intervals(table: pd.DataFrame, profile: DeviceProfile,
     bounds = bound_names(sub["an_bound"].to_numpy(dtype=np.float64))
     kernels = np.asarray([str(x) for x in (ids if ids is not None else names)], dtype=object)[valid]
     launch = np.column_stack([sub["log2_items"].to_numpy(dtype=np.float64),
-                              sub["log2_wg_items"].to_numpy(dtype=np.float64)])
+                              sub["log2_wg_items"].to_numpy(dtype=np.float64),
+                              np.clip(sub["an_log2_compute_over_memory"].to_numpy(dtype=np.float64),
+                                      -BALANCE_CLIP, BALANCE_CLIP)])      # the rows of launch_inputs
     models: dict[str, ResidualCalibration] = {}
     for name, pred in (("tabular", oof), ("analytical", sub[BASES["time"]].to_numpy(dtype=np.float64))):
         c = _model_calibration(pred, true, bounds, kernels, fold, level, seed, launch)
