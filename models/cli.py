@@ -685,7 +685,7 @@ def add_parsers(sub: Any) -> None:
                                    "adds 90% intervals (out-of-fold residual quantiles); --measured corrects "
                                    "every prediction by the kernel's offset from measured configurations (with a "
                                    "tabular model also by configuration: a shape correction over size, "
-                                   "work-group size and prediction).")
+                                   "work-group size, the analytical compute/memory balance and the prediction).")
     p.add_argument("--kernel", required=True, help="OpenCL C source file")
     p.add_argument("--name", help="kernel name (needed when the file has several)")
     p.add_argument("--gsize", help="global size: N, NxM or NxMxK")

@@ -203,7 +203,8 @@ class Offset:
         f = f[np.isfinite(f)]
         if self.shaped and len(f):
             return (f"corrected by configuration from {n}: x{f.min():.3g} to x{f.max():.3g} (shape correction over "
-                    f"size, work-group size and prediction; mean log2(measured/predicted) {self.mean_log2:+.3f})")
+                    f"size, work-group size, analytical balance and prediction; mean log2(measured/predicted) "
+                    f"{self.mean_log2:+.3f})")
         return (f"corrected by x{self.factor:.3g} from {n} (mean log2(measured/predicted) {self.mean_log2:+.3f}, "
                 f"shrunk by {self.k}/({self.k}+{self.kernel_prior:.3g}) = {self.shrink:.3f})")
 
