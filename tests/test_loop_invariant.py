@@ -63,6 +63,35 @@ def test_nested_loops_hoist_each_call_out_of_the_loops_it_does_not_depend_on():
     assert _ops("after_inner")["bi_exp"] == "4"
 
 
+VECTOR_CMP = """__kernel void vcmp(__global const int4 *data, __global int4 *res, const int n) {
+  int i = get_global_id(0);
+  int4 d = data[i];
+  int4 s = (int4)(0);
+  for (int a = 0; a < 64; a++) {
+    for (int b = 0; b < 3; b++) {
+      int4 g = (b + d) * a;
+      if (any(g > 2)) s += g;
+    }
+  }
+  res[i] = s;
+}
+"""
+
+
+def test_a_value_the_analysis_cannot_follow_made_in_a_loop_stays_in_it_whatever_came_before():
+    """``g > 2`` on a vector the walk keeps no polynomial of is an unknown value made inside both
+    loops: its ``any`` runs on every inner trip (64 x 3), never hoisted, and the analysis is the
+    same in a fresh process and after other kernels' analyses (its unknown values were numbered by a
+    process-wide count, which loop-invariant code motion read as the walk's own order)."""
+    first = analyze_source_text(VECTOR_CMP, "vcmp")
+    for _ in range(3):
+        analyze_source_text(LOOPS, "nested")
+    again = analyze_source_text(VECTOR_CMP, "vcmp")
+    assert first.ops == again.ops and first.notes == again.notes
+    assert not any("loop-invariant" in n for n in first.notes)
+    assert first.ops["int_bit"] == "192"
+
+
 def test_arithmetic_of_invariant_values_is_counted_once_per_loop_entry():
     ops = _ops("invariant")
     # per iteration: acc * 0.999f + e (one fma) and - (float)k (an add and a conversion)

@@ -92,7 +92,7 @@ from models.static.cursors import type_bytes, type_class
 from models.static.deadcode import closed_form_loops, dead_loops, dead_statements
 from models.static.expr import Poly
 from models.static.features import BUILTIN_CLASSES, LIBCALL, OP_CLASSES, RESERVED, SourceFeatures
-from models.static.values import ZERO, Ptr, Val
+from models.static.values import WALK_SERIALS, ZERO, Ptr, Val
 from models.static.walk_base import Frame
 from models.static.walk_call import CallWalker
 from models.static.walk_expr import ExprWalker
@@ -178,6 +178,7 @@ def analyze_source(kernel: Kernel, filename: str = "kernel.cl") -> SourceFeature
     body = next((x for x in kc.get_children() if x.kind == K.COMPOUND_STMT), None)
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 20000))  # long unrolled expressions nest deeply
+    token = WALK_SERIALS.set(w.serial)        # unknown values numbered by this walk (models.static.values)
     try:
         if body is not None:
             w.dead_loops = {**closed_form_loops(body), **dead_loops(body)}
@@ -185,6 +186,7 @@ def analyze_source(kernel: Kernel, filename: str = "kernel.cl") -> SourceFeature
                                                   if "closed form" not in v})
             w.walk_body(body)
     finally:
+        WALK_SERIALS.reset(token)
         sys.setrecursionlimit(limit)
     for acc, (pi, pw) in zip(w.accesses, w.acc_polys):
         acc.count = _final(pi, w).to_str()

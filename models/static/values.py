@@ -9,6 +9,8 @@ access before it is recorded as an :class:`~models.static.features.Access`.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -75,13 +77,24 @@ def same_value(a: Val, b: Val) -> bool:
 
 
 _UNKNOWN_IDS = itertools.count()
+#: the serial counter of the walk in progress (:meth:`models.static.walk_base.WalkerBase.serial`):
+#: an unknown value's atom is numbered in the order the walk made it, as the walker's own atoms
+#: are, because loop-invariant code motion reads those numbers (``newest_serial``: a value made
+#: after a loop began is not hoisted out of it). A process-wide count here made the same kernel's
+#: analysis depend on what was analysed before it: ``any(g > 2)`` on a value ``g`` made inside two
+#: loops was hoisted out of both in a fresh process and out of the inner one after another
+#: analysis (synth_gather_000118: its integer-bit count 64x apart, and evaluate's tabular figures
+#: depended on whether the analytical model was evaluated beside it).
+WALK_SERIALS: ContextVar[Callable[[], int] | None] = ContextVar("walk_serials", default=None)
 
 
 def poly_of(v: Val) -> Poly:
-    """The polynomial of a value; a fresh unknown atom carrying its dependencies if it has none."""
+    """The polynomial of a value; a fresh unknown atom carrying its dependencies if it has none,
+    numbered by the walk in progress (:data:`WALK_SERIALS`) when there is one."""
     if v.poly is not None:
         return v.poly
-    n = next(_UNKNOWN_IDS)
+    serials = WALK_SERIALS.get()
+    n = serials() if serials is not None else next(_UNKNOWN_IDS)
     return Poly.atom(Atom(f"u:{n}", "var", "?", deps=v.deps | {VAR}, deriv=None if WI in v.deps else (ZERO,) * 3))
 
 
