@@ -390,6 +390,22 @@ _POOLED_TIME = {"repeats": "repeats", "time_median_us": "median_us", "time_min_u
 _POOLED_ENERGY = ("energy_j", "dynamic_energy_j", "avg_power_w")
 
 
+#: rounds whose window medians' middle half spans more than this (log2 units: 1.15x) disagree:
+#: datagen measures such a configuration in further rounds (``datagen --max-rounds``), and its
+#: pooled row says how far apart they were (``time_rounds_spread``)
+ROUND_SPREAD = 0.2
+
+
+def round_spread(medians: Any) -> float:
+    """The spread of a configuration's rounds: the interquartile range of the log2 of their window
+    medians (0 with fewer than two)."""
+    w = np.asarray([m for m in medians if m is not None and math.isfinite(m) and m > 0], dtype=np.float64)
+    if len(w) < 2:
+        return 0.0
+    q1, q3 = np.percentile(np.log2(w), [25, 75])
+    return float(q3 - q1)
+
+
 def _samples(v: Any) -> list[float]:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return []
@@ -403,8 +419,9 @@ def pool_rounds(df: pd.DataFrame) -> pd.DataFrame:
     ``remeasure_reason = "round"``, :data:`datagen.generate.SWEEP_ROUNDS`) as one row each: the
     first measurement's row, its time columns recomputed from the samples (``times_us``) of its ok
     rounds, each round weighing the same (:meth:`kernelcast.schema.TimeStats.from_windows`), the
-    energy columns the median over them, and ``time_rounds`` how many were pooled. The round rows
-    are dropped; a round whose first is missing or not ok is dropped too.
+    energy columns the median over them, ``time_rounds`` how many were pooled and
+    ``time_rounds_spread`` how far apart their window medians were (:func:`round_spread`). The round
+    rows are dropped; a round whose first is missing or not ok is dropped too.
     Where the first window was measured again after a drifted reference check (an ok row of
     ``remeasure_reason = "drift"``), that window takes the first's place in the pool."""
     if "remeasure_reason" not in df.columns:
@@ -416,11 +433,13 @@ def pool_rounds(df: pd.DataFrame) -> pd.DataFrame:
 
     out = df.loc[~rounds].copy()
     out["time_rounds"] = np.where(out["status"] == "ok", 1, np.nan) if "status" in out.columns else 1
+    out["time_rounds_spread"] = np.where(out["time_rounds"] == 1, 0.0, np.nan)
     ok = df.loc[rounds & (df["status"] == "ok").to_numpy()]
     redo = df[(df["remeasure_reason"] == "drift").to_numpy() & (df["status"] == "ok").to_numpy()]
     drifted = dict(zip(redo["remeasure_of"], redo["times_us"]))    # first key -> its window measured again
     pos = {k: i for i, k in enumerate(out["row_key"])}
-    cols = {c: out.columns.get_loc(c) for c in [*_POOLED_TIME, "times_us", "time_rounds", *_POOLED_ENERGY]
+    cols = {c: out.columns.get_loc(c) for c in [*_POOLED_TIME, "times_us", "time_rounds", "time_rounds_spread",
+                                                 *_POOLED_ENERGY]
             if c in out.columns}
     for first_key, extra in ok.groupby("remeasure_of", sort=False):
         i = pos.get(first_key)
@@ -437,6 +456,7 @@ def pool_rounds(df: pd.DataFrame) -> pd.DataFrame:
                 out.iat[i, cols[col]] = getattr(t, attr)
         out.iat[i, cols["times_us"]] = t.times_us
         out.iat[i, cols["time_rounds"]] = 1 + len(extra)
+        out.iat[i, cols["time_rounds_spread"]] = round_spread([float(np.median(w)) for w in windows])
         for col in _POOLED_ENERGY:
             if col in cols:
                 vals = pd.to_numeric(pd.concat([out.iloc[[i]][col], extra[col]]), errors="coerce").dropna()

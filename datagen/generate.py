@@ -32,7 +32,8 @@ import numpy as np
 
 from datagen.args import SELECTORS, UnsupportedArgument
 from datagen.dataset import DATASET_SCHEMA_VERSION as SCHEMA_VERSION
-from datagen.dataset import DatasetWriter, loaded, read_dataset, row_key
+from datagen.dataset import ROUND_SPREAD as DATASET_ROUND_SPREAD
+from datagen.dataset import DatasetWriter, loaded, read_dataset, round_spread, row_key
 from datagen.rebalance import plan_rebalance
 from datagen.sampler import (
     DEFAULT_K,
@@ -58,13 +59,12 @@ FAULTS = ("crash", "timeout")
 #: what a generator keeps of every stored row (resuming, pruning, rebalancing)
 STORED_COLUMNS = ("row_key", "kernel_id", "status", "reason", "time_median_us", "lsize", "n_wg", "pass")
 
-#: a configuration measured in rounds whose windows disagree (the middle half of their medians
-#: spans more than this, log2 units: 1.15x) gets further rounds, interleaved, up to
-#: ``DatagenOptions.max_rounds``: the pooled time (each round weighing the same) is then the median
-#: of more windows. On ds8m + ds8s (4 rounds), a tenth of the configurations' windows spanned more
-#: than 1.66x between the fastest and the slowest, and the three-shot APE of those rows was 1.3x that
-#: of rows whose windows agreed.
-ROUND_SPREAD = 0.2
+#: a configuration measured in rounds whose windows disagree (:data:`datagen.dataset.ROUND_SPREAD`)
+#: gets further rounds, interleaved, up to ``DatagenOptions.max_rounds``: the pooled time (each
+#: round weighing the same) is then the median of more windows. On ds8m + ds8s (4 rounds), a tenth
+#: of the configurations' windows spanned more than 1.66x between the fastest and the slowest, and
+#: the three-shot APE of those rows was 1.3x that of rows whose windows agreed.
+ROUND_SPREAD = DATASET_ROUND_SPREAD
 #: most rounds any option asks for
 MAX_ROUNDS = 32
 
@@ -483,11 +483,7 @@ class Generator:
     def rounds_disagree(self, first: Mapping[str, Any], n: int) -> bool:
         """Whether the middle half of the windows of a configuration's first ``n`` rounds spans more
         than :data:`ROUND_SPREAD` (log2)."""
-        w = self.round_windows(first, n)
-        if len(w) < 2:
-            return False
-        q1, q3 = np.percentile(np.log2(w), [25, 75])
-        return bool(q3 - q1 > ROUND_SPREAD)
+        return bool(round_spread(self.round_windows(first, n)) > ROUND_SPREAD)
 
     def _more_rounds(self, k: Kernel, params: list[KernelParam], pairs: list[tuple[Any, dict[str, Any]]],
                      rounds: int) -> None:

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from datagen.dataset import pool_rounds, read_dataset, resolve_remeasured
+from datagen.dataset import ROUND_SPREAD, pool_rounds, read_dataset, resolve_remeasured
 from datagen.generate import DatagenOptions, run_datagen
 from instrument.runner import TimingPolicy
 from kernelcast.schema import Kernel
@@ -80,6 +80,9 @@ def test_a_fast_window_does_not_outvote_the_rounds() -> None:
     assert res.loc["a", "time_median_us"] == pytest.approx((2885.0 + 2926.0) / 2)
     assert res.loc["a", "time_rounds"] == 4 and res.loc["a", "repeats"] == 874 + 35 + 35 + 12
     assert res.loc["a", "time_min_us"] == 114.5
+    # how far apart the four windows were: the middle half of log2 [114.5, 2885, 2926, 9084]
+    q1, q3 = np.percentile(np.log2([114.5, 2885.0, 2926.0, 9084.0]), [25, 75])
+    assert res.loc["a", "time_rounds_spread"] == pytest.approx(q3 - q1) and q3 - q1 > ROUND_SPREAD
 
 
 def _options(rounds: int, samples: int = 1, sample_rounds: int = 1, sweeps: int = 1,

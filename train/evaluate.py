@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from calib.profile import DeviceProfile
-from datagen.dataset import read_dataset, repeatability
+from datagen.dataset import ROUND_SPREAD, read_dataset, repeatability
 from datagen.frame import DataError, load_measured_frames, prefix_keys
 from kernelcast.columns import decode_args, decode_sizes
 from kernelcast.errors import UsageError
@@ -918,6 +918,9 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile, options: Evaluat
     shots: dict[str, dict[str, Any]] = {}
     offset_shots: dict[str, dict[str, Any]] = {}
     floors: dict[str, dict[str, Any]] = {}
+    disagree = None
+    if "time_rounds_spread" in frame.columns:
+        disagree = pd.to_numeric(frame["time_rounds_spread"], errors="coerce").fillna(0).to_numpy() > ROUND_SPREAD
     launch = launch_inputs(frame["gsize"].tolist(),
                            frame["lsize"].tolist() if "lsize" in frame.columns else [None] * len(frame),
                            an.balance)
@@ -957,6 +960,11 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile, options: Evaluat
             known = np.where(scored, pk, np.where(np.isfinite(p) & (p > 0), y, np.nan))
             shots[m][str(k)]["tuning"] = tuning_scores(known / basis.scale, y / basis.scale, basis.groups,
                                                        tol=opts.tuning_tolerance)
+            if k > 0 and disagree is not None:
+                # the rows whose rounds disagreed (bimodal on the host) against those whose rounds agreed
+                shots[m][str(k)]["by_rounds"] = {
+                    name: row_metrics(np.where(scored & sel, pk, np.nan), y, kernel_ids)
+                    for name, sel in (("agree", ~disagree), ("disagree", disagree))}
             if k > 0:
                 po, so = few_shot(p, y, kernel_ids, k, opts.seed, folds, priors=no_shape)
                 offset_shots[m][str(k)] = row_metrics(np.where(so, po, np.nan), y, kernel_ids)

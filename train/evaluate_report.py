@@ -301,6 +301,23 @@ def floor_lines(m: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def rounds_lines(m: Mapping[str, Any]) -> list[str]:
+    """The k-shot figures on configurations whose rounds agreed and on those whose rounds disagreed
+    (``time_rounds_spread``), where the dataset has rounds."""
+    out = []
+    for name in m["models"]:
+        for k in m["few_shot"]["shots"]:
+            b = (m["few_shot"]["models"][name].get(str(k)) or {}).get("by_rounds")
+            if not b or not b["disagree"].get("rows"):
+                continue
+            a, d = b["agree"], b["disagree"]
+            out.append(f"{name} {k}-shot on configurations whose rounds agreed: MAPE {_num(a['mape'])} %, median APE "
+                       f"{_num(a['median_ape'])} % ({a['rows']} rows); whose rounds disagreed (middle half of the "
+                       f"window medians over 1.15x apart): MAPE {_num(d['mape'])} %, median APE "
+                       f"{_num(d['median_ape'])} % ({d['rows']} rows)")
+    return out
+
+
 def repeat_lines(rep: Mapping[str, Any] | None) -> list[str]:
     """The spread of the headline figures over fold seeds (``--repeats``), a row per model."""
     if not rep:
@@ -401,6 +418,9 @@ def format_report(m: Mapping[str, Any], figures: Sequence[tuple[str, str]] = ())
                           else "" for k in shots if k > 0] for name in m["models"]]
         lines += ["The offset alone, without the shape correction (median APE % / MAPE %):", "",
                   _md_table(orow, ["model"] + [f"k={k}" for k in shots if k > 0]), ""]
+    rl = rounds_lines(m)
+    if rl:
+        lines += [f"- {x}" for x in rl] + [""]
     fl = floor_lines(m)
     if fl:
         lines += [f"- {x}" for x in fl] + [""]
