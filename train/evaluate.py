@@ -503,8 +503,8 @@ def few_shot(pred: np.ndarray, true: np.ndarray, kernels: np.ndarray, k: int,
     scales the kernel's other rows. With ``folds`` the correction is the one ``predict`` applies: the
     offset's prior strength and the pooled within-kernel variance are estimated
     (:func:`models.fewshot.estimate_prior`) on the residuals ``log2(true / pred)`` of the rows of the
-    other folds, never on the kernel's own fold, and with ``launch`` (one row per row: log2 global
-    work-items, log2 work-items per group) the shape prior too (:func:`models.fewshot.fit_shape_prior`),
+    other folds, never on the kernel's own fold, and with ``launch`` (rows of
+    :func:`models.fewshot.launch_inputs`) the shape prior too (:func:`models.fewshot.fit_shape_prior`),
     so the correction depends on the configuration (``priors``: those of :func:`fold_priors`, when
     already estimated); without ``folds`` it is the plain mean of ``log2(measured / predicted)``
     over the shots. Returns the corrected predictions and the mask of
