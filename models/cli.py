@@ -327,6 +327,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         Offset,
         analytical_balance,
         fit_offset,
+        frame_launch_inputs,
         launch_inputs,
         shape_inputs,
     )
@@ -403,8 +404,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if mframe is not None:
         msc = score_configurations(mframe, profile, tab)
         shots_pred = [float(x) for x in msc.time_us]
-        shots_launch = launch_inputs(mframe["gsize"].tolist(), mframe["lsize"].tolist() if "lsize" in mframe.columns
-                                     else [None] * len(mframe), analytical_balance(msc.explanation))
+        shots_launch = frame_launch_inputs(mframe, analytical_balance(msc.explanation))
         offset = fit_offset(m_us, shots_pred, prior, within_var, shape, shape_inputs(shots_launch, shots_pred))
     t = offset.apply(t_raw, shape_inputs(launch, t_raw)) if offset is not None else t_raw
     # intervals (and a correction) are shown with --model or --measured; the other outputs are unchanged

@@ -282,6 +282,13 @@ def launch_inputs(gsizes: Sequence[Any], lsizes: Sequence[Any], balance: Any) ->
     return np.column_stack([np.asarray(gi), np.asarray(li), b]) if gi else np.zeros((0, 3))
 
 
+def frame_launch_inputs(frame: Any, balance: Any) -> np.ndarray:
+    """:func:`launch_inputs` of the rows of a frame with ``gsize`` and (optionally) ``lsize``
+    columns: configuration rows, a dataset's rows."""
+    lsizes = frame["lsize"].tolist() if "lsize" in frame.columns else [None] * len(frame)
+    return launch_inputs(frame["gsize"].tolist(), lsizes, balance)
+
+
 @dataclass
 class ShapePrior:
     """The prior of the shape correction (module docstring): standard deviations in log2 units and

@@ -28,7 +28,7 @@ from models.fewshot import (
     Offset,
     analytical_balance,
     fit_offset,
-    launch_inputs,
+    frame_launch_inputs,
     shape_inputs,
 )
 
@@ -351,10 +351,8 @@ def predict_with_intervals(frame: pd.DataFrame, profile: DeviceProfile, learned:
         if len(measured) != len(m_us):
             raise ValueError(f"{len(measured)} measured rows, {len(m_us)} times")
         shots_pred, _ = _predict(measured, profile, learned, weights)
-        launch_shots = launch_inputs(measured["gsize"].tolist(), _lsizes(measured),
-                                     analytical_balance(shots_pred["explanation"].tolist()))
-        launch_rows = launch_inputs(frame["gsize"].tolist(), _lsizes(frame),
-                                    analytical_balance(res["explanation"].tolist()))
+        launch_shots = frame_launch_inputs(measured, analytical_balance(shots_pred["explanation"].tolist()))
+        launch_rows = frame_launch_inputs(frame, analytical_balance(res["explanation"].tolist()))
         for m in models:
             cal = cals.get(m)
             sp = shots_pred[f"{m}_us"].to_numpy(dtype=np.float64)
@@ -398,10 +396,6 @@ def predict_with_intervals(frame: pd.DataFrame, profile: DeviceProfile, learned:
                 for m in models:
                     res.loc[res.index[i], [f"{m}_us", f"{m}_lo_us", f"{m}_hi_us"]] = [v, np.nan, np.nan]
     return out
-
-
-def _lsizes(frame: pd.DataFrame) -> list[Any]:
-    return frame["lsize"].tolist() if "lsize" in frame.columns else [None] * len(frame)
 
 
 def _config_keys(frame: pd.DataFrame) -> list[str]:

@@ -61,7 +61,7 @@ from kernelcast.metrics import (
     within_factor,
 )
 from models.blend import StackedBlend
-from models.fewshot import launch_inputs
+from models.fewshot import frame_launch_inputs
 from train.blend import CRITERIA, fit_stacked_blend  # noqa: F401 - fit_stacked_blend re-exported
 from train.split import group_key
 
@@ -921,9 +921,7 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile, options: Evaluat
     disagree = None
     if "time_rounds_spread" in frame.columns:
         disagree = pd.to_numeric(frame["time_rounds_spread"], errors="coerce").fillna(0).to_numpy() > ROUND_SPREAD
-    launch = launch_inputs(frame["gsize"].tolist(),
-                           frame["lsize"].tolist() if "lsize" in frame.columns else [None] * len(frame),
-                           an.balance)
+    launch = frame_launch_inputs(frame, an.balance)
     intervals: dict[str, Any] = {"level": opts.level, "by": opts.interval_by, "method": "cross-conformal |log2 ratio|",
                                  "models": {}}
     out = pd.DataFrame({"row_key": frame["row_key"] if "row_key" in frame.columns else np.arange(len(frame)),
