@@ -107,6 +107,9 @@ BALANCE_CLIP = 20.0
 SHAPE_FIT_ROWS, SHAPE_FIT_KERNELS = 24, 600
 #: kernels with two residuals or more a shape prior needs
 SHAPE_MIN_KERNELS = 8
+#: configurations :func:`choose_shots` chooses among (a seeded sample of more): it keeps their n x n
+#: posterior covariance
+DESIGN_MAX_CANDIDATES = 2000
 
 
 class MeasuredFileError(InputError, ValueError):
@@ -420,6 +423,50 @@ def fit_shape_prior(residuals: Any, groups: Any, x: Any, seed: int = 0) -> Shape
     p = np.exp(res.x)
     return ShapePrior(float(p[0]), float(p[1]), tuple(float(v) for v in p[2:2 + d]), float(p[-1]),
                       len(kernels), int(sum(len(k) for k in kernels)))
+
+
+def choose_shots(shape: ShapePrior, x: Any, k: int, measured: Any = None, seed: int = 0) -> list[int]:
+    """The ``k`` configurations to measure so that the shape correction knows the most about the
+    others: row indices of ``x`` (rows of :func:`shape_inputs`, one per candidate configuration),
+    chosen greedily, each the one whose measurement leaves the least total posterior variance of
+    the correction ``r`` over the candidates not measured, given those chosen before it and the
+    ``measured`` configurations (their inputs; already measured, never chosen again). The variance
+    depends on the configurations alone, not on what the measurements will read, so the choice can
+    be made before measuring anything (module docstring: the kernel's own scale is left at 1).
+    Candidates with a non-finite input are never chosen; of more than
+    :data:`DESIGN_MAX_CANDIDATES`, a sample seeded by ``seed`` is considered. Fewer than ``k``
+    indices when there are fewer candidates."""
+    xa = np.atleast_2d(np.asarray(x, dtype=np.float64))
+    if k < 0:
+        raise ValueError(f"k must not be negative, not {k}")
+    ok = np.flatnonzero(np.isfinite(xa).all(axis=1)) if len(xa) else np.zeros(0, dtype=int)
+    if len(ok) > DESIGN_MAX_CANDIDATES:
+        ok = np.sort(np.random.default_rng(seed).choice(ok, DESIGN_MAX_CANDIDATES, replace=False))
+    if k == 0 or len(ok) == 0:
+        return []
+    c = xa[ok]
+    n2 = shape.noise_sd ** 2
+    post = shape.covariance(c, c)
+    if measured is not None and len(np.atleast_2d(np.asarray(measured, dtype=np.float64))):
+        xm = np.atleast_2d(np.asarray(measured, dtype=np.float64))
+        xm = xm[np.isfinite(xm).all(axis=1)]
+        if len(xm):
+            cm = shape.covariance(c, xm)
+            post = post - cm @ np.linalg.solve(shape.covariance(xm, xm) + n2 * np.eye(len(xm)), cm.T)
+    free = np.ones(len(c), dtype=bool)
+    chosen: list[int] = []
+    for _ in range(min(k, len(c))):
+        d = np.diag(post)
+        rest = float(d[free].sum())
+        # total variance left over the other free candidates if candidate j were measured
+        reduce = (post[free] ** 2).sum(axis=0) - d ** 2
+        left = rest - d - reduce / (d + n2)
+        left[~free] = np.inf
+        j = int(np.argmin(left))
+        chosen.append(j)
+        free[j] = False
+        post = post - np.outer(post[:, j], post[j, :]) / (post[j, j] + n2)
+    return [int(ok[j]) for j in chosen]
 
 
 def estimate_prior(residuals: Any, groups: Any) -> tuple[float, dict[str, float]]:

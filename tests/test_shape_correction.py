@@ -1,7 +1,8 @@
 """The shape correction of few-shot updating (models.fewshot.ShapePrior): its posterior mean against
 the offset it generalises and against hand-computed cases, the kernel scale, the marginal
-likelihood fit on draws of a known prior, its storage with a tabular model's calibration, and the
-correction in evaluate's few-shot figures on data whose residual depends on the launch."""
+likelihood fit on draws of a known prior, its storage with a tabular model's calibration, the
+correction in evaluate's few-shot figures on data whose residual depends on the launch, and the
+shots the model chooses to measure (choose_shots)."""
 
 from __future__ import annotations
 
@@ -11,16 +12,18 @@ import numpy as np
 import pytest
 
 from models.fewshot import (
+    DESIGN_MAX_CANDIDATES,
     SHAPE_INPUTS,
     ShapePrior,
     analytical_balance,
+    choose_shots,
     fit_offset,
     fit_shape_prior,
     launch_inputs,
     shape_inputs,
 )
 from models.tabular import ResidualCalibration, ResidualQuantiles
-from train.evaluate import few_shot
+from train.evaluate import few_shot, fold_priors
 
 FLAT = ShapePrior(offset_sd=1.0, shape_sd=1e-9, lengths=(1.0, 1.0, 1.0, 1.0), noise_sd=1.0)
 
@@ -169,6 +172,85 @@ def test_evaluate_few_shot_corrects_a_size_dependent_error_better_than_an_offset
     p_shape, s_shape = few_shot(pred_a, true_a, kern_a, 3, seed=0, folds=folds_a, launch=launch)
     assert (s_off == s_shape).all() and s_off.sum() == 60 * 5
     assert mape(p_shape, s_shape) < 0.6 * mape(p_off, s_off)
+
+
+def _total_left(prior: ShapePrior, x: np.ndarray, chosen: list[int]) -> float:
+    """Total posterior variance over the configurations not chosen, by the textbook formula."""
+    c = prior.covariance(x, x)
+    s = c[np.ix_(chosen, chosen)] + prior.noise_sd ** 2 * np.eye(len(chosen))
+    post = np.diag(c) - np.einsum("ij,ji->i", c[:, chosen], np.linalg.solve(s, c[chosen, :]))
+    return float(np.delete(post, chosen).sum())
+
+
+def test_the_chosen_shots_are_the_greedy_least_variance_ones():
+    """Each step's choice leaves the least total variance over the others of all candidates (checked
+    against the textbook posterior for every candidate), and with a short length scale along the
+    size the three shots spread over the sizes instead of piling up at one end."""
+    prior = ShapePrior(offset_sd=0.7, shape_sd=0.6, lengths=(2.0, 4.0, 2.0, 8.0), noise_sd=0.15)
+    gi = np.arange(10.0, 22.0)
+    x = np.column_stack([gi, np.full(12, 6.0), np.zeros(12), gi - 6])
+    got = choose_shots(prior, x, 3)
+    assert len(set(got)) == 3
+    for step in range(3):
+        before = got[:step]
+        best = min((j for j in range(12) if j not in before), key=lambda j: _total_left(prior, x, before + [j]))
+        assert _total_left(prior, x, before + [got[step]]) == pytest.approx(_total_left(prior, x, before + [best]))
+    g = sorted(gi[got])
+    assert g[0] <= 13 and g[2] >= 18 and 13 < g[1] < 18
+
+
+def test_measured_configurations_are_taken_into_account_and_inputs_are_checked():
+    prior = ShapePrior(offset_sd=0.7, shape_sd=0.6, lengths=(2.0, 4.0, 2.0, 8.0), noise_sd=0.15)
+    gi = np.arange(10.0, 22.0)
+    x = np.column_stack([gi, np.full(12, 6.0), np.zeros(12), gi - 6])
+    alone = choose_shots(prior, x, 1)
+    # with the middle already measured, the next shot goes to an end
+    after = choose_shots(prior, x, 1, measured=x[alone])
+    assert abs(gi[after[0]] - gi[alone[0]]) >= 4
+    x[3] = np.nan                                       # never chosen
+    assert 3 not in choose_shots(prior, x, 11)
+    assert len(choose_shots(prior, x, 50)) == 11        # no more than there are candidates
+    assert choose_shots(prior, x, 0) == [] and choose_shots(prior, np.zeros((0, 4)), 3) == []
+    with pytest.raises(ValueError):
+        choose_shots(prior, x, -1)
+    big = np.column_stack([np.linspace(8, 24, DESIGN_MAX_CANDIDATES + 500), np.full(DESIGN_MAX_CANDIDATES + 500, 6.0),
+                           np.zeros(DESIGN_MAX_CANDIDATES + 500), np.zeros(DESIGN_MAX_CANDIDATES + 500)])
+    assert len(choose_shots(prior, big, 2)) == 2        # bounded: a sample of the candidates
+
+
+def test_evaluate_scores_the_chosen_shots_and_they_beat_random_ones_where_the_error_bends():
+    """Every kernel's error bends with size (a bump in the middle of its range, different per
+    kernel): shots chosen to cover the range correct the kernel's other rows better than random
+    ones, which often fall together; the choice uses the configurations and the prior only."""
+    rng = np.random.default_rng(1)
+    kern, gi, true, pred, folds = [], [], [], [], []
+    for k in range(80):
+        b, c = rng.normal(0, 1), rng.uniform(12, 20)
+        for g in rng.uniform(10, 22, 10):
+            t = 2.0 ** (g - 6)
+            kern.append(f"k{k}")
+            gi.append(g)
+            true.append(t)
+            pred.append(t / 2.0 ** (b + 1.2 * np.exp(-0.5 * ((g - c) / 2.5) ** 2) + 0.3 * (g - 16) / 6
+                                    + rng.normal(0, 0.05)))
+            folds.append(k % 5)
+    kern_a, true_a, pred_a, folds_a = np.array(kern), np.array(true), np.array(pred), np.array(folds)
+    launch = np.column_stack([gi, np.full(len(gi), 6.0), np.zeros(len(gi))])
+
+    def mape(p: np.ndarray, sel: np.ndarray) -> float:
+        return float(np.mean(np.abs(p[sel] / true_a[sel] - 1)) * 100)
+
+    rand = [mape(*few_shot(pred_a, true_a, kern_a, 3, seed=s, folds=folds_a, launch=launch)) for s in range(4)]
+    p_d, s_d = few_shot(pred_a, true_a, kern_a, 3, seed=0, folds=folds_a, launch=launch, design=True)
+    assert s_d.sum() == 80 * 7
+    assert mape(p_d, s_d) < 0.85 * float(np.mean(rand))
+    # given the prior (fitted on the other folds), the choice does not look at the kernel's own
+    # measured times: the same shots whatever they read
+    priors = fold_priors(pred_a, true_a, kern_a, folds_a, launch, 0)
+    _, s_a = few_shot(pred_a, true_a, kern_a, 3, seed=0, folds=folds_a, launch=launch, priors=priors, design=True)
+    noisy = true_a * 2.0 ** rng.normal(0, 1, len(true_a))
+    _, s_b = few_shot(pred_a, noisy, kern_a, 3, seed=0, folds=folds_a, launch=launch, priors=priors, design=True)
+    assert (s_a == s_d).all() and (s_b == s_d).all()
 
 
 # ---------------------------------------------------------------------------------------------

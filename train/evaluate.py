@@ -496,7 +496,8 @@ def _stable_int(text: str) -> int:
 
 def few_shot(pred: np.ndarray, true: np.ndarray, kernels: np.ndarray, k: int,
              seed: int = 0, folds: np.ndarray | None = None, launch: np.ndarray | None = None,
-             priors: Mapping[int, tuple[float, float | None, Any]] | None = None) -> tuple[np.ndarray, np.ndarray]:
+             priors: Mapping[int, tuple[float, float | None, Any]] | None = None,
+             design: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Few-shot updating (:mod:`models.fewshot`): for each kernel, ``k`` of its rows chosen at
     random (seeded by ``seed`` and the kernel, the same rows for every model that predicts them;
     the shots of k are among those of any larger k) are "measured", and the correction they give
@@ -507,9 +508,12 @@ def few_shot(pred: np.ndarray, true: np.ndarray, kernels: np.ndarray, k: int,
     :func:`models.fewshot.launch_inputs`) the shape prior too (:func:`models.fewshot.fit_shape_prior`),
     so the correction depends on the configuration (``priors``: those of :func:`fold_priors`, when
     already estimated); without ``folds`` it is the plain mean of ``log2(measured / predicted)``
-    over the shots. Returns the corrected predictions and the mask of
-    the rows to score (those that were not shots; none of a kernel with k rows or fewer)."""
-    from models.fewshot import fit_offset, shape_inputs
+    over the shots. With ``design`` the shots are not random but the ones the model would ask to
+    measure (:func:`models.fewshot.choose_shots` with the fold's shape prior, from the kernel's
+    configurations alone; random where the fold has no shape prior). Returns the corrected
+    predictions and the mask of the rows to score (those that were not shots; none of a kernel with
+    k rows or fewer)."""
+    from models.fewshot import choose_shots, fit_offset, shape_inputs
 
     pred = np.asarray(pred, dtype=np.float64)
     true = np.asarray(true, dtype=np.float64)
@@ -523,13 +527,17 @@ def few_shot(pred: np.ndarray, true: np.ndarray, kernels: np.ndarray, k: int,
                                                                                     launch, seed)
     for kern in np.unique(kernels[valid]):
         idx = np.flatnonzero(valid & (kernels == kern))
-        rng = np.random.default_rng([seed, _stable_int(str(kern))])
-        perm = idx[rng.permutation(len(idx))]
-        shots, rest = perm[:k], perm[k:]
+        prior, within, shape = shrink.get(int(folds[idx[0]]), (0.0, None, None)) if folds is not None \
+            else (0.0, None, None)
+        if design and shape is not None and x is not None and len(idx) > k:
+            shots = idx[choose_shots(shape, x[idx], k, seed=seed)]
+            rest = np.setdiff1d(idx, shots)
+        else:
+            rng = np.random.default_rng([seed, _stable_int(str(kern))])
+            perm = idx[rng.permutation(len(idx))]
+            shots, rest = perm[:k], perm[k:]
         scored[shots] = False
         if len(rest):
-            prior, within, shape = shrink.get(int(folds[idx[0]]), (0.0, None, None)) if folds is not None \
-                else (0.0, None, None)
             off = fit_offset(true[shots], pred[shots], prior, within, shape, x[shots] if x is not None else None)
             out[rest] = off.apply(pred[rest], x[rest] if x is not None else None)
     return out, scored
@@ -834,6 +842,9 @@ REPEAT_FIGURES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("shot3_median_ape", ("few_shot", "models", "{m}", "3", "median_ape")),
     ("shot3_top1_within", ("few_shot", "models", "{m}", "3", "tuning", "top1_within")),
     ("shot3_offset_only_mape", ("few_shot", "offset_only", "{m}", "3", "mape")),
+    ("shot3_designed_mape", ("few_shot", "models", "{m}", "3", "designed", "mape")),
+    ("shot3_designed_median_ape", ("few_shot", "models", "{m}", "3", "designed", "median_ape")),
+    ("shot3_designed_top1_within", ("few_shot", "models", "{m}", "3", "designed", "tuning", "top1_within")),
     ("measure2_top1_within", ("tuning", "models", "{m}", "measure_top", "2", "top1_within")),
     ("adaptive2_top1_within", ("tuning", "models", "{m}", "measure_top_adaptive", "2", "top1_within")),
 )
@@ -966,6 +977,13 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile, options: Evaluat
             if k > 0:
                 po, so = few_shot(p, y, kernel_ids, k, opts.seed, folds, priors=no_shape)
                 offset_shots[m][str(k)] = row_metrics(np.where(so, po, np.nan), y, kernel_ids)
+            if k > 0 and priors and all(v[2] is not None for v in priors.values()):
+                # the shots the model would ask for (models.fewshot.choose_shots) instead of random ones
+                pd_, sd_ = few_shot(p, y, kernel_ids, k, opts.seed, folds, launch, priors, design=True)
+                shots[m][str(k)]["designed"] = row_metrics(np.where(sd_, pd_, np.nan), y, kernel_ids)
+                known = np.where(sd_, pd_, np.where(np.isfinite(p) & (p > 0), y, np.nan))
+                shots[m][str(k)]["designed"]["tuning"] = tuning_scores(known / basis.scale, y / basis.scale,
+                                                                       basis.groups, tol=opts.tuning_tolerance)
         floors[m] = row_metrics(offset_floor(p, y, kernel_ids), y, kernel_ids)
         intervals["models"][m], lo, hi = interval_figures(p, y, folds, opts.level, bins, opts.min_bin_rows)
         out[f"{m}_us"] = p

@@ -263,6 +263,7 @@ def format_summary(m: Mapping[str, Any]) -> str:
         tuning_note(m),
     ]
     lines += floor_lines(m)
+    lines += designed_lines(m)
     if m.get("blend"):
         kinds = [b["kind"] for b in m["blend"]["folds"]]
         lines.append(f"blend: chosen per fold by {m['blend']['criterion']} on inner OOF predictions: "
@@ -280,6 +281,23 @@ def format_summary(m: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def designed_lines(m: Mapping[str, Any]) -> list[str]:
+    """The k-shot figures with the shots the model chooses (``choose_shots``), one line per k."""
+    out = []
+    for k in m["few_shot"]["shots"]:
+        figs = []
+        for name in m["models"]:
+            d = (m["few_shot"]["models"][name].get(str(k)) or {}).get("designed")
+            if d:
+                top = (d.get("tuning") or {}).get("top1_within")
+                figs.append(f"{name} MAPE {_num(d['mape'])} %, median APE {_num(d['median_ape'])} %, top-1 "
+                            f"{_num(None if top is None else 100.0 * top)} %")
+        if figs:
+            out.append(f"{k}-shot with the shots the model chooses (least posterior variance of the shape correction "
+                       f"over the kernel's other configurations, chosen before measuring): {'; '.join(figs)}")
+    return out
+
+
 def floor_lines(m: Mapping[str, Any]) -> list[str]:
     """What no few-shot correction gets below: each model with the per-kernel offset fitted on all
     of the kernel's rows, and the dataset's own repeatability (its configurations measured twice)."""
@@ -288,8 +306,8 @@ def floor_lines(m: Mapping[str, Any]) -> list[str]:
     if floors:
         figs = ", ".join(f"{name} MAPE {_num(f['mape'])} %, median APE {_num(f['median_ape'])} %"
                          for name, f in floors.items())
-        lines.append(f"offset floor (each kernel's rows corrected by the one factor that fits them all, which no "
-                     f"number of shots beats on average): {figs}")
+        lines.append(f"offset floor (each kernel's rows corrected by the one factor that fits them all: what no "
+                     f"number of shots gets below with the offset alone; the shape correction can): {figs}")
     rep = (m.get("dataset") or {}).get("repeatability") or {}
     if rep.get("pairs"):
         reasons = ", ".join(f"{r} {v['pairs']}" for r, v in (rep.get("by_reason") or {}).items())
@@ -299,6 +317,15 @@ def floor_lines(m: Mapping[str, Any]) -> list[str]:
                      f"{_num(rep['p90_abs_log2'])} (rows measured again for noise, load or drift "
                      f"are the noisy end; a sweep's rounds, reason round, are not chosen)")
     return lines
+
+
+def _designed_cell(m: Mapping[str, Any], name: str, k: int) -> str:
+    d = (m["few_shot"]["models"][name].get(str(k)) or {}).get("designed")
+    if not d:
+        return ""
+    top = (d.get("tuning") or {}).get("top1_within")
+    return (f"{_num(d['median_ape'])} / {_num(d['mape'])} / {_num(None if top is None else 100.0 * top)} "
+            f"({d['rows']})")
 
 
 def rounds_lines(m: Mapping[str, Any]) -> list[str]:
@@ -326,6 +353,7 @@ def repeat_lines(rep: Mapping[str, Any] | None) -> list[str]:
             ("within_2x_pct", "within 2x %", 1.0), ("top1_within", "top-1 %", 100.0),
             ("shot3_mape", "3-shot MAPE %", 1.0), ("shot3_median_ape", "3-shot med APE %", 1.0),
             ("shot3_offset_only_mape", "3-shot MAPE % offset only", 1.0),
+            ("shot3_designed_mape", "3-shot MAPE % shots chosen", 1.0),
             ("shot3_top1_within", "3-shot top-1 %", 100.0), ("measure2_top1_within", "top-1 % measuring 2", 100.0),
             ("adaptive2_top1_within", "top-1 % measuring 2 fed back", 100.0)]
     rows = []
@@ -418,6 +446,12 @@ def format_report(m: Mapping[str, Any], figures: Sequence[tuple[str, str]] = ())
                           else "" for k in shots if k > 0] for name in m["models"]]
         lines += ["The offset alone, without the shape correction (median APE % / MAPE %):", "",
                   _md_table(orow, ["model"] + [f"k={k}" for k in shots if k > 0]), ""]
+    designed = [[name] + [_designed_cell(m, name, k) for k in shots if k > 0] for name in m["models"]]
+    if any(c for r in designed for c in r[1:]):
+        lines += ["Shots the model chooses (`models.fewshot.choose_shots`: least posterior variance of the shape "
+                  "correction over the kernel's other configurations, chosen before measuring) instead of random "
+                  "ones (median APE % / MAPE % / k-shot top-1 %; rows scored):", "",
+                  _md_table(designed, ["model"] + [f"k={k}" for k in shots if k > 0]), ""]
     rl = rounds_lines(m)
     if rl:
         lines += [f"- {x}" for x in rl] + [""]
