@@ -135,6 +135,16 @@ def cmd_predict(args: argparse.Namespace) -> int:
             raise UsageError("give --gsize (and --lsize), or --configs FILE.csv")
         specs = [{"gsize": args.gsize, "lsize": args.lsize or ""}]
     learned, weights = load_learned(args.model)
+    if args.suggest_shots:
+        if not isinstance(learned, TabularPredictor):
+            raise UsageError("--suggest-shots needs a tabular model (--model DIR of 'kernelcast train --kind tabular')")
+        if args.suggest_shots >= len(specs):
+            raise UsageError(f"--suggest-shots {args.suggest_shots}: choose fewer than the {len(specs)} "
+                             f"configuration(s) given (--configs FILE.csv for more)")
+        cal = learned.residual_calibration()
+        if cal is None or cal.shape is None:
+            raise UsageError(f"--suggest-shots: the model {args.model} stores no shape prior (it is fitted when the "
+                             f"training dataset has 8 kernels or more: retrain with kernelcast train --kind tabular)")
     rows, notes = [], set()
     configs = []
     pnames = {p.name for p in params}
@@ -170,7 +180,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     t1 = time.perf_counter()
     ps = None
     if detailed:
-        ps = predict_with_intervals(frame, profile, learned, weights, mframe, m_us)
+        ps = predict_with_intervals(frame, profile, learned, weights, mframe, m_us, suggest=args.suggest_shots or 0)
         res = ps.frame
     else:
         res = predict_frame(frame, profile, learned, weights)
@@ -203,6 +213,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
             if ms is not None:
                 doc["correction"] = {"measured": args.measured, "configurations": len(ms.configs),
                                      "skipped": ms.skipped, "models": {m: o.to_dict() for m, o in ps.offsets.items()}}
+        if args.suggest_shots and ps is not None:
+            doc["suggested_shots"] = [{"order": n + 1, "configuration": i + 1, "gsize": rows[i]["gsize"],
+                                       "lsize": rows[i]["lsize"]} for n, i in enumerate(ps.suggested)]
         doc["seconds"] = {"total": time.perf_counter() - t0, "predict": t_pred}
         print(to_json(doc))
         return 0
@@ -227,8 +240,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
     header = ["gsize", "lsize", "analytical us"] + iv + \
         (["learned us"] + iv + ["blend us"] + iv if learned is not None else []) + \
         ["energy J", "bound", "occupancy", "coalescing", "intensity F/B"]
+    order = {i: n + 1 for n, i in enumerate(ps.suggested)} if ps is not None and args.suggest_shots else None
+    if order is not None:
+        header.append("measure")
     table = []
-    for r, (_, p) in zip(rows, res.iterrows()):
+    for i, (r, (_, p)) in enumerate(zip(rows, res.iterrows())):
         ex = p["explanation"] or {}
         energy = p["learned_energy_j"] if learned is not None and np.isfinite(p.get("learned_energy_j", np.nan)) \
             else p["analytical_energy_j"]
@@ -240,7 +256,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         table.append(["x".join(map(str, r["gsize"])), "x".join(map(str, r["lsize"])) if r["lsize"] else "auto"]
                      + cells + [None if not np.isfinite(energy) else float(energy),
                                 ex.get("bound", ex.get("error", "-")), ex.get("occupancy"), ex.get("coalescing"),
-                                ex.get("arithmetic_intensity")])
+                                ex.get("arithmetic_intensity")] + ([order.get(i)] if order is not None else []))
     print(f"kernel {kernel.name}; {profile.describe()}"
           + (f"; blend: {weights.kind}" if weights is not None else ""))
     if ps is not None and ps.offsets:
@@ -255,6 +271,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
                   f"measurement, without an interval")
     print(fmt_table(table, header))
     print(f"{len(rows)} configuration(s) predicted in {t_pred * 1e3:.1f} ms ({_energy_note(profile, res)})")
+    if order is not None:
+        print(f"measure the {len(order)} configuration(s) numbered in column 'measure' (kernelcast measure --json), "
+              f"then give them with --measured: of these configurations they leave the least uncertainty about the "
+              f"others under the model's shape prior")
     for line in _count_lines(res):
         print(line)
     return 0
@@ -708,6 +728,11 @@ def add_parsers(sub: Any) -> None:
                         "the JSON of 'kernelcast measure --json', one object or a list): every prediction is "
                         "corrected by the kernel's offset log2(measured/predicted), and with a tabular model's "
                         "shape prior by how close it is to the measured configurations")
+    p.add_argument("--suggest-shots", type=positive_int, metavar="K",
+                   help="with a tabular --model and several configurations (--configs): which K of them to measure "
+                        "(kernelcast measure --json) to correct the model for this kernel with --measured: the ones "
+                        "that leave the least uncertainty about the others under its shape prior, chosen before "
+                        "measuring (given the --measured ones)")
     p.add_argument("--profile", help="device profile: a bundled name (a100, v100, h100, rtx4090) or a JSON path; "
                                      "default: this machine's device, calibrated on first use")
     p.add_argument("--device", help="OpenCL device whose profile to use when --profile is not given")

@@ -27,6 +27,7 @@ from models.fewshot import (
     MeasuredSet,
     Offset,
     analytical_balance,
+    choose_shots,
     fit_offset,
     frame_launch_inputs,
     shape_inputs,
@@ -272,13 +273,15 @@ class PredictionSet:
     ``<model>_lo_us`` / ``<model>_hi_us`` the interval (NaN where the model has none), and
     ``measured_us`` the measurement of a configuration that was itself measured (NaN elsewhere; its
     model columns hold it too). ``offsets``: the correction of each model; ``notes``: why a model
-    has no interval, or kept its zero-shot one."""
+    has no interval, or kept its zero-shot one; ``suggested``: the rows of ``frame`` to measure next,
+    in the order chosen (:func:`models.fewshot.choose_shots`), when asked for."""
 
     frame: pd.DataFrame
     models: list[str]
     offsets: dict[str, Offset] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
     shots: int = 0
+    suggested: list[int] = field(default_factory=list)
 
     @property
     def has_intervals(self) -> bool:
@@ -329,7 +332,7 @@ def _calibrations(profile: DeviceProfile, learned: Predictor | None, weights: St
 
 def predict_with_intervals(frame: pd.DataFrame, profile: DeviceProfile, learned: Predictor | None = None,
                            weights: StackedBlend | None = None, measured: pd.DataFrame | None = None,
-                           measured_us: Any = None) -> PredictionSet:
+                           measured_us: Any = None, suggest: int = 0) -> PredictionSet:
     """:func:`predict_frame` with a 90 % interval per model where measured residuals exist, and,
     with ``measured`` (prediction rows of measured configurations of the same kernel) and their
     ``measured_us``, every model corrected by its few-shot offset (:mod:`models.fewshot`).
@@ -340,19 +343,31 @@ def predict_with_intervals(frame: pd.DataFrame, profile: DeviceProfile, learned:
     uses the model's k-shot quantiles, widened to the shots' own scatter; a model without k-shot
     quantiles keeps its zero-shot interval (said in ``notes``). The shrinkage of the offset uses
     the prior strength estimated with the model's residuals, else ``k / (k + 1)``; a model whose
-    calibration holds a shape prior is corrected by configuration (:class:`models.fewshot.ShapePrior`)."""
+    calibration holds a shape prior is corrected by configuration (:class:`models.fewshot.ShapePrior`).
+
+    With ``suggest`` = k, the k rows of ``frame`` that the learned model's shape prior says to
+    measure next (given the measured ones) are in ``suggested``; an :class:`InputError` when the
+    learned model's calibration holds no shape prior."""
     res, bounds = _predict(frame, profile, learned, weights)
     models = ["analytical"] + (["learned", "blend"] if learned is not None else [])
     cals, notes = _calibrations(profile, learned, weights, models)
     out = PredictionSet(res, models, notes=notes)
     offsets: dict[str, Offset] = {}
+    launch_rows = frame_launch_inputs(frame, analytical_balance(res["explanation"].tolist()))
+    if suggest:
+        cal = cals.get("learned")
+        if cal is None or cal.shape is None:
+            raise InputError("--suggest-shots needs a tabular model whose calibration holds a shape prior (kernelcast "
+                             "train --kind tabular on a dataset of 8 kernels or more)")
+    shots_x = None
     if measured is not None:
         m_us = np.asarray(measured_us, dtype=np.float64)
         if len(measured) != len(m_us):
             raise ValueError(f"{len(measured)} measured rows, {len(m_us)} times")
         shots_pred, _ = _predict(measured, profile, learned, weights)
         launch_shots = frame_launch_inputs(measured, analytical_balance(shots_pred["explanation"].tolist()))
-        launch_rows = frame_launch_inputs(frame, analytical_balance(res["explanation"].tolist()))
+        if learned is not None:
+            shots_x = shape_inputs(launch_shots, shots_pred["learned_us"].to_numpy(dtype=np.float64))
         for m in models:
             cal = cals.get(m)
             sp = shots_pred[f"{m}_us"].to_numpy(dtype=np.float64)
@@ -365,6 +380,16 @@ def predict_with_intervals(frame: pd.DataFrame, profile: DeviceProfile, learned:
             res[f"{m}_us"] = offsets[m].apply(raw, shape_inputs(launch_rows, raw))
         out.offsets = offsets
         out.shots = max((o.k for o in offsets.values()), default=0)
+    if suggest:
+        # the design uses the uncorrected prediction, as the correction's own inputs do
+        raw_col = "learned_raw_us" if "learned_raw_us" in res.columns else "learned_us"
+        shape = cals["learned"].shape
+        assert shape is not None
+        x = shape_inputs(launch_rows, res[raw_col].to_numpy(dtype=np.float64))
+        if measured is not None:            # a configuration already measured is not asked for again
+            done = set(_config_keys(measured))
+            x[[k in done for k in _config_keys(frame)]] = np.nan
+        out.suggested = choose_shots(shape, x, suggest, measured=shots_x)
     an_bounds = [e.get("bound") if isinstance(e, dict) else None for e in res["explanation"]]
     for m in models:
         pred = res[f"{m}_us"].to_numpy(dtype=np.float64)

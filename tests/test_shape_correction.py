@@ -364,3 +364,49 @@ def test_feeding_measurements_back_can_only_change_the_second_pick():
     assert fed["top1_within"] == 1.0                        # 20 measured at 2^6 lifts 2^7 to ~22: 2^9 next
     assert plain["top1_within"] == 0.0                      # one factor: 2^7 stays second, 14 is never measured
     assert plain["regret_median"] == pytest.approx(20.0 / 14.0)
+
+
+def test_predict_suggests_which_configurations_to_measure(shaped_model, capsys):
+    """--suggest-shots K: K distinct configurations of the file, spread over the sizes (the shape
+    prior's length scale along size is short), none of those already measured; as a column of the
+    table and in the JSON; refused (exit 2, nothing else printed) without a tabular model or with
+    as many shots as configurations."""
+    import json
+
+    from kernelcast.cli import main
+
+    d = shaped_model
+    sizes = [1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288]
+    (d / "many.csv").write_text("gsize,lsize\n" + "".join(f"{g},64\n" for g in sizes))
+    base = ["predict", "--kernel", str(d / "saxpy.cl"), "--configs", str(d / "many.csv"), "--profile", "pocl-local"]
+    assert main(base + ["--model", str(d / "tab"), "--suggest-shots", "3", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)["suggested_shots"]
+    assert [s["order"] for s in got] == [1, 2, 3]
+    chosen = sorted(s["gsize"][0] for s in got)
+    assert len(set(chosen)) == 3 and chosen[0] <= 4096 and chosen[2] >= 131072
+    # the measured configurations (4096/64 and 262144/64) are known: not asked for again
+    assert main(base + ["--model", str(d / "tab"), "--suggest-shots", "3", "--measured", str(d / "m.csv"),
+                        "--json"]) == 0
+    again = [s["gsize"][0] for s in json.loads(capsys.readouterr().out)["suggested_shots"]]
+    assert len(set(again)) == 3 and not {4096, 262144} & set(again)
+    assert main(base + ["--model", str(d / "tab"), "--suggest-shots", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "measure" in text.splitlines()[1] and "numbered in column 'measure'" in text
+    from models.tabular import TabularPredictor
+
+    plain = TabularPredictor.load(d / "tab")
+    assert plain.calibration is not None
+    for cal in plain.calibration.models.values():
+        cal.shape = None
+    plain.save(d / "tab_no_shape")
+    for bad in (base + ["--suggest-shots", "2"],                                      # no model
+                base + ["--model", str(d / "tab_no_shape"), "--suggest-shots", "2"],   # no shape prior
+                base + ["--model", str(d / "tab"), "--suggest-shots", "10"],           # as many as configurations
+                base + ["--model", str(d / "tab"), "--suggest-shots", "0"]):
+        try:
+            code = main(bad)
+        except SystemExit as e:                    # argparse's own refusal (a count that is not positive)
+            code = e.code
+        assert code == 2
+        cap = capsys.readouterr()
+        assert cap.out == "" and len(cap.err.strip().splitlines()) == 1
