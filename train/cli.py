@@ -310,11 +310,14 @@ def _few_shot_lines(iv: dict[str, Any]) -> list[str]:
     lines = ["", "few-shot    " + head]
     rows = []
     for k, e in sorted((tab.get("shots") or {}).items(), key=lambda kv: int(kv[0])):
-        a, b = e.get("estimated_prior") or {}, e.get("offset_only") or {}
-        rows.append([k, a.get("median_ape"), a.get("mape"), b.get("median_ape"), b.get("mape")])
+        a, b, c = e.get("estimated_prior") or {}, e.get("offset_only") or {}, e.get("chosen") or {}
+        rows.append([k, a.get("median_ape"), a.get("mape"), b.get("median_ape"), b.get("mape"), c.get("median_ape"),
+                     c.get("mape")])
     if rows:
-        lines.append(fmt_table(rows, ["shots", "median APE %", "MAPE %", "offset only: median APE %", "MAPE %"]))
-        lines.append("(the model's internal out-of-fold residuals, k random rows of each kernel measured)")
+        lines.append(fmt_table(rows, ["shots", "median APE %", "MAPE %", "offset only: median APE %", "MAPE %",
+                                      "shots chosen: median APE %", "MAPE %"]))
+        lines.append("(the model's internal out-of-fold residuals, k random rows of each kernel measured; chosen: the "
+                     "k rows predict --suggest-shots would ask for)")
     return lines
 
 

@@ -86,6 +86,7 @@ from models.fewshot import (
     DEFAULT_SHRINK_PRIOR,
     Offset,
     ShapePrior,
+    choose_shots,
     estimate_prior,
     fit_shape_prior,
     shape_inputs,
@@ -443,10 +444,34 @@ def _model_calibration(pred: np.ndarray, true: np.ndarray, bounds: list[str | No
                 a, z = ResidualQuantiles.of(rc[~test], level).log2_bounds(cal.kind)
                 slo[test], shi[test] = pc[test] * np.exp2(a), pc[test] * np.exp2(z)
             entry["interval_cv"] = _coverage(slo, shi, true[rows])
+        if entry and cal.shape is not None and x is not None:
+            rows_c, rc_c = _chosen_shots(r, kernels, k, prior, cal.within_var, cal.shape, x)
+            if len(rows_c):
+                entry["chosen"] = _figures(true[rows_c] / np.exp2(rc_c), true[rows_c])
         if entry:
             figures["shots"][str(k)] = entry
     cal.figures = figures
     return cal
+
+
+def _chosen_shots(r: np.ndarray, kernels: np.ndarray, k: int, prior: float, within_var: float | None,
+                  shape: ShapePrior, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """As :func:`_shot_draws`, with the k rows of each kernel chosen by the model
+    (:func:`models.fewshot.choose_shots`) instead of at random: (row index, corrected residual)."""
+    rows, res = [], []
+    ok = np.isfinite(r)
+    for kern in sorted(set(kernels[ok].tolist())):
+        idx = np.flatnonzero(ok & (kernels == kern))
+        if len(idx) <= k:
+            continue
+        shots = idx[choose_shots(shape, x[idx], k)]
+        rest = np.setdiff1d(idx, shots)
+        off = Offset([float(v) for v in r[shots]], prior, within_var, shape, x[shots])
+        rows.append(rest)
+        res.append(r[rest] - off.log2_at(x[rest]))
+    if not rows:
+        return np.zeros(0, dtype=int), np.zeros(0)
+    return np.concatenate(rows), np.concatenate(res)
 
 
 def calibrate_intervals(table: pd.DataFrame, profile: DeviceProfile,
