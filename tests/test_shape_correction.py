@@ -253,6 +253,34 @@ def test_evaluate_scores_the_chosen_shots_and_they_beat_random_ones_where_the_er
     assert (s_a == s_d).all() and (s_b == s_d).all()
 
 
+def _bent_rows(n_kernels: int, seed: int) -> tuple[np.ndarray, ...]:
+    rng = np.random.default_rng(seed)
+    kern, gi, true, pred = [], [], [], []
+    for k in range(n_kernels):
+        b, c = rng.normal(0, 1), rng.uniform(12, 20)
+        for g in rng.uniform(10, 22, 10):
+            kern.append(f"k{k}")
+            gi.append(g)
+            true.append(2.0 ** (g - 6))
+            pred.append(true[-1] / 2.0 ** (b + 1.2 * np.exp(-0.5 * ((g - c) / 2.5) ** 2) + rng.normal(0, 0.05)))
+    return np.array(kern), np.array(gi), np.array(true), np.array(pred)
+
+
+def test_a_tabular_calibration_reports_the_chosen_shots_beside_random_ones():
+    """train --kind tabular's k-shot figures (the calibration's figures) have the shots the model
+    chooses beside random ones, and on errors that bend with size the chosen ones do better."""
+    from train.tabular import _model_calibration
+
+    kern, gi, true, pred = _bent_rows(40, 2)
+    launch = np.column_stack([gi, np.full(len(gi), 6.0), np.zeros(len(gi))])
+    folds = np.array([int(k[1:]) % 4 for k in kern])
+    cal = _model_calibration(pred, true, [None] * len(kern), kern, folds, 0.9, 0, launch)
+    assert cal is not None and cal.shape is not None
+    three = cal.figures["shots"]["3"]
+    assert three["chosen"]["rows"] == 40 * 7
+    assert three["chosen"]["mape"] < 0.85 * three["estimated_prior"]["mape"]
+
+
 # ---------------------------------------------------------------------------------------------
 # predict and tune with a model whose calibration holds a shape prior (no device: times from a file)
 
