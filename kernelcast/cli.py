@@ -72,59 +72,120 @@ def _policy(args: argparse.Namespace) -> Any:
     return p
 
 
+#: configurations ``measure --configs`` takes and rounds ``--rounds`` takes: bounded work
+MEASURE_MAX_CONFIGS = 64
+MEASURE_MAX_ROUNDS = 32
+
+
+def _measure_specs(args: argparse.Namespace) -> list[dict[str, str]]:
+    from kernelcast.console import read_configs_csv
+
+    if args.configs and (args.gsize or args.lsize):
+        raise UsageError("give --gsize (and --lsize) or --configs FILE.csv, not both")
+    if args.configs and args.counts:
+        raise UsageError("--counts counts one configuration: give --gsize, not --configs")
+    if args.rounds is not None and args.rounds > MEASURE_MAX_ROUNDS:
+        raise UsageError(f"--rounds {args.rounds}: at most {MEASURE_MAX_ROUNDS}")
+    if args.configs:
+        specs = read_configs_csv(args.configs)
+        if len(specs) > MEASURE_MAX_CONFIGS:
+            raise UsageError(f"--configs {args.configs}: {len(specs)} configurations, at most {MEASURE_MAX_CONFIGS} "
+                             f"(split the file)")
+        return specs
+    if not args.gsize:
+        raise UsageError("give --gsize (and --lsize), or --configs FILE.csv")
+    return [{"gsize": args.gsize, "lsize": args.lsize or ""}]
+
+
 def cmd_measure(args: argparse.Namespace) -> int:
+    """``kernelcast measure``: one configuration (``--gsize``/``--lsize``) or the configurations of a
+    CSV file (``--configs``), each measured in ``--rounds`` rounds (interleaved across the
+    configurations, each round a full timing window) and its rounds pooled, each round weighing the
+    same (:func:`instrument.runner.pool_rounds`, as datagen pools a sweep's rounds)."""
     from datagen.args import UnsupportedArgument, complete_args
     from instrument.backends import select_device
     from instrument.harness import Harness, HarnessError
     from instrument.memcheck import check_buffer_memory
     from instrument.meters import check_meter_spec
-    from instrument.runner import validate_geometry
+    from instrument.runner import pool_rounds, validate_geometry
     from kernelcast.argspec import arg_arrays, check_against_signature, parse_arg, parse_size
     from kernelcast.config import device_spec
     from kernelcast.schema import LaunchConfig
 
     t0 = time.perf_counter()
     kernel, params = load_kernel_source(args.kernel, args.name, args.build_options or "")
-    gsize = parse_size(args.gsize, "--gsize")
-    lsize = parse_size(args.lsize, "--lsize") if args.lsize else None
+    specs = _measure_specs(args)
     given = [parse_arg(a) for a in args.arg]
     check_against_signature(given, params, kernel.name)
     policy = _policy(args)
     check_meter_spec(args.meter)
     device = select_device(device_spec(args.device), language=kernel.language)
-    validate_geometry(device, gsize, lsize)
-    try:
-        bindings, filled = complete_args(params, given, gsize, lsize)
-    except UnsupportedArgument as e:
-        raise UsageError(f"{e}; give it with --arg") from None
-    check_buffer_memory(device, bindings)
-    if filled and not args.json:
-        print(f"note: simple argument selection for {', '.join(filled)} (LLMPerf II-B1: arrays of gsize "
+    pnames = {p.name for p in params}
+    configs: list[LaunchConfig] = []
+    filled_all: set[str] = set()
+    for i, spec in enumerate(specs):
+        where = f"--configs {args.configs}: configuration {i + 1}: " if args.configs else ""
+        try:
+            gsize = parse_size(spec["gsize"], "--gsize")
+            lsize = parse_size(spec["lsize"], "--lsize") if spec.get("lsize") else None
+            mine = given + [parse_arg(f"{k}={v}") for k, v in spec.items() if k in pnames and v not in (None, "")]
+            check_against_signature(mine, params, kernel.name)
+            validate_geometry(device, gsize, lsize)
+            bindings, filled = complete_args(params, mine, gsize, lsize)
+            check_buffer_memory(device, bindings)
+        except UnsupportedArgument as e:
+            raise UsageError(f"{where}{e}; give it with --arg") from None
+        except InputError as e:
+            if not where:
+                raise
+            raise UsageError(f"{where}{e}") from None
+        filled_all.update(filled)
+        configs.append(LaunchConfig(gsize=gsize, lsize=lsize, args=bindings))
+    if filled_all and not args.json:
+        print(f"note: simple argument selection for {', '.join(sorted(filled_all))} (LLMPerf II-B1: arrays of gsize "
               f"elements, scalars = gsize)", file=sys.stderr)
-    config = LaunchConfig(gsize=gsize, lsize=lsize, args=bindings)
-    arrays = arg_arrays(bindings)
+    rounds = args.rounds or 1
+    runs: list[list[Any]] = [[] for _ in configs]
     counts: dict[str, Any] | None = None
     try:
         with Harness(device, meter=args.meter, timeout_s=args.timeout) as h:
-            m = h.run(kernel, config, policy, arrays=arrays)
-            if args.counts and m.status == "ok":
-                counts = _site_counts(h, kernel, config, arrays, policy)
+            for r in range(rounds):
+                for i, config in enumerate(configs):
+                    if r and not any(m.status == "ok" for m in runs[i]):
+                        continue                    # a configuration that failed is not run again
+                    runs[i].append(h.run(kernel, config, policy, arrays=arg_arrays(config.args)))
+            first = runs[0][0]
+            if args.counts and first.status == "ok":
+                counts = _site_counts(h, kernel, configs[0], arg_arrays(configs[0].args), policy)
     except HarnessError as e:
         print(f"kernelcast: error: {e}", file=sys.stderr)
         return 1
+    pooled = [pool_rounds(rs) for rs in runs]
     wall = time.perf_counter() - t0
     if args.json:
-        d = m.to_dict()
-        d["device_spec"] = device.spec
-        d["command_wall_s"] = wall
+        docs = []
+        for m, rs in zip(pooled, runs):
+            d = m.to_dict()
+            d["device_spec"] = device.spec
+            ok = [x for x in rs if x.status == "ok" and x.time is not None]
+            if rounds > 1:
+                d["rounds"] = len(ok)
+                d["round_medians_us"] = [x.time.median_us for x in ok]
+            docs.append(d)
         if counts is not None:
-            d["site_counts"] = counts
-        print(to_json(d))
+            docs[0]["site_counts"] = counts
+        if args.configs:
+            print(to_json(docs))
+        else:
+            docs[0]["command_wall_s"] = wall
+            print(to_json(docs[0]))
+    elif args.configs:
+        print(_measurements_table(pooled, runs, device, wall))
     else:
-        print(_measurement_text(m, device, wall))
+        print(_measurement_text(pooled[0], device, wall, len(runs[0]) if rounds > 1 else 0))
         if counts is not None:
             print(_counts_text(counts))
-    return 0 if m.status == "ok" else 1
+    return 0 if all(m.status == "ok" for m in pooled) else 1
 
 
 def _site_counts(h: Any, kernel: Any, config: Any, arrays: dict[str, Any], policy: Any) -> dict[str, Any]:
@@ -156,7 +217,22 @@ def _arg_text(a: dict[str, Any]) -> str:
     return f"{a['name']}={a['kind']}:{a['dtype']}:{a['count']}"
 
 
-def _measurement_text(m: Any, device: Any, wall: float) -> str:
+def _measurements_table(pooled: list[Any], runs: list[list[Any]], device: Any, wall: float) -> str:
+    """``measure --configs``: a row per configuration (its rounds pooled)."""
+    rows = []
+    for m, rs in zip(pooled, runs):
+        t = m.time if m.status == "ok" else None
+        meds = [x.time.median_us for x in rs if x.status == "ok" and x.time is not None]
+        rows.append(["x".join(map(str, m.gsize)), "x".join(map(str, m.lsize)) if m.lsize else "auto",
+                     m.status + (f": {m.reason}" if m.reason else ""), t.median_us if t else None,
+                     t.min_us if t else None, 100 * t.cv if t else None, len(meds),
+                     max(meds) / min(meds) if len(meds) > 1 and min(meds) > 0 else None])
+    head = f"kernel {pooled[0].kernel_name}; device {device.spec} {device.name}"
+    return "\n".join([head, fmt_table(rows, ["gsize", "lsize", "status", "median us", "min us", "CV %", "rounds",
+                                              "max/min round"]), f"wall {wall:.2f} s"])
+
+
+def _measurement_text(m: Any, device: Any, wall: float, rounds: int = 0) -> str:
     lines = [
         f"kernel      {m.kernel_name}   ({m.kernel_id})",
         f"device      {device.spec} {device.name}",
@@ -168,7 +244,8 @@ def _measurement_text(m: Any, device: Any, wall: float) -> str:
         t = m.time
         lines += [
             f"time        median {t.median_us:.3f} us   min {t.min_us:.3f} us   mean {t.mean_us:.3f} us",
-            f"spread      IQR {t.iqr_us:.3f} us   CV {100 * t.cv:.2f} %   over {t.repeats} repeats",
+            f"spread      IQR {t.iqr_us:.3f} us   CV {100 * t.cv:.2f} %   over {t.repeats} repeats"
+            + (f" in {rounds} rounds (pooled, each weighing the same)" if rounds > 1 else ""),
         ]
     if m.energy_j is not None:
         lines.append(f"energy      {m.energy_j * 1e3:.4f} mJ/launch   avg power {m.avg_power_w:.1f} W"
@@ -210,16 +287,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-probe", action="store_true", help="skip the trial build per device")
     p.set_defaults(func=cmd_devices)
 
-    p = sub.add_parser("measure", help="measure one kernel launch configuration",
+    p = sub.add_parser("measure", help="measure kernel launch configurations",
                        description="Build a kernel, bind its arguments, and time (and meter) one launch "
-                                   "configuration in an isolated worker process.",
+                                   "configuration (or those of --configs) in an isolated worker process.",
                        epilog="Arguments: NAME=buffer:DTYPE:COUNT[:random|zeros|ones], NAME=local:DTYPE:COUNT, "
                               "NAME=VALUE, NAME=@FILE.npy (a buffer holding the file's values). Arguments not given "
                               "get simple selection (arrays of gsize elements, scalars = gsize).")
     p.add_argument("--kernel", required=True, help="OpenCL C (.cl) or CUDA (.cu) source file")
     p.add_argument("--name", help="kernel name (needed when the file has several)")
-    p.add_argument("--gsize", required=True, help="global size: N, NxM or NxMxK")
+    p.add_argument("--gsize", help="global size: N, NxM or NxMxK")
     p.add_argument("--lsize", help="local size (default: chosen by the driver)")
+    p.add_argument("--configs", metavar="CSV",
+                   help=f"measure several configurations instead: columns gsize, lsize (optional) and any argument "
+                        f"names (values, as predict --configs); at most {MEASURE_MAX_CONFIGS}; --json prints a list "
+                        f"that predict --measured reads")
+    p.add_argument("--rounds", type=positive_int,
+                   help=f"measure each configuration in this many rounds (interleaved across --configs) and pool "
+                        f"them, each round weighing the same (default 1; at most {MEASURE_MAX_ROUNDS}): a host that "
+                        f"slows down in phases then moves every configuration alike")
     p.add_argument("--arg", action="append", default=[], metavar="SPEC", help="bind one argument (repeatable)")
     p.add_argument("--build-options", default="", help="OpenCL build options, e.g. '-DTILE=16'")
     _add_device(p)

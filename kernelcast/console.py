@@ -3,6 +3,7 @@ file a command is given. Imports no pipeline stage."""
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 from pathlib import Path
@@ -114,3 +115,23 @@ def _load_cuda(source: str, p: Path, name: str | None, build_options: str) -> tu
         raise UsageError(f"cannot parse {p} as CUDA: {e}") from None
     return Kernel(source=source, name=info.name, language="cuda", build_options=build_options,
                   origin=str(p)), info.params
+
+
+def read_configs_csv(path: str) -> list[dict[str, str]]:
+    """The rows of a ``--configs`` CSV file (a ``gsize`` column, optionally ``lsize`` and one per
+    argument), or a :class:`UsageError` naming what is wrong with it."""
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"--configs {path}: no such file")
+    try:
+        with open(p, newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+    except (UnicodeDecodeError, csv.Error) as e:
+        raise UsageError(f"--configs {path}: not a CSV file ({e})") from None
+    except OSError as e:
+        raise UsageError(f"--configs {path}: cannot read: {e.strerror}") from None
+    if not rows:
+        raise UsageError(f"--configs {path}: no rows")
+    if "gsize" not in rows[0]:
+        raise UsageError(f"--configs {path}: needs a 'gsize' column (and optionally 'lsize' and one per argument)")
+    return rows

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import logging
 import sys
@@ -14,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kernelcast.console import fmt_table, json_number, load_kernel_source, to_json
+from kernelcast.console import fmt_table, json_number, load_kernel_source, read_configs_csv, to_json
 from kernelcast.errors import InputError, UsageError
 from kernelcast.options import positive_float, positive_int
 from kernelcast.schema import LaunchConfig
@@ -38,24 +37,6 @@ def _note_missing_benches(profile: Any) -> None:
         _note(f"the profile has no {', '.join(missing)} values (calibrated before those benchmarks existed): the "
               f"model falls back for them (e.g. atomics and gathers as bytes only); 'kernelcast calib --out P.json' "
               f"measures them, then give --profile P.json")
-
-
-def _read_configs(path: str) -> list[dict[str, str]]:
-    p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"--configs {path}: no such file")
-    try:
-        with open(p, newline="", encoding="utf-8") as f:
-            rows = list(csv.DictReader(f))
-    except (UnicodeDecodeError, csv.Error) as e:
-        raise UsageError(f"--configs {path}: not a CSV file ({e})") from None
-    except OSError as e:
-        raise UsageError(f"--configs {path}: cannot read: {e.strerror}") from None
-    if not rows:
-        raise UsageError(f"--configs {path}: no rows")
-    if "gsize" not in rows[0]:
-        raise UsageError(f"--configs {path}: needs a 'gsize' column (and optionally 'lsize' and one per argument)")
-    return rows
 
 
 def _span(lo: float, hi: float) -> str | None:
@@ -129,7 +110,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         raise UsageError("give --counts FILE or --measure-counts, not both")
     given_counts = read_site_counts(args.counts) if args.counts else None
     if args.configs:
-        specs = _read_configs(args.configs)
+        specs = read_configs_csv(args.configs)
     else:
         if not args.gsize:
             raise UsageError("give --gsize (and --lsize), or --configs FILE.csv")

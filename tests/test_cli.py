@@ -105,6 +105,58 @@ def test_measure_bad_input_exits_2(kfile, device, args, message):
     assert r.stdout == ""
 
 
+def test_measure_several_configurations_in_rounds_feeds_predict(kfile, tmp_path, device):
+    """measure --configs --rounds 2 --json: a record per configuration, each the pool of its two
+    rounds (their medians listed), argument columns bound per configuration; the list is what
+    predict --measured reads."""
+    c = tmp_path / "c.csv"
+    c.write_text("gsize,lsize,a\n4096,64,2.0\n16384,64,2.0\n16384,256,3.0\n")
+    r = kc("measure", "--kernel", str(kfile), "--name", "saxpy", "--configs", str(c), "--rounds", "2",
+           "--repeats", "3", "--min-time", "0", "--meter", "none", "--json")
+    assert r.returncode == 0, r.stderr
+    docs = json.loads(r.stdout)
+    assert [d["gsize"] for d in docs] == [[4096], [16384], [16384]] and [d["lsize"][0] for d in docs] == [64, 64, 256]
+    for d in docs:
+        assert d["status"] == "ok" and d["rounds"] == 2 and len(d["round_medians_us"]) == 2
+        assert d["time"]["median_us"] > 0
+        assert next(a for a in d["args"] if a["name"] == "n")["value"] in (str(d["gsize"][0]), d["gsize"][0])
+    assert [next(a for a in d["args"] if a["name"] == "a")["value"] for d in docs] in (["2.0", "2.0", "3.0"],
+                                                                                       [2.0, 2.0, 3.0])
+    m = tmp_path / "m.json"
+    m.write_text(r.stdout)
+    p = kc("predict", "--kernel", str(kfile), "--name", "saxpy", "--gsize", "65536", "--lsize", "64",
+           "--profile", "pocl-local", "--measured", str(m), "--json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["correction"]["configurations"] == 3
+    t = kc("measure", "--kernel", str(kfile), "--name", "saxpy", "--configs", str(c), "--repeats", "3",
+           "--min-time", "0", "--meter", "none")
+    assert t.returncode == 0 and "max/min round" in t.stdout and len(t.stdout.strip().splitlines()) == 7
+
+
+@pytest.mark.parametrize("extra,csv,message", [
+    (["--gsize", "64"], "gsize\n64\n", "not both"),
+    (["--counts"], "gsize\n64\n", "--counts counts one configuration"),
+    (["--rounds", "33"], "gsize\n64\n", "at most 32"),
+    (["--rounds", "0"], "gsize\n64\n", "must be at least 1"),
+    ([], "gsize,lsize\n64,64\n100,64\n", "configuration 2: local size 64 does not divide"),
+    ([], "lsize\n64\n", "needs a 'gsize' column"),
+    ([], "gsize\n" + "64\n" * 65, "at most 64"),
+    ([], "gsize,q\n64,1\n", None),            # a column that names no argument is ignored, as predict ignores it
+])
+def test_measure_configs_bad_input_exits_2(kfile, tmp_path, device, extra, csv, message):
+    c = tmp_path / "c.csv"
+    c.write_text(csv)
+    r = kc("measure", "--kernel", str(kfile), "--name", "fill", "--configs", str(c), "--repeats", "2", "--min-time",
+           "0", "--meter", "none", *extra)
+    if message is None:
+        assert r.returncode == 0, r.stderr
+        return
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1 and message in err[0], r.stderr
+    assert r.stdout == ""
+
+
 def test_measure_unparsable_file_exits_2(tmp_path, device):
     p = tmp_path / "bad.cl"
     p.write_text("__kernel void f(__global float* a) { a[0] = ; }")
