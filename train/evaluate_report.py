@@ -180,7 +180,8 @@ def decision_rows(m: Mapping[str, Any]) -> tuple[list[list[Any]], list[str]]:
     header = ["model", "top-1 %", "regret med", "regret gmean", "rho", f"{pct}% cover %", "width x"]
     for k in shots:
         header += [f"{k}-shot MAPE %", f"{k}-shot med APE %", f"{k}-shot top-1 %"]
-    tops = list(_measure_top_of_first(m["tuning"]))
+    # a k no group has more than k configurations for (e.g. 3 with sweeps of 3 local sizes) has no figure
+    tops = [k for k, v in _measure_top_of_first(m["tuning"]).items() if (v or {}).get("groups", 1)]
     header += [f"top-1 % measuring {k}" for k in tops]
     adaptive = [k for k in tops
                 if any((v.get("measure_top_adaptive") or {}).get(k) for v in m["tuning"]["models"].values())]
