@@ -354,12 +354,14 @@ def _coverage(lo: np.ndarray, hi: np.ndarray, true: np.ndarray) -> dict[str, flo
 
 def _shot_draws(r: np.ndarray, kernels: np.ndarray, k: int, prior: float, seed: int,
                 within_var: float | None = None, shape: ShapePrior | None = None,
-                x: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+                x: np.ndarray | None = None, chosen: bool = False) -> tuple[np.ndarray, ...]:
     """Simulated k-shot corrections on out-of-fold residuals: per kernel with more than k rows and
     per draw, k random rows are the measured configurations and the kernel's other rows are
     corrected as ``predict`` and ``tune`` correct them (:class:`models.fewshot.Offset`: the shrunk
-    mean residual, and with ``shape`` and the rows' inputs ``x`` the shape correction). Returns
-    (row index, corrected residual, kernel) of every corrected row."""
+    mean residual, and with ``shape`` and the rows' inputs ``x`` the shape correction). With
+    ``chosen`` (and ``shape`` and ``x``) one draw per kernel: the k rows the model chooses
+    (:func:`models.fewshot.choose_shots`, as ``predict --suggest-shots``). Returns (row index,
+    corrected residual, kernel) of every corrected row."""
     rng = np.random.default_rng(seed + 1000 * k)
     rows, res, ker = [], [], []
     ok = np.isfinite(r)
@@ -367,9 +369,13 @@ def _shot_draws(r: np.ndarray, kernels: np.ndarray, k: int, prior: float, seed: 
         idx = np.flatnonzero(ok & (kernels == kern))
         if len(idx) <= k:
             continue
-        for _ in range(SHOT_DRAWS):
-            pick = rng.permutation(len(idx))
-            shots, rest = idx[pick[:k]], idx[pick[k:]]
+        for _ in range(1 if chosen else SHOT_DRAWS):
+            if chosen and shape is not None and x is not None:
+                shots = idx[choose_shots(shape, x[idx], k)]
+                rest = np.setdiff1d(idx, shots)
+            else:
+                pick = rng.permutation(len(idx))
+                shots, rest = idx[pick[:k]], idx[pick[k:]]
             rows.append(rest)
             off = Offset([float(v) for v in r[shots]], prior, within_var, shape if x is not None else None,
                          x[shots] if x is not None and shape is not None else None)
@@ -445,33 +451,13 @@ def _model_calibration(pred: np.ndarray, true: np.ndarray, bounds: list[str | No
                 slo[test], shi[test] = pc[test] * np.exp2(a), pc[test] * np.exp2(z)
             entry["interval_cv"] = _coverage(slo, shi, true[rows])
         if entry and cal.shape is not None and x is not None:
-            rows_c, rc_c = _chosen_shots(r, kernels, k, prior, cal.within_var, cal.shape, x)
+            rows_c, rc_c, _ = _shot_draws(r, kernels, k, prior, seed, cal.within_var, cal.shape, x, chosen=True)
             if len(rows_c):
                 entry["chosen"] = _figures(true[rows_c] / np.exp2(rc_c), true[rows_c])
         if entry:
             figures["shots"][str(k)] = entry
     cal.figures = figures
     return cal
-
-
-def _chosen_shots(r: np.ndarray, kernels: np.ndarray, k: int, prior: float, within_var: float | None,
-                  shape: ShapePrior, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """As :func:`_shot_draws`, with the k rows of each kernel chosen by the model
-    (:func:`models.fewshot.choose_shots`) instead of at random: (row index, corrected residual)."""
-    rows, res = [], []
-    ok = np.isfinite(r)
-    for kern in sorted(set(kernels[ok].tolist())):
-        idx = np.flatnonzero(ok & (kernels == kern))
-        if len(idx) <= k:
-            continue
-        shots = idx[choose_shots(shape, x[idx], k)]
-        rest = np.setdiff1d(idx, shots)
-        off = Offset([float(v) for v in r[shots]], prior, within_var, shape, x[shots])
-        rows.append(rest)
-        res.append(r[rest] - off.log2_at(x[rest]))
-    if not rows:
-        return np.zeros(0, dtype=int), np.zeros(0)
-    return np.concatenate(rows), np.concatenate(res)
 
 
 def calibrate_intervals(table: pd.DataFrame, profile: DeviceProfile,
