@@ -650,8 +650,12 @@ def cpu_vectorizable(feats: Any, *, barrier_loops: bool = False, cond_store_scal
         if t is not None and t <= UNROLL_MAX_TRIP:
             continue
         if barrier and not getattr(lp, "divergent", True):
-            uniform_loops += 1
-            continue
+            shape = _implicit_barrier_blocker(lp)
+            if not shape:
+                uniform_loops += 1
+                continue
+            return False, (f"loop at line {lp.line} with the same trip count in every work-item but {shape}: the "
+                           f"runtime puts no implicit barrier into it, so its work-item loop stays scalar")
         if t is None:
             return False, (f"loop at line {lp.line} with trip count {lp.trip}"
                            + (" that differs between work-items" if barrier else ""))
@@ -673,6 +677,26 @@ def cpu_vectorizable(feats: Any, *, barrier_loops: bool = False, cond_store_scal
     if barrier_loops_n:
         why.append(f"{barrier_loops_n} loop(s) with barriers charged per barrier and work-item")
     return True, "; ".join(why) or "no loop left after unrolling and no atomics"
+
+
+def _implicit_barrier_blocker(lp: Any) -> str:
+    """Why PoCL puts no implicit barrier into a loop whose trip count is the same in every
+    work-item ("" when it does): it takes only a loop with one exit whose induction variable it
+    knows to be uniform, which is a variable counting from 0 by 1. Measured on this device (PoCL
+    3.1, 2 cores; ``for`` loops of 2,000 trips of ``sum += (float)k + s`` in a kernel with one
+    barrier after the loop, 1,024 work-items in one work-group): 0.14 ms for ``k = 0; k < n; k++``
+    (also with ``k != n``, ``k <= n - 1``, ``++k``, an unsigned or 64-bit counter, as a ``while``
+    loop, or nested in a loop of 4 trips), 1.4 ms, 10x, for ``k = n - 1; k >= 0; k--``, ``k = n;
+    k > 0; k--``, ``k = 1; k <= n; k++``, ``k += 2`` up to ``2 n``, and for a ``break`` or a second
+    bound (``k < n && k < m``) in a loop counting from 0."""
+    if getattr(lp, "has_break", False):
+        return "with a break"
+    if getattr(lp, "early_exit", False):
+        return "with a second exit condition"
+    if not getattr(lp, "from_zero", False):
+        return (f"its condition is not one bound on a counter{' (' + lp.var + ')' if getattr(lp, 'var', None) else ''} "
+                f"counting from 0 by 1")
+    return ""
 
 
 def _uniform_conditional_store(a: Any) -> bool:

@@ -92,6 +92,31 @@ def test_loop_trip_symbolic():
     assert f.evaluate({**ENV, "k": 16})["branch"] == 17
 
 
+@pytest.mark.parametrize("loop, from_zero", [
+    ("for (int k = 0; k < n; k++)", True),
+    ("for (int k = 0; k != n; ++k)", True),
+    ("for (uint k = 0; k <= n - 1; k += 1)", True),
+    ("int k = 0; while (k < n) { k++;", True),
+    ("for (int k = n - 1; k >= 0; k--)", False),
+    ("for (int k = 1; k <= n; k++)", False),
+    ("for (int k = 0; k < 2 * n; k += 2)", False),
+    ("for (int k = 0; k < n && k < 64; k++)", False),
+])
+def test_loop_counting_from_zero_by_one(loop, from_zero):
+    """``from_zero``: the loop's condition is one bound on a counter from 0 by 1 (the form PoCL
+    puts an implicit barrier into, models.analytical._implicit_barrier_blocker)."""
+    body = "{ acc += in[gid] * (float)k; }" + (" }" if loop.startswith("int k") else "")
+    src = f"""
+    __kernel void k1(__global const float *in, __global float *out, const int n) {{
+        int gid = get_global_id(0);
+        float acc = 0.0f;
+        {loop} {body}
+        out[gid] = acc;
+    }}"""
+    (lp,) = feats(src, "k1").loops
+    assert lp.from_zero is from_zero
+
+
 def test_nested_loops_multiply():
     src = """
     #define REPS 3

@@ -43,7 +43,7 @@ from models.static.coalescing import (
 
 log = logging.getLogger(__name__)
 
-FEATURES_VERSION = 2
+FEATURES_VERSION = 3
 
 #: prefix of the evaluated counts of operations on vector values (``vec:fp32_fma@8``)
 VEC_PREFIX = "vec:"
@@ -138,6 +138,7 @@ class LoopInfo:
     has_break: bool = False  # break/return inside: trip is an upper bound
     early_exit: bool = False  # extra data-dependent exit condition: trip is an upper bound
     assumed: str = ""        # what the trip count assumes (dead code, a break bound, avg_trip), "" if exact
+    from_zero: bool = False  # its condition is one bound on a variable counting from 0 by 1 (LLVM's canonical form)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> LoopInfo:

@@ -191,7 +191,30 @@ class LoopWalker(WalkerBase):
             self.loops.append(LoopInfo(
                 line=line, kind=kind, var=var_name, trip=trip.to_str(), trip_kind=trip_kind, depth=depth,
                 data_dependent=data_dep, divergent=divergent, has_break=ctx.has_break, early_exit=early,
-                assumed=assumed))
+                assumed=assumed, from_zero=self._from_zero(cond, cands, entry_vars, ind_key)))
+
+    def _from_zero(self, cond: ci.Cursor | None, cands: dict[int, Induction], entry_vars: dict[int, Val],
+                   ind_key: int | None) -> bool:
+        """Whether the loop's condition is one comparison of an induction variable that starts at 0
+        and steps by 1: the form of LLVM's canonical induction variable, which PoCL's uniformity
+        analysis takes as the same in every work-item (:func:`models.analytical.cpu_vectorizable`)."""
+        if cond is None or ind_key is None or ind_key not in cands:
+            return False
+        parts: list[ci.Cursor] = []
+        conjuncts(cond, parts)
+        if len(parts) != 1:
+            return False
+        start = entry_vars.get(ind_key)
+        if start is None or start.poly is None or not start.poly.is_const() or start.poly.const_value() != 0:
+            return False
+        ind = cands[ind_key]
+        if ind.how == "++":
+            return True
+        if ind.how != "+" or ind.step is None:
+            return False
+        with self.muted():
+            sv = self.ev(ind.step)
+        return sv.poly is not None and sv.poly.is_const() and sv.poly.const_value() == 1
 
     def _record_vectorizable_loop(self, before: tuple[dict[str, Poly], dict[str, Poly], int, int, int], lid: int,
                                   carried: dict[int, list[ci.Cursor | None]], ind_key: int | None) -> None:
