@@ -470,6 +470,19 @@ def gather_kernel() -> Kernel:
     return Kernel(src, name, origin=f"calib:{name}")
 
 
+def clamped_gather_kernel() -> Kernel:
+    """The loads of :func:`gather_kernel`, but each at a clamped index next to the work-item's own
+    (``t[min((gid & mask) + k, mask)]``): the lanes' addresses are consecutive, yet the compiler
+    cannot prove it past the ``min``, so vectorized work-item code still gathers them; the cost of
+    a stencil's ``in[min(i + 1, n - 1)]`` (:func:`models.analytical.clamped_index`)."""
+    name = "kc_gather_clamped"
+    lines = "".join(f"  s += t[min(j + {k}u, mask)];\n" for k in range(GATHER_LOADS))
+    src = (f"__kernel void {name}(__global const float* t, __global float* out, uint mask) {{\n"
+           f"  uint gid = get_global_id(0);\n  uint j = gid & mask;\n  float s = 0.0f;\n"
+           f"{lines}  out[gid] = s;\n}}\n")
+    return Kernel(src, name, origin=f"calib:{name}")
+
+
 def store_kernel(guarded: bool) -> Kernel:
     """An elementwise kernel, ``c[i] = a[i] * s + b[i]``, plain or under ``if (i < n)`` (every
     work-item passes it): the pair whose time per work-item says whether the runtime vectorizes a

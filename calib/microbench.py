@@ -1219,31 +1219,36 @@ class Calibrator:
     def bench_gather(self) -> None:
         """Rate of gathered loads (elements/s, whole device) in code the runtime vectorizes across
         work-items: :func:`calib.kernels.gather_kernel` (16 loads per work-item at computed
-        pseudo-random indices of a 16 KiB table) at two numbers of work-items; the rate is the
-        slope, so the launch and fixed costs cancel."""
-        kern = K.gather_kernel()
+        pseudo-random indices of a 16 KiB table, ``gather_gops``) and
+        :func:`calib.kernels.clamped_gather_kernel` (the same loads at clamped indices next to the
+        work-item's own, consecutive across lanes: ``gather_clamped_gops``), each at two numbers of
+        work-items; the rate is the slope, so the launch and fixed costs cancel."""
         ls = self._fit_lsize(1 << 16, min(256, self.max_wg))
         table = 4096
-        pts: list[tuple[int, float]] = []
         small = 1 << 16
-        for items in (small, small * 8):
-            cfg = LaunchConfig((items,), (ls,), [ArgBinding("t", "buffer", "float", table, init="ones"),
-                                                 ArgBinding("out", "buffer", "float", items, init="zeros"),
-                                                 ArgBinding("mask", "scalar", "uint", value=table - 1)])
-            m = self.measure(kern, cfg, f"gather {items} work-items")
-            if m is None:
-                return
-            pts.append((items, self._stat(m) * 1e-6))
-        (n1, t1), (n2, t2) = pts
-        if t2 <= t1:
-            self.profile.notes.append(f"gather: no slope ({t1 * 1e6:.3g} us, {t2 * 1e6:.3g} us)")
-            return
-        rate = (n2 - n1) * K.GATHER_LOADS / (t2 - t1)
-        self.profile.set("gather_gops", rate / 1e9, "Gop/s", self.source("gather"), notes=(
-            f"gathered float loads per second: {K.GATHER_LOADS} loads per work-item at computed pseudo-random "
-            f"indices of a {table * 4 // 1024} KiB table, {n1} and {n2} work-items in work-groups of {ls}: "
-            f"{t1 * 1e6:.4g} and {t2 * 1e6:.4g} us (slope; includes two integer operations per load); "
-            f"{1e9 * self.cu / rate:.3g} ns per load per compute unit"))
+        for kern, key, what in ((K.gather_kernel(), "gather_gops", "at computed pseudo-random indices"),
+                                (K.clamped_gather_kernel(), "gather_clamped_gops",
+                                 "at clamped indices next to the work-item's own (t[min(j + k, mask)])")):
+            label = "gather" if key == "gather_gops" else "clamped gather"
+            pts: list[tuple[int, float]] = []
+            for items in (small, small * 8):
+                cfg = LaunchConfig((items,), (ls,), [ArgBinding("t", "buffer", "float", table, init="ones"),
+                                                     ArgBinding("out", "buffer", "float", items, init="zeros"),
+                                                     ArgBinding("mask", "scalar", "uint", value=table - 1)])
+                m = self.measure(kern, cfg, f"{label} {items} work-items")
+                if m is None:
+                    return
+                pts.append((items, self._stat(m) * 1e-6))
+            (n1, t1), (n2, t2) = pts
+            if t2 <= t1:
+                self.profile.notes.append(f"{label}: no slope ({t1 * 1e6:.3g} us, {t2 * 1e6:.3g} us)")
+                continue
+            rate = (n2 - n1) * K.GATHER_LOADS / (t2 - t1)
+            self.profile.set(key, rate / 1e9, "Gop/s", self.source("gather"), notes=(
+                f"gathered float loads per second: {K.GATHER_LOADS} loads per work-item {what} of a "
+                f"{table * 4 // 1024} KiB table, {n1} and {n2} work-items in work-groups of {ls}: "
+                f"{t1 * 1e6:.4g} and {t2 * 1e6:.4g} us (slope; includes two integer operations per load); "
+                f"{1e9 * self.cu / rate:.3g} ns per load per compute unit"))
 
     def bench_stride(self) -> None:
         """CPU devices: the cost of one cache line fetched by a work-item loop whose every trip

@@ -162,6 +162,7 @@ class DeviceParams:
     # (calib chain); empty where not measured
     chain_s: dict[str, float] = field(default_factory=dict)
     gather_rate: float | None = None   # gathered elements/s in vectorized CPU code, whole device
+    gather_clamped_rate: float | None = None   # the same at clamped consecutive indices (in[min(i + 1, n - 1)])
     strided_line_s: float | None = None  # CPU: one line fetched by a page-strided work-item loop, per core
     strided_source: str = ""
     strided_level_s: dict[int, float] = field(default_factory=dict)   # the same, from cache level i
@@ -253,6 +254,7 @@ class DeviceParams:
             strided_tiny_level_s=per_level("strided_tiny"),
             atomic_rates=atomic_rates,
             gather_rate=(float(get("gather_gops") or 0.0) * 1e9 or None) if is_cpu else None,
+            gather_clamped_rate=(float(get("gather_clamped_gops") or 0.0) * 1e9 or None) if is_cpu else None,
             is_cpu=is_cpu, builtin_rates=builtin_rates, scalar_rates=scalar_rates, wi_rates=wi_rates,
             name=getattr(dev, "name", "") or "device", is_gpu=bool(is_gpu), compute_units=int(cu), warp=int(warp),
             rates=rates, rate_sources=sources, bw_levels=[lv for lv in levels if lv[0] > 0], dram_bw=dram,
@@ -872,16 +874,23 @@ def gather_seconds(feats: Any, env: Mapping[str, Any], dev: DeviceParams) -> np.
     (``gather_gops``, ``calib --only gather``: loads at computed pseudo-random indices of a table in
     the first cache level; scatters are assumed to cost the same). None without that rate. The
     bytes are still charged by the memory part; this is the instruction cost (measured here: 0.46
-    ns per gathered element per core, against ~0.01 for a contiguous vector load's element)."""
+    ns per gathered element per core, against ~0.01 for a contiguous vector load's element).
+    An access one element from the next work-item's that the vectorizer still gathers
+    (:func:`consecutive_gather`: an index clamping the work-item id, or an ``int`` global id plus a
+    constant) is a gather too, at the rate of gathers of consecutive addresses
+    (``gather_clamped_gops``; not charged on a profile without it)."""
     from kernelcast.expr import CACHE_KEY, compile_expr
 
+    clamped_rate = dev.gather_clamped_rate
     acc = [a for a in getattr(feats, "accesses", []) if a.space in ("global", "constant")
-           and a.kind in ("load", "store") and (a.indirect or not a.affine or a.stride0 not in ("0", "1"))]
+           and a.kind in ("load", "store")
+           and (a.indirect or not a.affine or a.stride0 not in ("0", "1") or (clamped_rate and consecutive_gather(a)))]
     if not acc or not dev.is_cpu or not dev.gather_rate:
         return None
     fenv = dict(feats.complete({k: v for k, v in env.items() if not k.startswith("__")}))
     fenv[CACHE_KEY] = {}
     total = np.zeros(np.broadcast_shapes(*[np.shape(v) for v in env.values()]))
+    clamped = np.zeros_like(total)
     for a in acc:
         fn, _ = compile_expr(a.count)
         with np.errstate(all="ignore"):
@@ -890,9 +899,54 @@ def gather_seconds(feats: Any, env: Mapping[str, Any], dev: DeviceParams) -> np.
             fn_s, _ = compile_expr(a.stride0)
             with np.errstate(all="ignore"):
                 st = np.abs(np.nan_to_num(np.asarray(fn_s(fenv), dtype=np.float64), nan=1.0))
-            c = np.where((st == 0) | (st == 1), 0.0, c)       # contiguous or uniform: vector loads
+            near = (st == 0) | (st == 1)
+            if clamped_rate and consecutive_gather(a):
+                clamped = clamped + np.where(near, c, 0.0)   # a gather of consecutive addresses
+            c = np.where(near, 0.0, c)                       # contiguous or uniform: vector loads
         total = total + c
-    return total / (dev.gather_rate / float(dev.compute_units))
+    cu = float(dev.compute_units)
+    return total / (dev.gather_rate / cu) + (clamped / (clamped_rate / cu) if clamped_rate else 0.0)
+
+
+_LANE_ID = re.compile(r"\b(?:gid0|lid0)\b")
+
+
+def clamped_index(a: Any) -> bool:
+    """Whether an access's index clamps a work-item id (``in[min(i + 1, n - 1)]``, ``clamp(x + dx,
+    0, w - 1)``, ``max(gid - 1, 0)``): affine with one element between adjacent work-items almost
+    everywhere, but the loop vectorizer cannot prove the lanes' addresses consecutive and issues a
+    gather. Measured on this device (PoCL 3.1, 2 cores, 262,144 work-items in groups of 256): ``out[i]
+    = in[clamp(i - 1, 0, n - 1)] + in[clamp(i + 1, 0, n - 1)]`` 106 us against 21 us for ``out[i] =
+    in[i] * 2 + 1``: 0.16 ns per clamped load and core, the calibrated gather rate's order (0.23)."""
+    text = str(getattr(a, "index_expr", "") or "")
+    for m in re.finditer(r"\b(?:min|max|clamp)\(", text):
+        depth, j = 1, m.end()
+        while j < len(text) and depth:
+            depth += {"(": 1, ")": -1}.get(text[j], 0)
+            j += 1
+        if _LANE_ID.search(text[m.end():j]):
+            return True
+    return False
+
+
+_SHIFTED_GID = re.compile(r"^(?:gid0 [+-] \d+|\d+ \+ gid0)$")
+
+
+def shifted_int_index(a: Any) -> bool:
+    """Whether an access's index is a signed 32-bit ``int`` global id plus a constant (``int i =
+    get_global_id(0); ... in[i + 1]``): PoCL 3.1's loop vectorizer gathers it, though the lanes'
+    addresses are consecutive. Measured on this device (2 cores, 2^20 work-items in groups of 256,
+    ``out[i] = in[i + C] * 2``, two rounds each): 180-199 us for C = 1, 3 or 7 and for a store to
+    ``out[i + 1]``, against 47-57 us for ``in[i]``, for the same index as ``uint`` or ``size_t``, for
+    ``in[i + off]`` with ``off`` a kernel argument, for ``y * w + x + 1`` in 2D and for ``g + l + 1``
+    from the group and local ids."""
+    return bool(getattr(a, "index_int32", False)) and bool(_SHIFTED_GID.match(str(getattr(a, "index_expr", ""))))
+
+
+def consecutive_gather(a: Any) -> bool:
+    """Whether vectorized CPU code gathers an access whose lanes' addresses are consecutive
+    (:func:`clamped_index`, :func:`shifted_int_index`)."""
+    return clamped_index(a) or shifted_int_index(a)
 
 
 #: bytes of a page: a loop whose trips step this far apart leaves the hardware prefetchers behind

@@ -209,6 +209,7 @@ class Truth:
     barrier_wi_ns: float = 1.5             # per barrier per work-item
     wi_eff: float = 0.25                   # one chain per work-item, vectorized across work-items: share of the peak
     gather_ns: float = 0.5                 # per gathered load on one compute unit
+    gather_clamped_ns: float = 0.3         # the same at consecutive (clamped) addresses
     atomic_ns: float = 5.0                 # per atomic on one compute unit, own element; x (1 + 8 / bins) contended
     join_us: float = 0.0                   # the other compute units join a launch this late (calib join)
     rates: dict[str, float] = field(default_factory=lambda: {
@@ -293,8 +294,9 @@ class FakeHarness:
             cls, n = K.parse_wi_kernel_name(name)
             ops = g * n * K.OP_CLASSES[cls].ops_per_update
             t = launch + n_wg * T.wg_us * 1e-6 + ops / (T.rates[cls] * T.wi_eff)
-        elif name == "kc_gather":                  # 16 loads per work-item at gather_ns each, on all units
-            t = launch + n_wg * T.wg_us * 1e-6 + g * K.GATHER_LOADS * T.gather_ns * 1e-9 / T.cu
+        elif name in ("kc_gather", "kc_gather_clamped"):   # 16 loads per work-item, on all units
+            per = T.gather_ns if name == "kc_gather" else T.gather_clamped_ns
+            t = launch + n_wg * T.wg_us * 1e-6 + g * K.GATHER_LOADS * per * 1e-9 / T.cu
         elif name.startswith("kc_atomic_"):
             n_atomics = g * a["iters"].value
             bins = None if a["own"].value else a["mask"].value + 1
@@ -621,3 +623,6 @@ def test_fake_gather_rate(fake_calibration):
     per_item_ns = 16 * truth.gather_ns / truth.cu + truth.wg_us * 1e3 / 256
     assert p.get("gather_gops") == pytest.approx(16 / per_item_ns, rel=0.01)
     assert p.get("gather_gops") == pytest.approx(13.39, rel=0.01)
+    # the clamped kernel's loads at 0.3 ns each: 16 / (16 x 0.3 / 8 + 0.195) ns
+    clamped_ns = 16 * truth.gather_clamped_ns / truth.cu + truth.wg_us * 1e3 / 256
+    assert p.get("gather_clamped_gops") == pytest.approx(16 / clamped_ns, rel=0.01)

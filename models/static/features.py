@@ -116,6 +116,7 @@ class Access:
     # ``if``/``switch`` on work-item ids or loaded data, or the rest of a block after such an
     # ``if (...) return;`` ("divergent line 7" / "data line 12"; "" where every work-item runs it)
     conditional: str = ""
+    index_int32: bool = False  # a subscript of the buffer itself by a signed 32-bit int (``in[i + 1]``, ``int i``)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Access:

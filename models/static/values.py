@@ -62,6 +62,7 @@ class MemRef:
     elem_bytes: int
     unit_bytes: int
     text: str
+    signed32: bool = False   # a subscript of the buffer itself whose index is a signed 32-bit integer
 
 
 def same_value(a: Val, b: Val) -> bool:

@@ -52,7 +52,11 @@ class MemWalker(WalkerBase):
             idx = None if (p.offset is None or idx_v.poly is None) else p.offset + idx_v.poly * scale
             deps = p.deps | idx_v.deps | base_v.deps
             eb = max(1, type_bytes(s.type))
-            return MemRef(p.base, p.space, idx, deps, eb, p.leaf_bytes, expr_text(s))
+            # a signed 32-bit index into the buffer itself (no pointer offset: ``p = in + 1; p[i]`` is
+            # vectorized like ``in[i + off]``, models.analytical.shifted_int_index)
+            own = p.offset is not None and is_zero(p.offset)
+            return MemRef(p.base, p.space, idx, deps, eb, p.leaf_bytes, expr_text(s),
+                          signed32=own and _signed32_index(s))
         if s.kind == K.UNARY_OPERATOR and _cx.unary_op(s) == "*":
             v = self.ev(list(s.get_children())[0])
             p = v.ptr
@@ -216,7 +220,7 @@ class MemWalker(WalkerBase):
             index=m.text, count="", count_warp="",
             stride0=s0.to_str() if s0 is not None else None, stride1=s1.to_str() if s1 is not None else None,
             index_expr=idx.to_str() if idx is not None else "?", coeffs=coeffs, trip_strides=trips, affine=affine,
-            indirect=indirect, line=c.location.line, via=via, conditional=self.conditional))
+            indirect=indirect, line=c.location.line, via=via, conditional=self.conditional, index_int32=m.signed32))
         self.acc_polys.append((self.w_item, self.w_warp))
 
     # --- builtins that access memory --------------------------------------------------------------
@@ -299,3 +303,12 @@ class MemWalker(WalkerBase):
         for v in vals:
             deps |= v.deps
         return Val(None, frozenset(deps))
+
+
+def _signed32_index(s: ci.Cursor) -> bool:
+    """Whether the index of the subscript ``s`` (either operand order) is a signed 32-bit integer."""
+    ch = list(s.get_children())
+    if len(ch) != 2:
+        return False
+    idx = ch[1] if type_class(ch[0].type)[0] == "ptr" or type_class(ch[1].type)[0] != "ptr" else ch[0]
+    return idx.type.get_canonical().kind == ci.TypeKind.INT
