@@ -218,6 +218,28 @@ def wi_kernel(cls: str, updates: int = WI_UPDATES) -> Kernel:
     return Kernel(src, name, origin=f"calib:{name}")
 
 
+#: independent calls per work-item of the ``wi`` benchmark of a builtin class (:func:`wi_call_kernel`)
+WI_CALLS = 4
+
+
+def wi_call_kernel(cls: str, calls: int = WI_CALLS) -> Kernel:
+    """``calls`` independent calls of the builtin class ``cls`` per work-item, each on its own value
+    that differs between neighbouring work-items, summed into ``out``: the rate a CPU runtime reaches
+    on an elementwise kernel's ``out[i] = a * exp(-r * t[i])``, where the work-item loop is the only
+    parallelism. A dependent chain of calls (:func:`wi_kernel`) is not that: PoCL 3.1 left a chain
+    of 64 ``exp`` calls scalar (0.90 G calls/s, the scalar rate) where one call per work-item ran at
+    4.0. Same signature as :func:`wi_kernel`; the name is ``kc_wi_<cls>_n<calls>``."""
+    c = OP_CLASSES[cls]
+    name = f"kc_wi_{cls}_n{calls}"
+    own = f"({c.base})(get_global_id(0) & 255u) * 0.001f"     # differs between neighbouring work-items
+    decl = "\n".join(f"  {c.base} a{k} = ({c.base})({c.init.format(k=k)}) + {own};" for k in range(calls))
+    body = "\n".join("  " + c.update.format(a=f"a{k}") for k in range(calls))
+    total = " + ".join(f"a{k}" for k in range(calls))
+    src = (f"__kernel void {name}(__global {c.base}* out, {c.base} s, {c.base} t) {{\n{decl}\n{body}\n"
+           f"  out[get_global_id(0)] = {total};\n}}\n")
+    return Kernel(src, name, origin=f"calib:{name}")
+
+
 def parse_wi_kernel_name(name: str) -> tuple[str, int] | None:
     """``(class, updates)`` of a ``kc_wi_*`` kernel name, else ``None``."""
     m = _WI_NAME_RE.match(name)

@@ -451,7 +451,8 @@ def _wi_rates(p: DeviceProfile, peak: dict[str, float]) -> tuple[dict[str, float
     times the measured wi/peak ratio of fp32 FMA; none when the profile has no ``wi_`` values.
     The peak rates come from kernels with 8 independent chains per work-item, more instruction-level
     parallelism than kernel code has: a vectorized work-item loop runs one chain per work-item and
-    only the interleaving of a few vectors hides the latency."""
+    only the interleaving of a few vectors hides the latency. Builtin families (``bi_*``) get
+    ``wi_<variant><family>_gops`` (independent calls per work-item) where measured."""
     out: dict[str, float] = {}
     src: dict[str, str] = {}
     ratio = None
@@ -463,6 +464,19 @@ def _wi_rates(p: DeviceProfile, peak: dict[str, float]) -> tuple[dict[str, float
             out[c], src["wi " + c] = val * 1e9, "profile"
         elif ratio is not None:
             out[c], src["wi " + c] = r * min(ratio, 1.0), "profile (peak x wi/peak ratio of fp32 FMA)"
+    # builtin families: independent calls per work-item (calib.kernels.wi_call_kernel), measured only
+    # (the FMA ratio says nothing of a math library's vector code); else their peak stays
+    from models.static.features import BUILTIN_FAMILIES
+
+    for fam in BUILTIN_FAMILIES:
+        for variant, order in _FAMILY_FALLBACK.items():
+            for v in order:
+                val = p.get(f"wi_{v}{fam}_gops")
+                if val:
+                    key = f"bi_{variant}{fam}"
+                    out[key] = val * 1e9
+                    src["wi " + key] = "profile" if v == variant else f"profile (wi_{v}{fam}_gops)"
+                    break
     return out, src
 
 
@@ -1327,7 +1341,12 @@ class AnalyticalModel(Predictor):
                 flops = flops + f[op] * (2 if op.endswith("fma") else 1)
         for b in families:
             cnt = f.get(prefix + b, f[b])
-            rate = d.builtin_rate(b) if vec else d.scalar_rate(b)
+            if not vec:
+                rate = d.scalar_rate(b)
+            elif d.is_cpu and not throughput and b in d.wi_rates:
+                rate = d.wi_rates[b]          # one call per work-item, vectorized across work-items
+            else:
+                rate = d.builtin_rate(b)
             comp_s_item = comp_s_item + cnt / (rate / cu)
         if d.is_cpu and not vec:
             comp_s_item = comp_s_item + (vector_value_correction(f, d) + inner_loop_correction(f, d)) * cu

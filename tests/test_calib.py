@@ -393,10 +393,15 @@ def test_fake_cpu_wi_rates():
     Rates of a CPU (1/100 of the fake GPU's), so the launches reach the target time."""
     truth = Truth()
     truth.rates = {c: r / 100 for c, r in truth.rates.items()}
-    opts = CalibOptions(host_overhead=False, benches=("launch", "peak", "wi"), op_classes=("fp32_fma", "int32_add"))
+    opts = CalibOptions(host_overhead=False, benches=("launch", "peak", "wi"),
+                        op_classes=("fp32_fma", "int32_add", "exp"))
     p = Calibrator(_fake_device(truth, "CPU"), FakeHarness(truth, energy=False), None, opts).run()
-    for cls in ("fp32_fma", "int32_add"):
+    for cls in ("fp32_fma", "int32_add", "exp"):
         assert p.get(f"wi_{cls}_gops") == pytest.approx(0.25 * truth.rates[cls] / 1e9, rel=0.03), cls
+    # a builtin's kernel: independent calls, one per value of the work-item
+    src = K.wi_call_kernel("exp").source
+    assert src.count(" = exp(-a") == K.WI_CALLS and "a0 = exp(-a0);" in src and "a1 = exp(-a1);" in src
+    assert "independent calls" in p.values["wi_exp_gops"].notes
     assert "fp32_mul" not in {k[3:-5] for k in p.values if k.startswith("wi_")}
     g = Calibrator(_fake_device(truth, "GPU"), FakeHarness(truth, energy=False), None, opts).run()
     assert g.get("wi_fp32_fma_gops") is None
