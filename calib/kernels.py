@@ -93,6 +93,10 @@ OP_CLASSES: dict[str, OpClass] = {c.name: c for c in (
             description="32-bit integer multiply"),
     OpClass("fp32_div", "float", "{a} = s / {a};", 1, "1.0f + 0.01f * {k}", 1.7, 0.0,
             description="fp32 division (full precision)"),
+    # the quotient alternates between large and small (t / 3, then t / that), so both the long and
+    # the short divisions of a CPU whose divider's latency depends on the quotient are in the rate
+    OpClass("int32_div", "uint", "{a} = t / ({a} | 1u);", 1, "(uint)(2 * {k} + 3)", 0, 1000000007,
+            description="32-bit unsigned integer division (a CPU has no SIMD divide: its peak is scalar code)"),
     OpClass("sin", "float", "{a} = sin({a});", 1, "1.0f + 0.01f * {k}", 0.0, 0.0,
             description="fp32 sin (full precision builtin)"),
     OpClass("exp", "float", "{a} = exp(-{a});", 1, "0.5f + 0.01f * {k}", 0.0, 0.0,

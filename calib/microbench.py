@@ -105,7 +105,7 @@ JOIN_WORK_US = (2.0, 4.0, 8.0, 12.0, 16.0, 24.0, 32.0, 48.0, 64.0, 96.0, 128.0, 
 JOIN_WG_PER_CU = 4
 #: classes of the scalar benchmark (quick: arithmetic and the three classic builtins)
 SCALAR_CLASSES = ("fp32_add", "fp32_mul", "fp32_fma", "fp32_div", "fp64_fma", "int32_add", "int32_mul",
-                  *K.BUILTIN_OP_CLASSES)
+                  "int32_div", *K.BUILTIN_OP_CLASSES)
 QUICK_SCALAR_CLASSES = ("fp32_add", "fp32_fma", "fp32_div", "int32_add", "sin", "exp", "sqrt")
 #: classes of the dependent-chain benchmark (``chain``; quick: the first four): the arithmetic a
 #: loop-carried recurrence is made of (``models.static.chains.CHAIN_CLASSES``; not the integer

@@ -156,7 +156,8 @@ def test_float4_counts_four_ops_and_16_bytes():
 
 def test_integer_division_by_a_power_of_two_is_a_shift():
     """``i / 16``, ``i % 8`` and ``w /= 4`` compile to a shift or mask plus a sign fix (one
-    int_bit and one int_add each); ``i / 3`` stays a division."""
+    int_bit and one int_add each); ``i / 3`` and ``i % 100`` to a multiply by the reciprocal, a
+    shift and a sign fix (``%``: a multiply and subtract more); ``i / n`` stays a division."""
     src = """
     __kernel void d(__global int *a, const int n) {
         int i = get_global_id(0);
@@ -164,9 +165,13 @@ def test_integer_division_by_a_power_of_two_is_a_shift():
         a[i] = q + m + d + w;
     }"""
     v = feats(src, "d").evaluate(ENV)
-    assert v["int_div"] == 1
-    assert v["int_bit"] == 3
-    assert v["int_add"] == 3 + 3          # three sign fixes and the three additions of the sum
+    assert v["int_div"] == 0
+    assert v["int_bit"] == 3 + 1
+    assert v["int_mul"] == 1
+    assert v["int_add"] == 3 + 1 + 3      # four sign fixes and the three additions of the sum
+    src2 = src.replace("int d = i / 3;", "int d = i % 100 + i / n;")
+    v2 = feats(src2, "d").evaluate(ENV)
+    assert v2["int_div"] == 1 and v2["int_mul"] == 2 and v2["int_add"] == 3 + 2 + 4
 
 
 def test_sfu_and_conversions():
