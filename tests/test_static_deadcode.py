@@ -222,7 +222,8 @@ NOT_CLOSED = {
 def test_integer_sum_loops_are_closed_form():
     f, lp = _loop(CLOSED, "closed")
     assert lp.trip_kind == "closed_form" and lp.trip == "1" and "closed form" in lp.assumed
-    assert f.evaluate({"gsize0": 1024, "niters": 1 << 20})["int_mul"] <= 2.0
+    # one pass: the product and the two multiplies of ``s % 3`` (by the reciprocal), not 2^20 of them
+    assert f.evaluate({"gsize0": 1024, "niters": 1 << 20})["int_mul"] <= 3.0
 
 
 #: a synthetic stencil's inner loop: its load, calls and select read only loop-invariant values
