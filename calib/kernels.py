@@ -47,6 +47,7 @@ Design notes
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kernelcast.schema import Kernel
@@ -488,12 +489,7 @@ def gather_kernel() -> Kernel:
     a constant step): indices no compiler can prove contiguous, so vectorized work-item code loads
     them with gather instructions. The table is small enough to stay in the first cache level, so
     the time is the gathers' (plus two integer operations per load)."""
-    name = "kc_gather"
-    lines = "".join(f"  s += t[(h + {977 * k}u) & mask];\n" for k in range(GATHER_LOADS))
-    src = (f"__kernel void {name}(__global const float* t, __global float* out, uint mask) {{\n"
-           f"  uint gid = get_global_id(0);\n  uint h = (gid * 0x9E3779B1u) >> 7;\n  float s = 0.0f;\n"
-           f"{lines}  out[gid] = s;\n}}\n")
-    return Kernel(src, name, origin=f"calib:{name}")
+    return _gather_loads("kc_gather", "uint h = (gid * 0x9E3779B1u) >> 7;", lambda k: f"(h + {977 * k}u) & mask")
 
 
 def clamped_gather_kernel() -> Kernel:
@@ -501,10 +497,15 @@ def clamped_gather_kernel() -> Kernel:
     (``t[min((gid & mask) + k, mask)]``): the lanes' addresses are consecutive, yet the compiler
     cannot prove it past the ``min``, so vectorized work-item code still gathers them; the cost of
     a stencil's ``in[min(i + 1, n - 1)]`` (:func:`models.analytical.clamped_index`)."""
-    name = "kc_gather_clamped"
-    lines = "".join(f"  s += t[min(j + {k}u, mask)];\n" for k in range(GATHER_LOADS))
+    return _gather_loads("kc_gather_clamped", "uint j = gid & mask;", lambda k: f"min(j + {k}u, mask)")
+
+
+def _gather_loads(name: str, setup: str, index: Callable[[int], str]) -> Kernel:
+    """``(t, out, mask)``: each work-item sums :data:`GATHER_LOADS` floats of ``t`` at ``index(k)``
+    (after the statement ``setup``, which may use ``gid``) into ``out[gid]``."""
+    lines = "".join(f"  s += t[{index(k)}];\n" for k in range(GATHER_LOADS))
     src = (f"__kernel void {name}(__global const float* t, __global float* out, uint mask) {{\n"
-           f"  uint gid = get_global_id(0);\n  uint j = gid & mask;\n  float s = 0.0f;\n"
+           f"  uint gid = get_global_id(0);\n  {setup}\n  float s = 0.0f;\n"
            f"{lines}  out[gid] = s;\n}}\n")
     return Kernel(src, name, origin=f"calib:{name}")
 
