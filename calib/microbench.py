@@ -111,7 +111,8 @@ QUICK_SCALAR_CLASSES = ("fp32_add", "fp32_fma", "fp32_div", "int32_add", "sin", 
 #: loop-carried recurrence is made of (``models.static.chains.CHAIN_CLASSES``; not the integer
 #: classes, whose chains the compiler reassociates: 0.12 ns per multiply measured)
 CHAIN_CLASSES = ("fp32_add", "fp32_mul", "fp32_fma", "fp32_div", "fp64_fma")
-#: classes of the work-item-vectorized benchmark (``wi``; quick: the first four). Not int32_mul: a
+#: classes of the work-item-vectorized benchmark (``wi``; quick: the first four and the commonest
+#: builtins, :data:`QUICK_WI_CLASSES`). Not int32_mul: a
 #: straight-line chain ``a = a * s`` is folded into one multiply by ``s^64`` (measured 503 Gop/s);
 #: the model scales its peak by the fp32 FMA ratio instead. The builtins a CPU runtime vectorizes
 #: (``models.analytical.SCALAR_FAMILIES`` are not): one call per work-item ran 3.6x below their
@@ -120,9 +121,12 @@ CHAIN_CLASSES = ("fp32_add", "fp32_mul", "fp32_fma", "fp32_div", "fp64_fma")
 WI_CLASSES = ("fp32_fma", "fp32_add", "fp32_mul", "int32_add", "fp32_div", "fp64_fma",
               "exp", "sqrt", "rsqrt", "native_exp", "native_sin", "native_sqrt", "native_log", "native_rsqrt",
               "native_divide", "half_exp", "half_sin", "half_sqrt")
+QUICK_WI_CLASSES = ("fp32_fma", "fp32_add", "fp32_mul", "int32_add", "exp", "sqrt")
 DEFAULT_CLASSES = tuple(K.OP_CLASSES)
+#: classes of the peak benchmark with ``--quick``: the common arithmetic and builtins, and the integer
+#: divider (the rule in its place, int32 mul / 20, was 10x too fast on PoCL 3.1)
 QUICK_CLASSES = ("fp32_add", "fp32_mul", "fp32_fma", "fp64_fma", "int32_add", "int32_mul",
-                 "fp32_div", "sin", "exp", "sqrt")
+                 "fp32_div", "int32_div", "sin", "exp", "sqrt")
 
 
 class HostBusyError(InputError):
@@ -567,7 +571,7 @@ class Calibrator:
         if "CPU" not in (self.device.type or "").upper():
             self.profile.notes.append("wi: not a CPU device; skipped")
             return
-        classes: tuple[str, ...] = WI_CLASSES[:4] if self.opt.quick else WI_CLASSES
+        classes: tuple[str, ...] = QUICK_WI_CLASSES if self.opt.quick else WI_CLASSES
         if self.opt.op_classes:
             classes = tuple(c for c in classes if c in self.opt.op_classes)
         ls = _pow2_floor(min(self.max_wg, 1024))      # large groups: few per-group overheads in the time
