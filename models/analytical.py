@@ -1513,6 +1513,35 @@ def kernel_assumptions(feats: Any, dev: DeviceParams) -> dict[str, Any]:
             out["cpu_rates"] = (f"peak: the work-item loop runs inside the loop(s) at line(s) "
                                 f"{', '.join(map(str, lines))}" if lines else
                                 "one dependent chain per work-item (wi_<class>_gops)")
+        if vec and dev.gather_rate:
+            gathers = gather_sites(feats, dev)
+            if gathers:
+                out["cpu_gathers"] = gathers
+    return out
+
+
+def gather_sites(feats: Any, dev: DeviceParams) -> list[str]:
+    """The global accesses vectorized CPU code gathers whatever the configuration (a strided one
+    depends on it and is left out), one line each with why, and for an ``int`` global id plus a
+    constant the fix (:func:`shifted_int_index`): what :func:`gather_seconds` charges."""
+    out: list[str] = []
+    for a in getattr(feats, "accesses", []):
+        if a.space not in ("global", "constant") or a.kind not in ("load", "store"):
+            continue
+        if a.indirect:
+            why = "a data-dependent index"
+        elif not a.affine:
+            why = "an index not affine in the work-item ids"
+        elif dev.gather_clamped_rate and clamped_index(a):
+            why = "an index clamping the work-item id (consecutive addresses the vectorizer cannot prove)"
+        elif dev.gather_clamped_rate and shifted_int_index(a):
+            why = ("an int global id plus a constant (consecutive addresses the vectorizer cannot prove; "
+                   "a size_t or uint index makes it a vector load)")
+        else:
+            continue
+        line = f"line {a.line}: {a.kind} {a.index or a.arg}: {why}"
+        if line not in out:
+            out.append(line)
     return out
 
 

@@ -263,11 +263,13 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 def _count_lines(res: pd.DataFrame) -> list[str]:
     """Which data-dependent counts the analytical model took from a run on real inputs and which it
-    assumed (the first configuration's; ``--json`` has every configuration's)."""
+    assumed (the first configuration's; ``--json`` has every configuration's), and the accesses it
+    charges as gathers on a CPU device (``cpu_gathers``)."""
     ex = res["explanation"].iloc[0] if len(res) else None
     if not isinstance(ex, dict):
         return []
-    out = [f"measured: {x}" for x in ex.get("measured_counts", [])]
+    out = [f"gather:   {x}" for x in ex.get("cpu_gathers", [])]
+    out += [f"measured: {x}" for x in ex.get("measured_counts", [])]
     out += [f"assumed:  {x}" for x in ex.get("assumed_counts", [])]
     if ex.get("assumed_counts"):
         out.append("(measure them on real inputs: --measure-counts with --arg NAME=@FILE.npy, or --counts FILE "

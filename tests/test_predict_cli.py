@@ -182,3 +182,28 @@ def test_tune_takes_measured_counts_for_every_configuration(tmp_path):
     assert 3.0 < got["chosen"][0]["pred_us"] / guess["chosen"][0]["pred_us"] < 6.5
     both = kc(*base, "--counts", str(tmp_path / "c.json"), "--measure-counts")
     assert both.returncode == 2 and "not both" in both.stderr
+
+
+NEIGHBOURS = """__kernel void nb(__global const float* x, __global float* y, const int n) {
+  int i = get_global_id(0);
+  y[i] = x[i + 1] + x[min(i + 2, n - 1)] + x[i];
+}"""
+
+
+def test_predict_names_the_gathers_and_the_fix(tmp_path):
+    """On a CPU profile with the consecutive-gather rate, predict says which accesses it charges as
+    gathers and why (``cpu_gathers`` in --json): the ``int`` id plus a constant with its fix, the
+    clamped index; the own element is a vector load. A GPU profile has no such line."""
+    k = tmp_path / "nb.cl"
+    k.write_text(NEIGHBOURS)
+    base = ["predict", "--kernel", str(k), "--gsize", "65536", "--lsize", "256"]
+    r = kc(*base, "--profile", "pocl31-zen5")
+    assert r.returncode == 0, r.stderr
+    lines = [x for x in r.stdout.splitlines() if x.startswith("gather:")]
+    assert len(lines) == 2, r.stdout
+    assert "x[i + 1]" in lines[0] and "size_t" in lines[0]
+    assert "x[min(i + 2, n - 1)]" in lines[1] and "clamping" in lines[1]
+    d = json.loads(kc(*base, "--profile", "pocl31-zen5", "--json").stdout)
+    assert len(d["predictions"][0]["explanation"]["cpu_gathers"]) == 2
+    g = kc(*base, "--profile", "a100")
+    assert g.returncode == 0 and "gather:" not in g.stdout
