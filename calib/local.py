@@ -63,12 +63,20 @@ def resolve_profile(spec: str | None, device: str | None = None, *,
     from calib.microbench import CalibOptions
 
     if on_calibrate is not None:
-        on_calibrate(f"no profile for {info.name} yet; running a quick calibration (kernelcast calib --quick), "
-                     f"cached in {path}")
-    profile, _ = calibrate(info, CalibOptions(quick=True), meter="none", timeout_s=None)
+        on_calibrate(f"no profile for {info.name} yet; running a quick calibration (kernelcast calib --quick "
+                     f"--runs {QUICK_RUNS}), cached in {path}")
+    profile, _ = calibrate_runs(info, CalibOptions(quick=True), QUICK_RUNS, meter="none", timeout_s=None)
     profile.save(path)
     profile.origin = f"{path}, a quick calibration just run"
     return profile
+
+
+#: runs of a quick calibration made for the user (the demo's, a first prediction's), the profile their
+#: median: one quick run on the Zen 5 host left 16 % of its 82 values 1.8x or more off another run's (the
+#: rate halves in some runs: ``peak_int32_mul_gops`` 129 against 260, ``wi_exp_gops`` 1.75 against
+#: 3.5; one demo's suite MAPE went 42 -> 60 % on such a profile); the median of 3 runs, 2.4 % (42 s
+#: instead of 14)
+QUICK_RUNS = 3
 
 
 def calibrate(info: DeviceInfo, options: CalibOptions, *, meter: str = "none", timeout_s: float | None = 60.0,

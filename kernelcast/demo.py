@@ -3,7 +3,7 @@
 1. corpus: a slice of the bundled corpus (every fourth kernel) plus synthetic kernels;
 2. ``datagen``: measure them over sampled launch configurations on the local device (with IQR
    rebalancing) into a dataset;
-3. ``calib --quick``: calibrate the device into a profile;
+3. ``calib --quick --runs 3``: calibrate the device into a profile;
 4. ``train``: the two learned models on the dataset: the tabular model (gradient-boosted trees on
    the analytical model's residual) and the small CodeGen model (efficient mode, from scratch);
 5. ``blend``: for each, the analytical+learned blend fitted on out-of-fold predictions (stacking);
@@ -58,7 +58,7 @@ def _stage(n: int, title: str, t0: float) -> None:
 def run(args: argparse.Namespace) -> int:
     from bench.suite.compare import default_suite, print_table, run_bench
     from calib.cli import format_profile
-    from calib.local import calibrate
+    from calib.local import QUICK_RUNS, calibrate_runs
     from calib.microbench import CalibOptions
     from datagen.corpus import ingest_to
     from datagen.corpus_store import bundled_dir, read_corpus, read_records, write_corpus
@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     _stage(3, "calib: quick calibration of the device", t0)
     profile_path = out / "profile.json"
     tc = time.perf_counter()
-    profile, cal = calibrate(device, CalibOptions(quick=True), meter="none", timeout_s=60.0)
+    profile, cal = calibrate_runs(device, CalibOptions(quick=True), QUICK_RUNS, meter="none", timeout_s=60.0)
     if not profile.values:
         raise SystemExit(f"kernelcast: error: calibration measured nothing ({'; '.join(cal.failures)})")
     profile.save(profile_path)
