@@ -145,13 +145,45 @@ OP_CLASSES: dict[str, OpClass] = {c.name: c for c in (
             description="fp32 cbrt (one add per update)"),
     OpClass("fmod", "float", "{a} = fmod({a} + s, t);", 1, "1.0f + 0.01f * {k}", 0.7, 2.5,
             description="fp32 fmod, also remainder and remquo (one add per update)"),
+    # the routines of a builtin family with their own cost (models.static.features.FAMILY_PARENT);
+    # each update converges to a normal fixed point inside the routine's ordinary range
+    OpClass("exp2", "float", "{a} = exp2(-{a});", 1, "0.5f + 0.01f * {k}", 0.0, 0.0,
+            description="fp32 exp2 (full precision builtin)"),
+    OpClass("exp10", "float", "{a} = exp10(-{a});", 1, "0.5f + 0.01f * {k}", 0.0, 0.0,
+            description="fp32 exp10 (full precision builtin)"),
+    OpClass("expm1", "float", "{a} = expm1(-{a}) + s;", 1, "0.5f + 0.01f * {k}", 1.0, 0.0,
+            description="fp32 expm1 (full precision; one add per update)"),
+    # log2 and asin take a different path for arguments below 1 and above 0.5, which data in [0, 1)
+    # reaches: the arguments converge to 0.7 and 0.75 (log2 of 5.4 ran 2.5x, asin of 0.3 3.6x faster
+    # per call than in an elementwise kernel on data in [0, 0.8], PoCL 3.1)
+    OpClass("log2", "float", "{a} = log2({a} * s + t);", 1, "-0.5f + 0.001f * {k}", 0.25, 0.829,
+            description="fp32 log2 (full precision; one multiply and one add per update)"),
+    OpClass("log10", "float", "{a} = log10({a} + s);", 1, "1.0f + 0.01f * {k}", 3.0, 0.0,
+            description="fp32 log10 (full precision; one add per update)"),
+    OpClass("log1p", "float", "{a} = log1p({a} + s);", 1, "1.0f + 0.01f * {k}", 1.0, 0.0,
+            description="fp32 log1p (full precision; one add per update)"),
+    OpClass("cos", "float", "{a} = cos({a});", 1, "0.7f + 0.01f * {k}", 0.0, 0.0,
+            description="fp32 cos (full precision builtin)"),
+    OpClass("tan", "float", "{a} = tan({a} * s) + t;", 1, "0.2f + 0.01f * {k}", 0.5, 0.1,
+            description="fp32 tan (full precision; one multiply and one add per update)"),
+    OpClass("sinh", "float", "{a} = sinh({a} * s) + t;", 1, "0.6f + 0.01f * {k}", 0.5, 0.3,
+            description="fp32 sinh (full precision; one multiply and one add per update)"),
+    OpClass("cosh", "float", "{a} = cosh({a} * s) - t;", 1, "0.5f + 0.01f * {k}", 0.5, 0.5,
+            description="fp32 cosh (full precision; one multiply and one add per update)"),
+    OpClass("asin", "float", "{a} = asin({a} * s + t);", 1, "0.85f + 0.001f * {k}", 0.5, 0.326,
+            description="fp32 asin (full precision; one multiply and one add per update)"),
+    OpClass("acos", "float", "{a} = acos({a} * s);", 1, "1.0f + 0.01f * {k}", 0.5, 0.0,
+            description="fp32 acos (full precision; one multiply per update)"),
+    OpClass("erfc", "float", "{a} = erfc({a} + s);", 1, "0.5f + 0.01f * {k}", 0.0, 0.0,
+            description="fp32 erfc (full precision; one add per update)"),
     OpClass("rint", "float", "{a} = rint({a} * s) * t;", 1, "1.0f + {k}", 3.0, 1 / 3.0,
             description="fp32 rint, the rounding of convert_<int type>_rte/_rtn/_rtp (two multiplies per update)"),
 )}
 #: the builtin-family classes (``peak_<class>_gops`` and ``scalar_<class>_gops``)
 BUILTIN_OP_CLASSES = ("sin", "exp", "sqrt", "log", "pow", "tanh", "erf", "atan", "rsqrt", "native_sin",
                       "native_exp", "native_sqrt", "native_log", "native_rsqrt", "native_divide", "native_powr",
-                      "half_exp", "half_sin", "half_sqrt", "hypot", "cbrt", "rint", "fmod")
+                      "half_exp", "half_sin", "half_sqrt", "hypot", "cbrt", "rint", "fmod", "exp2", "exp10",
+                      "expm1", "log2", "log10", "log1p", "cos", "tan", "sinh", "cosh", "asin", "acos", "erfc")
 
 _FP64_PRAGMA = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
 _OP_NAME_RE = re.compile(r"^kc_(?:op_(?P<cls>[a-z0-9_]+?)|busy)_w(?P<w>\d+)k(?P<k>\d+)$")

@@ -309,7 +309,7 @@ class DeviceParams:
         the generic special-function rate divided by the ``sfu`` weight of its calls."""
         if b in self.builtin_rates:
             return self.builtin_rates[b]
-        weight = 2.0 if b.endswith(("pow", "tanh")) else 1.0
+        weight = 2.0 if b.endswith(("pow", "tanh", "tan", "sinh", "cosh")) else 1.0
         return self.rate("sfu") / weight
 
     def vector_rate(self, op: str) -> float:
@@ -428,24 +428,50 @@ UNEVEN_PEAK = 4.0
 _FAMILY_FALLBACK = {"half_": ("half_", "native_", ""), "native_": ("native_", ""), "": ("",)}
 
 
+def _family_chain(fam: str) -> list[tuple[str, float]]:
+    """A builtin family and the families its rates fall back to where a profile has none of its
+    own (:data:`models.static.features.FAMILY_PARENT`), each with the calls of it one call counts as."""
+    from models.static.features import FAMILY_PARENT
+
+    out = [(fam, 1.0)]
+    while fam in FAMILY_PARENT and len(out) < 8:
+        fam, calls = FAMILY_PARENT[fam]
+        out.append((fam, out[-1][1] * calls))
+    return out
+
+
+def _family_value(p: DeviceProfile, stem: str, variant: str, fam: str) -> tuple[float, str] | None:
+    """The rate (ops/s) of family class ``bi_<variant><fam>`` from the profile's
+    ``<stem>_<v><family>_gops`` values: the variant's fallbacks (:data:`_FAMILY_FALLBACK`) of the
+    family, then of its parents (:func:`_family_chain`: the parent's rate over the calls one call
+    counts as); with where it came from. None when the profile has none of them."""
+    for f, calls in _family_chain(fam):
+        for v in _FAMILY_FALLBACK[variant]:
+            val = p.get(f"{stem}_{v}{f}_gops")
+            if val:
+                key = f"{stem}_{v}{f}_gops"
+                own = v == variant and f == fam
+                return val * 1e9 / calls, "profile" if own else f"profile ({key}" + (
+                    f" / {calls:g})" if calls != 1 else ")")
+    return None
+
+
 def _builtin_rates(p: DeviceProfile, rates: dict[str, float]) -> tuple[dict[str, float], dict[str, str]]:
     """Vectorized rate of each builtin family class (``bi_*``): ``peak_<variant><family>_gops``,
-    else the same family's other variants, else (``divide``) the fp32 division rate; families
-    without any measured rate are left out (the model then charges them at the ``sfu`` rate)."""
+    else the same family's other variants, else its parent family's (:func:`_family_value`), else
+    (``divide``) the fp32 division rate; families without any measured rate are left out (the model
+    then charges them at the ``sfu`` rate)."""
     from models.static.features import BUILTIN_FAMILIES
 
     out: dict[str, float] = {}
     src: dict[str, str] = {}
     for fam in BUILTIN_FAMILIES:
-        for variant, order in _FAMILY_FALLBACK.items():
+        for variant in _FAMILY_FALLBACK:
             key = f"bi_{variant}{fam}"
-            for v in order:
-                val = p.get(f"peak_{v}{fam}_gops")
-                if val:
-                    out[key] = val * 1e9
-                    src[key] = "profile" if v == variant else f"profile (peak_{v}{fam}_gops)"
-                    break
-            if key not in out and fam == "divide" and "fp32_div" in rates:
+            got = _family_value(p, "peak", variant, fam)
+            if got is not None:
+                out[key], src[key] = got
+            elif fam == "divide" and "fp32_div" in rates:
                 out[key], src[key] = rates["fp32_div"], "profile (fp32 division rate)"
     return out, src
 
@@ -457,7 +483,8 @@ def _wi_rates(p: DeviceProfile, peak: dict[str, float]) -> tuple[dict[str, float
     The peak rates come from kernels with 8 independent chains per work-item, more instruction-level
     parallelism than kernel code has: a vectorized work-item loop runs one chain per work-item and
     only the interleaving of a few vectors hides the latency. Builtin families (``bi_*``) get
-    ``wi_<variant><family>_gops`` (independent calls per work-item) where measured."""
+    ``wi_<variant><family>_gops`` (independent calls per work-item) where measured (or their
+    parent family's, :func:`_family_value`)."""
     out: dict[str, float] = {}
     src: dict[str, str] = {}
     ratio = None
@@ -476,14 +503,11 @@ def _wi_rates(p: DeviceProfile, peak: dict[str, float]) -> tuple[dict[str, float
     from models.static.features import BUILTIN_FAMILIES
 
     for fam in BUILTIN_FAMILIES:
-        for variant, order in _FAMILY_FALLBACK.items():
-            for v in order:
-                val = p.get(f"wi_{v}{fam}_gops")
-                if val:
-                    key = f"bi_{variant}{fam}"
-                    out[key] = val * 1e9
-                    src["wi " + key] = "profile" if v == variant else f"profile (wi_{v}{fam}_gops)"
-                    break
+        for variant in _FAMILY_FALLBACK:
+            got = _family_value(p, "wi", variant, fam)
+            if got is not None:
+                key = f"bi_{variant}{fam}"
+                out[key], src["wi " + key] = got
     return out, src
 
 
@@ -502,6 +526,19 @@ NO_SIMD_CLASSES = frozenset({"int32_div"})
 CPU_DIVIDER_CLASSES = frozenset({"int_div"})
 
 
+def _family_scalar(p: DeviceProfile, cls: str) -> tuple[float, str] | None:
+    """The scalar rate of builtin family class ``cls`` (``bi_<variant><family>``) from a parent
+    family's ``scalar_<variant><parent>_gops`` (:func:`_family_chain`), where the profile has none
+    of its own; None without one."""
+    name = cls[3:]
+    variant = next((v for v in ("native_", "half_") if name.startswith(v)), "")
+    for f, calls in _family_chain(name[len(variant):])[1:]:
+        val = p.get(f"scalar_{variant}{f}_gops")
+        if val:
+            return val * 1e9 / calls, f"profile (scalar_{variant}{f}_gops" + (f" / {calls:g})" if calls != 1 else ")")
+    return None
+
+
 def _scalar_rates(p: DeviceProfile, vec: dict[str, float]) -> tuple[dict[str, float], dict[str, str]]:
     """Scalar (not vectorized across work-items) rates of a CPU profile: ``scalar_<class>_gops``
     where measured, else the vectorized rate times the measured scalar/vector ratio of the
@@ -514,8 +551,11 @@ def _scalar_rates(p: DeviceProfile, vec: dict[str, float]) -> tuple[dict[str, fl
     for c, r in vec.items():
         name = c[3:] if c.startswith("bi_") else c
         val = p.get(f"scalar_{name}_gops")
+        family = _family_scalar(p, c) if c.startswith("bi_") and not val else None
         if val:
             out[c], src["scalar " + c] = val * 1e9, "profile"
+        elif family is not None:
+            out[c], src["scalar " + c] = family
         elif c in NO_SIMD_CLASSES:
             out[c], src["scalar " + c] = r, "the vectorized rate (no SIMD instruction: the peak is scalar code)"
         elif ratio_fma is not None and not c.startswith("bi_"):
@@ -543,8 +583,14 @@ UNROLL_MAX_TRIP = 16
 #: Zen 4, 2^20 work-items, load ~2). fmod: ``fmod(x[i] * 40.0f, 0.37f)`` 4.9 ns per work-item against
 #: 0.088 for the division (PoCL 3.1 on an AMD EPYC Zen 5, 2^16 work-items, idle), where calib's
 #: float16 fmod ran 6x its scalar rate.
+#: The routines with a family of their own since (``models.static.features.FAMILY_PARENT``) stay
+#: with their parent's families, and exp2, exp10 and expm1 join them although exp does not: four
+#: independent calls per work-item of 2^18 work-items (PoCL 3.1, Zen 5, idle) took 3,617, 4,093 and
+#: 11,064 us against 296 for exp (12-37x: no vector variant); charged at exp's vectorized rate, the
+#: 16 kernels of the dataset with exp2 calls were 1.7x too fast at the median (2.9x at worst).
 SCALAR_FAMILIES = ("bi_log", "bi_sin", "bi_atan", "bi_pow", "bi_tanh", "bi_erf", "bi_hypot", "bi_rint", "bi_cbrt",
-                   "bi_fmod")
+                   "bi_fmod", "bi_exp2", "bi_exp10", "bi_expm1", "bi_log2", "bi_log10", "bi_log1p", "bi_cos",
+                   "bi_tan", "bi_sinh", "bi_cosh", "bi_asin", "bi_acos", "bi_erfc")
 
 
 #: a guarded elementwise store this many times slower per work-item than the unguarded one (calib

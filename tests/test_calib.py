@@ -214,7 +214,8 @@ class Truth:
     join_us: float = 0.0                   # the other compute units join a launch this late (calib join)
     rates: dict[str, float] = field(default_factory=lambda: {
         c: r for c, r in zip(K.OP_CLASSES, (4e12, 4e12, 8e12, 2e12, 3e12, 1e12, 0.5e12, 0.25e12, 0.3e12, 0.35e12,
-                                             1.1e12, 1.2e12, 1.3e12) + tuple(0.1e12 + 0.01e12 * i for i in range(20)))})
+                                             1.1e12, 1.2e12, 1.3e12)
+                                   + tuple(0.1e12 + 0.01e12 * i for i in range(len(K.OP_CLASSES) - 13)))})
     bw: tuple[tuple[float, float], ...] = ((64 * KiB, 800e9), (4 * MiB, 300e9), (math.inf, 100e9))
     lat: tuple[tuple[float, float], ...] = ((64 * KiB, 2e-9), (4 * MiB, 10e-9), (math.inf, 80e-9))
     local_bw: float = 2000e9

@@ -26,25 +26,27 @@ _SFU: dict[str, int] = {
 #: builtin families charged at their own calibrated rate (``bi_<variant><family>`` op classes,
 #: counted once per call and vector component, next to the ``sfu`` count above)
 FAMILY: dict[str, str] = {
-    **dict.fromkeys(["exp", "exp2", "exp10", "expm1"], "exp"),
-    **dict.fromkeys(["log", "log2", "log10", "log1p", "logb", "ilogb"], "log"),
-    **dict.fromkeys(["sin", "cos", "sinpi", "cospi", "tan", "tanpi"], "sin"),
-    **dict.fromkeys(["asin", "acos", "atan", "atan2", "asinpi", "acospi", "atanpi", "atan2pi"], "atan"),
+    "exp": "exp", "exp2": "exp2", "exp10": "exp10", "expm1": "expm1",
+    **dict.fromkeys(["log", "logb", "ilogb"], "log"), "log2": "log2", "log10": "log10", "log1p": "log1p",
+    **dict.fromkeys(["sin", "sinpi", "sincos"], "sin"), **dict.fromkeys(["cos", "cospi"], "cos"),
+    **dict.fromkeys(["tan", "tanpi"], "tan"),
+    **dict.fromkeys(["atan", "atan2", "atanpi", "atan2pi"], "atan"), **dict.fromkeys(["asin", "asinpi"], "asin"),
+    **dict.fromkeys(["acos", "acospi"], "acos"),
     **dict.fromkeys(["pow", "pown", "powr", "rootn"], "pow"),
-    **dict.fromkeys(["tanh", "sinh", "cosh", "asinh", "acosh", "atanh"], "tanh"),
+    **dict.fromkeys(["tanh", "asinh", "acosh", "atanh"], "tanh"), "sinh": "sinh", "cosh": "cosh",
     "sqrt": "sqrt",
     "cbrt": "cbrt",         # a library routine, not a square root (PoCL 3.1: 184x sqrt)
     "hypot": "hypot",       # a library routine with overflow-safe scaling, not a square root (PoCL: 180x sqrt)
     "rsqrt": "rsqrt",
-    **dict.fromkeys(["erf", "erfc", "lgamma", "lgamma_r", "tgamma"], "erf"),
+    **dict.fromkeys(["erf", "lgamma", "lgamma_r", "tgamma"], "erf"), "erfc": "erfc",
     **dict.fromkeys(["divide", "recip"], "divide"),
     # a library routine (exact remainder: a loop of scaled subtractions), not a division (PoCL 3.0,
     # Zen 3: 25-49 ns per call against about 1 for a divide)
     **dict.fromkeys(["fmod", "remainder", "remquo"], "fmod"),
 }
-#: calls per family per builtin (``sincos`` and ``tan`` are a sine and a cosine)
-FAMILY_CALLS = {"sincos": 2, "tan": 2, "tanpi": 2}
-FAMILY["sincos"] = "sin"
+#: calls per family per builtin (``sincos`` is a sine and a cosine; a tangent has a family of its
+#: own, :data:`models.static.features.FAMILY_PARENT`)
+FAMILY_CALLS = {"sincos": 2}
 _ALU = {"fabs", "fmin", "fmax", "min", "max", "floor", "ceil", "round", "trunc", "rint", "sign", "step",
         "copysign", "select", "abs", "abs_diff", "add_sat", "sub_sat", "hadd", "rhadd", "fdim", "maxmag",
         "minmag", "nextafter", "degrees", "radians", "fract", "modf", "frexp", "ldexp", "nan"}
