@@ -570,6 +570,23 @@ def _scalar_rates(p: DeviceProfile, vec: dict[str, float]) -> tuple[dict[str, fl
 UNROLL_MAX_TRIP = 16
 
 
+#: builtin families whose calls are one instruction (or a few) on a CPU: a loop calling only these
+#: is as small as its arithmetic
+INSTRUCTION_FAMILIES = frozenset({"sqrt", "rsqrt", "divide"})
+
+
+def _unroll_blockers(lp: Any) -> list[str]:
+    """The builtin calls in the body of loop ``lp`` (:attr:`LoopInfo.calls`) that keep the compiler
+    from unrolling it fully, however few its trips: a math library routine, inlined, is too large
+    for the full-unroll threshold."""
+    out = []
+    for c in getattr(lp, "calls", ()):
+        fam = c[3:].removeprefix("native_").removeprefix("half_")
+        if fam not in INSTRUCTION_FAMILIES:
+            out.append(c[3:])
+    return out
+
+
 #: full-precision builtin families whose calls leave the work-item loop scalar: the runtime's math
 #: library is inlined as scalar code with branches, which the loop vectorizer does not vectorize.
 #: Measured on this device (PoCL 3.1, under load): a kernel of 8 dependent calls per work-item and no
@@ -723,7 +740,7 @@ def cpu_vectorizable(feats: Any, *, barrier_loops: bool = False, cond_store_scal
                 continue
             return False, (f"loop at line {lp.line} with barriers and trip count {lp.trip}"
                            + (" and a loop inside" if lp.depth < deepest else ""))
-        if t is not None and t <= UNROLL_MAX_TRIP:
+        if t is not None and t <= UNROLL_MAX_TRIP and not _unroll_blockers(lp):
             continue
         if barrier and not getattr(lp, "divergent", True):
             shape = _implicit_barrier_blocker(lp)
@@ -735,6 +752,9 @@ def cpu_vectorizable(feats: Any, *, barrier_loops: bool = False, cond_store_scal
         if t is None:
             return False, (f"loop at line {lp.line} with trip count {lp.trip}"
                            + (" that differs between work-items" if barrier else ""))
+        if t <= UNROLL_MAX_TRIP:
+            return False, (f"loop at line {lp.line} with {t:g} trips calling {', '.join(_unroll_blockers(lp))} "
+                           f"(a library routine: the loop is too large to unroll)")
         return False, f"loop at line {lp.line} with {t:g} trips (not unrolled)"
     if uniform_loops and cond_store_scalar:
         # the work-item loop inside a uniform loop is vectorized only if the loop's body can be: a

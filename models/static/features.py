@@ -133,7 +133,10 @@ class Access:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Access:
         names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        kw = {k: v for k, v in d.items() if k in names}
+        if "calls" in kw:
+            kw["calls"] = tuple(kw["calls"])
+        return cls(**kw)
 
 
 @dataclass
@@ -152,11 +155,15 @@ class LoopInfo:
     early_exit: bool = False  # extra data-dependent exit condition: trip is an upper bound
     assumed: str = ""        # what the trip count assumes (dead code, a break bound, avg_trip), "" if exact
     from_zero: bool = False  # its condition is one bound on a variable counting from 0 by 1 (LLVM's canonical form)
+    calls: tuple[str, ...] = ()  # builtin family classes (bi_*) called in its body, nested loops included
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> LoopInfo:
         names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        kw = {k: v for k, v in d.items() if k in names}
+        if "calls" in kw:
+            kw["calls"] = tuple(kw["calls"])
+        return cls(**kw)
 
 
 @dataclass
@@ -189,7 +196,10 @@ class SiteInfo:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SiteInfo:
         names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        kw = {k: v for k, v in d.items() if k in names}
+        if "calls" in kw:
+            kw["calls"] = tuple(kw["calls"])
+        return cls(**kw)
 
 
 @dataclass

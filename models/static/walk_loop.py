@@ -191,7 +191,9 @@ class LoopWalker(WalkerBase):
             self.loops.append(LoopInfo(
                 line=line, kind=kind, var=var_name, trip=trip.to_str(), trip_kind=trip_kind, depth=depth,
                 data_dependent=data_dep, divergent=divergent, has_break=ctx.has_break, early_exit=early,
-                assumed=assumed, from_zero=self._from_zero(cond, cands, entry_vars, ind_key)))
+                assumed=assumed, from_zero=self._from_zero(cond, cands, entry_vars, ind_key),
+                calls=tuple(sorted(k for k, v in self.ops.items()
+                                   if k.startswith("bi_") and not (v - snap[0].get(k, ZERO)).is_zero()))))
 
     def _from_zero(self, cond: ci.Cursor | None, cands: dict[int, Induction], entry_vars: dict[int, Val],
                    ind_key: int | None) -> bool:
