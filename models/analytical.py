@@ -603,8 +603,9 @@ def _unroll_blockers(lp: Any) -> list[str]:
 #: The routines with a family of their own since (``models.static.features.FAMILY_PARENT``) stay
 #: with their parent's families, and exp2, exp10 and expm1 join them although exp does not: four
 #: independent calls per work-item of 2^18 work-items (PoCL 3.1, Zen 5, idle) took 3,617, 4,093 and
-#: 11,064 us against 296 for exp (12-37x: no vector variant); charged at exp's vectorized rate, the
-#: 16 kernels of the dataset with exp2 calls were 1.7x too fast at the median (2.9x at worst).
+#: 11,064 us against 296 for exp (12-37x; their explicit float16 variants run 2.8-13 G/s); charged at
+#: exp's vectorized rate, the 16 kernels of the dataset with exp2 calls were 1.4x too fast at the
+#: median and 6x at worst (synth_stencil_000100).
 SCALAR_FAMILIES = ("bi_log", "bi_sin", "bi_atan", "bi_pow", "bi_tanh", "bi_erf", "bi_hypot", "bi_rint", "bi_cbrt",
                    "bi_fmod", "bi_exp2", "bi_exp10", "bi_expm1", "bi_log2", "bi_log10", "bi_log1p", "bi_cos",
                    "bi_tan", "bi_sinh", "bi_cosh", "bi_asin", "bi_acos", "bi_erfc")
