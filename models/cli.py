@@ -263,12 +263,14 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 def _count_lines(res: pd.DataFrame) -> list[str]:
     """Which data-dependent counts the analytical model took from a run on real inputs and which it
-    assumed (the first configuration's; ``--json`` has every configuration's), and the accesses it
-    charges as gathers on a CPU device (``cpu_gathers``)."""
+    assumed (the first configuration's; ``--json`` has every configuration's), the accesses it
+    charges as gathers on a CPU device (``cpu_gathers``) and the library routines with a cheaper
+    form there (``cpu_calls``)."""
     ex = res["explanation"].iloc[0] if len(res) else None
     if not isinstance(ex, dict):
         return []
     out = [f"gather:   {x}" for x in ex.get("cpu_gathers", [])]
+    out += [f"call:     {x}" for x in ex.get("cpu_calls", [])]
     out += [f"measured: {x}" for x in ex.get("measured_counts", [])]
     out += [f"assumed:  {x}" for x in ex.get("assumed_counts", [])]
     if ex.get("assumed_counts"):

@@ -207,3 +207,35 @@ def test_predict_names_the_gathers_and_the_fix(tmp_path):
     assert len(d["predictions"][0]["explanation"]["cpu_gathers"]) == 2
     g = kc(*base, "--profile", "a100")
     assert g.returncode == 0 and "gather:" not in g.stdout
+
+
+ROUTINES = """__kernel void rt(__global const float* x, __global float* y) {
+  int i = get_global_id(0);
+  y[i] = exp2(x[i]) + sin(x[i]) + log(x[i]);
+}
+__kernel void fast(__global const float* x, __global float* y) {
+  int i = get_global_id(0);
+  y[i] = exp(x[i] * M_LN2_F) + native_sin(x[i]);
+}"""
+
+
+def test_predict_names_a_cheaper_form_of_a_scalar_routine(tmp_path):
+    """On the Zen 5 profile exp2 and sin are scalar library code (0.55 and 0.21 G calls/s) where
+    exp(x * M_LN2_F) and native_sin run vectorized (3.4 and 3.3): predict names the cheaper forms
+    (``cpu_calls``); log, whose native form is no faster there, gets no line, nor does the kernel
+    already written the fast way, nor a GPU profile."""
+    k = tmp_path / "rt.cl"
+    k.write_text(ROUTINES)
+    base = ["predict", "--kernel", str(k), "--gsize", "65536", "--lsize", "256"]
+    r = kc(*base, "--name", "rt", "--profile", "pocl31-zen5")
+    assert r.returncode == 0, r.stderr
+    lines = [x for x in r.stdout.splitlines() if x.startswith("call:")]
+    assert len(lines) == 2, r.stdout
+    assert lines[0].split()[1] == "exp2:" and "exp(x * M_LN2_F)" in lines[0] and "keeps the work-item loop" in lines[0]
+    assert lines[1].split()[1] == "sin:" and "native_sin(x)" in lines[1]
+    d = json.loads(kc(*base, "--name", "rt", "--profile", "pocl31-zen5", "--json").stdout)
+    assert len(d["predictions"][0]["explanation"]["cpu_calls"]) == 2
+    f = kc(*base, "--name", "fast", "--profile", "pocl31-zen5")
+    assert f.returncode == 0 and "call:" not in f.stdout
+    g = kc(*base, "--name", "rt", "--profile", "a100")
+    assert g.returncode == 0 and "call:" not in g.stdout
