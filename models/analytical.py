@@ -1620,7 +1620,11 @@ def cheaper_calls(feats: Any, dev: DeviceParams, vec: bool, why: str) -> list[st
         if not slow or not fast or fast < CHEAPER_FACTOR * slow:
             continue
         scalar = not vec and why.startswith("calls of ")
-        out.append(f"{name}: scalar library code on this runtime, {slow / 1e9:.3g} G calls/s"
+        src = dev.rate_sources.get("scalar " + cls, "profile")
+        borrowed = ""
+        if src.startswith("profile ("):
+            borrowed = f" ({src[len('profile ('):-1]}: the profile has no rate of {name})"
+        out.append(f"{name}: scalar library code on this runtime, {slow / 1e9:.3g} G calls/s{borrowed}"
                    + (" (it keeps the work-item loop scalar)" if scalar else "")
                    + f"; {form} runs vectorized at {fast / 1e9:.3g} G calls/s{caveat}")
     return out

@@ -223,7 +223,8 @@ def test_predict_names_a_cheaper_form_of_a_scalar_routine(tmp_path):
     """On the Zen 5 profile exp2 and sin are scalar library code (0.55 and 0.21 G calls/s) where
     exp(x * M_LN2_F) and native_sin run vectorized (3.4 and 3.3): predict names the cheaper forms
     (``cpu_calls``); log, whose native form is no faster there, gets no line, nor does the kernel
-    already written the fast way, nor a GPU profile."""
+    already written the fast way, nor a GPU profile. A profile without exp2's own rates says whose
+    rate it used."""
     k = tmp_path / "rt.cl"
     k.write_text(ROUTINES)
     base = ["predict", "--kernel", str(k), "--gsize", "65536", "--lsize", "256"]
@@ -237,5 +238,8 @@ def test_predict_names_a_cheaper_form_of_a_scalar_routine(tmp_path):
     assert len(d["predictions"][0]["explanation"]["cpu_calls"]) == 2
     f = kc(*base, "--name", "fast", "--profile", "pocl31-zen5")
     assert f.returncode == 0 and "call:" not in f.stdout
+    # a profile measured before exp2 had rates of its own: exp's, and the line says so
+    o = kc(*base, "--name", "rt", "--profile", "pocl-local")
+    assert o.returncode == 0 and "the profile has no rate of exp2" in o.stdout, o.stdout
     g = kc(*base, "--name", "rt", "--profile", "a100")
     assert g.returncode == 0 and "call:" not in g.stdout
