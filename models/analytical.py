@@ -440,13 +440,15 @@ def _family_chain(fam: str) -> list[tuple[str, float]]:
     return out
 
 
-def _family_value(p: DeviceProfile, stem: str, variant: str, fam: str) -> tuple[float, str] | None:
+def _family_value(p: DeviceProfile, stem: str, variant: str, fam: str,
+                  variants: tuple[str, ...] | None = None) -> tuple[float, str] | None:
     """The rate (ops/s) of family class ``bi_<variant><fam>`` from the profile's
-    ``<stem>_<v><family>_gops`` values: the variant's fallbacks (:data:`_FAMILY_FALLBACK`) of the
-    family, then of its parents (:func:`_family_chain`: the parent's rate over the calls one call
-    counts as); with where it came from. None when the profile has none of them."""
+    ``<stem>_<v><family>_gops`` values: the ``variants`` tried (default the variant's fallbacks,
+    :data:`_FAMILY_FALLBACK`) of the family, then of its parents (:func:`_family_chain`: the
+    parent's rate over the calls one call counts as); with where it came from. None when the
+    profile has none of them."""
     for f, calls in _family_chain(fam):
-        for v in _FAMILY_FALLBACK[variant]:
+        for v in variants or _FAMILY_FALLBACK[variant]:
             val = p.get(f"{stem}_{v}{f}_gops")
             if val:
                 key = f"{stem}_{v}{f}_gops"
@@ -526,19 +528,6 @@ NO_SIMD_CLASSES = frozenset({"int32_div"})
 CPU_DIVIDER_CLASSES = frozenset({"int_div"})
 
 
-def _family_scalar(p: DeviceProfile, cls: str) -> tuple[float, str] | None:
-    """The scalar rate of builtin family class ``cls`` (``bi_<variant><family>``) from a parent
-    family's ``scalar_<variant><parent>_gops`` (:func:`_family_chain`), where the profile has none
-    of its own; None without one."""
-    name = cls[3:]
-    variant = next((v for v in ("native_", "half_") if name.startswith(v)), "")
-    for f, calls in _family_chain(name[len(variant):])[1:]:
-        val = p.get(f"scalar_{variant}{f}_gops")
-        if val:
-            return val * 1e9 / calls, f"profile (scalar_{variant}{f}_gops" + (f" / {calls:g})" if calls != 1 else ")")
-    return None
-
-
 def _scalar_rates(p: DeviceProfile, vec: dict[str, float]) -> tuple[dict[str, float], dict[str, str]]:
     """Scalar (not vectorized across work-items) rates of a CPU profile: ``scalar_<class>_gops``
     where measured, else the vectorized rate times the measured scalar/vector ratio of the
@@ -551,7 +540,11 @@ def _scalar_rates(p: DeviceProfile, vec: dict[str, float]) -> tuple[dict[str, fl
     for c, r in vec.items():
         name = c[3:] if c.startswith("bi_") else c
         val = p.get(f"scalar_{name}_gops")
-        family = _family_scalar(p, c) if c.startswith("bi_") and not val else None
+        family = None
+        if c.startswith("bi_") and not val:
+            # a routine without its own scalar rate: its parent family's, same variant only
+            variant = next((v for v in ("native_", "half_") if name.startswith(v)), "")
+            family = _family_value(p, "scalar", variant, name[len(variant):], (variant,))
         if val:
             out[c], src["scalar " + c] = val * 1e9, "profile"
         elif family is not None:

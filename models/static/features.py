@@ -133,10 +133,7 @@ class Access:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Access:
         names = {f.name for f in fields(cls)}
-        kw = {k: v for k, v in d.items() if k in names}
-        if "calls" in kw:
-            kw["calls"] = tuple(kw["calls"])
-        return cls(**kw)
+        return cls(**{k: v for k, v in d.items() if k in names})
 
 
 @dataclass
@@ -196,10 +193,7 @@ class SiteInfo:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SiteInfo:
         names = {f.name for f in fields(cls)}
-        kw = {k: v for k, v in d.items() if k in names}
-        if "calls" in kw:
-            kw["calls"] = tuple(kw["calls"])
-        return cls(**kw)
+        return cls(**{k: v for k, v in d.items() if k in names})
 
 
 @dataclass
