@@ -111,6 +111,15 @@ QUICK_SCALAR_CLASSES = ("fp32_add", "fp32_fma", "fp32_div", "int32_add", "sin", 
 #: loop-carried recurrence is made of (``models.static.chains.CHAIN_CLASSES``; not the integer
 #: classes, whose chains the compiler reassociates: 0.12 ns per multiply measured)
 CHAIN_CLASSES = ("fp32_add", "fp32_mul", "fp32_fma", "fp32_div", "fp64_fma")
+#: the math library routines of the dependent-chain benchmark (``chain_<routine>_ns``; quick: exp and
+#: sin): a routine whose every call waits for the one before pays its latency, not its throughput
+#: (PoCL 3.1 on Zen 5, a loop of 32 calls per work-item: a chain of sin calls ran 2.7x as long as
+#: four chains of 8, of exp 3.5x, of log 1.6x). Not the builtins that are one instruction (sqrt,
+#: rsqrt, division) nor rint (an ALU operation to the static analysis)
+ROUTINE_CHAIN_CLASSES = tuple(c for c in K.BUILTIN_OP_CLASSES
+                              if c not in ("sqrt", "rsqrt", "native_sqrt", "native_rsqrt", "native_divide",
+                                           "half_sqrt", "rint"))
+QUICK_ROUTINE_CHAIN_CLASSES = ("exp", "sin")
 #: classes of the work-item-vectorized benchmark (``wi``; quick: the first four and the commonest
 #: builtins, :data:`QUICK_WI_CLASSES`). Not int32_mul: a
 #: straight-line chain ``a = a * s`` is folded into one multiply by ``s^64`` (measured 503 Gop/s);
@@ -541,10 +550,13 @@ class Calibrator:
         work-item after work-item, so each operation waits for the one before. The time of one
         compute unit per operation is ``T x CU / (items x iterations x operations per
         iteration)``, the loop count scaled until a launch takes the target time. A loop whose
-        iterations carry such a recurrence runs no faster, whatever its throughput."""
+        iterations carry such a recurrence runs no faster, whatever its throughput. The same for
+        the math library routines (:data:`ROUTINE_CHAIN_CLASSES`), whose calls on a chain wait
+        for the call before."""
         if "CPU" not in (self.device.type or "").upper():
             return
-        classes: tuple[str, ...] = CHAIN_CLASSES[:4] if self.opt.quick else CHAIN_CLASSES
+        classes: tuple[str, ...] = (CHAIN_CLASSES[:4] + QUICK_ROUTINE_CHAIN_CLASSES if self.opt.quick
+                                    else CHAIN_CLASSES + ROUTINE_CHAIN_CLASSES)
         if self.opt.op_classes:
             classes = tuple(c for c in classes if c in self.opt.op_classes)
         items = self.cu * 64

@@ -277,8 +277,8 @@ class DeviceParams:
             libcall_ratio=_ratio_to_plain_store(p, "wi_call_ns") if is_cpu else None,
             libcall_s=(float(get("wi_libcall_ns") or 0.0) * 1e-9 or None) if is_cpu else None,
             join_s=float(get("cu_join_us") or 0.0) * 1e-6 if is_cpu else 0.0,
-            chain_s={c: float(get(f"chain_{c}_ns") or 0.0) * 1e-9 for c in CHAIN_CLASSES
-                     if is_cpu and get(f"chain_{c}_ns")},
+            chain_s={**{c: float(get(f"chain_{c}_ns") or 0.0) * 1e-9 for c in CHAIN_CLASSES
+                        if is_cpu and get(f"chain_{c}_ns")}, **(_routine_latencies(p) if is_cpu else {})},
         )
 
     @property
@@ -456,6 +456,27 @@ def _family_value(p: DeviceProfile, stem: str, variant: str, fam: str,
                 return val * 1e9 / calls, "profile" if own else f"profile ({key}" + (
                     f" / {calls:g})" if calls != 1 else ")")
     return None
+
+
+def _routine_latencies(p: DeviceProfile) -> dict[str, float]:
+    """Seconds of one compute unit per call of a library routine on a loop-carried chain, by family
+    class (``bi_<variant><family>``, :func:`models.static.chains.routine_class`): the profile's
+    ``chain_<variant><family>_ns`` (calib chain), else the same family's other variants', else its
+    parent family's times the calls one call counts as (:func:`_family_chain`); families without
+    any are left out (their calls then cost what their scalar rate says, chain or not)."""
+    from models.static.chains import INSTRUCTION_FAMILIES
+    from models.static.features import BUILTIN_FAMILIES
+
+    out: dict[str, float] = {}
+    for fam in BUILTIN_FAMILIES:
+        if fam in INSTRUCTION_FAMILIES:
+            continue
+        for variant in _FAMILY_FALLBACK:
+            val = next((p.get(f"chain_{v}{f}_ns") * calls for f, calls in _family_chain(fam)
+                        for v in _FAMILY_FALLBACK[variant] if p.get(f"chain_{v}{f}_ns")), None)
+            if val:
+                out[f"bi_{variant}{fam}"] = float(val) * 1e-9
+    return out
 
 
 def _builtin_rates(p: DeviceProfile, rates: dict[str, float]) -> tuple[dict[str, float], dict[str, str]]:

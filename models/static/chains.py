@@ -16,14 +16,20 @@ operation of its class (:data:`CHAIN_OPS`) to the longer chain of its operands (
 one FMA: OpenCL C contracts it by default; ``(z * z) * 0.5f + d`` ran at 2.35 ns per trip here, a
 multiply and an FMA, where a multiply, a multiply and an add would take 3.2), a compound
 assignment adds its operator to the chain of its variable; both arms of an ``if``/``?:`` are
-followed and the longer kept. What the pass does not follow: nested loops (a variable they assign
-leaves the chain; the nested loop has its own), calls other than ``fma``/``mad`` (their arguments'
-chain passes through, the call adds nothing: the walker charges a call at its scalar rate, which
-is about its latency), loads (a chain through a loaded address, a pointer chase, is left out),
+followed and the longer kept (a routine weighs :data:`ROUTINE_WEIGHT` operations there). What the
+pass does not follow: nested loops (a variable they assign leaves the chain; the nested loop has its
+own), calls other than ``fma``/``mad`` and the routines (their arguments' chain passes through, the
+call adds nothing), loads (a chain through a loaded address, a pointer chase, is left out),
 comparisons, casts and conversions (about a cycle), integer arithmetic (:data:`CHAIN_OPS`). The
 loop's own induction variable is left out: the compiler strength-reduces it. The walker counts the
-chain only in loops whose trips differ between work-items (``walk_loop``), and the model charges it
-only in kernels without barriers (``models.analytical.chain_seconds``).
+arithmetic only in loops whose trips differ between work-items (``walk_loop``), and the model charges
+the chain only in kernels without barriers (``models.analytical.chain_seconds``).
+
+A call of a math library routine (:func:`routine_class`: sin, exp, log... not sqrt, rsqrt or a
+division, which are one instruction) is one operation of its own class on the chain, with its own
+latency (calib chain's ``chain_<routine>_ns``: PoCL 3.1 on Zen 5, sin 34 ns, exp 19, log 22, against
+9.4, 2.2 and 12 ns per call at the scalar rates of 8 independent chains). Those the walker counts in
+every loop, but for the first trip where all work-items take the same trips (see ``walk_loop``).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from collections.abc import Iterable
 import clang.cindex as ci
 
 from models.static import _cx
+from models.static.clbuiltins import FAMILY, FAMILY_CALLS, family_class
 from models.static.cursors import type_class
 
 K = ci.CursorKind
@@ -49,11 +56,21 @@ CHAIN_OPS: dict[tuple[str, str], str] = {
 #: builtins that are one operation on a chain: an FMA, counted apart (``fma_call``) because a
 #: runtime that calls its builtins out of line charges the call already
 CHAIN_CALLS: dict[str, str] = {"fma": "fma_call", "mad": "fma_call"}
+#: builtin families that are one instruction, not a library routine (their latency is an
+#: arithmetic operation's: not counted on a chain)
+INSTRUCTION_FAMILIES = frozenset({"sqrt", "rsqrt", "divide"})
+#: how much more a library routine on a chain weighs than an arithmetic operation when the pass
+#: keeps the longer of two chains (PoCL 3.1 on Zen 5: one call of sin on a chain 35 ns, of exp 18,
+#: of log 22, an fp32 FMA 1)
+ROUTINE_WEIGHT = 20
 #: the arithmetic classes a chain counts in (``SourceFeatures.chain_ops``), each with a latency
 #: calib measures (``chain_<class>_ns``)
 CHAIN_CLASSES = ("fp32_add", "fp32_mul", "fp32_fma", "fp32_div", "fp64_fma")
 #: ``fma``/``mad`` calls on a chain
 FMA_CALL = "fma_call"
+#: the prefix of a library routine's chain class (:func:`routine_class`), with a latency calib
+#: measures too (``chain_<family>_ns``: ``chain_sin_ns`` for ``bi_sin``)
+ROUTINE_PREFIX = "bi_"
 
 Chain = Counter  # class -> operations on the path; an empty Counter is a carried value itself
 
@@ -61,12 +78,29 @@ _LOOPS = (K.FOR_STMT, K.WHILE_STMT, K.DO_STMT)
 _ASSIGN_OPS = {"+=": "+", "-=": "-", "*=": "*", "/=": "/"}
 
 
+def _weight(chain: Chain) -> int:
+    return sum(n * (ROUTINE_WEIGHT if cls.startswith(ROUTINE_PREFIX) else 1) for cls, n in chain.items())
+
+
 def _longer(*chains: Chain | None) -> Chain | None:
     best: Chain | None = None
     for c in chains:
-        if c is not None and (best is None or sum(c.values()) > sum(best.values())):
+        if c is not None and (best is None or _weight(c) > _weight(best)):
             best = c
     return best
+
+
+def routine_class(name: str) -> str | None:
+    """The chain class of a call of builtin ``name`` when it is a math library routine (a family of
+    :data:`models.static.clbuiltins.FAMILY` that is not one instruction): its family class
+    (``bi_sin``, ``bi_native_exp``), else ``None``."""
+    base = name
+    for pre in ("native_", "half_", "fast_"):
+        base = base.removeprefix(pre)
+    fam = FAMILY.get(base)
+    if fam is None or fam in INSTRUCTION_FAMILIES:
+        return None
+    return family_class(name)
 
 
 def _unparen(c: ci.Cursor) -> ci.Cursor:
@@ -166,10 +200,10 @@ class _Pass:
         if k == K.CALL_EXPR:
             args = [self.expr(x) for x in c.get_arguments()]
             got = _longer(*args)
-            cls = CHAIN_CALLS.get(c.spelling)
+            cls = CHAIN_CALLS.get(c.spelling) or routine_class(c.spelling)
             if cls is not None and got is not None:
                 got = Counter(got)
-                got[cls] += 1
+                got[cls] += FAMILY_CALLS.get(c.spelling, 1)
             return got
         if k == K.CONDITIONAL_OPERATOR:
             return _longer(*(self.expr(x) for x in c.get_children()))

@@ -18,7 +18,7 @@ import clang.cindex as ci
 
 from models.static import _cx
 from models.static.affine import printable
-from models.static.chains import carried_chain
+from models.static.chains import ROUTINE_PREFIX, carried_chain
 from models.static.cursors import expr_text, type_class
 from models.static.deadcode import loop_key
 from models.static.expr import DATA, ITER, VAR, WI, Atom, Poly, p_max, p_min
@@ -167,15 +167,30 @@ class LoopWalker(WalkerBase):
             self.walk_stmt(body)
             if inc is not None:
                 self.ev(inc)
-            if not closed and not self.mute and (divergent or data_dep or data_exit or
-                                                 trip_kind not in ("affine", "geometric")):
-                # the operations each trip waits for the trip before on (models.static.chains), in
-                # a loop whose trips differ between work-items, which no runtime can run for several
-                # work-items at once (charged in loops all work-items take alike, the chain made 6
-                # of ds7's kernels worse: their loops ran faster than it, their work-items overlapped)
+            if not closed and not self.mute:
+                # the operations each trip waits for the trip before on (models.static.chains): the
+                # arithmetic in a loop whose trips differ between work-items, which no runtime can
+                # run for several work-items at once (charged in loops all work-items take alike,
+                # the arithmetic chain made 6 of ds7's kernels worse: their loops ran faster than
+                # it, their work-items overlapped); a library routine's calls in any loop (a chain
+                # of 32 sin calls per work-item ran 2.7x as long as four chains of 8, 3.5x for exp),
+                # but for the first trip's where every work-item takes the same trips: it waits for
+                # nothing, and the core runs it beside the work-item before (T trips of a sin chain
+                # per work-item: 19 ns per work-item for T = 1, then 30-32 ns per trip). Where trips
+                # differ between work-items the loop's exit mispredicts and the first trip waits too
+                # (2 trips on average cost what 2.5 constant trips do), unless there are hardly more
+                # trips than one per work-item: from 1 trip (none on the chain) to 2 (both)
+                uneven = divergent or data_dep or data_exit or trip_kind not in ("affine", "geometric")
                 for cls, n in carried_chain([x for x in (cond, body, inc) if x is not None], carried,
                                             ind_key).items():
-                    self.ops_chain[cls] = self.ops_chain.get(cls, ZERO) + self.w_item * n
+                    if not cls.startswith(ROUTINE_PREFIX):
+                        w = self.w_item if uneven else None
+                    elif uneven:
+                        w = ctx.entry[0] * p_max(ZERO, p_min(trip, 2 * trip - 2))
+                    else:
+                        w = ctx.entry[0] * p_max(ZERO, trip - 1)
+                    if w is not None:
+                        self.ops_chain[cls] = self.ops_chain.get(cls, ZERO) + w * n
         self.loop_stack.pop()
         if not self.mute and trip_kind == "affine" and not closed and not early and not ctx.has_break and \
                 reduction_only([body], set(carried) - {ind_key}):
