@@ -472,10 +472,11 @@ def _routine_latencies(p: DeviceProfile) -> dict[str, float]:
         if fam in INSTRUCTION_FAMILIES:
             continue
         for variant in _FAMILY_FALLBACK:
-            val = next((p.get(f"chain_{v}{f}_ns") * calls for f, calls in _family_chain(fam)
-                        for v in _FAMILY_FALLBACK[variant] if p.get(f"chain_{v}{f}_ns")), None)
-            if val:
-                out[f"bi_{variant}{fam}"] = float(val) * 1e-9
+            for f, calls in _family_chain(fam):
+                ns = next((v for v in (p.get(f"chain_{x}{f}_ns") for x in _FAMILY_FALLBACK[variant]) if v), None)
+                if ns:
+                    out[f"bi_{variant}{fam}"] = float(ns) * calls * 1e-9
+                    break
     return out
 
 

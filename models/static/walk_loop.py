@@ -148,6 +148,7 @@ class LoopWalker(WalkerBase):
         data_dep = trip_kind == "data_dependent"
         self.branch(line, "loop", cv.deps)
         ctx = LoopCtx(lid=lid, line=line, entry=(self.w_item, self.w_warp))
+        w_entry = self.w_item
         self.loop_stack.append(ctx)
         depth = len(self.loop_stack)
         snap = (dict(self.ops), dict(self.ops_warp), len(self.acc_polys))
@@ -186,9 +187,9 @@ class LoopWalker(WalkerBase):
                     if not cls.startswith(ROUTINE_PREFIX):
                         w = self.w_item if uneven else None
                     elif uneven:
-                        w = ctx.entry[0] * p_max(ZERO, p_min(trip, 2 * trip - 2))
+                        w = w_entry * p_max(ZERO, p_min(trip, 2 * trip - 2))
                     else:
-                        w = ctx.entry[0] * p_max(ZERO, trip - 1)
+                        w = w_entry * p_max(ZERO, trip - 1)
                     if w is not None:
                         self.ops_chain[cls] = self.ops_chain.get(cls, ZERO) + w * n
         self.loop_stack.pop()
