@@ -85,7 +85,9 @@ from kernelcast.columns import decode_args, decode_counts, decode_sizes
 from kernelcast.sites import COUNT_PREFIXES, PEAK_PREFIX, TRIP_PREFIX
 from models.base import Predictions, Predictor
 from models.static.chains import CHAIN_CLASSES, FMA_CALL
+from models.static.clbuiltins import INSTRUCTION_FAMILIES
 from models.static.features import BUILTIN_CLASSES, CHAIN_PREFIX, LIBCALL, LOOPVEC_LOADS, LOOPVEC_PREFIX, VEC_PREFIX
+from models.static.loops import UNROLL_MAX_TRIP
 
 log = logging.getLogger(__name__)
 
@@ -464,7 +466,6 @@ def _routine_latencies(p: DeviceProfile) -> dict[str, float]:
     ``chain_<variant><family>_ns`` (calib chain), else the same family's other variants', else its
     parent family's times the calls one call counts as (:func:`_family_chain`); families without
     any are left out (their calls then cost what their scalar rate says, chain or not)."""
-    from models.static.chains import INSTRUCTION_FAMILIES
     from models.static.features import BUILTIN_FAMILIES
 
     out: dict[str, float] = {}
@@ -578,16 +579,6 @@ def _scalar_rates(p: DeviceProfile, vec: dict[str, float]) -> tuple[dict[str, fl
         else:
             out[c], src["scalar " + c] = r / DEFAULT_SIMD_LANES, f"rule: vector rate / {DEFAULT_SIMD_LANES:g} lanes"
     return out, src
-
-
-#: constant trip counts up to this are taken as fully unrolled by the compiler (LLVM's full unroll
-#: of small constant loops), leaving the work-item loop innermost and vectorizable
-UNROLL_MAX_TRIP = 16
-
-
-#: builtin families whose calls are one instruction (or a few) on a CPU: a loop calling only these
-#: is as small as its arithmetic
-INSTRUCTION_FAMILIES = frozenset({"sqrt", "rsqrt", "divide"})
 
 
 def _unroll_blockers(lp: Any) -> list[str]:

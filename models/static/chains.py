@@ -40,7 +40,7 @@ from collections.abc import Iterable
 import clang.cindex as ci
 
 from models.static import _cx
-from models.static.clbuiltins import FAMILY, FAMILY_CALLS, family_class
+from models.static.clbuiltins import FAMILY, FAMILY_CALLS, INSTRUCTION_FAMILIES, family_class
 from models.static.cursors import type_class
 
 K = ci.CursorKind
@@ -56,9 +56,6 @@ CHAIN_OPS: dict[tuple[str, str], str] = {
 #: builtins that are one operation on a chain: an FMA, counted apart (``fma_call``) because a
 #: runtime that calls its builtins out of line charges the call already
 CHAIN_CALLS: dict[str, str] = {"fma": "fma_call", "mad": "fma_call"}
-#: builtin families that are one instruction, not a library routine (their latency is an
-#: arithmetic operation's: not counted on a chain)
-INSTRUCTION_FAMILIES = frozenset({"sqrt", "rsqrt", "divide"})
 #: how much more a library routine on a chain weighs than an arithmetic operation when the pass
 #: keeps the longer of two chains (PoCL 3.1 on Zen 5: one call of sin on a chain 35 ns, of exp 18,
 #: of log 22, an fp32 FMA 1)

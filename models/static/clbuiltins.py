@@ -44,6 +44,10 @@ FAMILY: dict[str, str] = {
     # Zen 3: 25-49 ns per call against about 1 for a divide)
     **dict.fromkeys(["fmod", "remainder", "remquo"], "fmod"),
 }
+#: builtin families whose calls are one instruction (or a few) on a CPU, not a math library routine:
+#: a loop calling only these is as small as its arithmetic, and on a loop-carried chain they count
+#: as arithmetic (:mod:`models.static.chains`)
+INSTRUCTION_FAMILIES = frozenset({"sqrt", "rsqrt", "divide"})
 #: calls per family per builtin (``sincos`` is a sine and a cosine; a tangent has a family of its
 #: own, :data:`models.static.features.FAMILY_PARENT`)
 FAMILY_CALLS = {"sincos": 2}

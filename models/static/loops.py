@@ -22,6 +22,45 @@ from models.static.values import Val
 K = ci.CursorKind
 TK = ci.TypeKind
 
+#: constant trip counts up to this are taken as fully unrolled by the compiler (LLVM's full unroll
+#: of small constant loops), leaving the work-item loop innermost and vectorizable, unless the body
+#: calls a math library routine (:func:`unroll_blockers`)
+UNROLL_MAX_TRIP = 16
+#: a ``#pragma unroll`` without a count unrolls a constant loop of up to this many trips fully
+PRAGMA_UNROLL_MAX_TRIP = 1024
+
+
+def unroll_pragma(c: ci.Cursor) -> int | None:
+    """The count of the ``#pragma unroll`` that statement ``c`` (libclang's unexposed attributed
+    statement) puts on the loop it holds: 0 without a count, 1 for ``nounroll``; None where ``c``
+    is no such pragma."""
+    toks: list[str] = []
+    for t in c.get_tokens():
+        toks.append(t.spelling)
+        if len(toks) == 4:
+            break
+    if toks[:2] != ["#", "pragma"] or len(toks) < 3:
+        return None
+    if toks[2] == "nounroll":
+        return 1
+    if toks[2] != "unroll":
+        return None
+    return int(toks[3], 0) if len(toks) > 3 and toks[3].isdigit() else 0
+
+
+def blocks_full_unroll(body: ci.Cursor, routines: bool = True) -> bool:
+    """Whether a loop body keeps the compiler from unrolling the loop fully: an exit (``break``,
+    ``return``, ``goto``) or, with ``routines``, a call of a math library routine (inlined, too large
+    for the full-unroll threshold: :func:`models.static.chains.routine_class`)."""
+    from models.static.chains import routine_class
+
+    for x in body.walk_preorder():
+        if x.kind in (K.BREAK_STMT, K.RETURN_STMT, K.GOTO_STMT):
+            return True
+        if routines and x.kind == K.CALL_EXPR and routine_class(x.spelling) is not None:
+            return True
+    return False
+
 
 class Induction(NamedTuple):
     """An induction candidate: ``name op= step`` (``step`` None for ``++``/``--``)."""

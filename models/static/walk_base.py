@@ -49,6 +49,8 @@ class LoopCtx:
     line: int = 0
     entry: tuple[Poly, Poly] | None = None
     body: tuple[Poly, Poly] | None = None
+    #: the trip count of a loop the compiler unrolls fully (:meth:`WalkerBase.hoisted`), else None
+    unrolled: Poly | None = None
 
 
 # the serial numbers in atom keys: ``v:name#N`` / ``u:N`` (unknown values), ``i:N`` / ``g:N``
@@ -61,15 +63,20 @@ VECTOR_OP_CLASSES = frozenset({"fp32_add", "fp32_mul", "fp32_fma", "fp32_div", "
                                "fp64_div", "int_add", "int_mul", "int_bit", "cmp", "conv"})
 
 
-def newest_serial(vals: list[Val]) -> int | None:
-    """The largest serial of an atom in the values (-1 if none), None when a value is unknown."""
-    hi = -1
+def serials(vals: list[Val]) -> set[int] | None:
+    """The serials of the atoms in the values, None when a value is unknown."""
+    out: set[int] = set()
     for v in vals:
         if v.poly is None:
             return None
-        for m in _SERIAL.finditer(v.poly.key()):
-            hi = max(hi, int(m.group(1) or m.group(2) or m.group(3)))
-    return hi
+        out.update(int(m.group(1) or m.group(2) or m.group(3)) for m in _SERIAL.finditer(v.poly.key()))
+    return out
+
+
+def newest_serial(vals: list[Val]) -> int | None:
+    """The largest serial of an atom in the values (-1 if none), None when a value is unknown."""
+    got = serials(vals)
+    return None if got is None else max(got, default=-1)
 
 
 @dataclass
@@ -111,6 +118,7 @@ class WalkerBase(ABC):
         # the weights before the arms of each ``?:`` being walked, with the loop depth it is at
         # (its arms are computed as a select: the compiler may speculate them out of a loop)
         self.select_stack: list[tuple[int, tuple[Poly, Poly]]] = []
+        self.unroll_pragma: int | None = None    # of the loop walked next (models.static.loops.unroll_pragma)
         self.dims = 0
         self.local_bytes = 0
         self.private_bytes = 0
@@ -207,22 +215,38 @@ class WalkerBase(ABC):
         and the line of the outermost loop it leaves, or None where it stays. It leaves each
         enclosing loop, innermost first, while none of ``vals`` was made inside that loop and the
         computation is not under a condition inside it, other than an arm of ``?:`` (computed as
-        a select; a call under an ``if`` is not speculated)."""
+        a select; a call under an ``if`` is not speculated). A loop the compiler unrolls fully
+        (:attr:`LoopCtx.unrolled`) whose counter is all of ``vals`` made inside it leaves one copy of
+        the computation per trip, each invariant in the loops outside it: ``pow(w / (1 + i), 1.5f)``
+        in an unrolled loop over ``i`` inside a loop over ``d`` runs once per ``i``, not per ``d``
+        (PoCL 3.1, Zen 5, 16,384 work-items: 6,835 us with 5 trips of a constant ``d`` loop, 6,537
+        with 5 of a ``d`` loop bounded by an argument, 6,756 with 1, 33,615 without the unrolling
+        pragma on the 8 trips of ``i``, which call a routine). Loads too, where nothing in the loop
+        stores (``filter[d + 2] * u[idx + d] / 8`` in an unrolled loop over ``d`` inside a loop over
+        ``i``: PoCL 3.1's code gathers and divides before the ``i`` loop)."""
         if self.mute or not self.loop_stack or self.loop_stack[-1].body is None:
             return None
-        newest = newest_serial(vals)
-        if newest is None:
+        made = serials(vals)
+        if made is None:
             return None
         cur, line = (self.w_item, self.w_warp), 0
         depth = len(self.loop_stack)
         cur = next((w for d, w in self.select_stack if d == depth), cur)
+        copies, counters = ONE, set()
         for ctx in reversed(self.loop_stack):
-            if ctx.body is None or ctx.entry is None or newest >= ctx.lid:
+            if ctx.body is None or ctx.entry is None:
                 break
             if cur[0] != ctx.body[0] or cur[1] != ctx.body[1]:
                 break
-            cur, line = ctx.entry, ctx.line
-        return (cur, line) if line else None
+            inside = {s for s in made if s >= ctx.lid} - counters
+            if inside and (ctx.unrolled is None or inside != {ctx.lid}):
+                break
+            if inside:
+                copies, counters = copies * ctx.unrolled, counters | inside
+            else:
+                line = ctx.line
+            cur = ctx.entry
+        return ((cur[0] * copies, cur[1] * copies), line) if line else None
 
     def scaled(self, item: Poly, warp: Poly) -> _Scale:
         return _Scale(self, item, warp)

@@ -24,8 +24,11 @@ from models.static.deadcode import loop_key
 from models.static.expr import DATA, ITER, VAR, WI, Atom, Poly, p_max, p_min
 from models.static.features import LIBCALL, LOOPVEC_LOADS, LoopInfo
 from models.static.loops import (
+    PRAGMA_UNROLL_MAX_TRIP,
+    UNROLL_MAX_TRIP,
     Induction,
     assigned,
+    blocks_full_unroll,
     chain_operands,
     conjuncts,
     for_parts,
@@ -44,6 +47,7 @@ K = ci.CursorKind
 class LoopWalker(WalkerBase):
     def loop(self, c: ci.Cursor) -> None:
         kind = {K.FOR_STMT: "for", K.WHILE_STMT: "while", K.DO_STMT: "do"}[c.kind]
+        pragma, self.unroll_pragma = self.unroll_pragma, None
         ch = list(c.get_children())
         init = cond = inc = None
         if kind == "for":
@@ -147,7 +151,9 @@ class LoopWalker(WalkerBase):
         divergent = WI in (cv.deps - {ITER})
         data_dep = trip_kind == "data_dependent"
         self.branch(line, "loop", cv.deps)
-        ctx = LoopCtx(lid=lid, line=line, entry=(self.w_item, self.w_warp))
+        ctx = LoopCtx(lid=lid, line=line, entry=(self.w_item, self.w_warp),
+                      unrolled=trip if not closed and not early and self._unrolls_fully(trip, trip_kind, pragma, body)
+                      else None)
         w_entry = self.w_item
         self.loop_stack.append(ctx)
         depth = len(self.loop_stack)
@@ -210,6 +216,20 @@ class LoopWalker(WalkerBase):
                 assumed=assumed, from_zero=self._from_zero(cond, cands, entry_vars, ind_key),
                 calls=tuple(sorted(k for k, v in self.ops.items()
                                    if k.startswith("bi_") and not (v - snap[0].get(k, ZERO)).is_zero()))))
+
+    @staticmethod
+    def _unrolls_fully(trip: Poly, trip_kind: str, pragma: int | None, body: ci.Cursor) -> bool:
+        """Whether the compiler unrolls a loop fully: a constant trip count of at most
+        :data:`~models.static.loops.UNROLL_MAX_TRIP` (a ``#pragma unroll``: its count, or up to
+        :data:`~models.static.loops.PRAGMA_UNROLL_MAX_TRIP` without one) and a body without an exit
+        or, but under the pragma, a library routine's call (:func:`~models.static.loops.blocks_full_unroll`)."""
+        if trip_kind != "affine" or not trip.is_const() or pragma == 1:
+            return False
+        t = trip.const_value()
+        if t < 1:
+            return False
+        limit = UNROLL_MAX_TRIP if pragma is None else pragma or PRAGMA_UNROLL_MAX_TRIP
+        return t <= limit and not blocks_full_unroll(body, routines=pragma is None)
 
     def _from_zero(self, cond: ci.Cursor | None, cands: dict[int, Induction], entry_vars: dict[int, Val],
                    ind_key: int | None) -> bool:

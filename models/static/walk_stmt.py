@@ -19,6 +19,7 @@ from models.static.branches import Frac, branch_fraction
 from models.static.cursors import ARRAY_KINDS, terminates, type_bytes, unwrap
 from models.static.deadcode import loop_key
 from models.static.expr import DATA, WI, Poly, p_min
+from models.static.loops import unroll_pragma
 from models.static.values import ONE, UNKNOWN, WARP, ZERO, Ptr, Val, same_value
 from models.static.walk_base import WalkerBase, branch_category
 
@@ -92,6 +93,10 @@ class StmtWalker(WalkerBase):
         if k == K.GOTO_STMT:
             self.note("goto is ignored")
             return None
+        if k == K.UNEXPOSED_STMT:
+            pragma = unroll_pragma(c)
+            if pragma is not None:
+                self.unroll_pragma = pragma        # for the loop it holds (walk_loop)
         if k.is_statement() and not k.is_expression():
             for ch in c.get_children():
                 self.walk_stmt(ch)
