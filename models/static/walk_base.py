@@ -232,19 +232,19 @@ class WalkerBase(ABC):
         cur, line = (self.w_item, self.w_warp), 0
         depth = len(self.loop_stack)
         cur = next((w for d, w in self.select_stack if d == depth), cur)
-        copies, counters = ONE, set()
+        copies, counters = ONE, set[int]()
         for ctx in reversed(self.loop_stack):
             if ctx.body is None or ctx.entry is None:
                 break
             if cur[0] != ctx.body[0] or cur[1] != ctx.body[1]:
                 break
             inside = {s for s in made if s >= ctx.lid} - counters
-            if inside and (ctx.unrolled is None or inside != {ctx.lid}):
-                break
-            if inside:
+            if not inside:
+                line = ctx.line
+            elif ctx.unrolled is not None and inside == {ctx.lid}:
                 copies, counters = copies * ctx.unrolled, counters | inside
             else:
-                line = ctx.line
+                break
             cur = ctx.entry
         return ((cur[0] * copies, cur[1] * copies), line) if line else None
 
