@@ -24,7 +24,7 @@ TK = ci.TypeKind
 
 #: constant trip counts up to this are taken as fully unrolled by the compiler (LLVM's full unroll
 #: of small constant loops), leaving the work-item loop innermost and vectorizable, unless the body
-#: calls a math library routine (:func:`unroll_blockers`)
+#: calls a math library routine (:func:`blocks_full_unroll`)
 UNROLL_MAX_TRIP = 16
 #: a ``#pragma unroll`` without a count unrolls a constant loop of up to this many trips fully
 PRAGMA_UNROLL_MAX_TRIP = 1024
