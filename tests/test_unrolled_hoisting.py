@@ -84,11 +84,36 @@ def test_arithmetic_of_a_small_constant_loop_leaves_a_loop_around_it():
     assert float(hoisted["int_mul"]) == pytest.approx(512 * 5 + 5)     # the products once, the * i per trip
 
 
+PRAGMAS = """
+__kernel void p(__global float* o) {
+  float s = 0.0f;
+  #pragma unroll
+  for (int i = 0; i < 8; i++) s += o[i];
+  #pragma unroll(4)
+  for (int i = 0; i < 8; i++) s += o[i];
+  #pragma unroll 3
+  for (int i = 0; i < 8; i++) s += o[i];
+  #pragma nounroll
+  for (int i = 0; i < 8; i++) s += o[i];
+  #pragma clang loop unroll(full)
+  for (int i = 0; i < 8; i++) s += o[i];
+  #pragma clang loop unroll(disable)
+  for (int i = 0; i < 8; i++) s += o[i];
+  #pragma clang loop unroll_count(2)
+  for (int i = 0; i < 8; i++) s += o[i];
+  #pragma clang loop vectorize(enable)
+  for (int i = 0; i < 8; i++) s += o[i];
+  o[0] = s;
+}
+"""
+
+
 def test_unroll_pragmas_are_read():
-    src = KERNELS
-    tu = parse(src)
-    got = [unroll_pragma(c) for c in tu.cursor.walk_preorder() if c.kind.name == "UNEXPOSED_STMT"]
+    """The count of each form (0: full, 1: none); a pragma that says nothing of unrolling is None."""
+    got = [unroll_pragma(c) for c in parse(KERNELS).cursor.walk_preorder() if c.kind.name == "UNEXPOSED_STMT"]
     assert [g for g in got if g is not None] == [0, 0, 1, 4, 8]
+    got = [unroll_pragma(c) for c in parse(PRAGMAS).cursor.walk_preorder() if c.kind.name == "UNEXPOSED_STMT"]
+    assert got == [0, 4, 3, 1, 0, 1, 2, None]
 
 
 def test_unrolled_against_dependent_on_this_device(harness, device):

@@ -31,21 +31,32 @@ PRAGMA_UNROLL_MAX_TRIP = 1024
 
 
 def unroll_pragma(c: ci.Cursor) -> int | None:
-    """The count of the ``#pragma unroll`` that statement ``c`` (libclang's unexposed attributed
-    statement) puts on the loop it holds: 0 without a count, 1 for ``nounroll``; None where ``c``
-    is no such pragma."""
+    """The count of the unrolling pragma that statement ``c`` (libclang's unexposed attributed
+    statement) puts on the loop it holds: ``#pragma unroll [N]`` (0 without a count), ``#pragma
+    nounroll`` (1), ``#pragma clang loop unroll(full|enable|disable)`` / ``unroll_count(N)``; None
+    where ``c`` is no such pragma."""
     toks: list[str] = []
     for t in c.get_tokens():
+        if t.spelling in ("for", "while", "do"):
+            break
         toks.append(t.spelling)
-        if len(toks) == 4:
+        if len(toks) == 12:
             break
     if toks[:2] != ["#", "pragma"] or len(toks) < 3:
         return None
     if toks[2] == "nounroll":
         return 1
-    if toks[2] != "unroll":
-        return None
-    return int(toks[3], 0) if len(toks) > 3 and toks[3].isdigit() else 0
+    if toks[2] == "unroll":
+        arg = toks[4] if len(toks) > 5 and toks[3] == "(" else toks[3] if len(toks) > 3 else ""
+        return int(arg, 0) if arg.isdigit() else 0
+    if toks[2:4] == ["clang", "loop"]:
+        for i in range(4, len(toks) - 3):
+            if toks[i] in ("unroll", "unroll_count") and toks[i + 1] == "(":
+                arg = toks[i + 2]
+                if toks[i] == "unroll_count":
+                    return int(arg, 0) if arg.isdigit() else None
+                return {"full": 0, "enable": 0, "disable": 1}.get(arg)
+    return None
 
 
 def blocks_full_unroll(body: ci.Cursor, routines: bool = True) -> bool:
