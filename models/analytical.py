@@ -279,8 +279,7 @@ class DeviceParams:
             libcall_ratio=_ratio_to_plain_store(p, "wi_call_ns") if is_cpu else None,
             libcall_s=(float(get("wi_libcall_ns") or 0.0) * 1e-9 or None) if is_cpu else None,
             join_s=float(get("cu_join_us") or 0.0) * 1e-6 if is_cpu else 0.0,
-            chain_s={**{c: float(get(f"chain_{c}_ns") or 0.0) * 1e-9 for c in CHAIN_CLASSES
-                        if is_cpu and get(f"chain_{c}_ns")}, **(_routine_latencies(p) if is_cpu else {})},
+            chain_s=_chain_latencies(p) if is_cpu else {},
         )
 
     @property
@@ -458,6 +457,20 @@ def _family_value(p: DeviceProfile, stem: str, variant: str, fam: str,
                 return val * 1e9 / calls, "profile" if own else f"profile ({key}" + (
                     f" / {calls:g})" if calls != 1 else ")")
     return None
+
+
+def _chain_latencies(p: DeviceProfile) -> dict[str, float]:
+    """Seconds of one compute unit per operation of a loop-carried chain, by chain class (calib
+    chain's ``chain_<class>_ns``, :data:`models.static.chains.CHAIN_CLASSES`, and the routines',
+    :func:`_routine_latencies`). An fp64 add or multiply without a value of its own takes the fp32
+    one's: the same units serve both precisions (PoCL 3.1 on Zen 5, idle, 4,096 work-items of
+    4,096-4,097 trips on one chain: fp64 adds 0.48 ns per trip, fp32 adds 0.48, fp64 multiplies 0.72;
+    calib chain: fp32 add 0.49, multiply 0.73, fp64 FMA 0.99)."""
+    out = {c: float(p.get(f"chain_{c}_ns") or 0.0) * 1e-9 for c in CHAIN_CLASSES if p.get(f"chain_{c}_ns")}
+    for c64, c32 in (("fp64_add", "fp32_add"), ("fp64_mul", "fp32_mul")):
+        if c64 not in out and c32 in out:
+            out[c64] = out[c32]
+    return {**out, **_routine_latencies(p)}
 
 
 def _routine_latencies(p: DeviceProfile) -> dict[str, float]:

@@ -156,3 +156,52 @@ def test_one_chain_against_three_on_this_device(harness, device):
     m, p = got[-1][:2]
     assert m > 1.5, got
     assert m / 1.5 < p < m * 1.5, got
+
+
+F64 = """
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+__kernel void add64(__global double *x, int n)
+{ int i = get_global_id(0); double acc = x[i], d = x[i] * 1e-9;
+  for (int k = 0; k < n + (i & 1); ++k) acc = acc + d;
+  x[i] = acc; }
+__kernel void mul64(__global double *x, int n)
+{ int i = get_global_id(0); double acc = x[i], d = 1.0 + x[i] * 1e-9;
+  for (int k = 0; k < n + (i & 1); ++k) acc = acc * d;
+  x[i] = acc; }
+"""
+
+
+def test_fp64_adds_and_multiplies_on_a_chain_take_the_fp32_latencies():
+    """An fp64 add or multiply on a chain is its own class, at calib's fp64 value where measured and
+    the fp32 one's where not (one adder, one multiplier); before, both counted at the fp64 FMA's."""
+    assert list(analyze_source_text(F64, "add64").chain_ops) == ["fp64_add"]
+    assert list(analyze_source_text(F64, "mul64").chain_ops) == ["fp64_mul"]
+    dev = AnalyticalModel(cpu_profile(chain_fp32_add_ns=0.5, chain_fp32_mul_ns=0.7, chain_fp64_fma_ns=1.0)).dev
+    assert dev.chain_s["fp64_add"] == pytest.approx(0.5e-9) and dev.chain_s["fp64_mul"] == pytest.approx(0.7e-9)
+    own = AnalyticalModel(cpu_profile(chain_fp32_add_ns=0.5, chain_fp64_add_ns=0.6)).dev
+    assert own.chain_s["fp64_add"] == pytest.approx(0.6e-9)
+
+
+def test_fp64_add_chain_against_multiply_chain_on_this_device(harness, device):
+    """4,096 work-items of 4,096-4,097 trips on one fp64 chain, with calib chain's fp32 add and
+    multiply latencies measured a moment before. Measured here (PoCL 3.1, Zen 5, idle): adds 4,000-
+    4,085 us, multiplies 5,953-6,324 (0.65-0.67x); predicted 0.67x (4,116 against 6,150 us with the
+    bundled profile); 1.0x when both counted as FMAs."""
+    require_pocl_cpu(device)       # PoCL's CPU device has fp64
+    got = []
+    for _ in range(3):
+        measured = Calibrator(device, harness, options=CalibOptions(benches=("launch", "chain"), quick=True,
+                                                                     op_classes=("fp32_add", "fp32_mul"))).run()
+        prof = local_profile(device)
+        for k in ("chain_fp32_add_ns", "chain_fp32_mul_ns"):
+            assert measured.get(k), measured.notes
+            prof.values[k] = measured.values[k]
+        binds = [ArgBinding("x", "buffer", "double", 4096, init="ones"), ArgBinding("n", "scalar", "int", value=4096)]
+        t, pred = measure_and_predict(harness, AnalyticalModel(prof), F64,
+                                      {n: (4096, 64, binds) for n in ("add64", "mul64")})
+        got.append((t["add64"] / t["mul64"], pred["add64"] / pred["mul64"], t, pred))
+        if got[-1][0] / 1.3 < got[-1][1] < got[-1][0] * 1.3:
+            break
+    m, p = got[-1][:2]
+    assert m < 0.85, got
+    assert m / 1.3 < p < m * 1.3, got

@@ -51,7 +51,7 @@ K = ci.CursorKind
 #: a count ``rank += (w < v)`` into lanes)
 CHAIN_OPS: dict[tuple[str, str], str] = {
     ("fp32", "+"): "fp32_add", ("fp32", "-"): "fp32_add", ("fp32", "*"): "fp32_mul", ("fp32", "/"): "fp32_div",
-    ("fp64", "+"): "fp64_fma", ("fp64", "-"): "fp64_fma", ("fp64", "*"): "fp64_fma",
+    ("fp64", "+"): "fp64_add", ("fp64", "-"): "fp64_add", ("fp64", "*"): "fp64_mul",
 }
 #: builtins that are one operation on a chain: an FMA, counted apart (``fma_call``) because a
 #: runtime that calls its builtins out of line charges the call already
@@ -61,8 +61,9 @@ CHAIN_CALLS: dict[str, str] = {"fma": "fma_call", "mad": "fma_call"}
 #: of log 22, an fp32 FMA 1)
 ROUTINE_WEIGHT = 20
 #: the arithmetic classes a chain counts in (``SourceFeatures.chain_ops``), each with a latency
-#: calib measures (``chain_<class>_ns``)
-CHAIN_CLASSES = ("fp32_add", "fp32_mul", "fp32_fma", "fp32_div", "fp64_fma")
+#: calib measures (``chain_<class>_ns``; fp64 adds and multiplies take the fp32 ones' where a profile
+#: has none of their own: ``models.analytical._chain_latencies``)
+CHAIN_CLASSES = ("fp32_add", "fp32_mul", "fp32_fma", "fp32_div", "fp64_add", "fp64_mul", "fp64_fma")
 #: ``fma``/``mad`` calls on a chain
 FMA_CALL = "fma_call"
 #: the prefix of a library routine's chain class (:func:`routine_class`), with a latency calib
