@@ -22,7 +22,9 @@ own), calls other than ``fma``/``mad`` and the routines (their arguments' chain 
 call adds nothing), loads (a chain through a loaded address, a pointer chase, is left out),
 comparisons, casts and conversions (about a cycle), integer arithmetic (:data:`CHAIN_OPS`). The
 loop's own induction variable is left out: the compiler strength-reduces it. The walker counts the
-arithmetic only in loops whose trips differ between work-items (``walk_loop``), and the model charges
+arithmetic of loops whose trips differ between work-items as it is, that of loops all work-items take
+alike apart (``uniform_<class>``, but for the first trip: the core runs consecutive work-items' short
+chains side by side, ``models.analytical.CHAIN_OVERLAP_OPS``; ``walk_loop``), and the model charges
 the chain only in kernels without barriers (``models.analytical.chain_seconds``).
 
 A call of a math library routine (:func:`routine_class`: sin, exp, log... not sqrt, rsqrt or a
@@ -66,6 +68,10 @@ ROUTINE_WEIGHT = 20
 CHAIN_CLASSES = ("fp32_add", "fp32_mul", "fp32_fma", "fp32_div", "fp64_add", "fp64_mul", "fp64_fma")
 #: ``fma``/``mad`` calls on a chain
 FMA_CALL = "fma_call"
+#: the prefix of an arithmetic class on the chain of a loop every work-item takes alike (the
+#: consecutive work-items of scalar code overlap such chains where they are short:
+#: ``models.analytical.chain_seconds``)
+UNIFORM_PREFIX = "uniform_"
 #: the prefix of a library routine's chain class (:func:`routine_class`), with a latency calib
 #: measures too (``chain_<family>_ns``: ``chain_sin_ns`` for ``bi_sin``)
 ROUTINE_PREFIX = "bi_"

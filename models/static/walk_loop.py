@@ -18,7 +18,7 @@ import clang.cindex as ci
 
 from models.static import _cx
 from models.static.affine import printable
-from models.static.chains import ROUTINE_PREFIX, carried_chain
+from models.static.chains import ROUTINE_PREFIX, UNIFORM_PREFIX, carried_chain
 from models.static.cursors import expr_text, type_class
 from models.static.deadcode import loop_key
 from models.static.expr import DATA, ITER, VAR, WI, Atom, Poly, p_max, p_min
@@ -177,10 +177,12 @@ class LoopWalker(WalkerBase):
             if not closed and not self.mute:
                 # the operations each trip waits for the trip before on (models.static.chains): the
                 # arithmetic in a loop whose trips differ between work-items, which no runtime can
-                # run for several work-items at once (charged in loops all work-items take alike,
-                # the arithmetic chain made 6 of ds7's kernels worse: their loops ran faster than
-                # it, their work-items overlapped); a library routine's calls in any loop (a chain
-                # of 32 sin calls per work-item ran 2.7x as long as four chains of 8, 3.5x for exp),
+                # run for several work-items at once; in a loop all work-items take alike, apart
+                # (uniform_<class>, but for the first trip: charged in full, it made 6 of ds7's
+                # kernels worse, whose short loops' work-items overlapped; the model charges the
+                # share a work-item's operations do not overlap); a library routine's calls in any
+                # loop (a chain of 32 sin calls per work-item ran 2.7x as long as four chains of 8,
+                # 3.5x for exp),
                 # but for the first trip's where every work-item takes the same trips: it waits for
                 # nothing, and the core runs it beside the work-item before (T trips of a sin chain
                 # per work-item: 19 ns per work-item for T = 1, then 30-32 ns per trip). Where trips
@@ -190,8 +192,13 @@ class LoopWalker(WalkerBase):
                 uneven = divergent or data_dep or data_exit or trip_kind not in ("affine", "geometric")
                 for cls, n in carried_chain([x for x in (cond, body, inc) if x is not None], carried,
                                             ind_key).items():
-                    if not cls.startswith(ROUTINE_PREFIX):
-                        w = self.w_item if uneven else None
+                    if not cls.startswith(ROUTINE_PREFIX) and not uneven:
+                        # the arithmetic of a loop all work-items take alike: apart, as the core
+                        # runs consecutive work-items' short chains side by side
+                        w = w_entry * p_max(ZERO, trip - 1) if ctx.unrolled is None else None
+                        cls = UNIFORM_PREFIX + cls
+                    elif not cls.startswith(ROUTINE_PREFIX):
+                        w = self.w_item
                     elif uneven:
                         w = w_entry * p_max(ZERO, p_min(trip, 2 * trip - 2))
                     else:
