@@ -387,38 +387,12 @@ def chain_seconds(f: Mapping[str, np.ndarray], d: DeviceParams) -> np.ndarray | 
     if not (d.libcall_scalar and d.libcall_s) and "fp32_fma" in latency:
         latency[FMA_CALL] = latency["fp32_fma"]      # else the call is charged as a call already
     total = None
-    keep = None
     for cls, s in latency.items():
-        for key, uniform in ((cls, False), (UNIFORM_PREFIX + cls, True)):
+        for key in (cls, UNIFORM_PREFIX + cls):
             n = f.get(CHAIN_PREFIX + key)
-            if n is None or s <= 0:
-                continue
-            if uniform:
-                keep = _chain_kept(f) if keep is None else keep
-                n = n * keep
-            total = n * s if total is None else total + n * s
+            if n is not None and s > 0:
+                total = n * s if total is None else total + n * s
     return total
-
-
-#: operations of one work-item's scalar code that the core runs ahead of the work-item before it,
-#: overlapping the end of that one's loop-carried chain (PoCL 3.1 on Zen 5, idle: a loop every
-#: work-item takes alike with one fp32 add or FMA on its chain, n trips per work-item; per trip 0.24
-#: / 0.40 ns at n = 64, 0.40 / 0.73 at 256, 0.48 / 0.93 at 1,024 and 0.49 / 0.97 at 4,096, the chain
-#: latencies being 0.49 / 0.98: about 250 of the model's operations of the work-item overlap)
-CHAIN_OVERLAP_OPS = 250.0
-
-
-def _chain_kept(f: Mapping[str, np.ndarray]) -> np.ndarray:
-    """The share of a work-item's chain in a loop all work-items take alike that the core does not
-    overlap with the work-item before: ``1 - CHAIN_OVERLAP_OPS / ops``, ``ops`` its operations
-    (:data:`RATE_CLASSES`; a routine's call counts as 20), clipped to [0, 1]."""
-    from models.static.chains import ROUTINE_WEIGHT
-
-    ops = sum((np.asarray(f[k], dtype=np.float64) for k in RATE_CLASSES if k in f), np.zeros(1))
-    ops = ops + ROUTINE_WEIGHT * sum((np.asarray(v, dtype=np.float64) for k, v in f.items()
-                                      if k.startswith("bi_") and not k.startswith(("bi_native_", "bi_half_"))),
-                                     np.zeros(1))
-    return np.clip(1.0 - CHAIN_OVERLAP_OPS / np.maximum(ops, 1.0), 0.0, 1.0)
 
 
 def inner_loop_correction(f: Mapping[str, np.ndarray], d: DeviceParams) -> np.ndarray | float:

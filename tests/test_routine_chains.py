@@ -114,12 +114,13 @@ def test_calib_times_the_routines_chains():
 def test_sin_chain_against_four_chains_on_this_device(harness, device):
     """32 sin calls per work-item on one chain against four chains of 8 (the same calls), 16,384
     work-items, with calib chain and scalar's sin values measured a moment before. Measured here
-    (PoCL 3.1, Zen 5, idle): 9,000-9,500 us against 3,500 (2.6-2.7x); predicted 3.5x (8,931 against
-    2,525 us with the bundled profile); 1.0x before the routine counted on the chain."""
+    (PoCL 3.1, Zen 5, idle): 8,469-9,500 us against 3,293-3,500 (2.6-2.7x); predicted 3.5x with the
+    bundled profile (8,931 against 2,525 us), 1.45-1.8x with the quick calibration's scalar sin
+    rate (lower than the full one's); 1.0x before the routine counted on the chain."""
     require_pocl_cpu(device)
     n = 1 << 14
     binds = [ArgBinding("x", "buffer", "float", n), ArgBinding("o", "buffer", "float", n)]
     opts = CalibOptions(benches=("launch", "scalar", "chain"), quick=True, op_classes=("sin",))
     r = measured_ratio_tries(3, 1.8, 2.0, harness, device, opts, ("chain_sin_ns", "scalar_sin_gops"), KERNELS,
                              ("sin_chain", "sin_4chains"), n, 64, binds)
-    assert r.predicted > 1.5, r     # 1.0 before the routine counted on the chain
+    assert r.predicted > 1.25, r    # 1.0 before the routine counted on the chain

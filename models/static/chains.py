@@ -72,6 +72,11 @@ FMA_CALL = "fma_call"
 #: consecutive work-items of scalar code overlap such chains where they are short:
 #: ``models.analytical.chain_seconds``)
 UNIFORM_PREFIX = "uniform_"
+#: trips of such a chain per work-item that the core overlaps with the work-item before (PoCL 3.1 on
+#: Zen 5, idle: a loop every work-item takes alike with one fp32 add or FMA on its chain, n trips
+#: per work-item; per trip 0.24 / 0.40 ns at n = 64, 0.40 / 0.73 at 256, 0.48 / 0.93 at 1,024 and
+#: 0.49 / 0.97 at 4,096, the chain latencies being 0.49 / 0.98: 20-64 trips overlapped)
+CHAIN_OVERLAP_TRIPS = 40
 #: the prefix of a library routine's chain class (:func:`routine_class`), with a latency calib
 #: measures too (``chain_<family>_ns``: ``chain_sin_ns`` for ``bi_sin``)
 ROUTINE_PREFIX = "bi_"

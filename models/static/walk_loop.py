@@ -18,7 +18,7 @@ import clang.cindex as ci
 
 from models.static import _cx
 from models.static.affine import printable
-from models.static.chains import ROUTINE_PREFIX, UNIFORM_PREFIX, carried_chain
+from models.static.chains import CHAIN_OVERLAP_TRIPS, ROUTINE_PREFIX, UNIFORM_PREFIX, carried_chain
 from models.static.cursors import expr_text, type_class
 from models.static.deadcode import loop_key
 from models.static.expr import DATA, ITER, VAR, WI, Atom, Poly, p_max, p_min
@@ -195,7 +195,7 @@ class LoopWalker(WalkerBase):
                     if not cls.startswith(ROUTINE_PREFIX) and not uneven:
                         # the arithmetic of a loop all work-items take alike: apart, as the core
                         # runs consecutive work-items' short chains side by side
-                        w = w_entry * p_max(ZERO, trip - 1) if ctx.unrolled is None else None
+                        w = w_entry * p_max(ZERO, trip - 1 - CHAIN_OVERLAP_TRIPS) if ctx.unrolled is None else None
                         cls = UNIFORM_PREFIX + cls
                     elif not cls.startswith(ROUTINE_PREFIX):
                         w = self.w_item
