@@ -178,14 +178,14 @@ class LoopWalker(WalkerBase):
                 # the operations each trip waits for the trip before on (models.static.chains): the
                 # arithmetic in a loop whose trips differ between work-items, which no runtime can
                 # run for several work-items at once; in a loop all work-items take alike, apart
-                # (uniform_<class>, but for the first trip: charged in full, it made 6 of ds7's
-                # kernels worse, whose short loops' work-items overlapped; the model charges the
-                # share a work-item's operations do not overlap); a library routine's calls in any
+                # (uniform_<class>, but for the first trip and the CHAIN_OVERLAP_TRIPS the core runs
+                # beside the work-item before: charged in full, it made 6 of ds7's kernels worse,
+                # whose short loops' work-items overlapped); a library routine's calls in any
                 # loop (a chain of 32 sin calls per work-item ran 2.7x as long as four chains of 8,
-                # 3.5x for exp),
-                # but for the first trip's where every work-item takes the same trips: it waits for
-                # nothing, and the core runs it beside the work-item before (T trips of a sin chain
-                # per work-item: 19 ns per work-item for T = 1, then 30-32 ns per trip). Where trips
+                # 3.5x for exp), but for the first trip's where every work-item takes the same
+                # trips: it waits for nothing, and the core runs it beside the work-item before (T
+                # trips of a sin chain per work-item: 19 ns per work-item for T = 1, then 30-32 ns
+                # per trip). Where trips
                 # differ between work-items the loop's exit mispredicts and the first trip waits too
                 # (2 trips on average cost what 2.5 constant trips do), unless there are hardly more
                 # trips than one per work-item: from 1 trip (none on the chain) to 2 (both)
