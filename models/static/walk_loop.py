@@ -185,10 +185,10 @@ class LoopWalker(WalkerBase):
                 # 3.5x for exp), but for the first trip's where every work-item takes the same
                 # trips: it waits for nothing, and the core runs it beside the work-item before (T
                 # trips of a sin chain per work-item: 19 ns per work-item for T = 1, then 30-32 ns
-                # per trip). Where trips
-                # differ between work-items the loop's exit mispredicts and the first trip waits too
-                # (2 trips on average cost what 2.5 constant trips do), unless there are hardly more
-                # trips than one per work-item: from 1 trip (none on the chain) to 2 (both)
+                # per trip). Where trips differ between work-items the loop's exit mispredicts and
+                # the first trip waits too (2 trips on average cost what 2.5 constant trips do),
+                # unless there are hardly more trips than one per work-item: from 1 trip (none on
+                # the chain) to 2 (both)
                 uneven = divergent or data_dep or data_exit or trip_kind not in ("affine", "geometric")
                 for cls, n in carried_chain([x for x in (cond, body, inc) if x is not None], carried,
                                             ind_key).items():
