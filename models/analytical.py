@@ -72,7 +72,7 @@ from __future__ import annotations
 import logging
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -449,14 +449,25 @@ def _family_value(p: DeviceProfile, stem: str, variant: str, fam: str,
     :data:`_FAMILY_FALLBACK`) of the family, then of its parents (:func:`_family_chain`: the
     parent's rate over the calls one call counts as); with where it came from. None when the
     profile has none of them."""
+    got = _family_lookup(p, lambda v, f: f"{stem}_{v}{f}_gops", variant, fam, variants)
+    if got is None:
+        return None
+    val, calls, key = got
+    own = key == f"{stem}_{variant}{fam}_gops"
+    return val * 1e9 / calls, "profile" if own else f"profile ({key}" + (f" / {calls:g})" if calls != 1 else ")")
+
+
+def _family_lookup(p: DeviceProfile, key: Callable[[str, str], str], variant: str, fam: str,
+                   variants: tuple[str, ...] | None = None) -> tuple[float, float, str] | None:
+    """The first profile value ``key(v, f)`` of family class ``bi_<variant><fam>``: the ``variants``
+    (default the variant's fallbacks, :data:`_FAMILY_FALLBACK`) of the family, then of its parents
+    (:func:`_family_chain`); with the calls of the found family one call counts as and the key.
+    None when the profile has none of them."""
     for f, calls in _family_chain(fam):
         for v in variants or _FAMILY_FALLBACK[variant]:
-            val = p.get(f"{stem}_{v}{f}_gops")
+            val = p.get(key(v, f))
             if val:
-                key = f"{stem}_{v}{f}_gops"
-                own = v == variant and f == fam
-                return val * 1e9 / calls, "profile" if own else f"profile ({key}" + (
-                    f" / {calls:g})" if calls != 1 else ")")
+                return float(val), calls, key(v, f)
     return None
 
 
@@ -487,11 +498,9 @@ def _routine_latencies(p: DeviceProfile) -> dict[str, float]:
         if fam in INSTRUCTION_FAMILIES:
             continue
         for variant in _FAMILY_FALLBACK:
-            for f, calls in _family_chain(fam):
-                ns = next((v for v in (p.get(f"chain_{x}{f}_ns") for x in _FAMILY_FALLBACK[variant]) if v), None)
-                if ns:
-                    out[f"bi_{variant}{fam}"] = float(ns) * calls * 1e-9
-                    break
+            got = _family_lookup(p, lambda v, f: f"chain_{v}{f}_ns", variant, fam)
+            if got is not None:
+                out[f"bi_{variant}{fam}"] = got[0] * got[1] * 1e-9
     return out
 
 
