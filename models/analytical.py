@@ -1064,8 +1064,11 @@ def shifted_int_index(a: Any) -> bool:
     ``out[i] = in[i + C] * 2``, two rounds each): 180-199 us for C = 1, 3 or 7 and for a store to
     ``out[i + 1]``, against 47-57 us for ``in[i]``, for the same index as ``uint`` or ``size_t``, for
     ``in[i + off]`` with ``off`` a kernel argument, for ``y * w + x + 1`` in 2D and for ``g + l + 1``
-    from the group and local ids."""
-    return bool(getattr(a, "index_int32", False)) and bool(_SHIFTED_GID.match(str(getattr(a, "index_expr", ""))))
+    from the group and local ids. Not where a guard around the access bounds that index so that the
+    vectorizer proves the addresses consecutive (``Access.index_guarded``, :mod:`models.static.guards`:
+    ``i >= 1 ? in[i - 1]``, ``if (i + 1 < n) ... in[i + 1]``): a masked vector load or store there."""
+    return (bool(getattr(a, "index_int32", False)) and not getattr(a, "index_guarded", False)
+            and bool(_SHIFTED_GID.match(str(getattr(a, "index_expr", "")))))
 
 
 def consecutive_gather(a: Any) -> bool:

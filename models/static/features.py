@@ -129,6 +129,9 @@ class Access:
     # ``if (...) return;`` ("divergent line 7" / "data line 12"; "" where every work-item runs it)
     conditional: str = ""
     index_int32: bool = False  # a subscript of the buffer itself by a signed 32-bit int (``in[i + 1]``, ``int i``)
+    # a guard around it bounds its global id plus a constant so that the vectorizer proves the lanes'
+    # addresses consecutive (``i >= 1 ? in[i - 1]``, ``if (i + 1 < n)``: models.static.guards)
+    index_guarded: bool = False
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Access:

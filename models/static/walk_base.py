@@ -27,6 +27,7 @@ from kernelcast.sites import site_symbol
 from models.static.affine import deriv
 from models.static.expr import DATA, VAR, WI, Atom, Poly
 from models.static.features import BUILTIN_CLASSES, Access, BranchInfo, LoopInfo, SiteInfo
+from models.static.guards import Fact
 from models.static.values import ONE, ZERO, MemRef, Ptr, Val, retype_ptr
 
 TK = ci.TypeKind
@@ -127,6 +128,11 @@ class WalkerBase(ABC):
         # an ``if (c) return;`` with such a condition leaves its text in ``exit_cond`` for the block
         self.cond_stack: list[str] = []
         self.exit_cond = ""
+        # the comparisons known true around the statement walked (models.static.guards: those of the
+        # enclosing ``if``s and ``?:`` arms, and after ``if (c) return;`` those of !c, which the
+        # ``if`` leaves in ``exit_facts`` for the rest of its block)
+        self.guard_stack: list[tuple[Fact, ...]] = []
+        self.exit_facts: tuple[Fact, ...] = ()
         self._serial = 0
         self._seen_local: set[int] = set()
         self.geo_params: dict[int, tuple[Poly, Fraction]] = {}   # loop id -> (start, factor)
@@ -186,6 +192,15 @@ class WalkerBase(ABC):
         """The innermost condition that differs between work-items around the current statement
         (:attr:`models.static.features.Access.conditional`), "" if none."""
         return self.cond_stack[-1] if self.cond_stack else ""
+
+    @property
+    def guards(self) -> list[Fact]:
+        """The comparisons known true around the current statement (:mod:`models.static.guards`)."""
+        return [f for fs in self.guard_stack for f in fs]
+
+    def guarded(self, known: tuple[Fact, ...]) -> _Guard:
+        """A context in which the comparisons ``known`` hold (an ``if`` body, a ``?:`` arm)."""
+        return _Guard(self, known)
 
     def site(self, kind: str, c: ci.Cursor, default: float | None, assumed: str, default_expr: str = ""
              ) -> Poly | None:
@@ -343,6 +358,19 @@ class _Scale:
 
     def __exit__(self, *exc: object) -> None:
         self.w.w_item, self.w.w_warp = self.saved
+
+
+class _Guard:
+    """Context manager under which comparisons are known true (:meth:`WalkerBase.guarded`)."""
+
+    def __init__(self, w: WalkerBase, known: tuple[Fact, ...]) -> None:
+        self.w, self.known = w, known
+
+    def __enter__(self) -> None:
+        self.w.guard_stack.append(self.known)
+
+    def __exit__(self, *exc: object) -> None:
+        self.w.guard_stack.pop()
 
 
 class _Mute:

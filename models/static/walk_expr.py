@@ -15,6 +15,7 @@ from models.static import _cx
 from models.static.branches import branch_fraction
 from models.static.cursors import space_of, type_bytes, type_class, unwrap
 from models.static.expr import DATA, WI, Poly, opaque, p_div, p_floordiv, p_mod
+from models.static.guards import facts
 from models.static.values import UNKNOWN, ZERO, Ptr, Val, poly_of, retype_ptr
 from models.static.walk_base import WalkerBase
 
@@ -370,9 +371,9 @@ class ExprWalker(WalkerBase):
         fr = branch_fraction(cv, has_else=True)
         self.select_stack.append((len(self.loop_stack), (self.w_item, self.w_warp)))
         try:
-            with self.scaled(fr.it, fr.wt):
+            with self.scaled(fr.it, fr.wt), self.guarded(facts(cv.poly)):
                 a = self.ev(ch[1])
-            with self.scaled(fr.ie, fr.we):
+            with self.scaled(fr.ie, fr.we), self.guarded(facts(cv.poly, holds=False)):
                 b = self.ev(ch[2])
         finally:
             self.select_stack.pop()

@@ -22,6 +22,7 @@ from models.static.clbuiltins import FENCE, IGNORE, VLOAD, VSTORE
 from models.static.cursors import ARRAY_KINDS, expr_text, is_mem_lvalue, type_bytes, type_class, unit_scale, unwrap
 from models.static.expr import DATA, VAR, WI, Atom, Poly
 from models.static.features import Access
+from models.static.guards import shift_guarded
 from models.static.values import UNKNOWN, ZERO, MemRef, Ptr, Val
 from models.static.walk_base import WalkerBase
 
@@ -220,7 +221,8 @@ class MemWalker(WalkerBase):
             index=m.text, count="", count_warp="",
             stride0=s0.to_str() if s0 is not None else None, stride1=s1.to_str() if s1 is not None else None,
             index_expr=idx.to_str() if idx is not None else "?", coeffs=coeffs, trip_strides=trips, affine=affine,
-            indirect=indirect, line=c.location.line, via=via, conditional=self.conditional, index_int32=m.signed32))
+            indirect=indirect, line=c.location.line, via=via, conditional=self.conditional, index_int32=m.signed32,
+            index_guarded=m.signed32 and shift_guarded(idx, self.guards)))
         self.acc_polys.append((self.w_item, self.w_warp))
 
     # --- builtins that access memory --------------------------------------------------------------

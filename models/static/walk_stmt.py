@@ -19,6 +19,7 @@ from models.static.branches import Frac, branch_fraction
 from models.static.cursors import ARRAY_KINDS, terminates, type_bytes, unwrap
 from models.static.deadcode import loop_key
 from models.static.expr import DATA, WI, Poly, p_min
+from models.static.guards import facts
 from models.static.loops import unroll_pragma
 from models.static.values import ONE, UNKNOWN, WARP, ZERO, Ptr, Val, same_value
 from models.static.walk_base import WalkerBase, branch_category
@@ -33,10 +34,10 @@ class StmtWalker(WalkerBase):
     def walk_stmts(self, stmts: list[ci.Cursor], top: bool = False) -> None:
         """Walk a statement list; an early return scales the statements after it."""
         saved = (self.w_item, self.w_warp)
-        depth = len(self.cond_stack)
+        depth, guard_depth = len(self.cond_stack), len(self.guard_stack)
         for i, s in enumerate(stmts):
             last = top and i == len(stmts) - 1
-            self.exit_cond = ""
+            self.exit_cond, self.exit_facts = "", ()
             cont = self.walk_stmt(s, top_last=last)
             if cont is not None:
                 self.w_item = self.w_item * cont[0]
@@ -45,7 +46,11 @@ class StmtWalker(WalkerBase):
                 # after ``if (c) return;`` with c differing between work-items, the rest runs under !c
                 self.cond_stack.append(self.exit_cond)
                 self.exit_cond = ""
+            if self.exit_facts:
+                self.guard_stack.append(self.exit_facts)
+                self.exit_facts = ()
         del self.cond_stack[depth:]
+        del self.guard_stack[guard_depth:]
         self.w_item, self.w_warp = saved
 
     def walk_stmt(self, c: ci.Cursor, top: bool = False, top_last: bool = False) -> tuple[Poly, Poly] | None:
@@ -161,18 +166,21 @@ class StmtWalker(WalkerBase):
         cat = branch_category(cv.deps)
         if cat != "uniform":
             self.cond_stack.append(f"{cat} line {c.location.line}")
-        with self.scaled(fr.it, fr.wt):
+        with self.scaled(fr.it, fr.wt), self.guarded(facts(cv.poly)):
             self.walk_stmt(then)
         after_then = self.vars
         self.vars = dict(before)
         if els is not None:
-            with self.scaled(fr.ie, fr.we):
+            with self.scaled(fr.ie, fr.we), self.guarded(facts(cv.poly, holds=False)):
                 self.walk_stmt(els)
         if cat != "uniform":
             self.cond_stack.pop()
         self.merge_vars(after_then, self.vars, cv.deps)
+        self.exit_facts = ()             # an ``if (c) return;`` inside a branch tells nothing after it
         if els is None and terminates(then) and cat != "uniform":
             self.exit_cond = f"{cat} line {c.location.line}"
+        if els is None and terminates(then):
+            self.exit_facts = facts(cv.poly, holds=False)
         if els is None and terminates(then) and fr.known:
             return fr.ie, fr.we
         return None
