@@ -87,7 +87,7 @@ from models.base import Predictions, Predictor
 from models.static.chains import CHAIN_CLASSES, FMA_CALL, UNIFORM_PREFIX
 from models.static.clbuiltins import INSTRUCTION_FAMILIES
 from models.static.features import BUILTIN_CLASSES, CHAIN_PREFIX, LIBCALL, LOOPVEC_LOADS, LOOPVEC_PREFIX, VEC_PREFIX
-from models.static.loops import UNROLL_MAX_TRIP
+from models.static.loops import PRAGMA_UNROLL_MAX_TRIP, UNROLL_MAX_TRIP
 
 log = logging.getLogger(__name__)
 
@@ -604,6 +604,22 @@ def _scalar_rates(p: DeviceProfile, vec: dict[str, float]) -> tuple[dict[str, fl
     return out, src
 
 
+def _unrolled(lp: Any, trips: float) -> bool:
+    """Whether the compiler unrolls loop ``lp`` of ``trips`` constant trips fully, the rule the
+    walker's code motion uses too (``walk_loop._unrolls_fully``): under a ``#pragma unroll``
+    (:attr:`LoopInfo.unroll_pragma`) whose count covers the trips (any count up to
+    :data:`~models.static.loops.PRAGMA_UNROLL_MAX_TRIP` without one), a routine called or not; never
+    under ``#pragma nounroll`` nor with an exit (``break``, ``return``: :attr:`LoopInfo.has_break`);
+    without a pragma, up to :data:`UNROLL_MAX_TRIP` trips and no library routine called
+    (:func:`_unroll_blockers`)."""
+    pragma = getattr(lp, "unroll_pragma", None)
+    if pragma == 1 or getattr(lp, "has_break", False):
+        return False
+    if pragma is not None:
+        return trips <= (pragma or PRAGMA_UNROLL_MAX_TRIP)
+    return trips <= UNROLL_MAX_TRIP and not _unroll_blockers(lp)
+
+
 def _unroll_blockers(lp: Any) -> list[str]:
     """The builtin calls in the body of loop ``lp`` (:attr:`LoopInfo.calls`) that keep the compiler
     from unrolling it fully, however few its trips: a math library routine, inlined, is too large
@@ -770,7 +786,7 @@ def cpu_vectorizable(feats: Any, *, barrier_loops: bool = False, cond_store_scal
                 continue
             return False, (f"loop at line {lp.line} with barriers and trip count {lp.trip}"
                            + (" and a loop inside" if lp.depth < deepest else ""))
-        if t is not None and t <= UNROLL_MAX_TRIP and not _unroll_blockers(lp):
+        if t is not None and _unrolled(lp, t):
             continue
         if barrier and not getattr(lp, "divergent", True):
             shape = _implicit_barrier_blocker(lp)
@@ -782,7 +798,7 @@ def cpu_vectorizable(feats: Any, *, barrier_loops: bool = False, cond_store_scal
         if t is None:
             return False, (f"loop at line {lp.line} with trip count {lp.trip}"
                            + (" that differs between work-items" if barrier else ""))
-        if t <= UNROLL_MAX_TRIP:
+        if t <= UNROLL_MAX_TRIP and _unroll_blockers(lp) and getattr(lp, "unroll_pragma", None) is None:
             return False, (f"loop at line {lp.line} with {t:g} trips calling {', '.join(_unroll_blockers(lp))} "
                            f"(a library routine: the loop is too large to unroll)")
         return False, f"loop at line {lp.line} with {t:g} trips (not unrolled)"

@@ -142,6 +142,23 @@ def test_vectorizability_rule_for_loops_and_barriers():
     assert cpu_vectorizable(feats, barrier_loops=True)[0] is False    # a loop inside the barrier loop
 
 
+def test_unrolled_loops_follow_the_walkers_rule():
+    """A constant loop is taken as unrolled (the work-item loop around it vectorizable) by the
+    walker's rule for code motion (``walk_loop._unrolls_fully``): up to 16 trips without a pragma, a
+    routine or an exit; any count under ``#pragma unroll``, routine or not; never under ``#pragma
+    nounroll``."""
+    def ok(trip: str, **shape) -> bool:
+        feats = SimpleNamespace(accesses=[], ops={"fp32_add": trip}, loops=[_loop(trip, **shape)])
+        return cpu_vectorizable(feats)[0]
+
+    assert ok("4")
+    assert not ok("32")
+    assert ok("32", unroll_pragma=0) and ok("32", unroll_pragma=32) and not ok("32", unroll_pragma=8)
+    assert not ok("4", unroll_pragma=1)
+    assert not ok("4", has_break=True)
+    assert not ok("4", calls=("bi_sin",)) and ok("4", calls=("bi_sin",), unroll_pragma=0)
+
+
 def test_uniform_loop_in_a_barrier_kernel_runs_vectorized_on_this_device(harness, device):
     """The rule against real timings: with a barrier after it, PoCL runs the uniform loop several
     times faster than without (measured 12x: 0.17 vs 2.1 ns per trip and work-item on an AMD EPYC

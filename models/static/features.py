@@ -156,6 +156,7 @@ class LoopInfo:
     assumed: str = ""        # what the trip count assumes (dead code, a break bound, avg_trip), "" if exact
     from_zero: bool = False  # its condition is one bound on a variable counting from 0 by 1 (LLVM's canonical form)
     calls: tuple[str, ...] = ()  # builtin family classes (bi_*) called in its body, nested loops included
+    unroll_pragma: int | None = None  # its unrolling pragma (models.static.loops.unroll_pragma): 0 full, 1 none, N
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> LoopInfo:

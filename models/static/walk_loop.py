@@ -222,7 +222,8 @@ class LoopWalker(WalkerBase):
                 data_dependent=data_dep, divergent=divergent, has_break=ctx.has_break, early_exit=early,
                 assumed=assumed, from_zero=self._from_zero(cond, cands, entry_vars, ind_key),
                 calls=tuple(sorted(k for k, v in self.ops.items()
-                                   if k.startswith("bi_") and not (v - snap[0].get(k, ZERO)).is_zero()))))
+                                   if k.startswith("bi_") and not (v - snap[0].get(k, ZERO)).is_zero())),
+                unroll_pragma=pragma))
 
     @staticmethod
     def _unrolls_fully(trip: Poly, trip_kind: str, pragma: int | None, body: ci.Cursor) -> bool:
