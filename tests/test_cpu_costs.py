@@ -307,21 +307,23 @@ __kernel void rows(__global const float *src, __global const int *idx, __global 
 """
 
 
+#: the arguments of the GATHER kernels at 4,096 elements
+GATHER_ARGS = [{"name": "src", "kind": "buffer", "dtype": "float", "count": 4096},
+               {"name": "idx", "kind": "buffer", "dtype": "int", "count": 4096},
+               {"name": "dst", "kind": "buffer", "dtype": "float", "count": 4096},
+               {"name": "n", "kind": "scalar", "dtype": "int", "value": "4096"}]
+
+
 def test_gather_charge_hand_computed():
     """One data-dependent load per work-item at 2 Gop/s on 2 compute units: 1 ns per work-item on
     one unit; the contiguous copy has none; a profile without gather_gops charges nothing."""
     from models.analytical import gather_seconds
 
     d = AnalyticalModel(_profile(gather_gops=2.0)).dev
-    args = [{"name": "src", "kind": "buffer", "dtype": "float", "count": 4096},
-            {"name": "idx", "kind": "buffer", "dtype": "int", "count": 4096},
-            {"name": "dst", "kind": "buffer", "dtype": "float", "count": 4096},
-            {"name": "n", "kind": "scalar", "dtype": "int", "value": "4096"}]
-    env = _env(4096, 64, args)
+    env = _env(4096, 64, GATHER_ARGS)
     assert gather_seconds(_feats(GATHER, "gather"), env, d)[0] == pytest.approx(1e-9)
     assert gather_seconds(_feats(GATHER, "copy"), env, d) is None
     assert gather_seconds(_feats(GATHER, "gather"), env, AnalyticalModel(_profile()).dev) is None
-
 
 
 def test_clamped_index_is_a_gather_of_consecutive_addresses():
@@ -336,11 +338,7 @@ def test_clamped_index_is_a_gather_of_consecutive_addresses():
     assert [clamped_index(a) for a in f.accesses if a.kind == "load"] == [True, True, True, False]
     shifted = _feats(GATHER, "shifted")
     assert [shifted_int_index(a) for a in shifted.accesses if a.kind == "load"] == [True, True, True, False]
-    args = [{"name": "src", "kind": "buffer", "dtype": "float", "count": 4096},
-            {"name": "idx", "kind": "buffer", "dtype": "int", "count": 4096},
-            {"name": "dst", "kind": "buffer", "dtype": "float", "count": 4096},
-            {"name": "n", "kind": "scalar", "dtype": "int", "value": "4096"}]
-    env = _env(4096, 64, args)
+    env = _env(4096, 64, GATHER_ARGS)
     d = AnalyticalModel(_profile(gather_gops=2.0, gather_clamped_gops=3.0)).dev
     assert gather_seconds(f, env, d)[0] == pytest.approx(3 / 1.5e9)
     assert gather_seconds(shifted, env, d)[0] == pytest.approx(3 / 1.5e9)
@@ -353,8 +351,8 @@ def test_guard_bounding_the_shifted_index_makes_a_vector_load():
     """An ``int`` global id plus a constant under a guard that bounds that very index (``i + 1 < n
     ? src[i + 1]``, ``i >= 3 ? src[i - 3]``, and after ``if (i < 3 || !(i + 1 < n)) return;``) is a
     masked vector load, not a gather (PoCL 3.1's code: no gather instruction in 'shifted_guarded', 24
-    in 'shifted'); a guard that does not (``i < n -
-    1``, ``i + 3 <= n``, ``i >= 2`` for ``i - 3``, an early return on ``i >= n - 2``) leaves it gathered."""
+    in 'shifted'); a guard that does not (``i < n - 1``, ``i + 3 <= n``, ``i >= 2`` for ``i - 3``,
+    an early return on ``i >= n - 2``) leaves it gathered."""
     from models.analytical import gather_seconds, shifted_int_index
 
     guarded = _feats(GATHER, "shifted_guarded")
@@ -363,12 +361,8 @@ def test_guard_bounding_the_shifted_index_makes_a_vector_load():
     assert [a.index_guarded for a in _feats(GATHER, "shifted_exit").accesses if a.kind == "load"] == [True, True]
     loose = _feats(GATHER, "shifted_loose")
     assert [shifted_int_index(a) for a in loose.accesses if a.kind == "load"] == [True, True, True, False]
-    args = [{"name": "src", "kind": "buffer", "dtype": "float", "count": 4096},
-            {"name": "idx", "kind": "buffer", "dtype": "int", "count": 4096},
-            {"name": "dst", "kind": "buffer", "dtype": "float", "count": 4096},
-            {"name": "n", "kind": "scalar", "dtype": "int", "value": "4096"}]
     d = AnalyticalModel(_profile(gather_gops=2.0, gather_clamped_gops=3.0)).dev
-    assert gather_seconds(guarded, _env(4096, 64, args), d) is None
+    assert gather_seconds(guarded, _env(4096, 64, GATHER_ARGS), d) is None
 
 
 @pytest.mark.parametrize("kernel", ["clamped", "shifted"])
