@@ -258,6 +258,9 @@ def wi_kernel(cls: str, updates: int = WI_UPDATES) -> Kernel:
 
 #: independent calls per work-item of the ``wi`` benchmark of a builtin class (:func:`wi_call_kernel`)
 WI_CALLS = 4
+#: fewer calls for the classes whose inlined code leaves the work-item loop scalar at WI_CALLS
+#: (``models.analytical.SCALAR_FAMILY_VECTOR_CALLS``: PoCL 3.1 vectorizes one tanh call)
+WI_CALLS_OF = {"tanh": 1}
 
 
 def wi_call_kernel(cls: str, calls: int = WI_CALLS) -> Kernel:

@@ -126,10 +126,11 @@ QUICK_ROUTINE_CHAIN_CLASSES = ("exp", "sin")
 #: the model scales its peak by the fp32 FMA ratio instead. The builtins a CPU runtime vectorizes
 #: (``models.analytical.SCALAR_FAMILIES`` are not): one call per work-item ran 3.6x below their
 #: explicit float16 peak on PoCL 3.1 (``out[i] = a * exp(-r * t[i])``: 4.0 G calls/s, peak 14.3;
-#: measured with independent calls, :func:`calib.kernels.wi_call_kernel`)
+#: measured with independent calls, :func:`calib.kernels.wi_call_kernel`); and tanh, which PoCL 3.1
+#: vectorizes at one call per work-item (``models.analytical.SCALAR_FAMILY_VECTOR_CALLS``)
 WI_CLASSES = ("fp32_fma", "fp32_add", "fp32_mul", "int32_add", "fp32_div", "fp64_fma",
               "exp", "sqrt", "rsqrt", "native_exp", "native_sin", "native_sqrt", "native_log", "native_rsqrt",
-              "native_divide", "half_exp", "half_sin", "half_sqrt")
+              "native_divide", "half_exp", "half_sin", "half_sqrt", "tanh")
 QUICK_WI_CLASSES = ("fp32_fma", "fp32_add", "fp32_mul", "int32_add", "exp", "sqrt")
 DEFAULT_CLASSES = tuple(K.OP_CLASSES)
 #: classes of the peak benchmark with ``--quick``: the common arithmetic and builtins, and the integer
@@ -591,8 +592,9 @@ class Calibrator:
         for cls in classes:
             c = K.OP_CLASSES[cls]
             builtin = cls in K.BUILTIN_OP_CLASSES
-            kern = K.wi_call_kernel(cls) if builtin else K.wi_kernel(cls)
-            ops_item = (K.WI_CALLS if builtin else K.WI_UPDATES) * c.ops_per_update
+            n_calls = K.WI_CALLS_OF.get(cls, K.WI_CALLS)
+            kern = K.wi_call_kernel(cls, n_calls) if builtin else K.wi_kernel(cls)
+            ops_item = (n_calls if builtin else K.WI_UPDATES) * c.ops_per_update
             items = self.cu * ls * 4
             t = 0.0
             m = None
@@ -615,7 +617,7 @@ class Calibrator:
             ratio = f"; {peak.rate / rate:.1f}x below the peak (8 chains per work-item)" if peak else ""
             self.profile.set(f"wi_{cls}_gops", rate / 1e9, "Gop/s", self.source("wi"), notes=(
                 f"{c.description}; "
-                f"{f'{K.WI_CALLS} independent calls' if builtin else f'one chain of {K.WI_UPDATES} dependent updates'}"
+                f"{f'{n_calls} independent calls' if builtin else f'one chain of {K.WI_UPDATES} dependent updates'}"
                 f" per work-item, no loop, "
                 f"{items} work-items in work-groups of {ls}: {t * 1e6:.0f} us per launch "
                 f"({self.opt.statistic}){ratio}"))

@@ -604,6 +604,18 @@ def _scalar_rates(p: DeviceProfile, vec: dict[str, float]) -> tuple[dict[str, fl
     return out, src
 
 
+def _few_vector_calls(feats: Any, cls: str) -> bool:
+    """Whether the kernel's calls of family ``cls`` are all of the builtin the runtime still
+    vectorizes, at few enough call sites (:data:`SCALAR_FAMILY_VECTOR_CALLS`;
+    :attr:`SourceFeatures.call_sites`: each inlined path counted, however often it runs)."""
+    if cls not in SCALAR_FAMILY_VECTOR_CALLS:
+        return False
+    routine, limit = SCALAR_FAMILY_VECTOR_CALLS[cls]
+    sites = {k.split(":", 1)[1]: n for k, n in (getattr(feats, "call_sites", None) or {}).items()
+             if k.split(":", 1)[0] == cls}
+    return set(sites) == {routine} and sites[routine] <= limit
+
+
 def _unrolled(lp: Any, trips: float) -> bool:
     """Whether the compiler unrolls loop ``lp`` of ``trips`` constant trips fully, the rule the
     walker's code motion uses too (``walk_loop._unrolls_fully``): under a ``#pragma unroll``
@@ -654,6 +666,19 @@ def _unroll_blockers(lp: Any) -> list[str]:
 SCALAR_FAMILIES = ("bi_log", "bi_sin", "bi_atan", "bi_pow", "bi_tanh", "bi_erf", "bi_hypot", "bi_rint", "bi_cbrt",
                    "bi_fmod", "bi_exp2", "bi_exp10", "bi_expm1", "bi_log2", "bi_log10", "bi_log1p", "bi_cos",
                    "bi_tan", "bi_sinh", "bi_cosh", "bi_asin", "bi_acos", "bi_erfc")
+#: families of :data:`SCALAR_FAMILIES` that leave the work-item loop scalar unless every call is of
+#: this builtin, at no more call sites than this (asinh, acosh and atanh, in tanh's family, are
+#: still scalar library code): PoCL 3.1 inlines tanh as vector code, until the inlined copies make the loop
+#: too large for its vectorizer. Read off its compiled code and timed on this host (Zen 5, 2^20
+#: work-items): ``out[i] = tanh(x)`` is vector code (594 ymm references, 540-1,085 us in the host's
+#: fast and slow phases, 1.4 G calls/s at 2^19 work-items with the argument made from the id), as in
+#: the dataset's ``tm_tanh_act`` and ``tm_gelu_approx`` (both 2.4x too slow charged as scalar code);
+#: ``tanh(x) + tanh(x + 1) + ...`` is vector code with 2 and 3 calls, scalar with 4, 5 and 8 (no ymm;
+#: 15,050-15,600, 19,660-19,970, 28,330-28,900 us, 0.27 G calls/s); but two calls on values made
+#: apart (calib's ``kc_wi_tanh_n2``) ran scalar too (0.24 G calls/s), so only one call counts as
+#: vectorizable. The 8 dependent calls behind tanh's place in the list ran scalar for the size and
+#: for their chain (``chain_tanh_ns``).
+SCALAR_FAMILY_VECTOR_CALLS = {"bi_tanh": ("tanh", 1)}
 
 
 #: a guarded elementwise store this many times slower per work-item than the unguarded one (calib
@@ -763,7 +788,7 @@ def cpu_vectorizable(feats: Any, *, barrier_loops: bool = False, cond_store_scal
             a = cond[0]
             return False, (f"store to {a.arg} (line {a.line}) under a condition that differs between work-items "
                            f"({a.conditional}); this runtime leaves such a work-item loop scalar (calib cond)")
-    calls = sorted(k[3:] for k in ops if k in SCALAR_FAMILIES)
+    calls = sorted(k[3:] for k in ops if k in SCALAR_FAMILIES and not _few_vector_calls(feats, k))
     if calls:
         return False, "calls of " + ", ".join(calls) + " (scalar math library code)"
     barrier = _has_barrier(ops)

@@ -230,6 +230,9 @@ class SourceFeatures:
     helpers: list[str] = field(default_factory=list)          # inlined helper functions
     notes: list[str] = field(default_factory=list)            # constructs approximated or skipped
     lane_mixing: list[int] = field(default_factory=list)      # lines combining the components of a vector value
+    # "<builtin family class>:<builtin>" (``bi_tanh:asinh``) -> its call sites (each inlined path
+    # counted), however often they run
+    call_sites: dict[str, int] = field(default_factory=dict)
     version: int = FEATURES_VERSION
 
     # --- (de)serialization --------------------------------------------------------------------

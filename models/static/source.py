@@ -213,6 +213,7 @@ def analyze_source(kernel: Kernel, filename: str = "kernel.cl") -> SourceFeature
         helpers=w.helpers,
         notes=w.notes,
         lane_mixing=sorted(w.lane_mixing),
+        call_sites=dict(sorted(w.call_sites.items())),
     )
     return feats
 

@@ -113,6 +113,7 @@ class WalkerBase(ABC):
         self._site_names: set[str] = set()
         self.notes: list[str] = []
         self.lane_mixing: list[int] = []   # lines where components of one vector value are combined
+        self.call_sites: dict[str, int] = {}   # "<family class>:<builtin>" -> call sites walked (not muted)
         self.helpers: list[str] = []
         self.frames: list[Frame] = []
         self.loop_stack: list[LoopCtx] = []

@@ -11,6 +11,7 @@ from models.static.affine import wi_atom
 from models.static.clbuiltins import BARRIER, FENCE, HORIZONTAL, SIZES, WORKITEM, math_builtin
 from models.static.cursors import const_arg, type_class
 from models.static.expr import DATA, GRP, WI, Poly, opaque
+from models.static.features import BUILTIN_CLASSES
 from models.static.values import UNKNOWN, ZERO, Val, same_value
 from models.static.walk_base import Frame, WalkerBase
 
@@ -98,6 +99,10 @@ class CallWalker(WalkerBase):
         vals = [self.ev(a) for a in args]
         result = type_class(c.type)
         b = math_builtin(name, vals, result, type_class(args[0].type) if args else result)
+        if not self.mute:
+            for cls in {cls for cls, _ in b.ops if cls in BUILTIN_CLASSES}:
+                key = f"{cls}:{name}"
+                self.call_sites[key] = self.call_sites.get(key, 0) + 1
         if (args and name.removeprefix("fast_") in HORIZONTAL and type_class(args[0].type)[1] > 1
                 and any(v.deps & {WI, DATA} for v in vals)):
             self.mix_lanes(c)
