@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from models.static.affine import average, geo_printable
-from models.static.expr import DATA, GRP, VAR, WI, Atom, Poly, p_clamp01, p_div, p_min, p_unary
+from models.static.expr import DATA, GRP, VAR, WI, Atom, Poly, fn_atom, p_clamp01, p_div, p_min, p_unary
 from models.static.values import HALF, ONE, WARP, ZERO, Val
 
 
@@ -45,13 +45,8 @@ def branch_fraction(cv: Val, has_else: bool) -> Frac:
 
 
 def _poly_fraction(p: Poly | None) -> Frac | None:
-    if p is None or len(p.terms) != 1:
-        return None
-    ((mono, coef),) = p.terms.items()
-    if coef != 1 or len(mono) != 1 or mono[0][1] != 1:
-        return None
-    a = mono[0][0]
-    if a.kind != "fn":
+    a = fn_atom(p)
+    if a is None:
         return None
     if a.fn == "not":
         f = _poly_fraction(a.args[0])

@@ -383,6 +383,17 @@ def _fn_atom(fn: str, args: list[Poly], extra_deps: frozenset[str] = frozenset()
     return Poly.atom(Atom(key, "fn", fn + tag, fn=fn, args=tuple(args), deps=frozenset(deps), extra=extra_deps))
 
 
+def fn_atom(p: Poly | None) -> Atom | None:
+    """The function atom ``p`` is, alone with coefficient 1 and power 1 (a condition's ``cmp<``,
+    ``and``, ``not``); None otherwise."""
+    if p is None or len(p.terms) != 1:
+        return None
+    ((mono, coef),) = p.terms.items()
+    if coef != 1 or len(mono) != 1 or mono[0][1] != 1 or mono[0][0].kind != "fn":
+        return None
+    return mono[0][0]
+
+
 def rebuild(a: Atom, args: list[Poly]) -> Poly:
     """A function atom with new arguments (folding where they became constants)."""
     f = a.fn

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 
-from models.static.expr import Atom, Poly
+from models.static.expr import Poly, fn_atom
 
 #: a comparison known to hold: ``(op, lhs, rhs)`` for ``lhs op rhs``
 Fact = tuple[str, Poly, Poly]
@@ -36,19 +36,9 @@ _NEGATED = {"<": ">=", ">": "<=", "<=": ">", ">=": "<", "==": "!=", "!=": "=="}
 _MIRRORED = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "==": "==", "!=": "!="}
 
 
-def _fn_atom(p: Poly | None) -> Atom | None:
-    """The function atom ``p`` is, alone with coefficient 1; None otherwise."""
-    if p is None or len(p.terms) != 1:
-        return None
-    ((mono, coef),) = p.terms.items()
-    if coef != 1 or len(mono) != 1 or mono[0][1] != 1 or mono[0][0].kind != "fn":
-        return None
-    return mono[0][0]
-
-
 def facts(cond: Poly | None, holds: bool = True) -> tuple[Fact, ...]:
     """The comparisons known true where the condition ``cond`` holds (``holds``) or fails."""
-    a = _fn_atom(cond)
+    a = fn_atom(cond)
     if a is None:
         return ()
     if a.fn == "cmp" and len(a.args) == 2:
