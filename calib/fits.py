@@ -11,6 +11,8 @@
   latency) against working-set size, to find cache levels as plateaus separated by steps.
 * :func:`join_fit`: the delay before a CPU runtime's other worker threads join a launch
   (:func:`join_time`).
+* :func:`unrolled_group_size`: the largest work-group whose barriers a CPU runtime still compiles
+  away (where a barrier stops costing the same in every group size).
 """
 
 from __future__ import annotations
@@ -294,3 +296,47 @@ def join_fit(work: Sequence[float] | np.ndarray, measured: Sequence[float] | np.
     err = [float(np.mean(np.log(join_time(w, j, units, groups) / m) ** 2)) for j in grid]
     best = int(np.argmin(err))
     return float(grid[best]), float(math.sqrt(err[best]))
+
+
+#: a barrier whose cost per work-group stays within this factor of its cost in the smallest group
+#: costs the same in those groups (flat): the group's work-items run its region side by side
+UNROLL_FLAT = 1.5
+#: ... and is unrolled away only when it is at least this many times below the line through the
+#: larger groups' costs (a barrier with a large per-group cost is flat in small groups too)
+UNROLL_BELOW = 2.0
+
+
+def flat_run(cost: Sequence[float] | np.ndarray, flat: float = UNROLL_FLAT) -> int:
+    """How many of the leading ``cost`` values (by ascending group size) stay within ``flat`` times
+    the first (at least 1; 0 for an empty or non-positive first cost)."""
+    y = np.asarray(cost, dtype=np.float64)
+    if not len(y) or not y[0] > 0:
+        return 0
+    n = 1
+    while n < len(y) and y[n] <= flat * y[0]:
+        n += 1
+    return n
+
+
+def unrolled_group_size(sizes: Sequence[float] | np.ndarray, cost: Sequence[float] | np.ndarray,
+                        flat: float = UNROLL_FLAT, below: float = UNROLL_BELOW) -> float:
+    """The largest work-group size (of ``sizes``, ascending) whose barriers a CPU runtime unrolls
+    away, from the ``cost`` per barrier per work-group at each size: the last of the leading sizes
+    whose cost is flat (:func:`flat_run`), when it is at least ``below`` times under the line
+    through the costs of the larger sizes. A runtime that unrolls the work-item loop of a small
+    group into straight-line code runs the group's work-items side by side, so a barrier there
+    costs the region's latency whatever the group's size; above it each barrier is a pass over the
+    group's work-items (PoCL 3.1 on Zen 5, one update per region: 1.0, 1.0, 1.1 ns in groups of 8,
+    16, 32, then 40-75 ns in 64, on a line of 0.6-0.9 ns per work-item). 0 unless at least the two
+    smallest sizes are flat and two larger ones give the line."""
+    x = np.asarray(sizes, dtype=np.float64)
+    y = np.asarray(cost, dtype=np.float64)
+    if len(x) != len(y):
+        raise ValueError(f"{len(x)} sizes and {len(y)} costs")
+    if not np.all(np.diff(x) > 0):
+        return 0.0
+    n = flat_run(y, flat)
+    if n < 2 or len(x) - n < 2:
+        return 0.0
+    fit = linear_fit(x[n:], y[n:])
+    return float(x[n - 1]) if y[n - 1] * below <= fit.slope * x[n - 1] + fit.intercept else 0.0

@@ -451,20 +451,31 @@ def nop_kernel() -> Kernel:
     return Kernel(src, name, origin=f"calib:{name}")
 
 
-def barrier_kernel() -> Kernel:
+#: local updates per work-item in each region of the heavier barrier kernel (``barrier_kernel(HEAVY_REGION)``)
+HEAVY_REGION = 8
+
+
+def barrier_kernel(updates: int = 1) -> Kernel:
     """``nb`` work-group barriers in a loop, each ending a region in which every work-item updates
-    its own element of a local array (``nb = 0`` is the same kernel without the loop): the cost of
-    a barrier as kernels pay it, per work-group and per work-item. A CPU runtime (PoCL) splits the
-    work-item loop at every barrier, so each barrier costs a pass over all work-items of the group,
-    whose live values and local updates are reloaded; an empty barrier loop is compiled away there
-    (measured: 0 ns per barrier for work-groups of up to 64)."""
-    name = "kc_barrier_local"
+    its own element of a local array ``updates`` times (``nb = 0`` is the same kernel without the
+    loop): the cost of a barrier as kernels pay it, per work-group and per work-item. A CPU runtime
+    (PoCL) splits the work-item loop at every barrier, so each barrier costs a pass over all
+    work-items of the group, whose live values and local updates are reloaded; an empty barrier
+    loop is compiled away there (measured: 0 ns per barrier for work-groups of up to 64). In a
+    small group the runtime unrolls the passes into straight-line code and the barrier costs
+    almost nothing; how small depends on the region's size, which ``updates`` varies."""
+    if updates < 1:
+        raise ValueError(f"a barrier region needs at least one update, not {updates}")
+    name = "kc_barrier_local" if updates == 1 else f"kc_barrier_local_u{updates}"
+    # alternating steps, so that the updates do not fold into one
+    steps = "\n".join(f"    l[lid] = l[lid] * {0.999 if j % 2 == 0 else 1.001:.3f}f + {0.001 * (j + 1):.3f}f;"
+                       for j in range(updates))
     src = f"""__kernel void {name}(__global float* out, __local float* l, uint nb) {{
   uint lid = get_local_id(0);
   l[lid] = (float)lid;
   barrier(CLK_LOCAL_MEM_FENCE);
   for (uint i = 0; i < nb; ++i) {{
-    l[lid] = l[lid] * 0.999f + 0.001f;
+{steps}
     barrier(CLK_LOCAL_MEM_FENCE);
   }}
   out[get_global_id(0)] = l[lid];

@@ -40,7 +40,10 @@ What each benchmark reports (names as in :data:`calib.profile.VALUE_NAMES`):
 ``barrier``    ``barrier_ns`` (per work-group) and ``barrier_wi_ns`` (per work-item): for each of
                a few local sizes the slope of device time against the number of barriers in a
                loop whose regions update one local value per work-item (one work-group per
-               compute unit), then a line of those slopes against the local size.
+               compute unit), then a line of those slopes against the local sizes the runtime
+               does not unroll; the whole curve (``barrier_vs_local_size``), and
+               ``barrier_unrolled_items``: the largest group whose barriers a region of 8 updates
+               still has unrolled away (where that kernel's cost stops being flat in the local size).
 ``host``       ``host_launch_latency_us`` (host wall time of enqueue + wait for an empty kernel)
                and ``host_launch_throughput_us`` (host wall time per launch of many back-to-back
                launches), measured in a separate process through the backend, because the
@@ -81,7 +84,16 @@ from typing import Any, Protocol
 import numpy as np
 
 from calib import kernels as K
-from calib.fits import Plateau, find_plateaus, join_fit, linear_fit, relative_linear_fit
+from calib.fits import (
+    UNROLL_FLAT,
+    Plateau,
+    find_plateaus,
+    flat_run,
+    join_fit,
+    linear_fit,
+    relative_linear_fit,
+    unrolled_group_size,
+)
 from calib.host_bench import measure_host_overhead
 from calib.host_caches import DRAM_FACTOR, MARGIN, SYSFS_CACHE, CacheLevel, host_cache_levels, level_windows
 from calib.profile import Curve, DeviceIdentity, DeviceProfile
@@ -96,6 +108,11 @@ KiB = 1024
 MiB = 1024 * KiB
 MAX_ITERS = (1 << 31) - 1
 
+#: work-items per group the barrier benchmark measures (those up to the device's limit): from one
+#: AVX-512 vector's worth, where a CPU runtime may unroll the group's work-item loop, to 1024
+BARRIER_LOCAL_SIZES = (8, 16, 32, 64, 256, 1024)
+#: the largest local size the heavier barrier kernel is measured at (it only looks for the unrolling step)
+BARRIER_UNROLL_PROBE_MAX = 64
 BENCHES = ("launch", "peak", "scalar", "chain", "wi", "bandwidth", "local", "latency", "wg", "join", "barrier",
            "atomic", "gather", "stride", "cond", "host",
            "energy")
@@ -1125,14 +1142,11 @@ class Calibrator:
 
     # -- barriers --------------------------------------------------------------------------
 
-    def bench_barrier(self) -> None:
-        """Cost of a barrier per work-group and per work-item: for each local size, the slope of
-        time against the number of barriers of :func:`calib.kernels.barrier_kernel` (one
-        work-group per compute unit), then a line of those slopes against the local size."""
-        kern = K.barrier_kernel()
+    def _barrier_costs(self, kern: Kernel, lsizes: Sequence[int], label: str) -> tuple[list[float], list[float]]:
+        """ns per barrier per work-group of ``kern`` (:func:`calib.kernels.barrier_kernel`) at each
+        local size: the slope of time against the number of barriers, one work-group per compute
+        unit (sizes whose launches failed are left out)."""
         n_wg = self.cu
-        cap = min(self.max_wg, 1024, max(1, self.device.local_mem_bytes // 8))
-        lsizes = sorted({ls for ls in (16, 64, 256, 1024) if ls <= cap} or {_pow2_floor(cap)})
         target = self.opt.launch_target_s
 
         def cfg(ls: int, nb: int) -> LaunchConfig:
@@ -1142,44 +1156,77 @@ class Calibrator:
 
         xs: list[float] = []
         per: list[float] = []
-        details: list[str] = []
         for ls in lsizes:
-            m0 = self.measure(kern, cfg(ls, 0), f"barrier wg{ls} x0")
+            m0 = self.measure(kern, cfg(ls, 0), f"{label} wg{ls} x0")
             probe = 256
-            m1 = self.measure(kern, cfg(ls, probe), f"barrier wg{ls} x{probe}")
+            m1 = self.measure(kern, cfg(ls, probe), f"{label} wg{ls} x{probe}")
             if m0 is None or m1 is None:
                 continue
             pts_n, pts_t = [0.0, float(probe)], [self._stat(m0), self._stat(m1)]
             est = max((pts_t[1] - pts_t[0]) * 1e-6 / probe, 1e-10)
             n_max = int(min(1 << 26, max(4 * probe, target / est)))
             for nb in ([n_max] if self.opt.quick else [n_max // 2, n_max]):
-                m = self.measure(kern, cfg(ls, nb), f"barrier wg{ls} x{nb}")
+                m = self.measure(kern, cfg(ls, nb), f"{label} wg{ls} x{nb}")
                 if m is not None:
                     pts_n.append(float(nb))
                     pts_t.append(self._stat(m))
-            f = linear_fit(pts_n, pts_t)
             xs.append(float(ls))
-            per.append(f.slope * 1e3)        # ns per barrier per work-group
-            details.append(f"{ls}: {f.slope * 1e3:.3g} ns")
+            per.append(linear_fit(pts_n, pts_t).slope * 1e3)
+        return xs, per
+
+    def bench_barrier(self) -> None:
+        """Cost of a barrier per work-group and per work-item: for each local size, the slope of
+        time against the number of barriers of :func:`calib.kernels.barrier_kernel` (one
+        work-group per compute unit), then a line of those slopes against the local size above the
+        sizes the runtime unrolls (:func:`calib.fits.unrolled_group_size`). The whole curve is kept
+        (``barrier_vs_local_size``), and the same measurement with regions of
+        :data:`calib.kernels.HEAVY_REGION` updates says up to which group size a kernel's barriers
+        are unrolled away (``barrier_unrolled_items``; a larger region is unrolled in smaller groups
+        only)."""
+        cap = min(self.max_wg, 1024, max(1, self.device.local_mem_bytes // 8))
+        lsizes = sorted({ls for ls in BARRIER_LOCAL_SIZES if ls <= cap} or {_pow2_floor(cap)})
+        xs, per = self._barrier_costs(K.barrier_kernel(), lsizes, "barrier")
         if not xs:
             return
         src = self.source("barrier")
+        details = ", ".join(f"{int(x)}: {v:.3g} ns" for x, v in zip(xs, per))
         how = (f"slopes of device time against barriers in a loop whose regions update one local value per "
-               f"work-item, {n_wg} work-groups (one per compute unit), per barrier per work-group by local size: "
-               + ", ".join(details))
+               f"work-item, {self.cu} work-groups (one per compute unit), per barrier per work-group by local "
+               f"size: {details}")
         if len(xs) < 2:
             self.profile.set("barrier_ns", per[0], "ns", src, notes=how)
             return
-        fit = linear_fit(xs, per)
+        self.profile.curves["barrier_vs_local_size"] = Curve(
+            xs, [max(v, 0.0) for v in per], "work-items", "ns", src,
+            notes="device time per barrier per work-group by work-items per group; " + how)
+        light = unrolled_group_size(xs, per)
+        above = [i for i, x in enumerate(xs) if x > light]
+        line = above if len(above) >= 2 else list(range(len(xs)))
+        fit = linear_fit([xs[i] for i in line], [per[i] for i in line])
         # the per-group part is the time of a barrier in the smallest group, measured directly:
         # the intercept of the line is the small difference of large numbers (under load its
-        # spread over 3 runs was 320 %), and a runtime may run a group of one vector's width
-        # quite differently (PoCL: 0.13 ns per work-item in groups of 16, 1.3 ns from 64 up)
+        # spread over 3 runs was 320 %), and a runtime may run a small group quite differently
+        # (PoCL 3.1: 1 ns per barrier in groups of 8 to 32, 40-75 ns in groups of 64)
         self.profile.set("barrier_ns", per[0], "ns", src, notes=(
             f"per barrier of a group of {int(xs[0])} work-items (the smallest measured; the line's intercept "
             f"is {fit.intercept:.3g} ns); " + how))
-        self.profile.set("barrier_wi_ns", max(fit.slope, 0.0), "ns", src, r2=fit.r2,
-                         notes="slope of a line over local sizes; " + how)
+        self.profile.set("barrier_wi_ns", max(fit.slope, 0.0), "ns", src, r2=fit.r2, notes=(
+            f"slope of a line over the local sizes {', '.join(str(int(xs[i])) for i in line)}"
+            + (f" (above {int(light)}, the largest group whose barriers the runtime unrolls away)" if light else "")
+            + "; " + how))
+        small = [ls for ls in lsizes if ls <= BARRIER_UNROLL_PROBE_MAX]
+        hx, hper = self._barrier_costs(K.barrier_kernel(K.HEAVY_REGION), small, "barrier heavy")
+        # a heavier region is unrolled in groups no larger than the light one is
+        n = flat_run(hper)
+        heavy = min(light, hx[n - 1]) if light and n >= 2 else 0.0
+        if len(hx) >= 2:
+            self.profile.set("barrier_unrolled_items", heavy, "work-items", src, notes=(
+                f"the largest work-group whose barriers cost almost nothing (the runtime unrolls its work-item "
+                f"loop), with regions of {K.HEAVY_REGION} local updates per work-item: the largest size, up to the "
+                f"one-update kernel's, whose cost per barrier per work-group stays within {UNROLL_FLAT:g}x of the "
+                f"smallest group's ("
+                + ", ".join(f"{int(x)}: {v:.3g} ns" for x, v in zip(hx, hper))
+                + f"); {int(light)} with one update per region" + ("" if heavy else "; 0: no flat cost measured")))
 
     # -- atomics ---------------------------------------------------------------------------
 

@@ -86,6 +86,8 @@ VALUE_NAMES: dict[str, tuple[str, str]] = {
     "cu_join_us": ("us", "CPU: how long a launch runs on one compute unit before the other worker threads join it"),
     "barrier_ns": ("ns", "device time per barrier of the smallest work-group measured (16 work-items)"),
     "barrier_wi_ns": ("ns", "device time per barrier per work-item of the group (slope over local sizes)"),
+    "barrier_unrolled_items": ("work-items", "CPU: the largest work-group whose barriers the runtime unrolls away "
+                                             "(regions of 8 local updates; 0: none)"),
     "wi_store_ns": ("ns", "CPU: device time per work-item of c[i] = a[i] * s + b[i] (slope), times the compute "
                           "units"),
     "wi_cond_store_ns": ("ns", "CPU: the same under if (i < n); far above wi_store_ns: the runtime does not "

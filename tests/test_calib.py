@@ -11,7 +11,16 @@ import numpy as np
 import pytest
 
 from calib import kernels as K
-from calib.fits import find_plateaus, join_fit, join_time, linear_fit, power_law_fit, r_squared
+from calib.fits import (
+    find_plateaus,
+    flat_run,
+    join_fit,
+    join_time,
+    linear_fit,
+    power_law_fit,
+    r_squared,
+    unrolled_group_size,
+)
 from calib.microbench import CalibOptions, Calibrator, size_ladder
 from calib.profile import (
     Curve,
@@ -207,6 +216,8 @@ class Truth:
     wi_ns: float = 0.02                    # per work-item of a work-group's task, whole device
     barrier_ns: float = 40.0               # per barrier per work-group
     barrier_wi_ns: float = 1.5             # per barrier per work-item
+    barrier_unrolled: int = 0              # largest group whose barriers (regions of 8 updates) are unrolled away
+    barrier_flat_ns: float = 1.0           # per barrier and update in a group that unrolls them
     wi_eff: float = 0.25                   # one chain per work-item, vectorized across work-items: share of the peak
     gather_ns: float = 0.5                 # per gathered load on one compute unit
     gather_clamped_ns: float = 0.3         # the same at consecutive (clamped) addresses
@@ -305,8 +316,13 @@ class FakeHarness:
             t = launch + n_wg * T.wg_us * 1e-6 + n_atomics * per / min(n_wg, T.cu)
         elif name in ("kc_nop", "kc_empty"):      # launch_us is the time of one work-group of one work-item
             t = launch + (n_wg - 1) * T.wg_us * 1e-6 + (g - 1) * T.wi_ns * 1e-9
-        elif name == "kc_barrier_local":      # one work-group per compute unit: the groups run side by side
-            t = launch + n_wg * T.wg_us * 1e-6 + a["nb"].value * (T.barrier_ns + ls * T.barrier_wi_ns) * 1e-9
+        elif name.startswith("kc_barrier_local"):  # one work-group per compute unit: the groups run side by side
+            updates = int(name.rsplit("_u", 1)[1]) if "_u" in name else 1
+            # a region of one update stays unrolled in groups twice as large as one of eight
+            unrolled = T.barrier_unrolled * (2 if updates == 1 else 1)
+            per = (T.barrier_flat_ns * updates if ls <= unrolled
+                   else T.barrier_ns + ls * T.barrier_wi_ns + (updates - 1) * 0.1 * ls)
+            t = launch + n_wg * T.wg_us * 1e-6 + a["nb"].value * per * 1e-9
         else:
             raise AssertionError(f"unexpected kernel {name}")
         times = [t * 1e6 * (1 + self.rng.normal(0, 0.002)) for _ in range(5)]
@@ -353,6 +369,38 @@ def test_fake_cpu_scalar_rates():
         assert p.get(f"peak_{cls}_gops") == pytest.approx(truth.rates[cls] / 1e9, rel=0.03)
     g = Calibrator(_fake_device(truth, "GPU"), FakeHarness(truth, energy=False), None, opts).run()
     assert g.get("scalar_fp32_fma_gops") is None
+
+
+def test_unrolled_group_size_is_the_flat_start_below_the_line():
+    """Flat costs in the smallest groups, far under the line through the larger ones: unrolled up
+    to the last flat size (PoCL 3.1 on Zen 5, one update per region); a line with a large per-group
+    cost is flat in small groups too but on the line (a GPU); a cost growing from the smallest group,
+    one flat size, or too few larger sizes for a line: 0."""
+    sizes = [8, 16, 32, 64, 256, 1024]
+    assert unrolled_group_size(sizes, [1.0, 1.0, 1.1, 40.0, 158.0, 619.0]) == 32
+    assert unrolled_group_size(sizes, [8.1, 8.1, 40.0, 83.0, 300.0, 1000.0]) == 16
+    assert unrolled_group_size(sizes, [40 + 1.5 * x for x in sizes]) == 0
+    assert unrolled_group_size(sizes, [0.6 * x for x in sizes]) == 0
+    assert unrolled_group_size(sizes[:4], [1.0, 1.0, 1.0, 40.0]) == 0          # one size above: no line
+    assert unrolled_group_size(sizes, [1.0] * 6) == 0
+    assert flat_run([8.1, 8.2, 12.0, 40.0]) == 3 and flat_run([0.0, 1.0]) == 0 and flat_run([]) == 0
+
+
+def test_fake_cpu_calibration_of_unrolled_barriers():
+    """A runtime that unrolls the barriers of groups up to 16 work-items with regions of 8 updates
+    (32 with one): the curve is kept, ``barrier_unrolled_items`` is 16, and the per-work-item cost
+    is the line over the groups above 32 alone."""
+    truth = Truth(barrier_unrolled=16)
+    opts = CalibOptions(host_overhead=False, benches=("launch", "barrier"))
+    p = Calibrator(_fake_device(truth, "CPU"), FakeHarness(truth, energy=False), None, opts).run()
+    assert p.get("barrier_unrolled_items") == 16
+    assert "one-update kernel" in p.entry("barrier_unrolled_items").notes
+    c = p.curves["barrier_vs_local_size"]
+    assert c.x == [8.0, 16.0, 32.0, 64.0, 256.0, 1024.0]
+    assert c.y[:3] == pytest.approx([truth.barrier_flat_ns] * 3, rel=0.05)
+    assert p.get("barrier_wi_ns") == pytest.approx(truth.barrier_wi_ns, rel=0.02)
+    assert "64, 256, 1024 (above 32" in p.entry("barrier_wi_ns").notes
+    assert p.get("barrier_ns") == pytest.approx(truth.barrier_flat_ns, rel=0.05)
 
 
 def test_join_time_and_its_fit():
@@ -434,8 +482,10 @@ def test_fake_calibration_recovers_time_parameters(fake_calibration):
     assert p.get("wg_overhead_us") == pytest.approx(truth.wg_us, rel=0.02)
     assert p.entry("wg_overhead_us").r2 > 0.999
     assert p.get("wi_overhead_ns") == pytest.approx(truth.wi_ns, rel=0.05)
-    assert p.get("barrier_ns") == pytest.approx(truth.barrier_ns + 16 * truth.barrier_wi_ns, rel=0.02)  # group of 16
+    assert p.get("barrier_ns") == pytest.approx(truth.barrier_ns + 8 * truth.barrier_wi_ns, rel=0.02)  # group of 8
     assert p.get("barrier_wi_ns") == pytest.approx(truth.barrier_wi_ns, rel=0.02)
+    assert p.get("barrier_unrolled_items") == 0          # nothing unrolled: the cost grows from the smallest group
+    assert p.curves["barrier_vs_local_size"].x == [8.0, 16.0, 32.0, 64.0, 256.0, 1024.0]
     for v in p.values.values():
         assert v.source.startswith("measured: calib ")
 
