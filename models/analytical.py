@@ -311,7 +311,7 @@ class DeviceParams:
         896-954 us in groups of 64; the line alone predicted 606 and 725 us, the curve 208 and 725
         (``tests/test_cpu_class.py::test_tree_reduction_in_small_groups_on_this_device``). The
         dataset's barrier kernels were predicted too slow in groups of up to 16 with the line alone
-        (median log2(measured / predicted) -0.28 in groups of up to 8, -0.20 of 9-16, +0.10 above)."""
+        (median log2(measured / predicted) -0.28 in groups of up to 8, -0.20 of 9-16, +0.09 above)."""
         line = self.barrier_s + (self.barrier_wi_s or 0.0) * lsz
         if not self.barrier_unrolled_items or not self.barrier_curve:
             return line
