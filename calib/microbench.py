@@ -144,10 +144,12 @@ QUICK_ROUTINE_CHAIN_CLASSES = ("exp", "sin")
 #: (``models.analytical.SCALAR_FAMILIES`` are not): one call per work-item ran 3.6x below their
 #: explicit float16 peak on PoCL 3.1 (``out[i] = a * exp(-r * t[i])``: 4.0 G calls/s, peak 14.3;
 #: measured with independent calls, :func:`calib.kernels.wi_call_kernel`); and tanh, which PoCL 3.1
-#: vectorizes at one call per work-item (``models.analytical.SCALAR_FAMILY_VECTOR_CALLS``)
+#: vectorizes at one call per work-item (``models.analytical.SCALAR_FAMILY_VECTOR_CALLS``); and one
+#: call per work-item of the routines a runtime may leave scalar (:data:`calib.kernels.SCALAR_ROUTINES`:
+#: what such a call costs there, ``models.analytical.AnalyticalModel._item_seconds``)
 WI_CLASSES = ("fp32_fma", "fp32_add", "fp32_mul", "int32_add", "fp32_div", "fp64_fma",
               "exp", "sqrt", "rsqrt", "native_exp", "native_sin", "native_sqrt", "native_log", "native_rsqrt",
-              "native_divide", "half_exp", "half_sin", "half_sqrt", "tanh")
+              "native_divide", "half_exp", "half_sin", "half_sqrt", "tanh", *K.SCALAR_ROUTINES)
 QUICK_WI_CLASSES = ("fp32_fma", "fp32_add", "fp32_mul", "int32_add", "exp", "sqrt")
 DEFAULT_CLASSES = tuple(K.OP_CLASSES)
 #: classes of the peak benchmark with ``--quick``: the common arithmetic and builtins, and the integer

@@ -61,7 +61,8 @@ VALUE_NAMES: dict[str, tuple[str, str]] = {
     "peak_fp32_gflops": ("GFLOP/s", "fp32 FMA rate x 2"),
     "peak_fp64_gflops": ("GFLOP/s", "fp64 FMA rate x 2"),
     "peak_{cls}_gops": ("Gop/s", "operations per second of one class (an FMA is one op)"),
-    "wi_{cls}_gops": ("Gop/s", "rate of one dependent chain per work-item vectorized across work-items (CPU devices)"),
+    "wi_{cls}_gops": ("Gop/s", "rate of one dependent chain per work-item vectorized across work-items (CPU devices; "
+                               "a math routine the runtime leaves scalar: one call per work-item as it runs it)"),
     "chain_{cls}_ns": ("ns", "CPU: one operation of scalar code that waits for the one before (a loop-carried "
                               "recurrence), per compute unit"),
     "scalar_{cls}_gops": ("Gop/s", "rate of scalar code: one work-item per lane, not vectorized (CPU devices)"),

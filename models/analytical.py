@@ -1545,6 +1545,13 @@ class AnalyticalModel(Predictor):
             cnt = f.get(prefix + b, f[b])
             if not vec:
                 rate = d.scalar_rate(b)
+                if d.is_cpu and b in d.wi_rates:
+                    # one call per work-item (calib wi, calib.kernels.SCALAR_ROUTINES): the core
+                    # overlaps only a few neighbouring work-items' inlined routines, so a work-item's
+                    # first call costs at least that, its further ones interleave at the scalar rate
+                    comp_s_item = comp_s_item + np.maximum(cnt / (rate / cu),
+                                                           np.minimum(cnt, 1.0) / (d.wi_rates[b] / cu))
+                    continue
             elif d.is_cpu and not throughput and b in d.wi_rates:
                 rate = d.wi_rates[b]          # one call per work-item, vectorized across work-items
             else:

@@ -240,3 +240,53 @@ def test_tanh_against_exp_on_this_device(harness, device):
     measured_ratio_tries(3, 1.2, 2, harness, device,
                          CalibOptions(benches=("launch", "wi"), op_classes=("tanh", "exp"), target_s=0.003),
                          ("wi_tanh_gops", "wi_exp_gops"), TANH, ("k_tanh", "k_exp"), n, 256, binds)
+
+
+SIN = """
+__kernel void k_sin(__global const float *x, __global float *o, const int n)
+{ int i = get_global_id(0); o[i] = sin(x[i] * 0.9f + 0.05f); }
+__kernel void k_sin8(__global const float *x, __global float *o, const int n)
+{ int i = get_global_id(0); float a0 = x[i] * 0.9f + 0.05f, a1 = a0 + 0.1f, a2 = a0 + 0.2f, a3 = a0 + 0.3f,
+  a4 = a0 + 0.4f, a5 = a0 + 0.5f, a6 = a0 + 0.6f, a7 = a0 + 0.7f;
+  for (int k = 0; k < n; ++k) { a0 = sin(a0); a1 = sin(a1); a2 = sin(a2); a3 = sin(a3);
+    a4 = sin(a4); a5 = sin(a5); a6 = sin(a6); a7 = sin(a7); }
+  o[i] = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7; }
+"""
+
+
+def test_one_scalar_routine_call_per_work_item_costs_its_single_call_rate():
+    """In scalar code a work-item's calls of a math library routine cost the scalar rate (8
+    independent chains), but its first call at least what one call per work-item costs (calib wi,
+    ``calib.kernels.SCALAR_ROUTINES``): one call 1 / wi, four calls 4 / scalar when that is more."""
+    import pandas as pd
+
+    from tests.device_ratio import cpu_profile
+
+    one = "__kernel void k(__global float *o) { int i = get_global_id(0); o[i] = sin(o[i]); }"
+    four = ("__kernel void k(__global float *o) { int i = get_global_id(0); float x = o[i];"
+            " o[i] = sin(x) + sin(x + 1.0f) + sin(x + 2.0f) + sin(x + 3.0f); }")
+    rows = lambda src: pd.DataFrame([{"source": src, "kernel_name": "k", "gsize": [1 << 16], "lsize": [256],  # noqa: E731
+                                      "args": [{"name": "o", "kind": "buffer", "dtype": "float", "count": 1 << 16}]}])
+    base = {"peak_sin_gops": 8.0, "scalar_sin_gops": 0.2}
+    comp = {}
+    for label, extra in (("scalar", {}), ("wi", {"wi_sin_gops": 0.1})):
+        m = AnalyticalModel(cpu_profile(**base, **extra))
+        comp[label] = [m.predict(rows(src)).explanation[0]["time_parts_us"]["compute"] for src in (one, four)]
+    # per work-item and compute unit: 1 / (0.2e9 / 2) = 10 ns a call at the scalar rate, 20 ns one call alone
+    assert comp["wi"][0] / comp["scalar"][0] == pytest.approx(2.0, rel=0.05)
+    assert comp["wi"][1] == pytest.approx(comp["scalar"][1], rel=1e-9)       # 4 x 10 ns > 20 ns
+
+
+def test_one_sin_call_against_eight_chains_on_this_device(harness, device):
+    """Scalar library code on PoCL 3.1: one sin call per work-item against eight independent chains
+    of four calls (the shape of calib's scalar benchmark). Per call, measured 15.4 ns a core alone
+    and 9.0 in the chains (2^18 work-items; 12.4-18.7x per work-item, the host's phases moving the
+    single call 2,023-3,150 us); with the single-call rate calib wi measures the model predicts
+    18.6x, charged at the scalar rate alone 31x."""
+    require_pocl_cpu(device)
+    n = 1 << 18
+    binds = [ArgBinding("x", "buffer", "float", n), ArgBinding("o", "buffer", "float", n),
+             ArgBinding("n", "scalar", "int", value=4)]
+    measured_ratio_tries(3, 6, 1.5, harness, device,
+                         CalibOptions(benches=("launch", "scalar", "wi"), op_classes=("sin",), target_s=0.003),
+                         ("scalar_sin_gops", "wi_sin_gops"), SIN, ("k_sin8", "k_sin"), n, 256, binds)
