@@ -109,7 +109,7 @@ MiB = 1024 * KiB
 MAX_ITERS = (1 << 31) - 1
 
 #: work-items per group the barrier benchmark measures (those up to the device's limit): from one
-#: AVX-512 vector's worth, where a CPU runtime may unroll the group's work-item loop, to 1024
+#: 256-bit vector of fp32 lanes, where a CPU runtime may unroll the group's work-item loop, to 1024
 BARRIER_LOCAL_SIZES = (8, 16, 32, 64, 256, 1024)
 #: the largest local size the heavier barrier kernel is measured at (it only looks for the unrolling step)
 BARRIER_UNROLL_PROBE_MAX = 64

@@ -1562,7 +1562,7 @@ class AnalyticalModel(Predictor):
             # in a kernel with barriers a loop all work-items take alike gets the runtime's implicit
             # barrier (the work-item loop runs inside it: no work-item waits for its own trip
             # before); a loop whose trips differ between work-items keeps its chain there too, in
-            # groups of every size (measured below)
+            # groups of every size (measured: chain_seconds)
             chain = chain_seconds(f, d, uniform=not _has_barrier(getattr(feats, "ops", {})))
             if chain is not None:
                 comp_s_item = np.maximum(comp_s_item, chain)
