@@ -3,13 +3,14 @@ own."""
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from calib.microbench import CalibOptions
 from kernelcast.schema import ArgBinding, Kernel
 from models.analytical import AnalyticalModel, cpu_vectorizable
 from models.static import analyze_source
-from tests.device_ratio import local_profile, measured_ratio, measured_ratio_tries, require_pocl_cpu
+from tests.device_ratio import cpu_profile, local_profile, measured_ratio, measured_ratio_tries, require_pocl_cpu
 
 SRC = """
 __kernel void k_hypot(__global const float *x, __global const float *y, __global float *o, const int n)
@@ -170,10 +171,6 @@ def test_vectorized_builtin_call_at_its_work_item_rate():
     """A vectorized kernel with one exp per work-item: charged at wi_exp_gops (independent calls
     per work-item, calib wi) where the profile has it, else at the float16 peak; 2^20 calls at
     1 G calls/s on 2 compute units take 1.05 ms of computation, at the 20 G/s peak 52 us."""
-    import pandas as pd
-
-    from tests.device_ratio import cpu_profile
-
     n = 1 << 20
     with_wi = cpu_profile(peak_exp_gops=20.0, wi_exp_gops=1.0, wi_fp32_fma_gops=100.0)
     peak_only = cpu_profile(peak_exp_gops=20.0, wi_fp32_fma_gops=100.0)
@@ -258,10 +255,6 @@ def test_one_scalar_routine_call_per_work_item_costs_its_single_call_rate():
     """In scalar code a work-item's calls of a math library routine cost the scalar rate (8
     independent chains), but its first call at least what one call per work-item costs (calib wi,
     ``calib.kernels.SCALAR_ROUTINES``): one call 1 / wi, four calls 4 / scalar when that is more."""
-    import pandas as pd
-
-    from tests.device_ratio import cpu_profile
-
     one = "__kernel void k(__global float *o) { int i = get_global_id(0); o[i] = sin(o[i]); }"
     four = ("__kernel void k(__global float *o) { int i = get_global_id(0); float x = o[i];"
             " o[i] = sin(x) + sin(x + 1.0f) + sin(x + 2.0f) + sin(x + 3.0f); }")

@@ -6,6 +6,7 @@ against real launches on this device."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from calib.microbench import CalibOptions, Calibrator
@@ -191,8 +192,6 @@ def test_a_kernel_with_barriers_keeps_the_chains_of_loops_whose_trips_differ():
     """A barrier before the loop: the chain of a loop whose trips differ between work-items is still
     a floor under the arithmetic (as without the barrier), that of a loop all work-items take alike
     is not (the runtime's implicit loop barrier runs the group's work-items side by side in it)."""
-    import pandas as pd
-
     lat = {"chain_fp32_add_ns": 1.0, "chain_fp32_mul_ns": 1.1, "chain_fp32_fma_ns": 1.4}
     slow, plain = AnalyticalModel(cpu_profile(**lat)), AnalyticalModel(cpu_profile())
     rows = [{"source": BARRIER_CHAINS, "kernel_name": k, "gsize": [1024], "lsize": [64],

@@ -185,8 +185,7 @@ def test_uniform_loop_in_a_barrier_kernel_runs_vectorized_on_this_device(harness
     Zen 5; 6.9x on a Zen 4); a trip count that differs between work-items loses it (Zen 4, idle:
     3.8x slower than the uniform loop), and so does the same loop counting down (Zen 5: 10x for a
     float sum). The model says so, and predicts the ratio within 4x."""
-    if "pocl" not in (device.platform_name + device.platform_version).lower() or device.type != "CPU":
-        pytest.skip("a PoCL CPU device")
+    require_pocl_cpu(device)
     from instrument.runner import TimingPolicy, pool_rounds
 
     pol = TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.02, max_repeats=40, max_time_s=2.0)
