@@ -84,7 +84,7 @@ from calib.profile import DeviceProfile
 from kernelcast.columns import decode_args, decode_counts, decode_sizes
 from kernelcast.sites import COUNT_PREFIXES, PEAK_PREFIX, TRIP_PREFIX
 from models.base import Predictions, Predictor
-from models.static.chains import CHAIN_CLASSES, FMA_CALL, UNIFORM_PREFIX
+from models.static.chains import CHAIN_CLASSES, FMA_CALL, INNER_PREFIX, UNIFORM_PREFIX
 from models.static.clbuiltins import INSTRUCTION_FAMILIES
 from models.static.features import BUILTIN_CLASSES, CHAIN_PREFIX, LIBCALL, LOOPVEC_LOADS, LOOPVEC_PREFIX, VEC_PREFIX
 from models.static.loops import PRAGMA_UNROLL_MAX_TRIP, UNROLL_MAX_TRIP
@@ -396,7 +396,8 @@ def vector_value_correction(f: Mapping[str, np.ndarray], d: DeviceParams) -> np.
     return out
 
 
-def chain_seconds(f: Mapping[str, np.ndarray], d: DeviceParams, uniform: bool = True) -> np.ndarray | None:
+def chain_seconds(f: Mapping[str, np.ndarray], d: DeviceParams, uniform: bool = True,
+                  inner: np.ndarray | bool = True) -> np.ndarray | None:
     """CPU scalar code: seconds of one compute unit per work-item that its loop-carried recurrences
     take at least (``chain:<class>`` counts of :mod:`models.static.chains` times ``chain_<class>_ns``):
     a trip cannot start its operations on a carried value before the trip before is done, however
@@ -413,16 +414,26 @@ def chain_seconds(f: Mapping[str, np.ndarray], d: DeviceParams, uniform: bool = 
     barrier before the loop and 1,708-1,773 us without, in groups of 8 to 256 (it was charged
     without its chain there before: 38 us for the escape-time form of it, whose trips the model
     does not know, 598 us for this one; ds8m/ds8s/ds9s: 6 kernels moved, their 25 rows' median
-    |log2(measured / predicted)| 0.87 -> 0.15). None without calibrated latencies or a chain."""
+    |log2(measured / predicted)| 0.87 -> 0.15). The inner loop of a loop with barriers (a tile
+    loop's, ``inner_<class>``) gets no implicit barrier from PoCL 3.1 though its trips are alike:
+    its chain counts where ``inner`` is true (one flag per configuration; the model passes the
+    groups larger than :attr:`DeviceParams.barrier_unrolled_items`, whose work-items PoCL runs in
+    turn: an fma chain over the values of 32 tiles of 256 ran at 0.75-0.82x the same chain in a
+    plain loop, 0.19 ns a trip and core in groups of 8 against 0.74 in groups of 256; ds8m/ds8s/
+    ds9s: 6 kernels' large-group rows, median |log2| 0.86 -> 0.24). None without calibrated
+    latencies or a chain."""
     latency = dict(d.chain_s)
     if not (d.libcall_scalar and d.libcall_s) and "fp32_fma" in latency:
         latency[FMA_CALL] = latency["fp32_fma"]      # else the call is charged as a call already
     total = None
     for cls, s in latency.items():
-        for key in (cls, UNIFORM_PREFIX + cls) if uniform else (cls,):
+        for key in (cls, UNIFORM_PREFIX + cls, INNER_PREFIX + cls) if uniform else (cls, INNER_PREFIX + cls):
             n = f.get(CHAIN_PREFIX + key)
-            if n is not None and s > 0:
-                total = n * s if total is None else total + n * s
+            if n is None or s <= 0:
+                continue
+            if key.startswith(INNER_PREFIX) and not uniform:
+                n = np.where(inner, n, 0.0)
+            total = n * s if total is None else total + n * s
     return total
 
 
@@ -1562,8 +1573,12 @@ class AnalyticalModel(Predictor):
             # in a kernel with barriers a loop all work-items take alike gets the runtime's implicit
             # barrier (the work-item loop runs inside it: no work-item waits for its own trip
             # before); a loop whose trips differ between work-items keeps its chain there too, in
-            # groups of every size (measured: chain_seconds)
-            chain = chain_seconds(f, d, uniform=not _has_barrier(getattr(feats, "ops", {})))
+            # groups of every size, and the inner loop of a loop with barriers in the groups the
+            # runtime does not unroll (measured: chain_seconds)
+            barrier = _has_barrier(getattr(feats, "ops", {}))
+            lsz = env["lsize0"] * env["lsize1"] * env["lsize2"]
+            inner = lsz > d.barrier_unrolled_items if barrier else True
+            chain = chain_seconds(f, d, uniform=not barrier, inner=inner)
             if chain is not None:
                 comp_s_item = np.maximum(comp_s_item, chain)
         # the integer divider is a unit of its own that the other operations overlap

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from calib.microbench import CalibOptions, Calibrator
+from calib.profile import Curve
 from kernelcast.schema import ArgBinding
 from models.analytical import AnalyticalModel, chain_seconds, config_env
 from models.static.chains import CHAIN_OVERLAP_TRIPS
@@ -223,6 +224,117 @@ def test_a_chain_after_a_barrier_on_this_device(harness, device):
                                       {n: (4096, ls, binds) for n in ("chain_bar", "chain_nobar")})
         m, p = t["chain_bar"] / t["chain_nobar"], pred["chain_bar"] / pred["chain_nobar"]
         assert m / 1.5 < p < m * 1.5, (ls, t, pred)
+
+
+TILES = """
+__kernel void tile_fma(__global const float* src, __global float* dst, __local float* tile) {
+  int x = get_global_id(0); int l = get_local_id(0); int ls = get_local_size(0); int n = get_global_size(0);
+  float acc = src[x];
+  for (int base = 0; base < n; base += ls) {
+    tile[l] = src[base + l]; barrier(CLK_LOCAL_MEM_FENCE);
+    int cnt = min(ls, n - base);
+    for (int t = 0; t < cnt; t++) acc = fma(acc, 0.999f, tile[t]);
+    barrier(CLK_LOCAL_MEM_FENCE); }
+  dst[x] = acc; }
+__kernel void flat_fma(__global const float* src, __global float* dst, __local float* tile) {
+  int x = get_global_id(0); int n = get_global_size(0);
+  float acc = src[x];
+  for (int t = 0; t < n; t++) acc = fma(acc, 0.999f, src[t]);
+  dst[x] = acc; }
+"""
+
+
+def _tile_binds(n: int, ls: int) -> list[ArgBinding]:
+    return [ArgBinding("src", "buffer", "float", n, init="ones"), ArgBinding("dst", "buffer", "float", n),
+            ArgBinding("tile", "local", "float", ls)]
+
+
+def test_the_chain_of_a_tile_loops_inner_loop_counts_in_groups_the_runtime_does_not_unroll():
+    """The inner loop of a tile loop (a loop with barriers) is one all work-items take alike, but its
+    chain is its own class (``inner_``): charged in a kernel with barriers in groups larger than
+    ``barrier_unrolled_items``, not in those the runtime unrolls; a uniform loop's chain after a
+    barrier, not inside a loop with one, stays uncharged (``uniform_``)."""
+    assert list(analyze_source_text(TILES, "tile_fma").chain_ops) == ["inner_fma_call"]
+    assert list(analyze_source_text(TILES, "flat_fma").chain_ops) == ["uniform_fma_call"]
+    assert sorted(analyze_source_text(BARRIER_CHAINS, "uniform_bar").chain_ops) == ["uniform_fp32_fma",
+                                                                                     "uniform_fp32_mul"]
+    prof = cpu_profile(chain_fp32_fma_ns=2.0, barrier_unrolled_items=16.0)
+    prof.curves["barrier_vs_local_size"] = Curve([8, 16, 32, 64], [1.0, 1.0, 40.0, 80.0], "work-items", "ns", "test")
+    slow = AnalyticalModel(prof)
+    assert slow.dev.barrier_unrolled_items == 16
+    rows = [{"source": TILES, "kernel_name": "tile_fma", "gsize": [4096], "lsize": [ls],
+             "args": [{"name": "src", "kind": "buffer", "dtype": "float", "count": 4096},
+                      {"name": "dst", "kind": "buffer", "dtype": "float", "count": 4096},
+                      {"name": "tile", "kind": "local", "dtype": "float", "count": ls}]} for ls in (16, 256)]
+    env = config_env([4096], [256], rows[1]["args"])
+    feats = analyze_source_text(TILES, "tile_fma").evaluate_many({k: np.asarray([v]) for k, v in env.items()})
+    per_item = chain_seconds(feats, slow.dev, uniform=False, inner=np.asarray([True]))
+    # 16 tiles of 256 trips, less the trips the core overlaps with the work-item before, at 2 ns
+    assert per_item[0] == pytest.approx(16 * (256 - 1 - CHAIN_OVERLAP_TRIPS) * 2e-9)
+    assert chain_seconds(feats, slow.dev, uniform=False, inner=np.asarray([False]))[0] == 0.0
+    t = slow.predict(pd.DataFrame(rows)).time_us
+    prof.values.pop("chain_fp32_fma_ns")
+    t0 = AnalyticalModel(prof).predict(pd.DataFrame(rows)).time_us
+    assert t[1] >= 4096 / 2 * per_item[0] * 1e6 > 1.5 * t0[1]
+    assert t[0] == pytest.approx(t0[0], rel=1e-9)
+
+
+def test_a_tile_loops_chain_against_a_flat_loops_on_this_device(harness, device):
+    """The same fma chain over 4,096 values, in the inner loop of a tile loop with barriers (groups of
+    256) and in a plain loop: PoCL 3.1 on Zen 5 ran both near the chain's latency (each work-item's
+    trips in turn): 6,120-6,581 us against 7,994-8,150 (0.75-0.82x); predicted 0.86x, within 1.5x
+    of the measured ratio (0.40x before, without the tile loop's chain)."""
+    require_pocl_cpu(device)
+    model = AnalyticalModel(local_profile(device))
+    if not model.dev.chain_s or not model.dev.barrier_unrolled_items:
+        pytest.skip(f"the bundled profile of {device.name} has no chain latencies or unrolled barrier size")
+    n = 4096
+    t, pred = measure_and_predict(harness, model, TILES, {"tile_fma": (n, 256, _tile_binds(n, 256)),
+                                                          "flat_fma": (n, 256, _tile_binds(n, 256))})
+    m, p = t["tile_fma"] / t["flat_fma"], pred["tile_fma"] / pred["flat_fma"]
+    assert m / 1.5 < p < m * 1.5, (t, pred)
+
+
+MAX_CHAINS = """
+__kernel void chain_add(__global const float* src, __global float* dst, int trips) {
+  int x = get_global_id(0); float v = src[x]; float acc = 0.0f;
+  for (int i = 0; i < trips; ++i) acc = acc + (v + (float)i);
+  dst[x] = acc; }
+__kernel void chain_fmax(__global const float* src, __global float* dst, int trips) {
+  int x = get_global_id(0); float v = src[x]; float acc = 0.0f;
+  for (int i = 0; i < trips; ++i) acc = fmax(acc, v + (float)i);
+  dst[x] = acc; }
+"""
+
+
+def test_fmax_on_a_chain_counts_two_adds():
+    """``fmax``/``fmin`` on a chain: a maximum and the blend that handles a NaN operand, two adds'
+    latency; the call's other operand is off the chain."""
+    assert list(analyze_source_text(MAX_CHAINS, "chain_add").chain_ops) == ["uniform_fp32_add"]
+    env = config_env([1024], [64], [{"name": "src", "kind": "buffer", "dtype": "float", "count": 1024},
+                                    {"name": "dst", "kind": "buffer", "dtype": "float", "count": 1024},
+                                    {"name": "trips", "kind": "scalar", "dtype": "int", "value": "512"}])
+    counts = {k: analyze_source_text(MAX_CHAINS, k).evaluate_many({a: np.asarray([v]) for a, v in env.items()})
+              for k in ("chain_add", "chain_fmax")}
+    key = CHAIN_PREFIX + "uniform_fp32_add"
+    assert counts["chain_add"][key][0] > 0
+    assert counts["chain_fmax"][key][0] == pytest.approx(2 * counts["chain_add"][key][0])
+
+
+def test_fmax_chain_against_add_chain_on_this_device(harness, device):
+    """One fmax per trip on the chain against one add, 8,192 work-items of 1,024 trips in groups of
+    64: PoCL 3.1 on Zen 5 1.72-1.74x (4,798-4,818 against 2,758-2,793 us); predicted 1.79x, within
+    1.3x of the measured ratio (1.0x before: the fmax added nothing to the chain)."""
+    require_pocl_cpu(device)
+    model = AnalyticalModel(local_profile(device))
+    if not model.dev.chain_s:
+        pytest.skip(f"the bundled profile of {device.name} has no chain latencies (calib --only chain)")
+    n = 8192
+    binds = [ArgBinding("src", "buffer", "float", n, init="ones"), ArgBinding("dst", "buffer", "float", n),
+             ArgBinding("trips", "scalar", "int", value=1024)]
+    t, pred = measure_and_predict(harness, model, MAX_CHAINS, {k: (n, 64, binds) for k in ("chain_add", "chain_fmax")})
+    m, p = t["chain_fmax"] / t["chain_add"], pred["chain_fmax"] / pred["chain_add"]
+    assert m / 1.3 < p < m * 1.3, (t, pred)
 
 
 F64 = """

@@ -18,16 +18,19 @@ multiply and an FMA, where a multiply, a multiply and an add would take 3.2), a 
 assignment adds its operator to the chain of its variable; both arms of an ``if``/``?:`` are
 followed and the longer kept (a routine weighs :data:`ROUTINE_WEIGHT` operations there). What the
 pass does not follow: nested loops (a variable they assign leaves the chain; the nested loop has its
-own), calls other than ``fma``/``mad`` and the routines (their arguments' chain passes through, the
-call adds nothing), loads (a chain through a loaded address, a pointer chase, is left out),
-comparisons, casts and conversions (about a cycle), integer arithmetic (:data:`CHAIN_OPS`). The
-loop's own induction variable is left out: the compiler strength-reduces it. The walker counts the
+own), calls other than ``fma``/``mad``, ``fmax``/``fmin`` (:data:`CHAIN_CALLS`) and the routines
+(their arguments' chain passes through, the call adds nothing), loads (a chain through a loaded
+address, a pointer chase, is left out), comparisons, casts and conversions (about a cycle), integer
+arithmetic (:data:`CHAIN_OPS`). The loop's own induction variable is left out: the compiler
+strength-reduces it. The walker counts the
 arithmetic of loops whose trips differ between work-items as it is, that of loops all work-items take
 alike apart (``uniform_<class>``, but for the first trip and the :data:`CHAIN_OVERLAP_TRIPS` the core
 runs beside the work-item before; ``walk_loop``), and the model charges the chains of both in kernels
 without barriers, in kernels with barriers only those of loops whose trips differ between
 work-items: a runtime puts an implicit barrier into a loop all work-items take alike there (PoCL), so
-its trips run the group's work-items side by side (``models.analytical.chain_seconds``).
+its trips run the group's work-items side by side (``models.analytical.chain_seconds``). Not into
+such a loop inside a loop with barriers (a tile loop's inner loop; PoCL 3.1): its chain is apart
+again (``inner_<class>``), charged in groups the runtime does not unroll.
 
 A call of a math library routine (:func:`routine_class`: sin, exp, log... not sqrt, rsqrt or a
 division, which are one instruction) is one operation of its own class on the chain, with its own
@@ -57,9 +60,13 @@ CHAIN_OPS: dict[tuple[str, str], str] = {
     ("fp32", "+"): "fp32_add", ("fp32", "-"): "fp32_add", ("fp32", "*"): "fp32_mul", ("fp32", "/"): "fp32_div",
     ("fp64", "+"): "fp64_add", ("fp64", "-"): "fp64_add", ("fp64", "*"): "fp64_mul",
 }
-#: builtins that are one operation on a chain: an FMA, counted apart (``fma_call``) because a
-#: runtime that calls its builtins out of line charges the call already
-CHAIN_CALLS: dict[str, str] = {"fma": "fma_call", "mad": "fma_call"}
+#: builtins that are operations on a chain, with their class and how many of it one call is: an
+#: FMA, counted apart (``fma_call``) because a runtime that calls its builtins out of line charges
+#: the call already; ``fmax``/``fmin``, a maximum and the blend that gives a NaN operand's other
+#: operand, two adds' latency (PoCL 3.1 on Zen 5, a chain of one per trip: 1.13 ns a trip, of one
+#: add 0.66, of ``t > acc ? t : acc`` 0.70)
+CHAIN_CALLS: dict[str, tuple[str, int]] = {"fma": ("fma_call", 1), "mad": ("fma_call", 1),
+                                            "fmax": ("fp32_add", 2), "fmin": ("fp32_add", 2)}
 #: how much more a library routine on a chain weighs than an arithmetic operation when the pass
 #: keeps the longer of two chains (PoCL 3.1 on Zen 5: one call of sin on a chain 35 ns, of exp 18,
 #: of log 22, an fp32 FMA 1)
@@ -74,6 +81,10 @@ FMA_CALL = "fma_call"
 #: consecutive work-items of scalar code overlap such chains where they are short:
 #: ``models.analytical.chain_seconds``)
 UNIFORM_PREFIX = "uniform_"
+#: the prefix of an arithmetic class on the chain of a loop every work-item takes alike inside a
+#: loop with barriers (a tile loop's inner loop): PoCL runs each work-item's trips of it in turn in
+#: groups it does not unroll (``models.analytical.chain_seconds``)
+INNER_PREFIX = "inner_"
 #: trips of such a chain per work-item that the core overlaps with the work-item before (PoCL 3.1 on
 #: Zen 5, idle: a loop every work-item takes alike with one fp32 add or FMA on its chain, n trips
 #: per work-item; per trip 0.24 / 0.40 ns at n = 64, 0.40 / 0.73 at 256, 0.48 / 0.93 at 1,024 and
@@ -211,10 +222,10 @@ class _Pass:
         if k == K.CALL_EXPR:
             args = [self.expr(x) for x in c.get_arguments()]
             got = _longer(*args)
-            cls = CHAIN_CALLS.get(c.spelling) or routine_class(c.spelling)
+            cls, ops = CHAIN_CALLS.get(c.spelling) or (routine_class(c.spelling), FAMILY_CALLS.get(c.spelling, 1))
             if cls is not None and got is not None:
                 got = Counter(got)
-                got[cls] += FAMILY_CALLS.get(c.spelling, 1)
+                got[cls] += ops
             return got
         if k == K.CONDITIONAL_OPERATOR:
             return _longer(*(self.expr(x) for x in c.get_children()))

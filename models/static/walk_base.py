@@ -52,6 +52,8 @@ class LoopCtx:
     body: tuple[Poly, Poly] | None = None
     #: the trip count of a loop the compiler unrolls fully (:meth:`WalkerBase.hoisted`), else None
     unrolled: Poly | None = None
+    #: whether the loop's body calls a work-group barrier
+    barrier: bool = False
 
 
 # the serial numbers in atom keys: ``v:name#N`` / ``u:N`` (unknown values), ``i:N`` / ``g:N``

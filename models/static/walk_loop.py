@@ -18,7 +18,8 @@ import clang.cindex as ci
 
 from models.static import _cx
 from models.static.affine import printable
-from models.static.chains import CHAIN_OVERLAP_TRIPS, ROUTINE_PREFIX, UNIFORM_PREFIX, carried_chain
+from models.static.chains import CHAIN_OVERLAP_TRIPS, INNER_PREFIX, ROUTINE_PREFIX, UNIFORM_PREFIX, carried_chain
+from models.static.clbuiltins import BARRIER
 from models.static.cursors import expr_text, type_class
 from models.static.deadcode import loop_key
 from models.static.expr import DATA, ITER, VAR, WI, Atom, Poly, p_max, p_min
@@ -153,7 +154,8 @@ class LoopWalker(WalkerBase):
         self.branch(line, "loop", cv.deps)
         ctx = LoopCtx(lid=lid, line=line, entry=(self.w_item, self.w_warp),
                       unrolled=trip if not closed and not early and self._unrolls_fully(trip, trip_kind, pragma, body)
-                      else None)
+                      else None,
+                      barrier=_calls_barrier(body))
         w_entry = self.w_item
         self.loop_stack.append(ctx)
         depth = len(self.loop_stack)
@@ -194,9 +196,11 @@ class LoopWalker(WalkerBase):
                                             ind_key).items():
                     if not cls.startswith(ROUTINE_PREFIX) and not uneven:
                         # the arithmetic of a loop all work-items take alike: apart, as the core
-                        # runs consecutive work-items' short chains side by side
+                        # runs consecutive work-items' short chains side by side; apart again
+                        # inside a loop with barriers, which PoCL gives no implicit barrier
                         w = w_entry * p_max(ZERO, trip - 1 - CHAIN_OVERLAP_TRIPS) if ctx.unrolled is None else None
-                        cls = UNIFORM_PREFIX + cls
+                        inner = any(o.barrier for o in self.loop_stack[:-1])
+                        cls = (INNER_PREFIX if inner else UNIFORM_PREFIX) + cls
                     elif not cls.startswith(ROUTINE_PREFIX):
                         w = self.w_item
                     elif uneven:
@@ -565,6 +569,11 @@ def _value_stepper(start: Poly, step: Poly, deps: frozenset[str]) -> Callable[[P
     def advance(t: Poly) -> Val:
         return Val.of(start + step * t, deps | {ITER})
     return advance
+
+
+def _calls_barrier(c: ci.Cursor) -> bool:
+    """Whether the statement ``c`` calls a work-group barrier (not through a helper function)."""
+    return any(n.kind == K.CALL_EXPR and n.spelling in BARRIER for n in c.walk_preorder())
 
 
 def _is_break(c: ci.Cursor) -> bool:
