@@ -111,6 +111,9 @@ MAX_ITERS = (1 << 31) - 1
 #: work-items per group the barrier benchmark measures (those up to the device's limit): from one
 #: 256-bit vector of fp32 lanes, where a CPU runtime may unroll the group's work-item loop, to 1024
 BARRIER_LOCAL_SIZES = (8, 16, 32, 64, 256, 1024)
+#: work-groups per launch of the work-group benchmark (``Calibrator.bench_wg``), the counts of real
+#: launches, from a few to thousands
+WG_COUNTS = (16, 128, 1024, 4096)
 #: the largest local size the heavier barrier kernel is measured at (it only looks for the unrolling step)
 BARRIER_UNROLL_PROBE_MAX = 64
 BENCHES = ("launch", "peak", "scalar", "chain", "wi", "bandwidth", "local", "latency", "wg", "join", "barrier",
@@ -1036,11 +1039,16 @@ class Calibrator:
 
     def bench_wg(self) -> None:
         """Per-work-group cost as a function of the local size: empty work-groups of every power of
-        two from 1 to the largest (at most 1024) work-items, at two totals (``G`` and ``G / 8``
-        work-items), fit as ``T = launch + n_wg (a + b lsize)`` = ``launch + a n_wg + b G`` with
-        relative residuals. A fixed total alone cannot separate ``b`` from the launch; the small
-        local sizes give hundreds of thousands of work-groups, so the slope rests on launches of
-        milliseconds, not on the few microseconds of a handful of work-groups.
+        two from 1 to the largest (at most 1024) work-items, :data:`WG_COUNTS` work-groups of each
+        (the counts real launches have: the yardstick's datasets launch 11 work-groups at the
+        median, 160 at p90, 4,096 at p99), fit as ``T = launch + n_wg (a + b lsize)`` = ``launch +
+        a n_wg + b G`` with relative residuals. Group counts and local sizes both vary, so ``b``
+        separates from the launch and ``a``. The cost per work-group falls in launches of far more
+        work-groups than that: PoCL 3.1 on Zen 5 6.2-6.5 ns per empty work-group at 512-2,048 of
+        them, 4.3-6.1 at 8,192, and the fit over 32 to 262,144 work-groups this benchmark ran
+        before gave 3.9 ns, which left the dataset's launches of tens to thousands of small
+        work-groups a median 1.3-1.7x too fast (launch-dominated rows with 64 or more groups of up
+        to 32 work-items, ``log2(measured / predicted)`` +0.4 to +0.7).
 
         The kernel is :func:`calib.kernels.empty_kernel`, so ``b`` is what the runtime spends per
         work-item that does nothing (PoCL removes the empty work-item loop: b ~ 0, a 6.6 ns on
@@ -1053,14 +1061,11 @@ class Calibrator:
         lsizes = [1 << i for i in range(top.bit_length())]
         if self.opt.quick:
             lsizes = [ls for ls in lsizes if ls.bit_length() % 2 == 1 or ls == top]
-        big = self.cu * (1 << 16 if self.opt.quick else 1 << 17)
         rows: list[tuple[float, float]] = []
         ys: list[float] = []
-        for total in (big // 8, big):
+        for n_wg in WG_COUNTS:
             for ls in lsizes:
-                n_wg = total // ls
-                if n_wg < 1:
-                    continue
+                total = n_wg * ls
                 cfg = LaunchConfig((total,), (ls,), [ArgBinding("a", "buffer", "uint", 1, init="zeros")])
                 m = self.measure(kern, cfg, f"work-groups {n_wg} of {ls}")
                 if m is None:
@@ -1076,8 +1081,8 @@ class Calibrator:
             return
         a_us, b_us = fit.coef
         src = self.source("wg")
-        span = (f"{len(ys)} launches: local sizes {lsizes[0]} to {lsizes[-1]} at {big // 8} and {big} work-items "
-                f"({int(min(r[0] for r in rows))} to {int(max(r[0] for r in rows))} work-groups), whole device with "
+        span = (f"{len(ys)} launches: local sizes {lsizes[0]} to {lsizes[-1]}, "
+                f"{', '.join(str(n) for n in WG_COUNTS)} work-groups of each, whole device with "
                 f"{self.cu} compute units; fit T = launch + n_wg (a + b lsize) with relative residuals, launch "
                 f"{fit.intercept:.3g} us")
         clamp = " (the fit gave {:.3g}; a cost cannot be negative)"
