@@ -21,7 +21,7 @@ from calib.fits import (
     r_squared,
     unrolled_group_size,
 )
-from calib.microbench import CalibOptions, Calibrator, size_ladder
+from calib.microbench import WG_COUNTS, CalibOptions, Calibrator, size_ladder
 from calib.profile import (
     Curve,
     DeviceIdentity,
@@ -208,6 +208,10 @@ def test_kernel_names_parse_back():
 # the whole calibration against a fake harness with known parameters
 
 
+#: work-groups of an empty launch after which the fake's cost per work-group drops to ``wg_bulk_us``
+WG_BULK_FROM = 8192
+
+
 @dataclass
 class Truth:
     cu: int = 8
@@ -223,6 +227,7 @@ class Truth:
     gather_clamped_ns: float = 0.3         # the same at consecutive (clamped) addresses
     atomic_ns: float = 5.0                 # per atomic on one compute unit, own element; x (1 + 8 / bins) contended
     join_us: float = 0.0                   # the other compute units join a launch this late (calib join)
+    wg_bulk_us: float | None = None        # per work-group past the first WG_BULK_FROM of an empty launch
     rates: dict[str, float] = field(default_factory=lambda: {
         c: r for c, r in zip(K.OP_CLASSES, (4e12, 4e12, 8e12, 2e12, 3e12, 1e12, 0.5e12, 0.25e12, 0.3e12, 0.35e12,
                                              1.1e12, 1.2e12, 1.3e12)
@@ -315,7 +320,9 @@ class FakeHarness:
             per = T.atomic_ns * 1e-9 * (1.0 if bins is None else 1 + 8 / bins)
             t = launch + n_wg * T.wg_us * 1e-6 + n_atomics * per / min(n_wg, T.cu)
         elif name in ("kc_nop", "kc_empty"):      # launch_us is the time of one work-group of one work-item
-            t = launch + (n_wg - 1) * T.wg_us * 1e-6 + (g - 1) * T.wi_ns * 1e-9
+            bulk = max(0, n_wg - WG_BULK_FROM) if T.wg_bulk_us is not None else 0
+            t = (launch + (n_wg - 1 - bulk) * T.wg_us * 1e-6 + bulk * (T.wg_bulk_us or 0.0) * 1e-6
+                 + (g - 1) * T.wi_ns * 1e-9)
         elif name.startswith("kc_barrier_local"):  # one work-group per compute unit: the groups run side by side
             updates = int(name.rsplit("_u", 1)[1]) if "_u" in name else 1
             # a region of one update stays unrolled in groups twice as large as one of eight
@@ -457,6 +464,19 @@ def test_fake_cpu_wi_rates():
     src = K.wi_kernel("fp32_fma").source
     assert src.count("a0 = a0 * s + t;") == K.WI_UPDATES and "for" not in src
     assert K.wi_kernel("int32_add").source.count("a0 = a0 + a1; a1 = a1 + a0;") == K.WI_UPDATES
+
+
+def test_fake_work_group_cost_is_measured_at_the_counts_of_real_launches():
+    """A runtime whose cost per work-group drops in launches of more than 8,192 of them (PoCL 3.1 on
+    Zen 5: 6.2-6.5 ns per empty work-group at 512-2,048, 4.3-6.1 at 8,192): calib wg reports the cost
+    at the counts real launches have (:data:`calib.microbench.WG_COUNTS`), not one pulled down by
+    launches of a million work-groups (it measured up to 8 x 2^17 of them before: 0.014 us here)."""
+    truth = Truth(wg_bulk_us=0.01)
+    opts = CalibOptions(host_overhead=False, benches=("launch", "wg"))
+    p = Calibrator(_fake_device(truth, "CPU"), FakeHarness(truth, energy=False), None, opts).run()
+    assert max(WG_COUNTS) <= WG_BULK_FROM
+    assert p.get("wg_overhead_us") == pytest.approx(truth.wg_us, rel=0.02)
+    assert p.get("wi_overhead_ns") == pytest.approx(truth.wi_ns, rel=0.05)
 
 
 def test_fake_calibration_recovers_time_parameters(fake_calibration):
