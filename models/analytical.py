@@ -418,10 +418,10 @@ def chain_seconds(f: Mapping[str, np.ndarray], d: DeviceParams, uniform: bool = 
     loop's, ``inner_<class>``) gets no implicit barrier from PoCL 3.1 though its trips are alike:
     its chain counts where ``inner`` is true (one flag per configuration; the model passes the
     groups larger than :attr:`DeviceParams.barrier_unrolled_items`, whose work-items PoCL runs in
-    turn: an fma chain over the values of 32 tiles of 256 ran at 0.75-0.82x the same chain in a
-    plain loop, 0.19 ns a trip and core in groups of 8 against 0.74 in groups of 256; ds8m/ds8s/
-    ds9s: 6 kernels' large-group rows, median |log2| 0.86 -> 0.24). None without calibrated
-    latencies or a chain."""
+    turn: an fma chain over 4,096 values in 16 tiles of 256 ran at 0.75-0.82x the same chain in a
+    plain loop; over 8,192 values, 0.19 ns a trip and core in groups of 8 against 0.74 in groups of
+    256; ds8m/ds8s/ds9s: 6 kernels' large-group rows, median |log2| 0.86 -> 0.24). None without
+    calibrated latencies or a chain."""
     latency = dict(d.chain_s)
     if not (d.libcall_scalar and d.libcall_s) and "fp32_fma" in latency:
         latency[FMA_CALL] = latency["fp32_fma"]      # else the call is charged as a call already

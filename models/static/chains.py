@@ -22,9 +22,8 @@ own), calls other than ``fma``/``mad``, ``fmax``/``fmin`` (:data:`CHAIN_CALLS`) 
 (their arguments' chain passes through, the call adds nothing), loads (a chain through a loaded
 address, a pointer chase, is left out), comparisons, casts and conversions (about a cycle), integer
 arithmetic (:data:`CHAIN_OPS`). The loop's own induction variable is left out: the compiler
-strength-reduces it. The walker counts the
-arithmetic of loops whose trips differ between work-items as it is, that of loops all work-items take
-alike apart (``uniform_<class>``, but for the first trip and the :data:`CHAIN_OVERLAP_TRIPS` the core
+strength-reduces it. The walker counts the arithmetic of loops whose trips differ between
+work-items as it is, that of loops all work-items take alike apart (``uniform_<class>``, but for the first trip and the :data:`CHAIN_OVERLAP_TRIPS` the core
 runs beside the work-item before; ``walk_loop``), and the model charges the chains of both in kernels
 without barriers, in kernels with barriers only those of loops whose trips differ between
 work-items: a runtime puts an implicit barrier into a loop all work-items take alike there (PoCL), so
