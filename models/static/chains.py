@@ -23,13 +23,14 @@ own), calls other than ``fma``/``mad``, ``fmax``/``fmin`` (:data:`CHAIN_CALLS`) 
 address, a pointer chase, is left out), comparisons, casts and conversions (about a cycle), integer
 arithmetic (:data:`CHAIN_OPS`). The loop's own induction variable is left out: the compiler
 strength-reduces it. The walker counts the arithmetic of loops whose trips differ between
-work-items as it is, that of loops all work-items take alike apart (``uniform_<class>``, but for the first trip and the :data:`CHAIN_OVERLAP_TRIPS` the core
-runs beside the work-item before; ``walk_loop``), and the model charges the chains of both in kernels
-without barriers, in kernels with barriers only those of loops whose trips differ between
-work-items: a runtime puts an implicit barrier into a loop all work-items take alike there (PoCL), so
-its trips run the group's work-items side by side (``models.analytical.chain_seconds``). Not into
-such a loop inside a loop with barriers (a tile loop's inner loop; PoCL 3.1): its chain is apart
-again (``inner_<class>``), charged in groups the runtime does not unroll.
+work-items as it is, that of loops all work-items take alike apart (``uniform_<class>``, but for
+the first trip and the :data:`CHAIN_OVERLAP_TRIPS` the core runs beside the work-item before;
+``walk_loop``), and the model charges the chains of both in kernels without barriers, in kernels
+with barriers only those of loops whose trips differ between work-items: a runtime puts an implicit
+barrier into a loop all work-items take alike there (PoCL), so its trips run the group's work-items
+side by side (``models.analytical.chain_seconds``). Not into such a loop inside a loop with
+barriers (a tile loop's inner loop; PoCL 3.1): its chain is apart again (``inner_<class>``),
+charged in groups the runtime does not unroll.
 
 A call of a math library routine (:func:`routine_class`: sin, exp, log... not sqrt, rsqrt or a
 division, which are one instruction) is one operation of its own class on the chain, with its own
