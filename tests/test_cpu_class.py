@@ -162,6 +162,28 @@ def test_vectorizability_rule_for_loops_and_barriers():
     assert cpu_vectorizable(feats, barrier_loops=True)[0] is False    # a loop inside the barrier loop
 
 
+def test_a_loop_around_an_inner_loop_without_an_implicit_barrier_gets_none():
+    """PoCL puts implicit barriers into innermost loops only: a uniform loop whose nested loop of a
+    few constant trips gets none itself (counting from -2, a second exit) gets none either, and its
+    work-item loop stays scalar; with a nested loop counting from 0 it is vectorized as before."""
+    from models.analytical import unbarriered_loops
+
+    inner, outer = _loop("5", depth=2), _loop("max(0, height//5)")
+    outer.line = 7
+    feats = SimpleNamespace(accesses=[], ops={"fp32_fma": "5*max(0, height//5)", "barrier": "1"},
+                            loops=[inner, outer])
+    assert cpu_vectorizable(feats)[0] is True and unbarriered_loops(feats) == []
+    for shape in ({"from_zero": False}, {"early_exit": True}):
+        feats.loops = [_loop("5", depth=2, **shape), outer]
+        ok, why = cpu_vectorizable(feats)
+        assert not ok and "innermost loops only" in why and "line 7" in why, why
+        assert unbarriered_loops(feats) == [7]
+    feats.loops = [_loop("max(0, height)", from_zero=False)]
+    assert unbarriered_loops(feats) == [1]                            # its own shape
+    feats.ops.pop("barrier")
+    assert unbarriered_loops(feats) == []                             # no barrier: no implicit barriers at all
+
+
 def test_unrolled_loops_follow_the_walkers_rule():
     """A constant loop is taken as unrolled (the work-item loop around it vectorizable) by the
     walker's rule for code motion (``walk_loop._unrolls_fully``): up to 16 trips without a pragma, a
