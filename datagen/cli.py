@@ -415,6 +415,52 @@ def add_counts_parser(dsub: Any) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# dataset remeasure
+
+
+def cmd_dataset_remeasure(args: argparse.Namespace) -> int:
+    from datagen.remeasure import check_remeasure_dataset, remeasure_busy
+    from instrument.backends import select_device
+    from kernelcast.config import device_spec
+
+    root = Path(args.dataset)
+    check_remeasure_dataset(root)                    # bad input: one line, before any work
+    device = "auto" if args.dry_run else select_device(device_spec(args.device))
+    summary = remeasure_busy(root, device=device, load_above=args.load_above, max_rounds=args.max_rounds,
+                             limit=args.limit, timeout_s=args.timeout, dry_run=args.dry_run,
+                             progress=not args.quiet and not args.json)
+    print(to_json(summary.to_dict()) if args.json else summary.format())
+    return 0
+
+
+def add_remeasure_parser(dsub: Any) -> None:
+    from datagen.remeasure import MAX_ROUNDS
+
+    p = dsub.add_parser("remeasure", help="measure again the configurations measured beside other work",
+                        description="Find the ok configurations whose measurement (or one of its rounds) was "
+                                    "taken while other work ran on the host (other processes' CPU share, where "
+                                    "read; else the 1-minute load average above the CPU device's compute "
+                                    "units plus 0.5) and measure each again through the isolated harness, with the "
+                                    "dataset's data seed and timing policy, in as many rounds as it had. The "
+                                    "new rows are appended (remeasure_reason = load); readers keep those taken "
+                                    "on an idle host in place of the busy measurement. Run it on an idle host. "
+                                    "Interrupt at any time; rerunning resumes.")
+    p.add_argument("dataset", help="dataset directory")
+    p.add_argument("--load-above", type=positive_float, metavar="L",
+                   help="a row measured at a 1-minute load average above L ran beside other work (default: the "
+                        "CPU device's compute units plus 0.5; GPU datasets: other processes' CPU share only)")
+    p.add_argument("--max-rounds", type=bounded_int(1, MAX_ROUNDS), default=MAX_ROUNDS,
+                   help=f"rounds of one configuration at most ({MAX_ROUNDS})")
+    p.add_argument("--limit", type=positive_int, help="at most N configurations this run")
+    p.add_argument("--timeout", type=positive_float, default=30.0, help="seconds before a launch is killed")
+    p.add_argument("--dry-run", action="store_true", help="say what would be measured; measure and write nothing")
+    p.add_argument("--device", help="OpenCL device: auto, P:D, or part of its name")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_dataset_remeasure)
+
+
+# ---------------------------------------------------------------------------------------------
 # dataset import-kt
 
 
@@ -546,6 +592,7 @@ def add_parsers(sub: Any) -> None:
 
     dsub = add_dataset_parser(sub)
     add_counts_parser(dsub)
+    add_remeasure_parser(dsub)
     p = dsub.add_parser("card", help="write the dataset card (DATASET/CARD.md + time plot)",
                         description="Device and versions, kernels and rows by status, regime and sweep counts, "
                                     "time distribution plot, noise statistics (CV), active fractions; written "

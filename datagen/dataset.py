@@ -322,7 +322,12 @@ def read_dataset(root: str | os.PathLike[str], resolve: bool = True) -> pd.DataF
     for col in V2_COLUMNS:          # an older schema: the columns it lacks, as nulls
         if col not in df.columns:
             df[col] = None
-    df = resolve_remeasured(df) if resolve else df
+    if resolve:
+        try:
+            limit = busy_load_limit(load_manifest(path))
+        except (OSError, ValueError):
+            limit = None
+        df = resolve_remeasured(df, limit)
     return merge_site_counts(df, read_site_counts(path))
 
 
@@ -382,6 +387,47 @@ def loaded(other_cpu_frac: Any) -> bool:
     return math.isfinite(f) and f >= REMEASURE_OTHER_CPU
 
 
+#: a row measured on a CPU device at a 1-minute load average this far above the device's compute
+#: units ran beside other work (:func:`busy_load_limit`)
+LOAD_AVG_MARGIN = 0.5
+
+
+def busy_load_limit(manifest: dict[str, Any]) -> float | None:
+    """The 1-minute load average above which a row of a dataset measured on a CPU device ran beside
+    other work: the device's compute units plus :data:`LOAD_AVG_MARGIN`. Measuring alone keeps it
+    at up to the compute units (one worker thread per compute unit and the host's thread between
+    launches: 1.54-2.02 over 2,060 back-to-back re-measurements of ds8m on the idle 2-core PoCL
+    host, other processes' share 0 at the median where read). None for other devices (the host's
+    load does not compete for a GPU) or a manifest without the device's compute units. On that
+    host, ds9s's configurations measured at a load average above 2.5 (53 % of its rows; two
+    datagens and other work ran at once) read differently when measured again on the idle host,
+    mean |log2| 0.41 for launches of several work-groups against 0.17 for those measured below 2.0;
+    the yardstick's three-shot MAPE over ds8m, ds8s and ds9s was 15.9 % with every row, 14.9 %
+    without those measured above 2.5 (16.1 % without as many random rows)."""
+    dev = manifest.get("device") or {}
+    if str(dev.get("type", "")).upper() != "CPU":
+        return None
+    try:
+        cu = float(dev.get("compute_units") or 0)
+    except (TypeError, ValueError):
+        return None
+    return cu + LOAD_AVG_MARGIN if cu > 0 else None
+
+
+def busy_rows(df: pd.DataFrame, load_limit: float | None = None) -> pd.Series:
+    """Per row, whether it was measured beside other work: other processes' share of the CPUs
+    (:func:`loaded`), or where that was not read, a 1-minute load average above ``load_limit``
+    (:func:`busy_load_limit`; not used when None)."""
+    busy = (df["other_cpu_frac"].map(loaded) if "other_cpu_frac" in df.columns
+            else pd.Series(False, df.index)).astype(bool)
+    if load_limit is not None and "load_avg_1m" in df.columns:
+        la = pd.to_numeric(df["load_avg_1m"], errors="coerce")
+        unread = (pd.to_numeric(df["other_cpu_frac"], errors="coerce").isna() if "other_cpu_frac" in df.columns
+                  else pd.Series(True, df.index))
+        busy = busy | (unread & (la > load_limit)).fillna(False).astype(bool)
+    return busy
+
+
 #: time columns recomputed from the pooled samples of a configuration's rounds
 _POOLED_TIME = {"repeats": "repeats", "time_median_us": "median_us", "time_min_us": "min_us",
                 "time_mean_us": "mean_us", "time_q1_us": "q1_us", "time_q3_us": "q3_us",
@@ -429,8 +475,6 @@ def pool_rounds(df: pd.DataFrame) -> pd.DataFrame:
     rounds = (df["remeasure_reason"] == "round").to_numpy()
     if not rounds.any() or "times_us" not in df.columns:
         return df
-    from kernelcast.schema import TimeStats
-
     out = df.loc[~rounds].copy()
     out["time_rounds"] = np.where(out["status"] == "ok", 1, np.nan) if "status" in out.columns else 1
     out["time_rounds_spread"] = np.where(out["time_rounds"] == 1, 0.0, np.nan)
@@ -446,48 +490,92 @@ def pool_rounds(df: pd.DataFrame) -> pd.DataFrame:
         if i is None or out.iat[i, out.columns.get_loc("status")] != "ok":
             continue
         windows = [_samples(drifted.get(first_key, out.iat[i, cols["times_us"]]))]
-        windows += [_samples(v) for v in extra["times_us"]]
-        windows = [w for w in windows if w]
-        if not windows:
-            continue
-        t = TimeStats.from_windows(windows)
-        for col, attr in _POOLED_TIME.items():
-            if col in cols:
-                out.iat[i, cols[col]] = getattr(t, attr)
-        out.iat[i, cols["times_us"]] = t.times_us
-        out.iat[i, cols["time_rounds"]] = 1 + len(extra)
-        out.iat[i, cols["time_rounds_spread"]] = round_spread([float(np.median(w)) for w in windows])
-        for col in _POOLED_ENERGY:
-            if col in cols:
-                vals = pd.to_numeric(pd.concat([out.iloc[[i]][col], extra[col]]), errors="coerce").dropna()
-                if len(vals):
-                    out.iat[i, cols[col]] = float(vals.median())
+        _pool_into(out, i, cols, windows + [_samples(v) for v in extra["times_us"]], extra)
     return out.reset_index(drop=True)
 
 
-def resolve_remeasured(df: pd.DataFrame) -> pd.DataFrame:
+def _pool_into(out: pd.DataFrame, i: int, cols: dict[str, int], windows: list[list[float]],
+               extra: pd.DataFrame) -> None:
+    """Row ``i`` of ``out`` (positional; ``cols``: positions of the pooled columns) becomes the pool of
+    ``windows`` (each a list of samples, each weighing the same: :meth:`TimeStats.from_windows`),
+    its energy columns the median over it and the rows ``extra`` (the other pooled measurements)."""
+    from kernelcast.schema import TimeStats
+
+    windows = [w for w in windows if w]
+    if not windows:
+        return
+    t = TimeStats.from_windows(windows)
+    for col, attr in _POOLED_TIME.items():
+        if col in cols:
+            out.iat[i, cols[col]] = getattr(t, attr)
+    samples: Any = t.times_us                        # a list in one cell
+    out.iat[i, cols["times_us"]] = samples
+    out.iat[i, cols["time_rounds"]] = 1 + len(extra)
+    out.iat[i, cols["time_rounds_spread"]] = round_spread([float(np.median(w)) for w in windows])
+    for col in _POOLED_ENERGY:
+        if col in cols:
+            vals = pd.to_numeric(pd.concat([out.iloc[[i]][col], extra[col]]), errors="coerce").dropna()
+            if len(vals):
+                out.iat[i, cols[col]] = float(vals.median())
+
+
+def pool_idle_remeasures(df: pd.DataFrame, busy: pd.Series) -> tuple[pd.DataFrame, pd.Series]:
+    """The ok re-measurements for load (``remeasure_reason = "load"``, ``dataset remeasure`` or
+    datagen's own) of a configuration measured where ``busy`` is false, pooled into one row (the
+    first of them, ``time_rounds`` how many: ``dataset remeasure`` takes a configuration again in as
+    many rounds as it had), and a flag per row of the result marking those rows."""
+    need = {"remeasure_reason", "remeasure_of", "status", "times_us"}
+    if not need <= set(df.columns):
+        return df, pd.Series(False, df.index)
+    idle = ((df["remeasure_reason"] == "load") & (df["status"] == "ok") & ~busy).to_numpy()
+    if not idle.any():
+        return df, pd.Series(idle, df.index)
+    out = df.copy()
+    if "time_rounds" not in out.columns:
+        out["time_rounds"] = np.where(out["status"] == "ok", 1, np.nan)
+    if "time_rounds_spread" not in out.columns:
+        out["time_rounds_spread"] = np.where(out["time_rounds"] == 1, 0.0, np.nan)
+    cols = {c: out.columns.get_loc(c) for c in [*_POOLED_TIME, "times_us", "time_rounds", "time_rounds_spread",
+                                                 *_POOLED_ENERGY]
+            if c in out.columns}
+    drop: list[int] = []
+    rows = out.loc[idle]
+    for _, grp in rows.groupby("remeasure_of", sort=False):
+        if len(grp) < 2:
+            continue
+        i = out.index.get_loc(grp.index[0])
+        _pool_into(out, i, cols, [_samples(v) for v in grp["times_us"]], grp.iloc[1:])
+        drop += list(grp.index[1:])
+    flag = pd.Series(idle, out.index)
+    return out.drop(index=drop), flag.drop(index=drop)
+
+
+def resolve_remeasured(df: pd.DataFrame, load_limit: float | None = None) -> pd.DataFrame:
     """One row per configuration: a configuration's rounds pooled (:func:`pool_rounds`), then of
-    a row and its re-measurements (``remeasure_of`` = its key) the pooled row when more than one
-    round was pooled (the rounds, measured at other times, outvote any one window, also one measured
-    for noise, load or drift, whose pooled samples would have the larger CV; a drift re-measurement
-    is in the pool already, in the drifted window's place), else a re-measurement
-    for drift if there is one, else of those measured while other processes left the CPUs alone
-    (:func:`loaded`; all when none was) the one with the lowest ``time_cv``, under the original
-    ``row_key``."""
+    a row and its re-measurements (``remeasure_of`` = its key) the pool of its re-measurements for
+    load taken on a host other work left alone (:func:`pool_idle_remeasures`; ``dataset
+    remeasure`` takes a configuration measured beside other work again), else the pooled row when
+    more than one round was pooled (the rounds, measured at other times, outvote any one window,
+    also one measured for noise, load or drift, whose pooled samples would have the larger CV; a
+    drift re-measurement is in the pool already, in the drifted window's place), else a
+    re-measurement for drift if there is one, else of those measured while other work left the
+    CPUs alone (:func:`busy_rows` with ``load_limit``; all when none was) the one with the lowest
+    ``time_cv``, under the original ``row_key``; an ok measurement before one that failed."""
     df = pool_rounds(df)
     if "remeasure_of" not in df.columns or not df["remeasure_of"].notna().any():
         return df
+    df, idle = pool_idle_remeasures(df, busy_rows(df, load_limit))
     group = df["remeasure_of"].where(df["remeasure_of"].notna(), df["row_key"])
     pooled = (pd.to_numeric(df["time_rounds"], errors="coerce").fillna(1) > 1 if "time_rounds" in df.columns
               else pd.Series(False, df.index))
     cv = df["time_cv"].astype(float).fillna(float("inf")) if "time_cv" in df.columns else pd.Series(0.0, df.index)
     # a re-measurement after a drifted reference check replaces the suspect original outright
     drift = (df["remeasure_reason"] == "drift") if "remeasure_reason" in df.columns else pd.Series(False, df.index)
-    busy = (df["other_cpu_frac"].map(loaded) if "other_cpu_frac" in df.columns
-            else pd.Series(False, df.index)).astype(bool)
-    order = pd.DataFrame({"g": group, "p": ~pooled, "d": ~drift, "busy": busy, "cv": cv,
+    busy = busy_rows(df, load_limit)
+    failed = (df["status"] != "ok") if "status" in df.columns else pd.Series(False, df.index)
+    order = pd.DataFrame({"g": group, "l": ~idle, "f": failed, "p": ~pooled, "d": ~drift, "busy": busy, "cv": cv,
                           "r": df["remeasure_of"].notna()}
-                         ).sort_values(["g", "p", "d", "busy", "cv", "r"], kind="stable")
+                         ).sort_values(["g", "l", "f", "p", "d", "busy", "cv", "r"], kind="stable")
     keep = sorted(order.drop_duplicates("g", keep="first").index)
     out = df.loc[keep].copy()
     out["remeasured"] = out["remeasure_of"].notna() | out["row_key"].isin(df["remeasure_of"].dropna())
