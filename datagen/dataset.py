@@ -405,13 +405,25 @@ def busy_load_limit(manifest: dict[str, Any]) -> float | None:
     the yardstick's three-shot MAPE over ds8m, ds8s and ds9s was 15.9 % with every row, 14.9 %
     without those measured above 2.5 (16.1 % without as many random rows)."""
     dev = manifest.get("device") or {}
-    if str(dev.get("type", "")).upper() != "CPU":
+    if "CPU" not in str(dev.get("type", "")).upper():
         return None
     try:
         cu = float(dev.get("compute_units") or 0)
     except (TypeError, ValueError):
         return None
     return cu + LOAD_AVG_MARGIN if cu > 0 else None
+
+
+def device_load_limit(device_type: str, compute_units: int) -> float | None:
+    """:func:`busy_load_limit` of a device by its type and compute units."""
+    return busy_load_limit({"device": {"type": device_type, "compute_units": compute_units}})
+
+
+def machine_busy(machine: dict[str, Any], load_limit: float | None) -> bool:
+    """Whether one measurement's machine state (``Measurement.machine``) says it ran beside other
+    work, by the rule of :func:`busy_rows`."""
+    return bool(busy_rows(pd.DataFrame([{"other_cpu_frac": machine.get("other_cpu_frac"),
+                                          "load_avg_1m": machine.get("load_avg_1m")}]), load_limit).iloc[0])
 
 
 def busy_rows(df: pd.DataFrame, load_limit: float | None = None) -> pd.Series:

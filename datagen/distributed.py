@@ -384,6 +384,7 @@ def _add(summary: Summary, s: dict[str, Any]) -> None:
     summary.rows_resumed += s.get("rows_resumed", 0)
     summary.remeasured += s.get("remeasured", 0)
     summary.skipped += s.get("skipped", 0)
+    summary.busy += s.get("busy", 0)
     summary.measure_wall_s += s.get("measure_wall_s", 0.0)
     summary.kernel_time_s += s.get("kernel_time_s", 0.0)
     summary.status.update(s.get("status", {}))

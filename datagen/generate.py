@@ -33,7 +33,15 @@ import numpy as np
 from datagen.args import SELECTORS, UnsupportedArgument
 from datagen.dataset import DATASET_SCHEMA_VERSION as SCHEMA_VERSION
 from datagen.dataset import ROUND_SPREAD as DATASET_ROUND_SPREAD
-from datagen.dataset import DatasetWriter, loaded, read_dataset, round_spread, row_key
+from datagen.dataset import (
+    DatasetWriter,
+    device_load_limit,
+    loaded,
+    machine_busy,
+    read_dataset,
+    round_spread,
+    row_key,
+)
 from datagen.rebalance import plan_rebalance
 from datagen.sampler import (
     DEFAULT_K,
@@ -235,12 +243,14 @@ class Summary:
     activity_s: float = 0.0           # wall time of the activity runs of simple-selection rows
     counts_s: float = 0.0             # wall time of the counting launches (site_counts)
     counted: int = 0                  # ok rows that got site_counts
+    busy: int = 0                     # ok rows measured beside other work (datagen.dataset.busy_rows)
     by_regime: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     by_pass: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
 
-    def add(self, m: Measurement, regime: str | None, pass_: str) -> None:
+    def add(self, m: Measurement, regime: str | None, pass_: str, busy: bool = False) -> None:
         self.rows_new += 1
         self.status[m.status] += 1
+        self.busy += int(busy and m.status == "ok")
         self.measure_wall_s += m.wall_s or 0.0
         if m.time is not None:
             self.kernel_time_s += sum(m.time.times_us) * m.time.group * 1e-6
@@ -253,7 +263,7 @@ class Summary:
                                                            "remeasured", "rounds", "reference_checks",
                                                            "reference_drifted",
                                                            "skipped", "wall_s", "measure_wall_s", "kernel_time_s",
-                                                           "activity_s", "counts_s", "counted")}
+                                                           "activity_s", "counts_s", "counted", "busy")}
         d["kernel_status"] = dict(self.kernel_status)
         d["status"] = dict(self.status)
         d["by_regime"] = {k: _dist(v) for k, v in self.by_regime.items()}
@@ -275,6 +285,9 @@ class Summary:
             f"({self.reference_drifted} drifted)",
             "rows by status: " + ", ".join(f"{k}: {v}" for k, v in sorted(self.status.items())),
         ]
+        if self.busy:
+            lines.append(f"{self.busy} ok row(s) measured beside other work on the host: run 'kernelcast dataset "
+                         f"remeasure DATASET' when it is idle")
         if self.wall_s:
             lines.append(f"wall {self.wall_s:.1f} s, {d['rows_per_hour']:.0f} rows/hour" +
                          (f", harness overhead {d['overhead_ratio']:.1f}x summed kernel time"
@@ -307,6 +320,7 @@ class Generator:
         self.w = writer
         self.o = options
         self.limits = DeviceLimits.from_device(harness.device)
+        self.load_limit = device_load_limit(str(getattr(harness.device, "type", "")), self.limits.compute_units)
         from datagen.memargs import KERNEL_SELECTORS
 
         self.kernel_selectors = KERNEL_SELECTORS
@@ -666,7 +680,7 @@ class Generator:
                 row["extra"]["grown"] = dict(grown)
         self.w.append(row)
         self.stored[key] = {c: row[c] for c in STORED_COLUMNS}
-        self.summary.add(m, regime, pass_)
+        self.summary.add(m, regime, pass_, machine_busy(m.machine, self.load_limit))
         why = None if m.time is None else remeasure_reason(
             m.status, m.time.cv, sum(m.time.times_us) * m.time.group * 1e-6, m.machine.get("other_cpu_frac"))
         rounds = self.o.sweep_rounds if sweep else self.o.sample_rounds

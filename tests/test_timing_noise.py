@@ -123,8 +123,8 @@ def test_datagen_measures_again_what_another_process_slowed(tmp_path, device):
                               activity=False, site_counts=False,
                               timing=TimingPolicy(warmup=1, min_repeats=3, min_time_s=0.08, max_repeats=2000,
                                                   max_time_s=0.2))
-        run_datagen([Kernel(TRIAD, "triad", dims=1)], tmp_path / "ds", device, opts, meter="none", timeout_s=30,
-                    corpus="test", progress=False)
+        run = run_datagen([Kernel(TRIAD, "triad", dims=1)], tmp_path / "ds", device, opts, meter="none",
+                          timeout_s=30, corpus="test", progress=False)
     finally:
         for b in burners:
             b.kill()
@@ -136,6 +136,8 @@ def test_datagen_measures_again_what_another_process_slowed(tmp_path, device):
     again = raw[raw["remeasure_reason"] == "load"]
     assert len(again) >= 1 and set(again["remeasure_of"]) <= set(first["row_key"])
     assert len(read_dataset(tmp_path / "ds")) == 2
+    # the run says how many of its rows ran beside other work, and what to do about them
+    assert run.summary.busy >= 1 and "dataset remeasure" in run.summary.format()
     from datagen.dataset import read_manifest
     from datagen.report import summarize
 
