@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+import pandas as pd
+
 from datagen.dataset import (
     MANIFEST,
     SITE_COUNTS,
@@ -192,31 +194,45 @@ class _Sidecar:
         self._f.close()
 
 
-def check_counts_dataset(root: Path) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Kernel]]:
-    """The manifest, the ok training rows and the kernels of a dataset to backfill; :class:`DataError`
-    (one line, exit 2) for a directory that is not one, has no such rows or lacks their kernels."""
-    from datagen.corpus_store import read_records
-
+def open_checked_dataset(root: Path, resolve: bool = True) -> tuple[dict[str, Any], pd.DataFrame]:
+    """The manifest and the rows of a dataset (one per configuration with ``resolve``, else every
+    stored row); :class:`DataError` (one line, exit 2) for a directory that is not one or has no
+    measured rows."""
     if not root.is_dir():
         raise DataError(f"no such dataset directory: {root}")
     if not (root / MANIFEST).is_file():
         raise DataError(f"{root}: not a dataset (no {MANIFEST})")
     try:
         manifest = load_manifest(root)
-        df = read_dataset(root)
-    except FileNotFoundError as e:
-        raise DataError(str(e)) from None
+        df = read_dataset(root, resolve=resolve)
+    except (FileNotFoundError, ValueError) as e:
+        raise DataError(str(e).splitlines()[0] if str(e) else type(e).__name__) from None
     if df.empty or not {"status", "pass", "kernel_id", "args", "gsize"} <= set(df.columns):
         raise DataError(f"{root}: the dataset has no measured rows")
-    df = df[(df["status"] == "ok") & df["pass"].isin(TRAIN_PASSES)]
-    if df.empty:
-        raise DataError(f"{root}: the dataset has no ok rows of pass {'/'.join(TRAIN_PASSES)}")
+    return manifest, df
+
+
+def dataset_kernels(root: Path) -> dict[str, Kernel]:
+    """The kernels of a dataset (``DS/kernels``) by id; :class:`DataError` where they are missing
+    or cannot be read."""
+    from datagen.corpus_store import read_records
+
     if not (root / "kernels" / "kernels.jsonl").is_file():
         raise DataError(f"{root}: no kernel sources (expected {root / 'kernels'}/kernels.jsonl)")
     try:
-        kernels = {r["id"]: Kernel.from_dict(r) for r in read_records(root / "kernels")}
+        return {r["id"]: Kernel.from_dict(r) for r in read_records(root / "kernels")}
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise DataError(f"{root}/kernels/kernels.jsonl cannot be read ({type(e).__name__})") from None
+
+
+def check_counts_dataset(root: Path) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Kernel]]:
+    """The manifest, the ok training rows and the kernels of a dataset to backfill; :class:`DataError`
+    (one line, exit 2) for a directory that is not one, has no such rows or lacks their kernels."""
+    manifest, df = open_checked_dataset(root)
+    df = df[(df["status"] == "ok") & df["pass"].isin(TRAIN_PASSES)]
+    if df.empty:
+        raise DataError(f"{root}: the dataset has no ok rows of pass {'/'.join(TRAIN_PASSES)}")
+    kernels = dataset_kernels(root)
     cols = [c for c in ("row_key", "kernel_id", "kernel_name", "gsize", "lsize", "args", "site_counts")
             if c in df.columns]
     return manifest, df[cols].to_dict("records"), kernels

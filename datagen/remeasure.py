@@ -32,8 +32,8 @@ from typing import Any
 
 import pandas as pd
 
-from datagen.counts import data_seed, row_config
-from datagen.dataset import MANIFEST, busy_load_limit, busy_rows, load_manifest, read_dataset, resolve_remeasured
+from datagen.counts import data_seed, dataset_kernels, open_checked_dataset, row_config
+from datagen.dataset import busy_load_limit, busy_rows, resolve_remeasured
 from datagen.frame import TRAIN_PASSES, DataError
 from instrument.runner import TimingPolicy
 from kernelcast.schema import Kernel
@@ -95,26 +95,10 @@ class RemeasureSummary:
 def check_remeasure_dataset(root: Path) -> tuple[dict[str, Any], pd.DataFrame, dict[str, Kernel]]:
     """The manifest, every row (unresolved) and the kernels of a dataset; :class:`DataError` (one
     line, exit 2) for a directory that is not one or lacks its kernels."""
-    from datagen.corpus_store import read_records
-
-    if not root.is_dir():
-        raise DataError(f"no such dataset directory: {root}")
-    if not (root / MANIFEST).is_file():
-        raise DataError(f"{root}: not a dataset (no {MANIFEST})")
-    try:
-        manifest = load_manifest(root)
-        raw = read_dataset(root, resolve=False)
-    except (FileNotFoundError, ValueError) as e:
-        raise DataError(str(e).splitlines()[0]) from None
-    if raw.empty or not {"status", "pass", "kernel_id", "args", "gsize", "row_key"} <= set(raw.columns):
+    manifest, raw = open_checked_dataset(root, resolve=False)
+    if "row_key" not in raw.columns:
         raise DataError(f"{root}: the dataset has no measured rows")
-    if not (root / "kernels" / "kernels.jsonl").is_file():
-        raise DataError(f"{root}: no kernel sources (expected {root / 'kernels'}/kernels.jsonl)")
-    try:
-        kernels = {r["id"]: Kernel.from_dict(r) for r in read_records(root / "kernels")}
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise DataError(f"{root}/kernels/kernels.jsonl cannot be read ({type(e).__name__})") from None
-    return manifest, raw, kernels
+    return manifest, raw, dataset_kernels(root)
 
 
 def plan_remeasure(raw: pd.DataFrame, load_limit: float | None, max_rounds: int = MAX_ROUNDS
