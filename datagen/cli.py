@@ -279,7 +279,7 @@ def check_resumable(out: Path) -> None:
 
 
 def cmd_dataset(args: argparse.Namespace) -> int:
-    from datagen.dataset import read_dataset, read_manifest, resolve_remeasured
+    from datagen.dataset import busy_load_limit, read_dataset, read_manifest, resolve_remeasured
     from datagen.report import plot_rebalance, summarize
     from kernelcast.options import check_in_dir, check_out_file
 
@@ -291,7 +291,7 @@ def cmd_dataset(args: argparse.Namespace) -> int:
         manifest = read_manifest(args.dataset)
     except FileNotFoundError as e:
         raise UsageError(str(e)) from None
-    df = resolve_remeasured(raw)
+    df = resolve_remeasured(raw, busy_load_limit(manifest))
     info = summarize(df, manifest, raw=raw)
     if args.json:
         print(to_json(info))
