@@ -419,25 +419,33 @@ def device_load_limit(device_type: str, compute_units: int) -> float | None:
     return busy_load_limit({"device": {"type": device_type, "compute_units": compute_units}})
 
 
+def ran_busy(other_cpu_frac: Any, load_avg_1m: Any, load_limit: float | None) -> bool:
+    """Whether one measurement ran beside other work: other processes' share of the CPUs
+    (:func:`loaded`), or where that was not read, a 1-minute load average above ``load_limit``
+    (:func:`busy_load_limit`; not used when None)."""
+    try:
+        share = float(other_cpu_frac)
+    except (TypeError, ValueError):
+        share = math.nan
+    if math.isfinite(share):
+        return loaded(share)
+    try:
+        la = float(load_avg_1m)
+    except (TypeError, ValueError):
+        return False
+    return load_limit is not None and math.isfinite(la) and la > load_limit
+
+
 def machine_busy(machine: dict[str, Any], load_limit: float | None) -> bool:
-    """Whether one measurement's machine state (``Measurement.machine``) says it ran beside other
-    work, by the rule of :func:`busy_rows`."""
-    return bool(busy_rows(pd.DataFrame([{"other_cpu_frac": machine.get("other_cpu_frac"),
-                                          "load_avg_1m": machine.get("load_avg_1m")}]), load_limit).iloc[0])
+    """:func:`ran_busy` of one measurement's machine state (``Measurement.machine``)."""
+    return ran_busy(machine.get("other_cpu_frac"), machine.get("load_avg_1m"), load_limit)
 
 
 def busy_rows(df: pd.DataFrame, load_limit: float | None = None) -> pd.Series:
-    """Per row, whether it was measured beside other work: other processes' share of the CPUs
-    (:func:`loaded`), or where that was not read, a 1-minute load average above ``load_limit``
-    (:func:`busy_load_limit`; not used when None)."""
-    busy = (df["other_cpu_frac"].map(loaded) if "other_cpu_frac" in df.columns
-            else pd.Series(False, df.index)).astype(bool)
-    if load_limit is not None and "load_avg_1m" in df.columns:
-        la = pd.to_numeric(df["load_avg_1m"], errors="coerce")
-        unread = (pd.to_numeric(df["other_cpu_frac"], errors="coerce").isna() if "other_cpu_frac" in df.columns
-                  else pd.Series(True, df.index))
-        busy = busy | (unread & (la > load_limit)).fillna(False).astype(bool)
-    return busy
+    """:func:`ran_busy` of every row of a frame."""
+    other = df["other_cpu_frac"] if "other_cpu_frac" in df.columns else pd.Series(None, df.index, dtype=object)
+    la = df["load_avg_1m"] if "load_avg_1m" in df.columns else pd.Series(None, df.index, dtype=object)
+    return pd.Series([ran_busy(o, a, load_limit) for o, a in zip(other, la)], index=df.index, dtype=bool)
 
 
 #: time columns recomputed from the pooled samples of a configuration's rounds

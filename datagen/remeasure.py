@@ -33,7 +33,7 @@ from typing import Any
 import pandas as pd
 
 from datagen.counts import data_seed, dataset_kernels, open_checked_dataset, row_config
-from datagen.dataset import busy_load_limit, busy_rows, resolve_remeasured
+from datagen.dataset import busy_load_limit, busy_rows, machine_busy, resolve_remeasured
 from datagen.frame import TRAIN_PASSES, DataError
 from instrument.runner import TimingPolicy
 from kernelcast.schema import Kernel
@@ -228,7 +228,7 @@ def remeasure_busy(dataset: str | os.PathLike[str], *, device: Any = "auto", loa
                         w.append(new)
                         if m.status == "ok":
                             summary.ok += 1
-                            if bool(busy_rows(pd.DataFrame([new]), load_limit).iloc[0]):
+                            if machine_busy(m.machine, load_limit):
                                 summary.still_busy += 1
                         else:
                             summary.failed[m.status] += 1
