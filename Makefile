@@ -6,10 +6,10 @@ STAMP := $(VENV)/.kernelcast-installed
 
 .PHONY: demo test lint typecheck opencl ptx clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
 # A working OpenCL device: the PoCL wheel's LLVM may not know a new CPU ("unknown target CPU
@@ -30,7 +30,7 @@ opencl: $(STAMP)
 # and apt and root are available, Debian's clang-16 is installed (without one the PTX features are
 # left out and their tests skip)
 ptx: $(STAMP)
-	@$(BIN)/python -c "import sys; from models.static.ptx import find_clang; sys.exit(find_clang() is None)" || { \
+	@$(BIN)/python -c "import sys; from kernelcast.models.static.ptx import find_clang; sys.exit(find_clang() is None)" || { \
 	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
 	    echo "installing Debian's clang-16 (OpenCL C -> PTX)" && \
 	    { apt-get install -y -qq clang-16 >/dev/null 2>&1 || \

@@ -27,10 +27,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", required=True)
     ap.add_argument("--profile")
     args = ap.parse_args(argv)
-    from calib.local import resolve_profile
-    from datagen.corpus_store import read_corpus
-    from datagen.dataset import read_dataset
-    from models.analytical import AnalyticalModel, config_env
+    from kernelcast.calib.local import resolve_profile
+    from kernelcast.datagen.corpus_store import read_corpus
+    from kernelcast.datagen.dataset import read_dataset
+    from kernelcast.models.analytical import AnalyticalModel, config_env
 
     df = read_dataset(args.data)
     df = df[(df["pass"] != "validity") & (df["status"] == "ok")].copy()

@@ -18,7 +18,7 @@ against the first as well (the ceiling of data measured under the chosen policy,
 the stored rows). With ``--oof EVAL/oof.parquet`` (an evaluation of the same dataset) every
 model's out-of-fold predictions of the same rows are scored beside it.
 
-    PYTHONPATH=. python -m bench.ceiling --data DATASET [--kernels 20] [--max-rows 12] [--passes 1]
+    PYTHONPATH=. python -m kernelcast.bench.ceiling --data DATASET [--kernels 20] [--max-rows 12] [--passes 1]
         [--min-time S] [--rounds 1] [--oof EVAL/oof.parquet] [--seed 0] [--out DIR] [--json]
 """
 
@@ -68,7 +68,7 @@ def score(pred: np.ndarray, true: np.ndarray, kernels: np.ndarray, groups: np.nd
           scale: np.ndarray, seed: int = 0) -> dict[str, Any]:
     """``pred`` (a re-measurement, or a model) scored against ``true`` as evaluate scores a model."""
     from kernelcast.metrics import tuning_scores
-    from train.evaluate import few_shot, offset_floor, row_metrics
+    from kernelcast.train.evaluate import few_shot, offset_floor, row_metrics
 
     m = row_metrics(pred, true, kernels)
     out: dict[str, Any] = {k: m[k] for k in ("rows", "kernels", "median_ape", "mape", "p90_ape", "median_abs_log2",
@@ -85,7 +85,7 @@ def score(pred: np.ndarray, true: np.ndarray, kernels: np.ndarray, groups: np.nd
 
 
 def _policy(manifest: dict[str, Any], min_time_s: float | None) -> Any:
-    from instrument.runner import TimingPolicy
+    from kernelcast.instrument.runner import TimingPolicy
 
     given = (manifest.get("options") or {}).get("timing") or {}
     names = {f.name for f in dataclasses.fields(TimingPolicy)}
@@ -129,14 +129,14 @@ def _oof_columns(oof: Path, keys: np.ndarray) -> dict[str, np.ndarray]:
 def run(data: Path, *, kernels: int = 20, max_rows: int = 12, passes: int = 1, min_time_s: float | None = None,
         rounds: int = 1, oof: Path | None = None, seed: int = 0, device: str = "auto",
         out: Path | None = None) -> dict[str, Any]:
-    from datagen.corpus_store import read_corpus
-    from datagen.counts import row_config
-    from datagen.dataset import load_manifest
-    from datagen.frame import load_measured_frame
-    from instrument.backends import select_device
-    from instrument.harness import Harness
-    from instrument.runner import pool_rounds
-    from train.evaluate import tuning_basis
+    from kernelcast.datagen.corpus_store import read_corpus
+    from kernelcast.datagen.counts import row_config
+    from kernelcast.datagen.dataset import load_manifest
+    from kernelcast.datagen.frame import load_measured_frame
+    from kernelcast.instrument.backends import select_device
+    from kernelcast.instrument.harness import Harness
+    from kernelcast.instrument.runner import pool_rounds
+    from kernelcast.train.evaluate import tuning_basis
 
     check_inputs(data, oof, kernels, max_rows, passes, min_time_s, rounds)
     manifest = load_manifest(data)
@@ -220,7 +220,7 @@ def format_report(r: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.ceiling", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m kernelcast.bench.ceiling", description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", required=True, help="a dataset made on this device")
     ap.add_argument("--kernels", type=int, default=20, help="kernels sampled (default 20)")
     ap.add_argument("--max-rows", type=int, default=12, help="rows per kernel, whole problem groups (default 12)")

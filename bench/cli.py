@@ -13,8 +13,8 @@ from kernelcast.options import check_out_dir, positive_int
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from bench.suite.compare import default_suite, print_table, run_bench
-    from instrument.meters import check_meter_spec
+    from kernelcast.bench.suite.compare import default_suite, print_table, run_bench
+    from kernelcast.instrument.meters import check_meter_spec
 
     ids = [s for s in args.kernels.split(",") if s] if args.kernels else None
     check_out_dir(args.out)

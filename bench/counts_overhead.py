@@ -6,7 +6,7 @@ with the same policy on the same inputs (interleaved: plain, counting, plain, co
 cached) is timed on the wall clock. Prints per entry the median device times, their ratio and the
 wall time of the count call.
 
-    PYTHONPATH=. python -m bench.counts_overhead [--kernel ID ...] [--size-index I] [--json]
+    PYTHONPATH=. python -m kernelcast.bench.counts_overhead [--kernel ID ...] [--size-index I] [--json]
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ DEFAULT_IDS = ("triad", "reduction", "spmv-csr-scalar", "spmv-csr-vector", "md-l
 
 
 def overhead(suite: Any, harness: Any, ids: list[str], size_index: int = 2, rounds: int = 2) -> list[dict[str, Any]]:
-    from instrument.counters import count_config, count_rewrite, measure_counts
-    from instrument.runner import TimingPolicy
+    from kernelcast.instrument.counters import count_config, count_rewrite, measure_counts
+    from kernelcast.instrument.runner import TimingPolicy
 
     pol = TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.05, max_repeats=200, max_time_s=5.0)
     out: list[dict[str, Any]] = []
@@ -57,11 +57,11 @@ def overhead(suite: Any, harness: Any, ids: list[str], size_index: int = 2, roun
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.suite import load_manifest
-    from bench.suite.compare import default_suite
-    from instrument.harness import Harness
+    from kernelcast.bench.suite import load_manifest
+    from kernelcast.bench.suite.compare import default_suite
+    from kernelcast.instrument.harness import Harness
 
-    p = argparse.ArgumentParser(prog="python -m bench.counts_overhead", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m kernelcast.bench.counts_overhead", description=__doc__.splitlines()[0])
     p.add_argument("--kernel", action="append", help="suite entry id (repeatable)")
     p.add_argument("--size-index", type=int, default=2, help="which of each entry's sizes (2: the third)")
     p.add_argument("--json", action="store_true")

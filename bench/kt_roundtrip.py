@@ -59,10 +59,10 @@ def _run(argv: list[str]) -> None:
 
 
 def figures(label: str, cache: Path, dataset: Path, tuned: int, seconds: float) -> dict[str, Any]:
-    from calib.profile import load_profile
-    from datagen.frame import load_measured_frame
+    from kernelcast.calib.profile import load_profile
+    from kernelcast.datagen.frame import load_measured_frame
     from kernelcast.metrics import spearman
-    from models.analytical import AnalyticalModel
+    from kernelcast.models.analytical import AnalyticalModel
 
     frame, _ = load_measured_frame(dataset)
     raw = json.loads(cache.read_text())["cache"]
@@ -84,7 +84,7 @@ def main() -> int:
     a = ap.parse_args()
     import kernel_tuner
 
-    from instrument.backends import select_device
+    from kernelcast.instrument.backends import select_device
 
     dev = select_device(a.device)
     work = Path(a.work or tempfile.mkdtemp(prefix="kernelcast-kt-"))

@@ -32,15 +32,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from datagen.args import UnsupportedArgument, simple_args  # noqa: E402
-from datagen.memargs import MemoryAnalysis, infer_arguments, memory_args, memory_selector  # noqa: E402
-from datagen.sampler import DeviceLimits, sample_configs  # noqa: E402
-from instrument.rewrite import InstrumentedRunError, instrument_kernel, measure_instrumented  # noqa: E402
-from instrument.runner import TimingPolicy  # noqa: E402
+from kernelcast.datagen.args import UnsupportedArgument, simple_args  # noqa: E402
+from kernelcast.datagen.memargs import MemoryAnalysis, infer_arguments, memory_args, memory_selector  # noqa: E402
+from kernelcast.datagen.sampler import DeviceLimits, sample_configs  # noqa: E402
+from kernelcast.instrument.rewrite import InstrumentedRunError, instrument_kernel, measure_instrumented  # noqa: E402
+from kernelcast.instrument.runner import TimingPolicy  # noqa: E402
 from kernelcast.clang import kernel_signatures  # noqa: E402
 from kernelcast.schema import Kernel, LaunchConfig  # noqa: E402
 
-log = logging.getLogger("bench.memargs")
+log = logging.getLogger(__name__)
 ONCE = TimingPolicy(warmup=0, min_repeats=1, min_time_s=0.0, max_repeats=1, max_time_s=2.0)
 TIMED = TimingPolicy(warmup=2, min_repeats=10, min_time_s=0.0, max_repeats=10, max_time_s=2.0)
 BAD = ("out_of_bounds", "crash")
@@ -204,9 +204,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
 
-    from datagen.corpus_store import load_corpus_kernels
-    from instrument.backends import select_device
-    from instrument.harness import Harness
+    from kernelcast.datagen.corpus_store import load_corpus_kernels
+    from kernelcast.instrument.backends import select_device
+    from kernelcast.instrument.harness import Harness
 
     kernels, _ = load_corpus_kernels("bundled")
     total = len(kernels)

@@ -14,7 +14,7 @@ Policies: ``legacy`` (one launch per sample, no re-measurement: datagen before i
 end of the pass, interleaved with the others, keeping the measurement with the lower CV, as
 datagen does).
 
-    PYTHONPATH=. python -m bench.noise --kernels 12 --configs 6 [--json]
+    PYTHONPATH=. python -m kernelcast.bench.noise --kernels 12 --configs 6 [--json]
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from typing import Any
 
 import numpy as np
 
-from datagen.generate import DatagenOptions, kernel_rng, needs_remeasure
-from datagen.sampler import DeviceLimits, sample_configs
-from instrument.runner import TimingPolicy
+from kernelcast.datagen.generate import DatagenOptions, kernel_rng, needs_remeasure
+from kernelcast.datagen.sampler import DeviceLimits, sample_configs
+from kernelcast.instrument.runner import TimingPolicy
 from kernelcast.schema import Kernel, LaunchConfig, Measurement
 
 POLICIES = ("legacy", "grouped", "grouped+remeasure")
@@ -60,8 +60,8 @@ def _better(a: Measurement, b: Measurement) -> Measurement:
 
 
 def bundled_kernels(limit: int) -> list[Kernel]:
-    from datagen.corpus import ingest_to
-    from datagen.corpus_store import read_corpus
+    from kernelcast.datagen.corpus import ingest_to
+    from kernelcast.datagen.corpus_store import read_corpus
 
     tmp = Path(tempfile.mkdtemp(prefix="kernelcast-noise-"))
     ingest_to(tmp, [Path(__file__).resolve().parent.parent / "datagen" / "bundled"], compile_fn=None)
@@ -70,8 +70,8 @@ def bundled_kernels(limit: int) -> list[Kernel]:
 
 
 def run(kernels: int, configs: int, policies: tuple[str, ...], seed: int = 0) -> dict[str, Any]:
-    from datagen.args import SELECTORS, UnsupportedArgument
-    from instrument.harness import Harness
+    from kernelcast.datagen.args import SELECTORS, UnsupportedArgument
+    from kernelcast.instrument.harness import Harness
     from kernelcast.clang import kernel_signatures
 
     cells: dict[tuple[int, str], Cell] = {}
@@ -155,7 +155,7 @@ def format_report(r: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.noise", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m kernelcast.bench.noise", description=__doc__.split("\n\n")[0])
     ap.add_argument("--kernels", type=int, default=12, help="bundled kernels (first by id)")
     ap.add_argument("--configs", type=int, default=6, help="configurations per kernel")
     ap.add_argument("--policies", default=",".join(POLICIES), help=f"comma-separated of {', '.join(POLICIES)}")

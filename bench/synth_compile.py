@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from datagen.synth import (  # noqa: E402
+from kernelcast.datagen.synth import (  # noqa: E402
     SynthOptions,
     compile_check,
     default_device,

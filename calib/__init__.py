@@ -12,9 +12,9 @@
   units, source and r^2; :func:`~calib.profile.load_profile` also loads the bundled published
   profiles in ``calib/profiles`` (``"v100"``, ``"a100"``, ``"h100"``, ``"rtx4090"``, ...).
 * :mod:`calib.cli`: ``kernelcast calib --out PROFILE.json [--quick]`` (``calib.cli.add_parser``),
-  also ``python -m calib.cli``.
+  also ``python -m kernelcast.calib.cli``.
 """
 
-from calib.profile import DeviceProfile, ProfileError, ProfileValue, bundled_profiles, load_profile
+from kernelcast.calib.profile import DeviceProfile, ProfileError, ProfileValue, bundled_profiles, load_profile
 
 __all__ = ["DeviceProfile", "ProfileError", "ProfileValue", "bundled_profiles", "load_profile"]

@@ -2,7 +2,7 @@
 
 Registered by the main command line through :func:`add_parser`; also runnable on its own::
 
-    python -m calib.cli --out calib/profiles/pocl-local.json [--quick] [--device auto] [--meter auto]
+    python -m kernelcast.calib.cli --out calib/profiles/pocl-local.json [--quick] [--device auto] [--meter auto]
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def _parse_bytes(text: str) -> int:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from calib.microbench import BENCHES
+    from kernelcast.calib.microbench import BENCHES
 
     p.add_argument("--out", required=True, metavar="PROFILE.json", help="where to write the device profile (JSON)")
     p.add_argument("--device", help="OpenCL device: auto (default; KERNELCAST_DEVICE), P:D, or part of its name")
@@ -82,7 +82,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _benches(only: str | None) -> tuple[str, ...]:
-    from calib.microbench import BENCHES
+    from kernelcast.calib.microbench import BENCHES
 
     if not only:
         return BENCHES
@@ -96,7 +96,7 @@ def _benches(only: str | None) -> tuple[str, ...]:
 
 def format_profile(profile: Any) -> str:
     """The table the command prints: every value with units, r^2 and source."""
-    from calib.microbench import values_table
+    from kernelcast.calib.microbench import values_table
 
     d = profile.device
     head = [f"device   {d.name} ({d.device_type}, {d.platform.split(' Linux')[0]}, driver {d.driver}), "
@@ -116,11 +116,11 @@ def format_profile(profile: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from calib.local import calibrate_runs
-    from calib.microbench import CalibOptions
-    from instrument.backends import select_device
-    from instrument.harness import HarnessError
-    from instrument.meters import check_meter_spec
+    from kernelcast.calib.local import calibrate_runs
+    from kernelcast.calib.microbench import CalibOptions
+    from kernelcast.instrument.backends import select_device
+    from kernelcast.instrument.harness import HarnessError
+    from kernelcast.instrument.meters import check_meter_spec
     from kernelcast.config import device_spec
 
     out = Path(args.out)
@@ -201,7 +201,7 @@ def run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     from kernelcast.log import setup_logging
 
-    parser = argparse.ArgumentParser(prog="python -m calib.cli",
+    parser = argparse.ArgumentParser(prog="python -m kernelcast.calib.cli",
                                      description="Calibrate an OpenCL device and write a device profile.")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-v, -vv)")
     add_arguments(parser)

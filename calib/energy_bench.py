@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from calib import kernels as K
-from calib.fits import linear_fit, power_law_fit
-from calib.microbench import MAX_ITERS, fmt_bytes
-from calib.profile import Curve
+from kernelcast.calib import kernels as K
+from kernelcast.calib.fits import linear_fit, power_law_fit
+from kernelcast.calib.microbench import MAX_ITERS, fmt_bytes
+from kernelcast.calib.profile import Curve
 from kernelcast.schema import ArgBinding, LaunchConfig, Measurement
 
 if TYPE_CHECKING:
-    from calib.microbench import Calibrator
+    from kernelcast.calib.microbench import Calibrator
 
 #: bytes of one "access" in the per-access energies (an NVIDIA sector, as in Delestrac et al.)
 ACCESS_BYTES = 32

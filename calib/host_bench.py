@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from calib import kernels as K
-from instrument.backends import BackendError, DeviceInfo, backend_for
+from kernelcast.calib import kernels as K
+from kernelcast.instrument.backends import BackendError, DeviceInfo, backend_for
 from kernelcast.clang import kernel_signatures
 from kernelcast.schema import ArgBinding, Kernel
 

@@ -9,14 +9,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from calib.profile import DeviceProfile, ProfileError, bundled_profile_for, load_profile
-from instrument.backends import DeviceInfo, select_device
+from kernelcast.calib.profile import DeviceProfile, ProfileError, bundled_profile_for, load_profile
+from kernelcast.instrument.backends import DeviceInfo, select_device
 from kernelcast.config import cache_dir, device_spec
 from kernelcast.errors import UsageError
 
 if TYPE_CHECKING:
-    from calib.microbench import CalibOptions, Calibrator
-    from instrument.runner import TimingPolicy
+    from kernelcast.calib.microbench import CalibOptions, Calibrator
+    from kernelcast.instrument.runner import TimingPolicy
     from kernelcast.schema import Kernel, LaunchConfig, Measurement
 
 
@@ -60,7 +60,7 @@ def resolve_profile(spec: str | None, device: str | None = None, *,
         prof = DeviceProfile.load(path)
         prof.origin = f"{path}, the cached calibration of this device"
         return prof
-    from calib.microbench import CalibOptions
+    from kernelcast.calib.microbench import CalibOptions
 
     if on_calibrate is not None:
         on_calibrate(f"no profile for {info.name} yet; running a quick calibration (kernelcast calib --quick "
@@ -84,8 +84,8 @@ def calibrate(info: DeviceInfo, options: CalibOptions, *, meter: str = "none", t
               on_bench: Callable[[str], None] | None = None) -> tuple[DeviceProfile, Calibrator]:
     """Run the calibration microbenchmarks on ``info``: timing benchmarks with no meter, energy
     benchmarks (when ``meter`` is not ``none`` and ``options`` asks for them) with ``meter``."""
-    from calib.microbench import run_calibration
-    from instrument.harness import Harness
+    from kernelcast.calib.microbench import run_calibration
+    from kernelcast.instrument.harness import Harness
 
     want_energy = meter != "none" and "energy" in options.benches
     timeout = 60.0 if timeout_s is None else timeout_s
@@ -104,7 +104,7 @@ def calibrate_runs(info: DeviceInfo, options: CalibOptions, runs: int = 1, *, me
     """:func:`calibrate` ``runs`` times and :func:`calib.profile.combine_runs` of the results (one
     run: that run's profile as is). The calibrator returned is the last run's, with the failures
     and measurement counts of all runs."""
-    from calib.profile import combine_runs
+    from kernelcast.calib.profile import combine_runs
 
     profiles: list[DeviceProfile] = []
     failures: list[str] = []
@@ -136,7 +136,7 @@ def _settle(info: DeviceInfo, options: CalibOptions, when: str, on_step: Callabl
     below ``--max-load`` (decaying by e in a minute), then let the next run's own checks apply."""
     import dataclasses
 
-    from calib.microbench import Calibrator
+    from kernelcast.calib.microbench import Calibrator
 
     if on_step is not None:
         on_step(f"waiting for the host load average to drop below {options.max_load:g} {when}")

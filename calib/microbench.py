@@ -83,8 +83,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from calib import kernels as K
-from calib.fits import (
+from kernelcast.calib import kernels as K
+from kernelcast.calib.fits import (
     UNROLL_FLAT,
     Plateau,
     find_plateaus,
@@ -94,11 +94,11 @@ from calib.fits import (
     relative_linear_fit,
     unrolled_group_size,
 )
-from calib.host_bench import measure_host_overhead
-from calib.host_caches import DRAM_FACTOR, MARGIN, SYSFS_CACHE, CacheLevel, host_cache_levels, level_windows
-from calib.profile import Curve, DeviceIdentity, DeviceProfile
-from instrument.backends import DeviceInfo
-from instrument.runner import TimingPolicy
+from kernelcast.calib.host_bench import measure_host_overhead
+from kernelcast.calib.host_caches import DRAM_FACTOR, MARGIN, SYSFS_CACHE, CacheLevel, host_cache_levels, level_windows
+from kernelcast.calib.profile import Curve, DeviceIdentity, DeviceProfile
+from kernelcast.instrument.backends import DeviceInfo
+from kernelcast.instrument.runner import TimingPolicy
 from kernelcast.errors import InputError
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig, Measurement
 
@@ -1459,7 +1459,7 @@ class Calibrator:
 
     def bench_energy(self) -> None:
         """See :func:`calib.energy_bench.bench_energy` (imported here: it builds on this module)."""
-        from calib.energy_bench import bench_energy
+        from kernelcast.calib.energy_bench import bench_energy
 
         bench_energy(self)
 

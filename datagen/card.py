@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from datagen.dataset import read_dataset, read_manifest
+from kernelcast.datagen.dataset import read_dataset, read_manifest
 
 log = logging.getLogger(__name__)
 

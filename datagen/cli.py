@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from datagen.corpus_store import bundled_dir, load_corpus_kernels  # noqa: F401 - re-exported
+from kernelcast.datagen.corpus_store import bundled_dir, load_corpus_kernels  # noqa: F401 - re-exported
 from kernelcast.console import to_json
 from kernelcast.errors import UsageError
 from kernelcast.options import (
@@ -35,8 +35,8 @@ MAX_SYNTH = 100_000
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from datagen.corpus import ingest_to, opencl_compile_fn
-    from instrument.backends import select_device
+    from kernelcast.datagen.corpus import ingest_to, opencl_compile_fn
+    from kernelcast.instrument.backends import select_device
     from kernelcast.config import device_spec
 
     check_out_dir(args.out)
@@ -64,7 +64,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
-    from datagen.synth import write_synth_corpus
+    from kernelcast.datagen.synth import write_synth_corpus
 
     check_out_dir(args.out)
     out = write_synth_corpus(args.out, args.count, args.seed)
@@ -74,7 +74,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
 def _not_compiled(spec: str) -> int:
     """Kernels of a corpus directory marked as failing its compile check (read_corpus leaves them out)."""
-    from datagen.corpus_store import read_records
+    from kernelcast.datagen.corpus_store import read_records
 
     if spec == "bundled":
         return 0      # ingested on the fly without a compile check
@@ -94,7 +94,7 @@ DATAGEN_DEFAULTS: dict[str, Any] = {"configs_per_kernel": 200, "lsizes_per_kerne
 def resolve_datagen_defaults(args: argparse.Namespace) -> Any:
     """Fill the options left unset from ``--preset`` (when given) or the built-in defaults; the
     preset, or None. Raises for an unknown preset or a preset combined with ``--corpus``."""
-    from datagen.presets import get_preset
+    from kernelcast.datagen.presets import get_preset
 
     preset = get_preset(args.preset) if args.preset else None
     if preset is None and not args.corpus:
@@ -109,9 +109,9 @@ def resolve_datagen_defaults(args: argparse.Namespace) -> Any:
 
 def datagen_options(args: argparse.Namespace) -> Any:
     """The :class:`~datagen.generate.DatagenOptions` of a ``datagen`` command line, validated."""
-    from datagen.args import SELECTORS
-    from datagen.generate import MAX_ROUNDS, DatagenOptions
-    from datagen.memargs import KERNEL_SELECTORS
+    from kernelcast.datagen.args import SELECTORS
+    from kernelcast.datagen.generate import MAX_ROUNDS, DatagenOptions
+    from kernelcast.datagen.memargs import KERNEL_SELECTORS
 
     if any(getattr(args, n, None) is None for n in DATAGEN_DEFAULTS):
         resolve_datagen_defaults(args)
@@ -152,10 +152,10 @@ def datagen_options(args: argparse.Namespace) -> Any:
 
 
 def cmd_datagen(args: argparse.Namespace) -> int:
-    from datagen.dataset import existing_dataset
-    from datagen.generate import DatagenInterrupted, run_datagen
-    from instrument.backends import select_device
-    from instrument.meters import check_meter_spec
+    from kernelcast.datagen.dataset import existing_dataset
+    from kernelcast.datagen.generate import DatagenInterrupted, run_datagen
+    from kernelcast.instrument.backends import select_device
+    from kernelcast.instrument.meters import check_meter_spec
     from kernelcast.config import device_spec
 
     preset = resolve_datagen_defaults(args)
@@ -166,7 +166,7 @@ def cmd_datagen(args: argparse.Namespace) -> int:
     if args.ray_actors is not None and args.ray_actors < 1:
         raise UsageError("--ray-actors must be at least 1")
     if args.ray is not None:
-        from datagen.distributed import check_address, ray_available
+        from kernelcast.datagen.distributed import check_address, ray_available
 
         ray_available()
         check_address(None if args.ray == "local" else args.ray)
@@ -176,7 +176,7 @@ def cmd_datagen(args: argparse.Namespace) -> int:
     check_resumable(out)
     extra: dict[str, Any] = {}
     if preset is not None:
-        from datagen.presets import ingested_corpora, synthetic_corpus
+        from kernelcast.datagen.presets import ingested_corpora, synthetic_corpus
 
         specs = (["bundled"] if preset.bundled else []) + \
             ([str(p) for p in ingested_corpora()] if preset.ingested else [])
@@ -200,7 +200,7 @@ def cmd_datagen(args: argparse.Namespace) -> int:
               file=sys.stderr)
     extra["command"] = command_line(args, preset)
     if args.ray is not None:
-        from datagen.distributed import ActorsLost, run_datagen_ray
+        from kernelcast.datagen.distributed import ActorsLost, run_datagen_ray
 
         try:
             run = run_datagen_ray(kernels, args.out, device_spec(args.device), opts, meter=args.meter,
@@ -217,14 +217,14 @@ def cmd_datagen(args: argparse.Namespace) -> int:
                               extra_manifest=extra)
         except DatagenInterrupted as e:
             if preset is not None:
-                from datagen.card import write_card
+                from kernelcast.datagen.card import write_card
 
                 write_card(out)
             print(f"\n{e}", file=sys.stderr)
             return 143 if e.terminated else 130
     card = None
     if preset is not None:
-        from datagen.card import write_card
+        from kernelcast.datagen.card import write_card
 
         card, _ = write_card(out)
     if args.json:
@@ -257,7 +257,7 @@ def command_line(args: argparse.Namespace, preset: Any) -> str:
 
 def check_resumable(out: Path) -> None:
     """A dataset directory of another schema version cannot be resumed: say so before any work."""
-    from datagen.dataset import DATASET_SCHEMA_VERSION, MANIFEST, DatasetMismatch
+    from kernelcast.datagen.dataset import DATASET_SCHEMA_VERSION, MANIFEST, DatasetMismatch
 
     mpath = out / MANIFEST
     if not mpath.is_file():
@@ -279,8 +279,8 @@ def check_resumable(out: Path) -> None:
 
 
 def cmd_dataset(args: argparse.Namespace) -> int:
-    from datagen.dataset import busy_load_limit, read_dataset, read_manifest, resolve_remeasured
-    from datagen.report import plot_rebalance, summarize
+    from kernelcast.datagen.dataset import busy_load_limit, read_dataset, read_manifest, resolve_remeasured
+    from kernelcast.datagen.report import plot_rebalance, summarize
     from kernelcast.options import check_in_dir, check_out_file
 
     check_in_dir(args.dataset, "dataset", "dataset directory")
@@ -307,8 +307,8 @@ def cmd_dataset(args: argparse.Namespace) -> int:
 
 
 def cmd_card(args: argparse.Namespace) -> int:
-    from datagen.card import write_card
-    from datagen.dataset import MANIFEST
+    from kernelcast.datagen.card import write_card
+    from kernelcast.datagen.dataset import MANIFEST
 
     if not (Path(args.dataset) / MANIFEST).is_file():
         raise UsageError(f"{args.dataset}: not a dataset (no {MANIFEST})")
@@ -322,7 +322,7 @@ def cmd_card(args: argparse.Namespace) -> int:
 
 
 def cmd_dataset_check(args: argparse.Namespace) -> int:
-    from datagen.integrity import check_dataset
+    from kernelcast.datagen.integrity import check_dataset
 
     report = check_dataset(args.dataset)
     print(to_json(report.to_dict()) if args.json else report.format())
@@ -330,7 +330,7 @@ def cmd_dataset_check(args: argparse.Namespace) -> int:
 
 
 def cmd_dataset_repair(args: argparse.Namespace) -> int:
-    from datagen.integrity import repair_dataset
+    from kernelcast.datagen.integrity import repair_dataset
 
     report = repair_dataset(args.dataset)
     print(to_json(report.to_dict()) if args.json else report.format())
@@ -377,8 +377,8 @@ def add_dataset_parser(sub: Any) -> Any:
 
 
 def cmd_dataset_counts(args: argparse.Namespace) -> int:
-    from datagen.counts import backfill_counts, check_counts_dataset
-    from instrument.backends import select_device
+    from kernelcast.datagen.counts import backfill_counts, check_counts_dataset
+    from kernelcast.instrument.backends import select_device
     from kernelcast.config import device_spec
 
     root = Path(args.dataset)
@@ -419,8 +419,8 @@ def add_counts_parser(dsub: Any) -> None:
 
 
 def cmd_dataset_remeasure(args: argparse.Namespace) -> int:
-    from datagen.remeasure import check_remeasure_dataset, remeasure_busy
-    from instrument.backends import select_device
+    from kernelcast.datagen.remeasure import check_remeasure_dataset, remeasure_busy
+    from kernelcast.instrument.backends import select_device
     from kernelcast.config import device_spec
 
     root = Path(args.dataset)
@@ -434,7 +434,7 @@ def cmd_dataset_remeasure(args: argparse.Namespace) -> int:
 
 
 def add_remeasure_parser(dsub: Any) -> None:
-    from datagen.remeasure import MAX_ROUNDS
+    from kernelcast.datagen.remeasure import MAX_ROUNDS
 
     p = dsub.add_parser("remeasure", help="measure again the configurations measured beside other work",
                         description="Find the ok configurations whose measurement (or one of its rounds) was "
@@ -465,8 +465,8 @@ def add_remeasure_parser(dsub: Any) -> None:
 
 
 def cmd_import_kt(args: argparse.Namespace) -> int:
-    from datagen.dataset import existing_dataset
-    from datagen.ktcache import GridRules, import_kt, kt_rows, read_kt_cache
+    from kernelcast.datagen.dataset import existing_dataset
+    from kernelcast.datagen.ktcache import GridRules, import_kt, kt_rows, read_kt_cache
     from kernelcast.argspec import check_against_signature, parse_arg
     from kernelcast.console import load_kernel_source
 
@@ -479,7 +479,7 @@ def cmd_import_kt(args: argparse.Namespace) -> int:
     kernel = params = None
     given = [parse_arg(a) for a in args.arg]
     if args.kernel:
-        from datagen.ktcache import block_size_names, kt_defines, launch_of
+        from kernelcast.datagen.ktcache import block_size_names, kt_defines, launch_of
 
         name = args.name or cache.kernel_name
         if not cache.records:

@@ -101,7 +101,7 @@ def load_corpus_kernels(spec: str, limit: int | None = None, device: str | None 
     from kernelcast.errors import UsageError
 
     if spec == "bundled":
-        from datagen.corpus import ingest_to
+        from kernelcast.datagen.corpus import ingest_to
 
         with tempfile.TemporaryDirectory(prefix="kernelcast-bundled-") as tmp:
             ingest_to(Path(tmp), [bundled_dir()], compile_fn=None)

@@ -29,7 +29,7 @@ from typing import Any, TextIO
 
 import pandas as pd
 
-from datagen.dataset import (
+from kernelcast.datagen.dataset import (
     MANIFEST,
     SITE_COUNTS,
     _read_journal,
@@ -38,10 +38,10 @@ from datagen.dataset import (
     load_manifest,
     read_dataset,
 )
-from datagen.frame import TRAIN_PASSES, DataError
-from instrument.counters import MAX_TRACKED, CountRewrite, SiteCounts, count_rewrite, measure_counts
-from instrument.rewrite import InstrumentedRunError, RewriteError
-from instrument.runner import TimingPolicy
+from kernelcast.datagen.frame import TRAIN_PASSES, DataError
+from kernelcast.instrument.counters import MAX_TRACKED, CountRewrite, SiteCounts, count_rewrite, measure_counts
+from kernelcast.instrument.rewrite import InstrumentedRunError, RewriteError
+from kernelcast.instrument.runner import TimingPolicy
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ class SiteCounter:
         self._kid: str | None = None
         self._cr: CountRewrite | None = None
         self._why = ""
-        from instrument.rewrite import device_supports_int64_atomics
+        from kernelcast.instrument.rewrite import device_supports_int64_atomics
 
         self.int64 = device_supports_int64_atomics(harness.device)
 
@@ -215,7 +215,7 @@ def open_checked_dataset(root: Path, resolve: bool = True) -> tuple[dict[str, An
 def dataset_kernels(root: Path) -> dict[str, Kernel]:
     """The kernels of a dataset (``DS/kernels``) by id; :class:`DataError` where they are missing
     or cannot be read."""
-    from datagen.corpus_store import read_records
+    from kernelcast.datagen.corpus_store import read_records
 
     if not (root / "kernels" / "kernels.jsonl").is_file():
         raise DataError(f"{root}: no kernel sources (expected {root / 'kernels'}/kernels.jsonl)")
@@ -244,7 +244,7 @@ def backfill_counts(dataset: str | os.PathLike[str], *, device: Any = "auto", jo
                     progress: bool = False) -> BackfillSummary:
     """Compute ``site_counts`` for the ok rows of ``dataset`` that have none (see the module
     docstring): ``jobs`` harness workers, at most ``limit`` rows this run."""
-    from instrument.harness import Harness
+    from kernelcast.instrument.harness import Harness
 
     root = Path(dataset)
     manifest, rows, kernels = check_counts_dataset(root)

@@ -36,9 +36,9 @@ from typing import Any
 
 import pandas as pd
 
-from datagen.dataset import JOURNAL, MANIFEST, SHARDS, DatasetWriter, _read_journal, _shard_paths
-from datagen.generate import DatagenOptions, DatagenRun, Summary
-from instrument.runner import TimingPolicy
+from kernelcast.datagen.dataset import JOURNAL, MANIFEST, SHARDS, DatasetWriter, _read_journal, _shard_paths
+from kernelcast.datagen.generate import DatagenOptions, DatagenRun, Summary
+from kernelcast.instrument.runner import TimingPolicy
 from kernelcast.errors import InputError, KernelcastError
 from kernelcast.schema import Kernel
 
@@ -146,12 +146,12 @@ class DatagenWorker:
     """What one actor does (a plain class, wrapped by ``ray.remote`` in :func:`run_datagen_ray`)."""
 
     def __init__(self, index: int, device: str, meter: str, timeout_s: float, device_rank: int | None = None):
-        from instrument.backends import select_device
+        from kernelcast.instrument.backends import select_device
 
         self.index = index
         self.device = select_device(device)
         if device_rank is not None:       # the device_rank-th GPU of this node
-            from instrument.backends import list_devices
+            from kernelcast.instrument.backends import list_devices
 
             gpus = [d for d in list_devices() if "GPU" in d.type]
             if device_rank < len(gpus):
@@ -164,8 +164,8 @@ class DatagenWorker:
 
     def run(self, kernels: list[dict[str, Any]], part: str, manifest: dict[str, Any], options: dict[str, Any],
             known: list[dict[str, Any]]) -> dict[str, Any]:
-        from datagen.generate import Generator, write_kernels
-        from instrument.harness import Harness
+        from kernelcast.datagen.generate import Generator, write_kernels
+        from kernelcast.instrument.harness import Harness
 
         opts = _options_from(options)
         ks = [Kernel.from_dict(k) for k in kernels]
@@ -195,8 +195,8 @@ def _options_from(d: dict[str, Any]) -> DatagenOptions:
 
 def _known_rows(root: Path) -> list[dict[str, Any]]:
     """What a generator needs to know of the main dataset's rows (plain Python values)."""
-    from datagen.dataset import read_dataset
-    from datagen.generate import STORED_COLUMNS
+    from kernelcast.datagen.dataset import read_dataset
+    from kernelcast.datagen.generate import STORED_COLUMNS
 
     df = read_dataset(root, resolve=False)
     if not len(df):
@@ -301,7 +301,7 @@ def run_datagen_ray(kernels: list[Kernel], out: str | Path, device: str, options
 
 def _drive(ray: Any, kernels: list[Kernel], root: Path, device: str, options: DatagenOptions, *, meter: str,
            timeout_s: float, corpus: str, address: str | None, actors: int | None, on_actor: Any) -> DatagenRun:
-    from datagen.generate import dataset_manifest, write_kernels
+    from kernelcast.datagen.generate import dataset_manifest, write_kernels
 
     t0 = time.perf_counter()
     places = _placements(ray, actors)
@@ -322,7 +322,7 @@ def _drive(ray: Any, kernels: list[Kernel], root: Path, device: str, options: Da
     if first is None:
         raise ActorsLost(lost, 0)
 
-    from instrument.backends import DeviceInfo
+    from kernelcast.instrument.backends import DeviceInfo
 
     class _Dev:       # what dataset_manifest needs of a harness
         def __init__(self, d: dict[str, Any]) -> None:

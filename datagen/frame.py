@@ -26,8 +26,8 @@ class DataError(InputError, ValueError):
 def load_measured_frame(dataset_dir: str | os.PathLike[str]) -> tuple[pd.DataFrame, dict[str, int]]:
     """The ok rows of passes sample/iqr/sweep of a dataset, each with its kernel ``source``, and the
     row counts along the way (``rows_total``, ``rows_ok``, ``rows_without_source``)."""
-    from datagen.corpus_store import read_corpus
-    from datagen.dataset import read_dataset
+    from kernelcast.datagen.corpus_store import read_corpus
+    from kernelcast.datagen.dataset import read_dataset
 
     root = Path(dataset_dir)
     if not root.is_dir():
@@ -63,7 +63,7 @@ def load_measured_frame(dataset_dir: str | os.PathLike[str]) -> tuple[pd.DataFra
 
 
 def _device_identity(root: Path) -> str | None:
-    from datagen.dataset import read_manifest
+    from kernelcast.datagen.dataset import read_manifest
 
     try:
         return read_manifest(root).get("device_identity")

@@ -30,10 +30,10 @@ from typing import Any
 
 import numpy as np
 
-from datagen.args import SELECTORS, UnsupportedArgument
-from datagen.dataset import DATASET_SCHEMA_VERSION as SCHEMA_VERSION
-from datagen.dataset import ROUND_SPREAD as DATASET_ROUND_SPREAD
-from datagen.dataset import (
+from kernelcast.datagen.args import SELECTORS, UnsupportedArgument
+from kernelcast.datagen.dataset import DATASET_SCHEMA_VERSION as SCHEMA_VERSION
+from kernelcast.datagen.dataset import ROUND_SPREAD as DATASET_ROUND_SPREAD
+from kernelcast.datagen.dataset import (
     DatasetWriter,
     device_load_limit,
     loaded,
@@ -42,8 +42,8 @@ from datagen.dataset import (
     round_spread,
     row_key,
 )
-from datagen.rebalance import plan_rebalance
-from datagen.sampler import (
+from kernelcast.datagen.rebalance import plan_rebalance
+from kernelcast.datagen.sampler import (
     DEFAULT_K,
     DEFAULT_MAX_TOTAL_ITEMS,
     DEFAULT_RATIO,
@@ -53,10 +53,10 @@ from datagen.sampler import (
     sample_configs,
     sample_sweeps,
 )
-from datagen.validity import VALIDITY_SEED, check_validity
-from instrument.backends import backend_for
-from instrument.memcheck import HOST_MEMORY_REASON
-from instrument.runner import HARNESS_VERSION, TimingPolicy, arg_dict
+from kernelcast.datagen.validity import VALIDITY_SEED, check_validity
+from kernelcast.instrument.backends import backend_for
+from kernelcast.instrument.memcheck import HOST_MEMORY_REASON
+from kernelcast.instrument.runner import HARNESS_VERSION, TimingPolicy, arg_dict
 from kernelcast.clang import KernelParam, ParseError, kernel_signatures
 from kernelcast.errors import KernelcastError, Terminated
 from kernelcast.schema import ArgsSelection, Kernel, LaunchConfig, Measurement
@@ -321,7 +321,7 @@ class Generator:
         self.o = options
         self.limits = DeviceLimits.from_device(harness.device)
         self.load_limit = device_load_limit(str(getattr(harness.device, "type", "")), self.limits.compute_units)
-        from datagen.memargs import KERNEL_SELECTORS
+        from kernelcast.datagen.memargs import KERNEL_SELECTORS
 
         self.kernel_selectors = KERNEL_SELECTORS
         if options.args in SELECTORS:
@@ -333,7 +333,7 @@ class Generator:
         self.summary = Summary()
         self._noisy: list[tuple[dict[str, Any], LaunchConfig, str]] = []
         self._samples: dict[str, tuple[SampledConfig, dict[str, Any]]] = {}   # this kernel's sample firsts
-        from datagen.reference import ReferenceCheck
+        from kernelcast.datagen.reference import ReferenceCheck
 
         self.ref = ReferenceCheck(every_s=options.reference_every_s)
         self._since_check: list[tuple[Kernel, dict[str, Any], LaunchConfig]] = []
@@ -524,7 +524,7 @@ class Generator:
         not measured again): a row keyed ``<key>~r<n>`` of the first's pass with ``remeasure_of``
         the first's key and ``remeasure_reason = "round"``, journaled like any other, so a kill
         loses at most this round; readers pool it into the first (:func:`datagen.dataset.pool_rounds`)."""
-        from datagen.counts import row_config
+        from kernelcast.datagen.counts import row_config
 
         self._tick()
         if first.get("status") != "ok" or f"{first['row_key']}~r{n}" in self.stored:
@@ -562,7 +562,7 @@ class Generator:
 
     def _reference(self, final: bool = False) -> None:
         """The drift check (when due, or ``final``): see :mod:`datagen.reference`."""
-        from datagen.reference import REF_CONFIG, REF_KERNEL, REF_POLICY, log_check
+        from kernelcast.datagen.reference import REF_CONFIG, REF_KERNEL, REF_POLICY, log_check
 
         if not final and not self.ref.due():
             return
@@ -625,7 +625,7 @@ class Generator:
                 self.progress.refresh()
         faults = 0
         rng = kernel_rng(self.o.seed, k.id, f"grid{lsize}")
-        from datagen.sampler import grid_for
+        from kernelcast.datagen.sampler import grid_for
 
         for n_wg in plan.new_nwg:
             grid = grid_for(rng, n_wg, len(lsize))
@@ -696,8 +696,8 @@ class Generator:
         """One counting launch with the row's configuration and data (:mod:`datagen.counts`): the
         ``site_counts`` cell, ``""`` when the kernel cannot be counted or the launch fails (the
         row is kept either way)."""
-        from datagen.counts import SiteCounter, counts_text
-        from instrument.rewrite import InstrumentedRunError, RewriteError
+        from kernelcast.datagen.counts import SiteCounter, counts_text
+        from kernelcast.instrument.rewrite import InstrumentedRunError, RewriteError
 
         if self._counter is None:
             self._counter = SiteCounter(self.h)
@@ -720,8 +720,8 @@ class Generator:
         """One run of the activity-instrumented kernel with the row's arguments (simple selection;
         memory selection gets it from its bounds check); None when the kernel cannot be
         instrumented or the run fails (the plain run then says why)."""
-        from instrument.activity import activity_of_args, activity_rewrite
-        from instrument.rewrite import (
+        from kernelcast.instrument.activity import activity_of_args, activity_rewrite
+        from kernelcast.instrument.rewrite import (
             InstrumentedRunError,
             RewriteError,
             device_supports_int64_atomics,
@@ -815,7 +815,7 @@ def dataset_manifest(harness: Any, options: DatagenOptions, corpus: str) -> dict
 
 def write_kernels(root: Path, kernels: list[Kernel]) -> None:
     """Keep the dataset's kernel sources beside its rows (a corpus in ``DATASET/kernels``), merged by id."""
-    from datagen.corpus_store import read_records, write_corpus
+    from kernelcast.datagen.corpus_store import read_records, write_corpus
 
     kdir = root / "kernels"
     have: dict[str, dict[str, Any]] = {}
@@ -852,7 +852,7 @@ def run_datagen(kernels: list[Kernel], out: str | Path, device: Any, options: Da
     with a progress bar when ``progress``. :class:`DatagenInterrupted` on Ctrl-C."""
     from tqdm import tqdm
 
-    from instrument.harness import Harness
+    from kernelcast.instrument.harness import Harness
 
     with Harness(device, meter=meter, timeout_s=timeout_s) as h:
         manifest = {**dataset_manifest(h, options, corpus), **(extra_manifest or {})}

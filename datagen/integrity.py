@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from datagen.dataset import (
+from kernelcast.datagen.dataset import (
     JOURNAL,
     MANIFEST,
     SHARDS,
@@ -117,7 +117,7 @@ def _journal_lines(path: Path) -> tuple[list[str], list[int]]:
 
 def check_dataset(root: str | os.PathLike[str]) -> CheckReport:
     """Read every file of the dataset and name the damaged ones (nothing is changed)."""
-    from datagen.corpus_store import CorpusError, read_records
+    from kernelcast.datagen.corpus_store import CorpusError, read_records
 
     p = _dataset_dir(root)
     damage: list[Damage] = []
@@ -193,7 +193,7 @@ class RepairReport:
 
 def repair_dataset(root: str | os.PathLike[str]) -> RepairReport:
     """Quarantine every damaged file of the dataset; keep every good row. Never deletes."""
-    from datagen.dataset import read_dataset
+    from kernelcast.datagen.dataset import read_dataset
 
     report = check_dataset(root)
     p = Path(report.root)

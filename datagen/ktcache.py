@@ -420,8 +420,8 @@ def kt_rows(cache: KTCache, *, kernel: Kernel | None = None, params: list[Kernel
     """Dataset rows of every record of ``cache`` (nothing written). With ``kernel`` (and its
     ``params``) the rows carry its id and bound arguments (``arg_specs`` first, then LLMPerf's simple
     selection over the problem size); without it they are keyed by the cache's kernel name."""
-    from datagen.args import UnsupportedArgument, complete_args
-    from datagen.dataset import row_key
+    from kernelcast.datagen.args import UnsupportedArgument, complete_args
+    from kernelcast.datagen.dataset import row_key
 
     rules = rules or GridRules()
     names = block_size_names(cache, rules)
@@ -544,8 +544,8 @@ def kt_manifest(cache: KTCache, imp: KTImport) -> dict[str, Any]:
 def import_kt(imp: KTImport, out: str | os.PathLike[str]) -> tuple[int, int]:
     """Write the rows of ``imp`` into the dataset ``out`` (created, or appended to: a row already
     there is skipped). Returns (rows appended, rows in the dataset)."""
-    from datagen.dataset import DatasetWriter
-    from datagen.generate import write_kernels
+    from kernelcast.datagen.dataset import DatasetWriter
+    from kernelcast.datagen.generate import write_kernels
 
     manifest = kt_manifest(imp.cache, imp)
     with DatasetWriter(out, manifest) as w:

@@ -60,8 +60,8 @@ from typing import Any
 
 import numpy as np
 
-from datagen.args import Selector, UnsupportedArgument
-from instrument.activity import (
+from kernelcast.datagen.args import Selector, UnsupportedArgument
+from kernelcast.instrument.activity import (
     Activity,
     ActivityError,
     ActivityRewrite,
@@ -69,7 +69,7 @@ from instrument.activity import (
     activity_rewrite,
     measure_activity,
 )
-from instrument.rewrite import (
+from kernelcast.instrument.rewrite import (
     AccessExtent,
     InstrumentedRunError,
     RewriteError,

@@ -70,7 +70,7 @@ def ingested_corpora(repo_root: Path | None = None) -> list[Path]:
 def synthetic_corpus(dataset: Path, preset: Preset) -> Path:
     """The preset's synthetic corpus inside the dataset directory, generated on first use
     (deterministic: the same count and seed give the same kernels, so a rerun resumes)."""
-    from datagen.synth import write_synth_corpus
+    from kernelcast.datagen.synth import write_synth_corpus
 
     out = dataset / SYNTH_DIR
     mpath = out / "manifest.json"

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from instrument.runner import TimingPolicy
+from kernelcast.instrument.runner import TimingPolicy
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig, Measurement
 
 REF_SOURCE = """__kernel void kernelcast_reference(__global const float *a, __global float *c, const int n) {

@@ -32,10 +32,10 @@ from typing import Any
 
 import pandas as pd
 
-from datagen.counts import data_seed, dataset_kernels, open_checked_dataset, row_config
-from datagen.dataset import busy_load_limit, busy_rows, machine_busy, resolve_remeasured
-from datagen.frame import TRAIN_PASSES, DataError
-from instrument.runner import TimingPolicy
+from kernelcast.datagen.counts import data_seed, dataset_kernels, open_checked_dataset, row_config
+from kernelcast.datagen.dataset import busy_load_limit, busy_rows, machine_busy, resolve_remeasured
+from kernelcast.datagen.frame import TRAIN_PASSES, DataError
+from kernelcast.instrument.runner import TimingPolicy
 from kernelcast.schema import Kernel
 
 log = logging.getLogger(__name__)
@@ -165,9 +165,9 @@ def remeasure_busy(dataset: str | os.PathLike[str], *, device: Any = "auto", loa
     """Measure again the configurations of ``dataset`` measured beside other work (module
     docstring): ``load_above`` overrides the dataset's load limit, ``limit`` takes at most that many
     configurations this run, ``dry_run`` only plans."""
-    from datagen.dataset import DatasetWriter
-    from datagen.generate import flatten
-    from instrument.harness import Harness
+    from kernelcast.datagen.dataset import DatasetWriter
+    from kernelcast.datagen.generate import flatten
+    from kernelcast.instrument.harness import Harness
 
     root = Path(dataset)
     manifest, raw, kernels = check_remeasure_dataset(root)

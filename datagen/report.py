@@ -68,7 +68,7 @@ def summarize(df: pd.DataFrame, manifest: dict[str, Any], raw: pd.DataFrame | No
     if info.get("rows_per_hour_span"):
         lines.append(f"rate: {info['rows_per_hour_span']:.0f} rows/hour (first to last row)")
     if raw is not None:
-        from datagen.dataset import repeatability
+        from kernelcast.datagen.dataset import repeatability
 
         rep = info["repeatability"] = repeatability(raw)
         if rep.get("pairs"):

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from instrument.runner import TimingPolicy
+from kernelcast.instrument.runner import TimingPolicy
 from kernelcast.schema import Kernel, LaunchConfig
 
 VALIDITY_SEED = 1234

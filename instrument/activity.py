@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from instrument.rewrite import (
+from kernelcast.instrument.rewrite import (
     _GUARD_32,
     _GUARD_64,
     _SINK_ALIGN,
@@ -43,7 +43,7 @@ from instrument.rewrite import (
     RewriteResult,
     instrumented_config,
 )
-from instrument.runner import TimingPolicy
+from kernelcast.instrument.runner import TimingPolicy
 from kernelcast.schema import ArgBinding, Kernel
 
 #: work-items whose activity is recorded at most (2 words each in the record buffer)

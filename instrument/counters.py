@@ -60,8 +60,8 @@ from typing import Any
 
 import numpy as np
 
-from instrument.activity import _stride
-from instrument.rewrite import (
+from kernelcast.instrument.activity import _stride
+from kernelcast.instrument.rewrite import (
     InstrumentedRunError,
     KernelRunner,
     RewriteError,
@@ -72,7 +72,7 @@ from instrument.rewrite import (
     param_list_range,
     parse_for_rewrite,
 )
-from instrument.runner import TimingPolicy
+from kernelcast.instrument.runner import TimingPolicy
 from kernelcast.clang import is_kernel
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 from kernelcast.sites import peak_symbol, site_symbol

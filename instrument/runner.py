@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from instrument.backends.base import Backend, BackendError, BoundArgs, ConfigError, DeviceInfo, Driver, Restore
-from instrument.machine import MachineProbe
-from instrument.meters.base import EnergyMeter, MeterReading
-from instrument.state import changed, maybe_read_buffers
+from kernelcast.instrument.backends.base import Backend, BackendError, BoundArgs, ConfigError, DeviceInfo, Driver, Restore
+from kernelcast.instrument.machine import MachineProbe
+from kernelcast.instrument.meters.base import EnergyMeter, MeterReading
+from kernelcast.instrument.state import changed, maybe_read_buffers
 from kernelcast.clang import KernelParam, ParseError, kernel_signatures
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig, Measurement, Status, TimeStats
 

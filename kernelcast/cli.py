@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kernelcast import __version__
 from kernelcast.console import fmt_table, human_bytes, load_kernel_source, to_json
 from kernelcast.errors import InputError, Terminated, UsageError
 from kernelcast.log import setup_logging
@@ -23,7 +24,7 @@ log = logging.getLogger("kernelcast")
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
-    from instrument.backends import list_devices
+    from kernelcast.instrument.backends import list_devices
 
     devs = list_devices(probe=not args.no_probe)
     if args.json:
@@ -58,7 +59,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 def _policy(args: argparse.Namespace) -> Any:
-    from instrument.runner import TimingPolicy
+    from kernelcast.instrument.runner import TimingPolicy
 
     p = TimingPolicy()      # ranges are checked by the parser (kernelcast.options)
     if args.repeats is not None:
@@ -102,12 +103,12 @@ def cmd_measure(args: argparse.Namespace) -> int:
     CSV file (``--configs``), each measured in ``--rounds`` rounds (interleaved across the
     configurations, each round a full timing window) and its rounds pooled, each round weighing the
     same (:func:`instrument.runner.pool_rounds`, as datagen pools a sweep's rounds)."""
-    from datagen.args import UnsupportedArgument, complete_args
-    from instrument.backends import select_device
-    from instrument.harness import Harness, HarnessError
-    from instrument.memcheck import check_buffer_memory
-    from instrument.meters import check_meter_spec
-    from instrument.runner import pool_rounds, validate_geometry
+    from kernelcast.datagen.args import UnsupportedArgument, complete_args
+    from kernelcast.instrument.backends import select_device
+    from kernelcast.instrument.harness import Harness, HarnessError
+    from kernelcast.instrument.memcheck import check_buffer_memory
+    from kernelcast.instrument.meters import check_meter_spec
+    from kernelcast.instrument.runner import pool_rounds, validate_geometry
     from kernelcast.argspec import arg_arrays, check_against_signature, parse_arg, parse_size
     from kernelcast.config import device_spec
     from kernelcast.schema import LaunchConfig
@@ -190,8 +191,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
 def _site_counts(h: Any, kernel: Any, config: Any, arrays: dict[str, Any], policy: Any) -> dict[str, Any]:
     """``measure --counts``: one counting launch (instrument.counters) with the same arguments and data."""
-    from instrument.counters import measure_counts
-    from instrument.rewrite import InstrumentedRunError, RewriteError
+    from kernelcast.instrument.counters import measure_counts
+    from kernelcast.instrument.rewrite import InstrumentedRunError, RewriteError
 
     try:
         sc = measure_counts(h, kernel, config, arrays=arrays, policy=policy)
@@ -275,6 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="GPU kernel performance/energy datasets, time and energy prediction, and benchmarks.",
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-v, -vv)")
+    parser.add_argument("--version", action="version", version=f"kernelcast {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
@@ -329,11 +331,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _extra_commands() -> list[Callable[[Any], object]]:
     """Subcommands of later pipeline stages register here."""
-    from bench.cli import add_parser as bench_parser
-    from calib.cli import add_parser as calib_parser
-    from datagen.cli import add_parsers as datagen_parsers
-    from models.cli import add_parsers as model_parsers
-    from train.cli import add_parser as train_parser
+    from kernelcast.bench.cli import add_parser as bench_parser
+    from kernelcast.calib.cli import add_parser as calib_parser
+    from kernelcast.datagen.cli import add_parsers as datagen_parsers
+    from kernelcast.models.cli import add_parsers as model_parsers
+    from kernelcast.train.cli import add_parser as train_parser
 
     return [datagen_parsers, calib_parser, model_parsers, bench_parser, train_parser]
 

@@ -56,21 +56,21 @@ def _stage(n: int, title: str, t0: float) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bench.suite.compare import default_suite, print_table, run_bench
-    from calib.cli import format_profile
-    from calib.local import QUICK_RUNS, calibrate_runs
-    from calib.microbench import CalibOptions
-    from datagen.corpus import ingest_to
-    from datagen.corpus_store import bundled_dir, read_corpus, read_records, write_corpus
-    from datagen.generate import DatagenInterrupted, DatagenOptions, run_datagen
-    from datagen.synth import generate_kernels
-    from instrument.backends import select_device
-    from instrument.meters import check_meter_spec
+    from kernelcast.bench.suite.compare import default_suite, print_table, run_bench
+    from kernelcast.calib.cli import format_profile
+    from kernelcast.calib.local import QUICK_RUNS, calibrate_runs
+    from kernelcast.calib.microbench import CalibOptions
+    from kernelcast.datagen.corpus import ingest_to
+    from kernelcast.datagen.corpus_store import bundled_dir, read_corpus, read_records, write_corpus
+    from kernelcast.datagen.generate import DatagenInterrupted, DatagenOptions, run_datagen
+    from kernelcast.datagen.synth import generate_kernels
+    from kernelcast.instrument.backends import select_device
+    from kernelcast.instrument.meters import check_meter_spec
     from kernelcast.config import device_spec
-    from train.blend import fit_blend_oof
-    from train.cli import format_blend, format_metrics, format_tabular
-    from train.loop import train_model
-    from train.tabular import train_tabular
+    from kernelcast.train.blend import fit_blend_oof
+    from kernelcast.train.cli import format_blend, format_metrics, format_tabular
+    from kernelcast.train.loop import train_model
+    from kernelcast.train.tabular import train_tabular
 
     for name in ("bundled_every", "synthetic", "configs_per_kernel", "epochs", "max_sizes"):
         if getattr(args, name) < 1:

@@ -12,7 +12,7 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    from instrument.backends import DeviceNotFound, select_device
+    from kernelcast.instrument.backends import DeviceNotFound, select_device
 
     strict = "--strict" in (sys.argv[1:] if argv is None else argv)
     try:

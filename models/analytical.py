@@ -79,15 +79,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from calib.fits import join_time
-from calib.profile import DeviceProfile
+from kernelcast.calib.fits import join_time
+from kernelcast.calib.profile import DeviceProfile
 from kernelcast.columns import decode_args, decode_counts, decode_sizes
 from kernelcast.sites import COUNT_PREFIXES, PEAK_PREFIX, TRIP_PREFIX
-from models.base import Predictions, Predictor
-from models.static.chains import CHAIN_CLASSES, FMA_CALL, INNER_PREFIX, UNIFORM_PREFIX
-from models.static.clbuiltins import INSTRUCTION_FAMILIES
-from models.static.features import BUILTIN_CLASSES, CHAIN_PREFIX, LIBCALL, LOOPVEC_LOADS, LOOPVEC_PREFIX, VEC_PREFIX
-from models.static.loops import PRAGMA_UNROLL_MAX_TRIP, UNROLL_MAX_TRIP
+from kernelcast.models.base import Predictions, Predictor
+from kernelcast.models.static.chains import CHAIN_CLASSES, FMA_CALL, INNER_PREFIX, UNIFORM_PREFIX
+from kernelcast.models.static.clbuiltins import INSTRUCTION_FAMILIES
+from kernelcast.models.static.features import BUILTIN_CLASSES, CHAIN_PREFIX, LIBCALL, LOOPVEC_LOADS, LOOPVEC_PREFIX, VEC_PREFIX
+from kernelcast.models.static.loops import PRAGMA_UNROLL_MAX_TRIP, UNROLL_MAX_TRIP
 
 log = logging.getLogger(__name__)
 
@@ -475,7 +475,7 @@ _FAMILY_FALLBACK = {"half_": ("half_", "native_", ""), "native_": ("native_", ""
 def _family_chain(fam: str) -> list[tuple[str, float]]:
     """A builtin family and the families its rates fall back to where a profile has none of its
     own (:data:`models.static.features.FAMILY_PARENT`), each with the calls of it one call counts as."""
-    from models.static.features import FAMILY_PARENT
+    from kernelcast.models.static.features import FAMILY_PARENT
 
     out = [(fam, 1.0)]
     while fam in FAMILY_PARENT and len(out) < 8:
@@ -545,7 +545,7 @@ def _routine_latencies(p: DeviceProfile) -> dict[str, float]:
     ``chain_<variant><family>_ns`` (calib chain), else the same family's other variants', else its
     parent family's times the calls one call counts as (:func:`_family_chain`); families without
     any are left out (their calls then cost what their scalar rate says, chain or not)."""
-    from models.static.features import BUILTIN_FAMILIES
+    from kernelcast.models.static.features import BUILTIN_FAMILIES
 
     out: dict[str, float] = {}
     for fam in BUILTIN_FAMILIES:
@@ -563,7 +563,7 @@ def _builtin_rates(p: DeviceProfile, rates: dict[str, float]) -> tuple[dict[str,
     else the same family's other variants, else its parent family's (:func:`_family_value`), else
     (``divide``) the fp32 division rate; families without any measured rate are left out (the model
     then charges them at the ``sfu`` rate)."""
-    from models.static.features import BUILTIN_FAMILIES
+    from kernelcast.models.static.features import BUILTIN_FAMILIES
 
     out: dict[str, float] = {}
     src: dict[str, str] = {}
@@ -602,7 +602,7 @@ def _wi_rates(p: DeviceProfile, peak: dict[str, float]) -> tuple[dict[str, float
             out[c], src["wi " + c] = r * min(ratio, 1.0), "profile (peak x wi/peak ratio of fp32 FMA)"
     # builtin families: independent calls per work-item (calib.kernels.wi_call_kernel), measured only
     # (the FMA ratio says nothing of a math library's vector code); else their peak stays
-    from models.static.features import BUILTIN_FAMILIES
+    from kernelcast.models.static.features import BUILTIN_FAMILIES
 
     for fam in BUILTIN_FAMILIES:
         for variant in _FAMILY_FALLBACK:
@@ -1420,7 +1420,7 @@ class AnalyticalModel(Predictor):
 
     def features(self, source: str, name: str, build_options: str = "") -> Any:
         from kernelcast.schema import Kernel
-        from models.static import analyze_source
+        from kernelcast.models.static import analyze_source
 
         key = (source, name, build_options)
         if key not in self._features:

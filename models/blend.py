@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from kernelcast.errors import InputError
-from models.base import Predictions, Predictor
+from kernelcast.models.base import Predictions, Predictor
 
 BLEND_FILE = "blend.json"
 BLEND_KIND = "kernelcast-blend"

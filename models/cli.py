@@ -60,8 +60,8 @@ def _interval_json(lo: float, hi: float) -> list[float | None] | None:
 
 def _read_measured(args: argparse.Namespace, kernel: Any, params: list[Any]) -> tuple[Any, pd.DataFrame, np.ndarray]:
     """The measured configurations of ``--measured`` as prediction rows and times."""
-    from models.fewshot import read_measured
-    from models.predict import measured_frame
+    from kernelcast.models.fewshot import read_measured
+    from kernelcast.models.predict import measured_frame
 
     ms = read_measured(args.measured, kernel, [p.name for p in params])
     mframe, m_us = measured_frame(kernel, params, ms, list(args.arg), getattr(args, "power_cap", None) or None)
@@ -90,9 +90,9 @@ def _check_local_sizes(rows: list[dict[str, Any]], profile: Any) -> None:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from calib.local import resolve_profile
+    from kernelcast.calib.local import resolve_profile
     from kernelcast.argspec import parse_size
-    from models.predict import (
+    from kernelcast.models.predict import (
         arg_dicts,
         complete_bindings,
         configuration_row,
@@ -102,7 +102,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         predict_with_intervals,
         read_site_counts,
     )
-    from models.tabular import TabularPredictor
+    from kernelcast.models.tabular import TabularPredictor
 
     t0 = time.perf_counter()
     kernel, params = load_kernel_source(args.kernel, args.name, args.build_options or "")
@@ -294,7 +294,7 @@ def _energy_note(profile: Any, res: pd.DataFrame) -> str:
 
 def _load_tune_model(model: str) -> Any:
     """The tabular model ``tune --model`` scores with (a CodeGen model is refused)."""
-    from models.tabular import TabularPredictor, is_tabular_dir
+    from kernelcast.models.tabular import TabularPredictor, is_tabular_dir
 
     p = Path(model)
     if p.is_dir() and not is_tabular_dir(p) and (p / "config.json").is_file():
@@ -325,9 +325,9 @@ def _check_kt_format(args: argparse.Namespace) -> Path | None:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from calib.local import resolve_profile
+    from kernelcast.calib.local import resolve_profile
     from kernelcast.argspec import parse_size
-    from models.fewshot import (
+    from kernelcast.models.fewshot import (
         DEFAULT_SHRINK_PRIOR,
         Offset,
         analytical_balance,
@@ -336,7 +336,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         launch_inputs,
         shape_inputs,
     )
-    from models.predict import (
+    from kernelcast.models.predict import (
         bind_arguments,
         complete_bindings,
         configuration_row,
@@ -344,7 +344,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         read_site_counts,
         score_configurations,
     )
-    from models.tune import MAX_POINTS, enumerate_shapes, pareto, power_caps
+    from kernelcast.models.tune import MAX_POINTS, enumerate_shapes, pareto, power_caps
 
     kernel, params = load_kernel_source(args.kernel, args.name, args.build_options or "")
     if args.counts and args.measure_counts:
@@ -443,7 +443,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     label = "Pareto set (time vs energy)" if args.objective == "pareto" and have_energy else \
         f"best {len(chosen)} by predicted {args.objective if have_energy else 'time'}"
     if args.format == "kernel-tuner":
-        from models.tune import kernel_tuner_shortlist, write_shortlist
+        from kernelcast.models.tune import kernel_tuner_shortlist, write_shortlist
 
         shortlist = kernel_tuner_shortlist(
             kernel.name, n, [tuple(rows[i]["lsize"]) for i in chosen],
@@ -538,7 +538,7 @@ class _TuneContext:
     def correction(self, shots_us: list[float], shots_pred: list[float], shots: list[int]) -> Any:
         """The kernel's correction from the shots of the file and the measured candidates ``shots``
         (their times ``shots_us`` and predictions ``shots_pred`` follow the file's)."""
-        from models.fewshot import fit_offset, shape_inputs
+        from kernelcast.models.fewshot import fit_offset, shape_inputs
 
         launch = np.vstack([self.shots_launch, self.launch[shots]]) if shots else self.shots_launch
         return fit_offset(shots_us, shots_pred, self.prior, self.within_var, self.shape,
@@ -546,7 +546,7 @@ class _TuneContext:
 
     def corrected(self, offset: Any) -> np.ndarray:
         """Every candidate's prediction corrected by ``offset``."""
-        from models.fewshot import shape_inputs
+        from kernelcast.models.fewshot import shape_inputs
 
         return offset.apply(self.t_raw, shape_inputs(self.launch, self.t_raw))
 
@@ -570,9 +570,9 @@ def _measure_top(ctx: _TuneContext) -> dict[str, Any]:
     more, one after the other in each round, and each one's rounds pooled (as datagen's sweeps):
     the final offset, the order and the final choice use the pooled times, since a host that slows
     down in phases makes a single measurement of each pick the fastest by chance."""
-    from instrument.backends import select_device
-    from instrument.harness import Harness
-    from instrument.runner import pool_rounds
+    from kernelcast.instrument.backends import select_device
+    from kernelcast.instrument.harness import Harness
+    from kernelcast.instrument.runner import pool_rounds
     from kernelcast.config import device_spec
     from kernelcast.metrics import spearman
     from kernelcast.schema import ArgBinding, LaunchConfig

@@ -22,7 +22,7 @@ import pandas as pd
 
 from kernelcast.errors import InputError, UsageError
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
-from models.fewshot import (
+from kernelcast.models.fewshot import (
     DEFAULT_SHRINK_PRIOR,
     MeasuredSet,
     Offset,
@@ -34,11 +34,11 @@ from models.fewshot import (
 )
 
 if TYPE_CHECKING:
-    from calib.profile import DeviceProfile
+    from kernelcast.calib.profile import DeviceProfile
     from kernelcast.clang import KernelParam
-    from models.base import Predictor
-    from models.blend import StackedBlend
-    from models.tabular import ResidualCalibration
+    from kernelcast.models.base import Predictor
+    from kernelcast.models.blend import StackedBlend
+    from kernelcast.models.tabular import ResidualCalibration
 
 
 def arg_dicts(bindings: list[ArgBinding]) -> list[dict[str, Any]]:
@@ -51,7 +51,7 @@ def complete_bindings(params: list[KernelParam], given_specs: list[str], gsize: 
                       lsize: tuple[int, ...] | None, kernel_name: str) -> tuple[list[ArgBinding], list[str]]:
     """Bind every argument of a kernel: the ones given (``NAME=...`` specs, ``NAME=@FILE.npy``),
     the others by LLMPerf's simple selection. Returns the bindings and the names bound by selection."""
-    from datagen.args import UnsupportedArgument, complete_args
+    from kernelcast.datagen.args import UnsupportedArgument, complete_args
     from kernelcast.argspec import check_against_signature, parse_arg
 
     given = [parse_arg(a) for a in given_specs]
@@ -116,12 +116,12 @@ def measure_site_counts(kernel: Kernel, configs: list[LaunchConfig], device_text
     isolated worker on the device ``device_text`` names (auto when None), with each configuration's
     arguments and data (``NAME=@FILE.npy`` files included). Returns per configuration the site
     counts (None where they could not be measured) and notes on what failed."""
-    from instrument.backends import select_device
-    from instrument.counters import measure_counts
-    from instrument.harness import Harness
-    from instrument.memcheck import check_buffer_memory
-    from instrument.rewrite import InstrumentedRunError, RewriteError
-    from instrument.runner import validate_geometry
+    from kernelcast.instrument.backends import select_device
+    from kernelcast.instrument.counters import measure_counts
+    from kernelcast.instrument.harness import Harness
+    from kernelcast.instrument.memcheck import check_buffer_memory
+    from kernelcast.instrument.rewrite import InstrumentedRunError, RewriteError
+    from kernelcast.instrument.runner import validate_geometry
     from kernelcast.argspec import arg_arrays
     from kernelcast.config import device_spec
 
@@ -161,7 +161,7 @@ def measured_frame(kernel: Kernel, params: list[KernelParam], measured: Measured
     """Prediction rows of the measured configurations of ``kernel`` and their times (us): the
     argument bindings the measurement used where the file has them (``measure --json``), else the
     file's argument columns, then ``arg_specs`` and simple selection (as ``predict --configs``)."""
-    from models.fewshot import MeasuredFileError
+    from kernelcast.models.fewshot import MeasuredFileError
 
     rows = []
     for c in measured.configs:
@@ -185,11 +185,11 @@ def load_learned(model: str | None) -> tuple[Predictor | None, StackedBlend | No
     if not model:
         return None, None
     p = Path(model)
-    from models.tabular import is_tabular_dir
+    from kernelcast.models.tabular import is_tabular_dir
 
     if p.is_dir() and is_tabular_dir(p):
-        from models.blend import StackedBlend
-        from models.tabular import TabularPredictor
+        from kernelcast.models.blend import StackedBlend
+        from kernelcast.models.tabular import TabularPredictor
 
         try:
             tp = TabularPredictor.load(p)
@@ -201,8 +201,8 @@ def load_learned(model: str | None) -> tuple[Predictor | None, StackedBlend | No
         raise UsageError(f"--model {model}: not a model directory (no config.json or tabular.json); train one with "
                          f"'kernelcast train'")
     try:
-        from models.blend import StackedBlend
-        from models.learned.predictor import LearnedPredictor
+        from kernelcast.models.blend import StackedBlend
+        from kernelcast.models.learned.predictor import LearnedPredictor
 
         lp = LearnedPredictor.from_pretrained(model)
     except Exception as e:  # noqa: BLE001 - any loading failure is bad input here
@@ -227,7 +227,7 @@ def _predict(frame: pd.DataFrame, profile: DeviceProfile, learned: Predictor | N
              weights: StackedBlend | None) -> tuple[pd.DataFrame, list[str | None] | None]:
     """:func:`predict_frame`, and with a tabular model the analytical bound of each row under the
     model's profile (what its interval quantiles are binned by)."""
-    from models.analytical import AnalyticalModel
+    from kernelcast.models.analytical import AnalyticalModel
 
     an = AnalyticalModel(profile)
     pa = an.predict(frame)
@@ -235,8 +235,8 @@ def _predict(frame: pd.DataFrame, profile: DeviceProfile, learned: Predictor | N
     out["explanation"] = pa.explanation
     bounds = None
     if learned is not None:
-        from models.blend import BlendModel, single
-        from models.tabular import TabularPredictor, bound_names, build_table
+        from kernelcast.models.blend import BlendModel, single
+        from kernelcast.models.tabular import TabularPredictor, bound_names, build_table
 
         if isinstance(learned, TabularPredictor):
             table = build_table(frame, learned.profile)
@@ -297,7 +297,7 @@ def same_profile(a: DeviceProfile, b: DeviceProfile) -> bool:
 def _calibrations(profile: DeviceProfile, learned: Predictor | None, weights: StackedBlend | None,
                   models: list[str]) -> tuple[dict[str, ResidualCalibration], dict[str, str]]:
     """The residual calibration behind each model column's interval, or why it has none."""
-    from models.tabular import TabularPredictor
+    from kernelcast.models.tabular import TabularPredictor
 
     cals: dict[str, ResidualCalibration] = {}
     notes: dict[str, str] = {}
@@ -468,7 +468,7 @@ def score_configurations(frame: pd.DataFrame, profile: DeviceProfile,
     """Score prediction rows with the analytical model of ``profile``, or with ``tabular`` (a
     :class:`models.tabular.TabularPredictor`; energy from its energy head where it has one, else
     the analytical energy)."""
-    from models.analytical import AnalyticalModel
+    from kernelcast.models.analytical import AnalyticalModel
 
     pa = AnalyticalModel(profile).predict(frame)
     if tabular is None:
@@ -476,7 +476,7 @@ def score_configurations(frame: pd.DataFrame, profile: DeviceProfile,
                              [e.get("bound") for e in pa.explanation], None,
                              "no measured residuals of the analytical model on this device: its interval would be "
                              "invented (tune --model with a tabular model gives intervals)")
-    from models.tabular import TabularPredictor, bound_names, build_table
+    from kernelcast.models.tabular import TabularPredictor, bound_names, build_table
 
     if not isinstance(tabular, TabularPredictor):
         raise TypeError("score_configurations scores with a tabular model only")

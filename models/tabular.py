@@ -106,16 +106,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from calib.profile import DeviceProfile, ProfileError
+from kernelcast.calib.profile import DeviceProfile, ProfileError
 from kernelcast.columns import decode_args, decode_counts, decode_sizes
 from kernelcast.errors import InputError
-from models.base import Predictions, Predictor
-from models.fewshot import DEFAULT_SHRINK_PRIOR, ShapePrior
+from kernelcast.models.base import Predictions, Predictor
+from kernelcast.models.fewshot import DEFAULT_SHRINK_PRIOR, ShapePrior
 
 if TYPE_CHECKING:
     import lightgbm as lgb
 
-    from models.static.features import SourceFeatures
+    from kernelcast.models.static.features import SourceFeatures
 
 log = logging.getLogger(__name__)
 
@@ -290,7 +290,7 @@ def kernel_static(source: str, name: str, build_options: str = "") -> KernelStat
         _STATIC_CACHE.move_to_end(key)
         return hit
     from kernelcast.schema import Kernel
-    from models.static import analyze_source
+    from kernelcast.models.static import analyze_source
 
     feats: SourceFeatures | None = None
     error = None
@@ -329,7 +329,7 @@ def _group_env(gsizes: list[tuple[int, ...] | None], lsizes: list[tuple[int, ...
                args: list[list[dict[str, Any]]], counts: list[dict[str, float]] | None = None
                ) -> dict[str, np.ndarray]:
     """The configuration symbols of a kernel's rows, exactly as ``AnalyticalModel.predict`` builds them."""
-    from models.analytical import config_env, stack_envs
+    from kernelcast.models.analytical import config_env, stack_envs
 
     cs = counts if counts is not None else [None] * len(gsizes)
     return stack_envs([config_env(list(g or ()), list(ls or ()) or None, a, c)
@@ -475,7 +475,7 @@ def build_table(frame: pd.DataFrame, profile: DeviceProfile) -> pd.DataFrame:
     """The feature table of ``frame``'s rows (module docstring): :data:`FEATURE_COLUMNS`, then the
     keys and targets ``frame`` has. Same index and row order as ``frame``. The static analysis of
     each kernel runs once (cached across calls); rows are evaluated per kernel, vectorized."""
-    from models.analytical import AnalyticalModel
+    from kernelcast.models.analytical import AnalyticalModel
 
     n = len(frame)
     for c in ("source", "kernel_name", "gsize"):

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from instrument.backends import DeviceInfo
-    from instrument.harness import Harness
+    from kernelcast.instrument.backends import DeviceInfo
+    from kernelcast.instrument.harness import Harness
 
 NO_DEVICE_ENV = "KERNELCAST_TESTS_NO_DEVICE"
 
@@ -43,7 +43,7 @@ def _needs_device(item: pytest.Item) -> bool:
 
 
 def _select_device() -> DeviceInfo | str:
-    from instrument.backends import DeviceNotFound, select_device
+    from kernelcast.instrument.backends import DeviceNotFound, select_device
 
     try:
         return select_device("auto")
@@ -94,7 +94,7 @@ def device(pytestconfig: pytest.Config) -> DeviceInfo:
 
 @pytest.fixture(scope="module")
 def harness(device: DeviceInfo) -> Iterator[Harness]:
-    from instrument.harness import Harness
+    from kernelcast.instrument.harness import Harness
 
     with Harness(device, meter="none", timeout_s=20) as h:
         yield h

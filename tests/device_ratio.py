@@ -13,10 +13,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from calib.microbench import CalibOptions, Calibrator
-from calib.profile import DeviceIdentity, DeviceProfile, ProfileValue, bundled_profile_for, load_profile, profiles_dir
+from kernelcast.calib.microbench import CalibOptions, Calibrator
+from kernelcast.calib.profile import DeviceIdentity, DeviceProfile, ProfileValue, bundled_profile_for, load_profile, profiles_dir
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
-from models.analytical import AnalyticalModel
+from kernelcast.models.analytical import AnalyticalModel
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -87,7 +87,7 @@ def measure_and_predict(harness, model: AnalyticalModel, source: str,
     kernel's rounds pooled: the KVM host of this project runs throughput-bound code 1.3-2x slower
     in phases of milliseconds to seconds, and two kernels measured once each, back to back, can
     land in different phases (a copy measured 2.2x slower than a gather of the same bytes once)."""
-    from instrument.runner import TimingPolicy, pool_rounds
+    from kernelcast.instrument.runner import TimingPolicy, pool_rounds
 
     pol = policy or TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.02, max_repeats=50, max_time_s=2.0)
     measured: dict[str, list] = {name: [] for name in runs}

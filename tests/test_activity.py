@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from instrument.activity import activity_rewrite, measure_activity
-from instrument.rewrite import instrument_kernel
+from kernelcast.instrument.activity import activity_rewrite, measure_activity
+from kernelcast.instrument.rewrite import instrument_kernel
 from kernelcast.schema import Kernel
 
 LISTING1 = """__kernel void summation(__global float* in, __global float* out, int N, int k) {

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from calib.profile import DeviceIdentity, DeviceProfile, load_profile
-from models.analytical import AnalyticalModel, config_env
+from kernelcast.calib.profile import DeviceIdentity, DeviceProfile, load_profile
+from kernelcast.models.analytical import AnalyticalModel, config_env
 
 COPY = """__kernel void copy(__global const float* a, __global float* b, int n) {
   int i = get_global_id(0); if (i < n) b[i] = a[i]; }"""
@@ -135,7 +135,7 @@ def test_published_gpu_profiles_use_occupancy_and_mwp_cwp(name):
 
 def test_vectorized_evaluation_matches_row_by_row():
     from kernelcast.schema import Kernel
-    from models.static import analyze_source
+    from kernelcast.models.static import analyze_source
 
     m = AnalyticalModel(cpu_profile())
     feats = analyze_source(Kernel(HEAVY, "heavy"))

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from calib.microbench import CalibOptions
+from kernelcast.calib.microbench import CalibOptions
 from kernelcast.schema import ArgBinding, Kernel
-from models.analytical import AnalyticalModel, cpu_vectorizable
-from models.static import analyze_source
+from kernelcast.models.analytical import AnalyticalModel, cpu_vectorizable
+from kernelcast.models.static import analyze_source
 from tests.device_ratio import cpu_profile, local_profile, measured_ratio, measured_ratio_tries, require_pocl_cpu
 
 SRC = """

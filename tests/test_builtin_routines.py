@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from calib.microbench import CalibOptions
+from kernelcast.calib.microbench import CalibOptions
 from kernelcast.schema import ArgBinding, Kernel
-from models.analytical import AnalyticalModel, cpu_vectorizable
-from models.static import analyze_source
-from models.static.features import BUILTIN_FAMILIES, FAMILY_PARENT
+from kernelcast.models.analytical import AnalyticalModel, cpu_vectorizable
+from kernelcast.models.static import analyze_source
+from kernelcast.models.static.features import BUILTIN_FAMILIES, FAMILY_PARENT
 from tests.device_ratio import cpu_profile, measured_ratio_tries, require_pocl_cpu
 
 CALLS = """

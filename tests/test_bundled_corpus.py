@@ -21,7 +21,7 @@ BUILD_OPTIONS = "-cl-std=CL1.2"
 def built(device):
     """{file name: list of kernel names, or the build log}, every file built once on the
     device the project's own selection picks (conftest fails the run when there is none)."""
-    from instrument.backends.opencl import trial_build
+    from kernelcast.instrument.backends.opencl import trial_build
 
     out: dict[str, list[str] | str] = {}
     for path in CL_FILES:

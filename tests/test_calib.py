@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from calib import kernels as K
-from calib.fits import (
+from kernelcast.calib import kernels as K
+from kernelcast.calib.fits import (
     find_plateaus,
     flat_run,
     join_fit,
@@ -21,8 +21,8 @@ from calib.fits import (
     r_squared,
     unrolled_group_size,
 )
-from calib.microbench import WG_COUNTS, CalibOptions, Calibrator, size_ladder
-from calib.profile import (
+from kernelcast.calib.microbench import WG_COUNTS, CalibOptions, Calibrator, size_ladder
+from kernelcast.calib.profile import (
     Curve,
     DeviceIdentity,
     DeviceProfile,
@@ -31,8 +31,8 @@ from calib.profile import (
     bundled_profiles,
     load_profile,
 )
-from instrument.backends import DeviceInfo
-from instrument.runner import TimingPolicy
+from kernelcast.instrument.backends import DeviceInfo
+from kernelcast.instrument.runner import TimingPolicy
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig, Measurement, TimeStats
 
 KiB, MiB = 1024, 1024 * 1024
@@ -616,8 +616,8 @@ def test_real_host_overhead(device):
 
     import pyopencl as cl
 
-    from calib.host_bench import measure_host_overhead
-    from instrument.backends.opencl import cl_device
+    from kernelcast.calib.host_bench import measure_host_overhead
+    from kernelcast.instrument.backends.opencl import cl_device
 
     res = measure_host_overhead(device, n=50)
     assert "error" not in res, res
@@ -644,7 +644,7 @@ def test_real_host_overhead(device):
 
 @pytest.mark.device
 def test_cli_writes_profile_and_rejects_bad_input(tmp_path, capsys):
-    from calib.cli import main
+    from kernelcast.calib.cli import main
 
     out = tmp_path / "p.json"
     assert main(["--out", str(out), "--only", "launch", "--meter", "none", "--no-progress"]) == 0
@@ -662,8 +662,8 @@ def test_cli_writes_profile_and_rejects_bad_input(tmp_path, capsys):
 def test_busy_host_is_refused_or_recorded(monkeypatch):
     """A CPU device under a load above --max-load is refused before any measurement; without the
     limit the calibration runs and records the largest load it saw."""
-    from calib import microbench
-    from calib.microbench import HostBusyError
+    from kernelcast.calib import microbench
+    from kernelcast.calib.microbench import HostBusyError
 
     monkeypatch.setattr(microbench, "_loadavg", lambda: 7.5)
     truth = Truth()

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.ceiling import _oof_columns, main, run, sample_rows, score
+from kernelcast.bench.ceiling import _oof_columns, main, run, sample_rows, score
 
 
 def _frame() -> tuple[pd.DataFrame, np.ndarray]:
@@ -93,9 +93,9 @@ def test_a_dataset_of_another_device_is_refused(tmp_path: Path, device: object,
 
 
 def test_a_tiny_dataset_measured_again_agrees_with_itself(tmp_path: Path, harness: object) -> None:
-    from datagen.dataset import DatasetWriter
-    from datagen.generate import DatagenOptions, Generator, write_kernels
-    from instrument.runner import TimingPolicy
+    from kernelcast.datagen.dataset import DatasetWriter
+    from kernelcast.datagen.generate import DatagenOptions, Generator, write_kernels
+    from kernelcast.instrument.runner import TimingPolicy
     from kernelcast.schema import Kernel
 
     k = Kernel("__kernel void tsq(__global const float* a, __global float* b) {\n"

@@ -230,7 +230,7 @@ def make_fixtures(fx: Path) -> None:
     (fx / "corpus_bad").mkdir(exist_ok=True)
     (fx / "corpus_bad" / "kernels.jsonl").write_bytes(b"{\"id\": 1,\n\x00\xff garbage\n")
     # a good corpus of one kernel
-    from datagen.synth import write_synth_corpus
+    from kernelcast.datagen.synth import write_synth_corpus
 
     write_synth_corpus(fx / "corpus", 2, 0)
     # datasets: a good one, one with a manifest that is not JSON, one with a garbage shard
@@ -265,7 +265,7 @@ def make_fixtures(fx: Path) -> None:
 
 
 def _tiny_dataset(root: Path) -> None:
-    from datagen.dataset import DatasetWriter, row_key
+    from kernelcast.datagen.dataset import DatasetWriter, row_key
 
     rows = []
     for k in range(3):

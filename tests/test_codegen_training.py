@@ -11,17 +11,17 @@ import pandas as pd
 import pytest
 
 import kernelcast.cli as cli
-from calib.profile import load_profile
-from datagen.frame import load_measured_frame
+from kernelcast.calib.profile import load_profile
+from kernelcast.datagen.frame import load_measured_frame
 from kernelcast.columns import decode_args, decode_sizes
 from kernelcast.schema import Kernel
-from models.learned.data import encode_rows, feature_table, prepare_frame
-from models.predict import configuration_row
-from models.tabular import build_table
-from train.loop import TrainOptions, fit_frame
-from train.pretrain import PRETRAIN_FILE, PretrainOptions, is_pretrained_dir, pretrain
-from train.split import group_key, split_by_group
-from train.synthetic import synthetic_rows, write_synthetic_dataset
+from kernelcast.models.learned.data import encode_rows, feature_table, prepare_frame
+from kernelcast.models.predict import configuration_row
+from kernelcast.models.tabular import build_table
+from kernelcast.train.loop import TrainOptions, fit_frame
+from kernelcast.train.pretrain import PRETRAIN_FILE, PretrainOptions, is_pretrained_dir, pretrain
+from kernelcast.train.split import group_key, split_by_group
+from kernelcast.train.synthetic import synthetic_rows, write_synthetic_dataset
 
 
 def tiny(**kw) -> TrainOptions:
@@ -135,7 +135,7 @@ def test_residual_model_builds_identical_feature_rows_for_training_and_predictio
     p_pred = res.predictor.predict(pred_rows).time_us
     np.testing.assert_array_equal(p_train, p_pred)
     # reloaded from disk, the same predictions
-    from models.learned import LearnedPredictor
+    from kernelcast.models.learned import LearnedPredictor
 
     np.testing.assert_allclose(LearnedPredictor.from_pretrained(tmp_path / "m").predict(pred_rows).time_us, p_pred,
                                rtol=1e-6)
@@ -162,7 +162,7 @@ def test_residual_model_learns_the_correction_of_the_analytical_model(tmp_path, 
 
 @pytest.fixture(scope="module")
 def synth_corpus(tmp_path_factory):
-    from datagen.synth import write_synth_corpus
+    from kernelcast.datagen.synth import write_synth_corpus
 
     return write_synth_corpus(tmp_path_factory.mktemp("corpus") / "c", 24, seed=3)
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from datagen import corpus
-from datagen.corpus import (
+from kernelcast.datagen import corpus
+from kernelcast.datagen.corpus import (
     IngestReport,
     MinHasher,
     dedup_tokens,
@@ -21,7 +21,7 @@ from datagen.corpus import (
     shingle_hashes,
     strip_qualifiers,
 )
-from datagen.corpus_store import read_corpus, read_records
+from kernelcast.datagen.corpus_store import read_corpus, read_records
 from kernelcast.schema import Kernel
 
 COMMON_H = """\

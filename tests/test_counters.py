@@ -10,15 +10,15 @@ import math
 import numpy as np
 import pytest
 
-from instrument.counters import (
+from kernelcast.instrument.counters import (
     REC_NAME,
     SiteCounts,
     count_config,
     count_rewrite,
     measure_counts,
 )
-from instrument.rewrite import RewriteError
-from instrument.runner import TimingPolicy
+from kernelcast.instrument.rewrite import RewriteError
+from kernelcast.instrument.runner import TimingPolicy
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 from kernelcast.sites import site_symbol
 from tests.kernels import CSR

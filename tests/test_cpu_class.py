@@ -15,11 +15,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from calib.host_caches import CacheLevel, host_cache_levels, level_windows
-from calib.microbench import CalibOptions, Calibrator
-from calib.profile import Curve, DeviceIdentity, DeviceProfile, ProfileError, ProfileValue, combine_runs
+from kernelcast.calib.host_caches import CacheLevel, host_cache_levels, level_windows
+from kernelcast.calib.microbench import CalibOptions, Calibrator
+from kernelcast.calib.profile import Curve, DeviceIdentity, DeviceProfile, ProfileError, ProfileValue, combine_runs
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
-from models.analytical import AnalyticalModel, cpu_vectorizable
+from kernelcast.models.analytical import AnalyticalModel, cpu_vectorizable
 from tests.device_ratio import local_profile, measure_and_predict, require_pocl_cpu
 
 KiB, MiB = 1024, 1024 * 1024
@@ -166,7 +166,7 @@ def test_a_loop_around_an_inner_loop_without_an_implicit_barrier_gets_none():
     """PoCL puts implicit barriers into innermost loops only: a uniform loop whose nested loop of a
     few constant trips gets none itself (counting from -2, a second exit) gets none either, and its
     work-item loop stays scalar; with a nested loop counting from 0 it is vectorized as before."""
-    from models.analytical import unbarriered_loops
+    from kernelcast.models.analytical import unbarriered_loops
 
     inner, outer = _loop("5", depth=2), _loop("max(0, height//5)")
     outer.line = 7
@@ -208,7 +208,7 @@ def test_uniform_loop_in_a_barrier_kernel_runs_vectorized_on_this_device(harness
     3.8x slower than the uniform loop), and so does the same loop counting down (Zen 5: 10x for a
     float sum). The model says so, and predicts the ratio within 4x."""
     require_pocl_cpu(device)
-    from instrument.runner import TimingPolicy, pool_rounds
+    from kernelcast.instrument.runner import TimingPolicy, pool_rounds
 
     pol = TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.02, max_repeats=40, max_time_s=2.0)
     g, ls, n = 512, 64, 400
@@ -416,8 +416,8 @@ def test_vectorized_cpu_code_runs_at_the_one_chain_rate():
 def test_runs_wait_for_the_load_calibration_left_behind(monkeypatch):
     """Between runs the load average is calibration's own: the next run waits for it to drop
     below --max-load (here it falls 1.9, 1.6, 1.2 while waiting) and is refused if it never does."""
-    import calib.local as local
-    import calib.microbench as mb
+    import kernelcast.calib.local as local
+    import kernelcast.calib.microbench as mb
     from tests.test_calib import Truth, _fake_device
 
     dev = _fake_device(Truth(), "CPU")
@@ -435,7 +435,7 @@ def test_throughput_loops_run_at_the_peak_rates():
     """A uniform loop without memory accesses in a kernel with barriers runs a pass over independent
     work-items per trip (peak rates); a loop that reads memory, a nested loop or no barrier: the
     one-chain rates. A loop with barriers (a tree reduction) does not count either way."""
-    from models.analytical import cpu_throughput_loops
+    from kernelcast.models.analytical import cpu_throughput_loops
 
     red = _loop("floor(log2(max(1, lsize0//2)))")
     samples = SimpleNamespace(trip="max(0, samples)", trip_kind="affine", divergent=False, depth=1, line=7)

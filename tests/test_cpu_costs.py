@@ -9,12 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from calib import kernels as K
-from calib.microbench import CalibOptions, Calibrator
-from calib.profile import DeviceIdentity, DeviceProfile
+from kernelcast.calib import kernels as K
+from kernelcast.calib.microbench import CalibOptions, Calibrator
+from kernelcast.calib.profile import DeviceIdentity, DeviceProfile
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
-from models.analytical import AnalyticalModel, atomic_distinct, atomic_seconds, config_env
-from models.static import analyze_source
+from kernelcast.models.analytical import AnalyticalModel, atomic_distinct, atomic_seconds, config_env
+from kernelcast.models.static import analyze_source
 from tests.device_ratio import (
     known_miss,
     local_profile,
@@ -152,7 +152,7 @@ def test_gpu_profile_keeps_charging_atomics_as_bytes():
 def test_atomic_kernels_count_on_this_device(harness, device):
     """Both benchmark kernels build and do what they say: after one launch of 4 groups of 64
     work-items, 3 updates each, the bins hold the number of atomics."""
-    from instrument.runner import TimingPolicy
+    from kernelcast.instrument.runner import TimingPolicy
 
     cal = Calibrator(device, harness, options=CalibOptions())
     pol = TimingPolicy(warmup=0, min_repeats=1, min_time_s=0.0, max_repeats=1, max_time_s=1.0)
@@ -169,7 +169,7 @@ def test_measured_atomic_kernels_are_predicted_within_2x(harness, device):
     atomic rates the model was 20-30x too fast on these kernels in ds2s)."""
     if device.type != "CPU":
         pytest.skip("atomic rates are charged on CPU devices")
-    from instrument.runner import TimingPolicy
+    from kernelcast.instrument.runner import TimingPolicy
 
     pol = TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.02, max_repeats=50, max_time_s=2.0)
     g, ls = 65536, 1024
@@ -228,7 +228,7 @@ __kernel void flag_always(__global char *f, __global char *nf, __global int *not
 
 
 def test_conditional_store_to_one_address_is_scalar():
-    from models.analytical import cpu_vectorizable
+    from kernelcast.models.analytical import cpu_vectorizable
 
     ok, why = cpu_vectorizable(_feats(FLAG, "with_flag"))
     assert ok is False and "not_done" in why
@@ -241,7 +241,7 @@ def test_conditional_store_to_one_address_is_slow_on_this_device(harness, device
     (measured 15x, 0.73 vs 0.05 ns per work-item under load 4.5, PoCL 3.1); the model says scalar and
     predicts a ratio within 4x of the measured one."""
     require_pocl_cpu(device)
-    from instrument.runner import TimingPolicy
+    from kernelcast.instrument.runner import TimingPolicy
 
     model = AnalyticalModel(local_profile(device))
     # PoCL 3.0's wheel on a Zen 3 leaves both kernels scalar (their guarded stores, calib cond); the
@@ -317,7 +317,7 @@ GATHER_ARGS = [{"name": "src", "kind": "buffer", "dtype": "float", "count": 4096
 def test_gather_charge_hand_computed():
     """One data-dependent load per work-item at 2 Gop/s on 2 compute units: 1 ns per work-item on
     one unit; the contiguous copy has none; a profile without gather_gops charges nothing."""
-    from models.analytical import gather_seconds
+    from kernelcast.models.analytical import gather_seconds
 
     d = AnalyticalModel(_profile(gather_gops=2.0)).dev
     env = _env(4096, 64, GATHER_ARGS)
@@ -332,7 +332,7 @@ def test_clamped_index_is_a_gather_of_consecutive_addresses():
     an ``int`` global id plus a constant; its own element, and the same shifted loads with a
     ``size_t`` id, are vector loads; a clamped row index (dimension 1) keeps the lanes contiguous; a
     profile without gather_clamped_gops charges none of them."""
-    from models.analytical import clamped_index, gather_seconds, shifted_int_index
+    from kernelcast.models.analytical import clamped_index, gather_seconds, shifted_int_index
 
     f = _feats(GATHER, "clamped")
     assert [clamped_index(a) for a in f.accesses if a.kind == "load"] == [True, True, True, False]
@@ -353,7 +353,7 @@ def test_guard_bounding_the_shifted_index_makes_a_vector_load():
     masked vector load, not a gather (PoCL 3.1's code: no gather instruction in 'shifted_guarded', 24
     in 'shifted'); a guard that does not (``i < n - 1``, ``i + 3 <= n``, ``i >= 2`` for ``i - 3``,
     an early return on ``i >= n - 2``) leaves it gathered."""
-    from models.analytical import gather_seconds, shifted_int_index
+    from kernelcast.models.analytical import gather_seconds, shifted_int_index
 
     guarded = _feats(GATHER, "shifted_guarded")
     assert [shifted_int_index(a) for a in guarded.accesses if a.kind == "load"] == [False, False, False, False]
@@ -462,7 +462,7 @@ def test_page_strided_loop_charge_hand_computed():
     stepping 2 KiB (512 work-items) stays within a page, the contiguous chunks step 4 bytes, and
     with n equal to the global size each work-item makes one trip: none of them is charged.
     Without the calibrated value the DRAM latency stands in; a GPU has none."""
-    from models.analytical import strided_seconds
+    from kernelcast.models.analytical import strided_seconds
 
     n = 1 << 24
     d = AnalyticalModel(_profile(strided_line_ns=100.0)).dev
@@ -535,7 +535,7 @@ __kernel void f4_whole(__global const float4 *a, __global float4 *c, const int n
 def test_combining_vector_components_is_scalar():
     """A swizzle of a work-item's own vector value, or dot/length/distance of one, keeps the
     work-item loop scalar; components of a kernel argument (q.x) and whole-vector arithmetic do not."""
-    from models.analytical import cpu_vectorizable
+    from kernelcast.models.analytical import cpu_vectorizable
 
     for name, mixed in (("aos_dist", True), ("aos_norm", True), ("soa_norm", False), ("f4_whole", False)):
         f = analyze_source(Kernel(source=LANES, name=name))

@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from calib.microbench import CalibOptions
+from kernelcast.calib.microbench import CalibOptions
 from kernelcast.schema import ArgBinding, Kernel
-from models.analytical import (
+from kernelcast.models.analytical import (
     AnalyticalModel,
     DeviceParams,
     builtin_calls,
@@ -19,7 +19,7 @@ from models.analytical import (
     config_env,
     cpu_vectorizable,
 )
-from models.static.source import analyze_source
+from kernelcast.models.static.source import analyze_source
 from tests.device_ratio import cpu_profile, measured_ratio_tries, require_pocl_cpu
 
 MARKS = """

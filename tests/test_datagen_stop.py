@@ -11,8 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from datagen.corpus_store import write_corpus
-from datagen.dataset import read_dataset
+from kernelcast.datagen.corpus_store import write_corpus
+from kernelcast.datagen.dataset import read_dataset
 from kernelcast.schema import Kernel
 
 ROOT = Path(__file__).resolve().parent.parent

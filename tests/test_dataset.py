@@ -12,8 +12,8 @@ import time
 import numpy as np
 import pytest
 
-from datagen.dataset import JOURNAL, DatasetMismatch, DatasetWriter, read_dataset, row_key
-from datagen.prompt import render_prompt
+from kernelcast.datagen.dataset import JOURNAL, DatasetMismatch, DatasetWriter, read_dataset, row_key
+from kernelcast.datagen.prompt import render_prompt
 
 
 def _row(i: int) -> dict:
@@ -94,7 +94,7 @@ def test_prompt_is_llmperf_template_word_for_word():
 
 
 def test_validity_checks(harness):
-    from datagen.validity import check_validity
+    from kernelcast.datagen.validity import check_validity
     from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 
     def cfg(*args):
@@ -207,7 +207,7 @@ def test_schema_1_dataset_reads_with_null_columns_and_refuses_resume(tmp_path):
     """A dataset written by schema 1 (no problem_id / sweep / active_fraction / bytes_touched):
     read_dataset gives the new columns as nulls; datagen into it stops with one line, exit 2,
     before touching anything."""
-    from datagen.dataset import V2_COLUMNS
+    from kernelcast.datagen.dataset import V2_COLUMNS
 
     old = tmp_path / "old"
     with DatasetWriter(old, {"device_identity": "A", "seed": 0, "schema_version": 1}) as w:
@@ -232,8 +232,8 @@ def test_datagen_sweeps_problem_groups_and_card(tmp_path, device):
     """Tuning sweeps on the real device: every sweep is one problem (one problem_id) measured with
     four local sizes; regime samples get their own problem ids; evaluate's tuning basis finds the
     groups; the card counts them."""
-    from datagen.card import write_card
-    from train.evaluate import tuning_basis
+    from kernelcast.datagen.card import write_card
+    from kernelcast.train.evaluate import tuning_basis
 
     src = tmp_path / "src"
     src.mkdir()
@@ -259,7 +259,7 @@ def test_datagen_sweeps_problem_groups_and_card(tmp_path, device):
     assert rows["active_fraction"].notna().all() and (rows["bytes_touched"] > 0).all()
     basis = tuning_basis(rows)
     assert basis.basis == "problem" and basis.problem_groups == groups.ngroups
-    from datagen.frame import load_measured_frame
+    from kernelcast.datagen.frame import load_measured_frame
 
     frame, _ = load_measured_frame(out)                      # what models train and evaluate on
     assert set(frame["row_key"]) == set(rows["row_key"])

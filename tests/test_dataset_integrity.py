@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from datagen.dataset import DatasetDamaged, DatasetWriter, read_dataset, row_key
-from datagen.integrity import check_dataset, repair_dataset
+from kernelcast.datagen.dataset import DatasetDamaged, DatasetWriter, read_dataset, row_key
+from kernelcast.datagen.integrity import check_dataset, repair_dataset
 from kernelcast import cli
 
 

@@ -8,9 +8,9 @@ import dataclasses
 
 import pytest
 
-from instrument.backends import DeviceNotFound, list_devices
-from instrument.backends.base import DeviceInfo, choose_device
-from instrument.backends.opencl import _vector_probe
+from kernelcast.instrument.backends import DeviceNotFound, list_devices
+from kernelcast.instrument.backends.base import DeviceInfo, choose_device
+from kernelcast.instrument.backends.opencl import _vector_probe
 
 
 def _dev(i: int, kind: str, builds: bool | None = True, vector: bool | None = True) -> DeviceInfo:

@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.kt_roundtrip import MATMUL  # the kernels the round-trip benchmark tunes
+from kernelcast.bench.kt_roundtrip import MATMUL  # the kernels the round-trip benchmark tunes
 from kernelcast.cli import main
 from kernelcast.metrics import ranking_scores, top_k_share
-from train.evaluate_energy import shot_mask
+from kernelcast.train.evaluate_energy import shot_mask
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -144,8 +144,8 @@ def test_energy_head_trains_on_imported_rows(energy_dataset: tuple[Path, Path, i
     # every ok row carries energy
     assert info["targets"] == ["energy"] and info["heads"]["energy"]["rows"] == rows == 128
     assert info["heads"]["energy"]["rows_with_analytical"] == rows       # the written profile has energy
-    from datagen.frame import load_measured_frame
-    from models.tabular import TabularPredictor
+    from kernelcast.datagen.frame import load_measured_frame
+    from kernelcast.models.tabular import TabularPredictor
 
     frame, _ = load_measured_frame(ds)
     pred = TabularPredictor.load(out).predict(frame).energy_j
@@ -176,7 +176,7 @@ def test_evaluate_reports_energy_ranking(energy_dataset: tuple[Path, Path, int],
     # with half of every cache measured, the energy head orders the rest of each cache well: the written
     # energies are a smooth law of the block sizes and the tile
     assert few["50"]["spearman_mean"] > 0.8, few["50"]
-    from train.evaluate_energy import energy_lines
+    from kernelcast.train.evaluate_energy import energy_lines
 
     text = "\n".join(energy_lines(m))
     assert "energy (128 rows with measured energy, 4 problem(s)" in text and "50 % measured, tabular: rho 0." in text

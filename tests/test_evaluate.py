@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 import kernelcast.cli as cli
-from datagen.frame import DataError
+from kernelcast.datagen.frame import DataError
 from kernelcast.errors import InputError, UsageError
 from kernelcast.metrics import (
     conformal_quantile,
@@ -29,7 +29,7 @@ from kernelcast.metrics import (
 )
 from kernelcast.schema import Kernel
 from tests.kernels import TRIAD
-from train.evaluate import (
+from kernelcast.train.evaluate import (
     EvaluateOptions,
     assign_folds,
     base_group,
@@ -279,7 +279,7 @@ def test_offset_floor_removes_each_kernels_constant_factor_and_nothing_else():
 
 
 def test_repeatability_pairs_the_configurations_measured_twice():
-    from datagen.dataset import repeatability
+    from kernelcast.datagen.dataset import repeatability
 
     raw = pd.DataFrame({
         "row_key": ["a", "a~n1", "b", "b~l1", "c"],
@@ -369,7 +369,7 @@ _TINY = {
 
 @pytest.fixture(scope="module")
 def tiny_dataset(tmp_path_factory, device):
-    from datagen.corpus_store import write_corpus
+    from kernelcast.datagen.corpus_store import write_corpus
 
     root = tmp_path_factory.mktemp("evaluate")
     recs = [Kernel(source=s, name=n, dims=1, origin=f"tiny/{f}").to_dict() for f, (n, s) in _TINY.items()]

@@ -16,9 +16,9 @@ import pandas as pd
 import pytest
 
 import kernelcast.cli as cli
-from calib.profile import load_profile
+from kernelcast.calib.profile import load_profile
 from kernelcast.schema import Kernel
-from models.fewshot import (
+from kernelcast.models.fewshot import (
     DEFAULT_SHRINK_PRIOR,
     MAX_PRIOR,
     MIN_PRIOR,
@@ -29,8 +29,8 @@ from models.fewshot import (
     read_measured,
     shrinkage,
 )
-from models.predict import configuration_row
-from models.tabular import (
+from kernelcast.models.predict import configuration_row
+from kernelcast.models.tabular import (
     MODEL_FILE,
     IntervalCalibration,
     ResidualCalibration,
@@ -40,8 +40,8 @@ from models.tabular import (
 )
 from tests.device_ratio import local_profile_path
 from tests.kernels import TRIAD, poly
-from train.synthetic import synthetic_rows
-from train.tabular import calibrate_intervals, fit_tabular, grouped_folds, kernel_groups
+from kernelcast.train.synthetic import synthetic_rows
+from kernelcast.train.tabular import calibrate_intervals, fit_tabular, grouped_folds, kernel_groups
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILE = str(ROOT / "calib" / "profiles" / "pocl-local.json")
@@ -363,10 +363,10 @@ SCALE = """__kernel void scale(__global float *a, const float s, const int n) {
 def _tiny_model(harness, profile) -> TabularPredictor:
     """A tabular model fitted on 12 rows measured here (three kernels at four sizes), with its
     interval calibration from a grouped 3-fold over them."""
-    from instrument.runner import TimingPolicy
+    from kernelcast.instrument.runner import TimingPolicy
     from kernelcast.clang import kernel_signatures
     from kernelcast.schema import ArgBinding, LaunchConfig
-    from models.predict import bind_arguments
+    from kernelcast.models.predict import bind_arguments
 
     policy = TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.01, max_repeats=200, max_time_s=2)
     rows = []

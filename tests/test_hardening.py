@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from instrument.backends import DeviceInfo
+from kernelcast.instrument.backends import DeviceInfo
 from kernelcast import cli
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 
@@ -29,8 +29,8 @@ def _one_error(capsys: pytest.CaptureFixture) -> str:
 
 
 def test_buffers_are_checked_against_host_memory_with_its_copies(device: DeviceInfo) -> None:
-    from instrument.backends.base import ConfigError
-    from instrument.memcheck import check_buffer_memory
+    from kernelcast.instrument.backends.base import ConfigError
+    from kernelcast.instrument.memcheck import check_buffer_memory
 
     # the case: three 4 GB buffers on a 24 GB machine whose CPU device claims 64 GB
     cpu = dataclasses.replace(device, type="CPU", max_alloc_bytes=16 * GiB, global_mem_bytes=64 * GiB)
@@ -54,7 +54,7 @@ def test_oversized_explicit_buffer_is_bad_input(tmp_path: Path, device: DeviceIn
     k = tmp_path / "k.cl"
     k.write_text("__kernel void f(__global float* a, int n) { a[get_global_id(0)] = n; }")
     # more than this machine's available memory, whatever the driver's limits say
-    from instrument.memcheck import host_available_bytes
+    from kernelcast.instrument.memcheck import host_available_bytes
 
     avail = host_available_bytes()
     assert avail is not None
@@ -66,7 +66,7 @@ def test_oversized_explicit_buffer_is_bad_input(tmp_path: Path, device: DeviceIn
 
 
 def test_int_scalar_overflow_is_an_error_not_a_clamp(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    from datagen.args import UnsupportedArgument, simple_args
+    from kernelcast.datagen.args import UnsupportedArgument, simple_args
     from kernelcast.clang import kernel_signatures
 
     src = "__kernel void f(__global float* a, int n, uint m, long big) { a[0] = n + m + big; }"
@@ -82,7 +82,7 @@ def test_int_scalar_overflow_is_an_error_not_a_clamp(tmp_path: Path, capsys: pyt
 
 
 def test_sigint_to_the_worker_alone_is_not_a_crash(device: DeviceInfo) -> None:
-    from instrument.harness import Harness
+    from kernelcast.instrument.harness import Harness
 
     kernel = Kernel(HANG, "spin")
     config = LaunchConfig((1,), (1,), [ArgBinding("a", "buffer", "int", 4, init="zeros"),
@@ -107,7 +107,7 @@ def test_sigint_to_the_worker_alone_is_not_a_crash(device: DeviceInfo) -> None:
 def test_bundled_corpus_leaves_no_temporary_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import tempfile
 
-    from datagen.corpus_store import load_corpus_kernels
+    from kernelcast.datagen.corpus_store import load_corpus_kernels
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     kernels, desc = load_corpus_kernels("bundled")
@@ -116,7 +116,7 @@ def test_bundled_corpus_leaves_no_temporary_directory(tmp_path: Path, monkeypatc
 
 
 def test_kernels_that_failed_the_compile_check_are_counted(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    from datagen.corpus_store import write_corpus
+    from kernelcast.datagen.corpus_store import write_corpus
 
     rec = {"name": "bad", "source": "__kernel void bad(__global int* a) { a[0] = ; }", "compile_status":
            "compile_error", "compile_log": "error: expected expression"}
@@ -128,7 +128,7 @@ def test_kernels_that_failed_the_compile_check_are_counted(tmp_path: Path, capsy
 
 def test_hub_base_offline_fails_fast_with_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                    capsys: pytest.CaptureFixture) -> None:
-    from train.synthetic import write_synthetic_dataset
+    from kernelcast.train.synthetic import write_synthetic_dataset
 
     ds = write_synthetic_dataset(tmp_path / "ds", n_kernels=2, configs_per_kernel=3)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))         # an empty cache
@@ -144,7 +144,7 @@ def test_hub_base_offline_fails_fast_with_one_line(tmp_path: Path, monkeypatch: 
 
 
 def test_old_model_file_in_out_is_not_taken_as_this_runs_best(tmp_path: Path) -> None:
-    from train.synthetic import write_synthetic_dataset
+    from kernelcast.train.synthetic import write_synthetic_dataset
 
     ds = write_synthetic_dataset(tmp_path / "ds", n_kernels=3, configs_per_kernel=4)
     out = tmp_path / "m"

@@ -7,7 +7,7 @@ import hashlib
 import numpy as np
 import pytest
 
-from instrument.runner import TimingPolicy
+from kernelcast.instrument.runner import TimingPolicy
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 
 FAST = TimingPolicy(warmup=1, min_repeats=3, min_time_s=0.0, max_repeats=50, max_time_s=5)
@@ -118,7 +118,7 @@ def test_invalid_configs(harness):
 
 
 def test_crash_and_timeout_replace_the_worker(device):
-    from instrument.harness import Harness
+    from kernelcast.instrument.harness import Harness
 
     crash = Kernel("__kernel void boom(__global int* a) { __global int* p = (__global int*)0x10; "
                    "p[get_global_id(0) * 4096] = 1; a[0] = 1; }", "boom")
@@ -143,7 +143,7 @@ def test_worker_stderr_goes_to_its_file_not_the_terminal(tmp_path):
     import sys
 
     path = tmp_path / "worker.stderr"
-    code = ("import ctypes, sys; from instrument.harness import _redirect_stderr; "
+    code = ("import ctypes, sys; from kernelcast.instrument.harness import _redirect_stderr; "
             f"_redirect_stderr({str(path)!r}); sys.stderr.write('from python\\n'); sys.stderr.flush(); "
             "libc = ctypes.CDLL(None); libc.malloc.restype = ctypes.c_void_p; libc.free.argtypes = [ctypes.c_void_p]; "
             "p = libc.malloc(64); libc.free(p); libc.free(p)")
@@ -155,7 +155,7 @@ def test_worker_stderr_goes_to_its_file_not_the_terminal(tmp_path):
 
 
 def test_a_chatty_workers_stderr_file_stays_bounded(device, tmp_path):
-    from instrument.harness import STDERR_MAX_BYTES, Harness
+    from kernelcast.instrument.harness import STDERR_MAX_BYTES, Harness
 
     h = Harness(device, meter="none")
     path = tmp_path / "w.stderr"
@@ -169,7 +169,7 @@ def test_a_chatty_workers_stderr_file_stays_bounded(device, tmp_path):
 
 
 def test_build_cache_memory_and_disk(device, tmp_path):
-    from instrument.backends import backend_for
+    from kernelcast.instrument.backends import backend_for
 
     opened = backend_for(device)
     k = Kernel("__kernel void c1(__global float* a) { a[get_global_id(0)] *= 2.0f; }", "c1")
@@ -191,7 +191,7 @@ def test_build_cache_memory_and_disk(device, tmp_path):
 
 def test_backend_interface_in_process(device, tmp_path):
     """The seam the runner uses, driven directly: bind with guards, launch, time, check, release."""
-    from instrument.backends import BACKENDS, backend_for, get_backend
+    from kernelcast.instrument.backends import BACKENDS, backend_for, get_backend
     from kernelcast.clang import kernel_signatures
 
     cls = backend_for(device)

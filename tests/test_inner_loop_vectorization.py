@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from calib.microbench import CalibOptions
-from calib.profile import DeviceIdentity, DeviceProfile, ProfileValue
+from kernelcast.calib.microbench import CalibOptions
+from kernelcast.calib.profile import DeviceIdentity, DeviceProfile, ProfileValue
 from kernelcast.schema import ArgBinding
-from models.analytical import DeviceParams, inner_loop_correction
-from models.static.source import analyze_source_text
+from kernelcast.models.analytical import DeviceParams, inner_loop_correction
+from kernelcast.models.static.source import analyze_source_text
 from tests.device_ratio import measured_ratio_tries, require_pocl_cpu
 
 LOOPS = """
@@ -130,7 +130,7 @@ def test_an_integer_tile_walk_on_this_device(harness, device):
     charged as scalar code. Within 3x. (The float ``fmin`` walk measured 58-72 ms and is predicted
     18 ms: a chain of dependent ``fmin`` the model charges at the scalar throughput, a known miss.)"""
     require_pocl_cpu(device)
-    from models.analytical import AnalyticalModel
+    from kernelcast.models.analytical import AnalyticalModel
     from tests.device_ratio import local_profile, measure_and_predict
 
     n, wg = 8192, 256

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.kt_roundtrip import MATMUL, VADD  # the kernels the round-trip benchmark tunes
-from instrument.backends.base import DeviceInfo
+from kernelcast.bench.kt_roundtrip import MATMUL, VADD  # the kernels the round-trip benchmark tunes
+from kernelcast.instrument.backends.base import DeviceInfo
 from kernelcast.cli import main
 
 kernel_tuner = pytest.importorskip("kernel_tuner", reason="kernel-tuner is not installed (pip install kernelcast[kt])")
@@ -27,9 +27,9 @@ def _main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
 
 
 def _predict(dataset: Path) -> tuple[object, np.ndarray]:
-    from calib.profile import load_profile
-    from datagen.frame import load_measured_frame
-    from models.analytical import AnalyticalModel
+    from kernelcast.calib.profile import load_profile
+    from kernelcast.datagen.frame import load_measured_frame
+    from kernelcast.models.analytical import AnalyticalModel
 
     frame, _ = load_measured_frame(dataset)
     pred = AnalyticalModel(load_profile(PROFILE)).predict(frame)

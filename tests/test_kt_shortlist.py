@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kernelcast.cli import main
-from models.tune import kernel_tuner_shortlist
+from kernelcast.models.tune import kernel_tuner_shortlist
 
 PROFILE = str(Path(__file__).resolve().parents[1] / "calib" / "profiles" / "pocl-local.json")
 

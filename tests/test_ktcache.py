@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from datagen.dataset import read_dataset
-from datagen.ktcache import GridRules, KTCacheError, kt_rows, read_kt_cache
+from kernelcast.datagen.dataset import read_dataset
+from kernelcast.datagen.ktcache import GridRules, KTCacheError, kt_rows, read_kt_cache
 from kernelcast.cli import main
 
 MATMUL = """
@@ -153,7 +153,7 @@ def test_import_kt_command_writes_rows_with_source(tmp_path: Path, capsys: pytes
     code, text, _ = _run(["dataset", "import-kt", str(cache_1x(tmp_path)), "--kernel", str(src), "--out", str(out),
                           "--grid", "grid_div_x=block_size_x*tile_size_x", "--json"], capsys)
     assert code == 0 and json.loads(text)["rows_appended"] == 0 and len(read_dataset(out)) == 5
-    from datagen.frame import load_measured_frame
+    from kernelcast.datagen.frame import load_measured_frame
 
     frame, counts = load_measured_frame(out)
     assert counts["rows_ok"] == 2 and frame["source"].notna().all()

@@ -12,6 +12,14 @@ ORDER = ["kernelcast", "instrument", "datagen", "calib", "models", "train", "ben
 APP = {"kernelcast.cli", "kernelcast.demo", "kernelcast.__main__", "kernelcast.opencl_check"}
 
 
+def _stage_name(module: str) -> str:
+    """``kernelcast.models.x`` -> ``models.x``: the stages are installed under the kernelcast name."""
+    head, _, rest = module.partition(".")
+    if head == "kernelcast" and rest.split(".")[0] in ORDER[1:]:
+        return rest
+    return module
+
+
 def _modules() -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
     for pkg in ORDER:
@@ -24,6 +32,7 @@ def _modules() -> dict[str, set[str]]:
                     imports.update(a.name for a in node.names)
                 elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                     imports.add(node.module)
+            imports = {_stage_name(m) for m in imports}
             out[name] = {m for m in imports if m.split(".")[0] in ORDER}
     return out
 

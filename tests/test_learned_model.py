@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from models.learned import KernelPerfModel, LearnedConfig, LearnedPredictor, scratch_backbone_config
-from models.learned.data import encode_rows, make_batch, prepare_frame
-from models.learned.features import compute_features, feature_names, normalisation
-from models.learned.model import last_token_positions, pool_last_tokens
-from models.learned.tokenizer import train_tokenizer
-from train.synthetic import synthetic_rows
+from kernelcast.models.learned import KernelPerfModel, LearnedConfig, LearnedPredictor, scratch_backbone_config
+from kernelcast.models.learned.data import encode_rows, make_batch, prepare_frame
+from kernelcast.models.learned.features import compute_features, feature_names, normalisation
+from kernelcast.models.learned.model import last_token_positions, pool_last_tokens
+from kernelcast.models.learned.tokenizer import train_tokenizer
+from kernelcast.train.synthetic import synthetic_rows
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +135,7 @@ def test_load_backbone_and_tokenizer_from_local_base(tmp_path, tokenizer):
     assert model.config.hidden_size == 32
     for (name, p), (name2, q) in zip(model.backbone.state_dict().items(), base.state_dict().items()):
         assert name == name2 and torch.equal(p, q)
-    from models.learned.tokenizer import load_tokenizer
+    from kernelcast.models.learned.tokenizer import load_tokenizer
 
     tok = load_tokenizer(tmp_path / "base")
     assert tok("kernel void")["input_ids"] == tokenizer("kernel void")["input_ids"]
@@ -182,7 +182,7 @@ def test_features_fill_missing_extra_columns(frame):
 def test_training_and_prediction_build_identical_feature_rows(frame):
     """A training frame has no analytical estimate; predict_frame adds one. The resolved feature
     list must leave it out, so the rows a model sees at prediction equal the rows it trained on."""
-    from models.learned.features import DEFAULT_EXTRA_COLUMNS, resolve_extra_columns
+    from kernelcast.models.learned.features import DEFAULT_EXTRA_COLUMNS, resolve_extra_columns
 
     train_df = prepare_frame(frame)
     extra = resolve_extra_columns(DEFAULT_EXTRA_COLUMNS, train_df.columns)
@@ -194,7 +194,7 @@ def test_training_and_prediction_build_identical_feature_rows(frame):
 
 
 def test_mean_pooling_ignores_padding_and_sees_the_whole_source(tokenizer, frame):
-    from models.learned.model import pool_mean
+    from kernelcast.models.learned.model import pool_mean
 
     h = torch.arange(2 * 4 * 3, dtype=torch.float32).reshape(2, 4, 3)
     m = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]])

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from instrument.backends import DeviceInfo
+from kernelcast.instrument.backends import DeviceInfo
 
 HANG = "__kernel void spin(__global volatile int* a, int n) { while (a[0] >= 0) { a[1] += n; } }"
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,8 +91,8 @@ def test_worker_dies_with_a_killed_parent(tmp_path: Path, device: DeviceInfo) ->
 
 def test_worker_enforces_its_own_deadline(device: DeviceInfo) -> None:
     """A worker whose parent never kills it ends itself once a job passes the worker's own deadline."""
-    from instrument.harness import _worker_main
-    from instrument.runner import TimingPolicy
+    from kernelcast.instrument.harness import _worker_main
+    from kernelcast.instrument.runner import TimingPolicy
     from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 
     ctx = mp.get_context("spawn")

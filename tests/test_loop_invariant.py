@@ -6,9 +6,9 @@ a real measurement."""
 
 from __future__ import annotations
 
-from calib.microbench import CalibOptions
+from kernelcast.calib.microbench import CalibOptions
 from kernelcast.schema import ArgBinding
-from models.static.source import analyze_source_text
+from kernelcast.models.static.source import analyze_source_text
 from tests.device_ratio import measured_ratio_tries, require_pocl_cpu
 
 LOOPS = """

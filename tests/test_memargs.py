@@ -11,8 +11,8 @@ import math
 
 import pytest
 
-from datagen.args import UnsupportedArgument, simple_args
-from datagen.memargs import (
+from kernelcast.datagen.args import UnsupportedArgument, simple_args
+from kernelcast.datagen.memargs import (
     KERNEL_SELECTORS,
     MemoryAnalysis,
     ScalarChoice,
@@ -24,7 +24,7 @@ from datagen.memargs import (
     memory_selector,
     scalar_candidates,
 )
-from instrument.runner import TimingPolicy
+from kernelcast.instrument.runner import TimingPolicy
 from kernelcast.clang import kernel_signatures
 from kernelcast.schema import Kernel, LaunchConfig
 
@@ -302,7 +302,7 @@ def test_verifying_selector_catches_a_fit_extrapolated_past_a_breakpoint(harness
     assert _by_scalars(an) == {(): {"a": (1.0, 0.0)}}
     plain = memory_selector(an)
     assert plain(params, (8192,), (64,))[0].count == 8192            # the fit alone would under-size
-    from instrument.rewrite import instrument_kernel
+    from kernelcast.instrument.rewrite import instrument_kernel
 
     checked = memory_selector(an, harness=harness, rewrite=instrument_kernel(k))
     assert checked(params, (2048,), (64,))[0].count == 2048 and checked.last_grown == {}
@@ -323,7 +323,7 @@ def test_listing1_selection_does_the_full_work(harness, tmp_path):
     `in` of k * gsize elements (the kernel reads all of it), across several problem sizes, and the
     good settings are sampled (more than one k). The selection before ranking (rank=False) picked
     degenerate settings (the bound N cuts the work) for some of the same sizes."""
-    from datagen.memargs import setting_scores
+    from kernelcast.datagen.memargs import setting_scores
 
     k = Kernel(LISTING1, "summation", dims=1)
     params = kernel_signatures(LISTING1, "")["summation"]
@@ -351,7 +351,7 @@ def test_verified_settings_survive_a_new_selector(harness, tmp_path, monkeypatch
     """A resumed datagen builds a new selector: the settings the first one verified (and the
     configuration none passed) come back from the file beside the analysis, with their activity,
     without another instrumented run; another ranking keeps a file of its own."""
-    import datagen.memargs as memargs
+    import kernelcast.datagen.memargs as memargs
 
     src = """__kernel void brk(__global float* a) {
   int i = get_global_id(0);
@@ -397,9 +397,9 @@ def test_an_array_that_follows_one_dimension_is_sized_by_what_the_check_touched(
     on square-ish launches, so at (4096, 1) its fit under-sizes ``a``: the check's extents size it
     (4096), a second check passes, the launch runs clean, and a new selector over the same store
     gives the same arguments. An index below 0 cannot be helped by a size."""
-    from datagen.memargs import _needed
-    from instrument.harness import Harness
-    from instrument.rewrite import AccessExtent, instrument_kernel
+    from kernelcast.datagen.memargs import _needed
+    from kernelcast.instrument.harness import Harness
+    from kernelcast.instrument.rewrite import AccessExtent, instrument_kernel
 
     k = Kernel(ROW, "row", dims=2)
     params = kernel_signatures(ROW)["row"]
@@ -421,7 +421,7 @@ def test_an_array_that_follows_one_dimension_is_sized_by_what_the_check_touched(
 def test_a_failure_found_by_older_checks_is_checked_again(tmp_path):
     """A store written before the checks grew buffers: its passing settings stand, its failures
     are checked again (they may pass now); the newest line of a configuration wins."""
-    from datagen.memargs import CHECK_VERSION, _read_verified
+    from kernelcast.datagen.memargs import CHECK_VERSION, _read_verified
 
     store = tmp_path / "k.verified.jsonl"
     store.write_text("\n".join([

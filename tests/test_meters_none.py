@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from instrument.meters import MeterError, NoMeter, available_meters, make_meter
+from kernelcast.instrument.meters import MeterError, NoMeter, available_meters, make_meter
 
 
 def test_no_meter_times_the_window() -> None:

@@ -20,9 +20,9 @@ from unittest import mock
 import pynvml
 import pytest
 
-from instrument.meters import MeterError, NoMeter, NvmlMeter, auto_meter_name, make_meter
-from instrument.meters import nvml as nvml_mod
-from instrument.meters.nvml import SRC_POWER_INSTANT, SRC_POWER_USAGE, SRC_TOTAL_ENERGY, trapezoid_energy
+from kernelcast.instrument.meters import MeterError, NoMeter, NvmlMeter, auto_meter_name, make_meter
+from kernelcast.instrument.meters import nvml as nvml_mod
+from kernelcast.instrument.meters.nvml import SRC_POWER_INSTANT, SRC_POWER_USAGE, SRC_TOTAL_ENERGY, trapezoid_energy
 
 IDLE_W = 50.0
 LOAD_W = 200.0
@@ -402,7 +402,7 @@ def test_make_meter_nvml(install: Callable[..., Any], caplog: pytest.LogCaptureF
         make_meter("nvml", nvml_index=1)
 
     # auto: NVML initialises but the device cannot be opened -> none, with a warning
-    with caplog.at_level(logging.WARNING, logger="instrument.meters"):
+    with caplog.at_level(logging.WARNING, logger="kernelcast.instrument.meters"):
         meter = make_meter("auto", vendor="NVIDIA", device_type="GPU", nvml_index=1, idle_s=0.1)
     assert isinstance(meter, NoMeter)
     assert any("falling back" in r.getMessage() for r in caplog.records)

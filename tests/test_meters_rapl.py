@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from instrument.meters import MeterError, NoMeter, RaplMeter, auto_meter_name, make_meter
-from instrument.meters import rapl as rapl_mod
-from instrument.meters.rapl import discover_zones, rapl_delta_uj
+from kernelcast.instrument.meters import MeterError, NoMeter, RaplMeter, auto_meter_name, make_meter
+from kernelcast.instrument.meters import rapl as rapl_mod
+from kernelcast.instrument.meters.rapl import discover_zones, rapl_delta_uj
 
 MAX_RANGE = 262_143_328_850  # a real Intel package max_energy_range_uj
 
@@ -192,7 +192,7 @@ def test_permission_denied(powercap: Path, monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_partly_unreadable_zone_left_out(powercap: Path, caplog: pytest.LogCaptureFixture) -> None:
     (powercap / "intel-rapl:1" / "energy_uj").unlink()
-    with caplog.at_level(logging.WARNING, logger="instrument.meters.rapl"):
+    with caplog.at_level(logging.WARNING, logger="kernelcast.instrument.meters.rapl"):
         meter = RaplMeter(str(powercap))
     assert [z.zone for z in meter.zones] == ["intel-rapl:0"]
     assert any("intel-rapl:1" in r.getMessage() for r in caplog.records)

@@ -113,7 +113,7 @@ def test_tune_power_cap_enumeration_is_bounded(kfile, caps):
 def test_pareto_front():
     import numpy as np
 
-    from models.tune import pareto
+    from kernelcast.models.tune import pareto
 
     t = np.array([1.0, 2.0, 3.0, 1.5, 4.0])
     e = np.array([5.0, 3.0, 1.0, 6.0, 0.5])

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from datagen.dataset import read_dataset, read_manifest
-from datagen.presets import PRESETS, STANDARD_SYNTHETIC, get_preset, synthetic_corpus
+from kernelcast.datagen.dataset import read_dataset, read_manifest
+from kernelcast.datagen.presets import PRESETS, STANDARD_SYNTHETIC, get_preset, synthetic_corpus
 
 
 def _kc(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from calib.profile import DeviceIdentity, DeviceProfile, ProfileDeviceMismatch, device_class, load_profile
+from kernelcast.calib.profile import DeviceIdentity, DeviceProfile, ProfileDeviceMismatch, device_class, load_profile
 
 VADD = """__kernel void vadd(__global const float *a, __global const float *b, __global float *c, const int n) {
   int i = get_global_id(0); if (i < n) c[i] = a[i] + b[i]; }
@@ -113,8 +113,8 @@ def test_the_bundled_profile_measured_on_a_device_is_found_by_its_identity(devic
     never a profile of another host's CPU or another driver, nor a datasheet profile."""
     from dataclasses import replace
 
-    from calib.profile import bundled_profile_for, profiles_dir
-    from instrument.backends.base import DeviceInfo
+    from kernelcast.calib.profile import bundled_profile_for, profiles_dir
+    from kernelcast.instrument.backends.base import DeviceInfo
 
     rec = json.loads((profiles_dir() / "pocl-local.json").read_text())["device"]
     info = DeviceInfo(platform_index=0, device_index=0, platform_name="Portable Computing Language",
@@ -140,7 +140,7 @@ def test_the_bundled_profile_measured_on_a_device_is_found_by_its_identity(devic
 def test_without_a_profile_a_command_takes_the_one_measured_on_its_device(device, monkeypatch, tmp_path):
     """No --profile: the bundled profile measured on the device and driver (a full calibration),
     and only where none was, the device's cached quick calibration; nothing is calibrated here."""
-    import calib.local as local
+    import kernelcast.calib.local as local
 
     monkeypatch.setenv("KERNELCAST_CACHE", str(tmp_path))
     monkeypatch.setattr(local, "calibrate", lambda *a, **kw: pytest.fail("calibrated"))
@@ -149,7 +149,7 @@ def test_without_a_profile_a_command_takes_the_one_measured_on_its_device(device
     assert prof.values == load_profile("pocl-local").values and "bundled profile pocl-local" in prof.origin
     # none measured on it: the cached calibration of this device
     monkeypatch.setattr(local, "bundled_profile_for", lambda info: None)
-    from instrument.backends import select_device
+    from kernelcast.instrument.backends import select_device
     from kernelcast.config import device_spec
 
     cached = load_profile("a100")

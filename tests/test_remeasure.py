@@ -17,9 +17,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from datagen.dataset import JOURNAL, DatasetWriter, busy_load_limit, busy_rows, read_dataset, resolve_remeasured
-from datagen.remeasure import plan_remeasure, remeasure_busy
-from instrument.runner import TimingPolicy
+from kernelcast.datagen.dataset import JOURNAL, DatasetWriter, busy_load_limit, busy_rows, read_dataset, resolve_remeasured
+from kernelcast.datagen.remeasure import plan_remeasure, remeasure_busy
+from kernelcast.instrument.runner import TimingPolicy
 from kernelcast.schema import Kernel
 
 SRC = """__kernel void rtriad(__global const float* a, __global const float* b, __global float* c) {
@@ -88,7 +88,7 @@ def _make(root: Path, harness, configs: int) -> int:
     """A dataset of ``configs`` regime samples of the triad, measured now, then written again as if
     other processes had taken 90 % of the CPUs during every window (``other_cpu_frac``; its manifest
     names no device, so the load average does not count): the ok rows."""
-    from datagen.generate import DatagenOptions, Generator, write_kernels
+    from kernelcast.datagen.generate import DatagenOptions, Generator, write_kernels
 
     opts = DatagenOptions(configs_per_kernel=configs, lsizes_per_kernel=1, rebalance=None, sweeps_per_kernel=0,
                           validity=False, activity=False, reference_every_s=0, site_counts=False,

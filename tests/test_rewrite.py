@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from instrument.rewrite import (
+from kernelcast.instrument.rewrite import (
     REC_NAME,
     AccessExtent,
     RewriteError,
@@ -252,7 +252,7 @@ def test_32_bit_atomics_fallback(harness):
 def test_buffer_contents_match_a_plain_run(harness):
     # a scatter through random indices: the instrumented run sees the same indices as a plain
     # run of the kernel with the same sizes and seed, so its extent is the plain run's
-    from instrument.runner import TimingPolicy
+    from kernelcast.instrument.runner import TimingPolicy
     from kernelcast.schema import ArgBinding, LaunchConfig
 
     src = "__kernel void sc(__global const int* idx, __global float* dst) { int i = get_global_id(0); " \

@@ -10,12 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from calib.microbench import QUICK_ROUTINE_CHAIN_CLASSES, ROUTINE_CHAIN_CLASSES, CalibOptions
+from kernelcast.calib.microbench import QUICK_ROUTINE_CHAIN_CLASSES, ROUTINE_CHAIN_CLASSES, CalibOptions
 from kernelcast.schema import ArgBinding
-from models.analytical import AnalyticalModel, chain_seconds
-from models.static.chains import ROUTINE_PREFIX, routine_class
-from models.static.features import CHAIN_PREFIX
-from models.static.source import analyze_source_text
+from kernelcast.models.analytical import AnalyticalModel, chain_seconds
+from kernelcast.models.static.chains import ROUTINE_PREFIX, routine_class
+from kernelcast.models.static.features import CHAIN_PREFIX
+from kernelcast.models.static.source import analyze_source_text
 from tests.device_ratio import cpu_profile, measured_ratio_tries, require_pocl_cpu
 
 KERNELS = """

@@ -6,8 +6,8 @@ from collections import Counter
 
 import pytest
 
-from datagen.rebalance import plan_rebalance
-from datagen.sampler import DeviceLimits, regime_of, sample_configs, sample_lsizes, sample_nwg
+from kernelcast.datagen.rebalance import plan_rebalance
+from kernelcast.datagen.sampler import DeviceLimits, regime_of, sample_configs, sample_lsizes, sample_nwg
 
 GPU = DeviceLimits(compute_units=80, max_work_group_size=1024, max_work_item_sizes=(1024, 1024, 64), warp=32)
 CPU = DeviceLimits(compute_units=2, max_work_group_size=4096, max_work_item_sizes=(4096, 4096, 4096), warp=8)
@@ -90,7 +90,7 @@ def test_iqr_rebalance_declines_without_signal():
 @pytest.mark.parametrize("limits", [GPU, CPU])
 @pytest.mark.parametrize("dims", [1, 2, 3])
 def test_sweeps_share_a_problem_and_vary_the_block_shape(limits, dims):
-    from datagen.sampler import sample_sweeps
+    from kernelcast.datagen.sampler import sample_sweeps
 
     sweeps = sample_sweeps(random.Random(3), limits, dims, 10, 4)
     assert sweeps == sample_sweeps(random.Random(3), limits, dims, 10, 4)       # seeded
@@ -114,7 +114,7 @@ def test_sweeps_share_a_problem_and_vary_the_block_shape(limits, dims):
 
 def test_sweeps_on_a_device_with_few_shapes():
     tiny = DeviceLimits(compute_units=1, max_work_group_size=16, max_work_item_sizes=(16,), warp=8)
-    from datagen.sampler import sample_sweeps
+    from kernelcast.datagen.sampler import sample_sweeps
 
     sweeps = sample_sweeps(random.Random(0), tiny, 1, 3, 4)
     assert {c.lsize for c in sweeps} <= {(8,), (16,)}            # only two shapes exist: as many as allowed

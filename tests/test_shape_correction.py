@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from models.fewshot import (
+from kernelcast.models.fewshot import (
     DESIGN_MAX_CANDIDATES,
     SHAPE_INPUTS,
     ShapePrior,
@@ -22,8 +22,8 @@ from models.fewshot import (
     launch_inputs,
     shape_inputs,
 )
-from models.tabular import ResidualCalibration, ResidualQuantiles
-from train.evaluate import few_shot, fold_priors
+from kernelcast.models.tabular import ResidualCalibration, ResidualQuantiles
+from kernelcast.train.evaluate import few_shot, fold_priors
 
 FLAT = ShapePrior(offset_sd=1.0, shape_sd=1e-9, lengths=(1.0, 1.0, 1.0, 1.0), noise_sd=1.0)
 
@@ -269,7 +269,7 @@ def _bent_rows(n_kernels: int, seed: int) -> tuple[np.ndarray, ...]:
 def test_a_tabular_calibration_reports_the_chosen_shots_beside_random_ones():
     """train --kind tabular's k-shot figures (the calibration's figures) have the shots the model
     chooses beside random ones, and on errors that bend with size the chosen ones do better."""
-    from train.tabular import _model_calibration
+    from kernelcast.train.tabular import _model_calibration
 
     kern, gi, true, pred = _bent_rows(40, 2)
     launch = np.column_stack([gi, np.full(len(gi), 6.0), np.zeros(len(gi))])
@@ -294,10 +294,10 @@ SHAPED = ShapePrior(offset_sd=0.8, shape_sd=0.6, lengths=(1.5, 3.0, 2.0, 4.0), n
 
 @pytest.fixture(scope="module")
 def shaped_model(tmp_path_factory):
-    from calib.profile import load_profile
-    from models.tabular import build_table
-    from train.synthetic import synthetic_rows
-    from train.tabular import calibrate_intervals, fit_tabular
+    from kernelcast.calib.profile import load_profile
+    from kernelcast.models.tabular import build_table
+    from kernelcast.train.synthetic import synthetic_rows
+    from kernelcast.train.tabular import calibrate_intervals, fit_tabular
 
     profile = load_profile("pocl-local")
     frame, _ = synthetic_rows(n_kernels=6, configs_per_kernel=8, seed=3)
@@ -376,7 +376,7 @@ def test_feeding_measurements_back_can_only_change_the_second_pick():
     first measurement (the predicted best) is the same either way; fed back with a shape prior whose
     length scale along the work-group size is short, it pulls the configuration next to it, and the
     second pick becomes the measured best where measuring the predicted top 2 misses it."""
-    from train.evaluate import adaptive_top_scores
+    from kernelcast.train.evaluate import adaptive_top_scores
 
     prior = ShapePrior(offset_sd=0.5, shape_sd=1.0, lengths=(50.0, 1.0, 50.0, 50.0), noise_sd=0.05)
     # per group: lsizes 2^6, 2^7, 2^9; predicted 10, 11, 12; measured 20, 22, 14 (the model is 2x
@@ -420,7 +420,7 @@ def test_predict_suggests_which_configurations_to_measure(shaped_model, capsys):
     assert main(base + ["--model", str(d / "tab"), "--suggest-shots", "2"]) == 0
     text = capsys.readouterr().out
     assert "measure" in text.splitlines()[1] and "numbered in column 'measure'" in text
-    from models.tabular import TabularPredictor
+    from kernelcast.models.tabular import TabularPredictor
 
     plain = TabularPredictor.load(d / "tab")
     assert plain.calibration is not None

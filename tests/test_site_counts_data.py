@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from datagen.counts import backfill_counts, row_config
-from datagen.dataset import SITE_COUNTS, DatasetWriter, read_dataset
-from datagen.generate import DatagenOptions, Generator
-from instrument.runner import TimingPolicy
+from kernelcast.datagen.counts import backfill_counts, row_config
+from kernelcast.datagen.dataset import SITE_COUNTS, DatasetWriter, read_dataset
+from kernelcast.datagen.generate import DatagenOptions, Generator
+from kernelcast.instrument.runner import TimingPolicy
 from kernelcast.schema import Kernel
 
 SRC = """__kernel void tcount(__global const float* a, __global float* b, int n) {
@@ -38,7 +38,7 @@ def _expected_share(total: int) -> float:
 
 
 def _make(root: Path, harness, site_counts: bool, configs: int = 4) -> None:
-    from datagen.generate import write_kernels
+    from kernelcast.datagen.generate import write_kernels
 
     opts = DatagenOptions(configs_per_kernel=configs, lsizes_per_kernel=1, rebalance=None, sweeps_per_kernel=0,
                           validity=False, activity=False, reference_every_s=0, site_counts=site_counts,
@@ -90,7 +90,7 @@ def test_counts_of_before_the_peaks_are_counted_again(tmp_path, harness, monkeyp
     """Rows datagen counted before the counting launch kept each loop's busiest work-item (their
     counts have ``trip_`` without ``tpeak_``) are counted again into the sidecar, whose counts
     readers then take; rows counted now are left alone."""
-    from instrument.counters import SiteCounts
+    from kernelcast.instrument.counters import SiteCounts
 
     values = SiteCounts.values
     monkeypatch.setattr(SiteCounts, "values",

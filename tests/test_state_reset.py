@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from instrument.runner import TimingPolicy
-from instrument.state import kernel_body, maybe_read_buffers
+from kernelcast.instrument.runner import TimingPolicy
+from kernelcast.instrument.state import kernel_body, maybe_read_buffers
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 
 from .kernels import TRIAD
@@ -125,7 +125,7 @@ def test_guard_check_still_sees_restored_buffers(harness, n):
 def test_suite_manifest_takes_reset_each_run(tmp_path):
     import json
 
-    from bench.suite.manifest import ManifestError, load_manifest
+    from kernelcast.bench.suite.manifest import ManifestError, load_manifest
 
     (tmp_path / "k.cl").write_text(INPLACE)
     doc = {"name": "t", "version": 1, "kernels": [{

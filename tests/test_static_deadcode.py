@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from instrument.runner import TimingPolicy
+from kernelcast.instrument.runner import TimingPolicy
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
-from models.static.source import analyze_source_text
+from kernelcast.models.static.source import analyze_source_text
 
 OVERWRITTEN = """__kernel void over(__global float* out, const int iters) {
   int i = get_global_id(0);

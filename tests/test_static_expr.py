@@ -7,8 +7,8 @@ import pytest
 
 from kernelcast.errors import InputError
 from kernelcast.expr import ExprError, compile_expr, evaluate, evaluate_expr, free_symbols
-from models.static.coalescing import bank_conflict_degree, coalescing_efficiency
-from models.static.expr import Poly, p_ceil_div, p_floordiv, p_max, p_mod
+from kernelcast.models.static.coalescing import bank_conflict_degree, coalescing_efficiency
+from kernelcast.models.static.expr import Poly, p_ceil_div, p_floordiv, p_max, p_mod
 
 
 def test_poly_arithmetic_and_printing():
@@ -146,7 +146,7 @@ def _direct(p: Poly, env: dict[str, float]) -> float:
 
 
 def test_printing_precedence_random():
-    from models.static.expr import p_div, p_min, p_unary
+    from kernelcast.models.static.expr import p_div, p_min, p_unary
 
     rng = np.random.default_rng(3)
     syms = [Poly.symbol(s) for s in ("a", "b", "c")]

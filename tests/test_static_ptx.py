@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from kernelcast.schema import Kernel
-from models.static import ptx as P
-from models.static.extract import extract
-from models.static.features import StaticFeatures
+from kernelcast.models.static import ptx as P
+from kernelcast.models.static.extract import extract
+from kernelcast.models.static.features import StaticFeatures
 
 FIXTURE = Path(__file__).parent / "data" / "static" / "rowsum_loop.ptx"
 

@@ -9,8 +9,8 @@ import pytest
 
 from kernelcast.clang import ParseError
 from kernelcast.schema import Kernel
-from models.static.features import SourceFeatures
-from models.static.source import analyze_source
+from kernelcast.models.static.features import SourceFeatures
+from kernelcast.models.static.source import analyze_source
 
 
 def feats(src: str, name: str, build_options: str = "") -> SourceFeatures:

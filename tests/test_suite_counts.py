@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench.suite import load_manifest
-from bench.suite.compare import default_suite
-from bench.suite.counts import measure_suite_counts, suite_counts
+from kernelcast.bench.suite import load_manifest
+from kernelcast.bench.suite.compare import default_suite
+from kernelcast.bench.suite.counts import measure_suite_counts, suite_counts
 
 
 @pytest.fixture(scope="module")

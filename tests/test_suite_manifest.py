@@ -11,11 +11,11 @@ import jsonschema
 import numpy as np
 import pytest
 
-from bench.suite import schema
-from bench.suite.generators import KINDS, GeneratorError, bfs_levels, generate, lattice_offsets
-from bench.suite.manifest import load_manifest, parse_manifest
-from bench.suite.model import ManifestError
-from bench.suite.schema import SCHEMA_PATH
+from kernelcast.bench.suite import schema
+from kernelcast.bench.suite.generators import KINDS, GeneratorError, bfs_levels, generate, lattice_offsets
+from kernelcast.bench.suite.manifest import load_manifest, parse_manifest
+from kernelcast.bench.suite.model import ManifestError
+from kernelcast.bench.suite.schema import SCHEMA_PATH
 from kernelcast.errors import InputError
 from kernelcast.expr import ExprError, evaluate, evaluate_int, names_in
 

@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from datagen.dataset import ROUND_SPREAD, pool_rounds, read_dataset, resolve_remeasured
-from datagen.generate import DatagenOptions, run_datagen
-from instrument.runner import TimingPolicy
+from kernelcast.datagen.dataset import ROUND_SPREAD, pool_rounds, read_dataset, resolve_remeasured
+from kernelcast.datagen.generate import DatagenOptions, run_datagen
+from kernelcast.instrument.runner import TimingPolicy
 from kernelcast.schema import Kernel
 
 TRIAD = """__kernel void triad(__global const float* a, __global const float* b, __global float* c, const float s) {
@@ -97,7 +97,7 @@ def _options(rounds: int, samples: int = 1, sample_rounds: int = 1, sweeps: int 
 
 
 def test_rounds_disagree_by_the_middle_half_of_the_windows() -> None:
-    from datagen.generate import ROUND_SPREAD, Generator
+    from kernelcast.datagen.generate import ROUND_SPREAD, Generator
 
     g = Generator.__new__(Generator)                   # only its stored rows are used
     g.stored = {"a~r2": {"status": "ok", "time_median_us": 10.0}, "a~r3": {"status": "ok", "time_median_us": 10.5},
@@ -120,7 +120,7 @@ def test_configurations_whose_rounds_disagree_get_more_rounds(tmp_path, device, 
     """Every configuration's rounds made to disagree: the sweep's three local sizes get rounds 3
     and 4 after their two (--max-rounds 4), interleaved, and readers pool all four; a rerun with the
     same options measures nothing; without disagreement no round is added."""
-    import datagen.generate as gen
+    import kernelcast.datagen.generate as gen
 
     k = Kernel(TRIAD, "triad", dims=1)
     root = tmp_path / "ds"

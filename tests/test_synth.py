@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from datagen.corpus_store import read_records
-from datagen.synth import (
+from kernelcast.datagen.corpus_store import read_records
+from kernelcast.datagen.synth import (
     SynthOptions,
     compile_check,
     dedup_key,

@@ -13,14 +13,14 @@ import pandas as pd
 import pytest
 
 import kernelcast.cli as cli
-from calib.profile import load_profile
-from datagen.frame import load_measured_frame
+from kernelcast.calib.profile import load_profile
+from kernelcast.datagen.frame import load_measured_frame
 from kernelcast.columns import decode_args, decode_sizes
 from kernelcast.errors import InputError
 from kernelcast.schema import Kernel
-from models.analytical import AnalyticalModel
-from models.predict import configuration_row, load_learned, predict_frame
-from models.tabular import (
+from kernelcast.models.analytical import AnalyticalModel
+from kernelcast.models.predict import configuration_row, load_learned, predict_frame
+from kernelcast.models.tabular import (
     BOUND_CODES,
     FEATURE_COLUMNS,
     FORMAT,
@@ -32,8 +32,8 @@ from models.tabular import (
     clear_static_cache,
 )
 from tests.kernels import TRIAD, poly
-from train.synthetic import synthetic_rows, write_synthetic_dataset
-from train.tabular import fit_tabular
+from kernelcast.train.synthetic import synthetic_rows, write_synthetic_dataset
+from kernelcast.train.tabular import fit_tabular
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -80,7 +80,7 @@ def test_table_columns_and_training_prediction_identity(dataset, profile):
 
 
 def test_work_columns_cover_every_static_operation_class():
-    from models.static.features import OP_CLASSES
+    from kernelcast.models.static.features import OP_CLASSES
 
     assert {f"wi_{c}" for c in OP_CLASSES} <= set(FEATURE_COLUMNS)
 
@@ -95,16 +95,16 @@ def test_builtins_are_counted_outside_comments():
 
 
 def test_static_analysis_once_per_kernel(monkeypatch, profile):
-    import models.static
+    import kernelcast.models.static
 
     calls = []
-    real = models.static.analyze_source
+    real = kernelcast.models.static.analyze_source
 
     def counting(kernel, *a, **kw):
         calls.append(kernel.name)
         return real(kernel, *a, **kw)
 
-    monkeypatch.setattr(models.static, "analyze_source", counting)
+    monkeypatch.setattr(kernelcast.models.static, "analyze_source", counting)
     clear_static_cache()
     frame, _ = synthetic_rows(n_kernels=3, configs_per_kernel=10)
     build_table(frame, profile)
@@ -269,9 +269,9 @@ def test_prediction_within_2x_of_a_real_measurement(harness, profile, source, na
     in three interleaved passes and keeps its fastest median: a burst of load on a shared host
     during one size's measurement (it made this 2.4x once, and 2.08x with two passes while a
     ``make demo`` ran beside the suite) then does not decide the figure."""
-    from instrument.runner import TimingPolicy
+    from kernelcast.instrument.runner import TimingPolicy
     from kernelcast.schema import ArgBinding, LaunchConfig
-    from models.predict import arg_dicts
+    from kernelcast.models.predict import arg_dicts
 
     policy = TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.01, max_repeats=200, max_time_s=2)
     k = Kernel(source, name)
@@ -299,7 +299,7 @@ def test_residual_scale_is_one_for_a_learnable_residual_and_near_zero_for_noise(
     """choose_residual_scale on hand-made residuals: a residual that is a function of a feature
     (same function in every kernel group) is kept whole (scale 1); a residual that is pure noise,
     independent of the features, is shrunk toward the analytical model (scale <= 0.3)."""
-    from train.tabular import DEFAULT_PARAMS, choose_residual_scale
+    from kernelcast.train.tabular import DEFAULT_PARAMS, choose_residual_scale
 
     rng = np.random.default_rng(0)
     n, feats = 600, ["f0", "f1"]

@@ -11,10 +11,10 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from datagen.dataset import REMEASURE_OTHER_CPU, read_dataset, resolve_remeasured
-from datagen.reference import REFERENCE_LOG, ReferenceCheck
-from instrument.machine import MachineProbe
-from instrument.runner import TimingPolicy, group_size
+from kernelcast.datagen.dataset import REMEASURE_OTHER_CPU, read_dataset, resolve_remeasured
+from kernelcast.datagen.reference import REFERENCE_LOG, ReferenceCheck
+from kernelcast.instrument.machine import MachineProbe
+from kernelcast.instrument.runner import TimingPolicy, group_size
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig, Measurement, TimeStats
 
 from .kernels import TRIAD
@@ -97,7 +97,7 @@ def test_resolve_prefers_the_measurement_no_other_process_disturbed():
 
 
 def test_remeasure_reasons():
-    from datagen.generate import REMEASURE_CV, REMEASURE_MAX_S, remeasure_reason
+    from kernelcast.datagen.generate import REMEASURE_CV, REMEASURE_MAX_S, remeasure_reason
 
     assert remeasure_reason("ok", REMEASURE_CV / 2, 0.01, 0.0) is None
     assert remeasure_reason("ok", REMEASURE_CV / 2, 0.01, None) is None
@@ -113,7 +113,7 @@ def test_datagen_measures_again_what_another_process_slowed(tmp_path, device):
     end of the kernel (reason ``load``), and the dataset keeps one row per configuration."""
     import os
 
-    from datagen.generate import DatagenOptions, run_datagen
+    from kernelcast.datagen.generate import DatagenOptions, run_datagen
 
     ncpu = os.cpu_count() or 1
     burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(max(1, -(-ncpu // 2)))]
@@ -138,8 +138,8 @@ def test_datagen_measures_again_what_another_process_slowed(tmp_path, device):
     assert len(read_dataset(tmp_path / "ds")) == 2
     # the run says how many of its rows ran beside other work, and what to do about them
     assert run.summary.busy >= 1 and "dataset remeasure" in run.summary.format()
-    from datagen.dataset import read_manifest
-    from datagen.report import summarize
+    from kernelcast.datagen.dataset import read_manifest
+    from kernelcast.datagen.report import summarize
 
     info = summarize(read_dataset(tmp_path / "ds"), read_manifest(tmp_path / "ds"), raw=raw)
     assert info["repeatability"]["by_reason"]["load"]["pairs"] == len(again)
@@ -163,7 +163,7 @@ def test_reference_check_flags_a_slower_machine():
 
 
 def test_datagen_logs_reference_checks_and_machine_columns(tmp_path, device):
-    from datagen.generate import DatagenOptions, run_datagen
+    from kernelcast.datagen.generate import DatagenOptions, run_datagen
 
     opts = DatagenOptions(configs_per_kernel=4, lsizes_per_kernel=2, rebalance=None, validity=False,
                           max_total_items=1 << 16, reference_every_s=1e-3, sweeps_per_kernel=0,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import kernelcast.cli as cli
-from train.synthetic import write_synthetic_dataset
+from kernelcast.train.synthetic import write_synthetic_dataset
 
 
 def _error(capsys) -> str:

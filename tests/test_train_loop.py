@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from models.learned import LearnedConfig, LearnedPredictor
-from train.loop import DataError, TrainOptions, batch_loss, fit_frame, train_model
-from train.synthetic import synthetic_rows, write_synthetic_dataset
+from kernelcast.models.learned import LearnedConfig, LearnedPredictor
+from kernelcast.train.loop import DataError, TrainOptions, batch_loss, fit_frame, train_model
+from kernelcast.train.synthetic import synthetic_rows, write_synthetic_dataset
 
 
 def tiny(**kw) -> TrainOptions:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from kernelcast.metrics import evaluate, mape, median_ape, spearman
-from train.split import split_by_kernel
+from kernelcast.train.split import split_by_kernel
 
 
 def test_split_never_shares_a_kernel_and_is_deterministic():

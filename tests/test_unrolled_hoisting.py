@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from calib.microbench import CalibOptions
+from kernelcast.calib.microbench import CalibOptions
 from kernelcast.clang import parse
 from kernelcast.schema import ArgBinding
-from models.static.loops import unroll_pragma
-from models.static.source import analyze_source_text
+from kernelcast.models.static.loops import unroll_pragma
+from kernelcast.models.static.source import analyze_source_text
 from tests.device_ratio import measured_ratio_tries, require_pocl_cpu
 
 BODY = """

@@ -8,7 +8,7 @@ they rarely do, so no test asserts the detection (it would pass or fail by the m
 
 from __future__ import annotations
 
-from instrument.harness import Harness
+from kernelcast.instrument.harness import Harness
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 
 OWN = """__kernel void own(__global int* acc, __global const int* x) {
@@ -23,7 +23,7 @@ def _config(n: int, lsize: int) -> LaunchConfig:
 
 
 def test_race_free_kernel_passes_the_concurrent_check(harness: Harness) -> None:
-    from datagen.validity import check_validity
+    from kernelcast.datagen.validity import check_validity
 
     small, concurrent = _config(16, 8), _config(8 * 512, 8)
     plain = check_validity(harness, Kernel(OWN, "own"), small)

@@ -9,11 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from calib.microbench import CalibOptions
-from calib.profile import DeviceIdentity, DeviceProfile, ProfileValue
+from kernelcast.calib.microbench import CalibOptions
+from kernelcast.calib.profile import DeviceIdentity, DeviceProfile, ProfileValue
 from kernelcast.schema import ArgBinding
-from models.analytical import AnalyticalModel, DeviceParams, vector_value_correction
-from models.static.source import analyze_source_text
+from kernelcast.models.analytical import AnalyticalModel, DeviceParams, vector_value_correction
+from kernelcast.models.static.source import analyze_source_text
 from tests.device_ratio import local_profile, measured_ratio_tries, require_pocl_cpu
 
 POLY = """
@@ -93,9 +93,9 @@ def test_pow_of_float4_against_scalar_pow_on_this_device(harness, device):
     """2^18 components of pow: as 2^16 float4 calls against 2^18 scalar calls, both out-of-line
     library code on PoCL 3.0. Measured here (Zen 3, a datagen beside it): the scalar calls 4.3-4.7x
     slower; predicted 4.0 with the vector-math rule, 1.0 without. Within 2x."""
-    from calib.profile import load_profile
-    from instrument.runner import TimingPolicy
-    from models.analytical import AnalyticalModel
+    from kernelcast.calib.profile import load_profile
+    from kernelcast.instrument.runner import TimingPolicy
+    from kernelcast.models.analytical import AnalyticalModel
     from tests.device_ratio import ROOT, measure_and_predict
 
     require_pocl_cpu(device)

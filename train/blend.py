@@ -22,11 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from calib.profile import DeviceProfile
-from datagen.frame import DataError, load_measured_frame
+from kernelcast.calib.profile import DeviceProfile
+from kernelcast.datagen.frame import DataError, load_measured_frame
 from kernelcast.errors import UsageError
 from kernelcast.metrics import mean_sq_log2, median_abs_log2
-from models.blend import StackedBlend
+from kernelcast.models.blend import StackedBlend
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +171,7 @@ def beats_by_groups(pred: np.ndarray, base: np.ndarray, true: np.ndarray, groups
 
 def learned_kind(model_dir: str | Path) -> str:
     """``tabular`` or ``codegen``: the kind of learned model a directory holds (UsageError if none)."""
-    from models.tabular import is_tabular_dir
+    from kernelcast.models.tabular import is_tabular_dir
 
     p = Path(model_dir)
     if not p.is_dir():
@@ -201,9 +201,9 @@ def fit_blend_oof(dataset_dir: str | Path, model_dir: str | Path, profile: Devic
     ``model_dir`` on OOF predictions over the rows of ``dataset_dir``, save it as ``blend.json``
     beside the model, and return the figures (the models' and the blend's on the OOF rows, every
     candidate's criterion, the folds)."""
-    from models.predict import load_learned
-    from models.tabular import TabularPredictor
-    from train.evaluate import (
+    from kernelcast.models.predict import load_learned
+    from kernelcast.models.tabular import TabularPredictor
+    from kernelcast.train.evaluate import (
         TARGET,
         AnalyticalFitter,
         CodegenFitter,

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from models.learned.model import KernelPerfModel
+from kernelcast.models.learned.model import KernelPerfModel
 
 log = logging.getLogger(__name__)
 

@@ -203,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--base {args.base}: no such directory, and not a hub name "
                          f"like Salesforce/codegen-350M-multi")
     if args.base and not Path(args.base).is_dir():
-        from models.hub import hub_unavailable
+        from kernelcast.models.hub import hub_unavailable
 
         why = hub_unavailable(args.base)       # seconds, instead of the hub client's minute of retries
         if why:
@@ -219,14 +219,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--max-steps must not be negative")
     profile = None
     if args.mode == "efficient" and not args.direct:
-        from calib.local import resolve_profile
+        from kernelcast.calib.local import resolve_profile
 
         profile = resolve_profile(args.profile, args.device,
                                   on_calibrate=lambda msg: print(f"note: {msg}", file=sys.stderr))
     elif args.profile or args.device:
         raise UsageError("--profile/--device apply to --kind tabular and to --mode efficient without --direct")
 
-    from train.loop import DataError, train_model
+    from kernelcast.train.loop import DataError, train_model
 
     try:
         result = train_model(
@@ -255,8 +255,8 @@ def run(args: argparse.Namespace) -> int:
 
 def run_tabular(args: argparse.Namespace) -> int:
     """``train --kind tabular``: build the table, fit, save ``tabular.json`` in --out."""
-    from calib.local import resolve_profile
-    from train.tabular import train_tabular
+    from kernelcast.calib.local import resolve_profile
+    from kernelcast.train.tabular import train_tabular
 
     profile = resolve_profile(args.profile, args.device,
                               on_calibrate=lambda msg: print(f"note: {msg}", file=sys.stderr))
@@ -358,7 +358,7 @@ def format_metrics(m: dict[str, Any], out_dir: str) -> str:
 
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
-    from train.pretrain import PretrainOptions, check_corpus_specs, check_out_dir, pretrain
+    from kernelcast.train.pretrain import PretrainOptions, check_corpus_specs, check_out_dir, pretrain
 
     opts = PretrainOptions(epochs=args.epochs, max_steps=args.max_steps, max_minutes=args.max_minutes,
                            block_size=args.block_size, batch_size=args.batch_size, lr=args.lr, n_layer=args.n_layer,
@@ -396,10 +396,10 @@ def format_pretrain(m: dict[str, Any], out_dir: str) -> str:
 
 
 def cmd_blend(args: argparse.Namespace) -> int:
-    from calib.local import resolve_profile
+    from kernelcast.calib.local import resolve_profile
     from kernelcast.console import to_json
-    from models.predict import load_learned
-    from train.blend import fit_blend_oof, learned_kind
+    from kernelcast.models.predict import load_learned
+    from kernelcast.train.blend import fit_blend_oof, learned_kind
 
     check_in_dir(args.model, "--model", "model directory")
     learned_kind(args.model)
@@ -443,7 +443,7 @@ def _blend_why(b: Any, groups: int) -> list[str]:
     """Why the chosen blend is not the candidate that scored lowest, when it is not
     (:func:`train.blend.fit_stacked_blend`: a candidate has to beat the best single model, or the
     hedge, by standard errors of its per-group difference)."""
-    from train.blend import BLEND_SE, HEDGE_SE
+    from kernelcast.train.blend import BLEND_SE, HEDGE_SE
 
     finite = {k: v for k, v in b.scores.items() if math.isfinite(v)}
     if not finite:
@@ -460,10 +460,10 @@ def _blend_why(b: Any, groups: int) -> list[str]:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from calib.local import resolve_profile
-    from datagen.frame import check_one_device
+    from kernelcast.calib.local import resolve_profile
+    from kernelcast.datagen.frame import check_one_device
     from kernelcast.console import to_json
-    from train.evaluate import (
+    from kernelcast.train.evaluate import (
         DEFAULT_MODELS,
         EvaluateOptions,
         evaluate_dataset,
@@ -471,7 +471,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         parse_pcts,
         parse_shots,
     )
-    from train.evaluate_report import check_out_dir, format_summary, metrics_json, write_evaluation
+    from kernelcast.train.evaluate_report import check_out_dir, format_summary, metrics_json, write_evaluation
 
     check_out_dir(args.out)
     models = parse_models(args.models) if args.models is not None else DEFAULT_MODELS

@@ -40,9 +40,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from calib.profile import DeviceProfile
-from datagen.dataset import ROUND_SPREAD, read_dataset, repeatability
-from datagen.frame import DataError, load_measured_frames, prefix_keys
+from kernelcast.calib.profile import DeviceProfile
+from kernelcast.datagen.dataset import ROUND_SPREAD, read_dataset, repeatability
+from kernelcast.datagen.frame import DataError, load_measured_frames, prefix_keys
 from kernelcast.columns import decode_args, decode_sizes
 from kernelcast.errors import UsageError
 from kernelcast.metrics import (
@@ -60,10 +60,10 @@ from kernelcast.metrics import (
     tuning_scores,
     within_factor,
 )
-from models.blend import StackedBlend
-from models.fewshot import frame_launch_inputs
-from train.blend import CRITERIA, fit_stacked_blend  # noqa: F401 - fit_stacked_blend re-exported
-from train.split import group_key
+from kernelcast.models.blend import StackedBlend
+from kernelcast.models.fewshot import frame_launch_inputs
+from kernelcast.train.blend import CRITERIA, fit_stacked_blend  # noqa: F401 - fit_stacked_blend re-exported
+from kernelcast.train.split import group_key
 
 log = logging.getLogger(__name__)
 
@@ -199,7 +199,7 @@ def base_group(name: str, origin: Any, kernel_id: str) -> tuple[str, str]:
 
 
 def _shingles(source: str) -> np.ndarray:
-    from datagen.corpus.dedup import dedup_tokens, shingle_hashes
+    from kernelcast.datagen.corpus.dedup import dedup_tokens, shingle_hashes
 
     return np.unique(shingle_hashes(dedup_tokens(source)))
 
@@ -218,7 +218,7 @@ def near_duplicate_pairs(sources: Mapping[str, str], threshold: float = 0.8, *, 
     shingles >= ``threshold``), found among MinHash-LSH candidates so the cost stays near-linear:
     a bucket with more than ``max_bucket`` members is compared along a chain (each member with the
     first and with its neighbour), enough for the transitive merge the groups make."""
-    from datagen.corpus.dedup import MinHasher, lsh_params
+    from kernelcast.datagen.corpus.dedup import MinHasher, lsh_params
 
     ids = sorted(sources)
     sh = {i: _shingles(sources[i]) for i in ids}
@@ -368,12 +368,12 @@ class AnalyticalFitter(Fitter):
     name = "analytical"
 
     def __init__(self, profile: DeviceProfile) -> None:
-        from models.analytical import AnalyticalModel
+        from kernelcast.models.analytical import AnalyticalModel
 
         self.model = AnalyticalModel(profile)
 
     def prepare(self, frame: pd.DataFrame) -> None:
-        from models.fewshot import analytical_balance
+        from kernelcast.models.fewshot import analytical_balance
 
         p = self.model.predict(frame)
         self.pred = p.time_us
@@ -409,12 +409,12 @@ class TabularFitter(Fitter):
         self.profile, self.seed = profile, seed
 
     def prepare(self, frame: pd.DataFrame) -> None:
-        from models.tabular import build_table
+        from kernelcast.models.tabular import build_table
 
         self.table = build_table(frame, self.profile)
 
     def fit_predict(self, train: np.ndarray, test: np.ndarray) -> np.ndarray:
-        from train.tabular import fit_tabular
+        from kernelcast.train.tabular import fit_tabular
 
         model = fit_tabular(self.table.iloc[train].reset_index(drop=True), self.profile, target="time",
                             seed=self.seed)
@@ -437,13 +437,13 @@ class CodegenFitter(Fitter):
         self.runs: list[dict[str, Any]] = []
 
     def prepare(self, frame: pd.DataFrame) -> None:
-        from models.tabular import build_table
+        from kernelcast.models.tabular import build_table
 
         self.frame = frame
         self.table = build_table(frame, self.profile)
 
     def fit_predict(self, train: np.ndarray, test: np.ndarray) -> np.ndarray:
-        from train.loop import TrainOptions, fit_frame
+        from kernelcast.train.loop import TrainOptions, fit_frame
 
         opts = TrainOptions(mode="efficient", epochs=self.epochs, seed=self.seed, resume=False, progress=False,
                             profile=self.profile, base=self.base, max_minutes=self.max_minutes,
@@ -513,7 +513,7 @@ def few_shot(pred: np.ndarray, true: np.ndarray, kernels: np.ndarray, k: int,
     configurations alone; random where the fold has no shape prior). Returns the corrected
     predictions and the mask of the rows to score (those that were not shots; none of a kernel with
     k rows or fewer)."""
-    from models.fewshot import choose_shots, fit_offset, shape_inputs
+    from kernelcast.models.fewshot import choose_shots, fit_offset, shape_inputs
 
     pred = np.asarray(pred, dtype=np.float64)
     true = np.asarray(true, dtype=np.float64)
@@ -549,7 +549,7 @@ def fold_priors(pred: np.ndarray, true: np.ndarray, kernels: np.ndarray, folds: 
     other folds' rows: the offset's prior strength and pooled within-kernel variance
     (:func:`models.fewshot.estimate_prior`) and, with ``launch``, the shape prior
     (:func:`models.fewshot.fit_shape_prior`; ``None`` without)."""
-    from models.fewshot import estimate_prior, fit_shape_prior, shape_inputs
+    from kernelcast.models.fewshot import estimate_prior, fit_shape_prior, shape_inputs
 
     pred = np.asarray(pred, dtype=np.float64)
     true = np.asarray(true, dtype=np.float64)
@@ -576,7 +576,7 @@ def adaptive_top_scores(pred: np.ndarray, true: np.ndarray, groups: np.ndarray, 
     corrected one is measured next, and after ``k`` the fastest measured is the choice (times
     compared divided by ``scale``, as :class:`TuningBasis` compares them). Returns the figures of
     :func:`kernelcast.metrics.measured_top_scores`."""
-    from models.fewshot import fit_offset, shape_inputs
+    from kernelcast.models.fewshot import fit_offset, shape_inputs
 
     pred = np.asarray(pred, dtype=np.float64)
     true = np.asarray(true, dtype=np.float64)
@@ -739,7 +739,7 @@ def _identity_of_datasets(roots: Sequence[Path], frame: pd.DataFrame, counts: di
     """What metrics.json records of the evaluated dataset(s): path, device, corpus, argument
     selection, a fingerprint of the rows used and the row counts; with several datasets, the paths
     joined by ``+`` and each one's own record under ``parts``."""
-    from datagen.dataset import read_manifest
+    from kernelcast.datagen.dataset import read_manifest
 
     def one(root: Path) -> dict[str, Any]:
         try:
@@ -777,7 +777,7 @@ def check_profile_for_dataset(profile: DeviceProfile, root: Path) -> None:
     (its manifest's ``device.type``) is refused with one line
     (:class:`~calib.profile.ProfileDeviceMismatch`); a dataset without a manifest or a device
     type passes."""
-    from datagen.dataset import read_manifest
+    from kernelcast.datagen.dataset import read_manifest
 
     try:
         dev = read_manifest(root).get("device") or {}
@@ -995,7 +995,7 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile, options: Evaluat
         tab = fitters["tabular"]
         lc = learning_curve(tab, oof["tabular"], y, kernel_ids, folds, opts.seed, say)
 
-    from train.evaluate_energy import energy_rows, evaluate_energy
+    from kernelcast.train.evaluate_energy import energy_rows, evaluate_energy
 
     energy = None
     if energy_rows(frame).any():

@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from calib.profile import DeviceProfile
-from datagen.frame import DataError
+from kernelcast.calib.profile import DeviceProfile
+from kernelcast.datagen.frame import DataError
 from kernelcast.metrics import ranking_scores
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ def evaluate_energy(frame: pd.DataFrame, profile: DeviceProfile, folds: np.ndarr
                     progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The energy figures (module docstring) of the rows of ``frame`` (the evaluation's rows, with
     ``folds`` its row folds)."""
-    from train.evaluate import problem_keys
+    from kernelcast.train.evaluate import problem_keys
 
     say = progress or (lambda msg: log.info("%s", msg))
     has = energy_rows(frame)
@@ -84,7 +84,7 @@ def evaluate_energy(frame: pd.DataFrame, profile: DeviceProfile, folds: np.ndarr
     out["meters"] = sorted(str(m) for m in fe["meter"].dropna().unique()) if "meter" in fe.columns else []
 
     if "analytical" in models:
-        from models.analytical import AnalyticalModel
+        from kernelcast.models.analytical import AnalyticalModel
 
         e = np.asarray(AnalyticalModel(profile).predict(fe).energy_j, dtype=np.float64)
         if np.isfinite(e).any():
@@ -92,7 +92,7 @@ def evaluate_energy(frame: pd.DataFrame, profile: DeviceProfile, folds: np.ndarr
         else:
             out["notes"].append(f"analytical: the profile ({profile.device.name}) has no energy calibration")
     if "tabular" in models:
-        from models.tabular import build_table
+        from kernelcast.models.tabular import build_table
 
         table = build_table(fe, profile)
         oof = np.full(len(fe), np.nan)
@@ -127,7 +127,7 @@ def evaluate_energy(frame: pd.DataFrame, profile: DeviceProfile, folds: np.ndarr
 
 def _fit_predict(table: pd.DataFrame, train: np.ndarray, test: np.ndarray, profile: DeviceProfile,
                  seed: int) -> np.ndarray:
-    from train.tabular import fit_tabular
+    from kernelcast.train.tabular import fit_tabular
 
     try:
         model = fit_tabular(table.iloc[train].reset_index(drop=True), profile, target="energy", seed=seed)

@@ -16,7 +16,7 @@ import numpy as np
 
 from kernelcast.console import fmt_table, json_number
 from kernelcast.errors import UsageError
-from train.evaluate import KIND, TARGET, Evaluation
+from kernelcast.train.evaluate import KIND, TARGET, Evaluation
 
 
 def check_out_dir(out: str | os.PathLike[str]) -> Path:
@@ -269,7 +269,7 @@ def format_summary(m: Mapping[str, Any]) -> str:
         kinds = [b["kind"] for b in m["blend"]["folds"]]
         lines.append(f"blend: chosen per fold by {m['blend']['criterion']} on inner OOF predictions: "
                      f"{', '.join(kinds)}")
-    from train.evaluate_energy import energy_lines
+    from kernelcast.train.evaluate_energy import energy_lines
 
     lines += energy_lines(m.get("energy"))
     lines += [training_note(name, runs) for name, runs in (m.get("training") or {}).items() if runs]
@@ -489,7 +489,7 @@ def format_report(m: Mapping[str, Any], figures: Sequence[tuple[str, str]] = ())
                             ["training kernels per fold", "median APE %", "MAPE %", "within 2x %"]), ""]
     energy = m.get("energy")
     if energy:
-        from train.evaluate_energy import energy_lines
+        from kernelcast.train.evaluate_energy import energy_lines
 
         lines += ["## Energy ranking", "", "```", *energy_lines(energy), "```", ""]
     lines += ["## Folds", "", _md_table([[f["fold"], f["groups"], f["kernels"], f["rows"]] for f in m["folds"]],

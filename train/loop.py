@@ -37,10 +37,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from datagen.frame import DataError, load_measured_frame
+from kernelcast.datagen.frame import DataError, load_measured_frame
 from kernelcast.metrics import evaluate
-from models.learned.config import LearnedConfig, LearnedMode, Targets, scratch_backbone_config
-from models.learned.data import (
+from kernelcast.models.learned.config import LearnedConfig, LearnedMode, Targets, scratch_backbone_config
+from kernelcast.models.learned.data import (
     EncodedRows,
     encode_rows,
     feature_table,
@@ -52,7 +52,7 @@ from models.learned.data import (
     prompt_batches,
     row_prompt,
 )
-from models.learned.features import (
+from kernelcast.models.learned.features import (
     DEFAULT_EXTRA_COLUMNS,
     compute_features,
     feature_names,
@@ -61,11 +61,11 @@ from models.learned.features import (
     resolve_extra_columns,
     table_feature_columns,
 )
-from models.learned.model import KernelPerfModel
-from models.learned.predictor import LearnedPredictor
-from models.learned.tokenizer import load_tokenizer, train_tokenizer
-from train.checkpoint import checkpoint_dir, read_state, restore_training, save_checkpoint
-from train.split import group_key, split_by_group
+from kernelcast.models.learned.model import KernelPerfModel
+from kernelcast.models.learned.predictor import LearnedPredictor
+from kernelcast.models.learned.tokenizer import load_tokenizer, train_tokenizer
+from kernelcast.train.checkpoint import checkpoint_dir, read_state, restore_training, save_checkpoint
+from kernelcast.train.split import group_key, split_by_group
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ class TrainOptions:
         if self.lr is None:
             # a hub-scale pretrained model is fine-tuned gently; a small backbone of 'kernelcast pretrain' is not
             # much further from its optimum than one trained from scratch
-            from train.pretrain import is_pretrained_dir
+            from kernelcast.train.pretrain import is_pretrained_dir
 
             self.lr = 1e-5 if self.base and not is_pretrained_dir(self.base) else 5e-4
         for name in ("epochs", "batch_size", "grad_accum", "patience"):
@@ -572,7 +572,7 @@ def fit_frame(frame: pd.DataFrame, *, out_dir: str | os.PathLike[str], options: 
 
 
 def _build_table(frame: pd.DataFrame, profile: Any) -> pd.DataFrame:
-    from models.tabular import build_table
+    from kernelcast.models.tabular import build_table
 
     t0 = time.perf_counter()
     table = build_table(frame, profile)

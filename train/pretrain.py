@@ -135,17 +135,17 @@ def check_out_dir(out: str | os.PathLike[str]) -> Path:
 def corpus_texts(specs: Sequence[str]) -> list[CorpusText]:
     """The distinct kernel texts of the corpora (every kernel, also those that failed the compile
     check: the language model learns the language), with their kernel group."""
-    from datagen.corpus_store import read_records
-    from models.learned.data import kernel_text
-    from train.split import group_key
+    from kernelcast.datagen.corpus_store import read_records
+    from kernelcast.models.learned.data import kernel_text
+    from kernelcast.train.split import group_key
 
     check_corpus_specs(specs)
     out: list[CorpusText] = []
     seen: set[str] = set()
     for spec in specs:
         if spec == "bundled":
-            import datagen
-            from datagen.corpus import ingest
+            import kernelcast.datagen as datagen
+            from kernelcast.datagen.corpus import ingest
 
             records, _ = ingest([Path(datagen.__file__).parent / "bundled"], compile_fn=None)
         else:
@@ -166,7 +166,7 @@ def corpus_texts(specs: Sequence[str]) -> list[CorpusText]:
 
 def split_texts(texts: Sequence[CorpusText], val_fraction: float, seed: int) -> tuple[list[str], list[str], int]:
     """(training texts, validation texts, validation groups): whole kernel groups held out."""
-    from train.split import split_by_group
+    from kernelcast.train.split import split_by_group
 
     ids = [str(i) for i in range(len(texts))]
     train_ids, val_ids, how = split_by_group(ids, [t.group for t in texts], val_fraction=val_fraction, seed=seed)
@@ -201,8 +201,8 @@ def pretrain(corpora: Sequence[str], out_dir: str | os.PathLike[str], options: P
     import torch
     from transformers import CodeGenConfig, CodeGenForCausalLM
 
-    from models.learned.config import scratch_backbone_config
-    from models.learned.tokenizer import train_tokenizer
+    from kernelcast.models.learned.config import scratch_backbone_config
+    from kernelcast.models.learned.tokenizer import train_tokenizer
 
     opts = options or PretrainOptions()
     out = check_out_dir(out_dir)

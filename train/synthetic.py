@@ -67,8 +67,8 @@ def synthetic_rows(n_kernels: int = 6, configs_per_kernel: int = 12, *, seed: in
 def write_synthetic_dataset(root: str | os.PathLike[str], n_kernels: int = 6, configs_per_kernel: int = 12, *,
                             seed: int = 0, energy: bool = False, status: str = "ok") -> Path:
     """A dataset directory readable by ``datagen.dataset.read_dataset`` with its ``kernels`` corpus."""
-    from datagen.corpus_store import write_corpus
-    from datagen.dataset import DatasetWriter
+    from kernelcast.datagen.corpus_store import write_corpus
+    from kernelcast.datagen.dataset import DatasetWriter
 
     frame, kernels = synthetic_rows(n_kernels, configs_per_kernel, seed=seed, energy=energy)
     root = Path(root)

@@ -78,10 +78,10 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from calib.profile import DeviceProfile
-from datagen.frame import DataError
+from kernelcast.calib.profile import DeviceProfile
+from kernelcast.datagen.frame import DataError
 from kernelcast.metrics import mape, median_ape, within_factor
-from models.fewshot import (
+from kernelcast.models.fewshot import (
     BALANCE_CLIP,
     DEFAULT_SHRINK_PRIOR,
     Offset,
@@ -91,7 +91,7 @@ from models.fewshot import (
     fit_shape_prior,
     shape_inputs,
 )
-from models.tabular import (
+from kernelcast.models.tabular import (
     BASES,
     CATEGORICAL_COLUMNS,
     FEATURE_COLUMNS,
@@ -108,7 +108,7 @@ from models.tabular import (
     build_table,
     is_tabular_dir,
 )
-from train.split import group_key
+from kernelcast.train.split import group_key
 
 log = logging.getLogger(__name__)
 
@@ -531,7 +531,7 @@ def train_tabular(dataset_dir: str | os.PathLike[str], out_dir: str | os.PathLik
     :func:`kernel_groups`; below 2: none), save the model in ``out_dir`` and return a summary (also
     what ``kernelcast train --kind tabular --json`` prints). Nothing is written when loading or
     fitting fails."""
-    from datagen.frame import load_measured_frame
+    from kernelcast.datagen.frame import load_measured_frame
 
     out = Path(out_dir)
     if out.exists() and not out.is_dir():

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.suite.manifest import load_manifest, parse_manifest
-from bench.suite.model import BenchInstance, Issue, KernelSpec, ManifestError, Suite
+from kernelcast.bench.suite.manifest import load_manifest, parse_manifest
+from kernelcast.bench.suite.model import BenchInstance, Issue, KernelSpec, ManifestError, Suite
 
 __all__ = ["BenchInstance", "Issue", "KernelSpec", "ManifestError", "Suite", "load_manifest", "measure_suite",
            "parse_manifest"]
@@ -18,7 +18,7 @@ __all__ = ["BenchInstance", "Issue", "KernelSpec", "ManifestError", "Suite", "lo
 
 def __getattr__(name: str) -> Any:  # measure_suite pulls in pandas; import it on first use
     if name == "measure_suite":
-        from bench.suite.run import measure_suite
+        from kernelcast.bench.suite.run import measure_suite
 
         return measure_suite
     raise AttributeError(name)

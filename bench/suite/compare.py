@@ -41,7 +41,7 @@ def default_suite() -> Path:
 def predict_rows(rows: pd.DataFrame, sources: dict[str, tuple[str, str]], profile: Any, model: str | None
                  ) -> pd.DataFrame:
     """Add analytical / learned / blend predictions (us) to the measured rows."""
-    from models.predict import load_learned, predict_frame
+    from kernelcast.models.predict import load_learned, predict_frame
 
     ok = rows[rows["status"] == "ok"].copy()
     if ok.empty:
@@ -228,15 +228,15 @@ def run_bench(suite_path: str, out: str, *, model: str | None, profile_spec: str
     are measured on its inputs (one counting launch; rows of a reused file that lack them get it)
     and the models predict with them. An entry's local sizes are measured in ``rounds``
     interleaved rounds (default :data:`bench.suite.run.SWEEP_ROUNDS`), pooled."""
-    from bench.suite.manifest import load_manifest
-    from bench.suite.model import ManifestError
-    from bench.suite.run import SWEEP_ROUNDS, fill_counts, measure_suite, measured_rows
-    from calib.local import resolve_profile
-    from calib.profile import ProfileError
-    from instrument.backends import select_device
-    from instrument.harness import Harness
+    from kernelcast.bench.suite.manifest import load_manifest
+    from kernelcast.bench.suite.model import ManifestError
+    from kernelcast.bench.suite.run import SWEEP_ROUNDS, fill_counts, measure_suite, measured_rows
+    from kernelcast.calib.local import resolve_profile
+    from kernelcast.calib.profile import ProfileError
+    from kernelcast.instrument.backends import select_device
+    from kernelcast.instrument.harness import Harness
     from kernelcast.config import device_spec
-    from models.predict import load_learned
+    from kernelcast.models.predict import load_learned
 
     if not Path(suite_path).is_file():
         raise UsageError(f"--suite {suite_path}: no such file")

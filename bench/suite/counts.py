@@ -1,13 +1,13 @@
 """Profile-guided counts of suite entries: loop trips and branch outcomes per site
 (:mod:`instrument.counters`) of one launch with the suite's generated inputs at a problem size.
 
->>> from bench.suite import load_manifest                              # doctest: +SKIP
+>>> from kernelcast.bench.suite import load_manifest                              # doctest: +SKIP
 >>> suite = load_manifest("suites/kernelcast/suite.json")
 >>> with Harness("auto", meter="none") as h:
 ...     sc = suite_counts(suite.kernel("md-lj"), 4096, harness=h)
 >>> sc.values()       # {"trip_l..._c...": mean neighbours per atom, "br_l..._c...": share inside the cutoff...}
 
-``python -m bench.suite.counts [SUITE] [--kernel ID] [--max-sizes N] [--json]`` prints the counts
+``python -m kernelcast.bench.suite.counts [SUITE] [--kernel ID] [--max-sizes N] [--json]`` prints the counts
 of every entry and size.
 """
 
@@ -20,9 +20,9 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from bench.suite.model import KernelSpec, Suite
-from instrument.counters import MAX_TRACKED, CountRewrite, SiteCounts, count_rewrite, measure_counts
-from instrument.runner import TimingPolicy
+from kernelcast.bench.suite.model import KernelSpec, Suite
+from kernelcast.instrument.counters import MAX_TRACKED, CountRewrite, SiteCounts, count_rewrite, measure_counts
+from kernelcast.instrument.runner import TimingPolicy
 
 
 @contextlib.contextmanager
@@ -30,7 +30,7 @@ def _harness(harness: Any, device: Any) -> Iterator[Any]:
     if harness is not None:
         yield harness
         return
-    from instrument.harness import Harness
+    from kernelcast.instrument.harness import Harness
 
     with Harness(device, meter="none") as h:
         yield h
@@ -53,7 +53,7 @@ def measure_suite_counts(suite: Suite, harness: Any, *, ids: list[str] | None = 
                          max_sizes: int | None = None) -> list[dict[str, Any]]:
     """Counts of every (entry, size) of ``suite`` (first local size of a sweep): one dict per
     instance with ``id``, ``n``, ``items``, ``values`` (``SiteCounts.values()``) or ``error``."""
-    from instrument.rewrite import InstrumentedRunError, RewriteError, device_supports_int64_atomics
+    from kernelcast.instrument.rewrite import InstrumentedRunError, RewriteError, device_supports_int64_atomics
 
     int64 = device_supports_int64_atomics(harness.device)
     out: list[dict[str, Any]] = []
@@ -78,11 +78,11 @@ def measure_suite_counts(suite: Suite, harness: Any, *, ids: list[str] | None = 
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.suite import load_manifest
-    from bench.suite.compare import default_suite
-    from instrument.harness import Harness
+    from kernelcast.bench.suite import load_manifest
+    from kernelcast.bench.suite.compare import default_suite
+    from kernelcast.instrument.harness import Harness
 
-    p = argparse.ArgumentParser(prog="python -m bench.suite.counts", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m kernelcast.bench.suite.counts", description=__doc__.splitlines()[0])
     p.add_argument("suite", nargs="?", default=None, help="suite manifest (default: suites/kernelcast/suite.json)")
     p.add_argument("--kernel", action="append", help="entry id (repeatable)")
     p.add_argument("--max-sizes", type=int, default=None, help="first N sizes of each entry")

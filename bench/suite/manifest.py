@@ -25,8 +25,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bench.suite.generators import KINDS
-from bench.suite.model import (
+from kernelcast.bench.suite.generators import KINDS
+from kernelcast.bench.suite.model import (
     ArgSpec,
     Expr,
     FieldError,
@@ -39,7 +39,7 @@ from bench.suite.model import (
     PartRef,
     Suite,
 )
-from bench.suite.schema import JsonPath, schema_problems
+from kernelcast.bench.suite.schema import JsonPath, schema_problems
 from kernelcast.clang import ParseError, kernel_signatures
 from kernelcast.cltypes import parse_type
 from kernelcast.expr import FUNCTIONS, ExprError, evaluate, evaluate_int, parse_expr

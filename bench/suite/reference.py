@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.suite.model import BenchInstance
+from kernelcast.bench.suite.model import BenchInstance
 from kernelcast.cltypes import parse_type
 
 log = logging.getLogger(__name__)
@@ -222,7 +222,7 @@ def compare(name: str, got: np.ndarray, exp: Expected) -> str | None:
 
 def verify_instance(inst: BenchInstance, harness: Any, policy: Any = None) -> Check:
     """Run ``inst`` once through ``harness`` and compare its outputs with the reference."""
-    from instrument.runner import TimingPolicy
+    from kernelcast.instrument.runner import TimingPolicy
 
     expected = expected_outputs(inst)
     policy = policy or TimingPolicy(warmup=0, min_repeats=1, min_time_s=0.0, max_repeats=1, max_time_s=1.0)

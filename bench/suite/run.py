@@ -3,7 +3,7 @@
 Rows are never dropped: an instance whose inputs cannot be generated, or whose kernel fails to
 build or run, is a row with its status and reason and null times.
 
-    python -m bench.suite.run suites/kernelcast/suite.json -o suite.csv
+    python -m kernelcast.bench.suite.run suites/kernelcast/suite.json -o suite.csv
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from typing import Any
 
 import pandas as pd
 
-from bench.suite.manifest import load_manifest
-from bench.suite.model import BenchInstance, KernelSpec, ManifestError, Suite
-from instrument.runner import TimingPolicy, pool_rounds
+from kernelcast.bench.suite.manifest import load_manifest
+from kernelcast.bench.suite.model import BenchInstance, KernelSpec, ManifestError, Suite
+from kernelcast.instrument.runner import TimingPolicy, pool_rounds
 from kernelcast.errors import InputError
 from kernelcast.schema import Measurement
 
@@ -193,8 +193,8 @@ def measure_suite(suite: Suite, harness: Any, policy: TimingPolicy | None = None
 def instance_counts(harness: Any, inst: BenchInstance, policy: TimingPolicy | None = None) -> str:
     """The site counts of one suite instance with its generated inputs, as the ``site_counts``
     column holds them (JSON; "" when the kernel cannot be counted)."""
-    from instrument.counters import measure_counts
-    from instrument.rewrite import InstrumentedRunError, RewriteError
+    from kernelcast.instrument.counters import measure_counts
+    from kernelcast.instrument.rewrite import InstrumentedRunError, RewriteError
 
     try:
         sc = measure_counts(harness, inst.kernel, inst.config, arrays=inst.arrays, policy=policy)
@@ -320,7 +320,7 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.suite.run", description="Measure a benchmark suite.")
+    ap = argparse.ArgumentParser(prog="python -m kernelcast.bench.suite.run", description="Measure a benchmark suite.")
     ap.add_argument("manifest", help="suite manifest (JSON or YAML)")
     ap.add_argument("-o", "--output", help="write the table here (.csv or .parquet)")
     ap.add_argument("--device", default="auto", help="OpenCL device spec (default: auto)")
@@ -336,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     except ManifestError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    from instrument.harness import Harness
+    from kernelcast.instrument.harness import Harness
 
     t0 = time.perf_counter()
     with Harness(ns.device, meter=ns.meter, timeout_s=ns.timeout) as h:

@@ -29,8 +29,8 @@ Modules by stage: :mod:`~datagen.corpus.preprocess` (1-3), :mod:`~datagen.corpus
 
 from __future__ import annotations
 
-from datagen.corpus.check import CL_STD_OPTION, CompileFn, opencl_compile_fn
-from datagen.corpus.dedup import (
+from kernelcast.datagen.corpus.check import CL_STD_OPTION, CompileFn, opencl_compile_fn
+from kernelcast.datagen.corpus.dedup import (
     SHINGLE_SIZE,
     MinHasher,
     NearDuplicateIndex,
@@ -38,9 +38,9 @@ from datagen.corpus.dedup import (
     lsh_params,
     shingle_hashes,
 )
-from datagen.corpus.driver import DEFAULT_EXTENSIONS, DEFAULT_MAX_FILE_BYTES, ingest, ingest_to
-from datagen.corpus.formatting import CLANG_FORMAT_STYLE, Formatter, find_clang_format, normalize_whitespace
-from datagen.corpus.preprocess import (
+from kernelcast.datagen.corpus.driver import DEFAULT_EXTENSIONS, DEFAULT_MAX_FILE_BYTES, ingest, ingest_to
+from kernelcast.datagen.corpus.formatting import CLANG_FORMAT_STYLE, Formatter, find_clang_format, normalize_whitespace
+from kernelcast.datagen.corpus.preprocess import (
     OPENCL_PREDEFINES,
     QUALIFIERS,
     PreprocessError,
@@ -51,8 +51,8 @@ from datagen.corpus.preprocess import (
     strip_comments,
     strip_qualifiers,
 )
-from datagen.corpus.report import FileFailure, IngestReport
-from datagen.corpus.split import WORK_ITEM_FUNCTIONS, ExtractedKernel, split_kernels
+from kernelcast.datagen.corpus.report import FileFailure, IngestReport
+from kernelcast.datagen.corpus.split import WORK_ITEM_FUNCTIONS, ExtractedKernel, split_kernels
 
 __all__ = [
     "CL_STD_OPTION",

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from kernelcast.schema import Kernel
 
 if TYPE_CHECKING:
-    from instrument.backends import DeviceInfo
+    from kernelcast.instrument.backends import DeviceInfo
 
 #: a compile check: ``(ok, build log)`` of one kernel
 CompileFn = Callable[[Kernel], tuple[bool, str]]
@@ -28,8 +28,8 @@ def opencl_compile_fn(device: DeviceInfo | None = None) -> CompileFn:
 
     Raise :class:`RuntimeError` when no device is given and none builds.
     """
-    from instrument.backends import DeviceNotFound, select_device
-    from instrument.backends.opencl import trial_build
+    from kernelcast.instrument.backends import DeviceNotFound, select_device
+    from kernelcast.instrument.backends.opencl import trial_build
 
     if device is None:
         try:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from datagen.corpus.preprocess import LEX
+from kernelcast.datagen.corpus.preprocess import LEX
 
 SHINGLE_SIZE = 5
 

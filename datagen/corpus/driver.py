@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from datagen.corpus.dedup import MinHasher, NearDuplicateIndex, dedup_tokens, shingle_hashes
-from datagen.corpus.formatting import Formatter
-from datagen.corpus.preprocess import (
+from kernelcast.datagen.corpus.dedup import MinHasher, NearDuplicateIndex, dedup_tokens, shingle_hashes
+from kernelcast.datagen.corpus.formatting import Formatter
+from kernelcast.datagen.corpus.preprocess import (
     OPENCL_PREDEFINES,
     PreprocessError,
     decode_source,
@@ -23,8 +23,8 @@ from datagen.corpus.preprocess import (
     normalize_source,
     preprocess,
 )
-from datagen.corpus.report import FileFailure, IngestReport
-from datagen.corpus.split import PARSE_NAME, split_kernels
+from kernelcast.datagen.corpus.report import FileFailure, IngestReport
+from kernelcast.datagen.corpus.split import PARSE_NAME, split_kernels
 from kernelcast.schema import Kernel
 
 logger = logging.getLogger(__name__)
@@ -215,7 +215,7 @@ def _pair(kept: dict[str, Any], removed: dict[str, Any], similarity: float) -> d
 
 def ingest_to(out_dir: str | os.PathLike[str], sources: list[str | Path], **kw: Any) -> IngestReport:
     """:func:`ingest` and write the corpus (``kernels.jsonl`` + ``manifest.json``) to ``out_dir``."""
-    from datagen.corpus_store import write_corpus
+    from kernelcast.datagen.corpus_store import write_corpus
 
     records, report = ingest(sources, **kw)
     manifest = {

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from datagen.corpus.preprocess import LEX
+from kernelcast.datagen.corpus.preprocess import LEX
 
 logger = logging.getLogger(__name__)
 

@@ -49,9 +49,9 @@ Modules: :mod:`~datagen.synth.core` (options, records, the builder's base),
 
 from __future__ import annotations
 
-from datagen.synth.check import compile_check, default_device
-from datagen.synth.core import SynthOptions
-from datagen.synth.generator import (
+from kernelcast.datagen.synth.check import compile_check, default_device
+from kernelcast.datagen.synth.core import SynthOptions
+from kernelcast.datagen.synth.generator import (
     dedup_key,
     generate_kernel,
     generate_kernel_with_features,

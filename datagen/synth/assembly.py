@@ -9,8 +9,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from datagen.synth.core import KNAME, P_MUL, RESERVED, THEMES, Buf, Expr, Param, Val
-from datagen.synth.local import LocalBuilder
+from kernelcast.datagen.synth.core import KNAME, P_MUL, RESERVED, THEMES, Buf, Expr, Param, Val
+from kernelcast.datagen.synth.local import LocalBuilder
 
 
 class KernelBuilder(LocalBuilder):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from kernelcast.schema import Kernel
 
 if TYPE_CHECKING:
-    from instrument.backends import DeviceInfo
+    from kernelcast.instrument.backends import DeviceInfo
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ def default_device() -> DeviceInfo | None:
     """The device the shared selection picks (first GPU that builds, else first device that
     builds); ``None`` when there is none."""
     try:
-        from instrument.backends import DeviceNotFound, select_device
+        from kernelcast.instrument.backends import DeviceNotFound, select_device
     except ImportError:
         return None
     try:
@@ -44,7 +44,7 @@ def compile_check(kernels: Sequence[Kernel], device: DeviceInfo | None = None, b
     functions' names, are unique); a failing batch is bisected down to the failing kernels. Each
     kernel is built with ``-cl-std=CL1.2`` plus its own ``build_options``.
     """
-    from instrument.backends.opencl import trial_build
+    from kernelcast.instrument.backends.opencl import trial_build
 
     found = device if device is not None else default_device()
     if found is None:

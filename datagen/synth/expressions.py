@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from datagen.synth.core import (
+from kernelcast.datagen.synth.core import (
     P_ADD,
     P_AND,
     P_ATOM,

@@ -10,8 +10,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from datagen.synth.assembly import KernelBuilder
-from datagen.synth.core import SynthOptions
+from kernelcast.datagen.synth.assembly import KernelBuilder
+from kernelcast.datagen.synth.core import SynthOptions
 from kernelcast.schema import Kernel
 
 log = logging.getLogger(__name__)
@@ -93,7 +93,7 @@ def write_synth_corpus(out_dir: str | Path, count: int, seed: int,
     Each record is ``Kernel.to_dict()`` plus ``synth_features`` (the generator's pattern choices,
     including an argument list with roles and size hints).
     """
-    from datagen.corpus_store import write_corpus
+    from kernelcast.datagen.corpus_store import write_corpus
 
     opts = options or SynthOptions()
     pairs = generate_kernels_with_features(count, seed, opts)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import re
 
-from datagen.synth.core import P_ADD, P_MUL, P_TERN, Expr, Param
-from datagen.synth.loops import LoopBuilder
+from kernelcast.datagen.synth.core import P_ADD, P_MUL, P_TERN, Expr, Param
+from kernelcast.datagen.synth.loops import LoopBuilder
 
 
 class LocalBuilder(LoopBuilder):

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import re
 
-from datagen.synth.core import P_ADD, P_MUL, P_UNARY, Buf, Expr, Loop, Param, Val
-from datagen.synth.memory import MemoryBuilder
+from kernelcast.datagen.synth.core import P_ADD, P_MUL, P_UNARY, Buf, Expr, Loop, Param, Val
+from kernelcast.datagen.synth.memory import MemoryBuilder
 
 
 class LoopBuilder(MemoryBuilder):

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import re
 
-from datagen.synth.core import P_ADD, P_ATOM, P_MUL, P_TERN, Buf, Expr, Param
-from datagen.synth.expressions import ExprBuilder
+from kernelcast.datagen.synth.core import P_ADD, P_ATOM, P_MUL, P_TERN, Buf, Expr, Param
+from kernelcast.datagen.synth.expressions import ExprBuilder
 
 
 class MemoryBuilder(ExprBuilder):

@@ -12,7 +12,7 @@ device, :func:`get_backend` the one of a name.
 
 from __future__ import annotations
 
-from instrument.backends.base import (
+from kernelcast.instrument.backends.base import (
     Backend,
     BackendError,
     ConfigError,
@@ -20,8 +20,8 @@ from instrument.backends.base import (
     DeviceNotFound,
     choose_device,
 )
-from instrument.backends.cuda import CudaBackend
-from instrument.backends.opencl import OpenCLBackend
+from kernelcast.instrument.backends.cuda import CudaBackend
+from kernelcast.instrument.backends.opencl import OpenCLBackend
 from kernelcast.errors import InputError
 
 __all__ = [

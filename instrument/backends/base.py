@@ -432,7 +432,7 @@ class Backend(ABC):
         one per parameter in order; ``bindings`` must cover every parameter. Raises
         :class:`ConfigError` for bindings the device cannot take, :class:`BackendError` when
         the driver fails. Random contents are drawn in parameter order from ``seed``."""
-        from instrument.memcheck import check_buffer_memory
+        from kernelcast.instrument.memcheck import check_buffer_memory
 
         info = self.device
         by_name = {b.name: b for b in bindings}

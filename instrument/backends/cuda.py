@@ -43,7 +43,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from instrument.backends.base import (
+from kernelcast.instrument.backends.base import (
     Backend,
     BackendError,
     BoundArgs,
@@ -170,7 +170,7 @@ class CudaBackend(Backend):
         except Exception as e:  # noqa: BLE001 - pycuda without a working driver: no devices
             log.debug("CUDA driver unavailable: %s", e)
             return []
-        from instrument.meters import auto_meter_name
+        from kernelcast.instrument.meters import auto_meter_name
 
         A = drv.device_attribute
         nvcc = find_nvcc()

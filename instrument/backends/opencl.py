@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import numpy as np
 
-from instrument.backends.base import (
+from kernelcast.instrument.backends.base import (
     Backend,
     BackendError,
     BoundArgs,
@@ -170,7 +170,7 @@ def _vector_probe(platform_index: int, device_index: int) -> tuple[bool, str]:
     import sys
 
     code = ("import sys, pyopencl as cl\n"
-            "from instrument.backends.opencl import _VECTOR_PROBE_KERNEL, _VECTOR_PROBE_SOURCE, _trial_build\n"
+            "from kernelcast.instrument.backends.opencl import _VECTOR_PROBE_KERNEL, _VECTOR_PROBE_SOURCE, _trial_build\n"
             "d = cl.get_platforms()[int(sys.argv[1])].get_devices()[int(sys.argv[2])]\n"
             "ctx = cl.Context([d])\n"
             "tb = _trial_build(ctx, d, _VECTOR_PROBE_SOURCE, '-cl-std=CL1.2', _VECTOR_PROBE_KERNEL)\n"
@@ -249,7 +249,7 @@ class OpenCLBackend(Backend):
         device and driver (cached on disk) to learn whether it builds and its preferred multiple."""
         import pyopencl as cl
 
-        from instrument.meters import auto_meter_name
+        from kernelcast.instrument.meters import auto_meter_name
 
         try:
             platforms = cl.get_platforms()

@@ -10,10 +10,10 @@ import inspect
 import logging
 from typing import Any
 
-from instrument.meters.base import EnergyMeter, MeterError, MeterReading
-from instrument.meters.none import NoMeter
-from instrument.meters.nvml import NvmlMeter
-from instrument.meters.rapl import DEFAULT_POWERCAP_ROOT, RaplMeter, rapl_readable
+from kernelcast.instrument.meters.base import EnergyMeter, MeterError, MeterReading
+from kernelcast.instrument.meters.none import NoMeter
+from kernelcast.instrument.meters.nvml import NvmlMeter
+from kernelcast.instrument.meters.rapl import DEFAULT_POWERCAP_ROOT, RaplMeter, rapl_readable
 
 __all__ = [
     "EnergyMeter",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 
-from instrument.meters.base import EnergyMeter, MeterError, MeterReading
+from kernelcast.instrument.meters.base import EnergyMeter, MeterError, MeterReading
 
 logger = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-from instrument.meters.base import EnergyMeter, MeterError, MeterReading
+from kernelcast.instrument.meters.base import EnergyMeter, MeterError, MeterReading
 
 logger = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from instrument.meters.base import EnergyMeter, MeterError, MeterReading
+from kernelcast.instrument.meters.base import EnergyMeter, MeterError, MeterReading
 
 logger = logging.getLogger(__name__)
 

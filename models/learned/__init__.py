@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from models.learned.config import LearnedConfig, scratch_backbone_config
-from models.learned.model import KernelPerfModel, last_token_positions, pool_last_tokens
-from models.learned.predictor import LearnedPredictor
+from kernelcast.models.learned.config import LearnedConfig, scratch_backbone_config
+from kernelcast.models.learned.model import KernelPerfModel, last_token_positions, pool_last_tokens
+from kernelcast.models.learned.predictor import LearnedPredictor
 
 __all__ = [
     "KernelPerfModel",

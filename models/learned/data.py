@@ -21,10 +21,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from datagen.prompt import render_prompt
+from kernelcast.datagen.prompt import render_prompt
 from kernelcast.columns import decode_args, decode_sizes
-from models.learned.config import LearnedConfig
-from models.learned.features import compute_features, residual_base_log2
+from kernelcast.models.learned.config import LearnedConfig
+from kernelcast.models.learned.features import compute_features, residual_base_log2
 
 log = logging.getLogger(__name__)
 
@@ -135,8 +135,8 @@ def feature_table(frame: pd.DataFrame, config: LearnedConfig) -> pd.DataFrame | 
     that uses no table)."""
     if not (config.table_features or config.residual):
         return None
-    from calib.profile import DeviceProfile
-    from models.tabular import build_table
+    from kernelcast.calib.profile import DeviceProfile
+    from kernelcast.models.tabular import build_table
 
     return build_table(frame.reset_index(drop=True), DeviceProfile.from_dict(config.profile))
 

@@ -55,7 +55,7 @@ def table_feature_columns(table: pd.DataFrame, columns: Sequence[str] | None = N
     """The feature-table columns a model uses: :data:`models.tabular.FEATURE_COLUMNS` (or ``columns``)
     that ``table`` has and that hold at least one finite value in it (a column without any value in
     the training table would get no gradient and is left out)."""
-    from models.tabular import FEATURE_COLUMNS
+    from kernelcast.models.tabular import FEATURE_COLUMNS
 
     out = []
     for c in (columns if columns is not None else FEATURE_COLUMNS):

@@ -22,8 +22,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from models.learned.config import WEIGHTS_NAME, LearnedConfig
-from models.learned.features import feature_names
+from kernelcast.models.learned.config import WEIGHTS_NAME, LearnedConfig
+from kernelcast.models.learned.features import feature_names
 
 log = logging.getLogger(__name__)
 

@@ -11,10 +11,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from models.base import Predictions, Predictor
-from models.learned.data import encode_rows, feature_table, inference_batches, make_batch, prepare_frame
-from models.learned.model import KernelPerfModel, resolve_model_dir
-from models.learned.tokenizer import load_tokenizer
+from kernelcast.models.base import Predictions, Predictor
+from kernelcast.models.learned.data import encode_rows, feature_table, inference_batches, make_batch, prepare_frame
+from kernelcast.models.learned.model import KernelPerfModel, resolve_model_dir
+from kernelcast.models.learned.tokenizer import load_tokenizer
 
 log = logging.getLogger(__name__)
 

@@ -58,7 +58,7 @@ def load_tokenizer(name_or_dir: str | os.PathLike[str]) -> Any:
 
 
 def _is_kernelcast_dir(name_or_dir: str | os.PathLike[str]) -> bool:
-    from models.learned.config import CONFIG_NAME, MODEL_TYPE
+    from kernelcast.models.learned.config import CONFIG_NAME, MODEL_TYPE
 
     path = Path(name_or_dir) / CONFIG_NAME
     if not path.is_file():

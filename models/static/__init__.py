@@ -3,8 +3,8 @@ instruction mix / control flow from PTX where a toolchain exists."""
 
 from __future__ import annotations
 
-from models.static.extract import extract
-from models.static.features import (
+from kernelcast.models.static.extract import extract
+from kernelcast.models.static.features import (
     Access,
     BranchInfo,
     LoopInfo,
@@ -14,8 +14,8 @@ from models.static.features import (
     SourceFeatures,
     StaticFeatures,
 )
-from models.static.ptx import cuda_to_ptx, opencl_to_ptx, parse_ptx, ptxas_resources
-from models.static.source import analyze_source
+from kernelcast.models.static.ptx import cuda_to_ptx, opencl_to_ptx, parse_ptx, ptxas_resources
+from kernelcast.models.static.source import analyze_source
 
 __all__ = [
     "Access",

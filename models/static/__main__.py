@@ -1,9 +1,9 @@
-"""``python -m models.static FILE.cl [...]``: static features of every kernel, with timing.
+"""``python -m kernelcast.models.static FILE.cl [...]``: static features of every kernel, with timing.
 
 Examples::
 
-    python -m models.static datagen/bundled/linalg.cl --kernel la_matmul_tiled --json
-    python -m models.static datagen/bundled/*.cl --no-ptx --env gsize0=65536 lsize0=256
+    python -m kernelcast.models.static datagen/bundled/linalg.cl --kernel la_matmul_tiled --json
+    python -m kernelcast.models.static datagen/bundled/*.cl --no-ptx --env gsize0=65536 lsize0=256
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from pathlib import Path
 
 from kernelcast.clang import ParseError, kernel_signatures
 from kernelcast.schema import Kernel
-from models.static.extract import extract
-from models.static.features import DEFAULTS
+from kernelcast.models.static.extract import extract
+from kernelcast.models.static.features import DEFAULTS
 
 
 def _env(items: list[str]) -> dict[str, float]:
@@ -36,7 +36,7 @@ def _env(items: list[str]) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m models.static", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m kernelcast.models.static", description=__doc__.splitlines()[0])
     ap.add_argument("files", nargs="+", type=Path, help="OpenCL C (.cl) or CUDA (.cu) sources")
     ap.add_argument("--kernel", action="append", default=[], help="only these kernels (repeatable)")
     ap.add_argument("--build-options", default="", help="OpenCL build options (-D...)")

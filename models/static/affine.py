@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from models.static.expr import GRP, ITER, WI, Atom, Poly, p_div
-from models.static.values import HALF, ONE, ZERO
+from kernelcast.models.static.expr import GRP, ITER, WI, Atom, Poly, p_div
+from kernelcast.models.static.values import HALF, ONE, ZERO
 
 
 def is_zero(p: Poly | None) -> bool:

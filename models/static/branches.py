@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from models.static.affine import average, geo_printable
-from models.static.expr import DATA, GRP, VAR, WI, Atom, Poly, fn_atom, p_clamp01, p_div, p_min, p_unary
-from models.static.values import HALF, ONE, WARP, ZERO, Val
+from kernelcast.models.static.affine import average, geo_printable
+from kernelcast.models.static.expr import DATA, GRP, VAR, WI, Atom, Poly, fn_atom, p_clamp01, p_div, p_min, p_unary
+from kernelcast.models.static.values import HALF, ONE, WARP, ZERO, Val
 
 
 @dataclass

@@ -46,9 +46,9 @@ from collections.abc import Iterable
 
 import clang.cindex as ci
 
-from models.static import _cx
-from models.static.clbuiltins import FAMILY, FAMILY_CALLS, INSTRUCTION_FAMILIES, family_class
-from models.static.cursors import type_class
+from kernelcast.models.static import _cx
+from kernelcast.models.static.clbuiltins import FAMILY, FAMILY_CALLS, INSTRUCTION_FAMILIES, family_class
+from kernelcast.models.static.cursors import type_class
 
 K = ci.CursorKind
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from models.static.expr import Poly, p_max, p_min, p_unary
-from models.static.values import HALF, Val
+from kernelcast.models.static.expr import Poly, p_max, p_min, p_unary
+from kernelcast.models.static.values import HALF, Val
 
 _SFU: dict[str, int] = {
     **dict.fromkeys(["sin", "cos", "asin", "acos", "atan", "sinpi", "cospi", "asinpi", "acospi", "atanpi",

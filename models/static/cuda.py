@@ -19,8 +19,8 @@ import logging
 
 from kernelcast.cuda import instantiation, ptx_entry_name, translate
 from kernelcast.schema import Kernel
-from models.static import ptx as ptxmod
-from models.static.features import SourceFeatures
+from kernelcast.models.static import ptx as ptxmod
+from kernelcast.models.static.features import SourceFeatures
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ def analyze_cuda_source(kernel: Kernel, filename: str = "kernel.cu") -> SourceFe
     Raises :class:`kernelcast.clang.ParseError` when the source does not parse and
     ``ValueError`` when the kernel is not in it.
     """
-    from models.static.source import analyze_source
+    from kernelcast.models.static.source import analyze_source
 
     tr = translate(kernel.source, kernel.name, kernel.build_options, filename)
     feats = analyze_source(Kernel(source=tr.source, name=tr.kernel_name, language="opencl",

@@ -7,7 +7,7 @@ from fractions import Fraction
 
 import clang.cindex as ci
 
-from models.static import _cx
+from kernelcast.models.static import _cx
 
 K = ci.CursorKind
 TK = ci.TypeKind

@@ -28,8 +28,8 @@ from collections.abc import Iterable
 
 import clang.cindex as ci
 
-from models.static import _cx
-from models.static.cursors import ARRAY_KINDS, unwrap
+from kernelcast.models.static import _cx
+from kernelcast.models.static.cursors import ARRAY_KINDS, unwrap
 
 K = ci.CursorKind
 
@@ -460,7 +460,7 @@ def _hoistable_decls(lp: ci.Cursor, variant: set[int]) -> tuple[set[int], set[in
     """The variables declared in the loop that hold a loop-invariant value (an ``int``/``float``
     scalar initialised from loop-invariant values and never assigned: LICM hoists it), and the
     variant set without them (to a fixed point: one such value may feed another)."""
-    from models.static.cursors import type_class
+    from kernelcast.models.static.cursors import type_class
 
     assigned = carried(lp) | {v for x in lp.walk_preorder() if x.kind in (
         K.BINARY_OPERATOR, K.COMPOUND_ASSIGNMENT_OPERATOR, K.UNARY_OPERATOR) for v in _assigned_by(x)}
@@ -501,7 +501,7 @@ def closed_form_loops(body: ci.Cursor) -> dict[Key, str]:
     values are hoisted first (LICM): a load, call or ``?:`` of them, and a scalar declared in the
     loop from them and never assigned (:func:`_hoistable_decls`). ``acc += w[d] * (c - i)`` with
     ``c`` such a value, from the synthetic stencils, was predicted 5,000x too slow."""
-    from models.static.cursors import type_class
+    from kernelcast.models.static.cursors import type_class
 
     out: dict[Key, str] = {}
     for lp in _loops(body):

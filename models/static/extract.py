@@ -7,10 +7,10 @@ import time
 
 from kernelcast.clang import ParseError
 from kernelcast.schema import Kernel
-from models.static import cuda as cudamod
-from models.static import ptx as ptxmod
-from models.static.features import StaticFeatures
-from models.static.source import analyze_source
+from kernelcast.models.static import cuda as cudamod
+from kernelcast.models.static import ptx as ptxmod
+from kernelcast.models.static.features import StaticFeatures
+from kernelcast.models.static.source import analyze_source
 
 log = logging.getLogger(__name__)
 

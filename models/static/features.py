@@ -34,7 +34,7 @@ import numpy as np
 
 from kernelcast.expr import CACHE_KEY, compile_expr
 from kernelcast.sites import SITE_PREFIXES
-from models.static.coalescing import (
+from kernelcast.models.static.coalescing import (
     DEFAULT_SEGMENT_BYTES,
     DEFAULT_WARP,
     bank_conflict_degree,

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 
-from models.static.expr import Poly, fn_atom
+from kernelcast.models.static.expr import Poly, fn_atom
 
 #: a comparison known to hold: ``(op, lhs, rhs)`` for ``lhs op rhs``
 Fact = tuple[str, Poly, Poly]

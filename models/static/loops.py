@@ -14,10 +14,10 @@ from typing import NamedTuple
 
 import clang.cindex as ci
 
-from models.static import _cx
-from models.static.cursors import type_class, unwrap
-from models.static.expr import DATA, GRP, ITER, VAR, WI
-from models.static.values import Val
+from kernelcast.models.static import _cx
+from kernelcast.models.static.cursors import type_class, unwrap
+from kernelcast.models.static.expr import DATA, GRP, ITER, VAR, WI
+from kernelcast.models.static.values import Val
 
 K = ci.CursorKind
 TK = ci.TypeKind
@@ -63,7 +63,7 @@ def blocks_full_unroll(body: ci.Cursor, routines: bool = True) -> bool:
     """Whether a loop body keeps the compiler from unrolling the loop fully: an exit (``break``,
     ``return``, ``goto``) or, with ``routines``, a call of a math library routine (inlined, too large
     for the full-unroll threshold: :func:`models.static.chains.routine_class`)."""
-    from models.static.chains import routine_class
+    from kernelcast.models.static.chains import routine_class
 
     for x in body.walk_preorder():
         if x.kind in (K.BREAK_STMT, K.RETURN_STMT, K.GOTO_STMT):

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 from kernelcast.clang import build_option_defines
 from kernelcast.schema import Kernel
-from models.static.features import PtxBlock, PtxFeatures, PtxLoop
+from kernelcast.models.static.features import PtxBlock, PtxFeatures, PtxLoop
 
 log = logging.getLogger(__name__)
 

@@ -87,18 +87,18 @@ import clang.cindex as ci
 from kernelcast.clang import find_kernels, kernel_params, parse
 from kernelcast.cuda import looks_like_cuda
 from kernelcast.schema import Kernel
-from models.static.affine import average
-from models.static.cursors import type_bytes, type_class
-from models.static.deadcode import closed_form_loops, dead_loops, dead_statements
-from models.static.expr import Poly
-from models.static.features import BUILTIN_CLASSES, LIBCALL, OP_CLASSES, RESERVED, SourceFeatures
-from models.static.values import WALK_SERIALS, ZERO, Ptr, Val
-from models.static.walk_base import Frame
-from models.static.walk_call import CallWalker
-from models.static.walk_expr import ExprWalker
-from models.static.walk_loop import LoopWalker
-from models.static.walk_mem import MemWalker
-from models.static.walk_stmt import StmtWalker
+from kernelcast.models.static.affine import average
+from kernelcast.models.static.cursors import type_bytes, type_class
+from kernelcast.models.static.deadcode import closed_form_loops, dead_loops, dead_statements
+from kernelcast.models.static.expr import Poly
+from kernelcast.models.static.features import BUILTIN_CLASSES, LIBCALL, OP_CLASSES, RESERVED, SourceFeatures
+from kernelcast.models.static.values import WALK_SERIALS, ZERO, Ptr, Val
+from kernelcast.models.static.walk_base import Frame
+from kernelcast.models.static.walk_call import CallWalker
+from kernelcast.models.static.walk_expr import ExprWalker
+from kernelcast.models.static.walk_loop import LoopWalker
+from kernelcast.models.static.walk_mem import MemWalker
+from kernelcast.models.static.walk_stmt import StmtWalker
 
 K = ci.CursorKind
 TK = ci.TypeKind
@@ -140,7 +140,7 @@ def analyze_source(kernel: Kernel, filename: str = "kernel.cl") -> SourceFeature
     ``ValueError`` when the kernel is not in it.
     """
     if kernel.language == "cuda" or (kernel.language == "opencl" and looks_like_cuda(kernel.source)):
-        from models.static.cuda import analyze_cuda_source  # CUDA: through its C++ for OpenCL translation
+        from kernelcast.models.static.cuda import analyze_cuda_source  # CUDA: through its C++ for OpenCL translation
 
         return analyze_cuda_source(kernel)
     if kernel.language not in ("opencl", "cl", "opencl-c"):

@@ -16,8 +16,8 @@ from fractions import Fraction
 
 import clang.cindex as ci
 
-from models.static.cursors import type_bytes
-from models.static.expr import MAX_TERMS, VAR, WI, Atom, Poly
+from kernelcast.models.static.cursors import type_bytes
+from kernelcast.models.static.expr import MAX_TERMS, VAR, WI, Atom, Poly
 
 ZERO = Poly()
 ONE = Poly.const(1)

@@ -24,11 +24,11 @@ from fractions import Fraction
 import clang.cindex as ci
 
 from kernelcast.sites import site_symbol
-from models.static.affine import deriv
-from models.static.expr import DATA, VAR, WI, Atom, Poly
-from models.static.features import BUILTIN_CLASSES, Access, BranchInfo, LoopInfo, SiteInfo
-from models.static.guards import Fact
-from models.static.values import ONE, ZERO, MemRef, Ptr, Val, retype_ptr
+from kernelcast.models.static.affine import deriv
+from kernelcast.models.static.expr import DATA, VAR, WI, Atom, Poly
+from kernelcast.models.static.features import BUILTIN_CLASSES, Access, BranchInfo, LoopInfo, SiteInfo
+from kernelcast.models.static.guards import Fact
+from kernelcast.models.static.values import ONE, ZERO, MemRef, Ptr, Val, retype_ptr
 
 TK = ci.TypeKind
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import clang.cindex as ci
 
-from models.static.affine import wi_atom
-from models.static.clbuiltins import BARRIER, FENCE, HORIZONTAL, SIZES, WORKITEM, math_builtin
-from models.static.cursors import const_arg, type_class
-from models.static.expr import DATA, GRP, WI, Poly, opaque
-from models.static.features import BUILTIN_CLASSES
-from models.static.values import UNKNOWN, ZERO, Val, same_value
-from models.static.walk_base import Frame, WalkerBase
+from kernelcast.models.static.affine import wi_atom
+from kernelcast.models.static.clbuiltins import BARRIER, FENCE, HORIZONTAL, SIZES, WORKITEM, math_builtin
+from kernelcast.models.static.cursors import const_arg, type_class
+from kernelcast.models.static.expr import DATA, GRP, WI, Poly, opaque
+from kernelcast.models.static.features import BUILTIN_CLASSES
+from kernelcast.models.static.values import UNKNOWN, ZERO, Val, same_value
+from kernelcast.models.static.walk_base import Frame, WalkerBase
 
 K = ci.CursorKind
 

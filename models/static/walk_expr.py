@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import clang.cindex as ci
 
-from models.static import _cx
-from models.static.branches import branch_fraction
-from models.static.cursors import space_of, type_bytes, type_class, unwrap
-from models.static.expr import DATA, WI, Poly, opaque, p_div, p_floordiv, p_mod
-from models.static.guards import facts
-from models.static.values import UNKNOWN, ZERO, Ptr, Val, poly_of, retype_ptr
-from models.static.walk_base import WalkerBase
+from kernelcast.models.static import _cx
+from kernelcast.models.static.branches import branch_fraction
+from kernelcast.models.static.cursors import space_of, type_bytes, type_class, unwrap
+from kernelcast.models.static.expr import DATA, WI, Poly, opaque, p_div, p_floordiv, p_mod
+from kernelcast.models.static.guards import facts
+from kernelcast.models.static.values import UNKNOWN, ZERO, Ptr, Val, poly_of, retype_ptr
+from kernelcast.models.static.walk_base import WalkerBase
 
 K = ci.CursorKind
 TK = ci.TypeKind

@@ -16,15 +16,15 @@ from fractions import Fraction
 
 import clang.cindex as ci
 
-from models.static import _cx
-from models.static.affine import printable
-from models.static.chains import CHAIN_OVERLAP_TRIPS, INNER_PREFIX, ROUTINE_PREFIX, UNIFORM_PREFIX, carried_chain
-from models.static.clbuiltins import BARRIER
-from models.static.cursors import expr_text, type_class
-from models.static.deadcode import loop_key
-from models.static.expr import DATA, ITER, VAR, WI, Atom, Poly, p_max, p_min
-from models.static.features import LIBCALL, LOOPVEC_LOADS, LoopInfo
-from models.static.loops import (
+from kernelcast.models.static import _cx
+from kernelcast.models.static.affine import printable
+from kernelcast.models.static.chains import CHAIN_OVERLAP_TRIPS, INNER_PREFIX, ROUTINE_PREFIX, UNIFORM_PREFIX, carried_chain
+from kernelcast.models.static.clbuiltins import BARRIER
+from kernelcast.models.static.cursors import expr_text, type_class
+from kernelcast.models.static.deadcode import loop_key
+from kernelcast.models.static.expr import DATA, ITER, VAR, WI, Atom, Poly, p_max, p_min
+from kernelcast.models.static.features import LIBCALL, LOOPVEC_LOADS, LoopInfo
+from kernelcast.models.static.loops import (
     PRAGMA_UNROLL_MAX_TRIP,
     UNROLL_MAX_TRIP,
     Induction,
@@ -38,9 +38,9 @@ from models.static.loops import (
     reduction_only,
     variant_deps,
 )
-from models.static.trips import Trip, induction_trip, integrate_geo
-from models.static.values import AVG_TRIP, ONE, ZERO, Ptr, Val
-from models.static.walk_base import VECTOR_OP_CLASSES, LoopCtx, WalkerBase
+from kernelcast.models.static.trips import Trip, induction_trip, integrate_geo
+from kernelcast.models.static.values import AVG_TRIP, ONE, ZERO, Ptr, Val
+from kernelcast.models.static.walk_base import VECTOR_OP_CLASSES, LoopCtx, WalkerBase
 
 K = ci.CursorKind
 

@@ -16,15 +16,15 @@ from fractions import Fraction
 
 import clang.cindex as ci
 
-from models.static import _cx
-from models.static.affine import average, deriv, is_zero, printable
-from models.static.clbuiltins import FENCE, IGNORE, VLOAD, VSTORE
-from models.static.cursors import ARRAY_KINDS, expr_text, is_mem_lvalue, type_bytes, type_class, unit_scale, unwrap
-from models.static.expr import DATA, VAR, WI, Atom, Poly
-from models.static.features import Access
-from models.static.guards import shift_guarded
-from models.static.values import UNKNOWN, ZERO, MemRef, Ptr, Val
-from models.static.walk_base import WalkerBase
+from kernelcast.models.static import _cx
+from kernelcast.models.static.affine import average, deriv, is_zero, printable
+from kernelcast.models.static.clbuiltins import FENCE, IGNORE, VLOAD, VSTORE
+from kernelcast.models.static.cursors import ARRAY_KINDS, expr_text, is_mem_lvalue, type_bytes, type_class, unit_scale, unwrap
+from kernelcast.models.static.expr import DATA, VAR, WI, Atom, Poly
+from kernelcast.models.static.features import Access
+from kernelcast.models.static.guards import shift_guarded
+from kernelcast.models.static.values import UNKNOWN, ZERO, MemRef, Ptr, Val
+from kernelcast.models.static.walk_base import WalkerBase
 
 K = ci.CursorKind
 TK = ci.TypeKind

@@ -15,14 +15,14 @@ from fractions import Fraction
 
 import clang.cindex as ci
 
-from models.static.branches import Frac, branch_fraction
-from models.static.cursors import ARRAY_KINDS, terminates, type_bytes, unwrap
-from models.static.deadcode import loop_key
-from models.static.expr import DATA, WI, Poly, p_min
-from models.static.guards import facts
-from models.static.loops import unroll_pragma
-from models.static.values import ONE, UNKNOWN, WARP, ZERO, Ptr, Val, same_value
-from models.static.walk_base import WalkerBase, branch_category
+from kernelcast.models.static.branches import Frac, branch_fraction
+from kernelcast.models.static.cursors import ARRAY_KINDS, terminates, type_bytes, unwrap
+from kernelcast.models.static.deadcode import loop_key
+from kernelcast.models.static.expr import DATA, WI, Poly, p_min
+from kernelcast.models.static.guards import facts
+from kernelcast.models.static.loops import unroll_pragma
+from kernelcast.models.static.values import ONE, UNKNOWN, WARP, ZERO, Ptr, Val, same_value
+from kernelcast.models.static.walk_base import WalkerBase, branch_category
 
 K = ci.CursorKind
 
