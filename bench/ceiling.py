@@ -67,8 +67,9 @@ def sample_rows(frame: pd.DataFrame, groups: np.ndarray, kernels: int, max_rows:
 def score(pred: np.ndarray, true: np.ndarray, kernels: np.ndarray, groups: np.ndarray,
           scale: np.ndarray, seed: int = 0) -> dict[str, Any]:
     """``pred`` (a re-measurement, or a model) scored against ``true`` as evaluate scores a model."""
-    from kernelcast.metrics import tuning_scores
     from kernelcast.train.evaluate import few_shot, offset_floor, row_metrics
+
+    from kernelcast.metrics import tuning_scores
 
     m = row_metrics(pred, true, kernels)
     out: dict[str, Any] = {k: m[k] for k in ("rows", "kernels", "median_ape", "mape", "p90_ape", "median_abs_log2",

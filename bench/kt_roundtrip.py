@@ -61,8 +61,9 @@ def _run(argv: list[str]) -> None:
 def figures(label: str, cache: Path, dataset: Path, tuned: int, seconds: float) -> dict[str, Any]:
     from kernelcast.calib.profile import load_profile
     from kernelcast.datagen.frame import load_measured_frame
-    from kernelcast.metrics import spearman
     from kernelcast.models.analytical import AnalyticalModel
+
+    from kernelcast.metrics import spearman
 
     frame, _ = load_measured_frame(dataset)
     raw = json.loads(cache.read_text())["cache"]
@@ -83,7 +84,6 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     import kernel_tuner
-
     from kernelcast.instrument.backends import select_device
 
     dev = select_device(a.device)

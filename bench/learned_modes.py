@@ -21,8 +21,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernelcast.datagen.frame import load_measured_frame  # noqa: E402
-from kernelcast.console import fmt_table  # noqa: E402
 from kernelcast.train.loop import TrainOptions, fit_frame  # noqa: E402
+
+from kernelcast.console import fmt_table  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

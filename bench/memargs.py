@@ -37,6 +37,7 @@ from kernelcast.datagen.memargs import MemoryAnalysis, infer_arguments, memory_a
 from kernelcast.datagen.sampler import DeviceLimits, sample_configs  # noqa: E402
 from kernelcast.instrument.rewrite import InstrumentedRunError, instrument_kernel, measure_instrumented  # noqa: E402
 from kernelcast.instrument.runner import TimingPolicy  # noqa: E402
+
 from kernelcast.clang import kernel_signatures  # noqa: E402
 from kernelcast.schema import Kernel, LaunchConfig  # noqa: E402
 

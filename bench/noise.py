@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from kernelcast.datagen.generate import DatagenOptions, kernel_rng, needs_remeasure
 from kernelcast.datagen.sampler import DeviceLimits, sample_configs
 from kernelcast.instrument.runner import TimingPolicy
+
 from kernelcast.schema import Kernel, LaunchConfig, Measurement
 
 POLICIES = ("legacy", "grouped", "grouped+remeasure")
@@ -72,6 +72,7 @@ def bundled_kernels(limit: int) -> list[Kernel]:
 def run(kernels: int, configs: int, policies: tuple[str, ...], seed: int = 0) -> dict[str, Any]:
     from kernelcast.datagen.args import SELECTORS, UnsupportedArgument
     from kernelcast.instrument.harness import Harness
+
     from kernelcast.clang import kernel_signatures
 
     cells: dict[tuple[int, str], Cell] = {}

@@ -121,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
     from kernelcast.instrument.backends import select_device
     from kernelcast.instrument.harness import HarnessError
     from kernelcast.instrument.meters import check_meter_spec
+
     from kernelcast.config import device_spec
 
     out = Path(args.out)

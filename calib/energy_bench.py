@@ -21,11 +21,11 @@ import math
 from typing import TYPE_CHECKING
 
 import numpy as np
-
 from kernelcast.calib import kernels as K
 from kernelcast.calib.fits import linear_fit, power_law_fit
 from kernelcast.calib.microbench import MAX_ITERS, fmt_bytes
 from kernelcast.calib.profile import Curve
+
 from kernelcast.schema import ArgBinding, LaunchConfig, Measurement
 
 if TYPE_CHECKING:

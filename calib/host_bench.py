@@ -19,9 +19,9 @@ import time
 from typing import Any
 
 import numpy as np
-
 from kernelcast.calib import kernels as K
 from kernelcast.instrument.backends import BackendError, DeviceInfo, backend_for
+
 from kernelcast.clang import kernel_signatures
 from kernelcast.schema import ArgBinding, Kernel
 

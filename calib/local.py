@@ -11,12 +11,14 @@ from typing import TYPE_CHECKING
 
 from kernelcast.calib.profile import DeviceProfile, ProfileError, bundled_profile_for, load_profile
 from kernelcast.instrument.backends import DeviceInfo, select_device
+
 from kernelcast.config import cache_dir, device_spec
 from kernelcast.errors import UsageError
 
 if TYPE_CHECKING:
     from kernelcast.calib.microbench import CalibOptions, Calibrator
     from kernelcast.instrument.runner import TimingPolicy
+
     from kernelcast.schema import Kernel, LaunchConfig, Measurement
 
 

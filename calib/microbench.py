@@ -82,7 +82,6 @@ from datetime import datetime, timezone
 from typing import Any, Protocol
 
 import numpy as np
-
 from kernelcast.calib import kernels as K
 from kernelcast.calib.fits import (
     UNROLL_FLAT,
@@ -99,6 +98,7 @@ from kernelcast.calib.host_caches import DRAM_FACTOR, MARGIN, SYSFS_CACHE, Cache
 from kernelcast.calib.profile import Curve, DeviceIdentity, DeviceProfile
 from kernelcast.instrument.backends import DeviceInfo
 from kernelcast.instrument.runner import TimingPolicy
+
 from kernelcast.errors import InputError
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig, Measurement
 

@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
 from kernelcast.datagen.dataset import read_dataset, read_manifest
 
 log = logging.getLogger(__name__)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelcast.datagen.corpus_store import bundled_dir, load_corpus_kernels  # noqa: F401 - re-exported
+
 from kernelcast.console import to_json
 from kernelcast.errors import UsageError
 from kernelcast.options import (
@@ -37,6 +38,7 @@ MAX_SYNTH = 100_000
 def cmd_ingest(args: argparse.Namespace) -> int:
     from kernelcast.datagen.corpus import ingest_to, opencl_compile_fn
     from kernelcast.instrument.backends import select_device
+
     from kernelcast.config import device_spec
 
     check_out_dir(args.out)
@@ -156,6 +158,7 @@ def cmd_datagen(args: argparse.Namespace) -> int:
     from kernelcast.datagen.generate import DatagenInterrupted, run_datagen
     from kernelcast.instrument.backends import select_device
     from kernelcast.instrument.meters import check_meter_spec
+
     from kernelcast.config import device_spec
 
     preset = resolve_datagen_defaults(args)
@@ -281,6 +284,7 @@ def check_resumable(out: Path) -> None:
 def cmd_dataset(args: argparse.Namespace) -> int:
     from kernelcast.datagen.dataset import busy_load_limit, read_dataset, read_manifest, resolve_remeasured
     from kernelcast.datagen.report import plot_rebalance, summarize
+
     from kernelcast.options import check_in_dir, check_out_file
 
     check_in_dir(args.dataset, "dataset", "dataset directory")
@@ -379,6 +383,7 @@ def add_dataset_parser(sub: Any) -> Any:
 def cmd_dataset_counts(args: argparse.Namespace) -> int:
     from kernelcast.datagen.counts import backfill_counts, check_counts_dataset
     from kernelcast.instrument.backends import select_device
+
     from kernelcast.config import device_spec
 
     root = Path(args.dataset)
@@ -421,6 +426,7 @@ def add_counts_parser(dsub: Any) -> None:
 def cmd_dataset_remeasure(args: argparse.Namespace) -> int:
     from kernelcast.datagen.remeasure import check_remeasure_dataset, remeasure_busy
     from kernelcast.instrument.backends import select_device
+
     from kernelcast.config import device_spec
 
     root = Path(args.dataset)
@@ -467,6 +473,7 @@ def add_remeasure_parser(dsub: Any) -> None:
 def cmd_import_kt(args: argparse.Namespace) -> int:
     from kernelcast.datagen.dataset import existing_dataset
     from kernelcast.datagen.ktcache import GridRules, import_kt, kt_rows, read_kt_cache
+
     from kernelcast.argspec import check_against_signature, parse_arg
     from kernelcast.console import load_kernel_source
 

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import pandas as pd
-
 from kernelcast.datagen.dataset import (
     MANIFEST,
     SITE_COUNTS,
@@ -42,6 +41,7 @@ from kernelcast.datagen.frame import TRAIN_PASSES, DataError
 from kernelcast.instrument.counters import MAX_TRACKED, CountRewrite, SiteCounts, count_rewrite, measure_counts
 from kernelcast.instrument.rewrite import InstrumentedRunError, RewriteError
 from kernelcast.instrument.runner import TimingPolicy
+
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 
 log = logging.getLogger(__name__)

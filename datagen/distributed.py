@@ -35,10 +35,10 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-
 from kernelcast.datagen.dataset import JOURNAL, MANIFEST, SHARDS, DatasetWriter, _read_journal, _shard_paths
 from kernelcast.datagen.generate import DatagenOptions, DatagenRun, Summary
 from kernelcast.instrument.runner import TimingPolicy
+
 from kernelcast.errors import InputError, KernelcastError
 from kernelcast.schema import Kernel
 

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from kernelcast.datagen.args import SELECTORS, UnsupportedArgument
 from kernelcast.datagen.dataset import DATASET_SCHEMA_VERSION as SCHEMA_VERSION
 from kernelcast.datagen.dataset import ROUND_SPREAD as DATASET_ROUND_SPREAD
@@ -57,6 +56,7 @@ from kernelcast.datagen.validity import VALIDITY_SEED, check_validity
 from kernelcast.instrument.backends import backend_for
 from kernelcast.instrument.memcheck import HOST_MEMORY_REASON
 from kernelcast.instrument.runner import HARNESS_VERSION, TimingPolicy, arg_dict
+
 from kernelcast.clang import KernelParam, ParseError, kernel_signatures
 from kernelcast.errors import KernelcastError, Terminated
 from kernelcast.schema import ArgsSelection, Kernel, LaunchConfig, Measurement
@@ -850,9 +850,8 @@ def run_datagen(kernels: list[Kernel], out: str | Path, device: Any, options: Da
                 extra_manifest: dict[str, Any] | None = None) -> DatagenRun:
     """Measure ``kernels`` on ``device`` into the dataset directory ``out`` (created, or resumed),
     with a progress bar when ``progress``. :class:`DatagenInterrupted` on Ctrl-C."""
-    from tqdm import tqdm
-
     from kernelcast.instrument.harness import Harness
+    from tqdm import tqdm
 
     with Harness(device, meter=meter, timeout_s=timeout_s) as h:
         manifest = {**dataset_manifest(h, options, corpus), **(extra_manifest or {})}

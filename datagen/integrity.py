@@ -30,6 +30,7 @@ from kernelcast.datagen.dataset import (
     load_manifest,
     read_shard,
 )
+
 from kernelcast.errors import UsageError
 
 QUARANTINE = "quarantine"

@@ -59,7 +59,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from kernelcast.datagen.args import Selector, UnsupportedArgument
 from kernelcast.instrument.activity import (
     Activity,
@@ -78,6 +77,7 @@ from kernelcast.instrument.rewrite import (
     instrument_kernel,
     measure_instrumented,
 )
+
 from kernelcast.clang import KernelParam, ParseError, kernel_signatures
 from kernelcast.cltypes import is_known_type, parse_type
 from kernelcast.schema import ArgBinding, Kernel

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelcast.instrument.runner import TimingPolicy
+
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig, Measurement
 
 REF_SOURCE = """__kernel void kernelcast_reference(__global const float *a, __global float *c, const int n) {

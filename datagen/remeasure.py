@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-
 from kernelcast.datagen.counts import data_seed, dataset_kernels, open_checked_dataset, row_config
 from kernelcast.datagen.dataset import busy_load_limit, busy_rows, machine_busy, resolve_remeasured
 from kernelcast.datagen.frame import TRAIN_PASSES, DataError
 from kernelcast.instrument.runner import TimingPolicy
+
 from kernelcast.schema import Kernel
 
 log = logging.getLogger(__name__)

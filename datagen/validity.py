@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kernelcast.instrument.runner import TimingPolicy
+
 from kernelcast.schema import Kernel, LaunchConfig
 
 VALIDITY_SEED = 1234

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-
 from kernelcast.instrument.rewrite import (
     _GUARD_32,
     _GUARD_64,
@@ -44,6 +43,7 @@ from kernelcast.instrument.rewrite import (
     instrumented_config,
 )
 from kernelcast.instrument.runner import TimingPolicy
+
 from kernelcast.schema import ArgBinding, Kernel
 
 #: work-items whose activity is recorded at most (2 words each in the record buffer)

@@ -59,7 +59,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
 from kernelcast.instrument.activity import _stride
 from kernelcast.instrument.rewrite import (
     InstrumentedRunError,
@@ -73,6 +72,7 @@ from kernelcast.instrument.rewrite import (
     parse_for_rewrite,
 )
 from kernelcast.instrument.runner import TimingPolicy
+
 from kernelcast.clang import is_kernel
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 from kernelcast.sites import peak_symbol, site_symbol

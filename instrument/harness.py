@@ -23,9 +23,9 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 import numpy as np
-
 from kernelcast.instrument.backends import Backend, DeviceInfo, backend_for, select_device
 from kernelcast.instrument.runner import HARNESS_VERSION, TimingPolicy, arg_dict, run_config
+
 from kernelcast.schema import Kernel, LaunchConfig, Measurement, MeterName, Status
 
 log = logging.getLogger(__name__)

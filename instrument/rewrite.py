@@ -59,10 +59,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
-
 from kernelcast.instrument.backends import backend_for
 from kernelcast.instrument.backends.base import DeviceInfo, init_contents
 from kernelcast.instrument.runner import TimingPolicy
+
 from kernelcast.clang import KernelParam, ParseError, find_kernels, kernel_params, parse
 from kernelcast.cltypes import is_known_type, parse_type
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig, Measurement

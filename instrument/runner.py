@@ -17,11 +17,19 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-
-from kernelcast.instrument.backends.base import Backend, BackendError, BoundArgs, ConfigError, DeviceInfo, Driver, Restore
+from kernelcast.instrument.backends.base import (
+    Backend,
+    BackendError,
+    BoundArgs,
+    ConfigError,
+    DeviceInfo,
+    Driver,
+    Restore,
+)
 from kernelcast.instrument.machine import MachineProbe
 from kernelcast.instrument.meters.base import EnergyMeter, MeterReading
 from kernelcast.instrument.state import changed, maybe_read_buffers
+
 from kernelcast.clang import KernelParam, ParseError, kernel_signatures
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig, Measurement, Status, TimeStats
 

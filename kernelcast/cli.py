@@ -103,14 +103,14 @@ def cmd_measure(args: argparse.Namespace) -> int:
     CSV file (``--configs``), each measured in ``--rounds`` rounds (interleaved across the
     configurations, each round a full timing window) and its rounds pooled, each round weighing the
     same (:func:`instrument.runner.pool_rounds`, as datagen pools a sweep's rounds)."""
+    from kernelcast.argspec import arg_arrays, check_against_signature, parse_arg, parse_size
+    from kernelcast.config import device_spec
     from kernelcast.datagen.args import UnsupportedArgument, complete_args
     from kernelcast.instrument.backends import select_device
     from kernelcast.instrument.harness import Harness, HarnessError
     from kernelcast.instrument.memcheck import check_buffer_memory
     from kernelcast.instrument.meters import check_meter_spec
     from kernelcast.instrument.runner import pool_rounds, validate_geometry
-    from kernelcast.argspec import arg_arrays, check_against_signature, parse_arg, parse_size
-    from kernelcast.config import device_spec
     from kernelcast.schema import LaunchConfig
 
     t0 = time.perf_counter()

@@ -60,13 +60,13 @@ def run(args: argparse.Namespace) -> int:
     from kernelcast.calib.cli import format_profile
     from kernelcast.calib.local import QUICK_RUNS, calibrate_runs
     from kernelcast.calib.microbench import CalibOptions
+    from kernelcast.config import device_spec
     from kernelcast.datagen.corpus import ingest_to
     from kernelcast.datagen.corpus_store import bundled_dir, read_corpus, read_records, write_corpus
     from kernelcast.datagen.generate import DatagenInterrupted, DatagenOptions, run_datagen
     from kernelcast.datagen.synth import generate_kernels
     from kernelcast.instrument.backends import select_device
     from kernelcast.instrument.meters import check_meter_spec
-    from kernelcast.config import device_spec
     from kernelcast.train.blend import fit_blend_oof
     from kernelcast.train.cli import format_blend, format_metrics, format_tabular
     from kernelcast.train.loop import train_model

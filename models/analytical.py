@@ -78,16 +78,23 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
 from kernelcast.calib.fits import join_time
 from kernelcast.calib.profile import DeviceProfile
-from kernelcast.columns import decode_args, decode_counts, decode_sizes
-from kernelcast.sites import COUNT_PREFIXES, PEAK_PREFIX, TRIP_PREFIX
 from kernelcast.models.base import Predictions, Predictor
 from kernelcast.models.static.chains import CHAIN_CLASSES, FMA_CALL, INNER_PREFIX, UNIFORM_PREFIX
 from kernelcast.models.static.clbuiltins import INSTRUCTION_FAMILIES
-from kernelcast.models.static.features import BUILTIN_CLASSES, CHAIN_PREFIX, LIBCALL, LOOPVEC_LOADS, LOOPVEC_PREFIX, VEC_PREFIX
+from kernelcast.models.static.features import (
+    BUILTIN_CLASSES,
+    CHAIN_PREFIX,
+    LIBCALL,
+    LOOPVEC_LOADS,
+    LOOPVEC_PREFIX,
+    VEC_PREFIX,
+)
 from kernelcast.models.static.loops import PRAGMA_UNROLL_MAX_TRIP, UNROLL_MAX_TRIP
+
+from kernelcast.columns import decode_args, decode_counts, decode_sizes
+from kernelcast.sites import COUNT_PREFIXES, PEAK_PREFIX, TRIP_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -1419,8 +1426,9 @@ class AnalyticalModel(Predictor):
     # -- features ---------------------------------------------------------------------------
 
     def features(self, source: str, name: str, build_options: str = "") -> Any:
-        from kernelcast.schema import Kernel
         from kernelcast.models.static import analyze_source
+
+        from kernelcast.schema import Kernel
 
         key = (source, name, build_options)
         if key not in self._features:

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from kernelcast.models.base import Predictions, Predictor
 
 from kernelcast.errors import InputError
-from kernelcast.models.base import Predictions, Predictor
 
 BLEND_FILE = "blend.json"
 BLEND_KIND = "kernelcast-blend"

@@ -91,7 +91,6 @@ def _check_local_sizes(rows: list[dict[str, Any]], profile: Any) -> None:
 
 def cmd_predict(args: argparse.Namespace) -> int:
     from kernelcast.calib.local import resolve_profile
-    from kernelcast.argspec import parse_size
     from kernelcast.models.predict import (
         arg_dicts,
         complete_bindings,
@@ -103,6 +102,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
         read_site_counts,
     )
     from kernelcast.models.tabular import TabularPredictor
+
+    from kernelcast.argspec import parse_size
 
     t0 = time.perf_counter()
     kernel, params = load_kernel_source(args.kernel, args.name, args.build_options or "")
@@ -326,7 +327,6 @@ def _check_kt_format(args: argparse.Namespace) -> Path | None:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from kernelcast.calib.local import resolve_profile
-    from kernelcast.argspec import parse_size
     from kernelcast.models.fewshot import (
         DEFAULT_SHRINK_PRIOR,
         Offset,
@@ -345,6 +345,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         score_configurations,
     )
     from kernelcast.models.tune import MAX_POINTS, enumerate_shapes, pareto, power_caps
+
+    from kernelcast.argspec import parse_size
 
     kernel, params = load_kernel_source(args.kernel, args.name, args.build_options or "")
     if args.counts and args.measure_counts:
@@ -573,6 +575,7 @@ def _measure_top(ctx: _TuneContext) -> dict[str, Any]:
     from kernelcast.instrument.backends import select_device
     from kernelcast.instrument.harness import Harness
     from kernelcast.instrument.runner import pool_rounds
+
     from kernelcast.config import device_spec
     from kernelcast.metrics import spearman
     from kernelcast.schema import ArgBinding, LaunchConfig

@@ -19,9 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-
-from kernelcast.errors import InputError, UsageError
-from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 from kernelcast.models.fewshot import (
     DEFAULT_SHRINK_PRIOR,
     MeasuredSet,
@@ -33,12 +30,16 @@ from kernelcast.models.fewshot import (
     shape_inputs,
 )
 
+from kernelcast.errors import InputError, UsageError
+from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
+
 if TYPE_CHECKING:
     from kernelcast.calib.profile import DeviceProfile
-    from kernelcast.clang import KernelParam
     from kernelcast.models.base import Predictor
     from kernelcast.models.blend import StackedBlend
     from kernelcast.models.tabular import ResidualCalibration
+
+    from kernelcast.clang import KernelParam
 
 
 def arg_dicts(bindings: list[ArgBinding]) -> list[dict[str, Any]]:
@@ -52,6 +53,7 @@ def complete_bindings(params: list[KernelParam], given_specs: list[str], gsize: 
     """Bind every argument of a kernel: the ones given (``NAME=...`` specs, ``NAME=@FILE.npy``),
     the others by LLMPerf's simple selection. Returns the bindings and the names bound by selection."""
     from kernelcast.datagen.args import UnsupportedArgument, complete_args
+
     from kernelcast.argspec import check_against_signature, parse_arg
 
     given = [parse_arg(a) for a in given_specs]
@@ -122,6 +124,7 @@ def measure_site_counts(kernel: Kernel, configs: list[LaunchConfig], device_text
     from kernelcast.instrument.memcheck import check_buffer_memory
     from kernelcast.instrument.rewrite import InstrumentedRunError, RewriteError
     from kernelcast.instrument.runner import validate_geometry
+
     from kernelcast.argspec import arg_arrays
     from kernelcast.config import device_spec
 

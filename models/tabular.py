@@ -105,16 +105,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-
 from kernelcast.calib.profile import DeviceProfile, ProfileError
-from kernelcast.columns import decode_args, decode_counts, decode_sizes
-from kernelcast.errors import InputError
 from kernelcast.models.base import Predictions, Predictor
 from kernelcast.models.fewshot import DEFAULT_SHRINK_PRIOR, ShapePrior
 
+from kernelcast.columns import decode_args, decode_counts, decode_sizes
+from kernelcast.errors import InputError
+
 if TYPE_CHECKING:
     import lightgbm as lgb
-
     from kernelcast.models.static.features import SourceFeatures
 
 log = logging.getLogger(__name__)
@@ -289,8 +288,9 @@ def kernel_static(source: str, name: str, build_options: str = "") -> KernelStat
     if hit is not None:
         _STATIC_CACHE.move_to_end(key)
         return hit
-    from kernelcast.schema import Kernel
     from kernelcast.models.static import analyze_source
+
+    from kernelcast.schema import Kernel
 
     feats: SourceFeatures | None = None
     error = None

@@ -12,11 +12,18 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from kernelcast.calib.microbench import CalibOptions, Calibrator
-from kernelcast.calib.profile import DeviceIdentity, DeviceProfile, ProfileValue, bundled_profile_for, load_profile, profiles_dir
-from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
+from kernelcast.calib.profile import (
+    DeviceIdentity,
+    DeviceProfile,
+    ProfileValue,
+    bundled_profile_for,
+    load_profile,
+    profiles_dir,
+)
 from kernelcast.models.analytical import AnalyticalModel
+
+from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 

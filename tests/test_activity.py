@@ -7,9 +7,9 @@ k)``, work-item ``id`` reads ``in[id*k + i]`` for ``i < k`` while ``id*k + i < N
 from __future__ import annotations
 
 import pytest
-
 from kernelcast.instrument.activity import activity_rewrite, measure_activity
 from kernelcast.instrument.rewrite import instrument_kernel
+
 from kernelcast.schema import Kernel
 
 LISTING1 = """__kernel void summation(__global float* in, __global float* out, int N, int k) {

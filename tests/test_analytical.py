@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-
 from kernelcast.calib.profile import DeviceIdentity, DeviceProfile, load_profile
 from kernelcast.models.analytical import AnalyticalModel, config_env
 
@@ -134,8 +133,9 @@ def test_published_gpu_profiles_use_occupancy_and_mwp_cwp(name):
 
 
 def test_vectorized_evaluation_matches_row_by_row():
-    from kernelcast.schema import Kernel
     from kernelcast.models.static import analyze_source
+
+    from kernelcast.schema import Kernel
 
     m = AnalyticalModel(cpu_profile())
     feats = analyze_source(Kernel(HEAVY, "heavy"))

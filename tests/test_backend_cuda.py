@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
-
 from kernelcast.instrument.backends import cuda as cb
 from kernelcast.instrument.backends import select_device
 from kernelcast.instrument.backends.base import ConfigError, DeviceNotFound
 from kernelcast.instrument.meters import auto_meter_name, make_meter
 from kernelcast.instrument.runner import TimingPolicy, run_config
+
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 
 needs_nvcc = pytest.mark.skipif(cb.find_nvcc() is None, reason="nvcc not installed")

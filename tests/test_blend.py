@@ -7,10 +7,10 @@ import json
 
 import numpy as np
 import pytest
-
-from kernelcast.metrics import median_abs_log2
 from kernelcast.models.blend import BlendFileError, StackedBlend, single
 from kernelcast.train.blend import LSQ_ROWS_PER_COEF, fit_stacked_blend, nonneg_least_squares
+
+from kernelcast.metrics import median_abs_log2
 
 
 def test_combine_is_a_weighted_geometric_mean_with_fallback():

@@ -8,10 +8,10 @@ from __future__ import annotations
 import math
 
 import pytest
-
-from kernelcast.schema import ArgBinding
 from kernelcast.models.analytical import AnalyticalModel
 from kernelcast.models.static.source import analyze_source_text
+
+from kernelcast.schema import ArgBinding
 from tests.device_ratio import local_profile, measure_and_predict, require_pocl_cpu
 
 BODY = """{

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-
 from kernelcast.calib.microbench import CalibOptions
-from kernelcast.schema import ArgBinding, Kernel
 from kernelcast.models.analytical import AnalyticalModel, cpu_vectorizable
 from kernelcast.models.static import analyze_source
+
+from kernelcast.schema import ArgBinding, Kernel
 from tests.device_ratio import cpu_profile, local_profile, measured_ratio, measured_ratio_tries, require_pocl_cpu
 
 SRC = """

@@ -4,12 +4,12 @@ families of their own, with their own calibrated rates and their parent's where 
 from __future__ import annotations
 
 import pytest
-
 from kernelcast.calib.microbench import CalibOptions
-from kernelcast.schema import ArgBinding, Kernel
 from kernelcast.models.analytical import AnalyticalModel, cpu_vectorizable
 from kernelcast.models.static import analyze_source
 from kernelcast.models.static.features import BUILTIN_FAMILIES, FAMILY_PARENT
+
+from kernelcast.schema import ArgBinding, Kernel
 from tests.device_ratio import cpu_profile, measured_ratio_tries, require_pocl_cpu
 
 CALLS = """

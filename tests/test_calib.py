@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
-
 from kernelcast.calib import kernels as K
 from kernelcast.calib.fits import (
     find_plateaus,
@@ -33,6 +32,7 @@ from kernelcast.calib.profile import (
 )
 from kernelcast.instrument.backends import DeviceInfo
 from kernelcast.instrument.runner import TimingPolicy
+
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig, Measurement, TimeStats
 
 KiB, MiB = 1024, 1024 * 1024
@@ -615,7 +615,6 @@ def test_real_host_overhead(device):
     import time
 
     import pyopencl as cl
-
     from kernelcast.calib.host_bench import measure_host_overhead
     from kernelcast.instrument.backends.opencl import cl_device
 

@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
 from kernelcast.bench.ceiling import _oof_columns, main, run, sample_rows, score
 
 
@@ -96,6 +95,7 @@ def test_a_tiny_dataset_measured_again_agrees_with_itself(tmp_path: Path, harnes
     from kernelcast.datagen.dataset import DatasetWriter
     from kernelcast.datagen.generate import DatagenOptions, Generator, write_kernels
     from kernelcast.instrument.runner import TimingPolicy
+
     from kernelcast.schema import Kernel
 
     k = Kernel("__kernel void tsq(__global const float* a, __global float* b) {\n"

@@ -8,14 +8,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-
 from kernelcast.calib.microbench import CalibOptions, Calibrator
 from kernelcast.calib.profile import Curve
-from kernelcast.schema import ArgBinding
 from kernelcast.models.analytical import AnalyticalModel, chain_seconds, config_env
 from kernelcast.models.static.chains import CHAIN_OVERLAP_TRIPS
 from kernelcast.models.static.features import CHAIN_PREFIX
 from kernelcast.models.static.source import analyze_source_text
+
+from kernelcast.schema import ArgBinding
 from tests.device_ratio import cpu_profile, local_profile, measure_and_predict, measured_ratio_tries, require_pocl_cpu
 
 KERNELS = """

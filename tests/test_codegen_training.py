@@ -9,12 +9,8 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-
-import kernelcast.cli as cli
 from kernelcast.calib.profile import load_profile
 from kernelcast.datagen.frame import load_measured_frame
-from kernelcast.columns import decode_args, decode_sizes
-from kernelcast.schema import Kernel
 from kernelcast.models.learned.data import encode_rows, feature_table, prepare_frame
 from kernelcast.models.predict import configuration_row
 from kernelcast.models.tabular import build_table
@@ -22,6 +18,10 @@ from kernelcast.train.loop import TrainOptions, fit_frame
 from kernelcast.train.pretrain import PRETRAIN_FILE, PretrainOptions, is_pretrained_dir, pretrain
 from kernelcast.train.split import group_key, split_by_group
 from kernelcast.train.synthetic import synthetic_rows, write_synthetic_dataset
+
+import kernelcast.cli as cli
+from kernelcast.columns import decode_args, decode_sizes
+from kernelcast.schema import Kernel
 
 
 def tiny(**kw) -> TrainOptions:

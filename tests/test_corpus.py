@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from kernelcast.datagen import corpus
 from kernelcast.datagen.corpus import (
     IngestReport,
@@ -22,6 +21,7 @@ from kernelcast.datagen.corpus import (
     strip_qualifiers,
 )
 from kernelcast.datagen.corpus_store import read_corpus, read_records
+
 from kernelcast.schema import Kernel
 
 COMMON_H = """\

@@ -9,7 +9,6 @@ import math
 
 import numpy as np
 import pytest
-
 from kernelcast.instrument.counters import (
     REC_NAME,
     SiteCounts,
@@ -19,6 +18,7 @@ from kernelcast.instrument.counters import (
 )
 from kernelcast.instrument.rewrite import RewriteError
 from kernelcast.instrument.runner import TimingPolicy
+
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 from kernelcast.sites import site_symbol
 from tests.kernels import CSR

@@ -14,12 +14,12 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
-
 from kernelcast.calib.host_caches import CacheLevel, host_cache_levels, level_windows
 from kernelcast.calib.microbench import CalibOptions, Calibrator
 from kernelcast.calib.profile import Curve, DeviceIdentity, DeviceProfile, ProfileError, ProfileValue, combine_runs
-from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 from kernelcast.models.analytical import AnalyticalModel, cpu_vectorizable
+
+from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 from tests.device_ratio import local_profile, measure_and_predict, require_pocl_cpu
 
 KiB, MiB = 1024, 1024 * 1024
@@ -418,6 +418,7 @@ def test_runs_wait_for_the_load_calibration_left_behind(monkeypatch):
     below --max-load (here it falls 1.9, 1.6, 1.2 while waiting) and is refused if it never does."""
     import kernelcast.calib.local as local
     import kernelcast.calib.microbench as mb
+
     from tests.test_calib import Truth, _fake_device
 
     dev = _fake_device(Truth(), "CPU")

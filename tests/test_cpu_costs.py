@@ -8,13 +8,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
 from kernelcast.calib import kernels as K
 from kernelcast.calib.microbench import CalibOptions, Calibrator
 from kernelcast.calib.profile import DeviceIdentity, DeviceProfile
-from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 from kernelcast.models.analytical import AnalyticalModel, atomic_distinct, atomic_seconds, config_env
 from kernelcast.models.static import analyze_source
+
+from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 from tests.device_ratio import (
     known_miss,
     local_profile,

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from kernelcast.calib.microbench import CalibOptions
-from kernelcast.schema import ArgBinding, Kernel
 from kernelcast.models.analytical import (
     AnalyticalModel,
     DeviceParams,
@@ -20,6 +18,8 @@ from kernelcast.models.analytical import (
     cpu_vectorizable,
 )
 from kernelcast.models.static.source import analyze_source
+
+from kernelcast.schema import ArgBinding, Kernel
 from tests.device_ratio import cpu_profile, measured_ratio_tries, require_pocl_cpu
 
 MARKS = """

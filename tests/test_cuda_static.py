@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from kernelcast.models.static import analyze_source, extract
+from kernelcast.models.static import ptx as P
 
 from kernelcast.clang import ParseError
 from kernelcast.cuda import cuda_kernel_info, cuda_kernel_signatures, split_name, translate
 from kernelcast.schema import Kernel
-from kernelcast.models.static import analyze_source, extract
-from kernelcast.models.static import ptx as P
 
 DATA = Path(__file__).parent / "data" / "cuda"
 CU = (DATA / "kernels.cu").read_text()

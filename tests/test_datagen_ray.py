@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from kernelcast.datagen.dataset import JOURNAL, read_dataset
 from kernelcast.datagen.distributed import ActorsLost, check_address, run_datagen_ray, shard_of
 from kernelcast.datagen.generate import DatagenOptions, run_datagen
 from kernelcast.instrument.runner import TimingPolicy
+
 from kernelcast.schema import Kernel
 
 from .kernels import poly

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from kernelcast.datagen.corpus_store import write_corpus
 from kernelcast.datagen.dataset import read_dataset
+
 from kernelcast.schema import Kernel
 
 ROOT = Path(__file__).resolve().parent.parent

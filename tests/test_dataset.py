@@ -11,7 +11,6 @@ import time
 
 import numpy as np
 import pytest
-
 from kernelcast.datagen.dataset import JOURNAL, DatasetMismatch, DatasetWriter, read_dataset, row_key
 from kernelcast.datagen.prompt import render_prompt
 
@@ -95,6 +94,7 @@ def test_prompt_is_llmperf_template_word_for_word():
 
 def test_validity_checks(harness):
     from kernelcast.datagen.validity import check_validity
+
     from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 
     def cfg(*args):

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
-
 from kernelcast.datagen.dataset import DatasetDamaged, DatasetWriter, read_dataset, row_key
 from kernelcast.datagen.integrity import check_dataset, repair_dataset
+
 from kernelcast import cli
 
 

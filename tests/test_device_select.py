@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-
 from kernelcast.instrument.backends import DeviceNotFound, list_devices
 from kernelcast.instrument.backends.base import DeviceInfo, choose_device
 from kernelcast.instrument.backends.opencl import _vector_probe

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from kernelcast.bench.kt_roundtrip import MATMUL  # the kernels the round-trip benchmark tunes
+from kernelcast.train.evaluate_energy import shot_mask
+
 from kernelcast.cli import main
 from kernelcast.metrics import ranking_scores, top_k_share
-from kernelcast.train.evaluate_energy import shot_mask
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,9 +10,23 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
+from kernelcast.datagen.frame import DataError
+from kernelcast.train.evaluate import (
+    EvaluateOptions,
+    assign_folds,
+    base_group,
+    build_groups,
+    conformal_intervals,
+    few_shot,
+    fit_stacked_blend,
+    offset_floor,
+    parse_models,
+    parse_shots,
+    row_folds,
+    tuning_basis,
+)
 
 import kernelcast.cli as cli
-from kernelcast.datagen.frame import DataError
 from kernelcast.errors import InputError, UsageError
 from kernelcast.metrics import (
     conformal_quantile,
@@ -29,20 +43,6 @@ from kernelcast.metrics import (
 )
 from kernelcast.schema import Kernel
 from tests.kernels import TRIAD
-from kernelcast.train.evaluate import (
-    EvaluateOptions,
-    assign_folds,
-    base_group,
-    build_groups,
-    conformal_intervals,
-    few_shot,
-    fit_stacked_blend,
-    offset_floor,
-    parse_models,
-    parse_shots,
-    row_folds,
-    tuning_basis,
-)
 
 # ---------------------------------------------------------------------------------------------
 # groups and folds

@@ -14,10 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
-import kernelcast.cli as cli
 from kernelcast.calib.profile import load_profile
-from kernelcast.schema import Kernel
 from kernelcast.models.fewshot import (
     DEFAULT_SHRINK_PRIOR,
     MAX_PRIOR,
@@ -38,10 +35,13 @@ from kernelcast.models.tabular import (
     TabularPredictor,
     build_table,
 )
-from tests.device_ratio import local_profile_path
-from tests.kernels import TRIAD, poly
 from kernelcast.train.synthetic import synthetic_rows
 from kernelcast.train.tabular import calibrate_intervals, fit_tabular, grouped_folds, kernel_groups
+
+import kernelcast.cli as cli
+from kernelcast.schema import Kernel
+from tests.device_ratio import local_profile_path
+from tests.kernels import TRIAD, poly
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILE = str(ROOT / "calib" / "profiles" / "pocl-local.json")
@@ -364,9 +364,10 @@ def _tiny_model(harness, profile) -> TabularPredictor:
     """A tabular model fitted on 12 rows measured here (three kernels at four sizes), with its
     interval calibration from a grouped 3-fold over them."""
     from kernelcast.instrument.runner import TimingPolicy
+    from kernelcast.models.predict import bind_arguments
+
     from kernelcast.clang import kernel_signatures
     from kernelcast.schema import ArgBinding, LaunchConfig
-    from kernelcast.models.predict import bind_arguments
 
     policy = TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.01, max_repeats=200, max_time_s=2)
     rows = []

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from kernelcast.instrument.backends import DeviceInfo
+
 from kernelcast import cli
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 
@@ -67,6 +67,7 @@ def test_oversized_explicit_buffer_is_bad_input(tmp_path: Path, device: DeviceIn
 
 def test_int_scalar_overflow_is_an_error_not_a_clamp(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from kernelcast.datagen.args import UnsupportedArgument, simple_args
+
     from kernelcast.clang import kernel_signatures
 
     src = "__kernel void f(__global float* a, int n, uint m, long big) { a[0] = n + m + big; }"

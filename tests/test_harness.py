@@ -6,8 +6,8 @@ import hashlib
 
 import numpy as np
 import pytest
-
 from kernelcast.instrument.runner import TimingPolicy
+
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 
 FAST = TimingPolicy(warmup=1, min_repeats=3, min_time_s=0.0, max_repeats=50, max_time_s=5)
@@ -192,6 +192,7 @@ def test_build_cache_memory_and_disk(device, tmp_path):
 def test_backend_interface_in_process(device, tmp_path):
     """The seam the runner uses, driven directly: bind with guards, launch, time, check, release."""
     from kernelcast.instrument.backends import BACKENDS, backend_for, get_backend
+
     from kernelcast.clang import kernel_signatures
 
     cls = backend_for(device)

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from kernelcast.calib.microbench import CalibOptions
 from kernelcast.calib.profile import DeviceIdentity, DeviceProfile, ProfileValue
-from kernelcast.schema import ArgBinding
 from kernelcast.models.analytical import DeviceParams, inner_loop_correction
 from kernelcast.models.static.source import analyze_source_text
+
+from kernelcast.schema import ArgBinding
 from tests.device_ratio import measured_ratio_tries, require_pocl_cpu
 
 LOOPS = """
@@ -131,6 +131,7 @@ def test_an_integer_tile_walk_on_this_device(harness, device):
     18 ms: a chain of dependent ``fmin`` the model charges at the scalar throughput, a known miss.)"""
     require_pocl_cpu(device)
     from kernelcast.models.analytical import AnalyticalModel
+
     from tests.device_ratio import local_profile, measure_and_predict
 
     n, wg = 8192, 256

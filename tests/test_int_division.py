@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-
 from kernelcast.calib.microbench import CalibOptions
 from kernelcast.calib.profile import DeviceIdentity, DeviceProfile
-from kernelcast.schema import ArgBinding
 from kernelcast.models.analytical import AnalyticalModel, DeviceParams
+
+from kernelcast.schema import ArgBinding
 from tests.device_ratio import cpu_profile, measured_ratio_tries, require_pocl_cpu
 
 MOD = """

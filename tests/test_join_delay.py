@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from kernelcast.calib.microbench import CalibOptions, Calibrator
-from kernelcast.schema import ArgBinding
 from kernelcast.models.analytical import AnalyticalModel, config_env, explain
 from kernelcast.models.static.source import analyze_source_text
+
+from kernelcast.schema import ArgBinding
 from tests.device_ratio import cpu_profile, local_profile, measure_and_predict, require_pocl_cpu
 
 #: the same loop of dependent FMAs under two names, so that one launch of each can be measured and

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from kernelcast.bench.kt_roundtrip import MATMUL, VADD  # the kernels the round-trip benchmark tunes
 from kernelcast.instrument.backends.base import DeviceInfo
+
 from kernelcast.cli import main
 
 kernel_tuner = pytest.importorskip("kernel_tuner", reason="kernel-tuner is not installed (pip install kernelcast[kt])")

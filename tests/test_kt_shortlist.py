@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+from kernelcast.models.tune import kernel_tuner_shortlist
 
 from kernelcast.cli import main
-from kernelcast.models.tune import kernel_tuner_shortlist
 
 PROFILE = str(Path(__file__).resolve().parents[1] / "calib" / "profiles" / "pocl-local.json")
 

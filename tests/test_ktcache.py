@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from kernelcast.datagen.dataset import read_dataset
 from kernelcast.datagen.ktcache import GridRules, KTCacheError, kt_rows, read_kt_cache
+
 from kernelcast.cli import main
 
 MATMUL = """

@@ -7,7 +7,6 @@ import json
 import numpy as np
 import pytest
 import torch
-
 from kernelcast.models.learned import KernelPerfModel, LearnedConfig, LearnedPredictor, scratch_backbone_config
 from kernelcast.models.learned.data import encode_rows, make_batch, prepare_frame
 from kernelcast.models.learned.features import compute_features, feature_names, normalisation

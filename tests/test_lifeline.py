@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from kernelcast.instrument.backends import DeviceInfo
 
 HANG = "__kernel void spin(__global volatile int* a, int n) { while (a[0] >= 0) { a[1] += n; } }"
@@ -93,6 +92,7 @@ def test_worker_enforces_its_own_deadline(device: DeviceInfo) -> None:
     """A worker whose parent never kills it ends itself once a job passes the worker's own deadline."""
     from kernelcast.instrument.harness import _worker_main
     from kernelcast.instrument.runner import TimingPolicy
+
     from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 
     ctx = mp.get_context("spawn")

@@ -7,8 +7,9 @@ a real measurement."""
 from __future__ import annotations
 
 from kernelcast.calib.microbench import CalibOptions
-from kernelcast.schema import ArgBinding
 from kernelcast.models.static.source import analyze_source_text
+
+from kernelcast.schema import ArgBinding
 from tests.device_ratio import measured_ratio_tries, require_pocl_cpu
 
 LOOPS = """

@@ -10,7 +10,6 @@ import json
 import math
 
 import pytest
-
 from kernelcast.datagen.args import UnsupportedArgument, simple_args
 from kernelcast.datagen.memargs import (
     KERNEL_SELECTORS,
@@ -25,6 +24,7 @@ from kernelcast.datagen.memargs import (
     scalar_candidates,
 )
 from kernelcast.instrument.runner import TimingPolicy
+
 from kernelcast.clang import kernel_signatures
 from kernelcast.schema import Kernel, LaunchConfig
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from kernelcast.instrument.meters import MeterError, NoMeter, available_meters, make_meter
 
 

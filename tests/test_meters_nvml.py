@@ -19,7 +19,6 @@ from unittest import mock
 
 import pynvml
 import pytest
-
 from kernelcast.instrument.meters import MeterError, NoMeter, NvmlMeter, auto_meter_name, make_meter
 from kernelcast.instrument.meters import nvml as nvml_mod
 from kernelcast.instrument.meters.nvml import SRC_POWER_INSTANT, SRC_POWER_USAGE, SRC_TOTAL_ENERGY, trapezoid_energy

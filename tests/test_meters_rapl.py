@@ -6,7 +6,6 @@ import logging
 from pathlib import Path
 
 import pytest
-
 from kernelcast.instrument.meters import MeterError, NoMeter, RaplMeter, auto_meter_name, make_meter
 from kernelcast.instrument.meters import rapl as rapl_mod
 from kernelcast.instrument.meters.rapl import discover_zones, rapl_delta_uj

@@ -75,7 +75,8 @@ def test_user_models_folder_does_not_collide(wheel_site: Path, tmp_path: Path):
         (tmp_path / own / "__init__.py").write_text(f"MINE = {own!r}\n")
     code = ("import models, train, kernelcast.models.analytical as a, kernelcast.train.evaluate as e; "
             "print(models.MINE, train.MINE, a.__name__, e.__name__); "
-            "import kernelcast, pathlib; print(pathlib.Path(a.__file__).is_relative_to(pathlib.Path(kernelcast.__file__).parent))")
+            "import kernelcast, pathlib; "
+            "print(pathlib.Path(a.__file__).is_relative_to(pathlib.Path(kernelcast.__file__).parent))")
     # the working directory first (as `python -c` puts it), then the wheel's folder, then the venv's dependencies
     r = subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(1, {str(wheel_site)!r}); " + code],
                        cwd=tmp_path, capture_output=True, text=True, timeout=300,

@@ -112,7 +112,6 @@ def test_tune_power_cap_enumeration_is_bounded(kfile, caps):
 
 def test_pareto_front():
     import numpy as np
-
     from kernelcast.models.tune import pareto
 
     t = np.array([1.0, 2.0, 3.0, 1.5, 4.0])

@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-
 from kernelcast.datagen.dataset import read_dataset, read_manifest
 from kernelcast.datagen.presets import PRESETS, STANDARD_SYNTHETIC, get_preset, synthetic_corpus
 

@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-
 from kernelcast.calib.profile import DeviceIdentity, DeviceProfile, ProfileDeviceMismatch, device_class, load_profile
 
 VADD = """__kernel void vadd(__global const float *a, __global const float *b, __global float *c, const int n) {
@@ -150,6 +149,7 @@ def test_without_a_profile_a_command_takes_the_one_measured_on_its_device(device
     # none measured on it: the cached calibration of this device
     monkeypatch.setattr(local, "bundled_profile_for", lambda info: None)
     from kernelcast.instrument.backends import select_device
+
     from kernelcast.config import device_spec
 
     cached = load_profile("a100")

@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-
 from kernelcast.calib.profile import DeviceProfile, ProfileError, ProfileValue, load_profile
 
 ENERGY = ("idle_power_w", "energy_per_access_dram_pj", "energy_per_access_local_pj", "energy_per_op_fp32_fma_pj",

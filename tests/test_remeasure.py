@@ -16,10 +16,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
-from kernelcast.datagen.dataset import JOURNAL, DatasetWriter, busy_load_limit, busy_rows, read_dataset, resolve_remeasured
+from kernelcast.datagen.dataset import (
+    JOURNAL,
+    DatasetWriter,
+    busy_load_limit,
+    busy_rows,
+    read_dataset,
+    resolve_remeasured,
+)
 from kernelcast.datagen.remeasure import plan_remeasure, remeasure_busy
 from kernelcast.instrument.runner import TimingPolicy
+
 from kernelcast.schema import Kernel
 
 SRC = """__kernel void rtriad(__global const float* a, __global const float* b, __global float* c) {

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from kernelcast.instrument.rewrite import (
     REC_NAME,
     AccessExtent,
@@ -14,6 +13,7 @@ from kernelcast.instrument.rewrite import (
     measure_instrumented,
     run_instrumented,
 )
+
 from kernelcast.clang import kernel_signatures
 from kernelcast.schema import Kernel
 
@@ -253,6 +253,7 @@ def test_buffer_contents_match_a_plain_run(harness):
     # a scatter through random indices: the instrumented run sees the same indices as a plain
     # run of the kernel with the same sizes and seed, so its extent is the plain run's
     from kernelcast.instrument.runner import TimingPolicy
+
     from kernelcast.schema import ArgBinding, LaunchConfig
 
     src = "__kernel void sc(__global const int* idx, __global float* dst) { int i = get_global_id(0); " \

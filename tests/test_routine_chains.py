@@ -9,13 +9,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-
 from kernelcast.calib.microbench import QUICK_ROUTINE_CHAIN_CLASSES, ROUTINE_CHAIN_CLASSES, CalibOptions
-from kernelcast.schema import ArgBinding
 from kernelcast.models.analytical import AnalyticalModel, chain_seconds
 from kernelcast.models.static.chains import ROUTINE_PREFIX, routine_class
 from kernelcast.models.static.features import CHAIN_PREFIX
 from kernelcast.models.static.source import analyze_source_text
+
+from kernelcast.schema import ArgBinding
 from tests.device_ratio import cpu_profile, measured_ratio_tries, require_pocl_cpu
 
 KERNELS = """

@@ -5,7 +5,6 @@ import random
 from collections import Counter
 
 import pytest
-
 from kernelcast.datagen.rebalance import plan_rebalance
 from kernelcast.datagen.sampler import DeviceLimits, regime_of, sample_configs, sample_lsizes, sample_nwg
 

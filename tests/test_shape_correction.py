@@ -10,7 +10,6 @@ import math
 
 import numpy as np
 import pytest
-
 from kernelcast.models.fewshot import (
     DESIGN_MAX_CANDIDATES,
     SHAPE_INPUTS,

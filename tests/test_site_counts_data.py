@@ -15,11 +15,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from kernelcast.datagen.counts import backfill_counts, row_config
 from kernelcast.datagen.dataset import SITE_COUNTS, DatasetWriter, read_dataset
 from kernelcast.datagen.generate import DatagenOptions, Generator
 from kernelcast.instrument.runner import TimingPolicy
+
 from kernelcast.schema import Kernel
 
 SRC = """__kernel void tcount(__global const float* a, __global float* b, int n) {

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from kernelcast.instrument.runner import TimingPolicy
 from kernelcast.instrument.state import kernel_body, maybe_read_buffers
+
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 
 from .kernels import TRIAD

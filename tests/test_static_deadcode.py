@@ -4,10 +4,10 @@ on the device: the compiler really removes a dead loop, and a break-bounded loop
 from __future__ import annotations
 
 import pytest
-
 from kernelcast.instrument.runner import TimingPolicy
-from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 from kernelcast.models.static.source import analyze_source_text
+
+from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 
 OVERWRITTEN = """__kernel void over(__global float* out, const int iters) {
   int i = get_global_id(0);

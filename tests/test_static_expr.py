@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from kernelcast.models.static.coalescing import bank_conflict_degree, coalescing_efficiency
+from kernelcast.models.static.expr import Poly, p_ceil_div, p_floordiv, p_max, p_mod
 
 from kernelcast.errors import InputError
 from kernelcast.expr import ExprError, compile_expr, evaluate, evaluate_expr, free_symbols
-from kernelcast.models.static.coalescing import bank_conflict_degree, coalescing_efficiency
-from kernelcast.models.static.expr import Poly, p_ceil_div, p_floordiv, p_max, p_mod
 
 
 def test_poly_arithmetic_and_printing():

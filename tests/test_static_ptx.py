@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from kernelcast.schema import Kernel
 from kernelcast.models.static import ptx as P
 from kernelcast.models.static.extract import extract
 from kernelcast.models.static.features import StaticFeatures
+
+from kernelcast.schema import Kernel
 
 FIXTURE = Path(__file__).parent / "data" / "static" / "rowsum_loop.ptx"
 

@@ -6,11 +6,11 @@ import json
 
 import numpy as np
 import pytest
+from kernelcast.models.static.features import SourceFeatures
+from kernelcast.models.static.source import analyze_source
 
 from kernelcast.clang import ParseError
 from kernelcast.schema import Kernel
-from kernelcast.models.static.features import SourceFeatures
-from kernelcast.models.static.source import analyze_source
 
 
 def feats(src: str, name: str, build_options: str = "") -> SourceFeatures:

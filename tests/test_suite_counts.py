@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from kernelcast.bench.suite import load_manifest
 from kernelcast.bench.suite.compare import default_suite
 from kernelcast.bench.suite.counts import measure_suite_counts, suite_counts

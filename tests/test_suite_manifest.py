@@ -10,12 +10,12 @@ from pathlib import Path
 import jsonschema
 import numpy as np
 import pytest
-
 from kernelcast.bench.suite import schema
 from kernelcast.bench.suite.generators import KINDS, GeneratorError, bfs_levels, generate, lattice_offsets
 from kernelcast.bench.suite.manifest import load_manifest, parse_manifest
 from kernelcast.bench.suite.model import ManifestError
 from kernelcast.bench.suite.schema import SCHEMA_PATH
+
 from kernelcast.errors import InputError
 from kernelcast.expr import ExprError, evaluate, evaluate_int, names_in
 

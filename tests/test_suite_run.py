@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from kernelcast.bench.suite.manifest import load_manifest
 from kernelcast.bench.suite.reference import REFERENCES, Expected, compare, expected_outputs, verify_instance
 from kernelcast.bench.suite.run import COLUMNS, measure_suite, summarize
@@ -194,6 +193,7 @@ def test_local_size_variants_are_measured_in_pooled_rounds(suite, harness):
 
 def test_pooled_rounds_weigh_each_ok_round_the_same():
     from kernelcast.instrument.runner import pool_rounds
+
     from kernelcast.schema import Measurement, TimeStats
 
     def m(times, status="ok", energy=None):

@@ -9,10 +9,10 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-
 from kernelcast.datagen.dataset import ROUND_SPREAD, pool_rounds, read_dataset, resolve_remeasured
 from kernelcast.datagen.generate import DatagenOptions, run_datagen
 from kernelcast.instrument.runner import TimingPolicy
+
 from kernelcast.schema import Kernel
 
 TRIAD = """__kernel void triad(__global const float* a, __global const float* b, __global float* c, const float s) {

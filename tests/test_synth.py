@@ -7,7 +7,6 @@ import random
 import re
 
 import pytest
-
 from kernelcast.datagen.corpus_store import read_records
 from kernelcast.datagen.synth import (
     SynthOptions,

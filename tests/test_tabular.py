@@ -11,13 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
-import kernelcast.cli as cli
 from kernelcast.calib.profile import load_profile
 from kernelcast.datagen.frame import load_measured_frame
-from kernelcast.columns import decode_args, decode_sizes
-from kernelcast.errors import InputError
-from kernelcast.schema import Kernel
 from kernelcast.models.analytical import AnalyticalModel
 from kernelcast.models.predict import configuration_row, load_learned, predict_frame
 from kernelcast.models.tabular import (
@@ -31,9 +26,14 @@ from kernelcast.models.tabular import (
     builtin_counts,
     clear_static_cache,
 )
-from tests.kernels import TRIAD, poly
 from kernelcast.train.synthetic import synthetic_rows, write_synthetic_dataset
 from kernelcast.train.tabular import fit_tabular
+
+import kernelcast.cli as cli
+from kernelcast.columns import decode_args, decode_sizes
+from kernelcast.errors import InputError
+from kernelcast.schema import Kernel
+from tests.kernels import TRIAD, poly
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -270,8 +270,9 @@ def test_prediction_within_2x_of_a_real_measurement(harness, profile, source, na
     during one size's measurement (it made this 2.4x once, and 2.08x with two passes while a
     ``make demo`` ran beside the suite) then does not decide the figure."""
     from kernelcast.instrument.runner import TimingPolicy
-    from kernelcast.schema import ArgBinding, LaunchConfig
     from kernelcast.models.predict import arg_dicts
+
+    from kernelcast.schema import ArgBinding, LaunchConfig
 
     policy = TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.01, max_repeats=200, max_time_s=2)
     k = Kernel(source, name)

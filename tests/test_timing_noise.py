@@ -10,11 +10,11 @@ from dataclasses import replace
 
 import pandas as pd
 import pytest
-
 from kernelcast.datagen.dataset import REMEASURE_OTHER_CPU, read_dataset, resolve_remeasured
 from kernelcast.datagen.reference import REFERENCE_LOG, ReferenceCheck
 from kernelcast.instrument.machine import MachineProbe
 from kernelcast.instrument.runner import TimingPolicy, group_size
+
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig, Measurement, TimeStats
 
 from .kernels import TRIAD

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import kernelcast.cli as cli
 from kernelcast.train.synthetic import write_synthetic_dataset
+
+import kernelcast.cli as cli
 
 
 def _error(capsys) -> str:

@@ -8,7 +8,6 @@ import time
 import numpy as np
 import pytest
 import torch
-
 from kernelcast.models.learned import LearnedConfig, LearnedPredictor
 from kernelcast.train.loop import DataError, TrainOptions, batch_loss, fit_frame, train_model
 from kernelcast.train.synthetic import synthetic_rows, write_synthetic_dataset

@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 import pytest
+from kernelcast.train.split import split_by_kernel
 
 from kernelcast.metrics import evaluate, mape, median_ape, spearman
-from kernelcast.train.split import split_by_kernel
 
 
 def test_split_never_shares_a_kernel_and_is_deterministic():

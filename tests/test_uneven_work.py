@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
 from kernelcast.calib.profile import load_profile
 from kernelcast.instrument.counters import measure_counts
 from kernelcast.instrument.runner import TimingPolicy
-from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 from kernelcast.models.analytical import UNEVEN_PEAK, AnalyticalModel, uneven_ratio
 from kernelcast.models.static.source import analyze_source_text
+
+from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 from tests.device_ratio import require_pocl_cpu
 
 ROOT = Path(__file__).resolve().parents[1]

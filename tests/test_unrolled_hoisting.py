@@ -6,12 +6,12 @@ per work-item, not 40). Checked on the static counts and against real launches o
 from __future__ import annotations
 
 import pytest
-
 from kernelcast.calib.microbench import CalibOptions
-from kernelcast.clang import parse
-from kernelcast.schema import ArgBinding
 from kernelcast.models.static.loops import unroll_pragma
 from kernelcast.models.static.source import analyze_source_text
+
+from kernelcast.clang import parse
+from kernelcast.schema import ArgBinding
 from tests.device_ratio import measured_ratio_tries, require_pocl_cpu
 
 BODY = """

@@ -9,6 +9,7 @@ they rarely do, so no test asserts the detection (it would pass or fail by the m
 from __future__ import annotations
 
 from kernelcast.instrument.harness import Harness
+
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 
 OWN = """__kernel void own(__global int* acc, __global const int* x) {

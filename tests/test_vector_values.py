@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from kernelcast.calib.microbench import CalibOptions
 from kernelcast.calib.profile import DeviceIdentity, DeviceProfile, ProfileValue
-from kernelcast.schema import ArgBinding
 from kernelcast.models.analytical import AnalyticalModel, DeviceParams, vector_value_correction
 from kernelcast.models.static.source import analyze_source_text
+
+from kernelcast.schema import ArgBinding
 from tests.device_ratio import local_profile, measured_ratio_tries, require_pocl_cpu
 
 POLY = """
@@ -96,6 +96,7 @@ def test_pow_of_float4_against_scalar_pow_on_this_device(harness, device):
     from kernelcast.calib.profile import load_profile
     from kernelcast.instrument.runner import TimingPolicy
     from kernelcast.models.analytical import AnalyticalModel
+
     from tests.device_ratio import ROOT, measure_and_predict
 
     require_pocl_cpu(device)

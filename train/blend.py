@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from kernelcast.calib.profile import DeviceProfile
 from kernelcast.datagen.frame import DataError, load_measured_frame
+from kernelcast.models.blend import StackedBlend
+
 from kernelcast.errors import UsageError
 from kernelcast.metrics import mean_sq_log2, median_abs_log2
-from kernelcast.models.blend import StackedBlend
 
 log = logging.getLogger(__name__)
 

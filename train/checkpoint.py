@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-
 from kernelcast.models.learned.model import KernelPerfModel
 
 log = logging.getLogger(__name__)

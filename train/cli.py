@@ -397,9 +397,10 @@ def format_pretrain(m: dict[str, Any], out_dir: str) -> str:
 
 def cmd_blend(args: argparse.Namespace) -> int:
     from kernelcast.calib.local import resolve_profile
-    from kernelcast.console import to_json
     from kernelcast.models.predict import load_learned
     from kernelcast.train.blend import fit_blend_oof, learned_kind
+
+    from kernelcast.console import to_json
 
     check_in_dir(args.model, "--model", "model directory")
     learned_kind(args.model)
@@ -462,7 +463,6 @@ def _blend_why(b: Any, groups: int) -> list[str]:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from kernelcast.calib.local import resolve_profile
     from kernelcast.datagen.frame import check_one_device
-    from kernelcast.console import to_json
     from kernelcast.train.evaluate import (
         DEFAULT_MODELS,
         EvaluateOptions,
@@ -472,6 +472,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         parse_shots,
     )
     from kernelcast.train.evaluate_report import check_out_dir, format_summary, metrics_json, write_evaluation
+
+    from kernelcast.console import to_json
 
     check_out_dir(args.out)
     models = parse_models(args.models) if args.models is not None else DEFAULT_MODELS

@@ -39,10 +39,14 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
 from kernelcast.calib.profile import DeviceProfile
 from kernelcast.datagen.dataset import ROUND_SPREAD, read_dataset, repeatability
 from kernelcast.datagen.frame import DataError, load_measured_frames, prefix_keys
+from kernelcast.models.blend import StackedBlend
+from kernelcast.models.fewshot import frame_launch_inputs
+from kernelcast.train.blend import CRITERIA, fit_stacked_blend  # noqa: F401 - fit_stacked_blend re-exported
+from kernelcast.train.split import group_key
+
 from kernelcast.columns import decode_args, decode_sizes
 from kernelcast.errors import UsageError
 from kernelcast.metrics import (
@@ -60,10 +64,6 @@ from kernelcast.metrics import (
     tuning_scores,
     within_factor,
 )
-from kernelcast.models.blend import StackedBlend
-from kernelcast.models.fewshot import frame_launch_inputs
-from kernelcast.train.blend import CRITERIA, fit_stacked_blend  # noqa: F401 - fit_stacked_blend re-exported
-from kernelcast.train.split import group_key
 
 log = logging.getLogger(__name__)
 

@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
 from kernelcast.calib.profile import DeviceProfile
 from kernelcast.datagen.frame import DataError
+
 from kernelcast.metrics import ranking_scores
 
 log = logging.getLogger(__name__)

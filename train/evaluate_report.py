@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from kernelcast.train.evaluate import KIND, TARGET, Evaluation
 
 from kernelcast.console import fmt_table, json_number
 from kernelcast.errors import UsageError
-from kernelcast.train.evaluate import KIND, TARGET, Evaluation
 
 
 def check_out_dir(out: str | os.PathLike[str]) -> Path:

@@ -36,9 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-
 from kernelcast.datagen.frame import DataError, load_measured_frame
-from kernelcast.metrics import evaluate
 from kernelcast.models.learned.config import LearnedConfig, LearnedMode, Targets, scratch_backbone_config
 from kernelcast.models.learned.data import (
     EncodedRows,
@@ -66,6 +64,8 @@ from kernelcast.models.learned.predictor import LearnedPredictor
 from kernelcast.models.learned.tokenizer import load_tokenizer, train_tokenizer
 from kernelcast.train.checkpoint import checkpoint_dir, read_state, restore_training, save_checkpoint
 from kernelcast.train.split import group_key, split_by_group
+
+from kernelcast.metrics import evaluate
 
 log = logging.getLogger(__name__)
 

@@ -199,10 +199,9 @@ def pretrain(corpora: Sequence[str], out_dir: str | os.PathLike[str], options: P
              progress: Callable[[str], None] | None = None) -> PretrainResult:
     """Pretrain a small CodeGen as a causal LM on the corpora and save it in ``out_dir`` (module docstring)."""
     import torch
-    from transformers import CodeGenConfig, CodeGenForCausalLM
-
     from kernelcast.models.learned.config import scratch_backbone_config
     from kernelcast.models.learned.tokenizer import train_tokenizer
+    from transformers import CodeGenConfig, CodeGenForCausalLM
 
     opts = options or PretrainOptions()
     out = check_out_dir(out_dir)

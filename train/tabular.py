@@ -77,10 +77,8 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-
 from kernelcast.calib.profile import DeviceProfile
 from kernelcast.datagen.frame import DataError
-from kernelcast.metrics import mape, median_ape, within_factor
 from kernelcast.models.fewshot import (
     BALANCE_CLIP,
     DEFAULT_SHRINK_PRIOR,
@@ -109,6 +107,8 @@ from kernelcast.models.tabular import (
     is_tabular_dir,
 )
 from kernelcast.train.split import group_key
+
+from kernelcast.metrics import mape, median_ape, within_factor
 
 log = logging.getLogger(__name__)
 

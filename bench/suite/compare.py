@@ -235,8 +235,9 @@ def run_bench(suite_path: str, out: str, *, model: str | None, profile_spec: str
     from kernelcast.calib.profile import ProfileError
     from kernelcast.instrument.backends import select_device
     from kernelcast.instrument.harness import Harness
-    from kernelcast.config import device_spec
     from kernelcast.models.predict import load_learned
+
+    from kernelcast.config import device_spec
 
     if not Path(suite_path).is_file():
         raise UsageError(f"--suite {suite_path}: no such file")

@@ -40,6 +40,7 @@ from kernelcast.bench.suite.model import (
     Suite,
 )
 from kernelcast.bench.suite.schema import JsonPath, schema_problems
+
 from kernelcast.clang import ParseError, kernel_signatures
 from kernelcast.cltypes import parse_type
 from kernelcast.expr import FUNCTIONS, ExprError, evaluate, evaluate_int, parse_expr

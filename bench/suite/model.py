@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from kernelcast.bench.suite.generators import KINDS, GeneratorError, generate
+
 from kernelcast.cltypes import CLType, parse_type, scalar_value
 from kernelcast.errors import InputError, KernelcastError
 from kernelcast.expr import ExprError, evaluate, evaluate_int

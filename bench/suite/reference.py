@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
 from kernelcast.bench.suite.model import BenchInstance
+
 from kernelcast.cltypes import parse_type
 
 log = logging.getLogger(__name__)

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-
 from kernelcast.bench.suite.manifest import load_manifest
 from kernelcast.bench.suite.model import BenchInstance, KernelSpec, ManifestError, Suite
 from kernelcast.instrument.runner import TimingPolicy, pool_rounds
+
 from kernelcast.errors import InputError
 from kernelcast.schema import Measurement
 

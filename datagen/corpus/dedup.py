@@ -9,7 +9,6 @@ import re
 from collections.abc import Sequence
 
 import numpy as np
-
 from kernelcast.datagen.corpus.preprocess import LEX
 
 SHINGLE_SIZE = 5

@@ -25,6 +25,7 @@ from kernelcast.datagen.corpus.preprocess import (
 )
 from kernelcast.datagen.corpus.report import FileFailure, IngestReport
 from kernelcast.datagen.corpus.split import PARSE_NAME, split_kernels
+
 from kernelcast.schema import Kernel
 
 logger = logging.getLogger(__name__)

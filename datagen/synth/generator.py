@@ -12,6 +12,7 @@ from typing import Any
 
 from kernelcast.datagen.synth.assembly import KernelBuilder
 from kernelcast.datagen.synth.core import SynthOptions
+
 from kernelcast.schema import Kernel
 
 log = logging.getLogger(__name__)

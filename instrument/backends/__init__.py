@@ -22,6 +22,7 @@ from kernelcast.instrument.backends.base import (
 )
 from kernelcast.instrument.backends.cuda import CudaBackend
 from kernelcast.instrument.backends.opencl import OpenCLBackend
+
 from kernelcast.errors import InputError
 
 __all__ = [

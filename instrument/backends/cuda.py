@@ -42,7 +42,6 @@ from types import ModuleType
 from typing import Any, ClassVar
 
 import numpy as np
-
 from kernelcast.instrument.backends.base import (
     Backend,
     BackendError,
@@ -54,6 +53,7 @@ from kernelcast.instrument.backends.base import (
     Driver,
     Restore,
 )
+
 from kernelcast.cuda import instantiation, ptx_entry_name
 from kernelcast.schema import Kernel
 

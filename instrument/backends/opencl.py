@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import numpy as np
-
 from kernelcast.instrument.backends.base import (
     Backend,
     BackendError,
@@ -31,6 +30,7 @@ from kernelcast.instrument.backends.base import (
     TrialBuild,
     guarded_image,
 )
+
 from kernelcast.config import cache_dir
 from kernelcast.schema import Kernel
 
@@ -170,7 +170,8 @@ def _vector_probe(platform_index: int, device_index: int) -> tuple[bool, str]:
     import sys
 
     code = ("import sys, pyopencl as cl\n"
-            "from kernelcast.instrument.backends.opencl import _VECTOR_PROBE_KERNEL, _VECTOR_PROBE_SOURCE, _trial_build\n"
+            "from kernelcast.instrument.backends.opencl import (_VECTOR_PROBE_KERNEL, _VECTOR_PROBE_SOURCE,\n"
+            "    _trial_build)\n"
             "d = cl.get_platforms()[int(sys.argv[1])].get_devices()[int(sys.argv[2])]\n"
             "ctx = cl.Context([d])\n"
             "tb = _trial_build(ctx, d, _VECTOR_PROBE_SOURCE, '-cl-std=CL1.2', _VECTOR_PROBE_KERNEL)\n"
@@ -248,7 +249,6 @@ class OpenCLBackend(Backend):
         """Every OpenCL device on every platform. ``probe`` builds a trivial kernel once per
         device and driver (cached on disk) to learn whether it builds and its preferred multiple."""
         import pyopencl as cl
-
         from kernelcast.instrument.meters import auto_meter_name
 
         try:

@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-
 from kernelcast.datagen.prompt import render_prompt
-from kernelcast.columns import decode_args, decode_sizes
 from kernelcast.models.learned.config import LearnedConfig
 from kernelcast.models.learned.features import compute_features, residual_base_log2
+
+from kernelcast.columns import decode_args, decode_sizes
 
 log = logging.getLogger(__name__)
 

@@ -20,10 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
-
 from kernelcast.models.learned.config import WEIGHTS_NAME, LearnedConfig
 from kernelcast.models.learned.features import feature_names
+from torch import nn
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-
 from kernelcast.models.base import Predictions, Predictor
 from kernelcast.models.learned.data import encode_rows, feature_table, inference_batches, make_batch, prepare_frame
 from kernelcast.models.learned.model import KernelPerfModel, resolve_model_dir

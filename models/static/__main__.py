@@ -16,10 +16,11 @@ import sys
 import time
 from pathlib import Path
 
-from kernelcast.clang import ParseError, kernel_signatures
-from kernelcast.schema import Kernel
 from kernelcast.models.static.extract import extract
 from kernelcast.models.static.features import DEFAULTS
+
+from kernelcast.clang import ParseError, kernel_signatures
+from kernelcast.schema import Kernel
 
 
 def _env(items: list[str]) -> dict[str, float]:

@@ -45,7 +45,6 @@ from collections import Counter
 from collections.abc import Iterable
 
 import clang.cindex as ci
-
 from kernelcast.models.static import _cx
 from kernelcast.models.static.clbuiltins import FAMILY, FAMILY_CALLS, INSTRUCTION_FAMILIES, family_class
 from kernelcast.models.static.cursors import type_class

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import logging
 
-from kernelcast.cuda import instantiation, ptx_entry_name, translate
-from kernelcast.schema import Kernel
 from kernelcast.models.static import ptx as ptxmod
 from kernelcast.models.static.features import SourceFeatures
+
+from kernelcast.cuda import instantiation, ptx_entry_name, translate
+from kernelcast.schema import Kernel
 
 log = logging.getLogger(__name__)
 

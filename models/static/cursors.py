@@ -6,7 +6,6 @@ from __future__ import annotations
 from fractions import Fraction
 
 import clang.cindex as ci
-
 from kernelcast.models.static import _cx
 
 K = ci.CursorKind

@@ -27,7 +27,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import clang.cindex as ci
-
 from kernelcast.models.static import _cx
 from kernelcast.models.static.cursors import ARRAY_KINDS, unwrap
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import logging
 import time
 
-from kernelcast.clang import ParseError
-from kernelcast.schema import Kernel
 from kernelcast.models.static import cuda as cudamod
 from kernelcast.models.static import ptx as ptxmod
 from kernelcast.models.static.features import StaticFeatures
 from kernelcast.models.static.source import analyze_source
+
+from kernelcast.clang import ParseError
+from kernelcast.schema import Kernel
 
 log = logging.getLogger(__name__)
 

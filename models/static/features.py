@@ -31,15 +31,15 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
-
-from kernelcast.expr import CACHE_KEY, compile_expr
-from kernelcast.sites import SITE_PREFIXES
 from kernelcast.models.static.coalescing import (
     DEFAULT_SEGMENT_BYTES,
     DEFAULT_WARP,
     bank_conflict_degree,
     coalescing_efficiency,
 )
+
+from kernelcast.expr import CACHE_KEY, compile_expr
+from kernelcast.sites import SITE_PREFIXES
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,6 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 import clang.cindex as ci
-
 from kernelcast.models.static import _cx
 from kernelcast.models.static.cursors import type_class, unwrap
 from kernelcast.models.static.expr import DATA, GRP, ITER, VAR, WI

@@ -36,9 +36,10 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 
+from kernelcast.models.static.features import PtxBlock, PtxFeatures, PtxLoop
+
 from kernelcast.clang import build_option_defines
 from kernelcast.schema import Kernel
-from kernelcast.models.static.features import PtxBlock, PtxFeatures, PtxLoop
 
 log = logging.getLogger(__name__)
 

@@ -83,10 +83,6 @@ import sys
 from collections.abc import Iterable
 
 import clang.cindex as ci
-
-from kernelcast.clang import find_kernels, kernel_params, parse
-from kernelcast.cuda import looks_like_cuda
-from kernelcast.schema import Kernel
 from kernelcast.models.static.affine import average
 from kernelcast.models.static.cursors import type_bytes, type_class
 from kernelcast.models.static.deadcode import closed_form_loops, dead_loops, dead_statements
@@ -99,6 +95,10 @@ from kernelcast.models.static.walk_expr import ExprWalker
 from kernelcast.models.static.walk_loop import LoopWalker
 from kernelcast.models.static.walk_mem import MemWalker
 from kernelcast.models.static.walk_stmt import StmtWalker
+
+from kernelcast.clang import find_kernels, kernel_params, parse
+from kernelcast.cuda import looks_like_cuda
+from kernelcast.schema import Kernel
 
 K = ci.CursorKind
 TK = ci.TypeKind

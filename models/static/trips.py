@@ -19,7 +19,21 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from kernelcast.models.static.affine import average
-from kernelcast.models.static.expr import DATA, GRP, ITER, VAR, WI, Atom, Poly, p_ceil_div, p_div, p_itersum, p_max, p_min, p_unary
+from kernelcast.models.static.expr import (
+    DATA,
+    GRP,
+    ITER,
+    VAR,
+    WI,
+    Atom,
+    Poly,
+    p_ceil_div,
+    p_div,
+    p_itersum,
+    p_max,
+    p_min,
+    p_unary,
+)
 from kernelcast.models.static.values import AVG_TRIP, HALF, ONE, ZERO, Val
 
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import clang.cindex as ci
-
 from kernelcast.models.static.cursors import type_bytes
 from kernelcast.models.static.expr import MAX_TERMS, VAR, WI, Atom, Poly
 

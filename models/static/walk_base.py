@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 import clang.cindex as ci
-
-from kernelcast.sites import site_symbol
 from kernelcast.models.static.affine import deriv
 from kernelcast.models.static.expr import DATA, VAR, WI, Atom, Poly
 from kernelcast.models.static.features import BUILTIN_CLASSES, Access, BranchInfo, LoopInfo, SiteInfo
 from kernelcast.models.static.guards import Fact
 from kernelcast.models.static.values import ONE, ZERO, MemRef, Ptr, Val, retype_ptr
+
+from kernelcast.sites import site_symbol
 
 TK = ci.TypeKind
 

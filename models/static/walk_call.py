@@ -6,7 +6,6 @@ fences, memory builtins (:class:`~models.static.walk_mem.MemWalker`) or math/int
 from __future__ import annotations
 
 import clang.cindex as ci
-
 from kernelcast.models.static.affine import wi_atom
 from kernelcast.models.static.clbuiltins import BARRIER, FENCE, HORIZONTAL, SIZES, WORKITEM, math_builtin
 from kernelcast.models.static.cursors import const_arg, type_class

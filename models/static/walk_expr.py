@@ -10,7 +10,6 @@ component; ``half`` counts as fp32): ``fp32_add`` (add/sub/neg), ``fp32_mul``, `
 from __future__ import annotations
 
 import clang.cindex as ci
-
 from kernelcast.models.static import _cx
 from kernelcast.models.static.branches import branch_fraction
 from kernelcast.models.static.cursors import space_of, type_bytes, type_class, unwrap

@@ -15,10 +15,15 @@ from collections.abc import Callable
 from fractions import Fraction
 
 import clang.cindex as ci
-
 from kernelcast.models.static import _cx
 from kernelcast.models.static.affine import printable
-from kernelcast.models.static.chains import CHAIN_OVERLAP_TRIPS, INNER_PREFIX, ROUTINE_PREFIX, UNIFORM_PREFIX, carried_chain
+from kernelcast.models.static.chains import (
+    CHAIN_OVERLAP_TRIPS,
+    INNER_PREFIX,
+    ROUTINE_PREFIX,
+    UNIFORM_PREFIX,
+    carried_chain,
+)
 from kernelcast.models.static.clbuiltins import BARRIER
 from kernelcast.models.static.cursors import expr_text, type_class
 from kernelcast.models.static.deadcode import loop_key

@@ -15,11 +15,18 @@ import re
 from fractions import Fraction
 
 import clang.cindex as ci
-
 from kernelcast.models.static import _cx
 from kernelcast.models.static.affine import average, deriv, is_zero, printable
 from kernelcast.models.static.clbuiltins import FENCE, IGNORE, VLOAD, VSTORE
-from kernelcast.models.static.cursors import ARRAY_KINDS, expr_text, is_mem_lvalue, type_bytes, type_class, unit_scale, unwrap
+from kernelcast.models.static.cursors import (
+    ARRAY_KINDS,
+    expr_text,
+    is_mem_lvalue,
+    type_bytes,
+    type_class,
+    unit_scale,
+    unwrap,
+)
 from kernelcast.models.static.expr import DATA, VAR, WI, Atom, Poly
 from kernelcast.models.static.features import Access
 from kernelcast.models.static.guards import shift_guarded

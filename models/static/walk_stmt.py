@@ -14,7 +14,6 @@ from __future__ import annotations
 from fractions import Fraction
 
 import clang.cindex as ci
-
 from kernelcast.models.static.branches import Frac, branch_fraction
 from kernelcast.models.static.cursors import ARRAY_KINDS, terminates, type_bytes, unwrap
 from kernelcast.models.static.deadcode import loop_key
