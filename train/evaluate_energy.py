@@ -166,8 +166,9 @@ def energy_lines(m: dict[str, Any] | None) -> list[str]:
         rho = s["spearman_mean"]
         share = s["top_k_share_pct"]
         k = s["k_min"] if s["k_min"] == s["k_max"] else f"{s['k_min']}-{s['k_max']}"
-        return (f"rho {'-' if rho != rho else f'{rho:.3f}'} over {s['spearman_groups']} problem(s), measured top-k "
-                f"found in the predicted top-k {'-' if share != share else f'{share:.0f} %'} (k = {k})")
+        no_rho, no_share = rho is None or rho != rho, share is None or share != share
+        return (f"rho {'-' if no_rho else f'{rho:.3f}'} over {s['spearman_groups']} problem(s), measured top-k "
+                f"found in the predicted top-k {'-' if no_share else f'{share:.0f} %'} (k = {k})")
 
     lines = [f"energy ({m['rows']} rows with measured energy, {m.get('problems', 0)} problem(s), meters "
              f"{', '.join(m.get('meters') or ['-'])}): ranking of each problem's configurations by energy"]

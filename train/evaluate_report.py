@@ -503,9 +503,10 @@ def format_report(m: Mapping[str, Any], figures: Sequence[tuple[str, str]] = ())
                             ["training kernels per fold", "median APE %", "MAPE %", "within 2x %"]), ""]
     energy = m.get("energy")
     if energy:
-        from kernelcast.train.evaluate_energy import energy_lines
-
         lines += ["## Energy ranking", "", "```", *energy_lines(energy), "```", ""]
+    pairs = format_pairs(m.get("pairs") or {}, m.get("models") or [])
+    if pairs:
+        lines += ["## Per (kernel, device) pair", "", "```", pairs, "```", ""]
     lines += ["## Folds", "", _md_table([[f["fold"], f["groups"], f["kernels"], f["rows"]] for f in m["folds"]],
                                          ["fold", "groups", "kernels", "rows"]), ""]
     lines += ["Largest groups:", ""]
