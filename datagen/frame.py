@@ -81,9 +81,8 @@ def prefix_keys(df: pd.DataFrame, tag: str) -> pd.DataFrame:
     return out
 
 
-def check_one_device(roots: Sequence[Path]) -> None:
-    """:class:`DataError` unless the datasets are distinct directories measured on one device (the
-    ``device_identity`` of their manifests; a dataset without one passes)."""
+def check_distinct(roots: Sequence[Path]) -> None:
+    """:class:`DataError` unless at least one dataset is given and no directory twice."""
     if not roots:
         raise DataError("no dataset given")
     seen: set[Path] = set()
@@ -91,20 +90,37 @@ def check_one_device(roots: Sequence[Path]) -> None:
         if r.resolve() in seen:
             raise DataError(f"dataset {r} is given twice")
         seen.add(r.resolve())
+
+
+def device_identities(roots: Sequence[Path]) -> dict[Path, str | None]:
+    """The ``device_identity`` of each dataset's manifest (None where it has none)."""
+    return {r: _device_identity(r) for r in roots}
+
+
+def check_one_device(roots: Sequence[Path]) -> None:
+    """:class:`DataError` unless the datasets are distinct directories measured on one device (the
+    ``device_identity`` of their manifests; a dataset without one passes)."""
+    check_distinct(roots)
     idents = {r: _device_identity(r) for r in roots}
     if len({v for v in idents.values() if v}) > 1:
         a = next(r for r in roots if idents[r])
         b = next(r for r in roots if idents[r] and idents[r] != idents[a])
-        raise DataError(f"datasets {a} and {b} were measured on different devices; evaluate them one at a time")
+        raise DataError(f"datasets {a} and {b} were measured on different devices; evaluate them one at a time, "
+                        f"or give each device its profile (--profile DEVICE=PROFILE)")
 
 
-def load_measured_frames(dataset_dirs: Sequence[str | os.PathLike[str]]) -> tuple[pd.DataFrame, dict[str, int]]:
+def load_measured_frames(dataset_dirs: Sequence[str | os.PathLike[str]], *,
+                         several_devices: bool = False) -> tuple[pd.DataFrame, dict[str, int]]:
     """:func:`load_measured_frame` of one or more datasets of one device, as one frame: with more
     than one, each row's ``row_key`` is prefixed with its dataset's position (``0:``, ``1:``, ...)
     and the counts are summed. Datasets measured on different devices (their manifests'
-    ``device_identity``) or the same directory twice are a :class:`DataError`."""
+    ``device_identity``; allowed with ``several_devices``, the rows keeping their ``device``) or the
+    same directory twice are a :class:`DataError`."""
     roots = [Path(d) for d in dataset_dirs]
-    check_one_device(roots)
+    if several_devices:
+        check_distinct(roots)
+    else:
+        check_one_device(roots)
     if len(roots) == 1:
         return load_measured_frame(roots[0])
     frames: list[pd.DataFrame] = []

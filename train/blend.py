@@ -24,6 +24,20 @@ import numpy as np
 from kernelcast.calib.profile import DeviceProfile
 from kernelcast.datagen.frame import DataError, load_measured_frame
 from kernelcast.models.blend import StackedBlend
+from kernelcast.models.predict import load_learned
+from kernelcast.models.tabular import TabularPredictor, is_tabular_dir
+from kernelcast.train.oof import (
+    TARGET,
+    AnalyticalFitter,
+    CodegenFitter,
+    Fitter,
+    TabularFitter,
+    build_groups,
+    kernel_table,
+    make_splits,
+    oof_predictions,
+    row_metrics,
+)
 
 from kernelcast.errors import UsageError
 from kernelcast.metrics import mean_sq_log2, median_abs_log2
@@ -171,8 +185,6 @@ def beats_by_groups(pred: np.ndarray, base: np.ndarray, true: np.ndarray, groups
 
 def learned_kind(model_dir: str | Path) -> str:
     """``tabular`` or ``codegen``: the kind of learned model a directory holds (UsageError if none)."""
-    from kernelcast.models.tabular import is_tabular_dir
-
     p = Path(model_dir)
     if not p.is_dir():
         raise UsageError(f"--model {model_dir}: no such model directory")
@@ -201,19 +213,6 @@ def fit_blend_oof(dataset_dir: str | Path, model_dir: str | Path, profile: Devic
     ``model_dir`` on OOF predictions over the rows of ``dataset_dir``, save it as ``blend.json``
     beside the model, and return the figures (the models' and the blend's on the OOF rows, every
     candidate's criterion, the folds)."""
-    from kernelcast.models.predict import load_learned
-    from kernelcast.models.tabular import TabularPredictor
-    from kernelcast.train.evaluate import (
-        TARGET,
-        AnalyticalFitter,
-        CodegenFitter,
-        Fitter,
-        TabularFitter,
-        build_groups,
-        row_folds,
-        row_metrics,
-    )
-
     say = progress or (lambda msg: log.info("%s", msg))
     kind = learned_kind(model_dir)
     if folds < 2:
@@ -229,14 +228,9 @@ def fit_blend_oof(dataset_dir: str | Path, model_dir: str | Path, profile: Devic
         raise DataError(f"{dataset_dir}: no row has a measured time")
     y = frame[TARGET].to_numpy(dtype=np.float64)
     kernel_ids = frame["kernel_id"].astype(str).to_numpy()
-    kf = frame.assign(kernel_id=kernel_ids)
-    if "kernel_origin" not in kf.columns:
-        kf["kernel_origin"] = None
-    per_kernel = (kf.groupby("kernel_id", sort=True)
-                  .agg(kernel_name=("kernel_name", "first"), kernel_origin=("kernel_origin", "first"),
-                       source=("source", "first"), rows=("kernel_name", "size")).reset_index())
+    per_kernel = kernel_table(frame)
     grouping = build_groups(per_kernel)
-    fold_of_row = row_folds(kernel_ids, grouping, folds, seed)
+    splits = make_splits(frame, grouping, folds, seed)
 
     analytical = AnalyticalFitter(profile)
     if kind == "tabular":
@@ -251,12 +245,7 @@ def fit_blend_oof(dataset_dir: str | Path, model_dir: str | Path, profile: Devic
         f"learned model: {kind}")
     analytical.prepare(frame)
     learner.prepare(frame)
-    oof = {"analytical": np.full(len(frame), np.nan), "learned": np.full(len(frame), np.nan)}
-    for f in range(folds):
-        test, train = np.flatnonzero(fold_of_row == f), np.flatnonzero(fold_of_row != f)
-        say(f"fold {f + 1}/{folds}: {kind} on {len(train)} rows, predicting {len(test)}")
-        oof["analytical"][test] = analytical.fit_predict(train, test)
-        oof["learned"][test] = learner.fit_predict(train, test)
+    oof = oof_predictions({"analytical": analytical, "learned": learner}, splits, say)
     blend = fit_stacked_blend(oof, y, criterion, [grouping.group_of[k] for k in kernel_ids])
     pb = blend.combine(oof)
     figures = {m: row_metrics(p, y, kernel_ids) for m, p in (("analytical", oof["analytical"]),

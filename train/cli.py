@@ -27,6 +27,16 @@ from kernelcast.options import (
 log = logging.getLogger(__name__)
 
 
+def scoring_or_folds(text: str) -> int:
+    """A number of folds (at least 2), or 0: no folds (scoring)."""
+    import argparse
+
+    v = nonneg_int(text)
+    if v == 1:
+        raise argparse.ArgumentTypeError("must be 0 (no folds: score) or at least 2, got 1")
+    return v
+
+
 def bounded_folds(text: str) -> int:
     """A number of folds: at least 2 (one to hold out, one to fit)."""
     import argparse
@@ -162,10 +172,20 @@ def add_parser(subparsers: Any) -> None:
                         "one per argument selection) are evaluated as one, a kernel in several on one side")
     p.add_argument("--out", required=True, metavar="DIR", help="directory to write (an earlier evaluation there is "
                                                                "replaced)")
-    p.add_argument("--folds", type=bounded_folds, default=5, help="number of grouped folds (5)")
-    p.add_argument("--models", help="comma-separated: analytical, tabular, codegen, blend "
+    p.add_argument("--folds", type=scoring_or_folds, default=5,
+                   help="number of grouped folds (5); 0: no folds, score the models that need no training "
+                        "(analytical, --saved-model) on every row, e.g. one imported Kernel Tuner cache")
+    p.add_argument("--group-by", choices=("kernel", "gpu", "both"), default="kernel",
+                   help="what a fold holds out: kernel groups (kernel, default), devices (gpu: the rows of a "
+                        "device are predicted by models fitted on other devices) or both at once")
+    p.add_argument("--models", help="comma-separated: analytical, tabular, codegen, blend, saved "
                                     "(default analytical,tabular,blend)")
-    p.add_argument("--profile", help="device profile (bundled name or JSON path); default: this device's")
+    p.add_argument("--saved-model", metavar="DIR",
+                   help="a saved learned model (kernelcast train --out) scored as it is: adds the model 'saved'")
+    p.add_argument("--profile", action="append", metavar="[DEVICE=]PROFILE",
+                   help="device profile (bundled name or JSON path); default: this device's. Datasets of several "
+                        "devices: one per device, DEVICE=PROFILE (DEVICE as the rows' device column names it, "
+                        "e.g. A100 for a Kernel Tuner cache of device_name A100); repeatable")
     p.add_argument("--device", help="OpenCL device whose cached profile to use when --profile is not given")
     p.add_argument("--seed", type=seed, default=0, help="seed of the folds, the shots and the models (0)")
     p.add_argument("--shots", default="0,1,3", help="few-shot: measured configurations per held-out kernel (0,1,3)")
@@ -462,7 +482,7 @@ def _blend_why(b: Any, groups: int) -> list[str]:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from kernelcast.calib.local import resolve_profile
-    from kernelcast.datagen.frame import check_one_device
+    from kernelcast.datagen.frame import check_distinct, check_one_device
     from kernelcast.train.evaluate import (
         DEFAULT_MODELS,
         EvaluateOptions,
@@ -472,29 +492,53 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         parse_shots,
     )
     from kernelcast.train.evaluate_report import check_out_dir, format_summary, metrics_json, write_evaluation
+    from kernelcast.train.oof import DeviceProfiles
 
     from kernelcast.console import to_json
 
     check_out_dir(args.out)
-    models = parse_models(args.models) if args.models is not None else DEFAULT_MODELS
+    models = parse_models(args.models) if args.models is not None else \
+        (("analytical",) if args.folds == 0 else DEFAULT_MODELS)
+    if args.saved_model is not None:
+        check_in_dir(args.saved_model, "--saved-model", "model directory")
+        models = tuple(dict.fromkeys((*models, "saved")))
     opts = EvaluateOptions(folds=args.folds, models=models, seed=args.seed, shots=parse_shots(args.shots),
                            interval_by=args.interval_by, inner_folds=args.inner_folds,
                            codegen_epochs=args.codegen_epochs, codegen_base=args.codegen_base,
                            codegen_minutes=args.codegen_minutes, learning_curve=args.learning_curve,
                            energy_pcts=parse_pcts(args.energy_pcts), energy_top_k=args.energy_top_k,
-                           repeats=args.repeats)
+                           repeats=args.repeats, group_by=args.group_by, saved_model=args.saved_model)
     for d in args.data:
         check_in_dir(d, "--data", "dataset directory")
-    check_one_device([Path(d) for d in args.data])
-    profile = resolve_profile(args.profile, args.device,
-                              on_calibrate=lambda msg: print(f"note: {msg}", file=sys.stderr))
+    specs = list(args.profile or [])
+    per_device = [s for s in specs if "=" in s]
+    plain = [s for s in specs if "=" not in s]
+    if len(plain) > 1:
+        raise UsageError("--profile without DEVICE= is the profile of every device: give it once")
+    if per_device or args.group_by != "kernel":
+        check_distinct([Path(d) for d in args.data])
+    else:
+        check_one_device([Path(d) for d in args.data])
+
+    def note(msg: str) -> None:
+        print(f"note: {msg}", file=sys.stderr)
+
+    default = resolve_profile(plain[0] if plain else None, args.device, on_calibrate=note) \
+        if plain or not per_device else None
+    by_device = {}
+    for s in per_device:
+        dev, _, spec = s.partition("=")
+        if not dev or not spec:
+            raise UsageError(f"--profile {s!r}: expected DEVICE=PROFILE")
+        by_device[dev] = resolve_profile(spec, None, on_calibrate=note)
+    profile = DeviceProfiles(default, by_device) if by_device else default
 
     def progress(msg: str) -> None:
         if not args.quiet:
             print(f"evaluate: {msg}", file=sys.stderr)
 
-    ev = evaluate_dataset(args.data, profile, opts, profile_spec=args.profile or f"cached profile of "
-                          f"{profile.device.name}", progress=progress)
+    spec = ", ".join(specs) if specs else (f"cached profile of {default.device.name}" if default else None)
+    ev = evaluate_dataset(args.data, profile, opts, profile_spec=spec, progress=progress)
     out = write_evaluation(ev, args.out, plots=not args.no_plots)
     if args.json:
         print(to_json(metrics_json(ev)))

@@ -23,14 +23,11 @@ offset); 90 % intervals by cross-conformal quantiles of the OOF |log2 ratio| wit
 
 from __future__ import annotations
 
-import abc
 import hashlib
-import itertools
 import json
 import logging
 import math
 import os
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -40,38 +37,70 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from kernelcast.calib.profile import DeviceProfile
-from kernelcast.datagen.dataset import ROUND_SPREAD, read_dataset, repeatability
+from kernelcast.datagen.dataset import ROUND_SPREAD, read_dataset, read_manifest, repeatability
 from kernelcast.datagen.frame import DataError, load_measured_frames, prefix_keys
 from kernelcast.models.blend import StackedBlend
-from kernelcast.models.fewshot import frame_launch_inputs
+from kernelcast.models.fewshot import (
+    choose_shots,
+    estimate_prior,
+    fit_offset,
+    fit_shape_prior,
+    frame_launch_inputs,
+    shape_inputs,
+)
 from kernelcast.train.blend import CRITERIA, fit_stacked_blend  # noqa: F401 - fit_stacked_blend re-exported
-from kernelcast.train.split import group_key
+from kernelcast.train.evaluate_energy import energy_rows, evaluate_energy
+from kernelcast.train.oof import (  # noqa: F401 - re-exported: the evaluation's groups, folds and fitters
+    GROUP_BY,
+    TARGET,
+    AnalyticalFitter,
+    CodegenFitter,
+    DeviceProfiles,
+    Fitter,
+    Grouping,
+    KernelGroup,
+    SavedFitter,
+    Splits,
+    TabularFitter,
+    TuningBasis,
+    analytical_of,
+    assign_folds,
+    base_group,
+    build_groups,
+    devices_of,
+    global_items,
+    inner_folds,
+    jaccard,
+    kernel_table,
+    make_splits,
+    near_duplicate_pairs,
+    oof_predictions,
+    problem_keys,
+    row_folds,
+    row_metrics,
+    tuning_basis,
+)
+from kernelcast.train.pairs import analytical_energy_pairs, pair_figures
 
-from kernelcast.columns import decode_args, decode_sizes
 from kernelcast.errors import UsageError
 from kernelcast.metrics import (
     conformal_quantile,
     interval_coverage,
-    log2_bias,
     log2_ratio,
     mape,
-    mean_sq_log2,
     measured_top_scores,
     median_abs_log2,
     median_ape,
-    p90_ape,
-    per_kernel_mape,
     tuning_scores,
     within_factor,
 )
 
 log = logging.getLogger(__name__)
 
-MODEL_NAMES = ("analytical", "tabular", "codegen", "blend")
+MODEL_NAMES = ("analytical", "tabular", "codegen", "blend", "saved")
 DEFAULT_MODELS = ("analytical", "tabular", "blend")
 KIND = "kernelcast-evaluation"
 FORMAT_VERSION = 1
-TARGET = "time_median_us"
 #: nominal coverages of the calibration plot
 CALIBRATION_LEVELS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
 
@@ -98,10 +127,28 @@ class EvaluateOptions:
     energy_pcts: tuple[float, ...] = (10.0, 25.0)   # few-shot energy: % of each problem's configurations measured
     energy_top_k: int = 20
     repeats: int = 1                       # whole evaluations with fold seeds seed .. seed + repeats - 1
+    group_by: str = "kernel"               # kernel | gpu | both: what a fold holds out
+    saved_model: str | None = None         # a saved learned model scored as it is (model "saved")
+
+    @property
+    def scoring(self) -> bool:
+        """No folds: the models that need no training (analytical, a saved model) score every row."""
+        return self.folds == 0
 
     def __post_init__(self) -> None:
-        if self.folds < 2:
-            raise UsageError(f"--folds must be at least 2, got {self.folds}")
+        if self.folds == 0:
+            trained = [m for m in self.models if m not in ("analytical", "saved")]
+            if trained:
+                raise UsageError(f"--folds 0 scores models that need no training (analytical, --saved-model); "
+                                 f"{trained[0]} is fitted per fold: give --folds 2 or more")
+            if self.learning_curve:
+                raise UsageError("--learning-curve needs folds")
+        elif self.folds < 2:
+            raise UsageError(f"--folds must be 0 (no folds: score) or at least 2, got {self.folds}")
+        if self.group_by not in GROUP_BY:
+            raise UsageError(f"--group-by must be one of {', '.join(GROUP_BY)}, got {self.group_by!r}")
+        if ("saved" in self.models) != (self.saved_model is not None):
+            raise UsageError("--saved-model DIR and the model 'saved' go together")
         if self.inner_folds < 2:
             raise UsageError(f"--inner-folds must be at least 2, got {self.inner_folds}")
         unknown = [m for m in self.models if m not in MODEL_NAMES]
@@ -109,7 +156,7 @@ class EvaluateOptions:
             raise UsageError(f"unknown model {unknown[0]!r} (choose from {', '.join(MODEL_NAMES)})")
         if not self.models:
             raise UsageError("no model to evaluate")
-        if self.models == ("blend",):
+        if self.models == ("blend",) or (self.scoring and "blend" in self.models):
             raise UsageError("the blend needs at least one other model to blend (e.g. --models analytical,blend)")
         if any(k < 0 for k in self.shots):
             raise UsageError("--shots must be non-negative numbers of configurations")
@@ -134,6 +181,8 @@ class EvaluateOptions:
                 raise UsageError(f"--codegen-base {self.codegen_base}: no such directory, and not a hub name")
         if not 1 <= self.repeats <= MAX_REPEATS:
             raise UsageError(f"--repeats must be in 1..{MAX_REPEATS}, got {self.repeats}")
+        if self.learning_curve and self.group_by != "kernel":
+            raise UsageError("--learning-curve is drawn over kernel-grouped folds (--group-by kernel)")
         if self.learning_curve and "tabular" not in self.models:
             raise UsageError("--learning-curve is drawn for the tabular model: add tabular to --models")
 
@@ -171,325 +220,6 @@ def parse_pcts(text: str) -> tuple[float, ...]:
     return tuple(pcts)
 
 
-# ---------------------------------------------------------------------------------------------
-# kernel groups and folds
-
-
-@dataclass
-class KernelGroup:
-    key: str
-    kind: str                               # synthetic_family | source_file | kernel | merged
-    kernels: list[str]                      # kernel ids
-    names: list[str]                        # kernel names, same order
-    rows: int = 0
-    fold: int = -1
-
-
-@dataclass
-class Grouping:
-    group_of: dict[str, str]                # kernel id -> group key
-    groups: dict[str, KernelGroup]
-    near_duplicates: list[tuple[str, str, float]]   # (kernel id, kernel id, Jaccard) that merged groups
-
-
-def base_group(name: str, origin: Any, kernel_id: str) -> tuple[str, str]:
-    """(key, kind) of a kernel before near-duplicate merging: its synthetic template family, its
-    source file, or (with no origin) the kernel alone (:func:`train.split.group_key`)."""
-    return group_key(name, origin, kernel_id)
-
-
-def _shingles(source: str) -> np.ndarray:
-    from kernelcast.datagen.corpus.dedup import dedup_tokens, shingle_hashes
-
-    return np.unique(shingle_hashes(dedup_tokens(source)))
-
-
-def jaccard(a: np.ndarray, b: np.ndarray) -> float:
-    """Jaccard similarity of two sorted arrays of distinct values."""
-    if not len(a) and not len(b):
-        return 1.0
-    inter = len(np.intersect1d(a, b, assume_unique=True))
-    return inter / (len(a) + len(b) - inter)
-
-
-def near_duplicate_pairs(sources: Mapping[str, str], threshold: float = 0.8, *, num_perm: int = 128,
-                         max_bucket: int = 64) -> list[tuple[str, str, float]]:
-    """Pairs of kernels whose normalised sources are near-duplicates (exact Jaccard of token
-    shingles >= ``threshold``), found among MinHash-LSH candidates so the cost stays near-linear:
-    a bucket with more than ``max_bucket`` members is compared along a chain (each member with the
-    first and with its neighbour), enough for the transitive merge the groups make."""
-    from kernelcast.datagen.corpus.dedup import MinHasher, lsh_params
-
-    ids = sorted(sources)
-    sh = {i: _shingles(sources[i]) for i in ids}
-    hasher = MinHasher(num_perm=num_perm, seed=1)
-    bands, rows = lsh_params(num_perm, threshold)
-    buckets: dict[tuple[int, bytes], list[str]] = {}
-    for i in ids:
-        sig = hasher.signature(sh[i])
-        for b in range(bands):
-            buckets.setdefault((b, sig[b * rows:(b + 1) * rows].tobytes()), []).append(i)
-    cands: set[tuple[str, str]] = set()
-    for members in buckets.values():
-        if len(members) < 2:
-            continue
-        if len(members) <= max_bucket:
-            cands.update(itertools.combinations(members, 2))
-        else:
-            cands.update((members[0], m) for m in members[1:])
-            cands.update(zip(members[1:], members[2:]))
-    out: list[tuple[str, str, float]] = []
-    for x, y in sorted(cands):
-        j = jaccard(sh[x], sh[y])
-        if j >= threshold:
-            out.append((x, y, j))
-    return out
-
-
-def build_groups(kernels: pd.DataFrame, threshold: float = 0.8) -> Grouping:
-    """Kernel groups of a frame with one row per kernel (``kernel_id``, ``kernel_name``,
-    ``kernel_origin``, ``source``, ``rows``)."""
-    parent: dict[str, str] = {}
-
-    def find(x: str) -> str:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    def union(a: str, b: str) -> None:
-        ra, rb = find(a), find(b)
-        if ra != rb:
-            parent[max(ra, rb)] = min(ra, rb)
-
-    base: dict[str, tuple[str, str]] = {}
-    for r in kernels.itertuples(index=False):
-        base[str(r.kernel_id)] = base_group(str(r.kernel_name), getattr(r, "kernel_origin", None), str(r.kernel_id))
-    for kid, (key, _) in base.items():
-        parent.setdefault(kid, kid)
-        parent.setdefault(key, key)
-        union(kid, key)
-    merges = []
-    if threshold <= 1.0:
-        for a, b, j in near_duplicate_pairs(dict(zip(kernels["kernel_id"], kernels["source"])), threshold):
-            if find(a) != find(b):
-                merges.append((a, b, j))
-            union(a, b)
-    names = dict(zip(kernels["kernel_id"], kernels["kernel_name"].astype(str)))
-    rows = dict(zip(kernels["kernel_id"], kernels["rows"].astype(int)))
-    comps: dict[str, list[str]] = {}
-    for kid in sorted(base):
-        comps.setdefault(find(kid), []).append(kid)
-    group_of: dict[str, str] = {}
-    groups: dict[str, KernelGroup] = {}
-    for members in comps.values():
-        keys = sorted({base[k][0] for k in members})
-        kinds = {base[k][1] for k in members}
-        key = keys[0] if len(keys) == 1 else f"{keys[0]} +{len(keys) - 1}"
-        kind = kinds.pop() if len(keys) == 1 else "merged"
-        members = sorted(members, key=lambda k: (names[k], k))
-        groups[key] = KernelGroup(key, kind, members, [names[k] for k in members], sum(rows[k] for k in members))
-        for k in members:
-            group_of[k] = key
-    return Grouping(group_of, groups, merges)
-
-
-def assign_folds(group_rows: Mapping[str, int], n_folds: int, seed: int = 0) -> dict[str, int]:
-    """Group -> fold, balanced by rows: groups larger than half a fold's share go first (largest
-    first), then the others in a seeded random order, each to the fold with the fewest rows so far
-    (ties: fewest groups, then a seeded order of the folds). Raises :class:`DataError` when there
-    are fewer groups than folds."""
-    if n_folds < 2:
-        raise UsageError(f"--folds must be at least 2, got {n_folds}")
-    if len(group_rows) < n_folds:
-        raise DataError(f"too few kernel groups for {n_folds} folds: the dataset has {len(group_rows)} (a kernel, "
-                        f"its near-duplicates and the synthetic kernels of its template family form one group); "
-                        f"use fewer --folds or a dataset with more kernels")
-    rng = np.random.default_rng([seed, n_folds])
-    keys = sorted(group_rows)
-    order = [keys[i] for i in rng.permutation(len(keys))]
-    cut = sum(group_rows.values()) / (2 * n_folds)
-    big = sorted((k for k in keys if group_rows[k] > cut), key=lambda k: (-group_rows[k], k))
-    small = [k for k in order if group_rows[k] <= cut]
-    prio = rng.permutation(n_folds)
-    load = [0] * n_folds
-    count = [0] * n_folds
-    out: dict[str, int] = {}
-    for k in big + small:
-        f = min(range(n_folds), key=lambda i: (load[i], count[i], prio[i]))
-        out[k] = f
-        load[f] += group_rows[k]
-        count[f] += 1
-    return out
-
-
-def row_folds(kernel_ids: np.ndarray, grouping: Grouping, n_folds: int, seed: int) -> np.ndarray:
-    """The fold of every row (and each group's fold recorded in ``grouping``)."""
-    fold_of = assign_folds({k: g.rows for k, g in grouping.groups.items()}, n_folds, seed)
-    for k, g in grouping.groups.items():
-        g.fold = fold_of[k]
-    return np.array([fold_of[grouping.group_of[k]] for k in kernel_ids], dtype=int)
-
-
-def _inner_folds(train: np.ndarray, kernel_ids: np.ndarray, grouping: Grouping, n_folds: int,
-                 seed: int) -> np.ndarray | None:
-    """Inner grouped folds of the training rows ``train`` (None when they hold fewer than 2 groups)."""
-    groups = [grouping.group_of[k] for k in kernel_ids[train]]
-    rows: dict[str, int] = {}
-    for g in groups:
-        rows[g] = rows.get(g, 0) + 1
-    if len(rows) < 2:
-        return None
-    fold_of = assign_folds(rows, min(n_folds, len(rows)), seed)
-    return np.array([fold_of[g] for g in groups], dtype=int)
-
-
-# ---------------------------------------------------------------------------------------------
-# the models, fitted per fold
-
-
-class Fitter(abc.ABC):
-    """One model of the evaluation: prepared once on the whole frame, then fitted on the rows
-    ``train`` and predicting the rows ``test`` (row positions) for each fold."""
-
-    name = "model"
-
-    def prepare(self, frame: pd.DataFrame) -> None:
-        self.frame = frame
-
-    @abc.abstractmethod
-    def fit_predict(self, train: np.ndarray, test: np.ndarray) -> np.ndarray:
-        """Predicted time (us) of the rows ``test`` by the model fitted on the rows ``train``."""
-
-
-class AnalyticalFitter(Fitter):
-    """The analytical model: nothing fitted, every row predicted once."""
-
-    name = "analytical"
-
-    def __init__(self, profile: DeviceProfile) -> None:
-        from kernelcast.models.analytical import AnalyticalModel
-
-        self.model = AnalyticalModel(profile)
-
-    def prepare(self, frame: pd.DataFrame) -> None:
-        from kernelcast.models.fewshot import analytical_balance
-
-        p = self.model.predict(frame)
-        self.pred = p.time_us
-        self.bound = np.array([str(e.get("bound", "none")) for e in p.explanation], dtype=object)
-        self.balance = analytical_balance(p.explanation)
-        self.frame_rows = len(frame)
-        failed = int(np.isnan(self.pred).sum())
-        if failed:
-            log.warning("the analytical model has no prediction for %d row(s) (static analysis failed)", failed)
-
-    def fit_predict(self, train: np.ndarray, test: np.ndarray) -> np.ndarray:
-        return np.asarray(self.pred[test], dtype=np.float64)
-
-
-def _analytical_of(fitters: Mapping[str, Fitter], profile: DeviceProfile, frame: pd.DataFrame) -> AnalyticalFitter:
-    """The evaluation's analytical fitter, prepared on ``frame``; one made for the purpose when the
-    analytical model is not among the models evaluated (its bounds and balances are inputs of the
-    interval bins and the few-shot shape correction of every model)."""
-    an = fitters.get("analytical")
-    if isinstance(an, AnalyticalFitter) and getattr(an, "frame_rows", None) == len(frame):
-        return an
-    an = AnalyticalFitter(profile)
-    an.prepare(frame)
-    return an
-
-
-class TabularFitter(Fitter):
-    """The tabular model: its table is built once for the whole dataset and sliced per fold."""
-
-    name = "tabular"
-
-    def __init__(self, profile: DeviceProfile, seed: int = 0) -> None:
-        self.profile, self.seed = profile, seed
-
-    def prepare(self, frame: pd.DataFrame) -> None:
-        from kernelcast.models.tabular import build_table
-
-        self.table = build_table(frame, self.profile)
-
-    def fit_predict(self, train: np.ndarray, test: np.ndarray) -> np.ndarray:
-        from kernelcast.train.tabular import fit_tabular
-
-        model = fit_tabular(self.table.iloc[train].reset_index(drop=True), self.profile, target="time",
-                            seed=self.seed)
-        return np.asarray(model.predict_table(self.table.iloc[test].reset_index(drop=True)).time_us,
-                          dtype=np.float64)
-
-
-class CodegenFitter(Fitter):
-    """The CodeGen regression model (efficient mode: the residual over the analytical model of the
-    profile, with the feature table in the input), trained on each fold's rows from scratch or from
-    a pretrained backbone (``base``). Each fit holds out kernel groups of its training rows for
-    early stopping and model selection (``train.loop``); the test fold is never seen."""
-
-    name = "codegen"
-
-    def __init__(self, profile: DeviceProfile, seed: int = 0, epochs: int = 20, base: str | None = None,
-                 max_minutes: float | None = None, threads: int | None = 1) -> None:
-        self.profile, self.seed, self.epochs, self.base = profile, seed, epochs, base
-        self.max_minutes, self.threads = max_minutes, threads
-        self.runs: list[dict[str, Any]] = []
-
-    def prepare(self, frame: pd.DataFrame) -> None:
-        from kernelcast.models.tabular import build_table
-
-        self.frame = frame
-        self.table = build_table(frame, self.profile)
-
-    def fit_predict(self, train: np.ndarray, test: np.ndarray) -> np.ndarray:
-        from kernelcast.train.loop import TrainOptions, fit_frame
-
-        opts = TrainOptions(mode="efficient", epochs=self.epochs, seed=self.seed, resume=False, progress=False,
-                            profile=self.profile, base=self.base, max_minutes=self.max_minutes,
-                            threads=self.threads)
-        with tempfile.TemporaryDirectory(prefix="kernelcast-evaluate-codegen-") as d:
-            res = fit_frame(self.frame.iloc[train].reset_index(drop=True), out_dir=d, options=opts,
-                            table=self.table.iloc[train].reset_index(drop=True))
-            pred = res.predictor.predict(self.frame.iloc[test].reset_index(drop=True),
-                                         table=self.table.iloc[test].reset_index(drop=True))
-        t = res.metrics["training"]
-        self.runs.append({"train_rows": len(train), "test_rows": len(test), "stopped": res.stopped,
-                          "epochs": t["epochs_completed"], "steps": t["steps"], "best_epoch": t["best_epoch"],
-                          "best_step": t["best_step"], "final_lr": t["final_lr"], "seconds": t["seconds"],
-                          "validation_kernels": res.metrics["data"]["val_kernels"],
-                          "validation_split": res.metrics["split"].get("by")})
-        return np.asarray(pred.time_us, dtype=np.float64)
-
-
-# ---------------------------------------------------------------------------------------------
-# the stacked blend
-
-
-# ---------------------------------------------------------------------------------------------
-# figures
-
-
-def row_metrics(pred: np.ndarray, true: np.ndarray, kernels: np.ndarray) -> dict[str, Any]:
-    """The zero-shot figures of one model's predictions."""
-    valid = np.isfinite(pred) & np.isfinite(true) & (true > 0)
-    km_mean, km_median = per_kernel_mape(pred[valid], true[valid], kernels[valid])
-    return {
-        "rows": int(valid.sum()),
-        "rows_without_prediction": int((~np.isfinite(pred)).sum()),
-        "kernels": int(len(np.unique(kernels[valid]))),
-        "mape": mape(pred, true),
-        "median_ape": median_ape(pred, true),
-        "p90_ape": p90_ape(pred, true),
-        "median_abs_log2": median_abs_log2(pred, true),
-        "bias_log2": log2_bias(pred, true),
-        "mse_log2": mean_sq_log2(pred, true),
-        "within_2x_pct": 100.0 * within_factor(pred, true, 2.0),
-        "kernel_mape_mean": km_mean,
-        "kernel_mape_median": km_median,
-    }
-
-
 def _stable_int(text: str) -> int:
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
 
@@ -513,7 +243,6 @@ def few_shot(pred: np.ndarray, true: np.ndarray, kernels: np.ndarray, k: int,
     configurations alone; random where the fold has no shape prior). Returns the corrected
     predictions and the mask of the rows to score (those that were not shots; none of a kernel with
     k rows or fewer)."""
-    from kernelcast.models.fewshot import choose_shots, fit_offset, shape_inputs
 
     pred = np.asarray(pred, dtype=np.float64)
     true = np.asarray(true, dtype=np.float64)
@@ -549,7 +278,6 @@ def fold_priors(pred: np.ndarray, true: np.ndarray, kernels: np.ndarray, folds: 
     other folds' rows: the offset's prior strength and pooled within-kernel variance
     (:func:`models.fewshot.estimate_prior`) and, with ``launch``, the shape prior
     (:func:`models.fewshot.fit_shape_prior`; ``None`` without)."""
-    from kernelcast.models.fewshot import estimate_prior, fit_shape_prior, shape_inputs
 
     pred = np.asarray(pred, dtype=np.float64)
     true = np.asarray(true, dtype=np.float64)
@@ -576,7 +304,6 @@ def adaptive_top_scores(pred: np.ndarray, true: np.ndarray, groups: np.ndarray, 
     corrected one is measured next, and after ``k`` the fastest measured is the choice (times
     compared divided by ``scale``, as :class:`TuningBasis` compares them). Returns the figures of
     :func:`kernelcast.metrics.measured_top_scores`."""
-    from kernelcast.models.fewshot import fit_offset, shape_inputs
 
     pred = np.asarray(pred, dtype=np.float64)
     true = np.asarray(true, dtype=np.float64)
@@ -667,58 +394,6 @@ def interval_figures(pred: np.ndarray, true: np.ndarray, folds: np.ndarray, leve
     }, lo, hi
 
 
-def problem_keys(frame: pd.DataFrame) -> np.ndarray:
-    """One key per row naming its problem: the kernel plus ``problem_id`` where the row has one
-    (dataset schema 2), else the kernel, the global size and the argument sizes (buffer element counts and scalar
-    values; local-memory arguments belong to the configuration, not the problem)."""
-    pids = frame["problem_id"] if "problem_id" in frame.columns else pd.Series([None] * len(frame), index=frame.index)
-    out = []
-    for k, g, a, pid in zip(frame["kernel_id"], frame["gsize"], frame["args"], pids):
-        if isinstance(pid, str) and pid:        # schema 2: the row's own problem id
-            out.append(f"{k}|{pid}")
-            continue
-        args = tuple((x.get("name"), x.get("count") if x.get("kind") == "buffer" else x.get("value"))
-                     for x in decode_args(a) if x.get("kind") != "local")
-        out.append(f"{k}|{decode_sizes(g)}|{args}")
-    return np.array(out, dtype=object)
-
-
-def global_items(frame: pd.DataFrame) -> np.ndarray:
-    if "global_items" in frame.columns and frame["global_items"].notna().all():
-        return frame["global_items"].to_numpy(dtype=np.float64)
-    return np.array([float(np.prod(decode_sizes(g) or (1,))) for g in frame["gsize"]])
-
-
-@dataclass
-class TuningBasis:
-    basis: str                  # "problem" or "per_work_item"
-    groups: np.ndarray          # group label per row
-    scale: np.ndarray           # times are divided by this before comparing (1, or global work-items)
-    problem_groups: int         # groups of >= 2 configurations of one problem
-    problem_kernels: int        # kernels with such a group
-    kernels: int
-    problems: np.ndarray        # the problem key of every row (whichever basis is used)
-
-
-def tuning_basis(frame: pd.DataFrame) -> TuningBasis:
-    """Groups of configurations of one problem when at least a quarter of the kernels have one with
-    two or more distinct launch configurations (local sizes); else each kernel's configurations
-    compared per work-item. A problem measured twice with the same configuration (e.g. under two
-    argument selections that gave the same sizes) is no tuning question: its rows are left out of
-    the problem groups."""
-    raw = problem_keys(frame)
-    kern = frame["kernel_id"].to_numpy()
-    lsizes = [str(decode_sizes(v)) for v in frame["lsize"]] if "lsize" in frame.columns else [""] * len(frame)
-    configs = pd.DataFrame({"key": raw, "lsize": lsizes}).groupby("key")["lsize"].nunique()
-    multi = set(configs[configs >= 2].index)
-    keys = np.array([k if k in multi else f"{k}#{i}" for i, k in enumerate(raw)], dtype=object)
-    n_kernels = int(len(np.unique(kern)))
-    p_kernels = int(len({k for k, key in zip(kern, keys) if key in multi}))
-    if multi and p_kernels * 4 >= n_kernels:
-        return TuningBasis("problem", keys, np.ones(len(frame)), len(multi), p_kernels, n_kernels, keys)
-    return TuningBasis("per_work_item", kern, global_items(frame), len(multi), p_kernels, n_kernels, keys)
-
-
 # ---------------------------------------------------------------------------------------------
 # the evaluation
 
@@ -760,69 +435,101 @@ def _identity_of_datasets(roots: Sequence[Path], frame: pd.DataFrame, counts: di
     return {**out, "rows_fingerprint": hashlib.sha256(keys.encode()).hexdigest()[:16], **counts}
 
 
-def _make_fitters(models: Sequence[str], profile: DeviceProfile, opts: EvaluateOptions) -> dict[str, Fitter]:
+def _make_fitters(models: Sequence[str], profile: DeviceProfile | DeviceProfiles,
+                  opts: EvaluateOptions) -> dict[str, Fitter]:
+    profiles = DeviceProfiles.of(profile)
     out: dict[str, Fitter] = {}
     for m in models:
         if m == "analytical":
-            out[m] = AnalyticalFitter(profile)
+            out[m] = AnalyticalFitter(profiles.single() or profiles)
         elif m == "tabular":
-            out[m] = TabularFitter(profile, opts.seed)
+            out[m] = TabularFitter(profiles.single() or profiles, opts.seed)
         elif m == "codegen":
-            out[m] = CodegenFitter(profile, opts.seed, opts.codegen_epochs, opts.codegen_base, opts.codegen_minutes)
+            single = profiles.single()
+            if single is None:
+                raise UsageError("the codegen model is evaluated on the datasets of one device")
+            out[m] = CodegenFitter(single, opts.seed, opts.codegen_epochs, opts.codegen_base, opts.codegen_minutes)
+        elif m == "saved":
+            assert opts.saved_model is not None
+            out[m] = SavedFitter(opts.saved_model)
     return out
 
 
-def check_profile_for_dataset(profile: DeviceProfile, root: Path) -> None:
+def check_profile_for_dataset(profile: DeviceProfile | DeviceProfiles, root: Path) -> None:
     """A profile of another device type (GPU / CPU) than the device the dataset was measured on
     (its manifest's ``device.type``) is refused with one line
     (:class:`~calib.profile.ProfileDeviceMismatch`); a dataset without a manifest or a device
-    type passes."""
-    from kernelcast.datagen.dataset import read_manifest
-
+    type passes (with several profiles, the one of the dataset's device when it is named there)."""
     try:
-        dev = read_manifest(root).get("device") or {}
+        man = read_manifest(root)
     except (OSError, ValueError):
         return
-    if isinstance(dev, dict):
-        profile.check_device_type(str(dev.get("type") or ""), f"the device of dataset {root} "
-                                                             f"({dev.get('name') or '?'})")
+    dev = man.get("device") or {}
+    if not isinstance(dev, dict):
+        return
+    if isinstance(profile, DeviceProfiles):
+        try:
+            profile = profile.for_device(str(man.get("device_identity") or dev.get("name") or ""))
+        except KeyError:
+            return
+    profile.check_device_type(str(dev.get("type") or ""), f"the device of dataset {root} "
+                                                         f"({dev.get('name') or '?'})")
 
 
-def evaluate_dataset(dataset_dir: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], profile: DeviceProfile,
-                     options: EvaluateOptions, *, profile_spec: str | None = None,
-                     progress: Progress | None = None) -> Evaluation:
-    """Load a dataset (or several of one device, evaluated as one: see
-    :func:`~datagen.frame.load_measured_frames`) and evaluate ``options.models`` on it (see the
-    module docstring). :class:`~kernelcast.errors.InputError` for a dataset that cannot be used."""
+def evaluate_dataset(dataset_dir: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+                     profile: DeviceProfile | DeviceProfiles, options: EvaluateOptions, *,
+                     profile_spec: str | None = None, progress: Progress | None = None) -> Evaluation:
+    """Load a dataset (or several, evaluated as one: see
+    :func:`~datagen.frame.load_measured_frames`; datasets of several devices when each device has
+    its profile in ``profile``, a :class:`~train.oof.DeviceProfiles`) and evaluate ``options.models``
+    on it (see the module docstring). :class:`~kernelcast.errors.InputError` for a dataset that
+    cannot be used."""
     roots = [Path(dataset_dir)] if isinstance(dataset_dir, (str, os.PathLike)) else [Path(d) for d in dataset_dir]
+    profiles = DeviceProfiles.of(profile)
     for root in roots:
-        check_profile_for_dataset(profile, root)
-    frame, counts = load_measured_frames(roots)
+        check_profile_for_dataset(profiles.single() or profiles, root)
+    several = profiles.single() is None or options.group_by != "kernel"
+    frame, counts = load_measured_frames(roots, several_devices=several)
     y = frame[TARGET].to_numpy(dtype=np.float64)
     keep = np.isfinite(y) & (y > 0)
     counts["rows_without_time"] = int((~keep).sum())
     frame = frame[keep].reset_index(drop=True)
     if frame.empty:
         raise DataError(f"{' + '.join(map(str, roots))}: no row has a measured time")
+    if profiles.single() is None:
+        missing = sorted({d for d in devices_of(frame) if not _has_profile(profiles, d)})
+        if missing:
+            raise UsageError(f"no profile for device {missing[0]!r}: give --profile {missing[0]}=PROFILE "
+                             f"(or one --profile for every device)")
     counts["rows_used"] = len(frame)
-    fitters = _make_fitters(options.models, profile, options)   # before anything slow: a missing model is an error
-    ev = evaluate_frame(frame, profile, options, fitters=fitters, progress=progress)
-    if options.repeats > 1:
+    fitters = _make_fitters(options.models, profiles, options)   # before anything slow: a missing model is an error
+    ev = evaluate_frame(frame, profiles.single() or profiles, options, fitters=fitters, progress=progress)
+    if options.repeats > 1 and not options.scoring:
         runs = [ev.metrics]
         for r in range(1, options.repeats):
             say = progress or (lambda msg: log.info("%s", msg))
             say(f"repeat {r + 1}/{options.repeats}: fold seed {options.seed + r}")
             o = replace(options, seed=options.seed + r, learning_curve=False)
-            runs.append(evaluate_frame(frame, profile, o, fitters=_make_fitters(o.models, profile, o),
-                                       progress=progress).metrics)
+            runs.append(evaluate_frame(frame, profiles.single() or profiles, o,
+                                       fitters=_make_fitters(o.models, profiles, o), progress=progress).metrics)
         ev.metrics["repeats"] = repeat_spread(runs)
     ev.metrics["dataset"] = _identity_of_datasets(roots, frame, counts)
     raw = [read_dataset(r, resolve=False) for r in roots]
     if len(raw) > 1:
         raw = [prefix_keys(df, f"{i}:") for i, df in enumerate(raw)]
     ev.metrics["dataset"]["repeatability"] = repeatability(pd.concat(raw, ignore_index=True, sort=False))
-    ev.metrics["profile"] = _identity_of_profile(profile, profile_spec)
+    single = profiles.single()
+    ev.metrics["profile"] = (_identity_of_profile(single, profile_spec) if single is not None else
+                             {d: _identity_of_profile(p, None) for d, p in sorted(profiles.by_device.items())})
     return ev
+
+
+def _has_profile(profiles: DeviceProfiles, device: str) -> bool:
+    try:
+        profiles.for_device(device)
+    except KeyError:
+        return False
+    return True
 
 
 #: tuning with k measurements (``tune --measure-top K``): the fastest of the k configurations
@@ -873,7 +580,7 @@ def repeat_spread(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile, options: EvaluateOptions, *,
+def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile | DeviceProfiles, options: EvaluateOptions, *,
                    fitters: dict[str, Fitter] | None = None, progress: Progress | None = None) -> Evaluation:
     """Evaluate on the rows of ``frame`` (dataset columns with ``source`` and a positive measured time)."""
     say = progress or (lambda msg: log.info("%s", msg))
@@ -881,16 +588,20 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile, options: Evaluat
     t_start = time.perf_counter()
     kernel_ids = frame["kernel_id"].astype(str).to_numpy()
     y = frame[TARGET].to_numpy(dtype=np.float64)
-    kf = frame.assign(kernel_id=kernel_ids)
-    if "kernel_origin" not in kf.columns:
-        kf["kernel_origin"] = None
-    per_kernel = (kf.groupby("kernel_id", sort=True)
-                  .agg(kernel_name=("kernel_name", "first"), kernel_origin=("kernel_origin", "first"),
-                       source=("source", "first"), rows=("kernel_name", "size")).reset_index())
+    per_kernel = kernel_table(frame)
     grouping = build_groups(per_kernel, opts.near_duplicate_threshold)
-    folds = row_folds(kernel_ids, grouping, opts.folds, opts.seed)
+    devices = devices_of(frame)
+    if opts.scoring:
+        splits = Splits("none", np.zeros(len(frame), dtype=int), 1, np.zeros(len(frame), dtype=int),
+                        np.zeros(len(frame), dtype=int), ["all rows"])
+    else:
+        splits = make_splits(frame, grouping, opts.folds, opts.seed, opts.group_by)
+    folds = splits.folds
+    n_dev = len(pd.unique(devices))
     say(f"{len(frame)} rows of {len(per_kernel)} kernels in {len(grouping.groups)} kernel groups "
-        f"({len(grouping.near_duplicates)} near-duplicate merge(s)), {opts.folds} folds")
+        f"({len(grouping.near_duplicates)} near-duplicate merge(s))" + (f" on {n_dev} devices" if n_dev > 1 else "")
+        + (", scored without folds" if opts.scoring else
+           f", {splits.n} folds" + (f" by {opts.group_by}" if opts.group_by != "kernel" else "")))
 
     fitters = fitters if fitters is not None else _make_fitters(opts.models, profile, opts)
     seconds: dict[str, float] = {}
@@ -899,22 +610,15 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile, options: Evaluat
         say(f"preparing {name}")
         ft.prepare(frame)
         seconds[name] = time.perf_counter() - t0
-    oof = {name: np.full(len(frame), np.nan) for name in fitters}
-    for f in range(opts.folds):
-        test, train = np.flatnonzero(folds == f), np.flatnonzero(folds != f)
-        for name, ft in fitters.items():
-            t0 = time.perf_counter()
-            say(f"fold {f + 1}/{opts.folds}: {name} ({len(train)} training rows, {len(test)} test rows)")
-            oof[name][test] = ft.fit_predict(train, test)
-            seconds[name] += time.perf_counter() - t0
+    oof = oof_predictions(fitters, splits, say, seconds)
     blends: list[dict[str, Any]] = []
     if "blend" in opts.models:
         t0 = time.perf_counter()
-        oof["blend"], blends = _stacked_oof(fitters, oof, y, kernel_ids, folds, grouping, opts, say)
+        oof["blend"], blends = _stacked_oof(fitters, oof, y, kernel_ids, splits, grouping, opts, say)
         seconds["blend"] = time.perf_counter() - t0
     models = [m for m in opts.models if m in oof]
 
-    an = _analytical_of(fitters, profile, frame)
+    an = analytical_of(fitters, profile, frame)
     bins = None
     if opts.interval_by == "regime" and "regime" in frame.columns:
         bins = frame["regime"].fillna("none").astype(str).to_numpy()
@@ -933,6 +637,7 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile, options: Evaluat
     if "time_rounds_spread" in frame.columns:
         disagree = pd.to_numeric(frame["time_rounds_spread"], errors="coerce").fillna(0).to_numpy() > ROUND_SPREAD
     launch = frame_launch_inputs(frame, an.balance)
+    shot_preds: dict[str, dict[str, np.ndarray]] = {}
     intervals: dict[str, Any] = {"level": opts.level, "by": opts.interval_by, "method": "cross-conformal |log2 ratio|",
                                  "models": {}}
     out = pd.DataFrame({"row_key": frame["row_key"] if "row_key" in frame.columns else np.arange(len(frame)),
@@ -944,14 +649,15 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile, options: Evaluat
         metrics[m]["per_fold"] = [{"fold": f, "rows": int((folds == f).sum()),
                                    "mape": mape(p[folds == f], y[folds == f]),
                                    "median_ape": median_ape(p[folds == f], y[folds == f])}
-                                  for f in range(opts.folds)]
+                                  for f in range(splits.n)] if not opts.scoring else []
         metrics[m]["seconds"] = seconds.get(m)
         tuning["models"][m] = tuning_scores(p / basis.scale, y / basis.scale, basis.groups,
                                             tol=opts.tuning_tolerance)
         tuning["models"][m]["measure_top"] = {
             str(k): measured_top_scores(p / basis.scale, y / basis.scale, basis.groups, k, tol=opts.tuning_tolerance)
             for k in MEASURE_TOP}
-        priors = fold_priors(p, y, kernel_ids, folds, launch, opts.seed)
+        # without folds there is no other fold to estimate priors on: plain offsets
+        priors = fold_priors(p, y, kernel_ids, folds, launch, opts.seed) if not opts.scoring else {}
         tuning["models"][m]["measure_top_adaptive"] = {
             str(k): adaptive_top_scores(p, y, basis.groups, k, launch, folds, priors, scale=basis.scale,
                                         tol=opts.tuning_tolerance)
@@ -963,7 +669,8 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile, options: Evaluat
         shots[m], offset_shots[m] = {}, {}
         no_shape = {f: (a, b, None) for f, (a, b, _) in priors.items()}
         for k in opts.shots:
-            pk, scored = few_shot(p, y, kernel_ids, k, opts.seed, folds, launch, priors)
+            pk, scored = few_shot(p, y, kernel_ids, k, opts.seed, None if opts.scoring else folds, launch, priors)
+            shot_preds.setdefault(m, {})[str(k)] = np.where(scored, pk, np.nan)
             shots[m][str(k)] = row_metrics(np.where(scored, pk, np.nan), y, kernel_ids)
             # tuning after k shots: a measured configuration counts with its measured time
             known = np.where(scored, pk, np.where(np.isfinite(p) & (p > 0), y, np.nan))
@@ -975,7 +682,7 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile, options: Evaluat
                     name: row_metrics(np.where(scored & sel, pk, np.nan), y, kernel_ids)
                     for name, sel in (("agree", ~disagree), ("disagree", disagree))}
             if k > 0:
-                po, so = few_shot(p, y, kernel_ids, k, opts.seed, folds, priors=no_shape)
+                po, so = few_shot(p, y, kernel_ids, k, opts.seed, None if opts.scoring else folds, priors=no_shape)
                 offset_shots[m][str(k)] = row_metrics(np.where(so, po, np.nan), y, kernel_ids)
             if k > 0 and priors and all(v[2] is not None for v in priors.values()):
                 # the shots the model would ask for (models.fewshot.choose_shots) instead of random ones
@@ -985,7 +692,10 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile, options: Evaluat
                 shots[m][str(k)]["designed"]["tuning"] = tuning_scores(known / basis.scale, y / basis.scale,
                                                                        basis.groups, tol=opts.tuning_tolerance)
         floors[m] = row_metrics(offset_floor(p, y, kernel_ids), y, kernel_ids)
-        intervals["models"][m], lo, hi = interval_figures(p, y, folds, opts.level, bins, opts.min_bin_rows)
+        if opts.scoring:         # intervals are calibrated on other folds' residuals: none without folds
+            intervals["models"][m], lo, hi = None, np.full(len(p), np.nan), np.full(len(p), np.nan)
+        else:
+            intervals["models"][m], lo, hi = interval_figures(p, y, folds, opts.level, bins, opts.min_bin_rows)
         out[f"{m}_us"] = p
         out[f"{m}_lo_us"] = lo
         out[f"{m}_hi_us"] = hi
@@ -995,18 +705,21 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile, options: Evaluat
         tab = fitters["tabular"]
         lc = learning_curve(tab, oof["tabular"], y, kernel_ids, folds, opts.seed, say)
 
-    from kernelcast.train.evaluate_energy import energy_rows, evaluate_energy
 
     energy = None
     if energy_rows(frame).any():
-        energy = evaluate_energy(frame, profile, folds, models=models, seed=opts.seed, pcts=opts.energy_pcts,
+        energy = evaluate_energy(frame, profile, folds, models=[m for m in models if m in ("analytical", "tabular")],
+                                 seed=opts.seed, pcts=() if opts.scoring else opts.energy_pcts, splits=splits,
+                                 analytical_energy=an.energy,
                                  top_k=opts.energy_top_k, progress=say)
 
     fold_table = []
-    for f in range(opts.folds):
+    for f in range(splits.n):
         sel = folds == f
         fold_table.append({"fold": f, "rows": int(sel.sum()), "kernels": int(len(np.unique(kernel_ids[sel]))),
                            "groups": sum(1 for g in grouping.groups.values() if g.fold == f)})
+        if splits.by in ("gpu", "both"):
+            fold_table[-1].update(holds_out=splits.labels[f], training_rows=int(len(splits.train(f))))
     largest = max(grouping.groups.values(), key=lambda g: (g.rows, g.key))
     kinds: dict[str, int] = {}
     for g in grouping.groups.values():
@@ -1038,21 +751,28 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile, options: Evaluat
             "list": [asdict(g) for g in sorted(grouping.groups.values(), key=lambda g: (-g.rows, g.key))],
         },
         "rows": len(frame), "kernels": int(len(per_kernel)),
+        "splits": {"by": "none (scored without folds)" if opts.scoring else splits.by, "folds": splits.n,
+                   "devices": sorted(str(d) for d in pd.unique(devices))},
+        "pairs": pair_figures(frame, oof, models, y, grouping, devices, opts, an=an, shots=shot_preds,
+                              energy=analytical_energy_pairs(frame, an, devices, grouping, opts.energy_top_k)),
         "seconds": time.perf_counter() - t_start,
     }
+    out["device"] = devices
     return Evaluation(result, out)
 
 
 def _stacked_oof(fitters: Mapping[str, Fitter], oof: Mapping[str, np.ndarray], y: np.ndarray, kernel_ids: np.ndarray,
-                 folds: np.ndarray, grouping: Grouping, opts: EvaluateOptions,
+                 splits: Splits, grouping: Grouping, opts: EvaluateOptions,
                  say: Progress) -> tuple[np.ndarray, list[dict[str, Any]]]:
     """OOF predictions of the blend: for each outer fold, the blend is fitted on OOF predictions of
     the training rows from an inner grouped CV and applied to the outer OOF predictions of the fold."""
     out = np.full(len(y), np.nan)
     record = []
-    for f in range(opts.folds):
-        test, train = np.flatnonzero(folds == f), np.flatnonzero(folds != f)
-        inner = _inner_folds(train, kernel_ids, grouping, opts.inner_folds, opts.seed + 1000 * (f + 1))
+    for f in range(splits.n):
+        test, train = splits.test(f), splits.train(f)
+        if not len(test) or not len(train):
+            continue
+        inner = inner_folds(train, kernel_ids, grouping, opts.inner_folds, opts.seed + 1000 * (f + 1))
         if inner is None:
             first = next(iter(fitters))
             w = StackedBlend({first: 1.0}, 0.0, f"{first} (too few training groups for an inner fit)",
@@ -1060,7 +780,7 @@ def _stacked_oof(fitters: Mapping[str, Fitter], oof: Mapping[str, np.ndarray], y
         else:
             inner_oof = {m: np.full(len(train), np.nan) for m in fitters}
             for g in np.unique(inner):
-                say(f"fold {f + 1}/{opts.folds}: blend, inner fold {g + 1}/{len(np.unique(inner))}")
+                say(f"fold {f + 1}/{splits.n}: blend, inner fold {g + 1}/{len(np.unique(inner))}")
                 for m, ft in fitters.items():
                     inner_oof[m][inner == g] = ft.fit_predict(train[inner != g], train[inner == g])
             w = fit_stacked_blend(inner_oof, y[train], opts.criterion,

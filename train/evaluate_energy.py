@@ -28,6 +28,9 @@ import numpy as np
 import pandas as pd
 from kernelcast.calib.profile import DeviceProfile
 from kernelcast.datagen.frame import DataError
+from kernelcast.models.analytical import AnalyticalModel
+from kernelcast.train.oof import DeviceProfiles, Splits, device_tables, problem_keys
+from kernelcast.train.tabular import fit_tabular
 
 from kernelcast.metrics import ranking_scores
 
@@ -62,13 +65,15 @@ def shot_mask(groups: np.ndarray, pct: float, seed: int) -> np.ndarray:
     return out
 
 
-def evaluate_energy(frame: pd.DataFrame, profile: DeviceProfile, folds: np.ndarray, *, models: Sequence[str],
-                    seed: int = 0, pcts: Sequence[float] = DEFAULT_PCTS, top_k: int = TOP_K,
-                    progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+def evaluate_energy(frame: pd.DataFrame, profile: DeviceProfile | DeviceProfiles, folds: np.ndarray, *,
+                    models: Sequence[str], seed: int = 0, pcts: Sequence[float] = DEFAULT_PCTS, top_k: int = TOP_K,
+                    progress: Callable[[str], None] | None = None, splits: Splits | None = None,
+                    analytical_energy: np.ndarray | None = None) -> dict[str, Any]:
     """The energy figures (module docstring) of the rows of ``frame`` (the evaluation's rows, with
-    ``folds`` its row folds)."""
-    from kernelcast.train.evaluate import problem_keys
-
+    ``folds`` its row folds; with ``splits``, each fold is fitted on the rows its split trains on;
+    ``analytical_energy``: the analytical model's energy of every row of ``frame``, when already
+    predicted)."""
+    profiles = DeviceProfiles.of(profile)
     say = progress or (lambda msg: log.info("%s", msg))
     has = energy_rows(frame)
     out: dict[str, Any] = {"rows": int(has.sum()), "top_k": top_k, "grouping": "configurations of one problem",
@@ -79,29 +84,43 @@ def evaluate_energy(frame: pd.DataFrame, profile: DeviceProfile, folds: np.ndarr
     fe = frame[has].reset_index(drop=True)
     y = pd.to_numeric(fe[ENERGY], errors="coerce").to_numpy(dtype=np.float64)
     fo = np.asarray(folds)[has]
+    pos = np.flatnonzero(has)
+    rank = np.full(len(frame), -1)
+    rank[pos] = np.arange(len(pos))
+
+    def train_rows(f: int) -> np.ndarray:
+        """The energy rows (positions in ``fe``) a fold is fitted on."""
+        if splits is None:
+            return np.flatnonzero(fo != f)
+        r = rank[splits.train(f)]
+        return r[r >= 0]
+
     groups = problem_keys(fe)
     out["problems"] = int(len(np.unique(groups)))
     out["meters"] = sorted(str(m) for m in fe["meter"].dropna().unique()) if "meter" in fe.columns else []
 
     if "analytical" in models:
-        from kernelcast.models.analytical import AnalyticalModel
-
-        e = np.asarray(AnalyticalModel(profile).predict(fe).energy_j, dtype=np.float64)
+        if analytical_energy is not None:
+            e = np.asarray(analytical_energy, dtype=np.float64)[has]
+        else:
+            e = np.full(len(fe), np.nan)
+            for prof, idx in profiles.row_blocks(fe):
+                e[idx] = np.asarray(AnalyticalModel(prof).predict(fe.iloc[idx].reset_index(drop=True)).energy_j,
+                                    dtype=np.float64)
         if np.isfinite(e).any():
             out["zero_shot"]["analytical"] = ranking_scores(e, y, groups, top_k=top_k)
         else:
-            out["notes"].append(f"analytical: the profile ({profile.device.name}) has no energy calibration")
+            out["notes"].append(f"analytical: the profile ({profiles.describe()}) has no energy calibration")
     if "tabular" in models:
-        from kernelcast.models.tabular import build_table
-
-        table = build_table(fe, profile)
+        tprofile = profiles.default or next(iter(profiles.by_device.values()))
+        table = device_tables(fe, profiles)
         oof = np.full(len(fe), np.nan)
         for f in np.unique(fo):
-            test, train = np.flatnonzero(fo == f), np.flatnonzero(fo != f)
+            test, train = np.flatnonzero(fo == f), train_rows(int(f))
             if len(train) < 2:
                 continue
             say(f"energy: fold {int(f) + 1}: tabular energy head ({len(train)} training rows, {len(test)} test rows)")
-            oof[test] = _fit_predict(table, train, test, profile, seed)
+            oof[test] = _fit_predict(table, train, test, tprofile, seed)
         if np.isfinite(oof).any():
             out["zero_shot"]["tabular"] = ranking_scores(oof, y, groups, top_k=top_k)
         else:
@@ -113,11 +132,11 @@ def evaluate_energy(frame: pd.DataFrame, profile: DeviceProfile, folds: np.ndarr
             pred = np.full(len(fe), np.nan)
             for f in np.unique(fo):
                 test = np.flatnonzero((fo == f) & ~shots)
-                train = np.flatnonzero((fo != f) | ((fo == f) & shots))
+                train = np.union1d(train_rows(int(f)), np.flatnonzero((fo == f) & shots))
                 if len(test) == 0 or len(train) < 2:
                     continue
                 say(f"energy: {pct:g} % measured, fold {int(f) + 1}: tabular energy head ({len(train)} training rows)")
-                pred[test] = _fit_predict(table, train, test, profile, seed)
+                pred[test] = _fit_predict(table, train, test, tprofile, seed)
             scores = ranking_scores(pred, y, groups, top_k=top_k)
             scores["measured_rows"] = int(shots.sum())
             few[f"{pct:g}"] = scores
@@ -127,8 +146,6 @@ def evaluate_energy(frame: pd.DataFrame, profile: DeviceProfile, folds: np.ndarr
 
 def _fit_predict(table: pd.DataFrame, train: np.ndarray, test: np.ndarray, profile: DeviceProfile,
                  seed: int) -> np.ndarray:
-    from kernelcast.train.tabular import fit_tabular
-
     try:
         model = fit_tabular(table.iloc[train].reset_index(drop=True), profile, target="energy", seed=seed)
     except DataError as e:
@@ -149,8 +166,9 @@ def energy_lines(m: dict[str, Any] | None) -> list[str]:
         rho = s["spearman_mean"]
         share = s["top_k_share_pct"]
         k = s["k_min"] if s["k_min"] == s["k_max"] else f"{s['k_min']}-{s['k_max']}"
-        return (f"rho {'-' if rho != rho else f'{rho:.3f}'} over {s['spearman_groups']} problem(s), measured top-k "
-                f"found in the predicted top-k {'-' if share != share else f'{share:.0f} %'} (k = {k})")
+        no_rho, no_share = rho is None or rho != rho, share is None or share != share
+        return (f"rho {'-' if no_rho else f'{rho:.3f}'} over {s['spearman_groups']} problem(s), measured top-k "
+                f"found in the predicted top-k {'-' if no_share else f'{share:.0f} %'} (k = {k})")
 
     lines = [f"energy ({m['rows']} rows with measured energy, {m.get('problems', 0)} problem(s), meters "
              f"{', '.join(m.get('meters') or ['-'])}): ranking of each problem's configurations by energy"]

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 from kernelcast.train.evaluate import KIND, TARGET, Evaluation
+from kernelcast.train.evaluate_energy import energy_lines
+from kernelcast.train.pairs import format_pairs
 
 from kernelcast.console import fmt_table, json_number
 from kernelcast.errors import UsageError
@@ -122,6 +124,8 @@ def write_plots(ev: Evaluation, directory: Path) -> list[tuple[str, str]]:
     fig, ax = plt.subplots(figsize=(4.8, 4.4))
     ax.plot([0, 100], [0, 100], "k-", lw=0.8)
     for name in models:
+        if not m["intervals"]["models"].get(name):
+            continue                              # scored without folds: no intervals
         cal = m["intervals"]["models"][name]["calibration"]
         ax.plot([100 * a for a, _ in cal], [b if b is not None else np.nan for _, b in cal], "o-", label=name, ms=3)
     ax.set_xlim(40, 100)
@@ -189,7 +193,7 @@ def decision_rows(m: Mapping[str, Any]) -> tuple[list[list[Any]], list[str]]:
     rows = []
     for name in m["models"]:
         t = m["tuning"]["models"][name]
-        iv = m["intervals"]["models"][name]
+        iv = m["intervals"]["models"][name] or {"coverage_pct": None, "mean_width_factor": None}
         top1 = None if t["top1_within"] is None else 100.0 * t["top1_within"]
         row = [name, top1, t["regret_median"], t["regret_geomean"], t["spearman_mean"], iv["coverage_pct"],
                iv["mean_width_factor"]]
@@ -250,13 +254,22 @@ def tuning_note(m: Mapping[str, Any]) -> str:
 def format_summary(m: Mapping[str, Any]) -> str:
     """What ``kernelcast evaluate`` prints."""
     d, g = m.get("dataset") or {}, m["groups"]
+    sp = m.get("splits") or {"by": "kernel"}
+    scoring = str(sp.get("by", "")).startswith("none")
+    devices = sp.get("devices") or []
+    if scoring:
+        folds = f"no folds (scored: the models need no training) over {g['count']} kernel groups"
+    else:
+        held = {"kernel": "kernel groups", "gpu": "devices", "both": "kernel groups and devices"}.get(sp["by"], "")
+        folds = (f"{len(m['folds'])} folds holding out {held} (seed {m['seed']}) over {g['count']} kernel groups; "
+                 f"largest {g['largest']['key']} ({g['largest']['kernels']} kernels, {g['largest']['rows']} rows); "
+                 f"{len(g['near_duplicate_merges'])} near-duplicate merge(s)")
     lines = [
-        f"dataset     {d.get('path', '-')}: {m['rows']} rows of {m['kernels']} kernels",
-        f"folds       {len(m['folds'])} grouped folds (seed {m['seed']}) over {g['count']} kernel groups; largest "
-        f"{g['largest']['key']} ({g['largest']['kernels']} kernels, {g['largest']['rows']} rows); "
-        f"{len(g['near_duplicate_merges'])} near-duplicate merge(s)",
+        f"dataset     {d.get('path', '-')}: {m['rows']} rows of {m['kernels']} kernels"
+        + (f" on {len(devices)} devices" if len(devices) > 1 else ""),
+        f"folds       {folds}",
         "",
-        "out-of-fold, zero-shot",
+        "zero-shot, every row scored" if scoring else "out-of-fold, zero-shot",
         fmt_table(*summary_rows(m)),
         "",
         fmt_table(*decision_rows(m)),
@@ -269,9 +282,10 @@ def format_summary(m: Mapping[str, Any]) -> str:
         kinds = [b["kind"] for b in m["blend"]["folds"]]
         lines.append(f"blend: chosen per fold by {m['blend']['criterion']} on inner OOF predictions: "
                      f"{', '.join(kinds)}")
-    from kernelcast.train.evaluate_energy import energy_lines
-
     lines += energy_lines(m.get("energy"))
+    pairs = format_pairs(m.get("pairs") or {}, m.get("models") or [])
+    if pairs:
+        lines += ["", pairs]
     lines += [training_note(name, runs) for name, runs in (m.get("training") or {}).items() if runs]
     lines += repeat_lines(m.get("repeats"))
     lc = m.get("learning_curve")
@@ -489,9 +503,10 @@ def format_report(m: Mapping[str, Any], figures: Sequence[tuple[str, str]] = ())
                             ["training kernels per fold", "median APE %", "MAPE %", "within 2x %"]), ""]
     energy = m.get("energy")
     if energy:
-        from kernelcast.train.evaluate_energy import energy_lines
-
         lines += ["## Energy ranking", "", "```", *energy_lines(energy), "```", ""]
+    pairs = format_pairs(m.get("pairs") or {}, m.get("models") or [])
+    if pairs:
+        lines += ["## Per (kernel, device) pair", "", "```", pairs, "```", ""]
     lines += ["## Folds", "", _md_table([[f["fold"], f["groups"], f["kernels"], f["rows"]] for f in m["folds"]],
                                          ["fold", "groups", "kernels", "rows"]), ""]
     lines += ["Largest groups:", ""]

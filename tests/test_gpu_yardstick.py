@@ -1,0 +1,213 @@
+"""The yardstick over devices: splits that hold out devices or kernels and devices at once, scoring
+without folds, the per (kernel, device) figures against hand-computed values, and ``kernelcast
+evaluate`` end to end on Kernel Tuner caches of two devices written here and imported."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from kernelcast.datagen.frame import DataError
+from kernelcast.train.evaluate import EvaluateOptions
+from kernelcast.train.oof import build_groups, kernel_table, make_splits, problem_keys
+from kernelcast.train.pairs import model_pair_figures, pair_figures
+
+import kernelcast.cli as cli
+from kernelcast.errors import UsageError
+
+_SRC = "kernel void {name}(global float *x) {{ x[get_global_id(0)] *= {c}.0f; }}\n"
+
+
+def _frame(kernels: int = 4, devices: tuple[str, ...] = ("kt:A", "kt:B", "kt:C"), configs: int = 3) -> pd.DataFrame:
+    rows = []
+    for k in range(kernels):
+        for d in devices:
+            for c in range(configs):
+                rows.append({"kernel_id": f"k{k}", "kernel_name": f"kern{k}", "kernel_origin": f"lib/f{k}.cl",
+                             "source": _SRC.format(name=f"kern{k}", c=k), "device": d, "gsize": [1024],
+                             "lsize": [32 << c], "args": [], "problem_id": "p"})
+    return pd.DataFrame(rows)
+
+
+def test_gpu_split_holds_out_whole_devices():
+    f = _frame()
+    s = make_splits(f, build_groups(kernel_table(f)), 5, 0, "gpu")
+    assert s.n == 3                                  # min(folds, devices)
+    for i in range(s.n):
+        test_dev = set(f["device"][s.test(i)])
+        assert len(test_dev) == 1
+        assert not test_dev & set(f["device"][s.train(i)])
+        assert len(s.train(i)) + len(s.test(i)) == len(f)
+    assert sorted(np.concatenate([s.test(i) for i in range(s.n)]).tolist()) == list(range(len(f)))
+
+
+def test_both_split_trains_on_neither_the_kernels_nor_the_devices_of_the_fold():
+    f = _frame()
+    s = make_splits(f, build_groups(kernel_table(f)), 2, 0, "both")
+    assert s.n == 2 * 2
+    tested = np.concatenate([s.test(i) for i in range(s.n)])
+    assert sorted(tested.tolist()) == list(range(len(f)))        # every row tested exactly once
+    for i in range(s.n):
+        te, tr = s.test(i), s.train(i)
+        if not len(te):
+            continue
+        assert not set(f["kernel_id"][te]) & set(f["kernel_id"][tr])
+        assert not set(f["device"][te]) & set(f["device"][tr])
+        # everything that shares neither is used for training
+        other = (~f["kernel_id"].isin(set(f["kernel_id"][te]))) & (~f["device"].isin(set(f["device"][te])))
+        assert set(np.flatnonzero(other)) == set(tr)
+
+
+def test_kernel_split_is_the_grouped_fold_split():
+    f = _frame()
+    g = build_groups(kernel_table(f))
+    s = make_splits(f, g, 2, 3, "kernel")
+    for i in range(s.n):
+        assert not set(f["kernel_id"][s.test(i)]) & set(f["kernel_id"][s.train(i)])
+        assert set(f["device"][s.train(i)]) == {"kt:A", "kt:B", "kt:C"}
+
+
+def test_holding_out_devices_needs_two():
+    f = _frame(devices=("kt:A",))
+    with pytest.raises(DataError, match="one"):
+        make_splits(f, build_groups(kernel_table(f)), 2, 0, "gpu")
+
+
+def test_problems_are_per_device_only_when_there_are_several():
+    one, two = _frame(devices=("kt:A",)), _frame(devices=("kt:A", "kt:B"))
+    assert problem_keys(one)[0] == "k0|p"
+    keys = problem_keys(two)
+    assert keys[0] == "kt:A|k0|p" and len(set(keys)) == 2 * 4
+
+
+def test_scoring_options():
+    EvaluateOptions(folds=0, models=("analytical",))
+    with pytest.raises(UsageError, match="fitted per fold"):
+        EvaluateOptions(folds=0, models=("analytical", "tabular"))
+    with pytest.raises(UsageError, match="at least 2"):
+        EvaluateOptions(folds=1)
+    with pytest.raises(UsageError, match="group-by"):
+        EvaluateOptions(group_by="device")
+    with pytest.raises(UsageError, match="saved"):
+        EvaluateOptions(models=("analytical", "saved"))
+
+
+def test_pair_figures_by_hand():
+    true = np.array([10.0, 20.0, 40.0, 80.0])
+    pred = np.array([20.0, 10.0, 40.0, 160.0])      # APE 100, 50, 0, 100; log2 +1, -1, 0, +1
+    fig = model_pair_figures(pred, true, np.array(["p"] * 4), 0.05)
+    assert fig["mape"] == pytest.approx(62.5) and fig["median_ape"] == pytest.approx(75.0)
+    assert fig["within_2x_pct"] == pytest.approx(100.0) and fig["median_log2"] == pytest.approx(0.5)
+    # predicted best: row 1 (10), measured 20 against the best 10: regret 2, not top-1
+    assert fig["regret_median"] == pytest.approx(2.0) and fig["top1_within"] == 0.0
+    assert fig["spearman"] == pytest.approx(0.8)
+
+
+def test_pairs_and_their_median():
+    f = _frame(kernels=1, devices=("kt:A", "kt:B"), configs=4)
+    y = np.tile([10.0, 20.0, 40.0, 80.0], 2)
+    p = np.concatenate([[10.0, 20.0, 40.0, 80.0], [20.0, 40.0, 80.0, 160.0]])   # exact, then 2x high
+    g = build_groups(kernel_table(f))
+    out = pair_figures(f, {"m": p}, ["m"], y, g, f["device"].to_numpy(), None)
+    assert out["count"] == 2
+    a, b = out["list"]
+    assert a["pair"] == "kern0 @ A" and b["pair"] == "kern0 @ B"
+    assert a["models"]["m"]["mape"] == 0.0 and b["models"]["m"]["mape"] == pytest.approx(100.0)
+    assert b["models"]["m"]["median_log2"] == pytest.approx(1.0) and b["models"]["m"]["top1_within"] == 1.0
+    assert out["overall"]["m"]["mape"] == pytest.approx(50.0)
+    assert out["overall"]["m"]["pairs_top1_pct"] == 100.0
+
+
+# ---------------------------------------------------------------------------------------------
+# end to end: two devices' caches of one kernel, imported and evaluated
+
+_KERNEL = ("__kernel void scale(__global float *out, __global const float *in, const int n) {\n"
+           "  int i = get_global_id(0);\n"
+           "  if (i < n)\n    out[i] = in[i] * (float)tile;\n}\n")
+
+
+def _cache(path: Path, device: str, slow: float) -> None:
+    cache = {}
+    for i, (bx, tile) in enumerate((bx, t) for bx in (32, 64, 128, 256) for t in (1, 2)):
+        t_ms = slow * (1.0 + 0.25 * i)
+        cache[f"{bx},{tile}"] = {"block_size_x": bx, "tile": tile, "time": t_ms, "times": [t_ms] * 3,
+                                 "energy": 0.05 * t_ms if device == "GPU-A" else None}
+        if cache[f"{bx},{tile}"]["energy"] is None:
+            del cache[f"{bx},{tile}"]["energy"]
+    path.write_text(json.dumps({"device_name": device, "kernel_name": "scale", "problem_size": [65536],
+                                "tune_params_keys": ["block_size_x", "tile"],
+                                "tune_params": {"block_size_x": [32, 64, 128, 256], "tile": [1, 2]},
+                                "objective": "time", "cache": cache}))
+
+
+@pytest.fixture(scope="module")
+def two_devices(tmp_path_factory) -> list[Path]:
+    d = tmp_path_factory.mktemp("kt")
+    (d / "scale.cl").write_text(_KERNEL)
+    out = []
+    for name, slow in (("GPU-A", 1.0), ("GPU-B", 3.0)):
+        _cache(d / f"{name}.json", name, slow)
+        ds = d / f"ds-{name}"
+        assert cli.main(["dataset", "import-kt", str(d / f"{name}.json"), "--kernel", str(d / "scale.cl"),
+                         "--out", str(ds)]) == 0
+        out.append(ds)
+    return out
+
+
+def test_score_one_cache_without_folds(two_devices, tmp_path, capsys):
+    out = tmp_path / "ev"
+    assert cli.main(["evaluate", "--data", str(two_devices[0]), "--folds", "0", "--profile", "a100",
+                     "--out", str(out), "--no-plots", "--quiet", "--json"]) == 0
+    m = json.loads(capsys.readouterr().out)
+    assert m["splits"]["by"].startswith("none") and m["models"] == ["analytical"]
+    assert m["rows"] == 8 and m["pairs"]["count"] == 1
+    pair = m["pairs"]["list"][0]
+    assert pair["pair"] == "scale @ GPU-A" and pair["models"]["analytical"]["rows"] == 8
+    assert set(pair["analytical_parts"]["parts"]) >= {"compute", "memory", "latency"}
+    oof = pd.read_parquet(out / "oof.parquet")
+    assert sorted(oof["measured_us"].round(6)) == sorted(round(1e3 * (1.0 + 0.25 * i), 6) for i in range(8))
+    assert np.isfinite(oof["analytical_us"]).all()
+    assert "energy" in pair and pair["energy"]["rows"] == 8
+
+
+def test_devices_held_out_with_a_profile_each(two_devices, tmp_path, capsys):
+    out = tmp_path / "ev"
+    assert cli.main(["evaluate", "--data", str(two_devices[0]), "--data", str(two_devices[1]),
+                     "--group-by", "gpu", "--models", "analytical,tabular", "--profile", "GPU-A=a100",
+                     "--profile", "GPU-B=rtx4090", "--shots", "0,1", "--out", str(out), "--no-plots", "--quiet",
+                     "--json"]) == 0
+    m = json.loads(capsys.readouterr().out)
+    assert m["splits"]["by"] == "gpu" and m["splits"]["folds"] == 2
+    assert sorted(m["splits"]["devices"]) == ["kt:GPU-A", "kt:GPU-B"]
+    assert sorted(p["pair"] for p in m["pairs"]["list"]) == ["scale @ GPU-A", "scale @ GPU-B"]
+    assert set(m["profile"]) == {"GPU-A", "GPU-B"}
+    oof = pd.read_parquet(out / "oof.parquet")
+    assert np.isfinite(oof["tabular_us"]).all()       # each device predicted from the other
+    for f in m["folds"]:
+        assert f["training_rows"] == 8
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--folds", "0", "--models", "tabular"], "fitted per fold"),
+    (["--folds", "1"], "at least 2"),
+    (["--group-by", "gpu", "--profile", "a100"], "one"),                  # one device cannot be held out
+    (["--profile", "a100", "--profile", "h100"], "give it once"),
+    (["--profile", "=a100"], "DEVICE=PROFILE"),
+])
+def test_bad_input_exits_2_and_writes_nothing(two_devices, tmp_path, capsys, argv, message):
+    out = tmp_path / "ev"
+    code = cli.main(["evaluate", "--data", str(two_devices[0]), "--out", str(out), "--quiet", "--no-plots",
+                     *([] if any(a.startswith("--profile") for a in argv) else ["--profile", "a100"]), *argv])
+    assert code == 2 and message in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_several_devices_without_their_profiles_is_refused(two_devices, tmp_path, capsys):
+    out = tmp_path / "ev"
+    code = cli.main(["evaluate", "--data", str(two_devices[0]), "--data", str(two_devices[1]), "--profile",
+                     "GPU-A=a100", "--out", str(out), "--quiet"])
+    assert code == 2 and "no profile for device" in capsys.readouterr().err
+    assert not out.exists()
