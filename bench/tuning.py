@@ -1,0 +1,349 @@
+"""Model-guided tuning against Kernel Tuner's own strategies, replayed on caches of measured
+configurations (Kernel Tuner's simulation mode).
+
+    python -m kernelcast.bench.tuning SPEC.json --out DIR [--seeds 20] [--budget 50]
+        [--strategies random_sample,genetic_algorithm,...] [--searchers analytical,none] [--json]
+
+SPEC lists the (kernel, device) pairs: ``{"pairs": [{"name": ..., "cache": CACHE.json[.gz],
+"dataset": DIR, "profile": NAME, "restrictions": [EXPR, ...]}]}``, where ``dataset`` is the cache
+imported with ``kernelcast dataset import-kt`` (its rows carry the cache's configuration keys,
+``kt_key``, and the kernel source the models analyse), ``profile`` the device profile of the pair and
+``restrictions`` the search space's restrictions as the original Kernel Tuner script states them.
+
+Searchers: every Kernel Tuner strategy named, through ``kernel_tuner.interface.tune_cache`` (the
+real strategies, each run seeded through numpy's and Python's global generators), and kernelcast's
+model-guided search (:func:`kernelcast.models.search.guided_search`) with the predictions of
+``analytical`` (the analytical model with the pair's profile), ``none`` (no model: the same
+search from a flat prior, i.e. Bayesian optimisation over the tune parameters) or ``oof:COLUMN``
+(a column of ``kernelcast evaluate``'s ``oof.parquet`` given as ``"oof": PATH`` in the pair, e.g.
+``tabular_us`` of an evaluation with ``--group-by gpu``: a model trained on the kernel's other
+devices). A measurement is a lookup in the cache; a failed configuration counts as one.
+
+Per pair and searcher, over the seeds: the median number of measurements to come within 5 % and
+1 % of the cache's best (runs that never do count as more than the budget), the share of runs that
+come within 5 % in 20 measurements, and the median best found as a fraction of the optimum
+(``optimum / best``, 1 is the optimum) after 5, 10, 20 and 50 measurements; overall, the median
+over pairs. DIR/tuning.json holds every run's trace, DIR/best_so_far_<pair>.png the median
+best-so-far curves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import random
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from kernelcast.calib.profile import load_profile
+from kernelcast.datagen.dataset import read_dataset
+from kernelcast.datagen.ktcache import read_kt_cache, record_status
+from kernelcast.models.analytical import AnalyticalModel
+from kernelcast.models.search import guided_search
+
+from kernelcast.errors import InputError, UsageError
+
+log = logging.getLogger(__name__)
+
+BUDGETS = (5, 10, 20, 50)
+DEFAULT_STRATEGIES = ("random_sample", "genetic_algorithm", "simulated_annealing", "pso", "diff_evo",
+                      "firefly_algorithm", "greedy_ils", "mls", "basinhopping", "dual_annealing", "bayes_opt")
+DEFAULT_SEARCHERS = ("analytical", "none")
+TOLERANCES = (0.05, 0.01)
+
+
+class Space:
+    """The configurations of one cache: tune parameters, measured time (us; NaN: failed) and the key
+    of each."""
+
+    def __init__(self, cache_path: str) -> None:
+        cache = read_kt_cache(cache_path)
+        self.path = cache_path
+        self.device = cache.device_name
+        self.keys_order = list(cache.tune_params_keys)
+        keys, params, times = [], [], []
+        for key, rec in cache.records:
+            keys.append(str(key))
+            params.append({k: rec[k] for k in self.keys_order})
+            status, _ = record_status(rec)
+            t = rec.get("time")
+            times.append(float(t) * 1e3 if status == "ok" and isinstance(t, (int, float)) else float("nan"))
+        self.keys = keys
+        self.index = {k: i for i, k in enumerate(keys)}
+        self.params = pd.DataFrame(params, columns=self.keys_order)
+        self.time_us = np.asarray(times, dtype=np.float64)
+        if not np.isfinite(self.time_us).any():
+            raise InputError(f"{cache_path}: no configuration of the cache was measured")
+        self.optimum = float(np.nanmin(self.time_us))
+
+    def key_of(self, params: dict[str, Any]) -> str | None:
+        """The cache key of a configuration given as tune parameter values (Kernel Tuner's key)."""
+        k = ",".join(str(params[p]) for p in self.keys_order)
+        return k if k in self.index else None
+
+
+def predictions(pair: dict[str, Any], space: Space, searcher: str) -> np.ndarray:
+    """The predicted time (us) of every configuration of the space (NaN where there is none)."""
+    out = np.full(len(space.keys), np.nan)
+    if searcher == "none":
+        return np.ones(len(space.keys))
+    frame = read_dataset(pair["dataset"])
+    if "kt_key" not in frame.columns:
+        raise InputError(f"{pair['dataset']}: not a dataset imported from a Kernel Tuner cache (no kt_key column)")
+    if searcher == "analytical":
+        model = AnalyticalModel(load_profile(pair["profile"]))
+        pred = np.asarray(model.predict(frame).time_us, dtype=np.float64)
+    elif searcher.startswith("oof:"):
+        oof = pd.read_parquet(pair["oof"])
+        col = searcher[4:]
+        if col not in oof.columns:
+            raise InputError(f"{pair['oof']}: no column {col!r}")
+        by_key = dict(zip(oof["row_key"].astype(str), oof[col]))
+        pred = np.array([by_key.get(str(k), np.nan) for k in frame["row_key"]], dtype=np.float64)
+    else:
+        raise UsageError(f"unknown searcher {searcher!r} (analytical, none or oof:COLUMN)")
+    for k, p in zip(frame["kt_key"].astype(str), pred):
+        i = space.index.get(k)
+        if i is not None:
+            out[i] = p
+    return out
+
+
+def trace_stats(times: Sequence[float], optimum: float) -> dict[str, Any]:
+    """Measurements to reach each tolerance (None: never) and the fraction of the optimum found after
+    each budget, of one run's measured times in order (NaN: failed)."""
+    best = np.minimum.accumulate(np.where(np.isfinite(times), times, np.inf)) if len(times) else np.array([])
+    out: dict[str, Any] = {"measurements": len(times)}
+    for tol in TOLERANCES:
+        hit = np.flatnonzero(best <= optimum * (1.0 + tol))
+        out[f"reach_{round(tol * 100)}"] = int(hit[0]) + 1 if len(hit) else None
+    for b in BUDGETS:
+        v = best[min(b, len(best)) - 1] if len(best) else np.inf
+        out[f"frac_{b}"] = float(optimum / v) if np.isfinite(v) else 0.0
+    out["best_so_far"] = [float(x) if np.isfinite(x) else None for x in best]
+    return out
+
+
+def run_strategy(space: Space, strategy: str, budget: int, seed: int,
+                 restrictions: Sequence[str] | None) -> list[float]:
+    """One Kernel Tuner strategy in simulation mode on the cache: the measured times (us) of the
+    distinct configurations in the order the strategy evaluated them."""
+    from kernel_tuner.interface import tune_cache  # deferred: imports Kernel Tuner
+
+    np.random.seed(seed)
+    random.seed(seed)
+    results, _ = tune_cache(space.path, restrictions=list(restrictions) if restrictions else None,
+                            strategy=strategy, strategy_options={"max_fevals": budget}, quiet=True, verbose=False)
+    seen: set[str] = set()
+    out: list[float] = []
+    for r in results:
+        key = space.key_of(r)
+        if key is None or key in seen:
+            continue
+        seen.add(key)
+        out.append(float(space.time_us[space.index[key]]))
+    return out[:budget]
+
+
+def run_guided(space: Space, pred: np.ndarray, budget: int, seed: int) -> list[float]:
+    res = guided_search(pred, space.params, lambda i: float(space.time_us[i]), budget, seed=seed, settle=False)
+    return [s.measured_us for s in res.steps]
+
+
+def summarize(runs: list[dict[str, Any]], budget: int) -> dict[str, Any]:
+    """Medians over the seeds of one searcher on one pair."""
+    out: dict[str, Any] = {"runs": len(runs)}
+    for tol in TOLERANCES:
+        key = f"reach_{round(tol * 100)}"
+        vals = [r[key] if r[key] is not None else math.inf for r in runs]
+        med = float(np.median(vals))
+        out[f"median_{key}"] = med if math.isfinite(med) else None       # None: more than the budget
+    out["within5_in_20_pct"] = 100.0 * float(np.mean([r["reach_5"] is not None and r["reach_5"] <= 20
+                                                      for r in runs]))
+    for b in BUDGETS:
+        if b <= budget:
+            out[f"median_frac_{b}"] = float(np.median([r[f"frac_{b}"] for r in runs]))
+    return out
+
+
+def run_pair(pair: dict[str, Any], strategies: Sequence[str], searchers: Sequence[str], seeds: int,
+             budget: int, say: Any) -> dict[str, Any]:
+    space = Space(pair["cache"])
+    out: dict[str, Any] = {"name": pair["name"], "cache": pair["cache"], "device": space.device,
+                           "configurations": len(space.keys), "measured": int(np.isfinite(space.time_us).sum()),
+                           "optimum_us": space.optimum, "searchers": {}}
+    for s in searchers:
+        t0 = time.perf_counter()
+        pred = predictions(pair, space, s)
+        ok = np.isfinite(pred) & np.isfinite(space.time_us)
+        rho = float(pd.Series(pred[ok]).rank().corr(pd.Series(space.time_us[ok]).rank())) if ok.sum() > 2 else None
+        runs = [trace_stats(run_guided(space, pred, budget, seed), space.optimum) for seed in range(seeds)]
+        out["searchers"][f"kernelcast:{s}"] = {**summarize(runs, budget), "spearman": rho,
+                                               "predicted": int(np.isfinite(pred).sum()), "traces": runs,
+                                               "seconds": time.perf_counter() - t0}
+        say(f"{pair['name']}: kernelcast:{s} done in {time.perf_counter() - t0:.1f} s")
+    for st in strategies:
+        t0 = time.perf_counter()
+        runs = [trace_stats(run_strategy(space, st, budget, seed, pair.get("restrictions")), space.optimum)
+                for seed in range(seeds)]
+        out["searchers"][f"kt:{st}"] = {**summarize(runs, budget), "traces": runs,
+                                        "seconds": time.perf_counter() - t0}
+        say(f"{pair['name']}: kt:{st} done in {time.perf_counter() - t0:.1f} s")
+    return out
+
+
+def overall(pairs: list[dict[str, Any]]) -> dict[str, Any]:
+    names = sorted({s for p in pairs for s in p["searchers"]})
+    out: dict[str, Any] = {}
+    for s in names:
+        figs: dict[str, Any] = {}
+        entries = [p["searchers"][s] for p in pairs if s in p["searchers"]]
+        for key in entries[0]:
+            if key.startswith(("median_", "within5")):
+                vals = [e[key] if e[key] is not None else math.inf for e in entries]
+                med = float(np.median(vals))
+                figs[key] = med if math.isfinite(med) else None
+        out[s] = figs
+    kt = {s: v for s, v in out.items() if s.startswith("kt:") and v.get("median_reach_5") is not None}
+    if kt:
+        best = min(kt, key=lambda s: kt[s]["median_reach_5"])
+        out["best_kernel_tuner_strategy"] = {"name": best, "median_reach_5": kt[best]["median_reach_5"]}
+    return out
+
+
+def format_table(result: dict[str, Any]) -> str:
+    def f(x: Any, spec: str = ".0f") -> str:
+        return ">B" if x is None else format(x, spec)
+
+    lines = [f"{'pair':<28} {'searcher':<30} {'to 5%':>6} {'to 1%':>6} {'5% in 20':>8} "
+             + " ".join(f"{'@' + str(b):>6}" for b in BUDGETS)]
+    for p in result["pairs"] + [{"name": "median over pairs", "searchers": result["overall"]}]:
+        for s, v in sorted(p["searchers"].items()):
+            if not isinstance(v, dict) or "median_reach_5" not in v:
+                continue
+            lines.append(f"{p['name'][:28]:<28} {s[:30]:<30} {f(v['median_reach_5']):>6} {f(v['median_reach_1']):>6} "
+                         f"{f(v.get('within5_in_20_pct')):>7}% "
+                         + " ".join(f"{f(v.get(f'median_frac_{b}'), '.3f'):>6}" for b in BUDGETS))
+    return "\n".join(lines)
+
+
+def plot(result: dict[str, Any], out: Path) -> list[str]:
+    import matplotlib  # deferred: only for the plots
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    files = []
+    for p in result["pairs"]:
+        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+        for s, v in sorted(p["searchers"].items()):
+            curves = [r["best_so_far"] for r in v["traces"] if r["best_so_far"]]
+            n = max(len(c) for c in curves) if curves else 0
+            if not n:
+                continue
+            arr = np.array([[p["optimum_us"] / (c[min(i, len(c) - 1)] or np.inf) for i in range(n)] for c in curves])
+            ax.plot(np.arange(1, n + 1), np.median(arr, axis=0), label=s,
+                    lw=2.0 if s.startswith("kernelcast") else 1.0)
+        ax.set_xlabel("measurements")
+        ax.set_ylabel("best found / optimum (median over seeds)")
+        ax.set_title(p["name"])
+        ax.set_ylim(0, 1.02)
+        ax.legend(fontsize=6, ncol=2)
+        name = "best_so_far_" + "".join(c if c.isalnum() else "_" for c in p["name"]) + ".png"
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=110)
+        plt.close(fig)
+        files.append(name)
+    return files
+
+
+def read_spec(path: str) -> list[dict[str, Any]]:
+    try:
+        spec = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise InputError(f"{path}: cannot read the benchmark spec: {e}") from None
+    pairs = spec.get("pairs") if isinstance(spec, dict) else None
+    if not isinstance(pairs, list) or not pairs:
+        raise InputError(f"{path}: expected {{\"pairs\": [...]}} with at least one pair")
+    base = Path(path).parent
+    for i, p in enumerate(pairs):
+        for key in ("name", "cache"):
+            if not isinstance(p.get(key), str):
+                raise InputError(f"{path}: pair {i} has no {key!r}")
+        for key in ("cache", "dataset", "oof"):
+            if isinstance(p.get(key), str) and not Path(p[key]).is_absolute():
+                p[key] = str(base / p[key])
+        if not Path(p["cache"]).is_file():
+            raise InputError(f"{path}: pair {p['name']}: no such cache {p['cache']}")
+    return pairs
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m kernelcast.bench.tuning", description=__doc__.splitlines()[0])
+    ap.add_argument("spec", help="benchmark spec (JSON): the pairs")
+    ap.add_argument("--out", required=True, help="directory for tuning.json and the plots")
+    ap.add_argument("--seeds", type=int, default=20, help="runs per searcher and pair (20)")
+    ap.add_argument("--budget", type=int, default=50, help="measurements per run (50)")
+    ap.add_argument("--strategies", default=",".join(DEFAULT_STRATEGIES), help="Kernel Tuner strategies")
+    ap.add_argument("--searchers", default=",".join(DEFAULT_SEARCHERS),
+                    help="kernelcast searchers: analytical, none, oof:COLUMN (analytical,none)")
+    ap.add_argument("--only", help="run the pairs whose name contains this")
+    ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--json", action="store_true", help="print the summary as JSON")
+    args = ap.parse_args(argv)
+    try:
+        if args.seeds < 1 or args.budget < 1:
+            raise UsageError("--seeds and --budget must be at least 1")
+        pairs = [p for p in read_spec(args.spec) if not args.only or args.only in p["name"]]
+        if not pairs:
+            raise UsageError(f"no pair's name contains {args.only!r}")
+        strategies = [s for s in args.strategies.split(",") if s]
+        searchers = [s for s in args.searchers.split(",") if s]
+        for s in searchers:
+            if s not in ("analytical", "none") and not s.startswith("oof:"):
+                raise UsageError(f"unknown searcher {s!r} (analytical, none or oof:COLUMN)")
+    except InputError as e:
+        print(f"bench.tuning: {e}", file=sys.stderr)
+        return 2
+
+    def say(msg: str) -> None:
+        if not args.quiet:
+            print(msg, file=sys.stderr)
+
+    import kernel_tuner  # deferred: imports Kernel Tuner
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    result: dict[str, Any] = {"kernel_tuner": kernel_tuner.__version__, "strategies": strategies,
+                              "searchers": searchers, "seeds": args.seeds, "budget": args.budget,
+                              "pairs": [run_pair(p, strategies, searchers, args.seeds, args.budget, say)
+                                        for p in pairs]}
+    result["overall"] = overall(result["pairs"])
+    result["plots"] = plot(result, out)
+    result["seconds"] = time.perf_counter() - t0
+    (out / "tuning.json").write_text(json.dumps(result, indent=1))
+    summary = {k: v for k, v in result.items() if k != "pairs"}
+    summary["pairs"] = [{k: (v if k != "searchers" else {s: {kk: vv for kk, vv in x.items() if kk != "traces"}
+                                                         for s, x in v.items()})
+                         for k, v in p.items()} for p in result["pairs"]]
+    if args.json:
+        print(json.dumps(summary, indent=1))
+    else:
+        print(f"Kernel Tuner {result['kernel_tuner']}, {args.seeds} seeds, budget {args.budget}; "
+              f"to 5%/1%: median measurements to come within 5 %/1 % of the optimum (>B: not within the budget); "
+              f"@N: median best found / optimum after N measurements")
+        print(format_table(result))
+        print(f"\nwritten to {out}: tuning.json, {len(result['plots'])} plots")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

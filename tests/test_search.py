@@ -1,0 +1,134 @@
+"""Model-guided search (models.search) and the tuning benchmark's bookkeeping (bench.tuning), with
+known answers on spaces written here."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from kernelcast.bench.tuning import Space, run_guided, run_strategy, summarize, trace_stats
+from kernelcast.models.search import encode_params, guided_search
+
+
+def _space(n_bx: int = 6, n_t: int = 4) -> tuple[pd.DataFrame, np.ndarray]:
+    """A grid of block sizes x tiles whose time is a smooth bowl with its minimum at (64, 2)."""
+    rows, t = [], []
+    for bx in [16 << i for i in range(n_bx)]:
+        for tile in range(1, n_t + 1):
+            rows.append({"block_size_x": bx, "tile": tile})
+            t.append(100.0 * (1.0 + (math.log2(bx) - 6) ** 2 + 0.5 * (tile - 2) ** 2))
+    return pd.DataFrame(rows), np.asarray(t)
+
+
+def test_encode_params_scales_to_unit_range_on_log2_where_values_span():
+    p = pd.DataFrame({"bx": [16, 64, 256], "flag": [0, 1, 0], "const": [7, 7, 7], "name": ["b", "a", "c"]})
+    x = encode_params(p)
+    assert x.shape == (3, 3)                                        # the constant column is dropped
+    assert x[:, 0] == pytest.approx([0.0, 0.5, 1.0])                # log2: 4, 6, 8
+    assert x[:, 1] == pytest.approx([0.0, 1.0, 0.0])
+    assert x[:, 2] == pytest.approx([0.5, 0.0, 1.0])                # sorted distinct values a, b, c
+
+
+def test_a_perfect_model_finds_the_optimum_first():
+    params, t = _space()
+    res = guided_search(t * 3.0, params, lambda i: t[i], 10, settle=False)   # off by a constant factor
+    assert res.steps[0].index == int(np.argmin(t)) and res.best_us == t.min()
+    assert len(res.steps) == 10 and res.stopped == "budget"
+
+
+def test_the_search_settles_when_nothing_can_beat_the_best():
+    params, t = _space()
+    res = guided_search(t, params, lambda i: t[i], len(t), settle=True)
+    assert res.stopped == "settled" and res.best_us == t.min()
+    assert len(res.steps) < len(t)
+
+
+def test_a_model_that_is_wrong_everywhere_is_overruled_by_measurements():
+    params, t = _space()
+    res = guided_search(1.0 / t, params, lambda i: t[i], 12, settle=False)   # predicts the order reversed
+    assert res.steps[0].index == int(np.argmax(t))                 # it starts where the model says
+    assert res.best_us == t.min()                                  # and finds the optimum within 12 of 24
+
+
+def test_failed_configurations_are_measured_once():
+    params, t = _space()
+    failed = {int(np.argmin(t))}                                    # the model's favourite fails
+    calls: list[int] = []
+
+    def measure(i: int) -> float:
+        calls.append(i)
+        return float("nan") if i in failed else float(t[i])
+
+    res = guided_search(t, params, measure, len(t), settle=False)
+    assert len(calls) == len(set(calls)) == len(t) and res.stopped == "exhausted"
+    assert math.isnan(res.steps[0].measured_us)
+    assert res.best_us == np.sort(t)[1]
+
+
+def test_no_prediction_falls_back_to_the_measurements():
+    params, t = _space()
+    res = guided_search(np.full(len(t), np.nan), params, lambda i: t[i], len(t), settle=False)
+    assert res.best_us == t.min() and res.stopped == "exhausted"
+
+
+def test_bad_arguments():
+    params, t = _space()
+    with pytest.raises(ValueError, match="budget"):
+        guided_search(t, params, lambda i: t[i], 0)
+    with pytest.raises(ValueError, match="configurations"):
+        guided_search(t[:-1], params, lambda i: t[i], 3)
+
+
+def test_trace_stats_by_hand():
+    s = trace_stats([300.0, float("nan"), 105.0, 100.0], 100.0)
+    assert s["reach_5"] == 3 and s["reach_1"] == 4 and s["measurements"] == 4
+    assert s["frac_5"] == 1.0 and s["best_so_far"] == [300.0, 300.0, 105.0, 100.0]
+    none = trace_stats([200.0], 100.0)
+    assert none["reach_5"] is None and none["frac_10"] == 0.5
+    agg = summarize([s, none], 50)
+    assert agg["median_reach_5"] is None                            # one of two never got there: median = inf
+    assert agg["within5_in_20_pct"] == 50.0 and agg["median_frac_5"] == pytest.approx(0.75)
+
+
+@pytest.fixture
+def cache_file(tmp_path):
+    params, t = _space()
+    cache = {}
+    for (bx, tile), ti in zip(params.itertuples(index=False), t):
+        cache[f"{bx},{tile}"] = {"block_size_x": int(bx), "tile": int(tile), "time": float(ti) / 1e3,
+                                 "times": [float(ti) / 1e3] * 3}
+    cache["512,1"]["time"] = "RuntimeFailedConfig"
+    path = tmp_path / "cache.json"
+    path.write_text(json.dumps({"device_name": "GPU", "kernel_name": "k", "problem_size": [4096],
+                                "tune_params_keys": ["block_size_x", "tile"],
+                                "tune_params": {"block_size_x": sorted({int(b) for b in params.block_size_x}),
+                                                "tile": [1, 2, 3, 4]},
+                                "objective": "time", "cache": cache}))
+    return path, t
+
+
+def test_space_of_a_cache(cache_file):
+    path, t = cache_file
+    sp = Space(str(path))
+    assert len(sp.keys) == len(t) and sp.optimum == pytest.approx(t.min())
+    assert math.isnan(sp.time_us[sp.index["512,1"]])
+    assert sp.key_of({"block_size_x": 64, "tile": 2}) == "64,2"
+
+
+def test_guided_search_over_a_cache(cache_file):
+    path, t = cache_file
+    sp = Space(str(path))
+    times = run_guided(sp, sp.time_us.copy(), 5, 0)
+    assert times[0] == pytest.approx(t.min())
+
+
+def test_kernel_tuner_strategy_replays_the_cache(cache_file):
+    path, _ = cache_file
+    sp = Space(str(path))
+    times = run_strategy(sp, "random_sample", 8, 3, None)
+    assert len(times) == 8
+    assert all(math.isnan(x) or any(np.isclose(x, sp.time_us[np.isfinite(sp.time_us)])) for x in times)
+    assert times == run_strategy(sp, "random_sample", 8, 3, None)     # seeded
