@@ -198,3 +198,23 @@ def guided_search(predicted_us: Sequence[float] | np.ndarray, params: pd.DataFra
         if len(steps) == n:
             stopped = "exhausted"
     return SearchResult(steps, best_i, stopped, n)
+
+
+def frame_space(frame: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+    """The search space of a dataset's rows for a simulated search: the tune parameters (the
+    ``tp_*`` columns of rows imported from a Kernel Tuner cache; else the launch's local size and
+    global size per dimension) and each row's measured time (us; NaN where it failed)."""
+    tp = [c for c in frame.columns if c.startswith("tp_")]
+    if tp:
+        params = frame[tp].rename(columns=lambda c: c[3:]).reset_index(drop=True)
+    else:
+        def dims(col: str) -> pd.DataFrame:
+            vals = [list(v) if isinstance(v, (list, tuple, np.ndarray)) else [v] for v in frame[col]]
+            width = max(len(v) for v in vals) if vals else 1
+            return pd.DataFrame([v + [1] * (width - len(v)) for v in vals],
+                                columns=[f"{col}{i}" for i in range(width)])
+        params = pd.concat([dims("lsize"), dims("gsize")], axis=1)
+    t = pd.to_numeric(frame.get("time_median_us"), errors="coerce").to_numpy(dtype=np.float64)
+    if "status" in frame.columns:
+        t = np.where(frame["status"].astype(str).to_numpy() == "ok", t, np.nan)
+    return params, t
