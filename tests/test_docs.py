@@ -56,7 +56,8 @@ LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
 
 def _markdown_files() -> list[Path]:
-    return [README, REPO / "CHANGELOG.md", *sorted(DOCS.glob("*.md"))]
+    """README.md, CHANGELOG.md, docs/*.md and every other Markdown file of the project."""
+    return sorted(p for p in _project_files() if p.suffix == ".md")
 
 
 def _project_files() -> list[Path]:
