@@ -98,10 +98,19 @@ def load_kernel_source(path: str, name: str | None, build_options: str = "") -> 
 
 
 def _load_cuda(source: str, p: Path, name: str | None, build_options: str) -> tuple[Kernel, list[Any]]:
-    """A CUDA kernel file (``--name`` carries template arguments: ``reduce<float, 256>``)."""
+    """A CUDA (or HIP) kernel file (``--name`` carries template arguments: ``reduce<float, 256>``).
+    Its ``#include "..."`` files found next to it or in the ``-I`` directories of
+    ``build_options`` are inlined: the kernel's source is self-contained."""
     from kernelcast.clang import ParseError
-    from kernelcast.cuda import cuda_kernel_info, cuda_kernel_signatures
+    from kernelcast.cuda import (
+        UnsupportedKernel,
+        cuda_kernel_info,
+        cuda_kernel_signatures,
+        flatten_includes,
+        include_dirs_of,
+    )
 
+    source = flatten_includes(source, include_dirs_of(build_options), base_dir=str(p.resolve().parent))
     try:
         sigs = cuda_kernel_signatures(source, build_options, filename=p.name)
         if not sigs:
@@ -111,6 +120,8 @@ def _load_cuda(source: str, p: Path, name: str | None, build_options: str) -> tu
                 raise UsageError(f"{p} defines {len(sigs)} kernels ({', '.join(sigs)}); choose one with --name")
             name = next(iter(sigs))
         info = cuda_kernel_info(source, name, build_options, filename=p.name)
+    except UnsupportedKernel as e:
+        raise UsageError(f"{p}: {e}") from None
     except ParseError as e:
         raise UsageError(f"cannot parse {p} as CUDA: {e}") from None
     return Kernel(source=source, name=info.name, language="cuda", build_options=build_options,
