@@ -128,6 +128,41 @@ def _load_cuda(source: str, p: Path, name: str | None, build_options: str) -> tu
                   origin=str(p)), info.params
 
 
+def launch_macros_used(path: str, build_options: str = "") -> list[str]:
+    """The macros Kernel Tuner defines from a launch (``block_size_x/y/z``, ``grid_size_x/y/z``,
+    ``kernel_tuner``) that the kernel file (with its ``#include "..."`` files) refers to and
+    ``build_options`` does not define; empty for a file that cannot be read."""
+    import re
+
+    from kernelcast.cuda import LAUNCH_MACROS, defined_macros, flatten_includes, include_dirs_of
+
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    text = flatten_includes(text, include_dirs_of(build_options), base_dir=str(p.resolve().parent))
+    have = defined_macros(build_options)
+    return [m for m in (*LAUNCH_MACROS, "kernel_tuner") if m not in have and re.search(rf"\b{m}\b", text)]
+
+
+def options_for_launch(build_options: str, used: list[str], gsize: tuple[int, ...], lsize: tuple[int, ...] | None,
+                       where: str = "") -> str:
+    """``build_options`` with Kernel Tuner's launch macros for one launch when the kernel uses
+    them (``used``: :func:`launch_macros_used`), as Kernel Tuner defines them
+    (:func:`kernelcast.cuda.launch_defines`); :class:`UsageError` when the kernel uses
+    ``block_size_*``/``grid_size_*`` and no local size is given."""
+    if not used:
+        return build_options
+    from kernelcast.cuda import launch_defines
+
+    sized = [m for m in used if m != "kernel_tuner"]
+    if sized and not lsize:
+        raise UsageError(f"{where}the kernel uses {', '.join(sized)} (Kernel Tuner's launch macros, defined from the "
+                         f"local size): give --lsize, or define them in --build-options")
+    return launch_defines(build_options, gsize, lsize)
+
+
 def read_configs_csv(path: str) -> list[dict[str, str]]:
     """The rows of a ``--configs`` CSV file (a ``gsize`` column, optionally ``lsize`` and one per
     argument), or a :class:`UsageError` naming what is wrong with it."""

@@ -461,7 +461,8 @@ def preprocess_cuda(source: str, build_options: str = "", include_dirs: Iterable
     ``include_dirs``), :data:`DEVICE_MACROS` and stand-in toolkit headers (HIP's map its
     spellings to CUDA's). ``#pragma unroll N`` is resolved: ``N`` a macro or expression whose value
     is 0 is Kernel Tuner's "let the compiler decide" (the pragma is dropped), a positive value is
-    the unroll factor. Lines of the main file keep their numbers. :class:`ParseError` when the
+    the unroll factor. Lines of the main file keep their numbers when it includes no file of its own.
+    :class:`ParseError` when the
     preprocessor fails (an include not found, ``#error``)."""
     return _preprocess(source, build_options, tuple(include_dirs), filename)
 
@@ -499,11 +500,17 @@ def _preprocess(source: str, build_options: str, include_dirs: tuple[str, ...], 
         raise ParseError(f"{filename}: {msg.strip()}")
     text = _restore_lines(r.stdout, main)
 
+    template_names = set(re.findall(r"\b(?:typename|class|int|unsigned|long|size_t|bool)\s+([A-Za-z_]\w*)\s*[,>=]",
+                                    " ".join(re.findall(r"template\s*<[^{;]*?>", text))))
+
     def unroll(m: re.Match[str]) -> str:
-        v = _unroll_value(m.group(2))
+        arg = m.group(2).strip()
+        v = _unroll_value(arg)
         if v == 0:
             return ""
-        return f"{m.group(1)}#pragma unroll {v if v is not None else m.group(2)}"
+        if v is None and re.fullmatch(r"\(?\s*[A-Za-z_]\w*\s*\)?", arg) and arg.strip("() ") not in template_names:
+            return ""       # a macro the configuration leaves undefined: no factor, the compiler decides
+        return f"{m.group(1)}#pragma unroll {v if v is not None else arg}"
     return _UNROLL_BACK.sub(unroll, text)
 
 
