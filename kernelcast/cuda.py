@@ -1002,6 +1002,9 @@ def ptx_entry_name(ptx: str, name: str) -> str | None:
     return None
 
 
-__all__ = ["CUDA_SHIM", "CudaKernelInfo", "Translation", "cuda_kernel_info", "cuda_kernel_signatures",
-           "cuda_params", "dynamic_shared", "find_cuda_kernels", "instantiation", "is_cuda_path", "looks_like_cuda",
-           "parse_cuda", "ptx_entry_name", "split_name", "translate"]
+__all__ = ["CUDA_SHIM", "DEVICE_MACROS", "HIP_HEADER", "LAUNCH_MACROS", "CudaKernelInfo", "Translation",
+           "UnsupportedKernel", "check_modelled", "cuda_kernel_info", "cuda_kernel_signatures", "cuda_params",
+           "defined_macros", "dynamic_shared", "find_cuda_kernels", "flatten_includes", "include_dirs_of",
+           "instantiation", "is_cuda_path", "launch_defines", "looks_like_cuda", "parse_cuda", "preprocess_cuda",
+           "ptx_entry_name", "split_name", "tensor_core_reason", "top_level", "translate", "unreferenced_parameters",
+           "uses_launch_macros", "warn_unreferenced", "with_include_dirs"]
