@@ -157,6 +157,9 @@ __device__ float fmaf(float, float, float);
 __device__ void sincosf(float, float*, float*);
 __device__ void __sincosf(float, float*, float*);
 extern "C" __device__ int printf(const char*, ...);
+__device__ int2 make_int2(int, int); __device__ int4 make_int4(int, int, int, int);
+__device__ float2 make_float2(float, float); __device__ float3 make_float3(float, float, float);
+__device__ float4 make_float4(float, float, float, float); __device__ double2 make_double2(double, double);
 """
 
 #: CUDA builtin variable -> OpenCL work-item function
@@ -211,6 +214,12 @@ PRELUDE = r"""#define __kc_syncthreads() barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBA
 #define atomic_dec2(p, v) atomic_dec(p)
 #define __kc_saturate(x) clamp((x), 0.0f, 1.0f)
 #define warpSize 32
+inline int2 make_int2(int a, int b) { return (int2)(a, b); }
+inline int4 make_int4(int a, int b, int c, int d) { return (int4)(a, b, c, d); }
+inline float2 make_float2(float a, float b) { return (float2)(a, b); }
+inline float3 make_float3(float a, float b, float c) { return (float3)(a, b, c); }
+inline float4 make_float4(float a, float b, float c, float d) { return (float4)(a, b, c, d); }
+inline double2 make_double2(double a, double b) { return (double2)(a, b); }
 typedef char int8_t; typedef uchar uint8_t; typedef short int16_t; typedef ushort uint16_t;
 typedef int int32_t; typedef uint uint32_t; typedef long int64_t; typedef ulong uint64_t;
 template <typename T> T sub_group_shuffle(T, unsigned int);

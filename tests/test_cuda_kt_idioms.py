@@ -234,3 +234,14 @@ def test_static_source_does_not_import_static_cuda():
     assert not any(m and m.endswith("static.cuda") for m in mods)
     assert "kernelcast.models.static.source" in {n.module for n in ast.walk(
         ast.parse((ROOT / "models" / "static" / "cuda.py").read_text())) if isinstance(n, ast.ImportFrom)}
+
+
+def test_vector_constructors_and_user_overloads():
+    src = ("inline __device__ float2 make_float2(float s) { return make_float2(s, s); }\n"
+           "extern \"C\" __global__ void k(float2 *o, const float *a) {\n"
+           "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+           "    float2 v = make_float2(a[i]);\n"
+           "    o[i] = make_float2(v.x * 2.0f, v.y);\n}\n")
+    feats = analyze_source(Kernel(source=src, name="k", language="cuda"))
+    assert feats.ops["fp32_mul"] == "1"
+    assert sorted((a.arg, a.kind) for a in feats.accesses if a.space == "global") == [("a", "load"), ("o", "store")]
