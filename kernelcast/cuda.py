@@ -923,6 +923,37 @@ def translate(source: str, name: str, build_options: str = "", filename: str = "
                 k += 1
             edits = [ed for ed in edits if not (off(toks[j].location) <= ed[0] <= off(toks[k].location))]
             edits.append((off(toks[j].location), off(toks[k].location) + len(toks[k].spelling), ""))
+    # __shared__ arrays declared in a nested scope move to the top of the kernel body: OpenCL
+    # allows local memory only at a kernel's outermost scope, and CUDA allocates them once per
+    # block wherever they are declared
+    body = next((x for x in kc.get_children() if x.kind == K.COMPOUND_STMT), None)
+    if body is not None:
+        top_stmts = {off(x.extent.start) for x in body.get_children()}
+        names: set[str] = set()
+        hoisted: list[str] = []
+        for stmt in kc.walk_preorder():
+            if stmt.kind != K.DECL_STMT or off(stmt.extent.start) in top_stmts:
+                continue
+            decls = list(stmt.get_children())
+            if not decls or not all(v.kind == K.VAR_DECL and v.storage_class != ci.StorageClass.EXTERN
+                                    and any(x.kind == K.CUDASHARED_ATTR for x in v.get_children()) for v in decls):
+                continue
+            if any(v.spelling in names for v in decls):
+                continue
+            names.update(v.spelling for v in decls)
+            a, b = off(stmt.extent.start), off(stmt.extent.end)
+            text = source[a:b].rstrip().rstrip(";")
+            text = re.sub(r"\b__shared__\b", "__local", text)
+            text = re.sub(r"\b\w+\b", lambda m: subst.get(m.group(0), m.group(0)), text)
+            edits = [ed for ed in edits if not a <= ed[0] < b]
+            end = b + 1 if source[b:b + 1] == ";" else b
+            edits.append((a, end, "\n" * source.count("\n", a, end)))
+            hoisted.append(" ".join(text.split()) + ";")
+        if hoisted:
+            p0 = off(body.extent.start) + 1
+            edits.append((p0, p0, " " + " ".join(hoisted)))
+            notes.append(f"shared arrays {', '.join(sorted(names))} declared in a nested scope: allocated at the "
+                         f"kernel's outermost scope")
     # pointer parameters of the kernel live in global memory
     parms = [x for x in kc.get_children() if x.kind == K.PARM_DECL]
     for a in parms:

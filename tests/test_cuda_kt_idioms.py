@@ -245,3 +245,20 @@ def test_vector_constructors_and_user_overloads():
     feats = analyze_source(Kernel(source=src, name="k", language="cuda"))
     assert feats.ops["fp32_mul"] == "1"
     assert sorted((a.arg, a.kind) for a in feats.accesses if a.space == "global") == [("a", "load"), ("o", "store")]
+
+
+def test_shared_array_in_a_nested_scope_is_allocated_once_per_block():
+    src = ("#define B 64\n"
+           "__global__ void tile_sum(float *out, const float *in, int n) {\n"
+           "    int i = blockIdx.x * B + threadIdx.x;\n"
+           "    if (i < n) {\n"
+           "        __shared__ float part[B];\n"
+           "        part[threadIdx.x] = in[i];\n"
+           "        __syncthreads();\n"
+           "        if (threadIdx.x == 0) out[blockIdx.x] = part[0] + part[B - 1];\n"
+           "    }\n}\n")
+    feats = analyze_source(Kernel(source=src, name="tile_sum", language="cuda"))
+    assert feats.local_mem_bytes == 64 * 4
+    assert any("part" in n and "outermost scope" in n for n in feats.notes)
+    assert sorted({(a.arg, a.space) for a in feats.accesses}) == \
+        [("in", "global"), ("out", "global"), ("part", "local")]
