@@ -262,3 +262,15 @@ def test_shared_array_in_a_nested_scope_is_allocated_once_per_block():
     assert any("part" in n and "outermost scope" in n for n in feats.notes)
     assert sorted({(a.arg, a.space) for a in feats.accesses}) == \
         [("in", "global"), ("out", "global"), ("part", "local")]
+
+
+def test_measure_defines_the_launch_macros_on_a_real_build(tmp_path):
+    # a real build and launch on the OpenCL device: the kernel compiles only with block_size_x and
+    # grid_size_x defined from --lsize/--gsize
+    p = tmp_path / "fill.cl"
+    p.write_text("__kernel void fill(__global float *a) {\n"
+                 "    a[get_group_id(0) * block_size_x + get_local_id(0)] = (float)grid_size_x;\n}\n")
+    r = kc("measure", "--kernel", str(p), "--gsize", "1024", "--lsize", "64", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["status"] == "ok"
+    one_error_line(kc("measure", "--kernel", str(p), "--gsize", "1024"), "uses block_size_x, grid_size_x")
