@@ -75,7 +75,11 @@ typedef __SIZE_TYPE__ size_t;
 typedef signed char int8_t; typedef unsigned char uint8_t; typedef short int16_t; typedef unsigned short uint16_t;
 typedef int int32_t; typedef unsigned int uint32_t; typedef long long int64_t; typedef unsigned long long uint64_t;
 struct uint3 { unsigned int x, y, z; };
-struct dim3 { unsigned int x, y, z; };
+struct dim3 {
+    unsigned int x, y, z;
+    __host__ __device__ constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1)
+        : x(vx), y(vy), z(vz) {}
+};
 struct int2 { int x, y; }; struct int4 { int x, y, z, w; };
 struct float2 { float x, y; }; struct float3 { float x, y, z; }; struct float4 { float x, y, z, w; };
 struct double2 { double x, y; };
@@ -157,6 +161,37 @@ __device__ float fmaf(float, float, float);
 __device__ void sincosf(float, float*, float*);
 __device__ void __sincosf(float, float*, float*);
 extern "C" __device__ int printf(const char*, ...);
+/* host code of a kernel file (left out of the analysis): the runtime API's types, and its
+   functions accepting any arguments, so that host functions and <<<...>>> launches parse */
+enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1 };
+typedef cudaError_t cudaError;
+enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice,
+                      cudaMemcpyDefault };
+typedef struct CUstream_st* cudaStream_t; typedef struct CUevent_st* cudaEvent_t;
+#define cudaHostAllocDefault 0
+#define cudaHostAllocPortable 1
+#define cudaHostAllocMapped 2
+#define cudaStreamNonBlocking 1
+#define KC_HOST_API(n) template <typename... A> __host__ cudaError_t n(A...);
+KC_HOST_API(cudaMalloc) KC_HOST_API(cudaFree) KC_HOST_API(cudaMallocHost) KC_HOST_API(cudaHostAlloc)
+KC_HOST_API(cudaFreeHost) KC_HOST_API(cudaMallocManaged) KC_HOST_API(cudaMemcpy) KC_HOST_API(cudaMemcpyAsync)
+KC_HOST_API(cudaMemcpyToSymbol) KC_HOST_API(cudaMemcpyToSymbolAsync) KC_HOST_API(cudaMemcpyFromSymbol)
+KC_HOST_API(cudaMemset) KC_HOST_API(cudaMemsetAsync) KC_HOST_API(cudaDeviceSynchronize) KC_HOST_API(cudaGetLastError)
+KC_HOST_API(cudaPeekAtLastError) KC_HOST_API(cudaStreamCreate) KC_HOST_API(cudaStreamCreateWithFlags)
+KC_HOST_API(cudaStreamDestroy) KC_HOST_API(cudaStreamSynchronize) KC_HOST_API(cudaStreamWaitEvent)
+KC_HOST_API(cudaEventCreate) KC_HOST_API(cudaEventDestroy) KC_HOST_API(cudaEventRecord)
+KC_HOST_API(cudaEventSynchronize) KC_HOST_API(cudaEventElapsedTime) KC_HOST_API(cudaSetDevice)
+KC_HOST_API(cudaGetDevice) KC_HOST_API(cudaGetDeviceCount) KC_HOST_API(cudaFuncSetAttribute)
+KC_HOST_API(cudaFuncSetCacheConfig) KC_HOST_API(cudaDeviceReset) KC_HOST_API(cudaHostGetDevicePointer)
+template <typename... A> __host__ const char* cudaGetErrorString(A...);
+template <typename... A> __host__ int fprintf(A...); template <typename... A> __host__ void exit(A...);
+template <typename... A> __host__ void* malloc(A...); template <typename... A> __host__ void free(A...);
+template <typename... A> __host__ void* memset(A...); template <typename... A> __host__ void* memcpy(A...);
+template <typename... A> __host__ int strncmp(A...); template <typename... A> __host__ int strcmp(A...);
+template <typename... A> __host__ unsigned long strlen(A...);
+extern void* stderr; extern void* stdout;
+extern "C" unsigned __cudaPushCallConfiguration(dim3 g, dim3 b, size_t shared = 0, void* stream = 0);
+__host__ cudaError_t cudaConfigureCall(dim3 g, dim3 b, size_t shared = 0, cudaStream_t stream = 0);
 __device__ int2 make_int2(int, int); __device__ int4 make_int4(int, int, int, int);
 __device__ float2 make_float2(float, float); __device__ float3 make_float3(float, float, float);
 __device__ float4 make_float4(float, float, float, float); __device__ double2 make_double2(double, double);

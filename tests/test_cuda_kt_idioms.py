@@ -274,3 +274,10 @@ def test_measure_defines_the_launch_macros_on_a_real_build(tmp_path):
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["status"] == "ok"
     one_error_line(kc("measure", "--kernel", str(p), "--gsize", "1024"), "uses block_size_x, grid_size_x")
+
+
+def test_host_code_in_the_kernel_file_parses_and_is_left_out():
+    assert list(cuda_kernel_signatures(src("with_host.cu"), filename="with_host.cu")) == ["halve"]
+    feats = analyze_source(Kernel(source=src("with_host.cu"), name="halve", language="cuda"))
+    assert feats.ops["fp32_mul"].startswith("min(1")
+    assert any("run_halve left out" in n for n in feats.notes)
