@@ -82,7 +82,9 @@ struct dim3 {
 };
 struct int2 { int x, y; }; struct int4 { int x, y, z, w; };
 struct float2 { float x, y; }; struct float3 { float x, y, z; }; struct float4 { float x, y, z, w; };
-struct double2 { double x, y; };
+struct double2 { double x, y; }; struct double3 { double x, y, z; }; struct double4 { double x, y, z, w; };
+struct int3 { int x, y, z; }; struct uint2 { unsigned int x, y; }; struct uint4 { unsigned int x, y, z, w; };
+struct char4 { signed char x, y, z, w; }; struct uchar4 { unsigned char x, y, z, w; };
 extern const __device__ uint3 threadIdx;
 extern const __device__ uint3 blockIdx;
 extern const __device__ dim3 blockDim;
@@ -341,6 +343,12 @@ def instantiation(name: str) -> str:
 # ---------------------------------------------------------------------------------------------
 # Preprocessing: include directories, the configuration's defines, HIP spellings, #pragma unroll
 
+#: what nvcc's implicit ``cuda_runtime.h`` (through ``math.h``) defines for every kernel file
+IMPLICIT_HEADER = "".join(f"#ifndef {n}\n#define {n} {v}\n#endif\n" for n, v in (
+    ("M_PI", "3.14159265358979323846"), ("M_PI_2", "1.57079632679489661923"), ("M_PI_4", "0.78539816339744830962"),
+    ("M_1_PI", "0.31830988618379067154"), ("M_2_PI", "0.63661977236758134308"), ("M_E", "2.7182818284590452354"),
+    ("M_LN2", "0.69314718055994530942"), ("M_LN10", "2.30258509299404568402"), ("M_SQRT2", "1.41421356237309504880"),
+    ("M_SQRT1_2", "0.70710678118654752440"), ("INT_MAX", "2147483647"), ("FLT_MAX", "3.402823466e+38F")))
 #: a HIP kernel's header: the HIP spellings of CUDA's index variables and launch helpers
 HIP_HEADER = "#pragma once\n" + "".join(
     f"#define hip{h}_{d} {c}.{d}\n" for h, c in (("ThreadIdx", "threadIdx"), ("BlockIdx", "blockIdx"),
@@ -464,6 +472,7 @@ def _stub_dir() -> str:
         f = Path(d) / h
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_text(HIP_HEADER if h in HIP_HEADERS else "#pragma once\n")
+    (Path(d) / "__kc_implicit.h").write_text(IMPLICIT_HEADER)
     return d
 
 
@@ -482,7 +491,8 @@ def _unroll_value(expr: str) -> int | None:
 
 def _restore_lines(text: str, main: str) -> str:
     """Preprocessor output with its line markers removed and the lines of ``main`` at their line
-    numbers (blank lines added where the preprocessor skipped lines)."""
+    numbers (blank lines added where the preprocessor skipped lines; included files' blank lines
+    dropped)."""
     out: list[str] = []
     cur_file, cur_line = main, 1
     for line in text.split("\n"):
@@ -493,7 +503,8 @@ def _restore_lines(text: str, main: str) -> str:
                 while len(out) + 1 < cur_line:
                     out.append("")
             continue
-        out.append(line)
+        if cur_file == main or line.strip():      # an included file's blank lines are dropped
+            out.append(line)
         cur_line += 1
     return "\n".join(out)
 
@@ -522,7 +533,7 @@ def _preprocess(source: str, build_options: str, include_dirs: tuple[str, ...], 
     args = [cpp, "-x", "c++", "-std=c++17", "-nostdinc", "-w"]
     for d in dirs:
         args += ["-I", d]
-    args += ["-I", _stub_dir()]
+    args += ["-I", _stub_dir(), "-include", os.path.join(_stub_dir(), "__kc_implicit.h")]
     for k, v in defined_macros(build_options).items():
         args.append(f"-D{k}={v}")
     args += [f"-D{m}" for m in DEVICE_MACROS]
