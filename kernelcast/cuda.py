@@ -4,9 +4,18 @@ The libclang wheel ships no CUDA resource headers and clang 18 does not support 
 so the source is parsed in CUDA mode (``-x cuda --cuda-device-only -nocudainc``) with a small shim
 of our own (:data:`CUDA_SHIM`): the execution-space and memory-space attributes, ``threadIdx``,
 ``blockIdx``, ``blockDim``, ``gridDim``, ``warpSize``, ``__syncthreads``/fences, atomics, warp
-shuffles/votes, ``__ldg`` and the single-precision math functions. A call of anything the shim
-does not declare is a parse error (:class:`kernelcast.clang.ParseError`), as it is for nvcc
-without the header that declares it.
+shuffles/votes, ``__ldg``, the math functions, ``make_float2``-style constructors and, for host
+code in a kernel file, the common runtime API. A call of anything the shim does not declare is a
+parse error (:class:`kernelcast.clang.ParseError`), as it is for nvcc without the header that
+declares it.
+
+Before parsing, :func:`preprocess_cuda` runs the C preprocessor over the source with one
+configuration's ``-D``/``-I`` options (Kernel Tuner's tune parameters, include directories),
+stand-in toolkit headers (HIP's map its spellings to CUDA's) and resolves ``#pragma unroll N``
+(``N`` = 0: the compiler decides): parsing, the translation and nvcc all see the source of that
+configuration. :func:`launch_defines` adds Kernel Tuner's ``block_size_x/y/z``,
+``grid_size_x/y/z`` and ``kernel_tuner`` macros of a launch; :func:`tensor_core_reason` names why
+a kernel is a tensor-core kernel, which kernelcast does not model (:class:`UnsupportedKernel`).
 
 :func:`translate` rewrites one kernel, by the tokens of the CUDA translation unit, into C++ for
 OpenCL (parsed with ``-cl-std=CLC++``) so that the OpenCL source walker counts it in the same
@@ -18,14 +27,18 @@ atomics), ``__shfl*_sync`` -> ``sub_group_shuffle*``, ``expf`` -> ``exp``, ``__e
 ``native_exp`` and the like; pointer parameters of the kernel get ``__global``. A template
 kernel is named with its arguments, as Kernel Tuner names them (``reduce<float, 256>``): the
 template header is dropped and each template parameter replaced by its argument inside the
-kernel. Host functions (no ``__device__``/``__global__``) are blanked. The translation keeps the
-line numbers of the CUDA source after a prelude of :attr:`Translation.prelude_lines` lines.
+kernel. Host functions (no ``__device__``/``__global__``) are blanked, ``extern "C"`` is dropped,
+a ``__constant__`` array without initializer (filled by the host) becomes an ``extern __constant``
+array, ``__shared__`` arrays of nested scopes move to the kernel's outermost scope, and user types
+named like OpenCL vector types (an OpenCL-as-CUDA header's ``float8`` struct) are renamed. The
+translation keeps the line numbers of the preprocessed source after a prelude of
+:attr:`Translation.prelude_lines` lines.
 
 Dynamic shared memory (``extern __shared__ T s[];`` in the kernel) becomes a ``__local T* s``
 parameter after the real ones, as OpenCL writes it (:func:`dynamic_shared`).
 
-Not handled (a note, or a parse error): file-scope ``extern __shared__``, host code that launches
-kernels (``<<<...>>>``), cooperative groups, CUB/Thrust, ``half`` intrinsics, templates of helper
+Not handled (a note, or a parse error): file-scope ``extern __shared__`` and ``extern __shared__``
+in device functions, cooperative groups, CUB/Thrust, ``half`` intrinsics, templates of helper
 functions called with explicit arguments (they are counted as calls).
 """
 
