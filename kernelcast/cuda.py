@@ -944,7 +944,9 @@ def translate(source: str, name: str, build_options: str = "", filename: str = "
         if any(a <= o < b for a, b in blank):
             i += 1
             continue
-        if t.kind == ci.TokenKind.IDENTIFIER:
+        if t.kind == ci.TokenKind.KEYWORD and s in DROPPED:     # clang spells __noinline__ as a keyword
+            edits.append((o, e, ""))
+        elif t.kind == ci.TokenKind.IDENTIFIER:
             if s in INDEX_VARS and i + 2 < n and toks[i + 1].spelling == "." and toks[i + 2].spelling in _DIM:
                 fn = INDEX_VARS[s]
                 end = off(toks[i + 2].location) + 1

@@ -281,3 +281,10 @@ def test_host_code_in_the_kernel_file_parses_and_is_left_out():
     feats = analyze_source(Kernel(source=src("with_host.cu"), name="halve", language="cuda"))
     assert feats.ops["fp32_mul"].startswith("min(1")
     assert any("run_halve left out" in n for n in feats.notes)
+
+
+def test_noinline_helper_is_translated():
+    src = ("__noinline__ __device__ float twice(float v) { return 2.0f * v; }\n"
+           "__global__ void k(float *a) { a[threadIdx.x] = twice(a[threadIdx.x]); }\n")
+    feats = analyze_source(Kernel(source=src, name="k", language="cuda"))
+    assert feats.ops["fp32_mul"] == "1"
