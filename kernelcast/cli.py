@@ -8,10 +8,18 @@ import logging
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from kernelcast import __version__
-from kernelcast.console import fmt_table, human_bytes, load_kernel_source, to_json
+from kernelcast.console import (
+    fmt_table,
+    human_bytes,
+    launch_macros_used,
+    load_kernel_source,
+    options_for_launch,
+    to_json,
+)
 from kernelcast.errors import InputError, Terminated, UsageError
 from kernelcast.log import setup_logging
 from kernelcast.options import Parser, default_action, nonneg_float, nonneg_int, positive_float, positive_int, seed
@@ -114,8 +122,20 @@ def cmd_measure(args: argparse.Namespace) -> int:
     from kernelcast.schema import LaunchConfig
 
     t0 = time.perf_counter()
-    kernel, params = load_kernel_source(args.kernel, args.name, args.build_options or "")
     specs = _measure_specs(args)
+    opts = args.build_options or ""
+    used = launch_macros_used(args.kernel, opts)
+    launch_opts = [opts] * len(specs)
+    if used:                    # Kernel Tuner's block_size_x, ... : defined per configuration
+        for i, spec in enumerate(specs):
+            where = f"--configs {args.configs}: configuration {i + 1}: " if args.configs else ""
+            try:
+                g = parse_size(spec["gsize"], "--gsize")
+                ls = parse_size(spec["lsize"], "--lsize") if spec.get("lsize") else None
+            except InputError as e:
+                raise UsageError(f"{where}{e}") from None
+            launch_opts[i] = options_for_launch(opts, used, g, ls, where)
+    kernel, params = load_kernel_source(args.kernel, args.name, launch_opts[0])
     given = [parse_arg(a) for a in args.arg]
     check_against_signature(given, params, kernel.name)
     policy = _policy(args)
@@ -154,7 +174,9 @@ def cmd_measure(args: argparse.Namespace) -> int:
                 for i, config in enumerate(configs):
                     if r and not any(m.status == "ok" for m in runs[i]):
                         continue                    # a configuration that failed is not run again
-                    runs[i].append(h.run(kernel, config, policy, arrays=arg_arrays(config.args)))
+                    k_i = kernel if launch_opts[i] == kernel.build_options else \
+                        replace(kernel, build_options=launch_opts[i])
+                    runs[i].append(h.run(k_i, config, policy, arrays=arg_arrays(config.args)))
             first = runs[0][0]
             if args.counts and first.status == "ok":
                 counts = _site_counts(h, kernel, configs[0], arg_arrays(configs[0].args), policy)

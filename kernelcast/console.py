@@ -98,10 +98,19 @@ def load_kernel_source(path: str, name: str | None, build_options: str = "") -> 
 
 
 def _load_cuda(source: str, p: Path, name: str | None, build_options: str) -> tuple[Kernel, list[Any]]:
-    """A CUDA kernel file (``--name`` carries template arguments: ``reduce<float, 256>``)."""
+    """A CUDA (or HIP) kernel file (``--name`` carries template arguments: ``reduce<float, 256>``).
+    Its ``#include "..."`` files found next to it or in the ``-I`` directories of
+    ``build_options`` are inlined: the kernel's source is self-contained."""
     from kernelcast.clang import ParseError
-    from kernelcast.cuda import cuda_kernel_info, cuda_kernel_signatures
+    from kernelcast.cuda import (
+        UnsupportedKernel,
+        cuda_kernel_info,
+        cuda_kernel_signatures,
+        flatten_includes,
+        include_dirs_of,
+    )
 
+    source = flatten_includes(source, include_dirs_of(build_options), base_dir=str(p.resolve().parent))
     try:
         sigs = cuda_kernel_signatures(source, build_options, filename=p.name)
         if not sigs:
@@ -111,10 +120,47 @@ def _load_cuda(source: str, p: Path, name: str | None, build_options: str) -> tu
                 raise UsageError(f"{p} defines {len(sigs)} kernels ({', '.join(sigs)}); choose one with --name")
             name = next(iter(sigs))
         info = cuda_kernel_info(source, name, build_options, filename=p.name)
+    except UnsupportedKernel as e:
+        raise UsageError(f"{p}: {e}") from None
     except ParseError as e:
         raise UsageError(f"cannot parse {p} as CUDA: {e}") from None
     return Kernel(source=source, name=info.name, language="cuda", build_options=build_options,
                   origin=str(p)), info.params
+
+
+def launch_macros_used(path: str, build_options: str = "") -> list[str]:
+    """The macros Kernel Tuner defines from a launch (``block_size_x/y/z``, ``grid_size_x/y/z``,
+    ``kernel_tuner``) that the kernel file (with its ``#include "..."`` files) refers to and
+    ``build_options`` does not define; empty for a file that cannot be read."""
+    import re
+
+    from kernelcast.cuda import LAUNCH_MACROS, defined_macros, flatten_includes, include_dirs_of
+
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    text = flatten_includes(text, include_dirs_of(build_options), base_dir=str(p.resolve().parent))
+    have = defined_macros(build_options)
+    return [m for m in (*LAUNCH_MACROS, "kernel_tuner") if m not in have and re.search(rf"\b{m}\b", text)]
+
+
+def options_for_launch(build_options: str, used: list[str], gsize: tuple[int, ...], lsize: tuple[int, ...] | None,
+                       where: str = "") -> str:
+    """``build_options`` with Kernel Tuner's launch macros for one launch when the kernel uses
+    them (``used``: :func:`launch_macros_used`), as Kernel Tuner defines them
+    (:func:`kernelcast.cuda.launch_defines`); :class:`UsageError` when the kernel uses
+    ``block_size_*``/``grid_size_*`` and no local size is given."""
+    if not used:
+        return build_options
+    from kernelcast.cuda import launch_defines
+
+    sized = [m for m in used if m != "kernel_tuner"]
+    if sized and not lsize:
+        raise UsageError(f"{where}the kernel uses {', '.join(sized)} (Kernel Tuner's launch macros, defined from the "
+                         f"local size): give --lsize, or define them in --build-options")
+    return launch_defines(build_options, gsize, lsize)
 
 
 def read_configs_csv(path: str) -> list[dict[str, str]]:

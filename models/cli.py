@@ -7,13 +7,22 @@ import json
 import logging
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from kernelcast.console import fmt_table, json_number, load_kernel_source, read_configs_csv, to_json
+from kernelcast.console import (
+    fmt_table,
+    json_number,
+    launch_macros_used,
+    load_kernel_source,
+    options_for_launch,
+    read_configs_csv,
+    to_json,
+)
 from kernelcast.errors import InputError, UsageError
 from kernelcast.options import positive_float, positive_int
 from kernelcast.schema import LaunchConfig
@@ -106,16 +115,27 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from kernelcast.argspec import parse_size
 
     t0 = time.perf_counter()
-    kernel, params = load_kernel_source(args.kernel, args.name, args.build_options or "")
-    if args.counts and args.measure_counts:
-        raise UsageError("give --counts FILE or --measure-counts, not both")
-    given_counts = read_site_counts(args.counts) if args.counts else None
     if args.configs:
         specs = read_configs_csv(args.configs)
     else:
         if not args.gsize:
             raise UsageError("give --gsize (and --lsize), or --configs FILE.csv")
         specs = [{"gsize": args.gsize, "lsize": args.lsize or ""}]
+    opts = args.build_options or ""
+    used = launch_macros_used(args.kernel, opts)
+    launch_opts = [opts] * len(specs)
+    if used:                    # Kernel Tuner's block_size_x, ... : defined per configuration
+        for i, s in enumerate(specs):
+            try:
+                g = parse_size(s["gsize"], "gsize")
+                ls = parse_size(s["lsize"], "lsize") if s.get("lsize") else None
+            except InputError as e:
+                raise UsageError(f"configuration {i + 1}: {e}") from None
+            launch_opts[i] = options_for_launch(opts, used, g, ls, f"configuration {i + 1}: " if args.configs else "")
+    kernel, params = load_kernel_source(args.kernel, args.name, launch_opts[0])
+    if args.counts and args.measure_counts:
+        raise UsageError("give --counts FILE or --measure-counts, not both")
+    given_counts = read_site_counts(args.counts) if args.counts else None
     learned, weights = load_learned(args.model)
     if args.suggest_shots:
         if not isinstance(learned, TabularPredictor):
@@ -142,7 +162,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
         bindings, filled = complete_bindings(params, arg_specs, g, ls, kernel.name)
         notes.update(filled)
         configs.append(LaunchConfig(g, ls, bindings))
-        rows.append(configuration_row(kernel, g, ls, arg_dicts(bindings), args.power_cap or None, given_counts))
+        k_i = kernel if launch_opts[i] == kernel.build_options else replace(kernel, build_options=launch_opts[i])
+        rows.append(configuration_row(k_i, g, ls, arg_dicts(bindings), args.power_cap or None, given_counts))
     count_notes: list[str] = []
     if args.measure_counts:
         measured_counts, count_notes = measure_site_counts(kernel, configs, args.device)
@@ -167,6 +188,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     else:
         res = predict_frame(frame, profile, learned, weights)
     t_pred = time.perf_counter() - t1
+    _check_finite(res)
     models = ps.models if ps is not None else []
     if args.json:
         out = []
@@ -262,6 +284,19 @@ def cmd_predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_finite(res: pd.DataFrame) -> None:
+    """:class:`UsageError` naming the cause when a configuration's analytical time is not finite
+    (the static analysis failed, or the model produced no number): never a printed nan."""
+    t = res["analytical_us"].to_numpy(dtype=np.float64)
+    bad = np.flatnonzero(~np.isfinite(t))
+    if not len(bad):
+        return
+    ex = res["explanation"].iloc[int(bad[0])]
+    cause = ex.get("error") if isinstance(ex, dict) else None
+    where = f"configuration {int(bad[0]) + 1}" + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
+    raise UsageError(f"{where}: no finite prediction: {cause or 'the analytical model returned no finite time'}")
+
+
 def _count_lines(res: pd.DataFrame) -> list[str]:
     """Which data-dependent counts the analytical model took from a run on real inputs and which it
     assumed (the first configuration's; ``--json`` has every configuration's), the accesses it
@@ -348,13 +383,18 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     from kernelcast.argspec import parse_size
 
-    kernel, params = load_kernel_source(args.kernel, args.name, args.build_options or "")
+    n = parse_size(args.gsize, "--gsize")
+    opts = args.build_options or ""
+    used = launch_macros_used(args.kernel, opts)
+    # Kernel Tuner's block_size_x, ... are defined per configuration below; the signature is read
+    # with a local size of 1
+    kernel, params = load_kernel_source(args.kernel, args.name,
+                                        options_for_launch(opts, used, n, (1,) * len(n)) if used else opts)
     if args.counts and args.measure_counts:
         raise UsageError("give --counts FILE or --measure-counts, not both")
     if args.measure_rounds is not None and not args.measure_top:
         raise UsageError("--measure-rounds goes with --measure-top")
     counts = read_site_counts(args.counts) if args.counts else None
-    n = parse_size(args.gsize, "--gsize")
     if args.objective not in ("time", "energy", "pareto"):
         raise UsageError("--objective must be time, energy or pareto")
     caps = power_caps(args.power_caps)
@@ -394,8 +434,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
     rows = []
     for g, ls in configs:
         a, _ = bind_arguments(params, list(args.arg), n, ls, kernel.name)   # sizes follow the problem, not the padding
+        k_i = replace(kernel, build_options=options_for_launch(opts, used, g, ls)) if used else kernel
         for cap in caps:
-            rows.append(configuration_row(kernel, g, ls, a, cap, counts))
+            rows.append(configuration_row(k_i, g, ls, a, cap, counts))
     frame = pd.DataFrame(rows)
     t0 = time.perf_counter()
     sc = score_configurations(frame, profile, tab)
@@ -600,7 +641,7 @@ def _measure_top(ctx: _TuneContext) -> dict[str, Any]:
             binds = [ArgBinding(a["name"], a["kind"], a["dtype"], a["count"], a["value"], a.get("init", "random"))
                      for a in r["args"]]
             configs[i] = LaunchConfig(tuple(r["gsize"]), tuple(r["lsize"]), binds)
-            m = h.run(ctx.kernel, configs[i])
+            m = h.run(replace(ctx.kernel, build_options=rows[i]["build_options"]), configs[i])
             runs[i] = [m]
             val = m.time.median_us if m.status == "ok" and m.time else np.nan
             got[i] = val
@@ -614,7 +655,7 @@ def _measure_top(ctx: _TuneContext) -> dict[str, Any]:
             if len(again) < 2:
                 break
             for i in again:
-                runs[i].append(h.run(ctx.kernel, configs[i]))
+                runs[i].append(h.run(replace(ctx.kernel, build_options=rows[i]["build_options"]), configs[i]))
     for i in seq:
         pooled = pool_rounds(runs[i])
         if pooled.status == "ok" and pooled.time is not None:

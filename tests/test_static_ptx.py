@@ -189,7 +189,8 @@ def test_cuda_to_ptx_vector_add():
     s = P.parse_ptx(text, "scale")                  # C++-mangled entry found by its name
     assert s.loops and s.counts["fp32_mul"] >= 1
     sf = extract(Kernel(source=VADD_CU, name="vadd", language="cuda"))
-    assert sf.ptx is not None and sf.source is None and sf.toolchain["arch"] == P.resolve_arch(None)
+    assert sf.ptx is not None and sf.toolchain["arch"] == P.resolve_arch(None)
+    assert sf.source is not None and sf.source.kernel_name == "vadd"      # extern "C" kernels are kernels
 
 
 def test_extract_without_ptx_never_raises():

@@ -18,33 +18,13 @@ from __future__ import annotations
 import logging
 
 from kernelcast.models.static import ptx as ptxmod
-from kernelcast.models.static.features import SourceFeatures
+from kernelcast.models.static.source import analyze_cuda_source
 
-from kernelcast.cuda import instantiation, ptx_entry_name, translate
+from kernelcast.clang import ParseError
+from kernelcast.cuda import instantiation, preprocess_cuda, ptx_entry_name
 from kernelcast.schema import Kernel
 
 log = logging.getLogger(__name__)
-
-
-def analyze_cuda_source(kernel: Kernel, filename: str = "kernel.cu") -> SourceFeatures:
-    """Per-thread source features of a CUDA kernel (``kernel.name`` may carry template arguments).
-
-    Raises :class:`kernelcast.clang.ParseError` when the source does not parse and
-    ``ValueError`` when the kernel is not in it.
-    """
-    from kernelcast.models.static.source import analyze_source
-
-    tr = translate(kernel.source, kernel.name, kernel.build_options, filename)
-    feats = analyze_source(Kernel(source=tr.source, name=tr.kernel_name, language="opencl",
-                                  build_options=tr.build_options), filename="kernel_cuda.clcpp")
-    shift = tr.prelude_lines
-    for seq in (feats.accesses, feats.loops, feats.branches):
-        for x in seq:
-            if getattr(x, "line", 0) > shift:
-                x.line = x.line - shift
-    feats.kernel_name = kernel.name
-    feats.notes = [*tr.notes, *feats.notes]
-    return feats
 
 
 def nvcc_options(build_options: str) -> list[str]:
@@ -55,8 +35,15 @@ def nvcc_options(build_options: str) -> list[str]:
 
 
 def kernel_ptx(kernel: Kernel, arch: str | None = None) -> str | None:
-    """PTX of a CUDA kernel's source with its defines (and its template instantiated), or None."""
-    return ptxmod.cuda_to_ptx(kernel.source + instantiation(kernel.name), arch, nvcc_options(kernel.build_options))
+    """PTX of a CUDA kernel's source with its defines (and its template instantiated), or None.
+
+    nvcc compiles the preprocessed source (:func:`kernelcast.cuda.preprocess_cuda`: includes
+    resolved through the ``-I`` options, HIP spellings mapped, ``#pragma unroll 0`` dropped)."""
+    try:
+        text = preprocess_cuda(kernel.source, kernel.build_options)
+    except ParseError:
+        return None
+    return ptxmod.cuda_to_ptx(text + instantiation(kernel.name), arch, nvcc_options(kernel.build_options))
 
 
 entry_name = ptx_entry_name

@@ -97,7 +97,7 @@ from kernelcast.models.static.walk_mem import MemWalker
 from kernelcast.models.static.walk_stmt import StmtWalker
 
 from kernelcast.clang import find_kernels, kernel_params, parse
-from kernelcast.cuda import looks_like_cuda
+from kernelcast.cuda import looks_like_cuda, translate
 from kernelcast.schema import Kernel
 
 K = ci.CursorKind
@@ -140,8 +140,6 @@ def analyze_source(kernel: Kernel, filename: str = "kernel.cl") -> SourceFeature
     ``ValueError`` when the kernel is not in it.
     """
     if kernel.language == "cuda" or (kernel.language == "opencl" and looks_like_cuda(kernel.source)):
-        from kernelcast.models.static.cuda import analyze_cuda_source  # CUDA: through its C++ for OpenCL translation
-
         return analyze_cuda_source(kernel)
     if kernel.language not in ("opencl", "cl", "opencl-c"):
         raise ValueError(f"analyze_source handles OpenCL C and CUDA kernels, not {kernel.language!r}")
@@ -218,6 +216,27 @@ def analyze_source(kernel: Kernel, filename: str = "kernel.cl") -> SourceFeature
     return feats
 
 
+def analyze_cuda_source(kernel: Kernel, filename: str = "kernel.cu") -> SourceFeatures:
+    """Per-thread source features of a CUDA (or HIP) kernel through its C++ for OpenCL translation
+    (:func:`kernelcast.cuda.translate`; ``kernel.name`` may carry template arguments). Line
+    numbers are those of the preprocessed CUDA source.
+
+    Raises :class:`kernelcast.clang.ParseError` when the source does not parse and
+    ``ValueError`` when the kernel is not in it.
+    """
+    tr = translate(kernel.source, kernel.name, kernel.build_options, filename)
+    feats = analyze_source(Kernel(source=tr.source, name=tr.kernel_name, language="opencl",
+                                  build_options=tr.build_options), filename="kernel_cuda.clcpp")
+    shift = tr.prelude_lines
+    for seq in (feats.accesses, feats.loops, feats.branches):
+        for x in seq:
+            if getattr(x, "line", 0) > shift:
+                x.line = x.line - shift
+    feats.kernel_name = kernel.name
+    feats.notes = [*tr.notes, *feats.notes]
+    return feats
+
+
 def _final(p: Poly, w: _Walker) -> Poly:
     """A count ready to print: a loop variable left outside its ``itersum`` (should not happen)
     is replaced by its mean."""
@@ -249,4 +268,4 @@ def analyze_source_text(source: str, name: str, build_options: str = "") -> Sour
     return analyze_source(Kernel(source=source, name=name, build_options=build_options))
 
 
-__all__ = ["analyze_source", "analyze_source_text", "symbol_name"]
+__all__ = ["analyze_cuda_source", "analyze_source", "analyze_source_text", "symbol_name"]
