@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kernelcast.console import fmt_table
 from kernelcast.errors import InputError, UsageError
 from kernelcast.options import positive_float
 
@@ -94,30 +93,10 @@ def _benches(only: str | None) -> tuple[str, ...]:
     return chosen
 
 
-def format_profile(profile: Any) -> str:
-    """The table the command prints: every value with units, r^2 and source."""
-    from kernelcast.calib.microbench import values_table
-
-    d = profile.device
-    head = [f"device   {d.name} ({d.device_type}, {d.platform.split(' Linux')[0]}, driver {d.driver}), "
-            f"{d.compute_units} compute units, work-group multiple {d.wg_multiple}, "
-            f"max clock {d.max_clock_mhz} MHz",
-            f"meter    {profile.meter}", ""]
-    rows = values_table(profile)
-    cols = ["value", "measured", "units", "r2", "source"]
-    if any(v.runs > 1 for v in profile.values.values()):
-        cols.insert(4, "spread %")
-        for r in rows:
-            sp = profile.values[r[0]].spread
-            r.insert(4, None if sp is None else round(sp * 100, 1))
-    table = fmt_table(rows, cols)
-    tail = [""] + [f"note: {n}" for n in profile.notes]
-    return "\n".join(head) + table + "\n" + "\n".join(tail)
-
-
 def run(args: argparse.Namespace) -> int:
     from kernelcast.calib.local import calibrate_runs
     from kernelcast.calib.microbench import CalibOptions
+    from kernelcast.calib.report import format_profile
     from kernelcast.instrument.backends import select_device
     from kernelcast.instrument.harness import HarnessError
     from kernelcast.instrument.meters import check_meter_spec

@@ -57,9 +57,9 @@ def _stage(n: int, title: str, t0: float) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from kernelcast.bench.suite.compare import default_suite, print_table, run_bench
-    from kernelcast.calib.cli import format_profile
     from kernelcast.calib.local import QUICK_RUNS, calibrate_runs
     from kernelcast.calib.microbench import CalibOptions
+    from kernelcast.calib.report import format_profile
     from kernelcast.config import device_spec
     from kernelcast.datagen.corpus import ingest_to
     from kernelcast.datagen.corpus_store import bundled_dir, read_corpus, read_records, write_corpus
@@ -68,8 +68,8 @@ def run(args: argparse.Namespace) -> int:
     from kernelcast.instrument.backends import select_device
     from kernelcast.instrument.meters import check_meter_spec
     from kernelcast.train.blend import fit_blend_oof
-    from kernelcast.train.cli import format_blend, format_metrics, format_tabular
     from kernelcast.train.loop import train_model
+    from kernelcast.train.report import format_blend, format_metrics, format_tabular
     from kernelcast.train.tabular import train_tabular
 
     for name in ("bundled_every", "synthetic", "configs_per_kernel", "epochs", "max_sizes"):
@@ -157,8 +157,3 @@ def run(args: argparse.Namespace) -> int:
           f"dataset {dataset}, models {tabular} and {model}")
     return 0
 
-
-if __name__ == "__main__":  # pragma: no cover
-    from kernelcast.cli import main
-
-    sys.exit(main(["demo", *sys.argv[1:]]))
