@@ -10,6 +10,10 @@ from typing import Any
 
 from kernelcast.errors import UsageError
 from kernelcast.options import (
+    PROFILE_DEVICE_HELP,
+    add_alias,
+    add_device,
+    add_quiet,
     bounded_int,
     check_in_dir,
     check_out_dir,
@@ -62,7 +66,7 @@ def add_parser(subparsers: Any) -> None:
                         "--target, --seed, --json)")
     p.add_argument("--profile", help="tabular, and codegen in efficient mode: device profile of the analytical base "
                                      "and columns (bundled name or JSON path); default: this device's calibration")
-    p.add_argument("--device", help="OpenCL device whose cached calibration to use without --profile")
+    add_device(p, PROFILE_DEVICE_HELP)
     p.add_argument("--direct", action="store_true",
                    help="codegen efficient mode: learn log2 time directly, without the analytical base and the "
                         "feature table")
@@ -93,7 +97,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--threads", type=positive_int,
                    help="torch CPU threads (default: one per core; 1 can be faster on a machine busy with other work)")
     p.add_argument("--no-resume", action="store_true", help="start over even if --out holds a checkpoint")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_quiet(p, dest="no_progress", old="--no-progress")
     p.add_argument("--json", action="store_true", help="print metrics.json instead of the summary")
     p.set_defaults(func=run)
 
@@ -122,7 +126,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--vocab-size", type=positive_int, default=4096, help="BPE vocabulary size (4096)")
     p.add_argument("--seed", type=seed, default=0, help="seed of the split, the data order and the weights (0)")
     p.add_argument("--threads", type=positive_int, help="torch CPU threads (default: one per core)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_quiet(p, dest="no_progress", old="--no-progress")
     p.add_argument("--json", action="store_true", help="print pretrain.json instead of the summary")
     p.set_defaults(func=cmd_pretrain)
 
@@ -137,11 +141,12 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--data", required=True, help="the dataset the model was trained on (or a larger one)")
     p.add_argument("--model", required=True, help="learned model directory (kernelcast train)")
     p.add_argument("--profile", help="device profile of the analytical model (default: this device's)")
-    p.add_argument("--device")
+    add_device(p, PROFILE_DEVICE_HELP)
     p.add_argument("--folds", type=bounded_folds, default=5, help="grouped folds of the out-of-fold predictions (5)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed, default=0, help="seed of the folds and the models (0)")
     p.add_argument("--criterion", default="median_abs_log2", choices=["median_abs_log2", "mse_log2"])
     p.add_argument("--codegen-epochs", type=positive_int, default=5, help="CodeGen model: epochs per fold (5)")
+    add_quiet(p)
     p.add_argument("--json", action="store_true", help="print the figures and the chosen blend as JSON")
     p.set_defaults(func=cmd_blend)
 
@@ -164,7 +169,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--models", help="comma-separated: analytical, tabular, codegen, blend "
                                     "(default analytical,tabular,blend)")
     p.add_argument("--profile", help="device profile (bundled name or JSON path); default: this device's")
-    p.add_argument("--device", help="OpenCL device whose cached profile to use when --profile is not given")
+    add_device(p, PROFILE_DEVICE_HELP)
     p.add_argument("--seed", type=seed, default=0, help="seed of the folds, the shots and the models (0)")
     p.add_argument("--shots", default="0,1,3", help="few-shot: measured configurations per held-out kernel (0,1,3)")
     p.add_argument("--interval-by", choices=("none", "regime", "bound"), default="none",
@@ -177,9 +182,10 @@ def add_parser(subparsers: Any) -> None:
                    help="codegen: fine-tune from this pretrained backbone (kernelcast pretrain --out) instead of "
                         "from scratch")
     p.add_argument("--codegen-minutes", type=positive_float, help="codegen: training-time limit per fold, minutes")
-    p.add_argument("--repeats", type=bounded_int(1, 20), default=1,
+    p.add_argument("--seeds", dest="repeats", type=bounded_int(1, 20), default=1, metavar="N",
                    help="repeat the whole evaluation with fold seeds SEED..SEED+N-1 and print each headline "
                         "figure's mean and sd over them: how much the choice of folds alone moves a figure (1)")
+    add_alias(p, "--repeats", "--seeds")
     p.add_argument("--learning-curve", action="store_true",
                    help="also the tabular model's median APE vs training kernels (10, 20, 40, ..., all)")
     p.add_argument("--energy-pcts", default="10,25",
@@ -187,7 +193,7 @@ def add_parser(subparsers: Any) -> None:
                         "are computed when rows carry measured energy")
     p.add_argument("--energy-top-k", type=positive_int, default=20, help="energy: the top-k of the ranking share (20)")
     p.add_argument("--no-plots", action="store_true", help="no PNG plots")
-    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    add_quiet(p)
     p.add_argument("--json", action="store_true", help="print metrics.json instead of the summary")
     p.set_defaults(func=cmd_evaluate)
 
@@ -308,7 +314,7 @@ def cmd_blend(args: argparse.Namespace) -> int:
     load_learned(args.model)           # a damaged model: one line, before calibrating or reading data
     profile = resolve_profile(args.profile, args.device,
                               on_calibrate=lambda msg: print(f"note: {msg}", file=sys.stderr))
-    say = None if args.json else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    say = None if args.json or args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     res = fit_blend_oof(args.data, args.model, profile, folds=args.folds, seed=args.seed, criterion=args.criterion,
                         codegen_epochs=args.codegen_epochs, progress=say)
     if args.json:
