@@ -70,7 +70,7 @@ def join_dash_values(argv: list[str], options: set[str]) -> list[str]:
     return out
 
 
-class _Alias(argparse.Action):
+class RenamedOption(argparse.Action):
     """A hidden, renamed option: stores into the new option's destination and warns on stderr."""
 
     def __init__(self, option_strings: list[str], dest: str, new: str = "", append: bool = False,
@@ -91,8 +91,8 @@ def add_alias(p: argparse.ArgumentParser, old: str, new: str) -> None:
     type and value): it still works, warns that it is now ``new``, and is left out of ``--help``."""
     target = next(a for a in p._actions if new in a.option_strings)
     flag = target.nargs == 0
-    p.add_argument(old, action=_Alias, new=new, append=isinstance(target, argparse._AppendAction), dest=target.dest,
-                   help=argparse.SUPPRESS, default=argparse.SUPPRESS,
+    p.add_argument(old, action=RenamedOption, new=new, append=isinstance(target, argparse._AppendAction),
+                   dest=target.dest, help=argparse.SUPPRESS, default=argparse.SUPPRESS,
                    nargs=0 if flag else None, const=target.const if flag else None,
                    type=None if flag else target.type, metavar=target.metavar, choices=target.choices)
 

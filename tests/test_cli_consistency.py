@@ -163,14 +163,14 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_only_the_assembly_imports_a_command_line_module():
-    """No module but kernelcast/cli.py (and the ``python -m kernelcast`` entry) imports a ``cli``
+    """No module but kernelcast/cli.py (and the ``python -m kernelcast`` entry, the commands page) imports a ``cli``
     module, counting imports inside functions: the demo and the library take shared formatters from
     library modules (train/report.py, calib/report.py), so kernelcast.cli <-> kernelcast.demo is no cycle."""
     bad = []
     for pkg in ("kernelcast", "instrument", "datagen", "calib", "models", "train", "bench"):
         for path in (ROOT / pkg).rglob("*.py"):
             rel = path.relative_to(ROOT).as_posix()
-            if rel in ("kernelcast/cli.py", "kernelcast/__main__.py"):
+            if rel in ("kernelcast/cli.py", "kernelcast/__main__.py", "kernelcast/commands_doc.py"):
                 continue
             for m in _imports(path):
                 if m.split(".")[-1] == "cli" and m.startswith("kernelcast"):
@@ -190,3 +190,14 @@ def test_demo_presets():
     assert demo_settings(p.parse_args(["--full"])) == PRESETS["full"]
     assert demo_settings(p.parse_args(["--full", "--epochs", "1"]))["epochs"] == 1
     assert all(PRESETS["quick"][k] <= PRESETS["full"][k] for k in PRESETS["full"] if k != "bundled_every")
+
+
+def test_the_commands_page_is_current():
+    """docs/commands.md is generated from these parsers; regenerate it with python -m kernelcast.commands_doc."""
+    from kernelcast.commands_doc import PAGE, render
+
+    assert PAGE.read_text(encoding="utf-8") == render(), "run: python -m kernelcast.commands_doc"
+    text = render()
+    for words in COMMANDS:
+        assert f"## kernelcast {words}\n" in text
+    assert "| evaluate | `--repeats` | `--seeds` |" in text
