@@ -88,6 +88,13 @@ def _stage(n: int, title: str, t0: float) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    out = Path(args.out)     # checked before the stages' modules (and torch) are imported
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {args.out}: exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not _is_demo_dir(out):
+        # the demo replaces its working directory: never one it did not make
+        raise UsageError(f"--out {args.out}: a directory the demo did not make (no {DEMO_MARKER}); "
+                         f"give an empty or new directory")
     from kernelcast.bench.suite.compare import default_suite, print_table, run_bench
     from kernelcast.calib.local import calibrate_runs
     from kernelcast.calib.microbench import CalibOptions
@@ -106,13 +113,6 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = demo_settings(args)
     check_meter_spec(args.meter)
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {args.out}: exists and is not a directory")
-    if out.is_dir() and any(out.iterdir()) and not _is_demo_dir(out):
-        # the demo replaces its working directory: never one it did not make
-        raise UsageError(f"--out {args.out}: a directory the demo did not make (no {DEMO_MARKER}); "
-                         f"give an empty or new directory")
     device = select_device(device_spec(args.device))
     t0 = time.perf_counter()
     if out.exists() and not args.resume:
