@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from kernelcast.console import to_json
-from kernelcast.options import check_out_dir, positive_int
+from kernelcast.options import SWEEP_ROUNDS_HELP, add_device, add_meter, add_quiet, check_out_dir, positive_int
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -21,7 +21,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     check_meter_spec(args.meter)
     tab, report = run_bench(args.suite or str(default_suite()), args.out, model=args.model,
                             profile_spec=args.profile, device=args.device, meter=args.meter,
-                            max_sizes=args.max_sizes, ids=ids, progress=sys.stderr.isatty() and not args.json,
+                            max_sizes=args.max_sizes, ids=ids,
+                            progress=sys.stderr.isatty() and not args.json and not args.quiet,
                             measured=args.measured, counts=not args.no_counts, rounds=args.sweep_rounds)
     if args.json:
         print(to_json({"table": [{k: (None if isinstance(v, float) and not math.isfinite(v) else v)
@@ -42,17 +43,17 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--out", required=True, help="report directory")
     p.add_argument("--model", help="learned model directory (without: analytical only)")
     p.add_argument("--profile", help="device profile (default: this device's calibration)")
-    p.add_argument("--device")
-    p.add_argument("--meter", default="auto")
+    add_device(p)
+    add_meter(p)
     p.add_argument("--kernels", help="comma-separated kernel ids to run")
     p.add_argument("--max-sizes", type=positive_int, help="only the first N sizes of each kernel")
     p.add_argument("--measured", metavar="CSV",
                    help="reuse the measurements of an earlier run (its REPORT_DIR/results.csv) instead of measuring "
                         "again; every instance must be in it, from the same kernel source")
-    p.add_argument("--sweep-rounds", type=positive_int, default=4,
-                   help="measure an entry's local sizes (lsizes) in N interleaved rounds, pooled (4; 1: once)")
+    p.add_argument("--sweep-rounds", type=positive_int, default=4, metavar="N", help=f"{SWEEP_ROUNDS_HELP} (4)")
     p.add_argument("--no-counts", action="store_true",
                    help="predict without measuring each instance's data-dependent loop trips and branch outcomes "
                         "(by default one counting launch per instance, on its inputs)")
+    add_quiet(p)
     p.add_argument("--json", action="store_true", help="print the per-kernel table as JSON")
     p.set_defaults(func=cmd_bench)

@@ -15,9 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kernelcast.console import fmt_table
 from kernelcast.errors import InputError, UsageError
-from kernelcast.options import positive_float
+from kernelcast.options import ROUNDS_HELP, add_alias, add_device, add_meter, add_quiet, add_timeout, positive_float
 
 log = logging.getLogger(__name__)
 
@@ -45,25 +44,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from kernelcast.calib.microbench import BENCHES
 
     p.add_argument("--out", required=True, metavar="PROFILE.json", help="where to write the device profile (JSON)")
-    p.add_argument("--device", help="OpenCL device: auto (default; KERNELCAST_DEVICE), P:D, or part of its name")
-    p.add_argument("--meter", default="auto",
-                   help="energy meter for the energy benchmarks: auto (default), nvml, rapl, none")
+    add_device(p)
+    add_meter(p)
     p.add_argument("--quick", action="store_true",
                    help="fewer points, fewer configurations and shorter launches (under a minute)")
     p.add_argument("--only", metavar="LIST",
                    help=f"comma-separated benchmarks to run (default all: {','.join(BENCHES)})")
     p.add_argument("--max-bytes", metavar="SIZE", help="largest working set of the memory sweeps (default 512MiB)")
-    p.add_argument("--timeout", type=positive_float, default=60.0,
-                   help="seconds before a running benchmark kernel is killed")
+    add_timeout(p)
     p.add_argument("--max-load", type=positive_float, metavar="LOAD",
                    help="CPU devices: refuse to calibrate while the host 1-minute load average is above LOAD "
                         "(checked before every benchmark, waiting up to 30 s for it to drop); the largest load "
                         "seen is written into the profile either way (calib_host_load)")
-    p.add_argument("--runs", type=int, default=1, metavar="N",
-                   help="calibrate N times (1-20, default 1) and write the median of the runs, with each value's "
-                        "spread ((max - min) / median) in the profile and the table")
+    p.add_argument("--rounds", dest="runs", type=int, default=1, metavar="N",
+                   help=ROUNDS_HELP + " (the whole calibration N times; each value the median of the rounds, with its "
+                                      "spread, (max - min) / median, in the profile and the table; 1; at most 20)")
+    add_alias(p, "--runs", "--rounds")
     p.add_argument("--json", action="store_true", help="print the profile JSON instead of the table")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_quiet(p, dest="no_progress", old="--no-progress")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -94,30 +92,10 @@ def _benches(only: str | None) -> tuple[str, ...]:
     return chosen
 
 
-def format_profile(profile: Any) -> str:
-    """The table the command prints: every value with units, r^2 and source."""
-    from kernelcast.calib.microbench import values_table
-
-    d = profile.device
-    head = [f"device   {d.name} ({d.device_type}, {d.platform.split(' Linux')[0]}, driver {d.driver}), "
-            f"{d.compute_units} compute units, work-group multiple {d.wg_multiple}, "
-            f"max clock {d.max_clock_mhz} MHz",
-            f"meter    {profile.meter}", ""]
-    rows = values_table(profile)
-    cols = ["value", "measured", "units", "r2", "source"]
-    if any(v.runs > 1 for v in profile.values.values()):
-        cols.insert(4, "spread %")
-        for r in rows:
-            sp = profile.values[r[0]].spread
-            r.insert(4, None if sp is None else round(sp * 100, 1))
-    table = fmt_table(rows, cols)
-    tail = [""] + [f"note: {n}" for n in profile.notes]
-    return "\n".join(head) + table + "\n" + "\n".join(tail)
-
-
 def run(args: argparse.Namespace) -> int:
     from kernelcast.calib.local import calibrate_runs
     from kernelcast.calib.microbench import CalibOptions
+    from kernelcast.calib.report import format_profile
     from kernelcast.instrument.backends import select_device
     from kernelcast.instrument.harness import HarnessError
     from kernelcast.instrument.meters import check_meter_spec
@@ -136,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     if args.max_load is not None and not args.max_load > 0:
         raise UsageError("--max-load must be positive")
     if not 1 <= args.runs <= 20:
-        raise UsageError(f"--runs {args.runs}: give 1 to 20 runs")
+        raise UsageError(f"--rounds {args.runs}: give 1 to 20 rounds")
     check_meter_spec(args.meter)
     device = select_device(device_spec(args.device))
     meter = device.meter if args.meter == "auto" else args.meter

@@ -66,7 +66,7 @@ def resolve_profile(spec: str | None, device: str | None = None, *,
 
     if on_calibrate is not None:
         on_calibrate(f"no profile for {info.name} yet; running a quick calibration (kernelcast calib --quick "
-                     f"--runs {QUICK_RUNS}), cached in {path}")
+                     f"--rounds {QUICK_RUNS}), cached in {path}")
     profile, _ = calibrate_runs(info, CalibOptions(quick=True), QUICK_RUNS, meter="none", timeout_s=None)
     profile.save(path)
     profile.origin = f"{path}, a quick calibration just run"
@@ -128,7 +128,7 @@ def calibrate_runs(info: DeviceInfo, options: CalibOptions, runs: int = 1, *, me
     return (combine_runs(measured) if measured else profiles[0]), cal
 
 
-#: how long ``calib --runs N --max-load L`` waits between runs for the load average to drop below L
+#: how long ``calib --rounds N --max-load L`` waits between runs for the load average to drop below L
 RUN_SETTLE_S = 180.0
 
 

@@ -147,8 +147,8 @@ class ProfileValue:
     notes: str = ""
     measured_on: str = ""         # published values: the GPU the source measured it on
     transferred: bool = False     # measured on another GPU than the profile's, used here as an approximation
-    runs: int = 0                 # calib --runs N: how many runs measured it (0: one run, no spread)
-    spread: float | None = None   # calib --runs N: (max - min) / |median| over the runs
+    runs: int = 0                 # calib --rounds N: how many runs measured it (0: one run, no spread)
+    spread: float | None = None   # calib --rounds N: (max - min) / |median| over the runs
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -499,7 +499,7 @@ def spread_of(values: list[float]) -> float:
 
 
 def combine_runs(runs: list[DeviceProfile]) -> DeviceProfile:
-    """One profile from several calibrations of the same device (``calib --runs N``): every
+    """One profile from several calibrations of the same device (``calib --rounds N``): every
     value is the median over the runs that measured it, with ``runs`` and ``spread`` (max - min
     over |median|) recorded on it; ``calib_host_load`` is the largest; curves are the pointwise
     median at the working sets every run measured; the notes say how the runs differed. A value
@@ -539,7 +539,7 @@ def combine_runs(runs: list[DeviceProfile]) -> DeviceProfile:
     worst.sort(reverse=True)
     finite = [s for s, _ in worst if math.isfinite(s)]
     out.notes.append(
-        f"calib --runs {n}: each value is the median of the runs (its 'spread' is (max - min) / median); "
+        f"calib --rounds {n}: each value is the median of the rounds (its 'spread' is (max - min) / median); "
         + (f"median spread {float(np.median(finite)) * 100:.1f} % over {len(finite)} values that differ, largest: "
            + ", ".join(f"{nm} {s * 100:.0f} %" for s, nm in worst[:5]) if worst else "every value was the same"))
     for i, p in enumerate(runs, 1):

@@ -14,6 +14,15 @@ from kernelcast.datagen.corpus_store import bundled_dir, load_corpus_kernels  # 
 from kernelcast.console import to_json
 from kernelcast.errors import UsageError
 from kernelcast.options import (
+    MAX_ROUNDS_HELP,
+    REPEATS_HELP,
+    SWEEP_ROUNDS_HELP,
+    add_alias,
+    add_device,
+    add_kernel_file,
+    add_meter,
+    add_quiet,
+    add_timeout,
     bounded_int,
     check_out_dir,
     fraction,
@@ -56,7 +65,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if not args.no_compile:
         compile_fn = opencl_compile_fn(select_device(device_spec(args.device)))
     report = ingest_to(args.out, sources, compile_fn=compile_fn, defines=defines or None,
-                       near_dup_threshold=args.near_dup, progress=sys.stderr.isatty())
+                       near_dup_threshold=args.near_dup, progress=sys.stderr.isatty() and not args.quiet)
     if args.json:
         print(to_json({"report": report.to_dict(), "corpus": args.out}))
         return 0
@@ -356,7 +365,7 @@ def add_dataset_parser(sub: Any) -> Any:
                         description="Rows by status, kernels by validity, the time distribution by regime and "
                                     "pass; optionally a before/after IQR histogram (LLMPerf Figure 1).")
     q.add_argument("dataset", help="dataset directory")
-    q.add_argument("--json", action="store_true")
+    q.add_argument("--json", action="store_true", help="print the result as JSON")
     q.add_argument("--plot-iqr", metavar="KERNEL", help="kernel name (or 'auto') to plot")
     q.add_argument("--plot-out", default="iqr_rebalance.png", help="PNG path")
     q.set_defaults(func=cmd_dataset)
@@ -364,14 +373,14 @@ def add_dataset_parser(sub: Any) -> Any:
                         description="Read the manifest, every shard, every journal line and the kernel sources; "
                                     "list what is damaged. Changes nothing. Exit status 1 when damage is found.")
     q.add_argument("dataset", help="dataset directory")
-    q.add_argument("--json", action="store_true")
+    q.add_argument("--json", action="store_true", help="print the result as JSON")
     q.set_defaults(func=cmd_dataset_check)
     q = dsub.add_parser("repair", help="quarantine the damaged files of a dataset, keeping every good row",
                         description="Move damaged shards, kernel sources and leftover files to DS/quarantine/TIME/ "
                                     "(never deleting), drop damaged journal lines (kept in the quarantine), "
                                     "rebuild a lost manifest; rerunning datagen re-measures what was lost.")
     q.add_argument("dataset", help="dataset directory")
-    q.add_argument("--json", action="store_true")
+    q.add_argument("--json", action="store_true", help="print the result as JSON")
     q.set_defaults(func=cmd_dataset_repair)
     return dsub
 
@@ -408,14 +417,16 @@ def add_counts_parser(dsub: Any) -> None:
     p.add_argument("dataset", help="dataset directory")
     p.add_argument("--jobs", type=bounded_int(1, 64), default=1, help="harness worker processes (1)")
     p.add_argument("--limit", type=positive_int, help="at most N rows this run")
-    p.add_argument("--kernel", action="append", metavar="ID", help="only rows of this kernel id (repeatable)")
-    p.add_argument("--timeout", type=positive_float, default=30.0, help="seconds before a counting launch is killed")
+    p.add_argument("--kernel-id", dest="kernel", action="append", metavar="ID",
+                   help="only rows of this kernel id (repeatable)")
+    add_alias(p, "--kernel", "--kernel-id")
+    add_timeout(p, 30.0)
     p.add_argument("--max-tracked", type=bounded_int(1, 1 << 24), default=1 << 16,
                    help="work-items whose counts are summed at most (odd-stride sample; 65536)")
     p.add_argument("--retry-failed", action="store_true", help="run the rows whose earlier attempt failed again")
-    p.add_argument("--device", help="OpenCL device: auto, P:D, or part of its name")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--json", action="store_true")
+    add_device(p)
+    add_quiet(p)
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_dataset_counts)
 
 
@@ -456,13 +467,13 @@ def add_remeasure_parser(dsub: Any) -> None:
                    help="a row measured at a 1-minute load average above L ran beside other work (default: the "
                         "CPU device's compute units plus 0.5; GPU datasets: other processes' CPU share only)")
     p.add_argument("--max-rounds", type=bounded_int(1, MAX_ROUNDS), default=MAX_ROUNDS,
-                   help=f"rounds of one configuration at most ({MAX_ROUNDS})")
+                   metavar="N", help=f"{MAX_ROUNDS_HELP} ({MAX_ROUNDS})")
     p.add_argument("--limit", type=positive_int, help="at most N configurations this run")
-    p.add_argument("--timeout", type=positive_float, default=30.0, help="seconds before a launch is killed")
+    add_timeout(p, 30.0)
     p.add_argument("--dry-run", action="store_true", help="say what would be measured; measure and write nothing")
-    p.add_argument("--device", help="OpenCL device: auto, P:D, or part of its name")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--json", action="store_true")
+    add_device(p)
+    add_quiet(p)
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_dataset_remeasure)
 
 
@@ -527,7 +538,8 @@ def add_parsers(sub: Any) -> None:
     q.add_argument("-D", "--define", action="append", default=[], metavar="NAME[=VALUE]", help="preprocessor macro")
     q.add_argument("--near-dup", type=fraction, default=0.92, help="near-duplicate Jaccard threshold (0.92)")
     q.add_argument("--no-compile", action="store_true", help="skip the compile check")
-    q.add_argument("--device", help="OpenCL device for the compile check")
+    add_device(q)
+    add_quiet(q)
     q.add_argument("--json", action="store_true", help="print the ingest report as JSON")
     q.set_defaults(func=cmd_ingest)
     q = csub.add_parser("synth", help="generate synthetic OpenCL kernels",
@@ -535,7 +547,7 @@ def add_parsers(sub: Any) -> None:
                                     "mixes, loops with scalar trip counts, local tiles, barriers, branches).")
     q.add_argument("--count", type=bounded_int(1, MAX_SYNTH), required=True,
                    help=f"kernels to generate (1 to {MAX_SYNTH:,})")
-    q.add_argument("--seed", type=seed, default=0)
+    q.add_argument("--seed", type=seed, default=0, help="seed of the generated kernels (0)")
     q.add_argument("--out", required=True, help="corpus directory to write")
     q.set_defaults(func=cmd_synth)
 
@@ -559,14 +571,12 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--lsizes-per-sweep", type=positive_int, default=None,
                    help="local sizes / block shapes per sweep (4, fewer only where the device allows fewer)")
     p.add_argument("--sweep-rounds", type=positive_int, default=None,
-                   help="measure each sweep's local sizes in N interleaved rounds, pooled by readers (4; 1: once): "
-                        "a host that slows down in phases makes one window per configuration pick the fastest "
-                        "local size by chance")
+                   metavar="N", help=f"{SWEEP_ROUNDS_HELP} (4)")
     p.add_argument("--max-rounds", type=positive_int, default=None, metavar="N",
-                   help="a configuration measured in rounds whose rounds disagree (the middle half of their "
-                        "windows more than 1.15x apart) gets further rounds, interleaved, up to N in all (default: "
-                        "twice its rounds; the rounds themselves: none)")
-    p.add_argument("--sample-rounds", type=positive_int, default=None,
+                   help=f"{MAX_ROUNDS_HELP} (default: twice its rounds; a configuration measured in rounds gets "
+                        f"further rounds, interleaved, while its rounds disagree: the middle half of their windows "
+                        f"more than 1.15x apart)")
+    p.add_argument("--sample-rounds", type=positive_int, default=None, metavar="N",
                    help="measure each kernel's regime samples in N interleaved rounds, pooled by readers (1): "
                         "repeatable times across a kernel's configurations, for few-shot updating, at N times "
                         "the measuring")
@@ -580,20 +590,20 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--ratio", default="25:60:15", help="idle:under:full sampling ratio")
     p.add_argument("--max-items", type=positive_int, default=1 << 24, help="largest global size in work-items")
     p.add_argument("--min-time", type=nonneg_float, default=0.02, help="minimum summed kernel time per config (s)")
-    p.add_argument("--repeats", type=positive_int, default=5, help="minimum timed repeats per config")
-    p.add_argument("--timeout", type=positive_float, default=30.0, help="seconds before a running kernel is killed")
+    p.add_argument("--repeats", type=positive_int, default=5, help=f"{REPEATS_HELP} (5)")
+    add_timeout(p, 30.0)
     p.add_argument("--limit", type=positive_int, help="only the first N kernels")
     p.add_argument("--no-validity", action="store_true", help="skip the validity checks")
     p.add_argument("--keep-invalid", action="store_true", help="measure kernels that fail a validity check")
-    p.add_argument("--device", help="OpenCL device: auto, P:D, or part of its name")
-    p.add_argument("--meter", default="auto", help="energy meter: auto, nvml, rapl, none")
-    p.add_argument("--seed", type=seed, default=0)
+    add_device(p)
+    add_meter(p)
+    p.add_argument("--seed", type=seed, default=0, help="seed of the sampling and of the buffer contents (0)")
     p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                    help="distribute over a Ray cluster (pip install 'kernelcast[ray]'): one actor per device, "
                         "kernels sharded by id; ADDRESS is HOST:PORT, ray://HOST:PORT or auto; "
                         "without it a local cluster is started")
     p.add_argument("--ray-actors", type=positive_int, metavar="N", help="with --ray: exactly N actors (testing)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_quiet(p)
     p.add_argument("--json", action="store_true", help="print the run's summary as JSON (no progress bar)")
     p.set_defaults(func=cmd_datagen)
 
@@ -621,10 +631,10 @@ def add_parsers(sub: Any) -> None:
                                   "global size = work-groups x block size.")
     p.add_argument("cache", help="Kernel Tuner cache file (JSON)")
     p.add_argument("--out", required=True, help="dataset directory (created, or appended to)")
-    p.add_argument("--kernel", help="the kernel's source file (OpenCL C): rows get its id and source")
+    add_kernel_file(p, required=False)
     p.add_argument("--name", help="kernel name (default: the cache's kernel_name)")
     p.add_argument("--grid", help="launch rules (see below)")
     p.add_argument("--arg", action="append", default=[], metavar="SPEC",
                    help="bind one kernel argument as in 'measure' (others: simple selection over the problem size)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_import_kt)

@@ -22,7 +22,24 @@ from kernelcast.console import (
 )
 from kernelcast.errors import InputError, Terminated, UsageError
 from kernelcast.log import setup_logging
-from kernelcast.options import Parser, default_action, nonneg_float, nonneg_int, positive_float, positive_int, seed
+from kernelcast.options import (
+    GSIZE_HELP,
+    LSIZE_HELP,
+    NAME_HELP,
+    REPEATS_HELP,
+    ROUNDS_HELP,
+    Parser,
+    add_build_options,
+    add_device,
+    add_kernel_file,
+    add_meter,
+    add_timeout,
+    default_action,
+    nonneg_float,
+    nonneg_int,
+    positive_int,
+    seed,
+)
 
 log = logging.getLogger("kernelcast")
 
@@ -287,11 +304,6 @@ def _measurement_text(m: Any, device: Any, wall: float, rounds: int = 0) -> str:
 # parser
 
 
-def _add_device(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--device", help="device: auto (default; KERNELCAST_DEVICE), OpenCL P:D, cuda:N, or part of its "
-                                    "name")
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="kernelcast",
@@ -317,26 +329,26 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="Arguments: NAME=buffer:DTYPE:COUNT[:random|zeros|ones], NAME=local:DTYPE:COUNT, "
                               "NAME=VALUE, NAME=@FILE.npy (a buffer holding the file's values). Arguments not given "
                               "get simple selection (arrays of gsize elements, scalars = gsize).")
-    p.add_argument("--kernel", required=True, help="OpenCL C (.cl) or CUDA (.cu) source file")
-    p.add_argument("--name", help="kernel name (needed when the file has several)")
-    p.add_argument("--gsize", help="global size: N, NxM or NxMxK")
-    p.add_argument("--lsize", help="local size (default: chosen by the driver)")
+    add_kernel_file(p)
+    p.add_argument("--name", help=NAME_HELP)
+    p.add_argument("--gsize", help=GSIZE_HELP)
+    p.add_argument("--lsize", help=LSIZE_HELP + " (default: chosen by the driver)")
     p.add_argument("--configs", metavar="CSV",
                    help=f"measure several configurations instead: columns gsize, lsize (optional) and any argument "
                         f"names (values, as predict --configs); at most {MEASURE_MAX_CONFIGS}; --json prints a list "
                         f"that predict --measured reads")
-    p.add_argument("--rounds", type=positive_int,
-                   help=f"measure each configuration in this many rounds (interleaved across --configs) and pool "
-                        f"them, each round weighing the same (default 1; at most {MEASURE_MAX_ROUNDS}): a host that "
-                        f"slows down in phases then moves every configuration alike")
+    p.add_argument("--rounds", type=positive_int, metavar="N",
+                   help=f"{ROUNDS_HELP} (interleaved across the configurations, each round weighing the same: a host "
+                        f"that slows down in phases then moves every configuration alike; 1; at most "
+                        f"{MEASURE_MAX_ROUNDS})")
     p.add_argument("--arg", action="append", default=[], metavar="SPEC", help="bind one argument (repeatable)")
-    p.add_argument("--build-options", default="", help="OpenCL build options, e.g. '-DTILE=16'")
-    _add_device(p)
-    p.add_argument("--meter", default="auto", help="energy meter: auto, nvml, rapl, none (default auto)")
-    p.add_argument("--repeats", type=positive_int, help="minimum timed repeats (default 10)")
+    add_build_options(p)
+    add_device(p)
+    add_meter(p)
+    p.add_argument("--repeats", type=positive_int, help=f"{REPEATS_HELP} (10)")
     p.add_argument("--min-time", type=nonneg_float, help="minimum summed kernel time in seconds (default 0.1)")
     p.add_argument("--warmup", type=nonneg_int, help="warm-up launches (default 2)")
-    p.add_argument("--timeout", type=positive_float, default=60.0, help="seconds before a running kernel is killed")
+    add_timeout(p)
     p.add_argument("--seed", type=seed, default=0, help="seed of random buffer contents")
     p.add_argument("--counts", action="store_true",
                    help="also count loop trips and branch outcomes per site (one instrumented launch, same data)")

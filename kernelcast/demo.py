@@ -1,9 +1,9 @@
 """``kernelcast demo``: the README's main job, end to end on the embedded defaults.
 
-1. corpus: a slice of the bundled corpus (every fourth kernel) plus synthetic kernels;
+1. corpus: a slice of the bundled corpus (every twelfth kernel; ``--full``: every fourth) plus synthetic kernels;
 2. ``datagen``: measure them over sampled launch configurations on the local device (with IQR
    rebalancing) into a dataset;
-3. ``calib --quick --runs 3``: calibrate the device into a profile;
+3. ``calib --quick``: calibrate the device into a profile (``--full``: the median of three runs);
 4. ``train``: the two learned models on the dataset: the tabular model (gradient-boosted trees on
    the analytical model's residual) and the small CodeGen model (efficient mode, from scratch);
 5. ``blend``: for each, the analytical+learned blend fitted on out-of-fold predictions (stacking);
@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelcast.errors import UsageError
+from kernelcast.options import SWEEP_ROUNDS_HELP, add_device, add_meter, add_quiet, positive_int
 
 #: the file that marks a directory as the demo's own (the demo deletes only such a directory)
 DEMO_MARKER = ".kernelcast-demo"
@@ -36,19 +37,50 @@ def _is_demo_dir(out: Path) -> bool:
     return DEMO_MARKER in names or names <= {"corpus", "bundled", "dataset", "profile.json", "model", "report"}
 
 
+#: the demo's two sizes: the default shows every stage in minutes; ``--full`` is the larger run
+#: (four times the kernels, four interleaved rounds per sweep, twice the suite's problem sizes)
+PRESETS: dict[str, dict[str, int]] = {
+    "quick": {"bundled_every": 12, "synthetic": 12, "configs_per_kernel": 6, "epochs": 2, "max_sizes": 3,
+              "sweep_rounds": 2, "calib_rounds": 1},
+    "full": {"bundled_every": 4, "synthetic": 30, "configs_per_kernel": 8, "epochs": 3, "max_sizes": 6,
+             "sweep_rounds": 4, "calib_rounds": 3},   # calib.local.QUICK_RUNS: the median of three quick runs
+}
+
+
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("demo", help="the main job: corpus -> dataset -> calibration -> training -> bench",
                        description=__doc__.split("\n\n")[0] + " " + " ".join(__doc__.split("\n\n")[1].split()))
     p.add_argument("--out", default="out/demo", help="working directory (default out/demo)")
-    p.add_argument("--device", help="OpenCL device: auto, P:D, or part of its name")
-    p.add_argument("--meter", default="auto", help="energy meter: auto, nvml, rapl, none")
-    p.add_argument("--bundled-every", type=int, default=4, help="take every N-th bundled kernel (4)")
-    p.add_argument("--synthetic", type=int, default=30, help="synthetic kernels (30)")
-    p.add_argument("--configs-per-kernel", type=int, default=8)
-    p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--max-sizes", type=int, default=6, help="problem sizes per suite kernel (6)")
+    add_device(p)
+    add_meter(p)
+    q, f = PRESETS["quick"], PRESETS["full"]
+    p.add_argument("--full", action="store_true",
+                   help="the larger run: every option below takes its --full value (a few times longer)")
+    p.add_argument("--bundled-every", type=positive_int, metavar="N",
+                   help=f"take every N-th bundled kernel ({q['bundled_every']}; --full {f['bundled_every']})")
+    p.add_argument("--synthetic", type=positive_int, metavar="N",
+                   help=f"synthetic kernels ({q['synthetic']}; --full {f['synthetic']})")
+    p.add_argument("--configs-per-kernel", type=positive_int, metavar="N",
+                   help=f"regime samples per kernel ({q['configs_per_kernel']}; --full {f['configs_per_kernel']})")
+    p.add_argument("--sweep-rounds", type=positive_int, metavar="N",
+                   help=f"{SWEEP_ROUNDS_HELP} (datagen's and the suite's; {q['sweep_rounds']}; --full "
+                        f"{f['sweep_rounds']})")
+    p.add_argument("--epochs", type=positive_int, metavar="N",
+                   help=f"CodeGen training epochs ({q['epochs']}; --full {f['epochs']})")
+    p.add_argument("--max-sizes", type=positive_int, metavar="N",
+                   help=f"problem sizes per suite kernel ({q['max_sizes']}; --full {f['max_sizes']})")
     p.add_argument("--resume", action="store_true", help="keep the working directory and resume each stage")
+    add_quiet(p)
     p.set_defaults(func=run)
+
+
+def demo_settings(args: argparse.Namespace) -> dict[str, int]:
+    """The preset (quick, or ``--full``) with the options given on the command line over it."""
+    out = dict(PRESETS["full" if args.full else "quick"])
+    for name in out:
+        if getattr(args, name, None) is not None:
+            out[name] = getattr(args, name)
+    return out
 
 
 def _stage(n: int, title: str, t0: float) -> None:
@@ -56,10 +88,17 @@ def _stage(n: int, title: str, t0: float) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    out = Path(args.out)     # checked before the stages' modules (and torch) are imported
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {args.out}: exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not _is_demo_dir(out):
+        # the demo replaces its working directory: never one it did not make
+        raise UsageError(f"--out {args.out}: a directory the demo did not make (no {DEMO_MARKER}); "
+                         f"give an empty or new directory")
     from kernelcast.bench.suite.compare import default_suite, print_table, run_bench
-    from kernelcast.calib.cli import format_profile
-    from kernelcast.calib.local import QUICK_RUNS, calibrate_runs
+    from kernelcast.calib.local import calibrate_runs
     from kernelcast.calib.microbench import CalibOptions
+    from kernelcast.calib.report import format_profile
     from kernelcast.config import device_spec
     from kernelcast.datagen.corpus import ingest_to
     from kernelcast.datagen.corpus_store import bundled_dir, read_corpus, read_records, write_corpus
@@ -68,21 +107,12 @@ def run(args: argparse.Namespace) -> int:
     from kernelcast.instrument.backends import select_device
     from kernelcast.instrument.meters import check_meter_spec
     from kernelcast.train.blend import fit_blend_oof
-    from kernelcast.train.cli import format_blend, format_metrics, format_tabular
     from kernelcast.train.loop import train_model
+    from kernelcast.train.report import format_blend, format_metrics, format_tabular
     from kernelcast.train.tabular import train_tabular
 
-    for name in ("bundled_every", "synthetic", "configs_per_kernel", "epochs", "max_sizes"):
-        if getattr(args, name) < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+    cfg = demo_settings(args)
     check_meter_spec(args.meter)
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {args.out}: exists and is not a directory")
-    if out.is_dir() and any(out.iterdir()) and not _is_demo_dir(out):
-        # the demo replaces its working directory: never one it did not make
-        raise UsageError(f"--out {args.out}: a directory the demo did not make (no {DEMO_MARKER}); "
-                         f"give an empty or new directory")
     device = select_device(device_spec(args.device))
     t0 = time.perf_counter()
     if out.exists() and not args.resume:
@@ -95,8 +125,8 @@ def run(args: argparse.Namespace) -> int:
     if not (corpus / "kernels.jsonl").is_file():
         bundled = out / "bundled"
         ingest_to(bundled, [bundled_dir()], compile_fn=None)
-        records = read_records(bundled)[:: max(1, args.bundled_every)]
-        records += [k.to_dict() for k in generate_kernels(args.synthetic, seed=2026)]
+        records = read_records(bundled)[:: cfg["bundled_every"]]
+        records += [k.to_dict() for k in generate_kernels(cfg["synthetic"], seed=2026)]
         write_corpus(corpus, records, {"source": "demo: bundled slice + synthetic", "seed": 2026})
     print(f"{len(read_records(corpus))} kernels in {corpus}")
 
@@ -104,8 +134,8 @@ def run(args: argparse.Namespace) -> int:
     dataset = out / "dataset"
     # regime samples plus one tuning sweep per kernel (one problem, four local sizes); no activity
     # records (an instrumented run per row: the demo is about the models)
-    opts = DatagenOptions(configs_per_kernel=args.configs_per_kernel, lsizes_per_kernel=2, max_total_items=1 << 22,
-                          sweeps_per_kernel=1, lsizes_per_sweep=4, activity=False)
+    opts = DatagenOptions(configs_per_kernel=cfg["configs_per_kernel"], lsizes_per_kernel=2, max_total_items=1 << 22,
+                          sweeps_per_kernel=1, lsizes_per_sweep=4, sweep_rounds=cfg["sweep_rounds"], activity=False)
     opts.timing.min_time_s = 0.01
     opts.timing.min_repeats = 5
     try:
@@ -120,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
     _stage(3, "calib: quick calibration of the device", t0)
     profile_path = out / "profile.json"
     tc = time.perf_counter()
-    profile, cal = calibrate_runs(device, CalibOptions(quick=True), QUICK_RUNS, meter="none", timeout_s=60.0)
+    profile, cal = calibrate_runs(device, CalibOptions(quick=True), cfg["calib_rounds"], meter="none", timeout_s=60.0)
     if not profile.values:
         raise SystemExit(f"kernelcast: error: calibration measured nothing ({'; '.join(cal.failures)})")
     profile.save(profile_path)
@@ -132,13 +162,13 @@ def run(args: argparse.Namespace) -> int:
     tabular = out / "tabular"
     print(format_tabular(train_tabular(dataset, tabular, profile)))
     model = out / "model"
-    result = train_model(dataset, model, mode="efficient", epochs=args.epochs, progress=False,
+    result = train_model(dataset, model, mode="efficient", epochs=cfg["epochs"], progress=False,
                          resume=args.resume)
     print(format_metrics(result.metrics, str(result.out_dir)))
 
     _stage(5, "blend: analytical + each learned model, stacked on out-of-fold predictions", t0)
     for d in (tabular, model):
-        print(format_blend(fit_blend_oof(dataset, d, profile, folds=3, codegen_epochs=args.epochs), str(d)))
+        print(format_blend(fit_blend_oof(dataset, d, profile, folds=3, codegen_epochs=cfg["epochs"]), str(d)))
         print()
 
     _stage(6, "bench: the project's own suite, measured once, predicted by every model", t0)
@@ -147,8 +177,9 @@ def run(args: argparse.Namespace) -> int:
         report = out / f"report-{name}"
         first = reports[0] / "results.csv" if reports else None
         tab, report_md = run_bench(str(default_suite()), str(report), model=str(d), profile_spec=str(profile_path),
-                                   device=device.spec, meter=args.meter, max_sizes=args.max_sizes,
-                                   progress=sys.stderr.isatty(), measured=str(first) if first else None)
+                                   device=device.spec, meter=args.meter, max_sizes=cfg["max_sizes"],
+                                   progress=sys.stderr.isatty() and not args.quiet, rounds=cfg["sweep_rounds"],
+                                   measured=str(first) if first else None)
         print(f"learned model: {name} ({d})" + (f"; measurements of {first}" if first else ""))
         print(print_table(tab))
         print(f"report: {report_md} (plots in {report_md.parent / 'plots'})\n")
@@ -157,8 +188,3 @@ def run(args: argparse.Namespace) -> int:
           f"dataset {dataset}, models {tabular} and {model}")
     return 0
 
-
-if __name__ == "__main__":  # pragma: no cover
-    from kernelcast.cli import main
-
-    sys.exit(main(["demo", *sys.argv[1:]]))

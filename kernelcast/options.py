@@ -6,6 +6,10 @@
 * value types for ``add_argument(type=...)``: counts (:func:`positive_int`, :func:`nonneg_int`),
   finite numbers (:func:`positive_float`, :func:`nonneg_float`), fractions, seeds. A value out of
   range is refused while parsing, before the command does anything.
+* the options several commands share, defined once so that a flag name has one meaning and one help
+  text everywhere (:func:`add_quiet`, :func:`add_device`, :func:`add_meter`, :func:`add_kernel_file`,
+  :func:`add_build_options`, :func:`add_timeout`), and hidden aliases of renamed options that still
+  work and warn (:func:`add_alias`);
 * path checks a command runs before any work: :func:`check_out_dir`, :func:`check_out_file`,
   :func:`check_in_dir`, :func:`check_in_file`.
 """
@@ -14,7 +18,8 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -25,13 +30,119 @@ MAX_SEED = 2**32 - 1
 
 
 class Parser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose errors are one line (``kernelcast: error: COMMAND: message``)."""
+    """An ``ArgumentParser`` whose errors are one line (``kernelcast: error: COMMAND: message``).
+
+    Options whose value is a compiler flag (:func:`add_build_options`) take the next word as their
+    value even when it starts with a dash: ``--build-options -DBLOCK=256`` is read as
+    ``--build-options=-DBLOCK=256`` (argparse alone reads the dash-leading word as an option)."""
+
+    def parse_known_args(self, args: Sequence[str] | None = None,
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        args = join_dash_values(list(sys.argv[1:] if args is None else args), self._dash_value_options())
+        return super().parse_known_args(args, namespace)
+
+    def _dash_value_options(self) -> set[str]:
+        return {o for a in self._actions if getattr(a, "dash_value", False) for o in a.option_strings}
 
     def error(self, message: str) -> NoReturn:
         prog = self.prog.split(" ", 1)[1] if " " in self.prog else ""
         where = f"{prog}: " if prog else ""
         hint = f" (see '{self.prog} --help')"
         self.exit(2, f"kernelcast: error: {where}{message}{hint}\n")
+
+
+def join_dash_values(argv: list[str], options: set[str]) -> list[str]:
+    """``OPTION VALUE`` -> ``OPTION=VALUE`` for the ``options`` whose value may start with a dash (up to
+    a ``--``, after which every word is positional)."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            out.extend(argv[i:])
+            break
+        if a in options and i + 1 < len(argv) and argv[i + 1].startswith("-") and argv[i + 1] != "--":
+            out.append(f"{a}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(a)
+        i += 1
+    return out
+
+
+class RenamedOption(argparse.Action):
+    """A hidden, renamed option: stores into the new option's destination and warns on stderr."""
+
+    def __init__(self, option_strings: list[str], dest: str, new: str = "", append: bool = False,
+                 **kw: object) -> None:
+        self.new, self.append = new, append
+        super().__init__(option_strings, dest, **kw)  # type: ignore[arg-type]
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        print(f"kernelcast: warning: {option_string} is now {self.new}", file=sys.stderr)
+        if self.append:
+            values = [*(getattr(namespace, self.dest, None) or []), values]
+        setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
+
+
+def add_alias(p: argparse.ArgumentParser, old: str, new: str) -> None:
+    """``old`` as a hidden alias of the option ``new`` already defined on ``p`` (same destination,
+    type and value): it still works, warns that it is now ``new``, and is left out of ``--help``."""
+    target = next(a for a in p._actions if new in a.option_strings)
+    flag = target.nargs == 0
+    p.add_argument(old, action=RenamedOption, new=new, append=isinstance(target, argparse._AppendAction),
+                   dest=target.dest, help=argparse.SUPPRESS, default=argparse.SUPPRESS,
+                   nargs=0 if flag else None, const=target.const if flag else None,
+                   type=None if flag else target.type, metavar=target.metavar, choices=target.choices)
+
+
+#: the help of the options that several commands share (one meaning per flag name)
+QUIET_HELP = "no progress output on stderr"
+DEVICE_HELP = "device: auto (default; KERNELCAST_DEVICE), OpenCL P:D, cuda:N, or part of its name"
+PROFILE_DEVICE_HELP = DEVICE_HELP + " (its cached calibration is the profile when --profile is not given)"
+METER_HELP = "energy meter: auto (default), nvml, rapl, none"
+KERNEL_FILE_HELP = "kernel source file: OpenCL C (.cl) or CUDA (.cu)"
+BUILD_OPTIONS_HELP = ("the kernel's build options (OpenCL C compiler, or nvcc for .cu), e.g. "
+                      "--build-options '-DTILE=16 -DBLOCK=256'; a value starting with '-' is taken as it is")
+NAME_HELP = "kernel name (needed when the file has several)"
+GSIZE_HELP = "global size: N, NxM or NxMxK"
+LSIZE_HELP = "local size: N, NxM or NxMxK"
+TIMEOUT_HELP = "seconds before a running kernel is killed"
+SWEEP_ROUNDS_HELP = ("measure each local-size sweep in N interleaved rounds, pooled (1: once): a host that slows "
+                     "down in phases makes one window per configuration pick the fastest local size by chance")
+MAX_ROUNDS_HELP = "rounds of one configuration at most"
+REPEATS_HELP = "minimum timed launches of each configuration"
+ROUNDS_HELP = "measure in N rounds, pooled"
+
+
+def add_quiet(p: argparse.ArgumentParser, dest: str = "quiet", old: str | None = None) -> None:
+    """``--quiet``: no progress bar or progress lines (``dest`` the command's own name for it;
+    ``old`` a former spelling kept as a hidden alias)."""
+    p.add_argument("--quiet", dest=dest, action="store_true", help=QUIET_HELP)
+    if old:
+        add_alias(p, old, "--quiet")
+
+
+def add_device(p: argparse.ArgumentParser, help: str = DEVICE_HELP) -> None:
+    p.add_argument("--device", help=help)
+
+
+def add_meter(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--meter", default="auto", help=METER_HELP)
+
+
+def add_kernel_file(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument("--kernel", required=required, metavar="FILE", help=KERNEL_FILE_HELP)
+
+
+def add_build_options(p: argparse.ArgumentParser) -> None:
+    a = p.add_argument("--build-options", default="", metavar="OPTIONS", help=BUILD_OPTIONS_HELP)
+    a.dash_value = True  # type: ignore[attr-defined]
+
+
+def add_timeout(p: argparse.ArgumentParser, default: float = 60.0) -> None:
+    p.add_argument("--timeout", type=positive_float, default=default, help=f"{TIMEOUT_HELP} ({default:g})")
 
 
 def _number(text: str, kind: type) -> float:

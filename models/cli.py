@@ -24,13 +24,25 @@ from kernelcast.console import (
     to_json,
 )
 from kernelcast.errors import InputError, UsageError
-from kernelcast.options import positive_float, positive_int
+from kernelcast.options import (
+    GSIZE_HELP,
+    LSIZE_HELP,
+    NAME_HELP,
+    PROFILE_DEVICE_HELP,
+    ROUNDS_HELP,
+    add_alias,
+    add_build_options,
+    add_device,
+    add_kernel_file,
+    positive_float,
+    positive_int,
+)
 from kernelcast.schema import LaunchConfig
 
 log = logging.getLogger(__name__)
 
 #: ``tune --measure-top K`` measures the K in this many interleaved rounds and pools them (as
-#: datagen's sweeps, :data:`datagen.generate.SWEEP_ROUNDS`) unless ``--measure-rounds`` says otherwise
+#: datagen's sweeps, :data:`datagen.generate.SWEEP_ROUNDS`) unless ``--rounds`` says otherwise
 MEASURE_ROUNDS = 4
 
 
@@ -735,10 +747,10 @@ def add_parsers(sub: Any) -> None:
                                    "every prediction by the kernel's offset from measured configurations (with a "
                                    "tabular model also by configuration: a shape correction over size, "
                                    "work-group size, the analytical compute/memory balance and the prediction).")
-    p.add_argument("--kernel", required=True, help="OpenCL C source file")
-    p.add_argument("--name", help="kernel name (needed when the file has several)")
-    p.add_argument("--gsize", help="global size: N, NxM or NxMxK")
-    p.add_argument("--lsize", help="local size")
+    add_kernel_file(p)
+    p.add_argument("--name", help=NAME_HELP)
+    p.add_argument("--gsize", help=GSIZE_HELP)
+    p.add_argument("--lsize", help=LSIZE_HELP)
     p.add_argument("--arg", action="append", default=[], metavar="SPEC",
                    help="NAME=buffer:DTYPE:COUNT, NAME=local:DTYPE:COUNT, NAME=@FILE.npy (the file's values) or "
                         "NAME=VALUE; others are inferred")
@@ -764,11 +776,11 @@ def add_parsers(sub: Any) -> None:
                         "measuring (given the --measured ones)")
     p.add_argument("--profile", help="device profile: a bundled name (a100, v100, h100, rtx4090) or a JSON path; "
                                      "default: this machine's device, calibrated on first use")
-    p.add_argument("--device", help="OpenCL device whose profile to use when --profile is not given")
+    add_device(p, PROFILE_DEVICE_HELP)
     p.add_argument("--power-cap", type=positive_float,
                    help="power cap in W (DVFS adjustment; needs tdp_w in the profile)")
-    p.add_argument("--build-options", default="")
-    p.add_argument("--json", action="store_true")
+    add_build_options(p)
+    p.add_argument("--json", action="store_true", help="print the predictions as JSON")
     p.set_defaults(func=cmd_predict)
 
     p = sub.add_parser("tune", help="search launch configurations (and power caps) with the analytical model",
@@ -778,17 +790,19 @@ def add_parsers(sub: Any) -> None:
                                    "time/energy Pareto set; --measure-top K measures the best K one at a time, "
                                    "corrects the rest by the measurements, measures the K again in interleaved "
                                    "rounds, and compares the ranks.")
-    p.add_argument("--kernel", required=True)
-    p.add_argument("--name")
-    p.add_argument("--gsize", required=True, help="problem global size: N, NxM or NxMxK (padded up per local size)")
-    p.add_argument("--arg", action="append", default=[], metavar="SPEC")
+    add_kernel_file(p)
+    p.add_argument("--name", help=NAME_HELP)
+    p.add_argument("--gsize", required=True, help=GSIZE_HELP + " (the problem; padded up per local size)")
+    p.add_argument("--arg", action="append", default=[], metavar="SPEC",
+                   help="bind one argument, as in predict (repeatable)")
     p.add_argument("--shapes", action="store_true", help="every 2D/3D block shape, not one per size")
     p.add_argument("--power-caps", metavar="LO:HI:STEP", help="power caps in W, e.g. 100:250:25")
     p.add_argument("--objective", default="time", help="time, energy or pareto")
     p.add_argument("--top", type=positive_int, default=10, help="rows to print for time/energy objectives")
     p.add_argument("--max-wg", type=positive_int, help="cap the work-group size")
-    p.add_argument("--profile")
-    p.add_argument("--device")
+    p.add_argument("--profile",
+                   help="device profile: a bundled name or a JSON path (default: this device's calibration)")
+    add_device(p, PROFILE_DEVICE_HELP)
     p.add_argument("--model", metavar="DIR", help="score with a tabular model (kernelcast train --kind tabular) "
                                                   "instead of the analytical model; adds 90%% intervals")
     p.add_argument("--counts", metavar="FILE",
@@ -803,10 +817,11 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--measure-top", type=positive_int, metavar="K",
                    help="measure the predicted best K on the device, one at a time, re-ranking the rest by the "
                         "corrected prediction after each measurement")
-    p.add_argument("--measure-rounds", type=positive_int, default=None, metavar="N",
-                   help="with --measure-top: then measure the K again in N - 1 interleaved rounds and choose by "
-                        "their pooled times (4; 1: each once)")
-    p.add_argument("--build-options", default="")
+    p.add_argument("--rounds", dest="measure_rounds", type=positive_int, default=None, metavar="N",
+                   help=ROUNDS_HELP + " (with --measure-top: the K configurations measured again in N - 1 interleaved "
+                                      "rounds and chosen by their pooled times; 4; 1: each once)")
+    add_alias(p, "--measure-rounds", "--rounds")
+    add_build_options(p)
     p.add_argument("--json", action="store_true", help="print the chosen configurations (and measurements) as JSON")
     p.add_argument("--format", default="table", choices=["table", "kernel-tuner"],
                    help="kernel-tuner: the chosen configurations as Kernel Tuner tune_params + restrictions (JSON)")

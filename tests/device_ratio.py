@@ -42,11 +42,11 @@ def local_profile_path(device) -> Path:
     """The bundled profile measured on ``device`` and its driver (``calib/profiles``); skip where
     none was: a prediction of this device's times is only as good as a profile of this device (the
     Zen 3 host's PoCL 3.0 leaves guarded kernels scalar, PoCL 3.1 on a Zen 5 vectorizes them, and
-    the rates differ 2-10x); ``calib --runs 3`` makes one (2.6 min on the Zen 5 host)."""
+    the rates differ 2-10x); ``calib --rounds 3`` makes one (2.6 min on the Zen 5 host)."""
     name = bundled_profile_for(device)
     if name is None:
         pytest.skip(f"no bundled profile measured on {device.name} ({device.platform_version}); "
-                    f"make one with kernelcast calib --runs 3 --out calib/profiles/NAME.json")
+                    f"make one with kernelcast calib --rounds 3 --out calib/profiles/NAME.json")
     return profiles_dir() / f"{name}.json"
 
 

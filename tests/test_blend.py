@@ -142,7 +142,7 @@ def test_the_blend_command_says_why_a_lower_scoring_candidate_was_not_chosen():
     model's 0.794 on 705 rows of 23 groups, and the learned model was chosen (the geometric mean did
     not beat it by BLEND_SE standard errors of the per-group difference). The output says so; when
     the chosen blend is the lowest-scoring candidate it says nothing more."""
-    from kernelcast.train.cli import format_blend
+    from kernelcast.train.report import format_blend
 
     fig = {"rows": 705, "median_ape": 50.0, "p90_ape": 200.0, "mape": 120.0, "within_2x_pct": 60.0,
            "median_abs_log2": 0.79}

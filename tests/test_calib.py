@@ -646,7 +646,7 @@ def test_cli_writes_profile_and_rejects_bad_input(tmp_path, capsys):
     from kernelcast.calib.cli import main
 
     out = tmp_path / "p.json"
-    assert main(["--out", str(out), "--only", "launch", "--meter", "none", "--no-progress"]) == 0
+    assert main(["--out", str(out), "--only", "launch", "--meter", "none", "--quiet"]) == 0
     printed = capsys.readouterr().out
     assert "launch_overhead_us" in printed and "energy values absent" in printed
     p = DeviceProfile.load(out)

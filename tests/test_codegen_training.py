@@ -218,7 +218,7 @@ def test_pretrain_cli_bad_input_writes_nothing(tmp_path, capsys, synth_corpus):
 
 def test_pretrain_cli_prints_the_losses(tmp_path, capsys, synth_corpus):
     rc = cli.main(["pretrain", "--corpus", str(synth_corpus), "--out", str(tmp_path / "o"), "--max-steps", "2",
-                   "--n-layer", "1", "--n-embd", "32", "--block-size", "64", "--vocab-size", "400", "--no-progress",
+                   "--n-layer", "1", "--n-embd", "32", "--block-size", "64", "--vocab-size", "400", "--quiet",
                    "--threads", "1"])
     out = capsys.readouterr().out
     assert rc == 0 and "perplexity" in out and "stopped: max_steps" in out

@@ -1,7 +1,7 @@
 """The CPU device class of the analytical model and the calibration behind it: per-barrier and
 per-work-item barrier cost (and the barriers a runtime unrolls away in small groups), per-core
 cache levels, vectorization of uniform loops in kernels with barriers (checked against real PoCL
-timings), host cache levels, and ``calib --runs N``."""
+timings), host cache levels, and ``calib --rounds N``."""
 
 from __future__ import annotations
 
@@ -355,7 +355,7 @@ def test_combine_runs_takes_medians_and_records_the_spread():
     assert c.get("b") == 2.0 and c.entry("b").runs == 2 and "2 of 3 runs" in c.entry("b").notes
     assert c.entry("b").spread == pytest.approx(1.0)
     assert c.curves["bw"].x == [1, 2] and c.curves["bw"].y == [2, 2]   # working sets all runs measured
-    assert any(n.startswith("calib --runs 3") for n in c.notes) and "run 2: two" in c.notes
+    assert any(n.startswith("calib --rounds 3") for n in c.notes) and "run 2: two" in c.notes
     assert "median of 3 calibration runs" in c.describe()        # predict says so with the profile's age
     back = DeviceProfile.from_json(c.to_json())
     assert back.entry("a").spread == pytest.approx(2 / 11) and back.entry("a").runs == 3
@@ -372,9 +372,9 @@ def test_profile_value_spread_and_runs_are_checked():
 
 def test_calib_runs_option_is_checked_before_any_work(tmp_path):
     out = tmp_path / "p.json"
-    r = subprocess.run([sys.executable, "-m", "kernelcast.cli", "calib", "--out", str(out), "--runs", "0"],
+    r = subprocess.run([sys.executable, "-m", "kernelcast.cli", "calib", "--out", str(out), "--rounds", "0"],
                        capture_output=True, text=True, timeout=120)
-    assert r.returncode == 2 and "--runs 0" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert r.returncode == 2 and "--rounds 0" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert not out.exists()
 
 
@@ -382,8 +382,8 @@ def test_calib_runs_option_is_checked_before_any_work(tmp_path):
 def test_calib_runs_on_this_device(tmp_path):
     """Three quick runs of the overhead benchmarks on the real device: every value has its spread."""
     out = tmp_path / "p.json"
-    r = subprocess.run([sys.executable, "-m", "kernelcast.cli", "calib", "--out", str(out), "--quick", "--runs", "3",
-                        "--only", "launch,wg,barrier", "--no-progress"], capture_output=True, text=True, timeout=600)
+    r = subprocess.run([sys.executable, "-m", "kernelcast.cli", "calib", "--out", str(out), "--quick", "--rounds", "3",
+                        "--only", "launch,wg,barrier", "--quiet"], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     d = json.loads(out.read_text())
     for k in ("launch_overhead_us", "wg_overhead_us", "barrier_wi_ns"):

@@ -437,7 +437,7 @@ def test_repeats_report_the_spread_over_fold_seeds(tiny_dataset, tmp_path, capsy
     out = tmp_path / "eval"
     rc = cli.main(["evaluate", "--data", str(tiny_dataset), "--models", "analytical,blend", "--folds", "2",
                    "--inner-folds", "2", "--profile", PROFILE, "--out", str(out), "--quiet", "--no-plots",
-                   "--repeats", "2", "--seed", "4"])
+                   "--seeds", "2", "--seed", "4"])
     printed = capsys.readouterr().out
     assert rc == 0 and "over 2 fold seeds (4..5)" in printed
     m = json.loads((out / "metrics.json").read_text())

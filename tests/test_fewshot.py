@@ -419,7 +419,7 @@ def test_tune_with_a_tabular_model_measures_and_reranks(harness, profile, tmp_pa
     # the text output prints the re-ranked order, the correction and the final choice
     assert cli.main(["tune", "--kernel", str(kfile), "--gsize", "16384", "--max-wg", "256", "--top", "3",
                      "--profile", PROFILE, "--model", str(tmp_path / "tab"), "--measure-top", "2",
-                     "--measure-rounds", "2"]) == 0
+                     "--rounds", "2"]) == 0
     out = capsys.readouterr().out
     assert "then in 2 interleaved rounds (pooled)" in out
     assert "90% interval" in out and "re-ranked" in out and "final choice: gsize" in out

@@ -152,6 +152,6 @@ def test_old_model_file_in_out_is_not_taken_as_this_runs_best(tmp_path: Path) ->
     out.mkdir()
     (out / "model.safetensors").write_bytes(b"an old, unrelated file")
     rc = cli.main(["train", "--data", str(ds), "--out", str(out), "--mode", "efficient", "--max-steps", "1",
-                   "--no-progress", "--no-resume"])
+                   "--quiet", "--no-resume"])
     assert rc == 0
     assert (out / "model.safetensors").read_bytes() != b"an old, unrelated file"

@@ -8,8 +8,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 #: pipeline order: a stage may import from the stages before it, never after
 ORDER = ["kernelcast", "instrument", "datagen", "calib", "models", "train", "bench"]
-#: the modules of kernelcast/ that assemble the stages (the command line and the demo job)
-APP = {"kernelcast.cli", "kernelcast.demo", "kernelcast.__main__", "kernelcast.opencl_check"}
+#: the modules of kernelcast/ that assemble the stages (the command line, its reference page and the demo job)
+APP = {"kernelcast.cli", "kernelcast.demo", "kernelcast.__main__", "kernelcast.opencl_check", "kernelcast.commands_doc"}
 
 
 def _stage_name(module: str) -> str:

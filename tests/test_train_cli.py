@@ -50,7 +50,7 @@ def test_bad_option_values(tmp_path, capsys):
 def test_tiny_run_prints_metrics(tmp_path, capsys):
     ds = write_synthetic_dataset(tmp_path / "ds", n_kernels=3, configs_per_kernel=4)
     rc = cli.main(["train", "--data", str(ds), "--out", str(tmp_path / "m"), "--mode", "efficient", "--epochs", "1",
-                   "--no-progress", "--profile", "pocl-local"])
+                   "--quiet", "--profile", "pocl-local"])
     out = capsys.readouterr().out
     assert rc == 0
     assert "MAPE %" in out and "samples/s" in out and "Spearman" in out and "residual log2(measured/analytical)" in out

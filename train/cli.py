@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import sys
 from pathlib import Path
 from typing import Any
 
-from kernelcast.console import fmt_table
 from kernelcast.errors import UsageError
 from kernelcast.options import (
+    PROFILE_DEVICE_HELP,
+    add_alias,
+    add_device,
+    add_quiet,
     bounded_int,
     check_in_dir,
     check_out_dir,
@@ -74,7 +76,7 @@ def add_parser(subparsers: Any) -> None:
                         "--target, --seed, --json)")
     p.add_argument("--profile", help="tabular, and codegen in efficient mode: device profile of the analytical base "
                                      "and columns (bundled name or JSON path); default: this device's calibration")
-    p.add_argument("--device", help="OpenCL device whose cached calibration to use without --profile")
+    add_device(p, PROFILE_DEVICE_HELP)
     p.add_argument("--direct", action="store_true",
                    help="codegen efficient mode: learn log2 time directly, without the analytical base and the "
                         "feature table")
@@ -105,7 +107,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--threads", type=positive_int,
                    help="torch CPU threads (default: one per core; 1 can be faster on a machine busy with other work)")
     p.add_argument("--no-resume", action="store_true", help="start over even if --out holds a checkpoint")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_quiet(p, dest="no_progress", old="--no-progress")
     p.add_argument("--json", action="store_true", help="print metrics.json instead of the summary")
     p.set_defaults(func=run)
 
@@ -134,7 +136,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--vocab-size", type=positive_int, default=4096, help="BPE vocabulary size (4096)")
     p.add_argument("--seed", type=seed, default=0, help="seed of the split, the data order and the weights (0)")
     p.add_argument("--threads", type=positive_int, help="torch CPU threads (default: one per core)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_quiet(p, dest="no_progress", old="--no-progress")
     p.add_argument("--json", action="store_true", help="print pretrain.json instead of the summary")
     p.set_defaults(func=cmd_pretrain)
 
@@ -149,11 +151,12 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--data", required=True, help="the dataset the model was trained on (or a larger one)")
     p.add_argument("--model", required=True, help="learned model directory (kernelcast train)")
     p.add_argument("--profile", help="device profile of the analytical model (default: this device's)")
-    p.add_argument("--device")
+    add_device(p, PROFILE_DEVICE_HELP)
     p.add_argument("--folds", type=bounded_folds, default=5, help="grouped folds of the out-of-fold predictions (5)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed, default=0, help="seed of the folds and the models (0)")
     p.add_argument("--criterion", default="median_abs_log2", choices=["median_abs_log2", "mse_log2"])
     p.add_argument("--codegen-epochs", type=positive_int, default=5, help="CodeGen model: epochs per fold (5)")
+    add_quiet(p)
     p.add_argument("--json", action="store_true", help="print the figures and the chosen blend as JSON")
     p.set_defaults(func=cmd_blend)
 
@@ -186,7 +189,7 @@ def add_parser(subparsers: Any) -> None:
                    help="device profile (bundled name or JSON path); default: this device's. Datasets of several "
                         "devices: one per device, DEVICE=PROFILE (DEVICE as the rows' device column names it, "
                         "e.g. A100 for a Kernel Tuner cache of device_name A100); repeatable")
-    p.add_argument("--device", help="OpenCL device whose cached profile to use when --profile is not given")
+    add_device(p, PROFILE_DEVICE_HELP)
     p.add_argument("--seed", type=seed, default=0, help="seed of the folds, the shots and the models (0)")
     p.add_argument("--shots", default="0,1,3", help="few-shot: measured configurations per held-out kernel (0,1,3)")
     p.add_argument("--interval-by", choices=("none", "regime", "bound"), default="none",
@@ -199,9 +202,10 @@ def add_parser(subparsers: Any) -> None:
                    help="codegen: fine-tune from this pretrained backbone (kernelcast pretrain --out) instead of "
                         "from scratch")
     p.add_argument("--codegen-minutes", type=positive_float, help="codegen: training-time limit per fold, minutes")
-    p.add_argument("--repeats", type=bounded_int(1, 20), default=1,
+    p.add_argument("--seeds", dest="repeats", type=bounded_int(1, 20), default=1, metavar="N",
                    help="repeat the whole evaluation with fold seeds SEED..SEED+N-1 and print each headline "
                         "figure's mean and sd over them: how much the choice of folds alone moves a figure (1)")
+    add_alias(p, "--repeats", "--seeds")
     p.add_argument("--learning-curve", action="store_true",
                    help="also the tabular model's median APE vs training kernels (10, 20, 40, ..., all)")
     p.add_argument("--energy-pcts", default="10,25",
@@ -209,7 +213,7 @@ def add_parser(subparsers: Any) -> None:
                         "are computed when rows carry measured energy")
     p.add_argument("--energy-top-k", type=positive_int, default=20, help="energy: the top-k of the ranking share (20)")
     p.add_argument("--no-plots", action="store_true", help="no PNG plots")
-    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    add_quiet(p)
     p.add_argument("--json", action="store_true", help="print metrics.json instead of the summary")
     p.set_defaults(func=cmd_evaluate)
 
@@ -247,6 +251,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--profile/--device apply to --kind tabular and to --mode efficient without --direct")
 
     from kernelcast.train.loop import DataError, train_model
+    from kernelcast.train.report import format_metrics
 
     try:
         result = train_model(
@@ -276,6 +281,7 @@ def run(args: argparse.Namespace) -> int:
 def run_tabular(args: argparse.Namespace) -> int:
     """``train --kind tabular``: build the table, fit, save ``tabular.json`` in --out."""
     from kernelcast.calib.local import resolve_profile
+    from kernelcast.train.report import format_tabular
     from kernelcast.train.tabular import train_tabular
 
     profile = resolve_profile(args.profile, args.device,
@@ -293,92 +299,9 @@ def run_tabular(args: argparse.Namespace) -> int:
     return 0
 
 
-def format_tabular(res: dict[str, Any]) -> str:
-    """What ``train --kind tabular`` prints."""
-    d = res["data"]
-    rows = []
-    for t, h in res["heads"].items():
-        an, fit = h.get("analytical_in_sample") or {}, h.get("residual_in_sample") or {}
-        rows.append([t, h["rows"], h.get("kernels"), h["rounds"], h["weighting"], an.get("median_abs_log2"),
-                     fit.get("median_abs_log2"), h["seconds"]])
-    s = res["seconds"]
-    return "\n".join([
-        f"model       {res['out_dir']}   (tabular: LightGBM on {res['features']} features, residual "
-        f"log2(measured/analytical); profile {res['profile']})",
-        f"data        {d['rows']} rows of {d['kernels']} kernels ({d['rows_static_failed']} without static features)",
-        f"time        {s['total']:.1f} s (load {s['load']:.1f}, table {s['table']:.1f}, fit {s['fit']:.1f})",
-        "",
-        fmt_table(rows, ["head", "rows", "kernels", "rounds", "weights", "analytical |log2| median",
-                         "fitted |log2| median", "s"]),
-        "(|log2| on the training rows, in-sample: 'kernelcast evaluate' gives held-out figures)"]
-        + _few_shot_lines(res.get("intervals") or {}))
-
-
-def _few_shot_lines(iv: dict[str, Any]) -> list[str]:
-    """The few-shot correction the tabular model was saved with: its shape prior and the k-shot
-    figures of its internal out-of-fold residuals, with the offset alone beside them."""
-    tab = (iv.get("models") or {}).get("tabular")
-    if not iv.get("available") or not tab:
-        return [f"intervals   none: {iv.get('reason') or 'not calibrated'}"]
-    sp = tab.get("shape")
-    if sp:
-        head = (f"shape prior: offset sd {sp['offset_sd']:.3g}, shape sd {sp['shape_sd']:.3g}, noise sd "
-                f"{sp['noise_sd']:.3g} (log2), length scales " + " / ".join(f"{v:.3g}" for v in sp["lengths"])
-                + f" over {sp['kernels']} kernels")
-    else:
-        head = "offset only (too few kernels with two rows for a shape prior)"
-    lines = ["", "few-shot    " + head]
-    rows = []
-    for k, e in sorted((tab.get("shots") or {}).items(), key=lambda kv: int(kv[0])):
-        a, b, c = e.get("estimated_prior") or {}, e.get("offset_only") or {}, e.get("chosen") or {}
-        rows.append([k, a.get("median_ape"), a.get("mape"), b.get("median_ape"), b.get("mape"), c.get("median_ape"),
-                     c.get("mape")])
-    if rows:
-        lines.append(fmt_table(rows, ["shots", "median APE %", "MAPE %", "offset only: median APE %", "MAPE %",
-                                      "shots chosen: median APE %", "MAPE %"]))
-        lines.append("(the model's internal out-of-fold residuals, k random rows of each kernel measured; chosen: the "
-                     "k rows predict --suggest-shots would ask for)")
-    return lines
-
-
-def format_metrics(m: dict[str, Any], out_dir: str) -> str:
-    rows = []
-    for target, v in (m.get("validation") or {}).items():
-        if not isinstance(v, dict):
-            continue
-        rows.append([target, v["rows"], v["kernels"], v["mape"], v["mape_per_kernel"], v["median_ape"], v["spearman"]])
-    d, t = m["data"], m["training"]
-    mm = m["model"]
-    target = (f"residual log2(measured/analytical), profile {mm.get('profile')}, {mm.get('table_features')} table "
-              f"features" if mm.get("residual") else "log2 time")
-    split = m.get("split") or {}
-    lines = [
-        f"model       {out_dir}   ({m['mode']} mode, {mm['parameters']:,} parameters"
-        + (f", base {mm['base']}" if mm.get("base") else ", from scratch") + f"; target {target})",
-        f"data        {d['train_rows']} training rows ({d['train_kernels']} kernels), {d['val_rows']} validation "
-        f"rows ({d['val_kernels']} kernels); discarded over {m['model']['max_length']} tokens: "
-        f"{d['discarded_over_length_train']} train, {d['discarded_over_length_val']} validation",
-        f"split       validation by {split.get('by', 'kernel')}"
-        + (f": {len(split.get('val_groups') or [])} of {split.get('groups')} kernel groups"
-           if split.get("by") == "group" else ""),
-        f"training    {t['steps']} steps, {t['epochs_completed']} epoch(s), {t['seconds']:.0f} s, "
-        + (f"{t['samples_per_s']:.1f} samples/s" if t["samples_per_s"] else "-")
-        + f"; best epoch {t['best_epoch']} (step {t.get('best_step')}); final lr "
-        + (f"{t['final_lr']:.2e}" if t.get("final_lr") else "-") + f"; stopped: {m['stopped']}",
-    ]
-    if m["stopped"] in ("max_steps", "time_limit"):
-        lines.append("            (stopped by --max-steps/--max-minutes: rerun the same command to continue)")
-    if rows:
-        lines += ["", "validation (held-out kernels)",
-                  fmt_table(rows, ["target", "rows", "kernels", "MAPE %", "MAPE/kernel %", "median APE %",
-                                   "Spearman"])]
-    else:
-        lines.append("validation  no held-out rows (too few kernels)")
-    return "\n".join(lines)
-
-
 def cmd_pretrain(args: argparse.Namespace) -> int:
     from kernelcast.train.pretrain import PretrainOptions, check_corpus_specs, check_out_dir, pretrain
+    from kernelcast.train.report import format_pretrain
 
     opts = PretrainOptions(epochs=args.epochs, max_steps=args.max_steps, max_minutes=args.max_minutes,
                            block_size=args.block_size, batch_size=args.batch_size, lr=args.lr, n_layer=args.n_layer,
@@ -397,28 +320,11 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     return 0
 
 
-def format_pretrain(m: dict[str, Any], out_dir: str) -> str:
-    """What ``pretrain`` prints."""
-    t, k = m["texts"], m["tokens"]
-    rows = [[when, m[f"validation_loss_{when}"], math.exp(m[f"validation_loss_{when}"])]
-            for when in ("before", "after")]
-    return "\n".join([
-        f"model       {out_dir}   (CodeGen causal LM, {m['model']['parameters']:,} parameters, vocabulary "
-        f"{k['vocab']})",
-        f"data        {t['total']} kernel texts of {', '.join(m['corpora'])}: {t['train']} training "
-        f"({k['train']:,} tokens), {t['validation']} held out in {t['validation_groups']} kernel groups "
-        f"({k['validation']:,} tokens)",
-        f"training    {m['steps']} of {m['planned_steps']} planned steps, {m['epochs_completed']} full epoch(s), "
-        f"{m['train_seconds']:.0f} s; stopped: {m['stopped']}",
-        "",
-        fmt_table(rows, ["validation", "loss (nats/token)", "perplexity"]),
-        f"fine-tune:  kernelcast train --mode efficient --base {out_dir} --data DATASET --out MODEL"])
-
-
 def cmd_blend(args: argparse.Namespace) -> int:
     from kernelcast.calib.local import resolve_profile
     from kernelcast.models.predict import load_learned
     from kernelcast.train.blend import fit_blend_oof, learned_kind
+    from kernelcast.train.report import format_blend
 
     from kernelcast.console import to_json
 
@@ -428,7 +334,7 @@ def cmd_blend(args: argparse.Namespace) -> int:
     load_learned(args.model)           # a damaged model: one line, before calibrating or reading data
     profile = resolve_profile(args.profile, args.device,
                               on_calibrate=lambda msg: print(f"note: {msg}", file=sys.stderr))
-    say = None if args.json else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    say = None if args.json or args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     res = fit_blend_oof(args.data, args.model, profile, folds=args.folds, seed=args.seed, criterion=args.criterion,
                         codegen_epochs=args.codegen_epochs, progress=say)
     if args.json:
@@ -436,48 +342,6 @@ def cmd_blend(args: argparse.Namespace) -> int:
         return 0
     print(format_blend(res, args.model))
     return 0
-
-
-def format_blend(res: dict[str, Any], model_dir: str) -> str:
-    """What ``blend`` prints: the two models and the chosen blend on the out-of-fold rows, and every
-    candidate's criterion."""
-    f = res["figures"]
-    rows = [[m, f[m]["rows"], f[m]["median_ape"], f[m]["p90_ape"], f[m]["mape"], f[m]["within_2x_pct"],
-             f[m]["median_abs_log2"]] for m in ("analytical", "learned", "blend")]
-    b = res["blend"]
-    cands = [[k, v] for k, v in sorted(b.scores.items(), key=lambda kv: (not math.isfinite(kv[1]), kv[1]))]
-    return "\n".join([
-        f"out-of-fold predictions of {res['rows']} rows of {res['kernels']} kernels ({res['groups']} kernel groups, "
-        f"{res['folds']} grouped folds; learned model: {res['learned_kind']} refitted per fold)",
-        fmt_table(rows, ["model", "rows", "median APE %", "p90 APE %", "MAPE %", "within 2x %", "med |log2|"]),
-        "",
-        f"candidates (criterion {b.criterion}, lower is better)",
-        fmt_table(cands, ["candidate", b.criterion]),
-        "",
-        f"blend chosen: {b.kind} ({b.formula()}); written to {res['path']}"]
-        + _blend_why(b, res["groups"]) + [
-        "(the blend's figures are on the out-of-fold rows it was chosen on; 'kernelcast evaluate --models "
-        "...,blend' scores it on rows it never saw)"])
-
-
-def _blend_why(b: Any, groups: int) -> list[str]:
-    """Why the chosen blend is not the candidate that scored lowest, when it is not
-    (:func:`train.blend.fit_stacked_blend`: a candidate has to beat the best single model, or the
-    hedge, by standard errors of its per-group difference)."""
-    from kernelcast.train.blend import BLEND_SE, HEDGE_SE
-
-    finite = {k: v for k, v in b.scores.items() if math.isfinite(v)}
-    if not finite:
-        return []
-    top = min(finite, key=lambda k: finite[k])
-    if top == b.kind or finite[top] >= finite.get(b.kind, math.inf):
-        return []
-    anchor = b.anchor or b.kind
-    hedge = ("; the single models were within " f"{HEDGE_SE:g} standard error of each other, so the geometric mean "
-             "was the one to beat") if anchor == "geometric_mean" else ""
-    return [f"({top} scored lower on these rows but did not beat {anchor} by {BLEND_SE:g} standard errors of the "
-            f"per-group difference over {groups} kernel groups{hedge}: a margin that small was not borne out on "
-            f"held-out kernels)"]
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
