@@ -23,6 +23,17 @@ def kc(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "kernelcast.cli", *args], capture_output=True, text=True, timeout=300)
 
 
+def kc_here(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess[str]:
+    """:func:`kc` in this process (the same parser and checks, without starting an interpreter): for
+    output the command prints itself (not its log records, which pytest captures)."""
+    from kernelcast import cli
+
+    capsys.readouterr()
+    rc = cli.main(list(args))
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["kernelcast", *args], rc, out, err)
+
+
 @pytest.fixture()
 def kfile(tmp_path):
     p = tmp_path / "k.cl"
@@ -30,14 +41,16 @@ def kfile(tmp_path):
     return p
 
 
-def test_help_on_every_subcommand():
+def test_help_on_every_subcommand(capsys):
     from kernelcast.cli import build_parser
 
     parser = build_parser()
     sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
-    assert {"devices", "measure", "demo"} <= set(sub.choices)
+    assert {"devices", "measure", "demo", "validate"} <= set(sub.choices)
+    r = kc("--help")                    # the module runs as a program
+    assert r.returncode == 0 and "usage:" in r.stdout and "validate" in r.stdout
     for name in sub.choices:
-        r = kc(name, "--help")
+        r = kc_here(capsys, name, "--help")
         assert r.returncode == 0 and "usage:" in r.stdout, name
 
 
@@ -95,10 +108,10 @@ def test_measure_fills_missing_args_and_prints_table(kfile, device):
     (["--name", "fill", "--gsize", "64x0"], "positive"),
     (["--name", "fill", "--gsize", "64", "--meter", "joulemeter"], "unknown meter"),
 ])
-def test_measure_bad_input_exits_2(kfile, device, args, message):
+def test_measure_bad_input_exits_2(kfile, device, args, message, capsys):
     if "--kernel" not in args:
         args = ["--kernel", str(kfile), *args]
-    r = kc("measure", *args)
+    r = kc_here(capsys, "measure", *args)
     assert r.returncode == 2, (r.stdout, r.stderr)
     err = r.stderr.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("kernelcast: error:") and message in err[0], r.stderr
@@ -143,10 +156,10 @@ def test_measure_several_configurations_in_rounds_feeds_predict(kfile, tmp_path,
     ([], "gsize\n" + "64\n" * 65, "at most 64"),
     ([], "gsize,q\n64,1\n", None),            # a column that names no argument is ignored, as predict ignores it
 ])
-def test_measure_configs_bad_input_exits_2(kfile, tmp_path, device, extra, csv, message):
+def test_measure_configs_bad_input_exits_2(kfile, tmp_path, device, extra, csv, message, capsys):
     c = tmp_path / "c.csv"
     c.write_text(csv)
-    r = kc("measure", "--kernel", str(kfile), "--name", "fill", "--configs", str(c), "--repeats", "2", "--min-time",
+    r = kc_here(capsys, "measure", "--kernel", str(kfile), "--name", "fill", "--configs", str(c), "--repeats", "2", "--min-time",
            "0", "--meter", "none", *extra)
     if message is None:
         assert r.returncode == 0, r.stderr
