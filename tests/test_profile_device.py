@@ -4,19 +4,16 @@ line and exit status 2 (predict / tune with --device, evaluate on a dataset's ma
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 from kernelcast.calib.profile import DeviceIdentity, DeviceProfile, ProfileDeviceMismatch, device_class, load_profile
+
+from tests.cli_run import run_here as kc
 
 VADD = """__kernel void vadd(__global const float *a, __global const float *b, __global float *c, const int n) {
   int i = get_global_id(0); if (i < n) c[i] = a[i] + b[i]; }
 """
 
-
-def kc(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kernelcast.cli", *args], capture_output=True, text=True, timeout=300)
 
 
 def test_device_class_of_type_strings():
