@@ -1097,6 +1097,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="interleaved measuring rounds per check (default: each check's own, 3-5)")
     p.add_argument("--list", action="store_true", help="list the checks and their bounds; measure nothing")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -1141,7 +1142,32 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if profile.device.device_type and profile.device.device_type.upper() != device.type.upper():
         raise UsageError(f"--profile {args.profile}: a {profile.device.device_type} profile for the "
                          f"{device.type} device {device.name}")
-    report = run_validation(checks, device, profile, rounds=args.rounds, on_step=lambda s: log.info("validate: %s", s))
+    bar: Any = None
+    if not args.json and not args.no_progress and sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(checks), unit="check", desc="validate", dynamic_ncols=True, file=sys.stderr)
+    names = {c.name for c in checks}
+    started: list[str] = []
+
+    def on_step(label: str) -> None:
+        log.info("validate: %s", label)
+        if bar is None:
+            return
+        if label in names:
+            if started:
+                bar.update(1)
+            started.append(label)
+            bar.set_description(label)
+        else:
+            bar.set_postfix_str(label[:40], refresh=True)
+
+    try:
+        report = run_validation(checks, device, profile, rounds=args.rounds, on_step=on_step)
+    finally:
+        if bar is not None:
+            bar.update(len(started) and 1)
+            bar.close()
     if args.json:
         print(to_json(report.to_dict()))
         return 0
