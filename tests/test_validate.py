@@ -130,3 +130,26 @@ def test_a_check_runs_on_the_device(tmp_path, capsys, device):
     assert row["measured"] > 0 and row["predicted"] > 0 and isinstance(row["within"], bool)
     assert set(row["times_us"]) == {"with_mod", "without"}
     assert d["total"] == d["decided"] == 1 and d["summary"].endswith("of 1 checks within bound")
+
+
+@pytest.mark.parametrize("name,values", [
+    # the gather rates set the gathered loads apart from vector loads of the same bytes
+    ("cpu_costs.clamped_gathers", {"gather_gops": 2.0, "gather_clamped_gops": 3.0}),
+    ("cpu_costs.guarded_shifted_loads", {"gather_gops": 2.0, "gather_clamped_gops": 3.0}),
+    # a guarded store 3.6x the plain one: the runtime leaves the guarded kernel's loop scalar
+    ("cpu_runtime_facts.guarded_store", {"wi_store_ns": 0.25, "wi_cond_store_ns": 0.9}),
+    # builtins called out of line (a call 8x the store): fmax is a call per work-item, the select is not
+    ("cpu_runtime_facts.builtin_call", {"wi_store_ns": 0.5, "wi_cond_store_ns": 0.5, "wi_call_ns": 4.0,
+                                        "wi_libcall_ns": 4.0}),
+    # one exp per work-item at its single-call rate, not at the float16 peak
+    ("builtin_families.exp_vs_arithmetic", {"peak_exp_gops": 20.0, "wi_exp_gops": 1.0, "wi_fp32_fma_gops": 100.0}),
+])
+def test_a_check_tells_its_kernels_apart_with_the_profile_values_it_rests_on(name, values):
+    """With the values of the rule the check validates (hand-made), the predicted ratio is well above
+    the one without them (what the model said before the rule), on a device fast enough in memory
+    that the computation shows."""
+    (chk,) = select_checks(name)
+    base = {"peak_int32_add_gops": 100.0, "peak_int32_mul_gops": 50.0, "launch_overhead_us": 1.0,
+            "dram_bw_gbs": 500.0}
+    without = _ratio(chk, AnalyticalModel(cpu_profile(**base)))
+    assert _ratio(chk, AnalyticalModel(cpu_profile(**{**base, **values}))) > 1.5 * without
