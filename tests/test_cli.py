@@ -54,8 +54,8 @@ def test_help_on_every_subcommand(capsys):
         assert r.returncode == 0 and "usage:" in r.stdout, name
 
 
-def test_devices_lists_the_device(device):
-    r = kc("devices", "--json")
+def test_devices_lists_the_device(device, capsys):
+    r = kc_here(capsys, "devices", "--json")
     assert r.returncode == 0, r.stderr
     devs = json.loads(r.stdout)
     mine = next(d for d in devs if d["spec"] == device.spec)
@@ -64,12 +64,12 @@ def test_devices_lists_the_device(device):
         assert key in mine
     assert mine["compute_units"] == device.compute_units and mine["builds"] is True
     assert mine["name"] == device.name and mine["meter"] == device.meter
-    table = kc("devices")
+    table = kc_here(capsys, "devices")
     assert table.returncode == 0 and device.name in table.stdout and "meter" in table.stdout
 
 
-def test_measure_json(kfile, device):
-    r = kc("measure", "--kernel", str(kfile), "--name", "saxpy", "--gsize", "4096", "--lsize", "64",
+def test_measure_json(kfile, device, capsys):
+    r = kc_here(capsys, "measure", "--kernel", str(kfile), "--name", "saxpy", "--gsize", "4096", "--lsize", "64",
            "--arg", "x=buffer:float:4096", "--arg", "y=buffer:float:4096:ones", "--arg", "a=2.0",
            "--arg", "n=4096", "--repeats", "5", "--min-time", "0", "--meter", "none", "--json")
     assert r.returncode == 0, r.stderr
@@ -118,13 +118,13 @@ def test_measure_bad_input_exits_2(kfile, device, args, message, capsys):
     assert r.stdout == ""
 
 
-def test_measure_several_configurations_in_rounds_feeds_predict(kfile, tmp_path, device):
+def test_measure_several_configurations_in_rounds_feeds_predict(kfile, tmp_path, device, capsys):
     """measure --configs --rounds 2 --json: a record per configuration, each the pool of its two
     rounds (their medians listed), argument columns bound per configuration; the list is what
     predict --measured reads."""
     c = tmp_path / "c.csv"
     c.write_text("gsize,lsize,a\n4096,64,2.0\n16384,64,2.0\n16384,256,3.0\n")
-    r = kc("measure", "--kernel", str(kfile), "--name", "saxpy", "--configs", str(c), "--rounds", "2",
+    r = kc_here(capsys, "measure", "--kernel", str(kfile), "--name", "saxpy", "--configs", str(c), "--rounds", "2",
            "--repeats", "3", "--min-time", "0", "--meter", "none", "--json")
     assert r.returncode == 0, r.stderr
     docs = json.loads(r.stdout)
@@ -137,11 +137,11 @@ def test_measure_several_configurations_in_rounds_feeds_predict(kfile, tmp_path,
                                                                                        [2.0, 2.0, 3.0])
     m = tmp_path / "m.json"
     m.write_text(r.stdout)
-    p = kc("predict", "--kernel", str(kfile), "--name", "saxpy", "--gsize", "65536", "--lsize", "64",
+    p = kc_here(capsys, "predict", "--kernel", str(kfile), "--name", "saxpy", "--gsize", "65536", "--lsize", "64",
            "--profile", "pocl-local", "--measured", str(m), "--json")
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["correction"]["configurations"] == 3
-    t = kc("measure", "--kernel", str(kfile), "--name", "saxpy", "--configs", str(c), "--repeats", "3",
+    t = kc_here(capsys, "measure", "--kernel", str(kfile), "--name", "saxpy", "--configs", str(c), "--repeats", "3",
            "--min-time", "0", "--meter", "none")
     assert t.returncode == 0 and "max/min round" in t.stdout and len(t.stdout.strip().splitlines()) == 7
 
@@ -159,8 +159,8 @@ def test_measure_several_configurations_in_rounds_feeds_predict(kfile, tmp_path,
 def test_measure_configs_bad_input_exits_2(kfile, tmp_path, device, extra, csv, message, capsys):
     c = tmp_path / "c.csv"
     c.write_text(csv)
-    r = kc_here(capsys, "measure", "--kernel", str(kfile), "--name", "fill", "--configs", str(c), "--repeats", "2", "--min-time",
-           "0", "--meter", "none", *extra)
+    r = kc_here(capsys, "measure", "--kernel", str(kfile), "--name", "fill", "--configs", str(c), "--repeats", "2",
+                "--min-time", "0", "--meter", "none", *extra)
     if message is None:
         assert r.returncode == 0, r.stderr
         return
@@ -170,8 +170,8 @@ def test_measure_configs_bad_input_exits_2(kfile, tmp_path, device, extra, csv, 
     assert r.stdout == ""
 
 
-def test_measure_unparsable_file_exits_2(tmp_path, device):
+def test_measure_unparsable_file_exits_2(tmp_path, device, capsys):
     p = tmp_path / "bad.cl"
     p.write_text("__kernel void f(__global float* a) { a[0] = ; }")
-    r = kc("measure", "--kernel", str(p), "--gsize", "64")
+    r = kc_here(capsys, "measure", "--kernel", str(p), "--gsize", "64")
     assert r.returncode == 2 and "cannot parse" in r.stderr
