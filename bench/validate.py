@@ -1125,6 +1125,7 @@ def _list(checks: list[Check], as_json: bool) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from kernelcast.calib.local import resolve_profile
+    from kernelcast.calib.profile import ProfileError
     from kernelcast.instrument.backends import select_device
 
     from kernelcast.config import device_spec
@@ -1139,9 +1140,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     profile = resolve_profile(args.profile, args.device, on_calibrate=say)
     device = select_device(device_spec(args.device))
-    if profile.device.device_type and profile.device.device_type.upper() != device.type.upper():
-        raise UsageError(f"--profile {args.profile}: a {profile.device.device_type} profile for the "
-                         f"{device.type} device {device.name}")
+    try:
+        profile.check_device_type(device.type, f"the device {device.name!r} it would measure")
+    except ProfileError as e:
+        raise UsageError(f"--profile {args.profile}: {e}") from None
     bar: Any = None
     if not args.json and not args.no_progress and sys.stderr.isatty():
         from tqdm import tqdm

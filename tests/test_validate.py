@@ -153,3 +153,10 @@ def test_a_check_tells_its_kernels_apart_with_the_profile_values_it_rests_on(nam
             "dram_bw_gbs": 500.0}
     without = _ratio(chk, AnalyticalModel(cpu_profile(**base)))
     assert _ratio(chk, AnalyticalModel(cpu_profile(**{**base, **values}))) > 1.5 * without
+
+
+def test_a_profile_of_another_device_type_is_refused(capsys, device):
+    other = "pocl-local" if device.type.upper().startswith("GPU") else "a100"
+    assert cli.main(["validate", "--profile", other, "--only", "int_division.modulo_loop"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "predicts only its own type of device" in err[0], err
