@@ -1201,6 +1201,14 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as e:
         print(f"kernelcast: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("kernelcast: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:     # output piped into a reader that stopped (| head): not an error of ours
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":
