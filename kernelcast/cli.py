@@ -366,12 +366,13 @@ def build_parser() -> argparse.ArgumentParser:
 def _extra_commands() -> list[Callable[[Any], object]]:
     """Subcommands of later pipeline stages register here."""
     from kernelcast.bench.cli import add_parser as bench_parser
+    from kernelcast.bench.validate import add_parser as validate_parser
     from kernelcast.calib.cli import add_parser as calib_parser
     from kernelcast.datagen.cli import add_parsers as datagen_parsers
     from kernelcast.models.cli import add_parsers as model_parsers
     from kernelcast.train.cli import add_parser as train_parser
 
-    return [datagen_parsers, calib_parser, model_parsers, bench_parser, train_parser]
+    return [datagen_parsers, calib_parser, model_parsers, bench_parser, validate_parser, train_parser]
 
 
 def _default_actions(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from kernelcast.calib.microbench import CalibOptions
 from kernelcast.models.analytical import AnalyticalModel, cpu_vectorizable
 from kernelcast.models.static import analyze_source
 
-from kernelcast.schema import ArgBinding, Kernel
-from tests.device_ratio import cpu_profile, local_profile, measured_ratio, measured_ratio_tries, require_pocl_cpu
+from kernelcast.schema import Kernel
+from tests.profiles import cpu_profile
 
 SRC = """
 __kernel void k_hypot(__global const float *x, __global const float *y, __global float *o, const int n)
@@ -27,23 +26,6 @@ def test_hypot_counts_in_its_own_family():
     g = analyze_source(Kernel(source=SRC, name="k_sqrt"))
     assert "bi_sqrt" in g.ops and "bi_hypot" not in g.ops
     assert cpu_vectorizable(g)[0] is True
-
-
-def test_hypot_against_sqrt_on_this_device(harness, device):
-    """Measured here (PoCL 3.1, load 3.5): 28.2 ns per work-item for hypot(x, y), 0.155 for
-    sqrt(a * a + b * b). With hypot's rates calibrated by ``calib`` (peak and scalar), the model
-    predicts the ratio of the two kernels within 4x of the measured one (it was ~1 with hypot
-    charged as a square root)."""
-    require_pocl_cpu(device)
-    n = 1 << 16
-    binds = [ArgBinding("x", "buffer", "float", n), ArgBinding("y", "buffer", "float", n),
-             ArgBinding("o", "buffer", "float", n), ArgBinding("n", "scalar", "int", value=n)]
-    r = measured_ratio(harness, device, CalibOptions(benches=("launch", "peak", "scalar"), op_classes=("hypot",),
-                                                     target_s=0.003),
-                       ("peak_hypot_gops", "scalar_hypot_gops"), SRC, ("k_hypot", "k_sqrt"), n, 256, binds)
-    # PoCL 3.0's wheel on a Zen 3 calls sqrt out of line too (both scalar): 7-14x measured
-    assert r.measured > 5, r
-    assert r.within(4), r
 
 
 RND = """
@@ -68,29 +50,6 @@ def test_rounding_conversions_count_as_rint():
     assert "4" in str(ops["k_u8"]["bi_rint"])       # one per component of a uchar4
 
 
-def test_rounding_conversion_against_truncation_on_this_device(harness, device):
-    """Measured here (PoCL 3.1, load 3.7): 0.67 ns per work-item for convert_int_rte, 0.085 for
-    convert_int. With rint's rates calibrated, the model predicts the ratio within 4x on an AMD
-    EPYC Zen 5 host and within 5x on a Zen 4 one: there the kernels run as fast (0.62 and 0.107 ns,
-    idle) but the calibrated scalar rint rate is half the Zen 5 one, and the predicted ratio was
-    14-25 against a measured 2.9-6.0 in five runs (a known over-charge, not fixed). Charged as a
-    truncation, as before the rint family, the ratio was ~1: outside either bound."""
-    require_pocl_cpu(device)
-    n = 1 << 18
-    binds = [ArgBinding("x", "buffer", "float", n), ArgBinding("o", "buffer", "int", n),
-             ArgBinding("n", "scalar", "int", value=n)]
-    # On a runtime that leaves these guarded kernels scalar (calib cond, the bundled profile: PoCL
-    # 3.0's wheel on a Zen 3) both run one work-item at a time: measured 1.2-2.0x (k_rte 311-355 us,
-    # k_rtz 160-288 us, idle), predicted 6.3-6.8x, as the scalar rint rate is calib's rint() call
-    # (out of line there) while convert_int_rte is a cheaper inline conversion: a known over-charge
-    # of up to 6x, not fixed. Elsewhere, as above.
-    scalar = AnalyticalModel(local_profile(device)).dev.cond_store_scalar
-    # the two kernels' times vary from run to run here (k_rte 106-190 us, idle): three tries
-    measured_ratio_tries(3, 1.0 if scalar else 2.5, 6 if scalar else 5, harness, device,
-                         CalibOptions(benches=("launch", "peak", "scalar"), op_classes=("rint",), target_s=0.003),
-                         ("peak_rint_gops", "scalar_rint_gops"), RND, ("k_rte", "k_rtz"), n, 256, binds)
-
-
 CBRT = """
 __kernel void k_cbrt(__global const float *x, __global float *o, const int n)
 { int i = get_global_id(0); if (i < n) o[i] = cbrt(x[i]); }
@@ -106,28 +65,6 @@ def test_cbrt_counts_in_its_own_family():
     assert cpu_vectorizable(analyze_source(Kernel(source=CBRT, name="k_sqrt")))[0] is True
 
 
-def _family_against(harness, device, family: str, source: str, names: tuple[str, str]):
-    """The measured and predicted time ratio of ``names`` (x and o buffers, n = 2^16), with the
-    family's peak and scalar rates calibrated on this device first."""
-    require_pocl_cpu(device)
-    n = 1 << 16
-    binds = [ArgBinding("x", "buffer", "float", n), ArgBinding("o", "buffer", "float", n),
-             ArgBinding("n", "scalar", "int", value=n)]
-    return measured_ratio(harness, device, CalibOptions(benches=("launch", "peak", "scalar"), op_classes=(family,),
-                                                        target_s=0.003),
-                          (f"peak_{family}_gops", f"scalar_{family}_gops"), source, names, n, 256, binds)
-
-
-def test_cbrt_against_sqrt_on_this_device(harness, device):
-    """Measured here (PoCL 3.1 on an AMD EPYC Zen 4, 2^20 work-items, load ~2): 33.6 ns per
-    work-item for cbrt(x), 0.18 for sqrt(x); it was charged as a square root (a ratio of ~1).
-    With cbrt's rates calibrated (peak and scalar) the model predicts the ratio within 4x."""
-    r = _family_against(harness, device, "cbrt", CBRT, ("k_cbrt", "k_sqrt"))
-    # PoCL 3.0's wheel on a Zen 3 calls sqrt out of line too (both scalar): 14x measured, 17x predicted
-    assert r.measured > 5, r
-    assert r.within(4), r
-
-
 FMOD = """
 __kernel void k_fmod(__global const float *x, __global float *o, const int n)
 { int i = get_global_id(0); if (i < n) o[i] = fmod(x[i] * 40.0f, 0.37f); }
@@ -140,15 +77,6 @@ def test_fmod_counts_in_its_own_family():
     f = analyze_source(Kernel(source=FMOD, name="k_fmod"))
     assert "bi_fmod" in f.ops and "fp32_div" not in f.ops and "libcall" not in f.ops
     assert "bi_fmod" not in analyze_source(Kernel(source=FMOD, name="k_div")).ops
-
-
-def test_fmod_against_division_on_this_device(harness, device):
-    """fmod is a library routine (an exact remainder), not a division: measured here (PoCL 3.0 on
-    an AMD EPYC Zen 3, a datagen beside it) 20-23x the division kernel, 19-27 ns per call; it was
-    charged as one division. With fmod's rates calibrated the model predicts 48-68x: within 4x."""
-    r = _family_against(harness, device, "fmod", FMOD, ("k_fmod", "k_div"))
-    assert r.measured > 3, r
-    assert r.within(4), r
 
 
 EXP = """
@@ -182,20 +110,6 @@ def test_vectorized_builtin_call_at_its_work_item_rate():
     assert parts[0] - parts[1] == pytest.approx(n / 1e9 * 1e6 - n / 20e9 * 1e6, rel=0.02)
 
 
-def test_exp_against_arithmetic_on_this_device(harness, device):
-    """``o[i] = a * exp(-r * t[i])`` against the same without the exp, on PoCL: measured here 4.0x
-    (88 and 22 us at 2^18 work-items); with the exp's one-call-per-work-item rate calibrated (calib
-    wi: 3.4 G calls/s, against the 14.3 G/s of its float16 peak) the model predicts the ratio
-    within 2x (3.5x; it was 1.6x at the peak rate)."""
-    require_pocl_cpu(device)
-    n = 1 << 18
-    binds = [ArgBinding("t", "buffer", "float", n), ArgBinding("o", "buffer", "float", n),
-             ArgBinding("a", "scalar", "float", value=2.0), ArgBinding("r", "scalar", "float", value=0.5)]
-    # up to 3 tries: in a slow phase of the host one try measured 7.8x (152 us with the exp), predicted 3.4x
-    measured_ratio_tries(3, 2, 2, harness, device, CalibOptions(benches=("launch", "wi"), op_classes=("exp",)),
-                         ("wi_exp_gops",), EXP, ("k_exp", "k_scale"), n, 256, binds)
-
-
 TANH = """
 float act(float x) { return tanh(x); }
 __kernel void k_tanh(__global const float *x, __global float *o, const int n)
@@ -223,20 +137,6 @@ def test_one_tanh_call_keeps_the_work_item_loop_vectorizable():
     assert cpu_vectorizable(f["k_tanh"])[0] is True
     assert cpu_vectorizable(f["k_tanh2"])[0] is False
     assert cpu_vectorizable(f["k_asinh"])[0] is False
-
-
-def test_tanh_against_exp_on_this_device(harness, device):
-    """One tanh and one exp call per work-item, both vector code on PoCL 3.1: measured 1.26-1.57x at
-    2^20 work-items (k_tanh 715-1,300 us, k_exp 454-1,030, the host's phases); with wi_tanh_gops and
-    wi_exp_gops calibrated the model predicts 1.9-2.0x (charged as scalar library code, as before:
-    5.0x, k_tanh predicted 1,872 us against 715 measured)."""
-    require_pocl_cpu(device)
-    n = 1 << 20
-    binds = [ArgBinding("x", "buffer", "float", n), ArgBinding("o", "buffer", "float", n),
-             ArgBinding("n", "scalar", "int", value=n)]
-    measured_ratio_tries(3, 1.2, 2, harness, device,
-                         CalibOptions(benches=("launch", "wi"), op_classes=("tanh", "exp"), target_s=0.003),
-                         ("wi_tanh_gops", "wi_exp_gops"), TANH, ("k_tanh", "k_exp"), n, 256, binds)
 
 
 SIN = """
@@ -272,16 +172,3 @@ def test_one_scalar_routine_call_per_work_item_costs_its_single_call_rate():
     assert comp["wi"][1] == pytest.approx(comp["scalar"][1], rel=1e-9)       # 4 x 10 ns > 20 ns
 
 
-def test_one_sin_call_against_eight_chains_on_this_device(harness, device):
-    """Scalar library code on PoCL 3.1: one sin call per work-item against eight independent chains
-    of four calls (the shape of calib's scalar benchmark). Per call, measured 15.4 ns a core alone
-    and 9.0 in the chains (2^18 work-items; 12.4-20x per work-item, the host's phases moving the
-    single call 2,023-3,150 us); with the single-call rate calib wi measures the model predicts
-    18.6x, charged at the scalar rate alone 31x."""
-    require_pocl_cpu(device)
-    n = 1 << 18
-    binds = [ArgBinding("x", "buffer", "float", n), ArgBinding("o", "buffer", "float", n),
-             ArgBinding("n", "scalar", "int", value=4)]
-    measured_ratio_tries(3, 6, 1.5, harness, device,
-                         CalibOptions(benches=("launch", "scalar", "wi"), op_classes=("sin",), target_s=0.003),
-                         ("scalar_sin_gops", "wi_sin_gops"), SIN, ("k_sin8", "k_sin"), n, 256, binds)

@@ -4,13 +4,12 @@ families of their own, with their own calibrated rates and their parent's where 
 from __future__ import annotations
 
 import pytest
-from kernelcast.calib.microbench import CalibOptions
 from kernelcast.models.analytical import AnalyticalModel, cpu_vectorizable
 from kernelcast.models.static import analyze_source
 from kernelcast.models.static.features import BUILTIN_FAMILIES, FAMILY_PARENT
 
-from kernelcast.schema import ArgBinding, Kernel
-from tests.device_ratio import cpu_profile, measured_ratio_tries, require_pocl_cpu
+from kernelcast.schema import Kernel
+from tests.profiles import cpu_profile
 
 CALLS = """
 __kernel void k(__global const float *x, __global float *o)
@@ -66,21 +65,6 @@ def test_exp2_leaves_the_work_item_loop_scalar():
     assert cpu_vectorizable(analyze_source(Kernel(source=EXP2, name="k_exp")))[0] is True
 
 
-def test_exp2_against_exp_on_this_device(harness, device):
-    """exp2 is not exp: measured here (PoCL 3.1, Zen 5, idle) four independent calls per work-item
-    of 2^18 work-items took 3,617 us with exp2 against 296 with exp (12x); these kernels, one call
-    per work-item of 2^16, 241-253 us against 27-30 (8.3-9.0x in three runs). It was charged at
-    exp's vectorized rate (a ratio of 1); with exp2's rates calibrated (peak and scalar) the model
-    predicts 4.6x: exp2 is scalar code, but calib's eight independent chains per work-item run it
-    at 0.55 G calls/s where this kernel runs 0.26."""
-    require_pocl_cpu(device)
-    n = 1 << 16
-    binds = [ArgBinding("x", "buffer", "float", n), ArgBinding("o", "buffer", "float", n)]
-    measured_ratio_tries(3, 2.5, 3, harness, device,
-                         CalibOptions(benches=("launch", "peak", "scalar"), op_classes=("exp2",), target_s=0.003),
-                         ("peak_exp2_gops", "scalar_exp2_gops"), EXP2, ("k_exp2", "k_exp"), n, 256, binds)
-
-
 LOOPS = """
 __kernel void k_data(__global float* restrict a)
 { int i = get_global_id(0); float x = a[i]; a[i] = exp(x) + exp(x + 0.25f) + exp(x + 0.5f) + exp(x + 0.75f); }
@@ -104,18 +88,6 @@ def test_a_small_loop_calling_a_library_routine_is_not_unrolled():
     assert cpu_vectorizable(g)[0] is True
 
 
-def test_small_loop_calling_exp_on_this_device(harness, device):
-    """Four exp calls per work-item in a 4-trip loop against the same four calls written out, on
-    data (2^18 work-items, PoCL 3.1, Zen 5, idle): 2,781 us against 314 (8.9x; the loop's
-    arguments are constants, the calls stay in the loop); predicted 4.4x (1,535 against 352 us;
-    it was 1.2x with the loop taken as unrolled)."""
-    require_pocl_cpu(device)
-    n = 1 << 18
-    binds = [ArgBinding("a", "buffer", "float", n)]
-    measured_ratio_tries(3, 3, 3, harness, device, CalibOptions(benches=("launch",)), (), LOOPS,
-                         ("k_loop", "k_data"), n, 64, binds)
-
-
 FORMS = """
 __kernel void k_sin(__global const float *x, __global float *o) { int i = get_global_id(0); o[i] = sin(x[i]); }
 __kernel void k_native_sin(__global const float *x, __global float *o)
@@ -126,14 +98,3 @@ __kernel void k_exp_ln2(__global const float *x, __global float *o)
 """
 
 
-@pytest.mark.parametrize("names", [("k_sin", "k_native_sin"), ("k_exp2", "k_exp_ln2")])
-def test_cheaper_forms_on_this_device(harness, device, names):
-    """What ``predict`` tells a kernel author (``cpu_calls``, models.analytical.CHEAPER_FORMS) holds
-    on the device: measured here (PoCL 3.1, Zen 5, idle, 2^18 work-items) sin 1,955 us against
-    143 for native_sin (13.7x; 24.6x in a second run), exp2 908 against 85 for ``exp(x *
-    M_LN2_F)`` (10.6x twice); the bundled profile predicts 13.5x and 5.3x, both within 3x."""
-    require_pocl_cpu(device)
-    n = 1 << 18
-    binds = [ArgBinding("x", "buffer", "float", n), ArgBinding("o", "buffer", "float", n)]
-    measured_ratio_tries(3, 3, 3, harness, device, CalibOptions(benches=("launch",)), (), FORMS, names, n, 256,
-                         binds)

@@ -16,7 +16,7 @@ from kernelcast.models.static.features import CHAIN_PREFIX
 from kernelcast.models.static.source import analyze_source_text
 
 from kernelcast.schema import ArgBinding
-from tests.device_ratio import cpu_profile, local_profile, measure_and_predict, measured_ratio_tries, require_pocl_cpu
+from tests.profiles import cpu_profile
 
 KERNELS = """
 __kernel void escape(__global float* data, int total) {
@@ -134,34 +134,6 @@ __kernel void three_chains(__global float *data, int trips)
 """
 
 
-def test_one_chain_against_three_on_this_device(harness, device):
-    """Two dependent operations per trip (``z = z * z * 0.5f + d``: a multiply and an FMA) against
-    three operations on three chains of one, 512 or 513 trips, 1,024 work-items. Measured here
-    (PoCL 3.0 wheel, AMD EPYC Zen 3, idle): 1.9-2.2x (about 620 us against 290 us), predicted
-    1.9-2.3x with calib chain's values measured a moment before; without them the model predicts the
-    two alike (the same operation counts)."""
-    require_pocl_cpu(device)
-    got = []
-    for _ in range(3):
-        measured = Calibrator(device, harness, options=CalibOptions(benches=("launch", "chain"), quick=True,
-                                                                     op_classes=("fp32_add", "fp32_mul"))).run()
-        prof = local_profile(device)
-        for k in ("chain_fp32_add_ns", "chain_fp32_mul_ns"):
-            assert measured.get(k), measured.notes
-            prof.values[k] = measured.values[k]
-        binds = [ArgBinding("data", "buffer", "float", 1024, init="ones"),
-                 ArgBinding("trips", "scalar", "int", value=512)]
-        t, pred = measure_and_predict(harness, AnalyticalModel(prof), PAIR,
-                                      {n: (1024, 64, binds) for n in ("one_chain", "three_chains")})
-        ratio = (t["one_chain"] / t["three_chains"], pred["one_chain"] / pred["three_chains"], t, pred)
-        got.append(ratio)
-        if ratio[0] / 1.5 < ratio[1] < ratio[0] * 1.5:
-            break
-    m, p = got[-1][:2]
-    assert m > 1.5, got
-    assert m / 1.5 < p < m * 1.5, got
-
-
 BARRIER_CHAINS = """
 __kernel void chain_bar(__global float* data, __local float* l, int trips) {
   int tid = get_global_id(0); int lid = get_local_id(0);
@@ -208,24 +180,6 @@ def test_a_kernel_with_barriers_keeps_the_chains_of_loops_whose_trips_differ():
     assert chain_seconds(feats, slow.dev) is not None and chain_seconds(feats, slow.dev, uniform=False) is None
 
 
-def test_a_chain_after_a_barrier_on_this_device(harness, device):
-    """The same chain with a barrier before the loop and without, in groups of 16 and of 64:
-    PoCL 3.1 on Zen 5 ran them alike (1,708-1,861 us, 4,096 work-items of 512 or 513 trips); the
-    model predicts the two within 1.5x of each other's measured ratio in both (it charged the
-    barrier kernel a third of the other before, without its chain)."""
-    require_pocl_cpu(device)
-    model = AnalyticalModel(local_profile(device))
-    if not model.dev.chain_s:
-        pytest.skip(f"the bundled profile of {device.name} has no chain latencies (calib --only chain)")
-    for ls in (16, 64):
-        binds = [ArgBinding("data", "buffer", "float", 4096, init="ones"), ArgBinding("l", "local", "float", ls),
-                 ArgBinding("trips", "scalar", "int", value=512)]
-        t, pred = measure_and_predict(harness, model, BARRIER_CHAINS,
-                                      {n: (4096, ls, binds) for n in ("chain_bar", "chain_nobar")})
-        m, p = t["chain_bar"] / t["chain_nobar"], pred["chain_bar"] / pred["chain_nobar"]
-        assert m / 1.5 < p < m * 1.5, (ls, t, pred)
-
-
 NO_IMPLICIT = """
 #define PRE __local float c[256]; int x = get_global_id(0); int l = get_local_id(0); \\
   c[l] = src[x]; barrier(CLK_LOCAL_MEM_FENCE); float s = c[(l + 1) % get_local_size(0)];
@@ -261,27 +215,6 @@ def test_a_chain_in_a_loop_without_an_implicit_barrier_counts_in_a_kernel_with_b
     floor_us = 1024 / 2 * (512 - 1 - CHAIN_OVERLAP_TRIPS) * 1.4e-3
     assert bar >= floor_us and nobar >= floor_us
     assert bar == pytest.approx(nobar, rel=0.2)
-
-
-def test_a_chain_in_a_loop_without_an_implicit_barrier_on_this_device(harness, device):
-    """The count-down loop of 2,000 trips with a barrier before it and without, 8,192 work-items in
-    groups of 64: PoCL 3.1 on Zen 5 ran both in 7.4-7.6 ms; predicted within 1.5x of the measured
-    ratio (7.85 and 7.85 ms; 2.76 ms for the barrier kernel before, 0.37x). And the uniform loop
-    around an inner loop of 5 trips from -2 against the same from 0: 7.7-8.2 ms against 0.55-0.86
-    (10-14x); predicted 2.6x (3.6 against 1.4 ms: the chain through the unrolled inner loop is not
-    counted), 1.0x before."""
-    require_pocl_cpu(device)
-    model = AnalyticalModel(local_profile(device))
-    if not model.dev.chain_s:
-        pytest.skip(f"the bundled profile of {device.name} has no chain latencies (calib --only chain)")
-    n = 8192
-    t, pred = measure_and_predict(harness, model, NO_IMPLICIT,
-                                  {k: (n, 64, _no_implicit_binds(n, 2000)) for k in
-                                   ("down_bar", "down_nobar", "around_d", "around_z")})
-    m, p = t["down_bar"] / t["down_nobar"], pred["down_bar"] / pred["down_nobar"]
-    assert m / 1.5 < p < m * 1.5, (t, pred)
-    m, p = t["around_d"] / t["around_z"], pred["around_d"] / pred["around_z"]
-    assert m > 4 and p > 2 and m / 6 < p, (t, pred)
 
 
 TILES = """
@@ -337,22 +270,6 @@ def test_the_chain_of_a_tile_loops_inner_loop_counts_in_groups_the_runtime_does_
     assert t[0] == pytest.approx(t0[0], rel=1e-9)
 
 
-def test_a_tile_loops_chain_against_a_flat_loops_on_this_device(harness, device):
-    """The same fma chain over 4,096 values, in the inner loop of a tile loop with barriers (groups of
-    256) and in a plain loop: PoCL 3.1 on Zen 5 ran both near the chain's latency (each work-item's
-    trips in turn): 6,120-6,581 us against 7,994-8,150 (0.75-0.82x); predicted 0.86x, within 1.5x
-    of the measured ratio (0.40x before, without the tile loop's chain)."""
-    require_pocl_cpu(device)
-    model = AnalyticalModel(local_profile(device))
-    if not model.dev.chain_s or not model.dev.barrier_unrolled_items:
-        pytest.skip(f"the bundled profile of {device.name} has no chain latencies or unrolled barrier size")
-    n = 4096
-    t, pred = measure_and_predict(harness, model, TILES, {"tile_fma": (n, 256, _tile_binds(n, 256)),
-                                                          "flat_fma": (n, 256, _tile_binds(n, 256))})
-    m, p = t["tile_fma"] / t["flat_fma"], pred["tile_fma"] / pred["flat_fma"]
-    assert m / 1.5 < p < m * 1.5, (t, pred)
-
-
 MAX_CHAINS = """
 __kernel void chain_add(__global const float* src, __global float* dst, int trips) {
   int x = get_global_id(0); float v = src[x]; float acc = 0.0f;
@@ -379,22 +296,6 @@ def test_fmax_on_a_chain_counts_two_adds():
     assert counts["chain_fmax"][key][0] == pytest.approx(2 * counts["chain_add"][key][0])
 
 
-def test_fmax_chain_against_add_chain_on_this_device(harness, device):
-    """One fmax per trip on the chain against one add, 8,192 work-items of 1,024 trips in groups of
-    64: PoCL 3.1 on Zen 5 1.72-1.74x (4,798-4,818 against 2,758-2,793 us); predicted 1.79x, within
-    1.3x of the measured ratio (1.0x before: the fmax added nothing to the chain)."""
-    require_pocl_cpu(device)
-    model = AnalyticalModel(local_profile(device))
-    if not model.dev.chain_s:
-        pytest.skip(f"the bundled profile of {device.name} has no chain latencies (calib --only chain)")
-    n = 8192
-    binds = [ArgBinding("src", "buffer", "float", n, init="ones"), ArgBinding("dst", "buffer", "float", n),
-             ArgBinding("trips", "scalar", "int", value=1024)]
-    t, pred = measure_and_predict(harness, model, MAX_CHAINS, {k: (n, 64, binds) for k in ("chain_add", "chain_fmax")})
-    m, p = t["chain_fmax"] / t["chain_add"], pred["chain_fmax"] / pred["chain_add"]
-    assert m / 1.3 < p < m * 1.3, (t, pred)
-
-
 F64 = """
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 __kernel void add64(__global double *x, int n)
@@ -417,18 +318,6 @@ def test_fp64_adds_and_multiplies_on_a_chain_take_the_fp32_latencies():
     assert dev.chain_s["fp64_add"] == pytest.approx(0.5e-9) and dev.chain_s["fp64_mul"] == pytest.approx(0.7e-9)
     own = AnalyticalModel(cpu_profile(chain_fp32_add_ns=0.5, chain_fp64_add_ns=0.6)).dev
     assert own.chain_s["fp64_add"] == pytest.approx(0.6e-9)
-
-
-def test_fp64_multiply_chain_against_add_chain_on_this_device(harness, device):
-    """4,096 work-items of 4,096-4,097 trips on one fp64 chain, with calib chain's fp32 add and
-    multiply latencies measured a moment before. Measured here (PoCL 3.1, Zen 5, idle): multiplies
-    5,953-6,324 us, adds 4,000-4,085 (1.5x); predicted 1.5x (6,150 against 4,116 us with the bundled
-    profile); 1.0x when both counted as FMAs."""
-    require_pocl_cpu(device)       # PoCL's CPU device has fp64
-    binds = [ArgBinding("x", "buffer", "double", 4096, init="ones"), ArgBinding("n", "scalar", "int", value=4096)]
-    opts = CalibOptions(benches=("launch", "chain"), quick=True, op_classes=("fp32_add", "fp32_mul"))
-    measured_ratio_tries(3, 1.2, 1.3, harness, device, opts, ("chain_fp32_add_ns", "chain_fp32_mul_ns"), F64,
-                         ("mul64", "add64"), 4096, 64, binds)
 
 
 UNIFORM = """
@@ -455,15 +344,3 @@ def test_a_chain_in_a_loop_all_work_items_take_alike_is_counted_apart():
     assert long == pytest.approx((4095 - CHAIN_OVERLAP_TRIPS) * 1e-9)
 
 
-def test_uniform_chain_against_three_on_this_device(harness, device):
-    """The pair above in a loop of 4,096 trips every work-item takes alike (1,024 work-items), with
-    calib chain's values measured a moment before: one chain of FMAs against three chains of one
-    operation each, the longest a multiply. Measured here (PoCL 3.1, Zen 5, idle): 1,996-2,036 us
-    against 1,702-1,781 (1.14-1.18x); predicted with the bundled profile 2,038 against 1,529 us
-    (1.33x); 712 against 1,065 (0.67x) before the chains of such loops counted."""
-    require_pocl_cpu(device)
-    binds = [ArgBinding("data", "buffer", "float", 1024, init="ones"), ArgBinding("trips", "scalar", "int", value=4096)]
-    opts = CalibOptions(benches=("launch", "chain"), quick=True, op_classes=("fp32_add", "fp32_mul", "fp32_fma"))
-    measured_ratio_tries(3, 1.05, 1.5, harness, device, opts,
-                         ("chain_fp32_add_ns", "chain_fp32_mul_ns", "chain_fp32_fma_ns"), UNIFORM,
-                         ("one_chain", "three_chains"), 1024, 64, binds)

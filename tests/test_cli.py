@@ -23,6 +23,17 @@ def kc(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "kernelcast.cli", *args], capture_output=True, text=True, timeout=300)
 
 
+def kc_here(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess[str]:
+    """:func:`kc` in this process (the same parser and checks, without starting an interpreter): for
+    output the command prints itself (not its log records, which pytest captures)."""
+    from kernelcast import cli
+
+    capsys.readouterr()
+    rc = cli.main(list(args))
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["kernelcast", *args], rc, out, err)
+
+
 @pytest.fixture()
 def kfile(tmp_path):
     p = tmp_path / "k.cl"
@@ -30,19 +41,21 @@ def kfile(tmp_path):
     return p
 
 
-def test_help_on_every_subcommand():
+def test_help_on_every_subcommand(capsys):
     from kernelcast.cli import build_parser
 
     parser = build_parser()
     sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
-    assert {"devices", "measure", "demo"} <= set(sub.choices)
+    assert {"devices", "measure", "demo", "validate"} <= set(sub.choices)
+    r = kc("--help")                    # the module runs as a program
+    assert r.returncode == 0 and "usage:" in r.stdout and "validate" in r.stdout
     for name in sub.choices:
-        r = kc(name, "--help")
+        r = kc_here(capsys, name, "--help")
         assert r.returncode == 0 and "usage:" in r.stdout, name
 
 
-def test_devices_lists_the_device(device):
-    r = kc("devices", "--json")
+def test_devices_lists_the_device(device, capsys):
+    r = kc_here(capsys, "devices", "--json")
     assert r.returncode == 0, r.stderr
     devs = json.loads(r.stdout)
     mine = next(d for d in devs if d["spec"] == device.spec)
@@ -51,12 +64,12 @@ def test_devices_lists_the_device(device):
         assert key in mine
     assert mine["compute_units"] == device.compute_units and mine["builds"] is True
     assert mine["name"] == device.name and mine["meter"] == device.meter
-    table = kc("devices")
+    table = kc_here(capsys, "devices")
     assert table.returncode == 0 and device.name in table.stdout and "meter" in table.stdout
 
 
-def test_measure_json(kfile, device):
-    r = kc("measure", "--kernel", str(kfile), "--name", "saxpy", "--gsize", "4096", "--lsize", "64",
+def test_measure_json(kfile, device, capsys):
+    r = kc_here(capsys, "measure", "--kernel", str(kfile), "--name", "saxpy", "--gsize", "4096", "--lsize", "64",
            "--arg", "x=buffer:float:4096", "--arg", "y=buffer:float:4096:ones", "--arg", "a=2.0",
            "--arg", "n=4096", "--repeats", "5", "--min-time", "0", "--meter", "none", "--json")
     assert r.returncode == 0, r.stderr
@@ -95,23 +108,23 @@ def test_measure_fills_missing_args_and_prints_table(kfile, device):
     (["--name", "fill", "--gsize", "64x0"], "positive"),
     (["--name", "fill", "--gsize", "64", "--meter", "joulemeter"], "unknown meter"),
 ])
-def test_measure_bad_input_exits_2(kfile, device, args, message):
+def test_measure_bad_input_exits_2(kfile, device, args, message, capsys):
     if "--kernel" not in args:
         args = ["--kernel", str(kfile), *args]
-    r = kc("measure", *args)
+    r = kc_here(capsys, "measure", *args)
     assert r.returncode == 2, (r.stdout, r.stderr)
     err = r.stderr.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("kernelcast: error:") and message in err[0], r.stderr
     assert r.stdout == ""
 
 
-def test_measure_several_configurations_in_rounds_feeds_predict(kfile, tmp_path, device):
+def test_measure_several_configurations_in_rounds_feeds_predict(kfile, tmp_path, device, capsys):
     """measure --configs --rounds 2 --json: a record per configuration, each the pool of its two
     rounds (their medians listed), argument columns bound per configuration; the list is what
     predict --measured reads."""
     c = tmp_path / "c.csv"
     c.write_text("gsize,lsize,a\n4096,64,2.0\n16384,64,2.0\n16384,256,3.0\n")
-    r = kc("measure", "--kernel", str(kfile), "--name", "saxpy", "--configs", str(c), "--rounds", "2",
+    r = kc_here(capsys, "measure", "--kernel", str(kfile), "--name", "saxpy", "--configs", str(c), "--rounds", "2",
            "--repeats", "3", "--min-time", "0", "--meter", "none", "--json")
     assert r.returncode == 0, r.stderr
     docs = json.loads(r.stdout)
@@ -124,11 +137,11 @@ def test_measure_several_configurations_in_rounds_feeds_predict(kfile, tmp_path,
                                                                                        [2.0, 2.0, 3.0])
     m = tmp_path / "m.json"
     m.write_text(r.stdout)
-    p = kc("predict", "--kernel", str(kfile), "--name", "saxpy", "--gsize", "65536", "--lsize", "64",
+    p = kc_here(capsys, "predict", "--kernel", str(kfile), "--name", "saxpy", "--gsize", "65536", "--lsize", "64",
            "--profile", "pocl-local", "--measured", str(m), "--json")
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["correction"]["configurations"] == 3
-    t = kc("measure", "--kernel", str(kfile), "--name", "saxpy", "--configs", str(c), "--repeats", "3",
+    t = kc_here(capsys, "measure", "--kernel", str(kfile), "--name", "saxpy", "--configs", str(c), "--repeats", "3",
            "--min-time", "0", "--meter", "none")
     assert t.returncode == 0 and "max/min round" in t.stdout and len(t.stdout.strip().splitlines()) == 7
 
@@ -143,11 +156,11 @@ def test_measure_several_configurations_in_rounds_feeds_predict(kfile, tmp_path,
     ([], "gsize\n" + "64\n" * 65, "at most 64"),
     ([], "gsize,q\n64,1\n", None),            # a column that names no argument is ignored, as predict ignores it
 ])
-def test_measure_configs_bad_input_exits_2(kfile, tmp_path, device, extra, csv, message):
+def test_measure_configs_bad_input_exits_2(kfile, tmp_path, device, extra, csv, message, capsys):
     c = tmp_path / "c.csv"
     c.write_text(csv)
-    r = kc("measure", "--kernel", str(kfile), "--name", "fill", "--configs", str(c), "--repeats", "2", "--min-time",
-           "0", "--meter", "none", *extra)
+    r = kc_here(capsys, "measure", "--kernel", str(kfile), "--name", "fill", "--configs", str(c), "--repeats", "2",
+                "--min-time", "0", "--meter", "none", *extra)
     if message is None:
         assert r.returncode == 0, r.stderr
         return
@@ -157,8 +170,8 @@ def test_measure_configs_bad_input_exits_2(kfile, tmp_path, device, extra, csv, 
     assert r.stdout == ""
 
 
-def test_measure_unparsable_file_exits_2(tmp_path, device):
+def test_measure_unparsable_file_exits_2(tmp_path, device, capsys):
     p = tmp_path / "bad.cl"
     p.write_text("__kernel void f(__global float* a) { a[0] = ; }")
-    r = kc("measure", "--kernel", str(p), "--gsize", "64")
+    r = kc_here(capsys, "measure", "--kernel", str(p), "--gsize", "64")
     assert r.returncode == 2 and "cannot parse" in r.stderr

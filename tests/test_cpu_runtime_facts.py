@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from kernelcast.calib.microbench import CalibOptions
 from kernelcast.models.analytical import (
     AnalyticalModel,
     DeviceParams,
@@ -19,8 +18,8 @@ from kernelcast.models.analytical import (
 )
 from kernelcast.models.static.source import analyze_source
 
-from kernelcast.schema import ArgBinding, Kernel
-from tests.device_ratio import cpu_profile, measured_ratio_tries, require_pocl_cpu
+from kernelcast.schema import Kernel
+from tests.profiles import cpu_profile
 
 MARKS = """
 __kernel void guard(__global const float *a, __global float *c, int n)
@@ -115,22 +114,6 @@ __kernel void plain(__global const float *a, __global const float *b, __global f
 """
 
 
-def test_guarded_against_plain_store_on_this_device(harness, device):
-    """The same elementwise kernel with and without ``if (i < n)`` (every work-item passes), 2^16
-    work-items (768 KiB, in the caches, as calib cond measures). Measured here (PoCL 3.0 wheel, AMD
-    EPYC Zen 3, a datagen on the other core): 2.8-4.4x (50-72 us against 16-18 us; at 2^20
-    work-items 6-9x), predicted 4.7x with the cond values calibrated a moment before; without them
-    the model predicts the two alike (a ratio of 1), as it still does, rightly, on a runtime that
-    vectorizes the masked store."""
-    require_pocl_cpu(device)
-    n = 1 << 16
-    binds = [ArgBinding("a", "buffer", "float", n), ArgBinding("b", "buffer", "float", n),
-             ArgBinding("c", "buffer", "float", n), ArgBinding("n", "scalar", "int", value=n)]
-    # a calibration and a measurement of kernels this short get three tries to agree on a shared host
-    measured_ratio_tries(3, 0.0, 2.0, harness, device, CalibOptions(benches=("launch", "cond"), quick=True),
-                         ("wi_store_ns", "wi_cond_store_ns"), GUARDED, ("guarded", "plain"), n, 256, binds)
-
-
 CALLS = """
 __kernel void k_fmax(__global const float *a, __global const float *b, __global float *c, const int n)
 { int i = get_global_id(0); c[i] = fmax(a[i], b[i]) * 1.5f; }
@@ -172,16 +155,3 @@ def test_a_runtime_that_calls_its_builtins_charges_each_call():
     assert t_call >= n * 4e-9 / 2 and t_call > 10 * t_inl
 
 
-def test_builtin_call_against_the_same_maximum_written_out_on_this_device(harness, device):
-    """``fmax(a[i], b[i])`` against ``a[i] > b[i] ? a[i] : b[i]``, 2^16 work-items. Measured here
-    (PoCL 3.0 wheel, AMD EPYC Zen 3, a datagen on the other core): 2.0 against 0.30 ns per work-item
-    of the whole device (a call of the runtime's library per work-item, the loop scalar); a runtime
-    that inlines fmax runs the two alike. With calib cond's values the model predicts the ratio within
-    2.5x whichever the runtime does."""
-    require_pocl_cpu(device)
-    n = 1 << 16
-    binds = [ArgBinding("a", "buffer", "float", n), ArgBinding("b", "buffer", "float", n),
-             ArgBinding("c", "buffer", "float", n), ArgBinding("n", "scalar", "int", value=n)]
-    measured_ratio_tries(3, 0.0, 2.5, harness, device, CalibOptions(benches=("launch", "cond"), quick=True),
-                         ("wi_store_ns", "wi_cond_store_ns", "wi_call_ns", "wi_libcall_ns"), CALLS,
-                         ("k_fmax", "k_select"), n, 256, binds)

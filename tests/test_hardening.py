@@ -94,14 +94,22 @@ def test_sigint_to_the_worker_alone_is_not_a_crash(device: DeviceInfo) -> None:
         assert h._proc is not None
         pid = h._proc.pid
 
-        def interrupt() -> None:
-            time.sleep(1.5)
-            os.kill(pid, signal.SIGINT)
+        done = threading.Event()
+
+        def interrupt() -> None:         # SIGINTs through the whole run, whatever phase it is in (build, launch)
+            while not done.wait(0.25):
+                try:
+                    os.kill(pid, signal.SIGINT)
+                except ProcessLookupError:      # the timed-out worker was stopped
+                    return
 
         t = threading.Thread(target=interrupt)
         t.start()
-        m = h.run(kernel, config)
-        t.join()
+        try:
+            m = h.run(kernel, config)
+        finally:
+            done.set()
+            t.join()
     assert m.status == "timeout", (m.status, m.reason)
 
 

@@ -9,13 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from kernelcast.calib.microbench import CalibOptions
 from kernelcast.calib.profile import DeviceIdentity, DeviceProfile, ProfileValue
 from kernelcast.models.analytical import DeviceParams, inner_loop_correction
 from kernelcast.models.static.source import analyze_source_text
-
-from kernelcast.schema import ArgBinding
-from tests.device_ratio import measured_ratio_tries, require_pocl_cpu
 
 LOOPS = """
 __kernel void count_below(__global const float *in, __global int *out, const int n, const int m)
@@ -58,21 +54,6 @@ def test_the_marked_operations_are_charged_at_the_peak_rate():
     d = DeviceParams.from_profile(p)
     corr = inner_loop_correction({"loopvec:int_add": np.array([10.0]), "loopvec:loads": np.array([5.0])}, d)
     assert corr == pytest.approx(15 / 100e9 - 15 / 10e9)
-
-
-def test_count_loop_against_float_sum_on_this_device(harness, device):
-    """4,096 work-items each looping over 4,096 floats, both work-item loops scalar (a guarded
-    store). Measured here (PoCL 3.0 wheel, AMD EPYC Zen 3, a datagen on both cores): the float sum
-    2.7 ns per trip per core, the count 0.10, 26x; predicted 9.4x (1.0x when both loops were
-    charged at scalar rates). Within 4x: the ratio of a latency-bound loop to a vectorized one moves
-    with the host's load."""
-    require_pocl_cpu(device)
-    n = m = 4096
-    binds = [ArgBinding("in", "buffer", "float", m, init="random"), ArgBinding("out", "buffer", "int", n),
-             ArgBinding("n", "scalar", "int", value=n), ArgBinding("m", "scalar", "int", value=m)]
-    r = measured_ratio_tries(3, 3.0, 4.0, harness, device, CalibOptions(benches=("launch",), quick=True), (),
-                             LOOPS, ("float_sum", "count_below"), n, 256, binds)
-    assert r.predicted > 3.0, r
 
 
 TILE_WALK = """
@@ -123,22 +104,3 @@ def test_an_integer_max_over_a_tile_is_a_reduction_and_a_float_min_is_not():
     assert analyze_source_text(src, "k").loopvec_ops == {}                  # max of a recurrence: no
 
 
-def test_an_integer_tile_walk_on_this_device(harness, device):
-    """The int max walk over each tile (256 elements, 8,192 work-items) against the same kernel
-    without the walk: measured here (PoCL 3.1, AMD EPYC Zen 5, a datagen beside it) 7.5-16x (the
-    walk 2.1-3.0 ms); predicted 10x with the walk a vectorized reduction, 68x (14 ms) when it was
-    charged as scalar code. Within 3x. (The float ``fmin`` walk measured 58-72 ms and is predicted
-    18 ms: a chain of dependent ``fmin`` the model charges at the scalar throughput, a known miss.)"""
-    require_pocl_cpu(device)
-    from kernelcast.models.analytical import AnalyticalModel
-
-    from tests.device_ratio import local_profile, measure_and_predict
-
-    n, wg = 8192, 256
-    binds = [ArgBinding("field", "buffer", "int", n), ArgBinding("out", "buffer", "int", n),
-             ArgBinding("tile", "local", "int", wg), ArgBinding("size", "scalar", "int", value=n)]
-    t, pred = measure_and_predict(harness, AnalyticalModel(local_profile(device)), TILE_WALK,
-                                  {"int_max": (n, wg, binds), "int_no_walk": (n, wg, binds)})
-    measured, predicted = t["int_max"] / t["int_no_walk"], pred["int_max"] / pred["int_no_walk"]
-    assert measured > 3, (t, pred)
-    assert measured / 3 < predicted < measured * 3, (t, pred)

@@ -6,11 +6,7 @@ a real measurement."""
 
 from __future__ import annotations
 
-from kernelcast.calib.microbench import CalibOptions
 from kernelcast.models.static.source import analyze_source_text
-
-from kernelcast.schema import ArgBinding
-from tests.device_ratio import measured_ratio_tries, require_pocl_cpu
 
 LOOPS = """
 __kernel void invariant(__global const float *a, __global float *c, int it)
@@ -100,16 +96,3 @@ def test_arithmetic_of_invariant_values_is_counted_once_per_loop_entry():
     assert ops["conv"] == "max(0, it)"
 
 
-def test_invariant_against_variant_call_on_this_device(harness, device):
-    """``exp(x)`` against ``exp(x - k)`` in a loop of 256 trips, 4,096 work-items. Measured here
-    (PoCL 3.0 wheel, AMD EPYC Zen 3, idle): 2.4 against 16.5 ns per iteration per core, 6.8x; in
-    the harness of this check 7.4x, predicted 11.3x. Within 4x (a kernel of a latency-bound chain
-    and one of calls move apart with the host's load); it was 1x when the call was counted every
-    iteration."""
-    require_pocl_cpu(device)
-    n, it = 4096, 256
-    binds = [ArgBinding("a", "buffer", "float", n, init="random"), ArgBinding("c", "buffer", "float", n),
-             ArgBinding("it", "scalar", "int", value=it)]
-    r = measured_ratio_tries(3, 2.0, 4.0, harness, device, CalibOptions(benches=("launch",), quick=True), (),
-                             LOOPS, ("variant", "invariant"), n, 256, binds)
-    assert r.predicted > 2.0, r

@@ -8,14 +8,14 @@ import sys
 
 import pytest
 
+from tests.cli_run import run_here
 from tests.kernels import CSR
 
 SRC = """__kernel void axpy(__global const float* x, __global float* y, const float a, const int n) {
   int i = get_global_id(0); if (i < n) y[i] = a * x[i] + y[i]; }"""
 
 
-def kc(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kernelcast.cli", *args], capture_output=True, text=True, timeout=300)
+kc = run_here
 
 
 @pytest.fixture()

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 from kernelcast.datagen.dataset import read_dataset, read_manifest
 from kernelcast.datagen.presets import PRESETS, STANDARD_SYNTHETIC, get_preset, synthetic_corpus
 
+from tests.cli_run import run_here
 
-def _kc(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kernelcast.cli", *args], capture_output=True, text=True,
-                          timeout=timeout)
+
+def _kc(*args: str) -> subprocess.CompletedProcess[str]:
+    return run_here(*args)
 
 
 @pytest.mark.parametrize(("argv", "message"), [
@@ -24,7 +24,7 @@ def _kc(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, argv, message):
     out = tmp_path / "ds"
-    r = _kc(*[a.replace("{out}", str(out)) for a in argv], timeout=120)
+    r = _kc(*[a.replace("{out}", str(out)) for a in argv])
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], r.stderr

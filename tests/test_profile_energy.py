@@ -4,11 +4,11 @@ transferred ones marked, and the energy predict/tune give with them (bounds comp
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 from kernelcast.calib.profile import DeviceProfile, ProfileError, ProfileValue, load_profile
+
+from tests.cli_run import run_here as kc
 
 ENERGY = ("idle_power_w", "energy_per_access_dram_pj", "energy_per_access_local_pj", "energy_per_op_fp32_fma_pj",
           "energy_per_op_fp64_fma_pj")
@@ -70,9 +70,6 @@ def test_value_provenance_round_trip_and_validation():
 SRC = """__kernel void axpy(__global const float* x, __global float* y, const float a, const int n) {
   int i = get_global_id(0); if (i < n) y[i] = a * x[i] + y[i]; }"""
 
-
-def kc(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kernelcast.cli", *args], capture_output=True, text=True, timeout=300)
 
 
 def test_predict_energy_on_a100_is_within_physical_bounds(tmp_path):

@@ -9,14 +9,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from kernelcast.calib.microbench import QUICK_ROUTINE_CHAIN_CLASSES, ROUTINE_CHAIN_CLASSES, CalibOptions
+from kernelcast.calib.microbench import QUICK_ROUTINE_CHAIN_CLASSES, ROUTINE_CHAIN_CLASSES
 from kernelcast.models.analytical import AnalyticalModel, chain_seconds
 from kernelcast.models.static.chains import ROUTINE_PREFIX, routine_class
 from kernelcast.models.static.features import CHAIN_PREFIX
 from kernelcast.models.static.source import analyze_source_text
 
-from kernelcast.schema import ArgBinding
-from tests.device_ratio import cpu_profile, measured_ratio_tries, require_pocl_cpu
+from tests.profiles import cpu_profile
 
 KERNELS = """
 __kernel void sin_chain(__global const float *x, __global float *o) {
@@ -111,16 +110,3 @@ def test_calib_times_the_routines_chains():
     assert not {"sqrt", "rsqrt", "native_divide", "rint"} & set(ROUTINE_CHAIN_CLASSES)
 
 
-def test_sin_chain_against_four_chains_on_this_device(harness, device):
-    """32 sin calls per work-item on one chain against four chains of 8 (the same calls), 16,384
-    work-items, with calib chain and scalar's sin values measured a moment before. Measured here
-    (PoCL 3.1, Zen 5, idle): 8,469-9,500 us against 3,293-3,500 (2.6-2.7x); predicted 3.5x with the
-    bundled profile (8,931 against 2,525 us), 1.45-1.8x with the quick calibration's scalar sin
-    rate (lower than the full one's); 1.0x before the routine counted on the chain."""
-    require_pocl_cpu(device)
-    n = 1 << 14
-    binds = [ArgBinding("x", "buffer", "float", n), ArgBinding("o", "buffer", "float", n)]
-    opts = CalibOptions(benches=("launch", "scalar", "chain"), quick=True, op_classes=("sin",))
-    r = measured_ratio_tries(3, 1.8, 2.0, harness, device, opts, ("chain_sin_ns", "scalar_sin_gops"), KERNELS,
-                             ("sin_chain", "sin_4chains"), n, 64, binds)
-    assert r.predicted > 1.25, r    # 1.0 before the routine counted on the chain

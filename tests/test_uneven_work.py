@@ -18,7 +18,6 @@ from kernelcast.models.analytical import UNEVEN_PEAK, AnalyticalModel, uneven_ra
 from kernelcast.models.static.source import analyze_source_text
 
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
-from tests.device_ratio import require_pocl_cpu
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -127,7 +126,6 @@ def test_device_one_busy_work_item_is_predicted_within_3x(device, harness):
     launch's counts (the mean and the busiest work-item), the model's time is within 3x of the
     measured one for both. Without the busiest work-item, the one busy work-item's launch would be
     charged as work shared by every core, its atomics contending."""
-    require_pocl_cpu(device)
     prof = load_profile(ROOT / "calib" / "profiles" / "pocl-local.json")
     model = AnalyticalModel(prof)
     g = n = 8192

@@ -6,13 +6,10 @@ per work-item, not 40). Checked on the static counts and against real launches o
 from __future__ import annotations
 
 import pytest
-from kernelcast.calib.microbench import CalibOptions
 from kernelcast.models.static.loops import unroll_pragma
 from kernelcast.models.static.source import analyze_source_text
 
 from kernelcast.clang import parse
-from kernelcast.schema import ArgBinding
-from tests.device_ratio import measured_ratio_tries, require_pocl_cpu
 
 BODY = """
     int gi = get_global_id(0); int len = get_global_size(0);
@@ -116,14 +113,3 @@ def test_unroll_pragmas_are_read():
     assert got == [0, 4, 3, 1, 0, 1, 2, None]
 
 
-def test_unrolled_against_dependent_on_this_device(harness, device):
-    """The two kernels at 5 trips of ``d`` (16,384 work-items): measured here (PoCL 3.1, Zen 5, idle)
-    6,537 us against 33,048 for the one whose pow depends on ``d`` (5.1x; with a constant ``d`` loop
-    6,835, with 1 trip 6,756); predicted 4.8x (7,183 against 34,591 us), was 1.0x."""
-    require_pocl_cpu(device)
-    n = 1 << 14
-    binds = [ArgBinding("window", "buffer", "float", n), ArgBinding("out", "buffer", "float", n),
-             ArgBinding("gamma", "scalar", "float", value=0.5), ArgBinding("dn", "scalar", "int", value=5)]
-    r = measured_ratio_tries(3, 3, 2, harness, device, CalibOptions(benches=("launch",)), (), KERNELS,
-                             ("of_d", "unrolled"), n, 64, binds)
-    assert r.predicted > 3, r       # 1.0 before the unrolled loop's copies left the loop over d

@@ -8,13 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from kernelcast.calib.microbench import CalibOptions
 from kernelcast.calib.profile import DeviceIdentity, DeviceProfile, ProfileValue
-from kernelcast.models.analytical import AnalyticalModel, DeviceParams, vector_value_correction
+from kernelcast.models.analytical import DeviceParams, vector_value_correction
 from kernelcast.models.static.source import analyze_source_text
-
-from kernelcast.schema import ArgBinding
-from tests.device_ratio import local_profile, measured_ratio_tries, require_pocl_cpu
 
 POLY = """
 __kernel void poly8(__global const float8 *in, __global float8 *out, const int n)
@@ -53,22 +49,6 @@ def test_a_scalar_loop_pays_vector_lanes_at_the_simd_gain():
     assert corr == pytest.approx(8 / 40e9 - 8 / 10e9 + 2 / 20e9 - 2 / 10e9)
 
 
-def test_float8_against_float_polynomial_on_this_device(harness, device):
-    """The same polynomial guarded, on 2^16 float8 values against 2^16 floats (8x the arithmetic):
-    both work-item loops scalar on PoCL (a guarded store). Measured here (PoCL 3.0 wheel, AMD EPYC
-    Zen 3, idle): 1.4-1.7x; predicted 1.44 (4.1 when the float8 lanes were charged as scalar
-    operations). Within 2x. PoCL 3.1 on a Zen 5 vectorizes the guarded float loop: measured 5.0x,
-    predicted 3.5x (idle), so the bound on the prediction itself holds where both loops are scalar."""
-    require_pocl_cpu(device)
-    n = 1 << 16
-    binds = [ArgBinding("in", "buffer", "float", 8 * n, init="random"), ArgBinding("out", "buffer", "float", 8 * n),
-             ArgBinding("n", "scalar", "int", value=n)]
-    r = measured_ratio_tries(3, 1.0, 2.0, harness, device, CalibOptions(benches=("launch",), quick=True), (),
-                             POLY, ("poly8", "poly1"), n, 256, binds)
-    if AnalyticalModel(local_profile(device)).dev.cond_store_scalar:
-        assert r.predicted < 3.0, r
-
-
 VECTOR_MATH = """
 __kernel void pow4(__global const float *a, __global float *c, const float s)
 { int i = get_global_id(0); vstore4(pow(vload4(i, a), (float4)(s)), i, c); }
@@ -89,24 +69,3 @@ def test_a_builtin_on_a_vector_value_is_one_vector_math_call():
     assert "bi_pow@4" in analyze_source_text(VECTOR_MATH, "pow4").vec_ops
 
 
-def test_pow_of_float4_against_scalar_pow_on_this_device(harness, device):
-    """2^18 components of pow: as 2^16 float4 calls against 2^18 scalar calls, both out-of-line
-    library code on PoCL 3.0. Measured here (Zen 3, a datagen beside it): the scalar calls 4.3-4.7x
-    slower; predicted 4.0 with the vector-math rule, 1.0 without. Within 2x."""
-    from kernelcast.calib.profile import load_profile
-    from kernelcast.instrument.runner import TimingPolicy
-    from kernelcast.models.analytical import AnalyticalModel
-
-    from tests.device_ratio import ROOT, measure_and_predict
-
-    require_pocl_cpu(device)
-    model = AnalyticalModel(load_profile(ROOT / "calib" / "profiles" / "pocl-local.json"))
-    n = 1 << 18
-    binds = [ArgBinding("a", "buffer", "float", n, init="random"), ArgBinding("c", "buffer", "float", n),
-             ArgBinding("s", "scalar", "float", value=1.7)]
-    t, p = measure_and_predict(harness, model, VECTOR_MATH, {"pow4": (n // 4, 256, binds), "pow1": (n, 256, binds)},
-                               TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.05, max_repeats=100,
-                                            max_time_s=3.0))
-    measured, predicted = t["pow1"] / t["pow4"], p["pow1"] / p["pow4"]
-    assert measured > 1.5, (t, p)
-    assert measured / 2 < predicted < measured * 2, (t, p)
