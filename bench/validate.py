@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from kernelcast.console import fmt_table, json_number, to_json
 from kernelcast.errors import UsageError
-from kernelcast.options import positive_int
+from kernelcast.options import PROFILE_DEVICE_HELP, ROUNDS_HELP, add_device, add_quiet, positive_int
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 
 if TYPE_CHECKING:
@@ -1090,14 +1090,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", metavar="NAME|PATH",
                    help="device profile (bundled name or JSON); default: the bundled profile of this device and "
                         "driver, else its cached quick calibration (made now if there is none)")
-    p.add_argument("--device", help="OpenCL device: auto (default; KERNELCAST_DEVICE), P:D, or part of its name")
+    add_device(p, PROFILE_DEVICE_HELP)
     p.add_argument("--only", metavar="PATTERN",
                    help="run the checks whose name matches (shell wildcards, else a substring; comma-separated)")
     p.add_argument("--rounds", type=positive_int, metavar="N",
-                   help="interleaved measuring rounds per check (default: each check's own, 3-5)")
+                   help=f"{ROUNDS_HELP} (default: each check's own, 3-5)")
     p.add_argument("--list", action="store_true", help="list the checks and their bounds; measure nothing")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_quiet(p, dest="no_progress", old="--no-progress")
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:

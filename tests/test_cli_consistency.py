@@ -25,7 +25,7 @@ SHARED = {"--help", "--quiet", "--device", "--meter", "--kernel", "--build-optio
 PER_COMMAND = {"--out", "--json", "--data", "--model", "--profile", "--configs", "--arg", "--limit", "--seed",
                "--epochs", "--lr", "--batch-size", "--max-steps", "--max-minutes", "--threads", "--corpus",
                "--measured", "--counts", "--measure-counts", "--codegen-epochs", "--folds", "--max-sizes",
-               "--min-time", "--configs-per-kernel"}
+               "--min-time", "--configs-per-kernel", "--only", "--list"}
 #: spellings replaced by another name, each kept as a hidden alias: (command, old, new, words after the
 #: old flag, the value it stores)
 ALIASES = [("evaluate", "--repeats", "--seeds", ["2"], 2), ("calib", "--runs", "--rounds", ["2"], 2),
