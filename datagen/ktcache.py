@@ -1160,14 +1160,16 @@ def symbolic_check(kernel: Kernel) -> Any:
     def check(options: str) -> bool:
         try:
             if kernel.language == "cuda":
-                from kernelcast.cuda import cuda_kernel_signatures
+                from kernelcast.cuda import parse_cuda
 
-                return bool(cuda_kernel_signatures(kernel.source, options))
-            from kernelcast.clang import kernel_signatures
+                parse_cuda(kernel.source, "kernel.cu", options)
+            else:
+                from kernelcast.clang import parse
 
-            return bool(kernel_signatures(kernel.source, options))
+                parse(kernel.source, "kernel.cl", options)
         except (ParseError, ValueError):
             return False
+        return True
     return check
 
 
@@ -1197,8 +1199,7 @@ def import_kt(imp: KTImport, out: str | os.PathLike[str]) -> tuple[int, int]:
 
     manifest = kt_manifest(imp.cache, imp)
     with DatasetWriter(out, manifest) as w:
-        for r in imp.rows:
-            w.append(r)
+        w.append_many(imp.rows)
         prev = [x for x in w.manifest.get("imported", []) if x.get("path") != imp.cache.path
                 or x.get("kernel_id") != imp.summary()["kernel_id"]]
         w.update_manifest(imported=[*prev, imp.summary()] if w.manifest.get("resumed") else [imp.summary()])
