@@ -155,7 +155,7 @@ def run(clones: Path, out: Path, *, clone_from: str, specs_dir: Path = SPECS, wo
                 continue
             if analysis:
                 st = analyze_dataset(ds, cache_dir=acache, workers=workers)
-                res.analyses, res.analyses_cached, res.analyses_failed = st.distinct, st.cached, st.failed
+                res.analyses, res.analyses_cached, res.analyses_failed = st.distinct, st.cached, st.failed + st.skipped
                 res.analysis_s = st.seconds
                 if st.errors:
                     res.analysis_error = st.errors[0]

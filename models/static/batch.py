@@ -46,6 +46,7 @@ class BatchStats:
     cached: int = 0                  # keys found in the cache directory (hits)
     analysed: int = 0                # keys analysed by this run (misses)
     failed: int = 0                  # keys whose analysis failed (cached too, with the message)
+    skipped: int = 0                 # keys not tried: the kernel's first analyses all failed alike
     seconds: float = 0.0
     workers: int = 1
     errors: list[str] = field(default_factory=list)
@@ -69,7 +70,8 @@ def _analyze(job: tuple[str, str, str, str, str]) -> tuple[str, dict[str, Any]]:
 
     key, source, name, language, options = job
     t0 = time.perf_counter()
-    entry: dict[str, Any] = {"format": CACHE_FORMAT, "key": key, "kernel_name": name, "language": language,
+    entry: dict[str, Any] = {"format": CACHE_FORMAT, "version": _version(), "key": key, "kernel_name": name,
+                             "language": language,
                              "options": options}
     try:
         if language == "cuda" and _LAUNCH_MACRO.search(options):
@@ -111,6 +113,24 @@ def _analyze_cuda_symbolic(kernel: Kernel) -> SourceFeatures:
     return feats
 
 
+def _version() -> str:
+    import kernelcast
+
+    return str(kernelcast.__version__)
+
+
+def _cached(cache_dir: Path, key: str) -> bool:
+    """A cache entry of this kernelcast (an entry of another version is stale: the analysis changed)."""
+    p = _entry_path(cache_dir, key)
+    if not p.is_file():
+        return False
+    try:
+        entry = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return entry.get("format") == CACHE_FORMAT and entry.get("version") == _version()
+
+
 def _write_entry(cache_dir: Path, key: str, entry: dict[str, Any]) -> None:
     path = _entry_path(cache_dir, key)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -141,7 +161,8 @@ def _dataset_jobs(root: Path) -> tuple[int, dict[str, tuple[str, str, str, str, 
 
 
 def analyze_dataset(root: str | os.PathLike[str], *, cache_dir: str | os.PathLike[str] | None = None,
-                    workers: int = 2, progress: Callable[[int, int], None] | None = None) -> BatchStats:
+                    workers: int = 2, progress: Callable[[int, int], None] | None = None,
+                    probe: int = 8) -> BatchStats:
     """Analyse every distinct ``analysis_key`` of a dataset not yet in ``cache_dir`` (default:
     ``DATASET/analysis``), with ``workers`` processes (1: in this process)."""
     t0 = time.perf_counter()
@@ -151,7 +172,7 @@ def analyze_dataset(root: str | os.PathLike[str], *, cache_dir: str | os.PathLik
     stats = BatchStats(configurations=n_rows, distinct=len(jobs), workers=workers)
     todo = []
     for key, job in jobs.items():
-        if _entry_path(cdir, key).is_file():
+        if _cached(cdir, key):
             stats.cached += 1
         else:
             todo.append(job)
@@ -169,14 +190,41 @@ def analyze_dataset(root: str | os.PathLike[str], *, cache_dir: str | os.PathLik
         if progress is not None:
             progress(done, len(todo))
 
-    if todo and workers > 1:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = [pool.submit(_analyze, j) for j in todo]
-            for fut in as_completed(futures):
-                finished(*fut.result())
-    else:
-        for j in todo:
-            finished(*_analyze(j))
+    # a kernel the analysis cannot take fails on every configuration alike: after its first
+    # `probe` analyses failed with one message, the others are not tried (nor cached)
+    first: list[Any] = []
+    rest: list[Any] = []
+    seen: dict[tuple[str, str], int] = {}
+    for j in todo:
+        kk = (j[1], j[2])
+        seen[kk] = seen.get(kk, 0) + 1
+        (first if seen[kk] <= probe else rest).append(j)
+    dead: dict[tuple[str, str], str] = {}
+
+    def run_jobs(jobs_: list[Any]) -> list[tuple[str, dict[str, Any]]]:
+        got: list[tuple[str, dict[str, Any]]] = []
+        if jobs_ and workers > 1:
+            with ProcessPoolExecutor(max_workers=workers) as pool:
+                futures = [pool.submit(_analyze, j) for j in jobs_]
+                for fut in as_completed(futures):
+                    got.append(fut.result())
+                    finished(*got[-1])
+        else:
+            for j in jobs_:
+                got.append(_analyze(j))
+                finished(*got[-1])
+        return got
+
+    first_results = {k: e for k, e in run_jobs(first)}
+    for (src, name), n in seen.items():
+        if n <= probe:
+            continue
+        msgs = {first_results[j[0]].get("error") for j in first if (j[1], j[2]) == (src, name)}
+        if len(msgs) == 1 and None not in msgs:
+            dead[(src, name)] = str(next(iter(msgs)))
+    live = [j for j in rest if (j[1], j[2]) not in dead]
+    stats.skipped = len(rest) - len(live)
+    run_jobs(live)
     stats.seconds = time.perf_counter() - t0
     return stats
 
