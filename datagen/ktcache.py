@@ -1130,7 +1130,8 @@ class KernelSource:
     error: str | None = None
 
 
-def frontend_kernel(path: Path, name: str, language: str, options: str, first_macros: str) -> KernelSource:
+def frontend_kernel(path: Path, name: str, language: str, options: str, first_macros: str,
+                    strict: bool = False) -> KernelSource:
     """The one call into the CUDA / OpenCL front end of an import: parse the kernel file with the
     first configuration's macros and the import's ``options`` (``-I``, ``-D``, build options, which
     the front end takes in its build-option string). A source the front end refuses still gives a
@@ -1147,6 +1148,8 @@ def frontend_kernel(path: Path, name: str, language: str, options: str, first_ma
     try:
         kernel, params = load_kernel_source(str(path), name, f"{first_macros} {options}".strip())
     except UsageError as e:
+        if strict:
+            raise
         return KernelSource(Kernel(source=source, name=name, language=lang, origin=str(path)), None, options,
                             headers, str(e))
     kernel.build_options = ""               # the macros and options are per row (build_options column)
@@ -1295,8 +1298,9 @@ def plan_import(caches: list[str], *, spec: KTSpec | None = None, root: str | os
             macros = kt_defines(first, cache.tune_params_keys, ln, names)
             if spec is not None and spec.defines:
                 macros += " " + _define_values(spec.defines, _arg_env(ln, dict(consts), first), cache)
+            # a kernel file named on the command line must parse; a spec's import keeps its rows
             ks = frontend_kernel(kfile, name or (spec.kernel_name if spec else None) or cache.kernel_name,
-                                 language, options, macros)
+                                 language, options, macros, strict=spec is None)
             if ks.error:
                 log.warning("%s: the front end refused the kernel (%s): rows are imported without arguments "
                             "or analysis", kfile, ks.error)
