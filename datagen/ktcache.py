@@ -26,9 +26,15 @@ parameter becomes a preprocessor macro of the kernel as Kernel Tuner defines the
 (``-Dgrid_size_x=... -Dblock_size_x=... -D<param>=<value> -Dkernel_tuner=1``), so the static
 analysis sees the same kernel Kernel Tuner built.
 
-:func:`read_kt_cache` parses and checks a cache; :func:`kt_rows` maps it to dataset rows (nothing
-is written: mapping every record first is what lets the command refuse bad input before writing);
-:func:`import_kt` writes them with :class:`datagen.dataset.DatasetWriter`.
+:func:`read_kt_cache` parses and checks a cache (plain or gzip, closed or cut short) or a T4 results
+file; :func:`load_spec` reads a benchmark spec (kernel, include directories, build options, launch
+rules, argument sizes, GPU names: docs/kernel-tuner.md); :func:`plan_import` resolves the kernel
+through the front end once (:func:`frontend_kernel`, the one call into it) and maps every record
+with :func:`kt_rows` (nothing is written: mapping every record first is what lets the command refuse
+bad input before writing); :func:`import_kt` writes the rows with
+:class:`datagen.dataset.DatasetWriter`; :func:`rows_equal_cache` checks a dataset against its cache.
+Each row names the static analysis it needs (``analysis_key``/``analysis_options``); the analyses
+themselves run in :mod:`models.static.batch`.
 """
 
 from __future__ import annotations
