@@ -279,3 +279,20 @@ def test_load_spec_json_equals_yaml(tmp_path: Path) -> None:
     assert y.rules.grid_div[0] == "(block_size_x)*(tile)"
     with pytest.raises(KTCacheError, match="no such spec file"):
         load_spec(tmp_path / "absent.yaml")
+
+
+def test_reimport_adds_nothing_and_batches_are_whole(repo: Path, tmp_path: Path) -> None:
+    from kernelcast.datagen.dataset import DatasetWriter
+    from kernelcast.datagen.ktcache import import_kt, kt_manifest
+
+    imp = plan_import([], spec=load_spec(_spec(tmp_path)), root=repo).imports[0]
+    ds = tmp_path / "ds"
+    assert import_kt(imp, ds) == (12, 12)
+    assert import_kt(imp, ds) == (0, 12)
+    # batches smaller than the rows: every row once, in shards and the journal
+    ds2 = tmp_path / "ds2"
+    with DatasetWriter(ds2, kt_manifest(imp.cache, imp), shard_rows=5) as w:
+        assert w.append_many(imp.rows[:7]) == 7
+        assert w.append_many(imp.rows) == 5
+    df = read_dataset(ds2, resolve=False)
+    assert sorted(df["kt_key"]) == sorted(r["kt_key"] for r in imp.rows)
