@@ -180,7 +180,7 @@ def _fmt(results: list[PairResult]) -> str:
                      "" if r.analysis_s is None else f"{r.analysis_s:.1f}",
                      "; ".join(x for x in (r.error, r.analysis_error, *r.warnings) if x)[:160]])
     return fmt_table(rows, ["benchmark", "gpu", "configs", "import s", "rows = cache", "failed configs",
-                            "analyses new/cached/failed", "analysis s", "notes"])
+                            "analyses distinct/cached/failed", "analysis s", "notes"])
 
 
 def main(argv: list[str] | None = None) -> int:
