@@ -296,3 +296,21 @@ def test_reimport_adds_nothing_and_batches_are_whole(repo: Path, tmp_path: Path)
         assert w.append_many(imp.rows) == 5
     df = read_dataset(ds2, resolve=False)
     assert sorted(df["kt_key"]) == sorted(r["kt_key"] for r in imp.rows)
+
+
+def test_analyze_command_counts_hits_and_refuses_non_datasets(repo: Path, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from kernelcast.datagen.ktcache import import_kt
+
+    ds = tmp_path / "ds"
+    import_kt(plan_import([], spec=load_spec(_spec(tmp_path)), root=repo).imports[0], ds)
+    cache = tmp_path / "acache"
+    assert main(["analyze", str(ds), "--cache", str(cache), "--workers", "1", "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert (first["distinct"], first["analysed"], first["cached"], first["failed"]) == (2, 2, 0, 0)
+    assert main(["analyze", str(ds), "--cache", str(cache), "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert (again["analysed"], again["cached"]) == (0, 2)
+    assert main(["analyze", str(tmp_path / "nope")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "not a dataset" in err
