@@ -9,7 +9,8 @@ imported into ``OUT/<benchmark>/<GPU>`` (``kernelcast dataset import-kt``), its 
 and compared with the cache (one row per record, status, mean time and every iteration), and its
 static analyses are run into ``OUT/analysis-cache`` (shared by every GPU of a benchmark: the
 kernel's macros do not depend on the GPU). One line per pair: configurations, import wall time,
-whether the rows equal the cache, failed configurations by status, analyses (distinct / cached /
+whether the rows equal the cache, whether the T4 file beside it
+holds the same records, failed configurations by status, analyses (distinct / cached /
 failed, and why), and the analysis wall time.
 
 A clone whose pinned commit lacks some file contents (a partial mirror) is checked out file by
@@ -52,6 +53,7 @@ class PairResult:
     import_s: float | None = None
     rows_equal: bool | None = None
     mismatch: str = ""
+    t4_equal: bool | None = None             # the sibling T4 file holds the same records (None: no T4 file)
     statuses: dict[str, int] = field(default_factory=dict)
     analyses: int = 0
     analyses_cached: int = 0
@@ -107,6 +109,7 @@ def run(clones: Path, out: Path, *, clone_from: str, specs_dir: Path = SPECS, wo
         load_spec,
         plan_import,
         read_kt_cache,
+        records_equal,
         rows_equal_cache,
     )
     from kernelcast.models.static.batch import analyze_dataset
@@ -149,7 +152,14 @@ def run(clones: Path, out: Path, *, clone_from: str, specs_dir: Path = SPECS, wo
             if imp.unreferenced:
                 res.warnings.append(f"tune parameters not in the source: {', '.join(imp.unreferenced)}")
             df = read_dataset(ds, resolve=False)
-            res.rows_equal, res.mismatch = rows_equal_cache(read_kt_cache(root / c), df)
+            cache = read_kt_cache(root / c)
+            res.rows_equal, res.mismatch = rows_equal_cache(cache, df)
+            t4 = root / c.replace(".json", "_T4.json")
+            if t4.is_file() and t4 != root / c:
+                ok, why = records_equal(cache, read_kt_cache(t4, problem_size=cache.problem_size))
+                res.t4_equal = ok
+                if not ok:
+                    res.warnings.append(f"T4 file differs: {why}")
             if imp.frontend_error:
                 res.analysis_error = f"front end: {imp.frontend_error}"
                 continue
@@ -175,11 +185,12 @@ def _fmt(results: list[PairResult]) -> str:
     for r in results:
         failed = ", ".join(f"{k} {v}" for k, v in sorted(r.statuses.items()) if k != "ok")
         rows.append([r.benchmark, r.gpu, r.configurations, "" if r.import_s is None else f"{r.import_s:.1f}",
-                     {True: "yes", False: f"no ({r.mismatch})", None: ""}[r.rows_equal], failed or "-",
+                     {True: "yes", False: f"no ({r.mismatch})", None: ""}[r.rows_equal],
+                     {True: "yes", False: "no", None: "-"}[r.t4_equal], failed or "-",
                      f"{r.analyses}/{r.analyses_cached}/{r.analyses_failed}" if r.analysis_s is not None else "-",
                      "" if r.analysis_s is None else f"{r.analysis_s:.1f}",
                      "; ".join(x for x in (r.error, r.analysis_error, *r.warnings) if x)[:160]])
-    return fmt_table(rows, ["benchmark", "gpu", "configs", "import s", "rows = cache", "failed configs",
+    return fmt_table(rows, ["benchmark", "gpu", "configs", "import s", "rows = cache", "T4 = cache", "failed configs",
                             "analyses distinct/cached/failed", "analysis s", "notes"])
 
 

@@ -1363,3 +1363,21 @@ def rows_equal_cache(cache: KTCache, df: Any) -> tuple[bool, str]:
                     return False, f"{key}: energy {row['energy_j']} for {v}"
                 break
     return True, ""
+
+
+def records_equal(a: KTCache, b: KTCache) -> tuple[bool, str]:
+    """Whether two files of one run hold the same configurations with the same status, mean time
+    and iterations (a cache and the T4 file written from it). (ok, first difference)."""
+    ra, rb = dict(a.records), dict(b.records)
+    if ra.keys() != rb.keys():
+        extra = sorted(set(ra) ^ set(rb))
+        return False, f"{len(ra)} vs {len(rb)} configurations (e.g. {extra[0]})"
+    for k, x in ra.items():
+        y = rb[k]
+        sx, sy = record_status(x)[0], record_status(y)[0]
+        if sx != sy:
+            return False, f"{k}: status {sx} vs {sy}"
+        if sx == "ok" and (_number(x.get("time")) != _number(y.get("time")) or
+                           (x.get("times") or None) != (y.get("times") or None)):
+            return False, f"{k}: times differ"
+    return True, ""
