@@ -314,3 +314,16 @@ def test_analyze_command_counts_hits_and_refuses_non_datasets(repo: Path, tmp_pa
     assert main(["analyze", str(tmp_path / "nope")]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "not a dataset" in err
+
+
+def test_records_equal_between_a_cache_and_its_t4_file(repo: Path) -> None:
+    from kernelcast.datagen.ktcache import records_equal
+
+    cache = read_kt_cache(repo / "caches" / "plain.json")
+    t4 = read_kt_cache(repo / "caches" / "G9_T4.json", problem_size=[4096])
+    assert records_equal(cache, t4) == (True, "")
+    t4.records[0][1]["time"] = t4.records[0][1]["time"] * 2
+    ok, why = records_equal(cache, t4)
+    assert not ok and why == f"{t4.records[0][0]}: times differ"
+    t4.records.pop()
+    assert records_equal(cache, t4)[1].startswith("12 vs 11 configurations")
