@@ -45,7 +45,7 @@ class BatchStats:
     distinct: int = 0
     cached: int = 0                  # keys found in the cache directory (hits)
     analysed: int = 0                # keys analysed by this run (misses)
-    failed: int = 0                  # keys whose analysis failed (cached too, with the message)
+    failed: int = 0                  # keys whose analysis failed (written with the message, tried again next run)
     skipped: int = 0                 # keys not tried: the kernel's first analyses all failed alike
     seconds: float = 0.0
     workers: int = 1
@@ -120,7 +120,8 @@ def _version() -> str:
 
 
 def _cached(cache_dir: Path, key: str) -> bool:
-    """A cache entry of this kernelcast (an entry of another version is stale: the analysis changed)."""
+    """A successful cache entry of this kernelcast (an entry of another version is stale: the analysis
+    changed; a failed analysis is tried again, as the front end may take the kernel now)."""
     p = _entry_path(cache_dir, key)
     if not p.is_file():
         return False
@@ -128,7 +129,8 @@ def _cached(cache_dir: Path, key: str) -> bool:
         entry = json.loads(p.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return entry.get("format") == CACHE_FORMAT and entry.get("version") == _version()
+    return (entry.get("format") == CACHE_FORMAT and entry.get("version") == _version()
+            and entry.get("features") is not None)
 
 
 def _write_entry(cache_dir: Path, key: str, entry: dict[str, Any]) -> None:
