@@ -18,6 +18,7 @@ from kernelcast.options import (
     REPEATS_HELP,
     SWEEP_ROUNDS_HELP,
     add_alias,
+    add_build_options,
     add_device,
     add_kernel_file,
     add_meter,
@@ -481,46 +482,83 @@ def add_remeasure_parser(dsub: Any) -> None:
 # dataset import-kt
 
 
+def _spec_paths(items: list[str]) -> list[str]:
+    out: list[str] = []
+    for it in items:
+        p = Path(it)
+        if p.is_dir():
+            found = sorted(str(q) for q in p.iterdir() if q.suffix.lower() in (".json", ".yaml", ".yml"))
+            if not found:
+                raise UsageError(f"--spec {it}: a directory without .json/.yaml specs")
+            out += found
+        else:
+            out.append(it)
+    return out
+
+
+def _import_summary(imp: Any, out: Path, appended: int, total: int) -> dict[str, Any]:
+    return {**imp.summary(), "dataset": str(out), "rows_appended": appended, "rows_in_dataset": total}
+
+
 def cmd_import_kt(args: argparse.Namespace) -> int:
     from kernelcast.datagen.dataset import existing_dataset
-    from kernelcast.datagen.ktcache import GridRules, import_kt, kt_rows, read_kt_cache
+    from kernelcast.datagen.ktcache import GridRules, cache_stem, import_kt, load_spec, plan_import
 
-    from kernelcast.argspec import check_against_signature, parse_arg
-    from kernelcast.console import load_kernel_source
+    from kernelcast.argspec import parse_arg
 
     out = Path(args.out)
-    existing_dataset(out)                   # a damaged or foreign --out: one line, before any work
-    if args.arg and not args.kernel:
-        raise UsageError("--arg binds arguments of the kernel source: give --kernel too")
+    if args.arg and not (args.kernel or args.spec):
+        raise UsageError("--arg binds arguments of the kernel source: give --kernel or --spec too")
+    specs = [load_spec(s) for s in _spec_paths(args.spec)]
+    if len(specs) > 1 and args.cache:
+        raise UsageError("cache files with several specs: give one --spec, or no cache files (collection mode)")
+    if args.cache and not specs:
+        existing_dataset(out)
     rules = GridRules.parse(args.grid)
-    cache = read_kt_cache(args.cache)
-    kernel = params = None
     given = [parse_arg(a) for a in args.arg]
-    if args.kernel:
-        from kernelcast.datagen.ktcache import block_size_names, kt_defines, launch_of
-
-        name = args.name or cache.kernel_name
-        if not cache.records:
-            raise UsageError(f"{args.cache}: the cache holds no configuration")
-        first = cache.records[0][1]
-        names = block_size_names(cache, rules)
-        opts = kt_defines(first, cache.tune_params_keys, launch_of(cache, first, names, rules), names)
-        kernel, params = load_kernel_source(args.kernel, name, opts)
-        kernel.build_options = ""           # the macros are per row (build_options column)
-        check_against_signature(given, params, kernel.name)
-    imp = kt_rows(cache, kernel=kernel, params=params, arg_specs=given, rules=rules, kernel_name=args.name)
-    appended, total = import_kt(imp, out)
-    info = {**imp.summary(), "dataset": str(out), "rows_appended": appended, "rows_in_dataset": total}
+    common = dict(root=args.root, kernel_path=args.kernel, name=args.name, include_dirs=args.include,
+                  defines=args.define, build_options=args.build_options or "", arg_specs=given, grid=rules,
+                  gpu=args.gpu)
+    jobs: list[tuple[Path, Any]] = []
+    if args.cache or not specs:
+        if not args.cache:
+            raise UsageError("give cache files, or --spec SPEC (its caches: collection mode)")
+        existing_dataset(out)
+        plan = plan_import(list(args.cache), spec=specs[0] if specs else None, **common)
+        jobs = [(out, imp) for imp in plan.imports]
+    else:
+        plans = [plan_import([], spec=sp, **common) for sp in specs]     # every spec checked before writing
+        for sp, plan in zip(specs, plans):
+            for imp in plan.imports:
+                ds = out / sp.benchmark / cache_stem(imp.cache.path)
+                existing_dataset(ds)
+                jobs.append((ds, imp))
+    infos = []
+    for ds, imp in jobs:
+        appended, total = import_kt(imp, ds)
+        infos.append(_import_summary(imp, ds, appended, total))
     if args.json:
-        print(to_json(info))
+        print(to_json(infos[0] if len(infos) == 1 else infos))
         return 0
-    st = ", ".join(f"{k} {v}" for k, v in sorted(imp.statuses.items()))
-    print(f"{cache.path}: Kernel Tuner cache ({cache.format}{'' if cache.closed else ', left open'}), kernel "
-          f"{cache.kernel_name} on {cache.device_name}, {len(cache.records)} configurations ({st})")
-    print(f"tune parameters: {', '.join(cache.tune_params_keys)}; observers: "
-          f"{', '.join(imp.observer_columns) or 'none'}; energy: {', '.join(imp.energy_columns) or 'none'}")
-    print(f"dataset: {out} ({appended} rows added, {total} in all)"
-          + ("" if kernel else "; no --kernel: rows without source (not usable for training)"))
+    for (ds, imp), info in zip(jobs, infos):
+        cache = imp.cache
+        st = ", ".join(f"{k} {v}" for k, v in sorted(imp.statuses.items()))
+        print(f"{cache.path}: {'T4 file' if cache.format.startswith('t4') else 'Kernel Tuner cache'} ({cache.format}"
+              f"{'' if cache.closed else ', left open'}), kernel {cache.kernel_name} on {info['gpu']}, "
+              f"{len(cache.records)} configurations ({st})")
+        print(f"tune parameters: {', '.join(cache.tune_params_keys)}; observers: "
+              f"{', '.join(imp.observer_columns) or 'none'}; energy: {', '.join(imp.energy_columns) or 'none'}")
+        if imp.unreferenced:
+            print(f"warning: tune parameters {', '.join(imp.unreferenced)} vary in the cache but the kernel source "
+                  f"does not reference them (configurations differing only in them get the same kernel)")
+        if imp.frontend_error:
+            print(f"warning: the front end refused the kernel ({imp.frontend_error}): rows without arguments "
+                  f"or analysis")
+        elif imp.kernel is not None:
+            print(f"static analyses needed: {imp.analysis_groups} for {len(cache.records)} configurations"
+                  f"{' (block and grid sizes symbolic)' if imp.symbolic_launch else ''}")
+        print(f"dataset: {ds} ({info['rows_appended']} rows added, {info['rows_in_dataset']} in all)"
+              + ("" if imp.kernel else "; no --kernel: rows without source (not usable for training)"))
     return 0
 
 
@@ -618,23 +656,40 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the card's figures as JSON")
     p.set_defaults(func=cmd_card)
 
-    p = dsub.add_parser("import-kt", help="a Kernel Tuner cache file as dataset rows",
-                           description="Turn a Kernel Tuner cache (0.4-1.x, closed or left open) into dataset "
-                                       "rows: tune parameters as tp_* columns (and -D macros per row), the launch "
-                                       "from the problem size and block-size parameters, time in us with every "
-                                       "iteration, every observer column (kt_*: energy, power, clocks, "
-                                       "temperature), failed configurations as rows with their status.",
+    p = dsub.add_parser("import-kt", help="Kernel Tuner caches / T4 files as dataset rows",
+                           description="Turn Kernel Tuner caches (0.4-1.x, .json or .json.gz, closed or left "
+                                       "open) and T4 results files into dataset rows: tune parameters as tp_* "
+                                       "columns (and -D macros per row), the launch from the problem size and "
+                                       "block-size parameters, time in us with every iteration, every observer "
+                                       "column (kt_*: energy, power, clocks, temperature), failed configurations "
+                                       "as rows with their status, provenance per row (src_*, gpu, measured_at "
+                                       "from the record's timestamp). With --spec (docs/kernel-tuner.md) the "
+                                       "kernel, launch rules, arguments and GPU names come from a benchmark "
+                                       "spec; --spec without cache files imports every cache the spec lists, "
+                                       "one dataset per (benchmark, GPU) under --out (collection mode).",
                            epilog="--grid rules (';'-separated): block_size_names=NAME[,NAME[,NAME]], "
                                   "grid_div_x=EXPR (also _y, _z; expressions of the tune parameters, default: "
                                   "the block-size parameter), problem_size=EXPR[,EXPR[,EXPR]] (for caches "
                                   "without one). As Kernel Tuner: work-groups = ceil(problem / grid_div), "
                                   "global size = work-groups x block size.")
-    p.add_argument("cache", help="Kernel Tuner cache file (JSON)")
-    p.add_argument("--out", required=True, help="dataset directory (created, or appended to)")
+    p.add_argument("cache", nargs="*", help="Kernel Tuner cache files or T4 files (JSON, optionally gzip)")
+    p.add_argument("--out", required=True, help="dataset directory (created, or appended to); in collection mode "
+                                                "the directory of the datasets OUT/BENCHMARK/GPU")
+    p.add_argument("--spec", action="append", default=[], metavar="SPEC",
+                   help="benchmark spec (JSON/YAML), or a directory of specs (repeatable)")
+    p.add_argument("--root", default=".", help="with --spec: the directory (a clone) its paths are relative to (.)")
     add_kernel_file(p, required=False)
-    p.add_argument("--name", help="kernel name (default: the cache's kernel_name)")
-    p.add_argument("--grid", help="launch rules (see below)")
+    p.add_argument("--name", help="kernel name (default: the spec's, else the cache's kernel_name)")
+    p.add_argument("--gpu", help="GPU name for files that state none (T4 files; default: the spec's, else the "
+                                 "file name)")
+    p.add_argument("-I", "--include", action="append", default=[], metavar="DIR",
+                   help="include directory of the kernel (repeatable)")
+    p.add_argument("-D", "--define", action="append", default=[], metavar="NAME[=VALUE]",
+                   help="preprocessor macro of every configuration (repeatable)")
+    add_build_options(p)
+    p.add_argument("--grid", help="launch rules (see below; override the spec's)")
     p.add_argument("--arg", action="append", default=[], metavar="SPEC",
-                   help="bind one kernel argument as in 'measure' (others: simple selection over the problem size)")
+                   help="bind one kernel argument as in 'measure' (others: the spec's args, then simple selection "
+                        "over the problem size)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_import_kt)

@@ -254,6 +254,32 @@ class DatasetWriter:
             self.compact()
         return True
 
+    def append_many(self, rows: list[dict[str, Any]]) -> int:
+        """Append rows already in hand (an import), one fsync per batch of up to ``shard_rows``
+        rows instead of one per row; rows whose key is stored are skipped. Returns the rows added.
+        A batch cut short by a kill leaves whole lines and at most one torn line, which the next
+        writer drops (as for :meth:`append`)."""
+        added = 0
+        for start in range(0, len(rows), self.shard_rows):
+            batch = []
+            for r in rows[start:start + self.shard_rows]:
+                key = r["row_key"]
+                if key in self._keys:
+                    continue
+                self._keys.add(key)
+                batch.append(r)
+            if not batch:
+                continue
+            self._journal.write("".join(json.dumps(r, default=str) + "\n" for r in batch))
+            self._journal.flush()
+            os.fsync(self._journal.fileno())
+            self._journal_rows += len(batch)
+            self.appended += len(batch)
+            added += len(batch)
+            if self._journal_rows >= self.shard_rows:
+                self.compact()
+        return added
+
     def compact(self) -> Path | None:
         """Move the journal's rows into a new Parquet shard."""
         jpath = self.root / JOURNAL

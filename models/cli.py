@@ -827,3 +827,55 @@ def add_parsers(sub: Any) -> None:
                    help="kernel-tuner: the chosen configurations as Kernel Tuner tune_params + restrictions (JSON)")
     p.add_argument("--out", metavar="FILE", help="with --format kernel-tuner: write the JSON here (default: stdout)")
     p.set_defaults(func=cmd_tune)
+    add_analyze_parser(sub)
+
+
+# ---------------------------------------------------------------------------------------------
+# analyze: the static analyses an imported dataset needs, once per distinct key
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from kernelcast.datagen.dataset import existing_dataset
+    from kernelcast.models.static.batch import analyze_dataset, verify_shared
+
+    roots = [Path(d) for d in args.datasets]
+    for r in roots:
+        manifest, _ = existing_dataset(r)
+        if manifest is None:
+            raise UsageError(f"{r}: not a dataset (no manifest)")
+    out = []
+    for r in roots:
+        st = analyze_dataset(r, cache_dir=args.cache, workers=args.workers)
+        info = {"dataset": str(r), **st.to_dict()}
+        if args.verify:
+            info["verify"] = verify_shared(r, cache_dir=args.cache, samples=args.verify)
+        out.append(info)
+    if args.json:
+        print(to_json(out[0] if len(out) == 1 else out))
+        return 0
+    rows = [[i["dataset"], i["configurations"], i["distinct"], i["cached"], i["analysed"], i["failed"], i["skipped"],
+             f"{i['seconds']:.1f}", f"{i['configurations_per_s']:.0f}", (i["errors"] or [""])[0][:100]] for i in out]
+    print(fmt_table(rows, ["dataset", "configs", "distinct", "cached", "analysed", "failed", "skipped", "s",
+                           "configs/s", "first error"]))
+    for i in out:
+        v = i.get("verify")
+        if v:
+            print(f"{i['dataset']}: {v['checked']} shared analyses re-checked with exact macros, largest relative "
+                  f"difference {v.get('max_rel_diff', 0):.3g}{' at ' + v['where'] if v.get('where') else ''}")
+    return 0
+
+
+def add_analyze_parser(sub: Any) -> None:
+    p = sub.add_parser("analyze", help="run the static analyses of imported datasets (one per distinct key, cached)",
+                       description="Static analysis of every configuration of a dataset imported with "
+                                   "'dataset import-kt': one analysis per distinct analysis_key (configurations "
+                                   "with the same preprocessed source share it), in a process pool, cached on "
+                                   "disk as each finishes (interrupt and rerun: it resumes).")
+    p.add_argument("datasets", nargs="+", help="dataset directories")
+    p.add_argument("--cache", help="analysis cache directory (default: DATASET/analysis); share one across the "
+                                   "datasets of a kernel on several GPUs")
+    p.add_argument("--workers", type=positive_int, default=2, help="processes (2)")
+    p.add_argument("--verify", type=int, default=0, metavar="N",
+                   help="re-analyse N rows of shared analyses with their exact macros and compare")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_analyze)

@@ -121,7 +121,14 @@ _add("dataset",
      f"{KT} --out {{out}} --grid grid_div_x=__import__", f"{KT} --out {{out}} --grid block_size_names=nope",
      f"{KT} --out {{out}} --kernel {{fx}}/missing.cl", f"{KT} --out {{out}} --kernel {{fx}}/binary.bin",
      f"{KT} --out {{out}} --arg n=4", f"{KT} --out {{out}} --kernel {{fx}}/empty.cl",
-     f"{KT} --out {{out}} --kernel {K} --name nope", f"{KT} --out {{out}} --kernel {K} --arg bogus=1")
+     f"{KT} --out {{out}} --kernel {K} --name nope", f"{KT} --out {{out}} --kernel {K} --arg bogus=1",
+     f"{KT} --out {{out}} -I {{fx}}/missing_dir", f"{KT} --out {{out}} -D 1bad=2",
+     "dataset import-kt --spec {fx}/missing.yaml --out {out}", "dataset import-kt --spec {fx}/file.txt --out {out}",
+     "dataset import-kt --spec {fx}/binary.bin --out {out}", "dataset import-kt --spec {fx}/kt_cache.json --out {out}",
+     "dataset import-kt --out {out}")
+_add("analyze",
+     "analyze", "analyze {fx}/missing", "analyze {fx}/file.txt", "analyze {fx}/ds_notdataset",
+     "analyze {fx}/ds_good --workers 0", "analyze {fx}/ds_good --verify x")
 _add("calib",
      "calib", "calib --out {fx}/emptydir", "calib --out {fx}/nodir/p.json", "calib --out {out} --only bogus",
      "calib --out {out} --max-bytes 1", "calib --out {out} --max-bytes abc", "calib --out {out} --timeout 0",

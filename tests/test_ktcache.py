@@ -162,7 +162,8 @@ def test_import_kt_command_writes_rows_with_source(tmp_path: Path, capsys: pytes
 
 @pytest.mark.parametrize("content, grid, message", [
     ("not json at all {", None, "not a Kernel Tuner cache (not JSON"),
-    ('{"results": []}', None, "not a Kernel Tuner cache (no 'kernel_name'"),
+    ('{"results": []}', None, "the T4 file holds no result"),
+    ('{"other": []}', None, "not a Kernel Tuner cache or T4 file (no 'kernel_name'"),
     ("[1, 2]", None, "not a Kernel Tuner cache (a JSON list"),
     (json.dumps({"kernel_name": "k", "tune_params_keys": ["tile"], "problem_size": 64,
                  "cache": {"2": {"tile": 2, "time": 1.0}}}), None, "no block-size parameter"),
