@@ -685,7 +685,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("-I", "--include", action="append", default=[], metavar="DIR",
                    help="include directory of the kernel (repeatable)")
     p.add_argument("-D", "--define", action="append", default=[], metavar="NAME[=VALUE]",
-                   help="preprocessor macro of every configuration (repeatable)")
+                   help="preprocessor macro (of every configuration; repeatable)")
     add_build_options(p)
     p.add_argument("--grid", help="launch rules (see below; override the spec's)")
     p.add_argument("--arg", action="append", default=[], metavar="SPEC",

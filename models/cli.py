@@ -877,5 +877,5 @@ def add_analyze_parser(sub: Any) -> None:
     p.add_argument("--workers", type=positive_int, default=2, help="processes (2)")
     p.add_argument("--verify", type=int, default=0, metavar="N",
                    help="re-analyse N rows of shared analyses with their exact macros and compare")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_analyze)

@@ -18,7 +18,7 @@ from kernelcast.options import join_dash_values
 ROOT = Path(__file__).resolve().parents[1]
 
 #: flags with one meaning everywhere: the help before its first " (" (defaults, details) is the same
-SHARED = {"--help", "--quiet", "--device", "--meter", "--kernel", "--build-options", "--timeout", "--repeats",
+SHARED = {"--help", "--quiet", "--device", "--meter", "--kernel", "--build-options", "--timeout", "--repeats", "--define",
           "--rounds", "--sweep-rounds", "--max-rounds", "--name", "--gsize", "--lsize"}
 #: flags whose meaning is the command's own object of that kind (its output, its input data, its
 #: model, ...): one meaning, worded per command
@@ -118,7 +118,9 @@ def test_build_options_take_a_dash_leading_value(cmd):
     words = cmd.split()
     for form in (["--build-options", "-DBLOCK=256"], ["--build-options=-DBLOCK=256"],
                  ["--build-options", "-DBLOCK=256 -DTILE=16"]):
-        ns = build_parser().parse_args([*words, "--kernel", "k.cl", "--gsize", "64", *form])
+        # every command's required options, so that only the form under test varies
+        required = {"dataset import-kt": ["--out", "ds"]}.get(cmd, ["--gsize", "64"])
+        ns = build_parser().parse_args([*words, "--kernel", "k.cl", *required, *form])
         assert ns.build_options == form[-1].removeprefix("--build-options=")
 
 
