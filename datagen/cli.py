@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kernelcast.datagen.corpus_store import bundled_dir, load_corpus_kernels  # noqa: F401 - re-exported
+from kernelcast.datagen.corpus.load import load_corpus_kernels  # noqa: F401 - re-exported
+from kernelcast.datagen.corpus_store import bundled_dir  # noqa: F401 - re-exported
 
 from kernelcast.console import to_json
 from kernelcast.errors import UsageError

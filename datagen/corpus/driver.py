@@ -25,6 +25,7 @@ from kernelcast.datagen.corpus.preprocess import (
 )
 from kernelcast.datagen.corpus.report import FileFailure, IngestReport
 from kernelcast.datagen.corpus.split import PARSE_NAME, split_kernels
+from kernelcast.datagen.corpus_store import write_corpus
 
 from kernelcast.schema import Kernel
 
@@ -216,8 +217,6 @@ def _pair(kept: dict[str, Any], removed: dict[str, Any], similarity: float) -> d
 
 def ingest_to(out_dir: str | os.PathLike[str], sources: list[str | Path], **kw: Any) -> IngestReport:
     """:func:`ingest` and write the corpus (``kernels.jsonl`` + ``manifest.json``) to ``out_dir``."""
-    from kernelcast.datagen.corpus_store import write_corpus
-
     records, report = ingest(sources, **kw)
     manifest = {
         "kind": "kernel_corpus",
