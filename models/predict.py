@@ -31,7 +31,7 @@ from kernelcast.models.fewshot import (
 )
 
 from kernelcast.errors import InputError, UsageError
-from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
+from kernelcast.schema import ArgBinding, Kernel
 
 if TYPE_CHECKING:
     from kernelcast.calib.profile import DeviceProfile
@@ -106,47 +106,6 @@ def read_site_counts(path: str) -> dict[str, float]:
             raise CountsFileError(f"--counts {path}: {k}: a branch share is at most 1, got {v}")
         out[k] = float(v)
     return out
-
-
-#: most configurations ``predict --measure-counts`` runs the counting launch for
-MAX_COUNT_CONFIGS = 64
-
-
-def measure_site_counts(kernel: Kernel, configs: list[LaunchConfig], device_text: str | None
-                        ) -> tuple[list[dict[str, float] | None], list[str]]:
-    """One counting launch (:func:`instrument.counters.measure_counts`) per configuration, in one
-    isolated worker on the device ``device_text`` names (auto when None), with each configuration's
-    arguments and data (``NAME=@FILE.npy`` files included). Returns per configuration the site
-    counts (None where they could not be measured) and notes on what failed."""
-    from kernelcast.instrument.backends import select_device
-    from kernelcast.instrument.counters import measure_counts
-    from kernelcast.instrument.harness import Harness
-    from kernelcast.instrument.memcheck import check_buffer_memory
-    from kernelcast.instrument.rewrite import InstrumentedRunError, RewriteError
-    from kernelcast.instrument.runner import validate_geometry
-
-    from kernelcast.argspec import arg_arrays
-    from kernelcast.config import device_spec
-
-    if len(configs) > MAX_COUNT_CONFIGS:
-        raise UsageError(f"--measure-counts: {len(configs)} configurations; at most {MAX_COUNT_CONFIGS} (measure "
-                         f"once with 'kernelcast measure --counts --json' and pass the file with --counts)")
-    device = select_device(device_spec(device_text), language=kernel.language)
-    for c in configs:
-        validate_geometry(device, c.gsize, c.lsize)
-        check_buffer_memory(device, c.args)
-    out: list[dict[str, float] | None] = []
-    notes: list[str] = []
-    with Harness(device, meter="none") as h:
-        for c in configs:
-            try:
-                out.append(measure_counts(h, kernel, c, arrays=arg_arrays(c.args)).values())
-            except (RewriteError, InstrumentedRunError) as e:
-                out.append(None)
-                msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-                if msg not in notes:
-                    notes.append(msg)
-    return out, notes
 
 
 def configuration_row(kernel: Kernel, gsize: tuple[int, ...], lsize: tuple[int, ...] | None,
