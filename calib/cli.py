@@ -15,8 +15,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kernelcast.calib.local import calibrate_runs
+from kernelcast.calib.microbench import BENCHES, CalibOptions, values_table
+from kernelcast.instrument.backends import select_device
+from kernelcast.instrument.harness import HarnessError
+from kernelcast.instrument.meters import check_meter_spec
+from tqdm import tqdm
+
+from kernelcast.config import device_spec
 from kernelcast.console import fmt_table
 from kernelcast.errors import InputError, UsageError
+from kernelcast.log import setup_logging
 from kernelcast.options import positive_float
 
 log = logging.getLogger(__name__)
@@ -42,8 +51,6 @@ def _parse_bytes(text: str) -> int:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from kernelcast.calib.microbench import BENCHES
-
     p.add_argument("--out", required=True, metavar="PROFILE.json", help="where to write the device profile (JSON)")
     p.add_argument("--device", help="OpenCL device: auto (default; KERNELCAST_DEVICE), P:D, or part of its name")
     p.add_argument("--meter", default="auto",
@@ -82,8 +89,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _benches(only: str | None) -> tuple[str, ...]:
-    from kernelcast.calib.microbench import BENCHES
-
     if not only:
         return BENCHES
     chosen = tuple(b.strip() for b in only.split(",") if b.strip())
@@ -96,8 +101,6 @@ def _benches(only: str | None) -> tuple[str, ...]:
 
 def format_profile(profile: Any) -> str:
     """The table the command prints: every value with units, r^2 and source."""
-    from kernelcast.calib.microbench import values_table
-
     d = profile.device
     head = [f"device   {d.name} ({d.device_type}, {d.platform.split(' Linux')[0]}, driver {d.driver}), "
             f"{d.compute_units} compute units, work-group multiple {d.wg_multiple}, "
@@ -116,14 +119,6 @@ def format_profile(profile: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kernelcast.calib.local import calibrate_runs
-    from kernelcast.calib.microbench import CalibOptions
-    from kernelcast.instrument.backends import select_device
-    from kernelcast.instrument.harness import HarnessError
-    from kernelcast.instrument.meters import check_meter_spec
-
-    from kernelcast.config import device_spec
-
     out = Path(args.out)
     if out.is_dir():
         raise UsageError(f"--out {args.out}: is a directory; give a file name such as profile.json")
@@ -145,8 +140,6 @@ def run(args: argparse.Namespace) -> int:
 
     bar: Any = None
     if not args.no_progress and sys.stderr.isatty():
-        from tqdm import tqdm
-
         bar = tqdm(total=args.runs * len([b for b in benches if b != "energy" or want_energy]), unit="bench",
                    dynamic_ncols=True, desc="calib", file=sys.stderr)
     started: list[str] = []
@@ -200,8 +193,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from kernelcast.log import setup_logging
-
     parser = argparse.ArgumentParser(prog="python -m kernelcast.calib.cli",
                                      description="Calibrate an OpenCL device and write a device profile.")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-v, -vv)")

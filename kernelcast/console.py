@@ -9,6 +9,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from kernelcast.clang import ParseError, kernel_signatures
+from kernelcast.cuda import cuda_kernel_info, cuda_kernel_signatures, is_cuda_path, looks_like_cuda
 from kernelcast.errors import UsageError
 from kernelcast.schema import Kernel
 
@@ -69,8 +71,6 @@ def to_json(obj: Any) -> str:
 
 def load_kernel_source(path: str, name: str | None, build_options: str = "") -> tuple[Kernel, list[Any]]:
     """Read a kernel file and pick one kernel; :class:`UsageError` for anything wrong with the input."""
-    from kernelcast.clang import ParseError, kernel_signatures
-
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"no such kernel file: {path}")
@@ -78,7 +78,6 @@ def load_kernel_source(path: str, name: str | None, build_options: str = "") -> 
         source = p.read_text(encoding="utf-8", errors="replace")
     except OSError as e:
         raise UsageError(f"cannot read {path}: {e.strerror}") from None
-    from kernelcast.cuda import is_cuda_path, looks_like_cuda
 
     if is_cuda_path(p.name) or (not p.name.lower().endswith(".cl") and looks_like_cuda(source)):
         return _load_cuda(source, p, name, build_options)
@@ -99,9 +98,6 @@ def load_kernel_source(path: str, name: str | None, build_options: str = "") -> 
 
 def _load_cuda(source: str, p: Path, name: str | None, build_options: str) -> tuple[Kernel, list[Any]]:
     """A CUDA kernel file (``--name`` carries template arguments: ``reduce<float, 256>``)."""
-    from kernelcast.clang import ParseError
-    from kernelcast.cuda import cuda_kernel_info, cuda_kernel_signatures
-
     try:
         sigs = cuda_kernel_signatures(source, build_options, filename=p.name)
         if not sigs:

@@ -12,7 +12,32 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from kernelcast.calib.local import resolve_profile
+from kernelcast.models.fewshot import read_measured
+from kernelcast.models.measure import HarnessMeasure, measure_site_counts
+from kernelcast.models.predict import (
+    arg_dicts,
+    complete_bindings,
+    configuration_row,
+    load_learned,
+    measured_frame,
+    predict_frame,
+    predict_with_intervals,
+    read_site_counts,
+)
+from kernelcast.models.tabular import TabularPredictor, is_tabular_dir
+from kernelcast.models.tune import (
+    MAX_POINTS,
+    Shots,
+    enumerate_shapes,
+    kernel_tuner_shortlist,
+    power_caps,
+    tune,
+    tune_space,
+    write_shortlist,
+)
 
+from kernelcast.argspec import parse_size
 from kernelcast.console import fmt_table, json_number, load_kernel_source, read_configs_csv, to_json
 from kernelcast.errors import InputError, UsageError
 from kernelcast.options import positive_float, positive_int
@@ -57,9 +82,6 @@ def _interval_json(lo: float, hi: float) -> list[float | None] | None:
 
 def _read_measured(args: argparse.Namespace, kernel: Any, params: list[Any]) -> tuple[Any, pd.DataFrame, np.ndarray]:
     """The measured configurations of ``--measured`` as prediction rows and times."""
-    from kernelcast.models.fewshot import read_measured
-    from kernelcast.models.predict import measured_frame
-
     ms = read_measured(args.measured, kernel, [p.name for p in params])
     mframe, m_us = measured_frame(kernel, params, ms, list(args.arg), getattr(args, "power_cap", None) or None)
     return ms, mframe, m_us
@@ -87,21 +109,6 @@ def _check_local_sizes(rows: list[dict[str, Any]], profile: Any) -> None:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from kernelcast.calib.local import resolve_profile
-    from kernelcast.models.measure import measure_site_counts
-    from kernelcast.models.predict import (
-        arg_dicts,
-        complete_bindings,
-        configuration_row,
-        load_learned,
-        predict_frame,
-        predict_with_intervals,
-        read_site_counts,
-    )
-    from kernelcast.models.tabular import TabularPredictor
-
-    from kernelcast.argspec import parse_size
-
     t0 = time.perf_counter()
     kernel, params = load_kernel_source(args.kernel, args.name, args.build_options or "")
     if args.counts and args.measure_counts:
@@ -292,8 +299,6 @@ def _energy_note(profile: Any, res: pd.DataFrame) -> str:
 
 def _load_tune_model(model: str) -> Any:
     """The tabular model ``tune --model`` scores with (a CodeGen model is refused)."""
-    from kernelcast.models.tabular import TabularPredictor, is_tabular_dir
-
     p = Path(model)
     if p.is_dir() and not is_tabular_dir(p) and (p / "config.json").is_file():
         raise UsageError(f"tune --model {model}: a CodeGen model; tune scores configurations with a tabular model "
@@ -323,13 +328,6 @@ def _check_kt_format(args: argparse.Namespace) -> Path | None:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from kernelcast.calib.local import resolve_profile
-    from kernelcast.models.measure import HarnessMeasure, measure_site_counts
-    from kernelcast.models.predict import complete_bindings, read_site_counts
-    from kernelcast.models.tune import MAX_POINTS, Shots, enumerate_shapes, power_caps, tune, tune_space
-
-    from kernelcast.argspec import parse_size
-
     kernel, params = load_kernel_source(args.kernel, args.name, args.build_options or "")
     if args.counts and args.measure_counts:
         raise UsageError("give --counts FILE or --measure-counts, not both")
@@ -408,8 +406,6 @@ def _print_tune(args: argparse.Namespace, kernel: Any, profile: Any, n: tuple[in
              + [None if not np.isfinite(e[i]) else e[i], explanation[i].get("bound"), explanation[i].get("occupancy")]
              for k, i in enumerate(chosen)]
     if args.format == "kernel-tuner":
-        from kernelcast.models.tune import kernel_tuner_shortlist, write_shortlist
-
         shortlist = kernel_tuner_shortlist(
             kernel.name, n, [tuple(rows[i]["lsize"]) for i in chosen],
             [None if not np.isfinite(rows[i]["power_cap_w"]) else float(rows[i]["power_cap_w"]) for i in chosen],

@@ -19,8 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+from kernelcast.datagen.args import UnsupportedArgument, complete_args
+from kernelcast.models.analytical import AnalyticalModel
+from kernelcast.models.blend import BlendModel, StackedBlend, single
 from kernelcast.models.fewshot import (
     DEFAULT_SHRINK_PRIOR,
+    MeasuredFileError,
     MeasuredSet,
     Offset,
     analytical_balance,
@@ -29,14 +33,18 @@ from kernelcast.models.fewshot import (
     frame_launch_inputs,
     shape_inputs,
 )
+from kernelcast.models.tabular import TabularPredictor, bound_names, build_table, is_tabular_dir
 
+from kernelcast.argspec import check_against_signature, parse_arg
+from kernelcast.columns import decode_args, decode_sizes
 from kernelcast.errors import InputError, UsageError
+from kernelcast.options import read_text_file
 from kernelcast.schema import ArgBinding, Kernel
+from kernelcast.sites import SITE_PREFIXES
 
 if TYPE_CHECKING:
     from kernelcast.calib.profile import DeviceProfile
     from kernelcast.models.base import Predictor
-    from kernelcast.models.blend import StackedBlend
     from kernelcast.models.tabular import ResidualCalibration
 
     from kernelcast.clang import KernelParam
@@ -52,10 +60,6 @@ def complete_bindings(params: list[KernelParam], given_specs: list[str], gsize: 
                       lsize: tuple[int, ...] | None, kernel_name: str) -> tuple[list[ArgBinding], list[str]]:
     """Bind every argument of a kernel: the ones given (``NAME=...`` specs, ``NAME=@FILE.npy``),
     the others by LLMPerf's simple selection. Returns the bindings and the names bound by selection."""
-    from kernelcast.datagen.args import UnsupportedArgument, complete_args
-
-    from kernelcast.argspec import check_against_signature, parse_arg
-
     given = [parse_arg(a) for a in given_specs]
     check_against_signature(given, params, kernel_name)
     try:
@@ -80,9 +84,6 @@ def read_site_counts(path: str) -> dict[str, float]:
     (its ``site_counts``), a :class:`~instrument.counters.SiteCounts` record with ``values``, or an
     object of site symbol -> count (``trip_l7_c13``: mean trips per entry, ``br_l4_c9``: share of
     evaluations taking the then-side)."""
-    from kernelcast.options import read_text_file
-    from kernelcast.sites import SITE_PREFIXES
-
     text = read_text_file(path, "--counts")
     try:
         doc = json.loads(text)
@@ -123,8 +124,6 @@ def measured_frame(kernel: Kernel, params: list[KernelParam], measured: Measured
     """Prediction rows of the measured configurations of ``kernel`` and their times (us): the
     argument bindings the measurement used where the file has them (``measure --json``), else the
     file's argument columns, then ``arg_specs`` and simple selection (as ``predict --configs``)."""
-    from kernelcast.models.fewshot import MeasuredFileError
-
     rows = []
     for c in measured.configs:
         if c.args is not None:
@@ -147,12 +146,7 @@ def load_learned(model: str | None) -> tuple[Predictor | None, StackedBlend | No
     if not model:
         return None, None
     p = Path(model)
-    from kernelcast.models.tabular import is_tabular_dir
-
     if p.is_dir() and is_tabular_dir(p):
-        from kernelcast.models.blend import StackedBlend
-        from kernelcast.models.tabular import TabularPredictor
-
         try:
             tp = TabularPredictor.load(p)
         except Exception as e:  # noqa: BLE001 - any loading failure is bad input here
@@ -163,8 +157,7 @@ def load_learned(model: str | None) -> tuple[Predictor | None, StackedBlend | No
         raise UsageError(f"--model {model}: not a model directory (no config.json or tabular.json); train one with "
                          f"'kernelcast train'")
     try:
-        from kernelcast.models.blend import StackedBlend
-        from kernelcast.models.learned.predictor import LearnedPredictor
+        from kernelcast.models.learned.predictor import LearnedPredictor  # deferred: imports torch
 
         lp = LearnedPredictor.from_pretrained(model)
     except Exception as e:  # noqa: BLE001 - any loading failure is bad input here
@@ -189,17 +182,12 @@ def _predict(frame: pd.DataFrame, profile: DeviceProfile, learned: Predictor | N
              weights: StackedBlend | None) -> tuple[pd.DataFrame, list[str | None] | None]:
     """:func:`predict_frame`, and with a tabular model the analytical bound of each row under the
     model's profile (what its interval quantiles are binned by)."""
-    from kernelcast.models.analytical import AnalyticalModel
-
     an = AnalyticalModel(profile)
     pa = an.predict(frame)
     out = pd.DataFrame({"analytical_us": pa.time_us, "analytical_energy_j": pa.energy_j})
     out["explanation"] = pa.explanation
     bounds = None
     if learned is not None:
-        from kernelcast.models.blend import BlendModel, single
-        from kernelcast.models.tabular import TabularPredictor, bound_names, build_table
-
         if isinstance(learned, TabularPredictor):
             table = build_table(frame, learned.profile)
             pl = learned.predict_table(table)
@@ -259,8 +247,6 @@ def same_profile(a: DeviceProfile, b: DeviceProfile) -> bool:
 def _calibrations(profile: DeviceProfile, learned: Predictor | None, weights: StackedBlend | None,
                   models: list[str]) -> tuple[dict[str, ResidualCalibration], dict[str, str]]:
     """The residual calibration behind each model column's interval, or why it has none."""
-    from kernelcast.models.tabular import TabularPredictor
-
     cals: dict[str, ResidualCalibration] = {}
     notes: dict[str, str] = {}
     tab = learned if isinstance(learned, TabularPredictor) else None
@@ -388,8 +374,6 @@ def predict_with_intervals(frame: pd.DataFrame, profile: DeviceProfile, learned:
 def _config_keys(frame: pd.DataFrame) -> list[str]:
     """A key per prediction row that two rows of the same configuration share (sizes, argument
     bindings without their initialisation, power cap)."""
-    from kernelcast.columns import decode_args, decode_sizes
-
     keys = []
     for _, r in frame.iterrows():
         args = [(a.get("name"), a.get("kind"), a.get("dtype"), a.get("count"),
@@ -430,15 +414,12 @@ def score_configurations(frame: pd.DataFrame, profile: DeviceProfile,
     """Score prediction rows with the analytical model of ``profile``, or with ``tabular`` (a
     :class:`models.tabular.TabularPredictor`; energy from its energy head where it has one, else
     the analytical energy)."""
-    from kernelcast.models.analytical import AnalyticalModel
-
     pa = AnalyticalModel(profile).predict(frame)
     if tabular is None:
         return ScoredConfigs("analytical", pa.time_us, pa.energy_j, pa.explanation,
                              [e.get("bound") for e in pa.explanation], None,
                              "no measured residuals of the analytical model on this device: its interval would be "
                              "invented (tune --model with a tabular model gives intervals)")
-    from kernelcast.models.tabular import TabularPredictor, bound_names, build_table
 
     if not isinstance(tabular, TabularPredictor):
         raise TypeError("score_configurations scores with a tabular model only")
