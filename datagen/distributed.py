@@ -127,7 +127,7 @@ def ray_available() -> None:
 
 def _import_ray() -> Any:
     try:
-        import ray  # deferred: ray is a heavy import
+        import ray  # deferred: ray is an optional extra
     except ImportError:
         raise RayUnavailable("--ray needs Ray: pip install 'kernelcast[ray]'") from None
     return ray
@@ -273,7 +273,7 @@ def _placements(ray: Any, actors: int | None) -> list[dict[str, Any]]:
     """Per actor: Ray options (node affinity) and the GPU rank on its node (or None)."""
     if actors is not None:
         return [{"options": {}, "rank": None} for _ in range(actors)]
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # deferred: ray is a heavy import
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # deferred: ray is an optional extra
 
     out = []
     for node in ray.nodes():

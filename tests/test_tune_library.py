@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from kernelcast.calib.profile import load_profile
+from kernelcast.models.measure import HarnessMeasure
 from kernelcast.models.tune import Shots, TuneResult, TuneSpace, enumerate_shapes, tune, tune_space
 
 from kernelcast.console import load_kernel_source
@@ -25,7 +26,7 @@ def problem(tmp_path_factory):
     path.write_text(SRC)
     kernel, params = load_kernel_source(str(path), None, "")
     space = tune_space(kernel, params, [f"n={N}"], (N,), enumerate_shapes((N,), 32, 1024, None, None))
-    return kernel, space, load_profile("a100")
+    return kernel, space, load_profile("a100"), params
 
 
 class TableMeasure:
@@ -53,7 +54,7 @@ def _lsizes(res: TuneResult, idx) -> list[int]:
 
 
 def test_ranks_by_predicted_time_without_measuring(problem):
-    kernel, space, profile = problem
+    kernel, space, profile, _ = problem
     res = tune(kernel, space, profile, top=3)
     assert len(res.rows) == 32 and res.measured is None and res.offset is None
     assert res.label == "best 3 by predicted time"
@@ -65,7 +66,7 @@ def test_ranks_by_predicted_time_without_measuring(problem):
 
 
 def test_feedback_measures_the_predicted_best_and_picks_the_fastest_measured(problem):
-    kernel, space, profile = problem
+    kernel, space, profile, _ = problem
     top3 = _lsizes(tune(kernel, space, profile), tune(kernel, space, profile).order[:3])
     fast = top3[2]                                        # the third by prediction is the fastest measured
     measure = TableMeasure({fast: 5.0}, default=10.0)
@@ -86,7 +87,7 @@ def test_feedback_measures_the_predicted_best_and_picks_the_fastest_measured(pro
 
 
 def test_a_failed_launch_is_measured_once_and_not_chosen(problem):
-    kernel, space, profile = problem
+    kernel, space, profile, _ = problem
     top3 = _lsizes(tune(kernel, space, profile), tune(kernel, space, profile).order[:3])
     measure = TableMeasure({top3[1]: 7.0}, default=9.0, fail=(top3[0],))
     res = tune(kernel, space, profile, measure=measure, measure_top=3, measure_rounds=3)
@@ -99,7 +100,7 @@ def test_a_failed_launch_is_measured_once_and_not_chosen(problem):
 
 
 def test_measure_top_beyond_the_space_measures_every_candidate_once(problem):
-    kernel, _, profile = problem
+    kernel, _, profile, _ = problem
     small = TuneSpace(problem[1].problem, problem[1].rows[:2])
     measure = TableMeasure({}, default=4.0)
     res = tune(kernel, small, profile, measure=measure, measure_top=10, measure_rounds=1)
@@ -110,7 +111,7 @@ def test_measure_top_beyond_the_space_measures_every_candidate_once(problem):
 def test_shots_correct_every_prediction(problem):
     """Measured configurations given up front scale the predictions (one factor without a shape
     prior): shots measured at half the prediction halve every candidate's time, shrunk by k/(k+1)."""
-    kernel, space, profile = problem
+    kernel, space, profile, _ = problem
     plain = tune(kernel, space, profile)
     frame = pd.DataFrame(space.rows[:4])
     shots = Shots(frame, plain.raw_time_us[:4] * 0.5)
@@ -122,6 +123,24 @@ def test_shots_correct_every_prediction(problem):
 
 
 def test_bad_objective_is_a_usage_error(problem):
-    kernel, space, profile = problem
+    kernel, space, profile, _ = problem
     with pytest.raises(UsageError, match="--objective"):
         tune(kernel, space, profile, objective="speed")
+
+
+def test_real_launches_through_the_harness_measure(problem, device):
+    """The real-launch seam: nothing opens until the first measurement, then each pick is launched on
+    the device (here the problem is small enough for any device; the analytical profile need not be the
+    device's for the loop to run)."""
+    kernel, _, profile, params = problem
+    n = 4096
+    space = tune_space(kernel, params, [f"n={n}"], (n,),
+                       enumerate_shapes((n,), 32, min(256, device.max_work_group_size), None, None))
+    with HarnessMeasure(device.spec) as measure:
+        assert measure.device is None                     # not opened yet
+        res = tune(kernel, space, profile, measure=measure, measure_top=2, measure_rounds=1)
+        assert measure.device_name == device.name
+    m = res.measured
+    assert m is not None and len(m["rows"]) == 2
+    assert all(r["measured_us"] is not None and r["measured_us"] > 0 for r in m["rows"])
+    assert res.choice is not None and res.choice["lsize"] in [r["lsize"] for r in m["rows"]]

@@ -72,7 +72,7 @@ _CONFIG_ERRORS = ("too many resources requested", "invalid configuration", "inva
 
 def _driver() -> ModuleType:
     """``pycuda.driver``, initialised; ImportError when pycuda is not installed."""
-    import pycuda.driver as drv  # deferred: pycuda is a heavy import
+    import pycuda.driver as drv  # deferred: pycuda is optional and loads the CUDA driver
 
     drv.init()
     return drv
@@ -214,7 +214,7 @@ class CudaBackend(Backend):
     @classmethod
     def version_facts(cls) -> dict[str, str]:
         try:
-            import pycuda  # deferred: pycuda is a heavy import
+            import pycuda  # deferred: pycuda is optional and loads the CUDA driver
 
             facts = {"pycuda_version": str(getattr(pycuda, "VERSION_TEXT", "?"))}
         except ImportError:

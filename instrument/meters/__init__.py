@@ -49,7 +49,7 @@ def check_meter_spec(spec: str) -> str:
 
 def _nvml_usable() -> bool:
     try:
-        import pynvml  # deferred: pynvml is a heavy import
+        import pynvml  # deferred: loads the NVIDIA driver library (optional)
 
         pynvml.nvmlInit()
     except Exception as exc:  # ImportError, NVMLError, OSError from the library loader...
