@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernelcast.calib.microbench import run_calibration
+from kernelcast.calib.microbench import CalibOptions, Calibrator, run_calibration
 from kernelcast.calib.profile import DeviceProfile, ProfileError, bundled_profile_for, combine_runs, load_profile
 from kernelcast.instrument.backends import DeviceInfo, select_device
 from kernelcast.instrument.harness import Harness
@@ -19,7 +19,6 @@ from kernelcast.config import cache_dir, device_spec
 from kernelcast.errors import UsageError
 
 if TYPE_CHECKING:
-    from kernelcast.calib.microbench import CalibOptions, Calibrator
     from kernelcast.instrument.runner import TimingPolicy
 
     from kernelcast.schema import Kernel, LaunchConfig, Measurement
