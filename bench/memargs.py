@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
 
-    from kernelcast.datagen.corpus_store import load_corpus_kernels
+    from kernelcast.datagen.corpus.load import load_corpus_kernels
     from kernelcast.instrument.backends import select_device
     from kernelcast.instrument.harness import Harness
 

@@ -6,6 +6,9 @@
   harness (``instrument.harness.Harness``, or anything with its ``run`` method) and fills a
   profile; with an energy meter it also fits per-operation and per-access energies (Delestrac et
   al. eq. 4), the power law of busy compute units and the transient ratio (FlipFlop Alg. 3).
+  The benchmarks are split by what they measure, one way: :mod:`calib.bench_runner` (options,
+  shared state, one measurement) <- :mod:`calib.compute_bench` and :mod:`calib.memory_bench` <-
+  :mod:`calib.energy_bench` <- :mod:`calib.microbench` (the driver).
 * :mod:`calib.fits`: linear regression, the power law ``alpha n^beta + delta``, plateau
   (cache-level) detection; numpy only.
 * :mod:`calib.profile`: :class:`~calib.profile.DeviceProfile` (JSON, versioned), every value with

@@ -15,7 +15,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kernelcast.calib.local import calibrate_runs
+from kernelcast.calib.microbench import BENCHES, CalibOptions
+from kernelcast.calib.report import format_profile
+from kernelcast.instrument.backends import select_device
+from kernelcast.instrument.harness import HarnessError
+from kernelcast.instrument.meters import check_meter_spec
+from tqdm import tqdm
+
+from kernelcast.config import device_spec
 from kernelcast.errors import InputError, UsageError
+from kernelcast.log import setup_logging
 from kernelcast.options import ROUNDS_HELP, add_alias, add_device, add_meter, add_quiet, add_timeout, positive_float
 
 log = logging.getLogger(__name__)
@@ -41,8 +51,6 @@ def _parse_bytes(text: str) -> int:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from kernelcast.calib.microbench import BENCHES
-
     p.add_argument("--out", required=True, metavar="PROFILE.json", help="where to write the device profile (JSON)")
     add_device(p)
     add_meter(p)
@@ -80,8 +88,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _benches(only: str | None) -> tuple[str, ...]:
-    from kernelcast.calib.microbench import BENCHES
-
     if not only:
         return BENCHES
     chosen = tuple(b.strip() for b in only.split(",") if b.strip())
@@ -93,15 +99,6 @@ def _benches(only: str | None) -> tuple[str, ...]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kernelcast.calib.local import calibrate_runs
-    from kernelcast.calib.microbench import CalibOptions
-    from kernelcast.calib.report import format_profile
-    from kernelcast.instrument.backends import select_device
-    from kernelcast.instrument.harness import HarnessError
-    from kernelcast.instrument.meters import check_meter_spec
-
-    from kernelcast.config import device_spec
-
     out = Path(args.out)
     if out.is_dir():
         raise UsageError(f"--out {args.out}: is a directory; give a file name such as profile.json")
@@ -123,8 +120,6 @@ def run(args: argparse.Namespace) -> int:
 
     bar: Any = None
     if not args.no_progress and sys.stderr.isatty():
-        from tqdm import tqdm
-
         bar = tqdm(total=args.runs * len([b for b in benches if b != "energy" or want_energy]), unit="bench",
                    dynamic_ncols=True, desc="calib", file=sys.stderr)
     started: list[str] = []
@@ -178,8 +173,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from kernelcast.log import setup_logging
-
     parser = argparse.ArgumentParser(prog="python -m kernelcast.calib.cli",
                                      description="Calibrate an OpenCL device and write a device profile.")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-v, -vv)")

@@ -1,7 +1,7 @@
 """The ``energy`` calibration benchmark: what an energy meter adds to a device profile.
 
-Run by :class:`calib.microbench.Calibrator` through its energy runner (a harness with a meter),
-after the timing benchmarks whose best configurations it reuses (``cal.state``):
+Run by :class:`calib.microbench.Calibrator` (a subclass of :class:`EnergyBenches`) through its energy
+runner (a harness with a meter), after the timing benchmarks whose best configurations it reuses (``cal.state``):
 
 * ``idle_power_w``: the meter's idle power before the window of an empty kernel;
 * ``energy_per_op_<class>_pj``: slope of dynamic energy against operation count (four loop
@@ -18,18 +18,16 @@ after the timing benchmarks whose best configurations it reuses (``cal.state``):
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 from kernelcast.calib import kernels as K
+from kernelcast.calib.bench_runner import MAX_ITERS, fmt_bytes
+from kernelcast.calib.compute_bench import ComputeBenches
 from kernelcast.calib.fits import linear_fit, power_law_fit
-from kernelcast.calib.microbench import MAX_ITERS, fmt_bytes
+from kernelcast.calib.memory_bench import MemoryBenches
 from kernelcast.calib.profile import Curve
 
 from kernelcast.schema import ArgBinding, LaunchConfig, Measurement
-
-if TYPE_CHECKING:
-    from kernelcast.calib.microbench import Calibrator
 
 #: bytes of one "access" in the per-access energies (an NVIDIA sector, as in Delestrac et al.)
 ACCESS_BYTES = 32
@@ -50,7 +48,7 @@ def dynamic_energy(m: Measurement, idle_w: float | None) -> float | None:
     return m.energy_j - iw * m.time.median_us * 1e-6
 
 
-def bench_energy(cal: Calibrator) -> None:
+def bench_energy(cal: EnergyBenches) -> None:
     """The ``energy`` benchmark (see the module docstring); needs ``cal.energy_runner``."""
     src = cal.source("energy")
     fracs = (0.25, 0.5, 0.75, 1.0)
@@ -196,3 +194,11 @@ def bench_energy(cal: Calibrator) -> None:
     cal.profile.set("transient_ratio", ms.avg_power_w / ml.avg_power_w, "1", src, notes=(
         f"FlipFlop Alg. 3 lines 14-16: P_short / P_sustained; the short kernel ({ms.time.median_us:.1f} us) "
         f"is launched back to back by the harness, so its window includes launch gaps"))
+
+
+class EnergyBenches(ComputeBenches, MemoryBenches):
+    """The energy benchmark on top of the compute and memory ones, whose configurations it reuses."""
+
+    def bench_energy(self) -> None:
+        """See :func:`bench_energy`."""
+        bench_energy(self)

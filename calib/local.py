@@ -4,19 +4,21 @@ about 10 s) and cached per device and driver."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernelcast.calib.profile import DeviceProfile, ProfileError, bundled_profile_for, load_profile
+from kernelcast.calib.microbench import CalibOptions, Calibrator, run_calibration
+from kernelcast.calib.profile import DeviceProfile, ProfileError, bundled_profile_for, combine_runs, load_profile
 from kernelcast.instrument.backends import DeviceInfo, select_device
+from kernelcast.instrument.harness import Harness
 
 from kernelcast.config import cache_dir, device_spec
 from kernelcast.errors import UsageError
 
 if TYPE_CHECKING:
-    from kernelcast.calib.microbench import CalibOptions, Calibrator
     from kernelcast.instrument.runner import TimingPolicy
 
     from kernelcast.schema import Kernel, LaunchConfig, Measurement
@@ -62,7 +64,6 @@ def resolve_profile(spec: str | None, device: str | None = None, *,
         prof = DeviceProfile.load(path)
         prof.origin = f"{path}, the cached calibration of this device"
         return prof
-    from kernelcast.calib.microbench import CalibOptions
 
     if on_calibrate is not None:
         on_calibrate(f"no profile for {info.name} yet; running a quick calibration (kernelcast calib --quick "
@@ -86,9 +87,6 @@ def calibrate(info: DeviceInfo, options: CalibOptions, *, meter: str = "none", t
               on_bench: Callable[[str], None] | None = None) -> tuple[DeviceProfile, Calibrator]:
     """Run the calibration microbenchmarks on ``info``: timing benchmarks with no meter, energy
     benchmarks (when ``meter`` is not ``none`` and ``options`` asks for them) with ``meter``."""
-    from kernelcast.calib.microbench import run_calibration
-    from kernelcast.instrument.harness import Harness
-
     want_energy = meter != "none" and "energy" in options.benches
     timeout = 60.0 if timeout_s is None else timeout_s
     with Harness(info, meter="none", timeout_s=timeout) as h_time:
@@ -106,8 +104,6 @@ def calibrate_runs(info: DeviceInfo, options: CalibOptions, runs: int = 1, *, me
     """:func:`calibrate` ``runs`` times and :func:`calib.profile.combine_runs` of the results (one
     run: that run's profile as is). The calibrator returned is the last run's, with the failures
     and measurement counts of all runs."""
-    from kernelcast.calib.profile import combine_runs
-
     profiles: list[DeviceProfile] = []
     failures: list[str] = []
     n_meas = 0
@@ -136,10 +132,6 @@ def _settle(info: DeviceInfo, options: CalibOptions, when: str, on_step: Callabl
     """Between runs: calibration keeps every core busy, so the 1-minute load average it leaves
     behind is its own (about the number of cores); wait up to :data:`RUN_SETTLE_S` for it to fall
     below ``--max-load`` (decaying by e in a minute), then let the next run's own checks apply."""
-    import dataclasses
-
-    from kernelcast.calib.microbench import Calibrator
-
     if on_step is not None:
         on_step(f"waiting for the host load average to drop below {options.max_load:g} {when}")
     probe = Calibrator(info, _NoRunner(), None, dataclasses.replace(options, load_wait_s=RUN_SETTLE_S))

@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+import numpy as np
+
 from kernelcast.clang import KernelParam
 from kernelcast.cltypes import is_known_type, parse_type
 from kernelcast.schema import ArgBinding
@@ -37,8 +39,6 @@ def simple_args(params: list[KernelParam], gsize: tuple[int, ...],
             t = parse_type(p.dtype)
             value: int | float = total
             if t.numpy.kind in "iu":
-                import numpy as np
-
                 top = int(np.iinfo(t.numpy).max)
                 if total > top:
                     raise UnsupportedArgument(f"argument {p.name!r} ({p.dtype}) would be the global size {total}, "

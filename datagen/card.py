@@ -131,10 +131,10 @@ def _sweeps(ok: pd.DataFrame) -> dict[str, Any]:
 
 
 def _plot_times(ok: pd.DataFrame, out: Path) -> Path | None:
-    import matplotlib
+    import matplotlib  # deferred: matplotlib is a heavy import
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: matplotlib is a heavy import
 
     t = pd.to_numeric(ok["time_median_us"], errors="coerce").dropna()
     t = t[t > 0]

@@ -3,14 +3,53 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
-from kernelcast.datagen.corpus_store import bundled_dir, load_corpus_kernels  # noqa: F401 - re-exported
+from kernelcast.datagen.args import SELECTORS
+from kernelcast.datagen.card import write_card
+from kernelcast.datagen.corpus import ingest_to, opencl_compile_fn
+from kernelcast.datagen.corpus.load import load_corpus_kernels  # noqa: F401 - re-exported
+from kernelcast.datagen.corpus_store import (
+    bundled_dir,  # noqa: F401 - re-exported
+    read_records,
+)
+from kernelcast.datagen.counts import backfill_counts, check_counts_dataset
+from kernelcast.datagen.dataset import (
+    DATASET_SCHEMA_VERSION,
+    MANIFEST,
+    DatasetMismatch,
+    busy_load_limit,
+    existing_dataset,
+    read_dataset,
+    read_manifest,
+    resolve_remeasured,
+)
+from kernelcast.datagen.distributed import ActorsLost, check_address, ray_available, run_datagen_ray
+from kernelcast.datagen.generate import MAX_ROUNDS as DATAGEN_MAX_ROUNDS
+from kernelcast.datagen.generate import DatagenInterrupted, DatagenOptions, run_datagen
+from kernelcast.datagen.integrity import check_dataset, repair_dataset
+from kernelcast.datagen.ktcache import (
+    GridRules,
+    cache_stem,
+    import_kt,
+    load_spec,
+    plan_import,
+)
+from kernelcast.datagen.memargs import KERNEL_SELECTORS
+from kernelcast.datagen.presets import get_preset, ingested_corpora, synthetic_corpus
+from kernelcast.datagen.remeasure import MAX_ROUNDS, check_remeasure_dataset, remeasure_busy
+from kernelcast.datagen.report import plot_rebalance, summarize
+from kernelcast.datagen.synth import write_synth_corpus
+from kernelcast.instrument.backends import select_device
+from kernelcast.instrument.meters import check_meter_spec
 
+from kernelcast.argspec import parse_arg
+from kernelcast.config import device_spec
 from kernelcast.console import to_json
 from kernelcast.errors import UsageError
 from kernelcast.options import (
@@ -25,7 +64,9 @@ from kernelcast.options import (
     add_quiet,
     add_timeout,
     bounded_int,
+    check_in_dir,
     check_out_dir,
+    check_out_file,
     fraction,
     nonneg_float,
     nonneg_int,
@@ -46,11 +87,6 @@ MAX_SYNTH = 100_000
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from kernelcast.datagen.corpus import ingest_to, opencl_compile_fn
-    from kernelcast.instrument.backends import select_device
-
-    from kernelcast.config import device_spec
-
     check_out_dir(args.out)
     sources: list[str | Path] = [bundled_dir() if s == "bundled" else Path(s) for s in args.sources]
     for s in sources:
@@ -76,8 +112,6 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
-    from kernelcast.datagen.synth import write_synth_corpus
-
     check_out_dir(args.out)
     out = write_synth_corpus(args.out, args.count, args.seed)
     print(f"{args.count} synthetic kernels (seed {args.seed}) written to {out}")
@@ -86,8 +120,6 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
 def _not_compiled(spec: str) -> int:
     """Kernels of a corpus directory marked as failing its compile check (read_corpus leaves them out)."""
-    from kernelcast.datagen.corpus_store import read_records
-
     if spec == "bundled":
         return 0      # ingested on the fly without a compile check
     return sum(r.get("compile_status", "ok") not in ("ok", "unchecked") for r in read_records(spec))
@@ -106,8 +138,6 @@ DATAGEN_DEFAULTS: dict[str, Any] = {"configs_per_kernel": 200, "lsizes_per_kerne
 def resolve_datagen_defaults(args: argparse.Namespace) -> Any:
     """Fill the options left unset from ``--preset`` (when given) or the built-in defaults; the
     preset, or None. Raises for an unknown preset or a preset combined with ``--corpus``."""
-    from kernelcast.datagen.presets import get_preset
-
     preset = get_preset(args.preset) if args.preset else None
     if preset is None and not args.corpus:
         raise UsageError("give --corpus CORPUS (or 'bundled'), or --preset standard")
@@ -121,9 +151,6 @@ def resolve_datagen_defaults(args: argparse.Namespace) -> Any:
 
 def datagen_options(args: argparse.Namespace) -> Any:
     """The :class:`~datagen.generate.DatagenOptions` of a ``datagen`` command line, validated."""
-    from kernelcast.datagen.args import SELECTORS
-    from kernelcast.datagen.generate import MAX_ROUNDS, DatagenOptions
-    from kernelcast.datagen.memargs import KERNEL_SELECTORS
 
     if any(getattr(args, n, None) is None for n in DATAGEN_DEFAULTS):
         resolve_datagen_defaults(args)
@@ -156,21 +183,14 @@ def datagen_options(args: argparse.Namespace) -> Any:
         opts.max_rounds = args.max_rounds
     for name, v in (("--sweep-rounds", opts.sweep_rounds), ("--sample-rounds", opts.sample_rounds),
                     ("--max-rounds", opts.max_rounds)):
-        if v is not None and v > MAX_ROUNDS:
-            raise UsageError(f"{name} {v}: at most {MAX_ROUNDS} rounds")
+        if v is not None and v > DATAGEN_MAX_ROUNDS:
+            raise UsageError(f"{name} {v}: at most {DATAGEN_MAX_ROUNDS} rounds")
     opts.timing.min_time_s = args.min_time
     opts.timing.min_repeats = args.repeats
     return opts
 
 
 def cmd_datagen(args: argparse.Namespace) -> int:
-    from kernelcast.datagen.dataset import existing_dataset
-    from kernelcast.datagen.generate import DatagenInterrupted, run_datagen
-    from kernelcast.instrument.backends import select_device
-    from kernelcast.instrument.meters import check_meter_spec
-
-    from kernelcast.config import device_spec
-
     preset = resolve_datagen_defaults(args)
     opts = datagen_options(args)
     check_meter_spec(args.meter)
@@ -179,8 +199,6 @@ def cmd_datagen(args: argparse.Namespace) -> int:
     if args.ray_actors is not None and args.ray_actors < 1:
         raise UsageError("--ray-actors must be at least 1")
     if args.ray is not None:
-        from kernelcast.datagen.distributed import check_address, ray_available
-
         ray_available()
         check_address(None if args.ray == "local" else args.ray)
     check_out_dir(args.out)
@@ -189,8 +207,6 @@ def cmd_datagen(args: argparse.Namespace) -> int:
     check_resumable(out)
     extra: dict[str, Any] = {}
     if preset is not None:
-        from kernelcast.datagen.presets import ingested_corpora, synthetic_corpus
-
         specs = (["bundled"] if preset.bundled else []) + \
             ([str(p) for p in ingested_corpora()] if preset.ingested else [])
         if preset.synthetic:
@@ -213,8 +229,6 @@ def cmd_datagen(args: argparse.Namespace) -> int:
               file=sys.stderr)
     extra["command"] = command_line(args, preset)
     if args.ray is not None:
-        from kernelcast.datagen.distributed import ActorsLost, run_datagen_ray
-
         try:
             run = run_datagen_ray(kernels, args.out, device_spec(args.device), opts, meter=args.meter,
                                   timeout_s=args.timeout, corpus=",".join(d for _, d in corpora),
@@ -230,15 +244,11 @@ def cmd_datagen(args: argparse.Namespace) -> int:
                               extra_manifest=extra)
         except DatagenInterrupted as e:
             if preset is not None:
-                from kernelcast.datagen.card import write_card
-
                 write_card(out)
             print(f"\n{e}", file=sys.stderr)
             return 143 if e.terminated else 130
     card = None
     if preset is not None:
-        from kernelcast.datagen.card import write_card
-
         card, _ = write_card(out)
     if args.json:
         print(to_json({"summary": run.summary.to_dict(), "dataset": args.out, "rows_total": run.rows_total,
@@ -270,12 +280,9 @@ def command_line(args: argparse.Namespace, preset: Any) -> str:
 
 def check_resumable(out: Path) -> None:
     """A dataset directory of another schema version cannot be resumed: say so before any work."""
-    from kernelcast.datagen.dataset import DATASET_SCHEMA_VERSION, MANIFEST, DatasetMismatch
-
     mpath = out / MANIFEST
     if not mpath.is_file():
         return
-    import json
 
     try:
         old = json.loads(mpath.read_text())
@@ -292,11 +299,6 @@ def check_resumable(out: Path) -> None:
 
 
 def cmd_dataset(args: argparse.Namespace) -> int:
-    from kernelcast.datagen.dataset import busy_load_limit, read_dataset, read_manifest, resolve_remeasured
-    from kernelcast.datagen.report import plot_rebalance, summarize
-
-    from kernelcast.options import check_in_dir, check_out_file
-
     check_in_dir(args.dataset, "dataset", "dataset directory")
     if args.plot_iqr:
         check_out_file(args.plot_out, "--plot-out")
@@ -321,9 +323,6 @@ def cmd_dataset(args: argparse.Namespace) -> int:
 
 
 def cmd_card(args: argparse.Namespace) -> int:
-    from kernelcast.datagen.card import write_card
-    from kernelcast.datagen.dataset import MANIFEST
-
     if not (Path(args.dataset) / MANIFEST).is_file():
         raise UsageError(f"{args.dataset}: not a dataset (no {MANIFEST})")
     path, facts = write_card(args.dataset)
@@ -336,16 +335,12 @@ def cmd_card(args: argparse.Namespace) -> int:
 
 
 def cmd_dataset_check(args: argparse.Namespace) -> int:
-    from kernelcast.datagen.integrity import check_dataset
-
     report = check_dataset(args.dataset)
     print(to_json(report.to_dict()) if args.json else report.format())
     return 0 if report.ok else 1
 
 
 def cmd_dataset_repair(args: argparse.Namespace) -> int:
-    from kernelcast.datagen.integrity import repair_dataset
-
     report = repair_dataset(args.dataset)
     print(to_json(report.to_dict()) if args.json else report.format())
     return 0
@@ -391,11 +386,6 @@ def add_dataset_parser(sub: Any) -> Any:
 
 
 def cmd_dataset_counts(args: argparse.Namespace) -> int:
-    from kernelcast.datagen.counts import backfill_counts, check_counts_dataset
-    from kernelcast.instrument.backends import select_device
-
-    from kernelcast.config import device_spec
-
     root = Path(args.dataset)
     check_counts_dataset(root)                       # bad input: one line, before any work
     kernel_ids = set(args.kernel) if args.kernel else None
@@ -436,11 +426,6 @@ def add_counts_parser(dsub: Any) -> None:
 
 
 def cmd_dataset_remeasure(args: argparse.Namespace) -> int:
-    from kernelcast.datagen.remeasure import check_remeasure_dataset, remeasure_busy
-    from kernelcast.instrument.backends import select_device
-
-    from kernelcast.config import device_spec
-
     root = Path(args.dataset)
     check_remeasure_dataset(root)                    # bad input: one line, before any work
     device = "auto" if args.dry_run else select_device(device_spec(args.device))
@@ -452,7 +437,6 @@ def cmd_dataset_remeasure(args: argparse.Namespace) -> int:
 
 
 def add_remeasure_parser(dsub: Any) -> None:
-    from kernelcast.datagen.remeasure import MAX_ROUNDS
 
     p = dsub.add_parser("remeasure", help="measure again the configurations measured beside other work",
                         description="Find the ok configurations whose measurement (or one of its rounds) was "
@@ -501,11 +485,6 @@ def _import_summary(imp: Any, out: Path, appended: int, total: int) -> dict[str,
 
 
 def cmd_import_kt(args: argparse.Namespace) -> int:
-    from kernelcast.datagen.dataset import existing_dataset
-    from kernelcast.datagen.ktcache import GridRules, cache_stem, import_kt, load_spec, plan_import
-
-    from kernelcast.argspec import parse_arg
-
     out = Path(args.out)
     if args.arg and not (args.kernel or args.spec):
         raise UsageError("--arg binds arguments of the kernel source: give --kernel or --spec too")

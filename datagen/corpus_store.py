@@ -92,28 +92,3 @@ def read_corpus(directory: str | os.PathLike[str], *, compiled_only: bool = True
 def bundled_dir() -> Path:
     """The bundled corpus's ``.cl`` files."""
     return Path(__file__).parent / "bundled"
-
-
-def load_corpus_kernels(spec: str, limit: int | None = None, device: str | None = None) -> tuple[list[Kernel], str]:
-    """Kernels of a corpus directory and its description; ``bundled`` ingests the bundled corpus
-    on the fly (into a temporary directory removed once read). :class:`UsageError` for a
-    directory that is not a corpus."""
-    from kernelcast.errors import UsageError
-
-    if spec == "bundled":
-        from kernelcast.datagen.corpus import ingest_to
-
-        with tempfile.TemporaryDirectory(prefix="kernelcast-bundled-") as tmp:
-            ingest_to(Path(tmp), [bundled_dir()], compile_fn=None)
-            kernels = read_corpus(Path(tmp))
-        desc = "bundled"
-    else:
-        p = Path(spec)
-        if not (p / "kernels.jsonl").is_file():
-            raise UsageError(f"{spec}: not a corpus directory (no kernels.jsonl); make one with "
-                             f"'kernelcast corpus ingest' or 'kernelcast corpus synth'")
-        kernels = read_corpus(p)
-        desc = str(p.resolve())
-    if limit is not None:
-        kernels = kernels[:limit]
-    return kernels, desc

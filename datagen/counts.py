@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import pandas as pd
+from kernelcast.datagen.corpus_store import read_records
 from kernelcast.datagen.dataset import (
     MANIFEST,
     SITE_COUNTS,
@@ -39,8 +40,10 @@ from kernelcast.datagen.dataset import (
 )
 from kernelcast.datagen.frame import TRAIN_PASSES, DataError
 from kernelcast.instrument.counters import MAX_TRACKED, CountRewrite, SiteCounts, count_rewrite, measure_counts
-from kernelcast.instrument.rewrite import InstrumentedRunError, RewriteError
+from kernelcast.instrument.harness import Harness
+from kernelcast.instrument.rewrite import InstrumentedRunError, RewriteError, device_supports_int64_atomics
 from kernelcast.instrument.runner import TimingPolicy
+from tqdm import tqdm
 
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 
@@ -67,7 +70,6 @@ class SiteCounter:
         self._kid: str | None = None
         self._cr: CountRewrite | None = None
         self._why = ""
-        from kernelcast.instrument.rewrite import device_supports_int64_atomics
 
         self.int64 = device_supports_int64_atomics(harness.device)
 
@@ -215,8 +217,6 @@ def open_checked_dataset(root: Path, resolve: bool = True) -> tuple[dict[str, An
 def dataset_kernels(root: Path) -> dict[str, Kernel]:
     """The kernels of a dataset (``DS/kernels``) by id; :class:`DataError` where they are missing
     or cannot be read."""
-    from kernelcast.datagen.corpus_store import read_records
-
     if not (root / "kernels" / "kernels.jsonl").is_file():
         raise DataError(f"{root}: no kernel sources (expected {root / 'kernels'}/kernels.jsonl)")
     try:
@@ -244,8 +244,6 @@ def backfill_counts(dataset: str | os.PathLike[str], *, device: Any = "auto", jo
                     progress: bool = False) -> BackfillSummary:
     """Compute ``site_counts`` for the ok rows of ``dataset`` that have none (see the module
     docstring): ``jobs`` harness workers, at most ``limit`` rows this run."""
-    from kernelcast.instrument.harness import Harness
-
     root = Path(dataset)
     manifest, rows, kernels = check_counts_dataset(root)
     seed = data_seed(manifest)
@@ -272,8 +270,6 @@ def backfill_counts(dataset: str | os.PathLike[str], *, device: Any = "auto", jo
         rewrite_lock = threading.Lock()          # libclang parses one at a time
         bar = None
         if progress:
-            from tqdm import tqdm
-
             bar = tqdm(total=len(pending), unit="row", desc="site counts", dynamic_ncols=True)
         policy = TimingPolicy(seed=seed)
         t0 = time.perf_counter()

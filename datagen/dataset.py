@@ -54,8 +54,12 @@ from typing import Any, TextIO
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
+from kernelcast.columns import decode_counts
 from kernelcast.errors import InputError
+from kernelcast.schema import TimeStats
+from kernelcast.sites import PEAK_PREFIX, TRIP_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +112,6 @@ def load_manifest(root: Path) -> dict[str, Any]:
 
 def read_shard(root: Path, path: Path, columns: list[str] | None = None) -> pd.DataFrame:
     """One Parquet shard; :class:`DatasetDamaged` naming it if it cannot be read or has no row keys."""
-    import pyarrow as pa
-
     try:
         df = pd.read_parquet(path, columns=columns)
     except (OSError, ValueError, pa.ArrowException) as e:
@@ -383,9 +385,6 @@ def counts_current(text: Any) -> bool:
     """Whether a row's ``site_counts`` cell holds what the counting launch measures now: measured
     (not ``""``), and every loop with its busiest work-item (``tpeak_...``; counts of before that
     have only the means)."""
-    from kernelcast.columns import decode_counts
-    from kernelcast.sites import PEAK_PREFIX, TRIP_PREFIX
-
     if not isinstance(text, str) or not text:
         return False
     c = decode_counts(text)
@@ -545,8 +544,6 @@ def _pool_into(out: pd.DataFrame, i: int, cols: dict[str, int], windows: list[li
     """Row ``i`` of ``out`` (positional; ``cols``: positions of the pooled columns) becomes the pool of
     ``windows`` (each a list of samples, each weighing the same: :meth:`TimeStats.from_windows`),
     its energy columns the median over it and the rows ``extra`` (the other pooled measurements)."""
-    from kernelcast.schema import TimeStats
-
     windows = [w for w in windows if w]
     if not windows:
         return

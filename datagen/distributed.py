@@ -24,19 +24,40 @@ timings contend with each other and mean nothing.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import logging
 import os
 import shutil
 import socket
+import subprocess
+import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from kernelcast.datagen.dataset import JOURNAL, MANIFEST, SHARDS, DatasetWriter, _read_journal, _shard_paths
-from kernelcast.datagen.generate import DatagenOptions, DatagenRun, Summary
+from kernelcast.datagen.dataset import (
+    JOURNAL,
+    MANIFEST,
+    SHARDS,
+    DatasetWriter,
+    _read_journal,
+    _shard_paths,
+    read_dataset,
+)
+from kernelcast.datagen.generate import (
+    STORED_COLUMNS,
+    DatagenOptions,
+    DatagenRun,
+    Generator,
+    Summary,
+    dataset_manifest,
+    write_kernels,
+)
+from kernelcast.instrument.backends import DeviceInfo, list_devices, select_device
+from kernelcast.instrument.harness import Harness
 from kernelcast.instrument.runner import TimingPolicy
 
 from kernelcast.errors import InputError, KernelcastError
@@ -86,8 +107,6 @@ def check_address(address: str | None, timeout_s: float = CONNECT_TIMEOUT_S) -> 
         raise RayUnavailable(f"--ray {address}: cannot reach the Ray cluster ({e.strerror or e})") from None
     # something listens: is it a Ray cluster? Ask in a child process, so a wrong service costs a
     # bounded wait and its retry messages do not reach the user
-    import subprocess
-    import sys
 
     probe = ("import ray, sys; ray.init(address=sys.argv[1], include_dashboard=False, log_to_driver=False, "
              "logging_level=40); ray.shutdown()")
@@ -102,15 +121,13 @@ def check_address(address: str | None, timeout_s: float = CONNECT_TIMEOUT_S) -> 
 
 def ray_available() -> None:
     """:class:`RayUnavailable` when Ray is not installed (without importing it)."""
-    import importlib.util
-
     if importlib.util.find_spec("ray") is None:
         raise RayUnavailable("--ray needs Ray: pip install 'kernelcast[ray]'")
 
 
 def _import_ray() -> Any:
     try:
-        import ray
+        import ray  # deferred: ray is an optional extra
     except ImportError:
         raise RayUnavailable("--ray needs Ray: pip install 'kernelcast[ray]'") from None
     return ray
@@ -146,12 +163,9 @@ class DatagenWorker:
     """What one actor does (a plain class, wrapped by ``ray.remote`` in :func:`run_datagen_ray`)."""
 
     def __init__(self, index: int, device: str, meter: str, timeout_s: float, device_rank: int | None = None):
-        from kernelcast.instrument.backends import select_device
-
         self.index = index
         self.device = select_device(device)
         if device_rank is not None:       # the device_rank-th GPU of this node
-            from kernelcast.instrument.backends import list_devices
 
             gpus = [d for d in list_devices() if "GPU" in d.type]
             if device_rank < len(gpus):
@@ -164,9 +178,6 @@ class DatagenWorker:
 
     def run(self, kernels: list[dict[str, Any]], part: str, manifest: dict[str, Any], options: dict[str, Any],
             known: list[dict[str, Any]]) -> dict[str, Any]:
-        from kernelcast.datagen.generate import Generator, write_kernels
-        from kernelcast.instrument.harness import Harness
-
         opts = _options_from(options)
         ks = [Kernel.from_dict(k) for k in kernels]
         root = Path(part)
@@ -195,9 +206,6 @@ def _options_from(d: dict[str, Any]) -> DatagenOptions:
 
 def _known_rows(root: Path) -> list[dict[str, Any]]:
     """What a generator needs to know of the main dataset's rows (plain Python values)."""
-    from kernelcast.datagen.dataset import read_dataset
-    from kernelcast.datagen.generate import STORED_COLUMNS
-
     df = read_dataset(root, resolve=False)
     if not len(df):
         return []
@@ -265,7 +273,7 @@ def _placements(ray: Any, actors: int | None) -> list[dict[str, Any]]:
     """Per actor: Ray options (node affinity) and the GPU rank on its node (or None)."""
     if actors is not None:
         return [{"options": {}, "rank": None} for _ in range(actors)]
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # deferred: ray is an optional extra
 
     out = []
     for node in ray.nodes():
@@ -301,8 +309,6 @@ def run_datagen_ray(kernels: list[Kernel], out: str | Path, device: str, options
 
 def _drive(ray: Any, kernels: list[Kernel], root: Path, device: str, options: DatagenOptions, *, meter: str,
            timeout_s: float, corpus: str, address: str | None, actors: int | None, on_actor: Any) -> DatagenRun:
-    from kernelcast.datagen.generate import dataset_manifest, write_kernels
-
     t0 = time.perf_counter()
     places = _placements(ray, actors)
     if not places:
@@ -321,8 +327,6 @@ def _drive(ray: Any, kernels: list[Kernel], root: Path, device: str, options: Da
     first = next((x for x in infos if x is not None), None)
     if first is None:
         raise ActorsLost(lost, 0)
-
-    from kernelcast.instrument.backends import DeviceInfo
 
     class _Dev:       # what dataset_manifest needs of a harness
         def __init__(self, d: dict[str, Any]) -> None:

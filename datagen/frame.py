@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
+from kernelcast.datagen.corpus_store import read_corpus
+from kernelcast.datagen.dataset import read_dataset, read_manifest
 
 from kernelcast.errors import InputError
 
@@ -26,9 +28,6 @@ class DataError(InputError, ValueError):
 def load_measured_frame(dataset_dir: str | os.PathLike[str]) -> tuple[pd.DataFrame, dict[str, int]]:
     """The ok rows of passes sample/iqr/sweep of a dataset, each with its kernel ``source``, and the
     row counts along the way (``rows_total``, ``rows_ok``, ``rows_without_source``)."""
-    from kernelcast.datagen.corpus_store import read_corpus
-    from kernelcast.datagen.dataset import read_dataset
-
     root = Path(dataset_dir)
     if not root.is_dir():
         raise DataError(f"no such dataset directory: {root}")
@@ -63,8 +62,6 @@ def load_measured_frame(dataset_dir: str | os.PathLike[str]) -> tuple[pd.DataFra
 
 
 def _device_identity(root: Path) -> str | None:
-    from kernelcast.datagen.dataset import read_manifest
-
     try:
         return read_manifest(root).get("device_identity")
     except (OSError, ValueError):

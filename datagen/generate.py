@@ -20,6 +20,7 @@ import hashlib
 import json
 import logging
 import math
+import platform
 import random
 import time
 from collections import Counter, defaultdict
@@ -30,6 +31,8 @@ from typing import Any
 
 import numpy as np
 from kernelcast.datagen.args import SELECTORS, UnsupportedArgument
+from kernelcast.datagen.corpus_store import read_records, write_corpus
+from kernelcast.datagen.counts import SiteCounter, counts_text, row_config
 from kernelcast.datagen.dataset import DATASET_SCHEMA_VERSION as SCHEMA_VERSION
 from kernelcast.datagen.dataset import ROUND_SPREAD as DATASET_ROUND_SPREAD
 from kernelcast.datagen.dataset import (
@@ -41,22 +44,35 @@ from kernelcast.datagen.dataset import (
     round_spread,
     row_key,
 )
+from kernelcast.datagen.memargs import KERNEL_SELECTORS
 from kernelcast.datagen.rebalance import plan_rebalance
+from kernelcast.datagen.reference import REF_CONFIG, REF_KERNEL, REF_POLICY, ReferenceCheck, log_check
 from kernelcast.datagen.sampler import (
     DEFAULT_K,
     DEFAULT_MAX_TOTAL_ITEMS,
     DEFAULT_RATIO,
     DeviceLimits,
     SampledConfig,
+    grid_for,
     regime_of,
     sample_configs,
     sample_sweeps,
 )
 from kernelcast.datagen.validity import VALIDITY_SEED, check_validity
+from kernelcast.instrument.activity import activity_of_args, activity_rewrite
 from kernelcast.instrument.backends import backend_for
+from kernelcast.instrument.harness import Harness
 from kernelcast.instrument.memcheck import HOST_MEMORY_REASON
+from kernelcast.instrument.rewrite import (
+    InstrumentedRunError,
+    RewriteError,
+    device_supports_int64_atomics,
+    instrument_kernel,
+)
 from kernelcast.instrument.runner import HARNESS_VERSION, TimingPolicy, arg_dict
+from tqdm import tqdm
 
+import kernelcast
 from kernelcast.clang import KernelParam, ParseError, kernel_signatures
 from kernelcast.errors import KernelcastError, Terminated
 from kernelcast.schema import ArgsSelection, Kernel, LaunchConfig, Measurement
@@ -321,7 +337,6 @@ class Generator:
         self.o = options
         self.limits = DeviceLimits.from_device(harness.device)
         self.load_limit = device_load_limit(str(getattr(harness.device, "type", "")), self.limits.compute_units)
-        from kernelcast.datagen.memargs import KERNEL_SELECTORS
 
         self.kernel_selectors = KERNEL_SELECTORS
         if options.args in SELECTORS:
@@ -333,7 +348,6 @@ class Generator:
         self.summary = Summary()
         self._noisy: list[tuple[dict[str, Any], LaunchConfig, str]] = []
         self._samples: dict[str, tuple[SampledConfig, dict[str, Any]]] = {}   # this kernel's sample firsts
-        from kernelcast.datagen.reference import ReferenceCheck
 
         self.ref = ReferenceCheck(every_s=options.reference_every_s)
         self._since_check: list[tuple[Kernel, dict[str, Any], LaunchConfig]] = []
@@ -524,8 +538,6 @@ class Generator:
         not measured again): a row keyed ``<key>~r<n>`` of the first's pass with ``remeasure_of``
         the first's key and ``remeasure_reason = "round"``, journaled like any other, so a kill
         loses at most this round; readers pool it into the first (:func:`datagen.dataset.pool_rounds`)."""
-        from kernelcast.datagen.counts import row_config
-
         self._tick()
         if first.get("status") != "ok" or f"{first['row_key']}~r{n}" in self.stored:
             return
@@ -562,8 +574,6 @@ class Generator:
 
     def _reference(self, final: bool = False) -> None:
         """The drift check (when due, or ``final``): see :mod:`datagen.reference`."""
-        from kernelcast.datagen.reference import REF_CONFIG, REF_KERNEL, REF_POLICY, log_check
-
         if not final and not self.ref.due():
             return
         if final and (self.ref.every_s <= 0 or not (self._since_check or self._suspect)):
@@ -625,7 +635,6 @@ class Generator:
                 self.progress.refresh()
         faults = 0
         rng = kernel_rng(self.o.seed, k.id, f"grid{lsize}")
-        from kernelcast.datagen.sampler import grid_for
 
         for n_wg in plan.new_nwg:
             grid = grid_for(rng, n_wg, len(lsize))
@@ -696,9 +705,6 @@ class Generator:
         """One counting launch with the row's configuration and data (:mod:`datagen.counts`): the
         ``site_counts`` cell, ``""`` when the kernel cannot be counted or the launch fails (the
         row is kept either way)."""
-        from kernelcast.datagen.counts import SiteCounter, counts_text
-        from kernelcast.instrument.rewrite import InstrumentedRunError, RewriteError
-
         if self._counter is None:
             self._counter = SiteCounter(self.h)
         if self._count_faults.get(k.id, 0) >= 2:     # its counting launches crash or time out: not again
@@ -720,14 +726,6 @@ class Generator:
         """One run of the activity-instrumented kernel with the row's arguments (simple selection;
         memory selection gets it from its bounds check); None when the kernel cannot be
         instrumented or the run fails (the plain run then says why)."""
-        from kernelcast.instrument.activity import activity_of_args, activity_rewrite
-        from kernelcast.instrument.rewrite import (
-            InstrumentedRunError,
-            RewriteError,
-            device_supports_int64_atomics,
-            instrument_kernel,
-        )
-
         if self._act_kernel != k.id:
             self._act_kernel, self._act = k.id, None
             try:
@@ -786,10 +784,6 @@ class Generator:
 
 
 def dataset_manifest(harness: Any, options: DatagenOptions, corpus: str) -> dict[str, Any]:
-    import platform
-
-    import kernelcast
-
     dev = harness.device
     o = asdict(options)
     o["timing"] = asdict(options.timing)
@@ -815,8 +809,6 @@ def dataset_manifest(harness: Any, options: DatagenOptions, corpus: str) -> dict
 
 def write_kernels(root: Path, kernels: list[Kernel]) -> None:
     """Keep the dataset's kernel sources beside its rows (a corpus in ``DATASET/kernels``), merged by id."""
-    from kernelcast.datagen.corpus_store import read_records, write_corpus
-
     kdir = root / "kernels"
     have: dict[str, dict[str, Any]] = {}
     if (kdir / "kernels.jsonl").is_file():
@@ -850,9 +842,6 @@ def run_datagen(kernels: list[Kernel], out: str | Path, device: Any, options: Da
                 extra_manifest: dict[str, Any] | None = None) -> DatagenRun:
     """Measure ``kernels`` on ``device`` into the dataset directory ``out`` (created, or resumed),
     with a progress bar when ``progress``. :class:`DatagenInterrupted` on Ctrl-C."""
-    from kernelcast.instrument.harness import Harness
-    from tqdm import tqdm
-
     with Harness(device, meter=meter, timeout_s=timeout_s) as h:
         manifest = {**dataset_manifest(h, options, corpus), **(extra_manifest or {})}
         writer = DatasetWriter(out, manifest)

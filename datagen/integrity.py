@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
+from kernelcast.datagen.corpus_store import CorpusError, read_records
 from kernelcast.datagen.dataset import (
     JOURNAL,
     MANIFEST,
@@ -28,6 +30,7 @@ from kernelcast.datagen.dataset import (
     _shard_paths,
     fsync_dir,
     load_manifest,
+    read_dataset,
     read_shard,
 )
 
@@ -118,8 +121,6 @@ def _journal_lines(path: Path) -> tuple[list[str], list[int]]:
 
 def check_dataset(root: str | os.PathLike[str]) -> CheckReport:
     """Read every file of the dataset and name the damaged ones (nothing is changed)."""
-    from kernelcast.datagen.corpus_store import CorpusError, read_records
-
     p = _dataset_dir(root)
     damage: list[Damage] = []
     if not (p / MANIFEST).exists():
@@ -156,8 +157,6 @@ def check_dataset(root: str | os.PathLike[str]) -> CheckReport:
 def _footer_rows(path: Path) -> int | None:
     """Rows a damaged shard's footer claims (None when even the footer is unreadable)."""
     try:
-        import pyarrow.parquet as pq
-
         return int(pq.ParquetFile(path).metadata.num_rows)
     except Exception:  # noqa: BLE001 - any failure means: unknown
         return None
@@ -194,8 +193,6 @@ class RepairReport:
 
 def repair_dataset(root: str | os.PathLike[str]) -> RepairReport:
     """Quarantine every damaged file of the dataset; keep every good row. Never deletes."""
-    from kernelcast.datagen.dataset import read_dataset
-
     report = check_dataset(root)
     p = Path(report.root)
     if report.ok:

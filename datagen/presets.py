@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernelcast.datagen.synth import write_synth_corpus
+
 from kernelcast.errors import InputError
 
 STANDARD_SYNTHETIC = 1500
@@ -70,8 +72,6 @@ def ingested_corpora(repo_root: Path | None = None) -> list[Path]:
 def synthetic_corpus(dataset: Path, preset: Preset) -> Path:
     """The preset's synthetic corpus inside the dataset directory, generated on first use
     (deterministic: the same count and seed give the same kernels, so a rerun resumes)."""
-    from kernelcast.datagen.synth import write_synth_corpus
-
     out = dataset / SYNTH_DIR
     mpath = out / "manifest.json"
     if mpath.is_file() and (out / "kernels.jsonl").is_file():

@@ -30,11 +30,15 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from kernelcast.datagen.counts import data_seed, dataset_kernels, open_checked_dataset, row_config
-from kernelcast.datagen.dataset import busy_load_limit, busy_rows, machine_busy, resolve_remeasured
+from kernelcast.datagen.dataset import DatasetWriter, busy_load_limit, busy_rows, machine_busy, resolve_remeasured
 from kernelcast.datagen.frame import TRAIN_PASSES, DataError
+from kernelcast.datagen.generate import flatten
+from kernelcast.instrument.harness import Harness
 from kernelcast.instrument.runner import TimingPolicy
+from tqdm import tqdm
 
 from kernelcast.schema import Kernel
 
@@ -144,8 +148,6 @@ def plan_remeasure(raw: pd.DataFrame, load_limit: float | None, max_rounds: int 
 
 def _plain(row: dict[str, Any]) -> dict[str, Any]:
     """A frame's row as plain Python values (arrays as lists), as the journal stores rows."""
-    import numpy as np
-
     return {k: (v.tolist() if isinstance(v, np.ndarray) else v.item() if isinstance(v, np.generic) else v)
             for k, v in row.items()}
 
@@ -165,10 +167,6 @@ def remeasure_busy(dataset: str | os.PathLike[str], *, device: Any = "auto", loa
     """Measure again the configurations of ``dataset`` measured beside other work (module
     docstring): ``load_above`` overrides the dataset's load limit, ``limit`` takes at most that many
     configurations this run, ``dry_run`` only plans."""
-    from kernelcast.datagen.dataset import DatasetWriter
-    from kernelcast.datagen.generate import flatten
-    from kernelcast.instrument.harness import Harness
-
     root = Path(dataset)
     manifest, raw, kernels = check_remeasure_dataset(root)
     load_limit = load_above if load_above is not None else busy_load_limit(manifest)
@@ -186,8 +184,6 @@ def remeasure_busy(dataset: str | os.PathLike[str], *, device: Any = "auto", loa
         by_kernel.setdefault(str(p.row["kernel_id"]), []).append(p)
     bar = None
     if progress:
-        from tqdm import tqdm
-
         bar = tqdm(total=summary.measurements, unit="run", desc="remeasure", dynamic_ncols=True)
     summary.measurements = 0
     t0 = time.perf_counter()

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from kernelcast.datagen.dataset import repeatability
 
 
 def _times(v: Any) -> float:
@@ -68,8 +69,6 @@ def summarize(df: pd.DataFrame, manifest: dict[str, Any], raw: pd.DataFrame | No
     if info.get("rows_per_hour_span"):
         lines.append(f"rate: {info['rows_per_hour_span']:.0f} rows/hour (first to last row)")
     if raw is not None:
-        from kernelcast.datagen.dataset import repeatability
-
         rep = info["repeatability"] = repeatability(raw)
         if rep.get("pairs"):
             reasons = ", ".join(f"{r} {v['pairs']}" for r, v in (rep.get("by_reason") or {}).items())
@@ -88,10 +87,10 @@ def summarize(df: pd.DataFrame, manifest: dict[str, Any], raw: pd.DataFrame | No
 def plot_rebalance(df: pd.DataFrame, kernel: str, out: Path) -> Path:
     """Histogram of times and time vs N_WG before (first pass) and after IQR rebalancing for the
     (kernel, local size) with the most rebalancing rows (``kernel='auto'``: over all kernels)."""
-    import matplotlib
+    import matplotlib  # deferred: matplotlib is a heavy import
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: matplotlib is a heavy import
 
     ok = df[(df["status"] == "ok") & (df["pass"].isin(["sample", "iqr"]))].copy()
     if kernel != "auto":

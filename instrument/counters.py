@@ -58,6 +58,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import clang.cindex as ci
 import numpy as np
 from kernelcast.instrument.activity import _stride
 from kernelcast.instrument.rewrite import (
@@ -241,8 +242,6 @@ class _Func:
 
 class _Counter:
     def __init__(self, kernel: Kernel, int64_atomics: bool, max_sites: int):
-        import clang.cindex as ci
-
         self.ci = ci
         self.kernel = kernel
         self.int64 = int64_atomics

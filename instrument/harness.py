@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 from kernelcast.instrument.backends import Backend, DeviceInfo, backend_for, select_device
+from kernelcast.instrument.lifeline import DEADLINE_GRACE_S, arm_deadline, bind_to_parent
+from kernelcast.instrument.meters import make_meter
 from kernelcast.instrument.runner import HARNESS_VERSION, TimingPolicy, arg_dict, run_config
 
 from kernelcast.schema import Kernel, LaunchConfig, Measurement, MeterName, Status
@@ -62,8 +64,6 @@ def _worker_main(conn: Connection, device: dict[str, Any], meter_spec: str, mete
     ``lifeline``: (parent pid, seconds one job may take at most): the worker dies with its parent
     and ends itself past that deadline (:mod:`instrument.lifeline`). ``stderr_path``: the file its
     stderr goes to (:func:`_redirect_stderr`)."""
-    from kernelcast.instrument.lifeline import arm_deadline, bind_to_parent
-
     if stderr_path:
         _redirect_stderr(stderr_path)
 
@@ -72,8 +72,6 @@ def _worker_main(conn: Connection, device: dict[str, Any], meter_spec: str, mete
         bind_to_parent(lifeline[0])
         job_deadline_s = lifeline[1]
     try:
-        from kernelcast.instrument.meters import make_meter
-
         info = DeviceInfo.from_dict(device)
         backend: Backend = backend_for(info)(info)
         meter = make_meter(meter_spec, vendor=info.vendor, device_type=info.type,
@@ -166,8 +164,6 @@ class Harness:
 
     def _job_deadline_s(self) -> float:
         """The worker's own limit on one job: past the parent's build and run limits plus a grace."""
-        from kernelcast.instrument.lifeline import DEADLINE_GRACE_S
-
         return self.build_timeout_s + self.timeout_s + DEADLINE_GRACE_S
 
     def _lose_worker(self) -> None:

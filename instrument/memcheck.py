@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kernelcast.instrument.backends.base import ConfigError, DeviceInfo
+from kernelcast.instrument.device import ConfigError, DeviceInfo
 
 from kernelcast.cltypes import parse_type
 from kernelcast.schema import ArgBinding

@@ -52,18 +52,20 @@ function-like macro expansion (corpus kernels are preprocessed, so this concerns
 
 from __future__ import annotations
 
+import bisect
 import logging
 import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import clang.cindex as ci
 import numpy as np
 from kernelcast.instrument.backends import backend_for
 from kernelcast.instrument.backends.base import DeviceInfo, init_contents
 from kernelcast.instrument.runner import TimingPolicy
 
-from kernelcast.clang import KernelParam, ParseError, find_kernels, kernel_params, parse
+from kernelcast.clang import KernelParam, ParseError, find_kernels, is_kernel, kernel_params, parse
 from kernelcast.cltypes import is_known_type, parse_type
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig, Measurement
 
@@ -281,8 +283,6 @@ _UNKNOWN: Root = ("unknown",)
 
 def _space(t: Any) -> str | None:
     """``"global"``/``"constant"`` for a pointer into that address space, else None."""
-    import clang.cindex as ci
-
     try:
         c = t.get_canonical()
     except Exception:  # noqa: BLE001 - invalid type
@@ -298,8 +298,6 @@ def _space(t: Any) -> str | None:
 
 
 def _is_array(t: Any) -> bool:
-    import clang.cindex as ci
-
     return t.get_canonical().kind in (ci.TypeKind.CONSTANTARRAY, ci.TypeKind.INCOMPLETEARRAY)
 
 
@@ -326,8 +324,6 @@ class _FuncInfo:
 
 class _Instrumenter:
     def __init__(self, kernel: Kernel, int64_atomics: bool):
-        import clang.cindex as ci
-
         self.ci = ci
         self.kernel = kernel
         self.int64 = int64_atomics
@@ -360,8 +356,6 @@ class _Instrumenter:
             self.unsupported.append(msg)
 
     def _token_from(self, offset: int) -> tuple[int, str] | None:
-        import bisect
-
         i = bisect.bisect_left(self.tok_offsets, offset)
         if i >= len(self.tok_offsets):
             return None
@@ -514,7 +508,6 @@ class _Instrumenter:
         cur = self.defs.get(name)
         if cur is None:
             return None
-        from kernelcast.clang import is_kernel
 
         if is_kernel(cur):
             return None
@@ -824,8 +817,6 @@ class ParsedSource:
 def parse_for_rewrite(kernel: Kernel, filename: str = _PARSE_NAME) -> ParsedSource:
     """The translation unit of ``kernel``'s source (parsed as ``filename``) with what both rewrites
     need of it. :class:`RewriteError` (one line) when it does not parse or lacks the kernel."""
-    import clang.cindex as ci
-
     data = kernel.source.encode("utf-8")
     try:
         tu = parse(kernel.source, filename, kernel.build_options)

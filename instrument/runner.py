@@ -31,6 +31,7 @@ from kernelcast.instrument.meters.base import EnergyMeter, MeterReading
 from kernelcast.instrument.state import changed, maybe_read_buffers
 
 from kernelcast.clang import KernelParam, ParseError, kernel_signatures
+from kernelcast.cuda import cuda_kernel_info
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig, Measurement, Status, TimeStats
 
 log = logging.getLogger(__name__)
@@ -364,8 +365,6 @@ def _signatures(source: str, build_options: str) -> dict[str, list[KernelParam]]
 
 @functools.lru_cache(maxsize=256)
 def _cuda_params(source: str, name: str, build_options: str) -> list[KernelParam] | None:
-    from kernelcast.cuda import cuda_kernel_info
-
     try:
         return cuda_kernel_info(source, name, build_options).params
     except ParseError as e:

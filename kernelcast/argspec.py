@@ -19,7 +19,7 @@ import re
 import numpy as np
 
 from kernelcast.clang import KernelParam
-from kernelcast.cltypes import parse_type
+from kernelcast.cltypes import parse_type, scalar_value
 from kernelcast.errors import InputError
 from kernelcast.schema import ArgBinding
 
@@ -163,8 +163,6 @@ def check_against_signature(bindings: list[ArgBinding], params: list[KernelParam
                             f"given as a {b.kind}; use {want}")
         if b.kind == "scalar":
             try:
-                from kernelcast.cltypes import scalar_value
-
                 scalar_value(parse_type(p.dtype), b.value)
             except ValueError as e:
                 raise SpecError(f"argument {b.name!r}: {e}") from None

@@ -28,7 +28,7 @@ def opencl_include_dir() -> str | None:
     env = os.environ.get("KERNELCAST_OPENCL_INCLUDE")
     candidates: list[str] = [env] if env else []
     try:
-        import pocl_binary_distribution as pbd
+        import pocl_binary_distribution as pbd  # deferred: an optional driver package
 
         candidates.append(str(Path(pbd.__file__).parent / ".libs" / "share" / "pocl" / "include"))
     except ImportError:

@@ -6,9 +6,23 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
+from kernelcast.clang import ParseError, kernel_signatures
+from kernelcast.cuda import (
+    LAUNCH_MACROS,
+    UnsupportedKernel,
+    cuda_kernel_info,
+    cuda_kernel_signatures,
+    defined_macros,
+    flatten_includes,
+    include_dirs_of,
+    is_cuda_path,
+    launch_defines,
+    looks_like_cuda,
+)
 from kernelcast.errors import UsageError
 from kernelcast.schema import Kernel
 
@@ -69,8 +83,6 @@ def to_json(obj: Any) -> str:
 
 def load_kernel_source(path: str, name: str | None, build_options: str = "") -> tuple[Kernel, list[Any]]:
     """Read a kernel file and pick one kernel; :class:`UsageError` for anything wrong with the input."""
-    from kernelcast.clang import ParseError, kernel_signatures
-
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"no such kernel file: {path}")
@@ -78,7 +90,6 @@ def load_kernel_source(path: str, name: str | None, build_options: str = "") -> 
         source = p.read_text(encoding="utf-8", errors="replace")
     except OSError as e:
         raise UsageError(f"cannot read {path}: {e.strerror}") from None
-    from kernelcast.cuda import is_cuda_path, looks_like_cuda
 
     if is_cuda_path(p.name) or (not p.name.lower().endswith(".cl") and looks_like_cuda(source)):
         return _load_cuda(source, p, name, build_options)
@@ -101,15 +112,6 @@ def _load_cuda(source: str, p: Path, name: str | None, build_options: str) -> tu
     """A CUDA (or HIP) kernel file (``--name`` carries template arguments: ``reduce<float, 256>``).
     Its ``#include "..."`` files found next to it or in the ``-I`` directories of
     ``build_options`` are inlined: the kernel's source is self-contained."""
-    from kernelcast.clang import ParseError
-    from kernelcast.cuda import (
-        UnsupportedKernel,
-        cuda_kernel_info,
-        cuda_kernel_signatures,
-        flatten_includes,
-        include_dirs_of,
-    )
-
     source = flatten_includes(source, include_dirs_of(build_options), base_dir=str(p.resolve().parent))
     try:
         sigs = cuda_kernel_signatures(source, build_options, filename=p.name)
@@ -132,10 +134,6 @@ def launch_macros_used(path: str, build_options: str = "") -> list[str]:
     """The macros Kernel Tuner defines from a launch (``block_size_x/y/z``, ``grid_size_x/y/z``,
     ``kernel_tuner``) that the kernel file (with its ``#include "..."`` files) refers to and
     ``build_options`` does not define; empty for a file that cannot be read."""
-    import re
-
-    from kernelcast.cuda import LAUNCH_MACROS, defined_macros, flatten_includes, include_dirs_of
-
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8", errors="replace")
@@ -154,8 +152,6 @@ def options_for_launch(build_options: str, used: list[str], gsize: tuple[int, ..
     ``block_size_*``/``grid_size_*`` and no local size is given."""
     if not used:
         return build_options
-    from kernelcast.cuda import launch_defines
-
     sized = [m for m in used if m != "kernel_tuner"]
     if sized and not lsize:
         raise UsageError(f"{where}the kernel uses {', '.join(sized)} (Kernel Tuner's launch macros, defined from the "

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import sys
 
+from kernelcast.instrument.backends import DeviceNotFound, select_device
+
 
 def main(argv: list[str] | None = None) -> int:
-    from kernelcast.instrument.backends import DeviceNotFound, select_device
-
     strict = "--strict" in (sys.argv[1:] if argv is None else argv)
     try:
         d = select_device("auto")

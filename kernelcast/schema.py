@@ -10,6 +10,8 @@ import hashlib
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal, get_args
 
+import numpy as np
+
 SCHEMA_VERSION = 1
 
 #: the status of a measurement (DESIGN.md, "Measurement")
@@ -133,8 +135,6 @@ class TimeStats:
 
     @classmethod
     def from_times(cls, times_us: list[float], group: int = 1) -> TimeStats:
-        import numpy as np
-
         t = np.asarray(times_us, dtype=np.float64)
         q1, med, q3 = (float(x) for x in np.percentile(t, [25, 50, 75]))
         mean = float(t.mean())
@@ -152,8 +152,6 @@ class TimeStats:
         its time budget, does not outvote the others (with one window of 900 launches at 115 us and
         three of 30 at 2,900 us, pooling the raw samples gave 115 us). ``min_us`` is the smallest
         sample of any window and ``repeats`` the launches of all; ``times_us`` the pooled samples."""
-        import numpy as np
-
         ws = [np.asarray(w, dtype=np.float64) for w in windows if len(w)]
         if not ws:
             raise ValueError("no samples in any window")

@@ -13,7 +13,34 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from kernelcast.calib.local import resolve_profile
+from kernelcast.datagen.dataset import existing_dataset
+from kernelcast.models.fewshot import read_measured
+from kernelcast.models.measure import HarnessMeasure, measure_site_counts
+from kernelcast.models.predict import (
+    arg_dicts,
+    complete_bindings,
+    configuration_row,
+    load_learned,
+    measured_frame,
+    predict_frame,
+    predict_with_intervals,
+    read_site_counts,
+)
+from kernelcast.models.static.batch import analyze_dataset, verify_shared
+from kernelcast.models.tabular import TabularPredictor, is_tabular_dir
+from kernelcast.models.tune import (
+    MAX_POINTS,
+    Shots,
+    enumerate_shapes,
+    kernel_tuner_shortlist,
+    power_caps,
+    tune,
+    tune_space,
+    write_shortlist,
+)
 
+from kernelcast.argspec import parse_size
 from kernelcast.console import (
     fmt_table,
     json_number,
@@ -41,9 +68,6 @@ from kernelcast.schema import LaunchConfig
 
 log = logging.getLogger(__name__)
 
-#: ``tune --measure-top K`` measures the K in this many interleaved rounds and pools them (as
-#: datagen's sweeps, :data:`datagen.generate.SWEEP_ROUNDS`) unless ``--rounds`` says otherwise
-MEASURE_ROUNDS = 4
 
 
 def _note(msg: str) -> None:
@@ -81,9 +105,6 @@ def _interval_json(lo: float, hi: float) -> list[float | None] | None:
 
 def _read_measured(args: argparse.Namespace, kernel: Any, params: list[Any]) -> tuple[Any, pd.DataFrame, np.ndarray]:
     """The measured configurations of ``--measured`` as prediction rows and times."""
-    from kernelcast.models.fewshot import read_measured
-    from kernelcast.models.predict import measured_frame
-
     ms = read_measured(args.measured, kernel, [p.name for p in params])
     mframe, m_us = measured_frame(kernel, params, ms, list(args.arg), getattr(args, "power_cap", None) or None)
     return ms, mframe, m_us
@@ -111,21 +132,6 @@ def _check_local_sizes(rows: list[dict[str, Any]], profile: Any) -> None:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from kernelcast.calib.local import resolve_profile
-    from kernelcast.models.predict import (
-        arg_dicts,
-        complete_bindings,
-        configuration_row,
-        load_learned,
-        measure_site_counts,
-        predict_frame,
-        predict_with_intervals,
-        read_site_counts,
-    )
-    from kernelcast.models.tabular import TabularPredictor
-
-    from kernelcast.argspec import parse_size
-
     t0 = time.perf_counter()
     if args.configs:
         specs = read_configs_csv(args.configs)
@@ -342,8 +348,6 @@ def _energy_note(profile: Any, res: pd.DataFrame) -> str:
 
 def _load_tune_model(model: str) -> Any:
     """The tabular model ``tune --model`` scores with (a CodeGen model is refused)."""
-    from kernelcast.models.tabular import TabularPredictor, is_tabular_dir
-
     p = Path(model)
     if p.is_dir() and not is_tabular_dir(p) and (p / "config.json").is_file():
         raise UsageError(f"tune --model {model}: a CodeGen model; tune scores configurations with a tabular model "
@@ -373,28 +377,6 @@ def _check_kt_format(args: argparse.Namespace) -> Path | None:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from kernelcast.calib.local import resolve_profile
-    from kernelcast.models.fewshot import (
-        DEFAULT_SHRINK_PRIOR,
-        Offset,
-        analytical_balance,
-        fit_offset,
-        frame_launch_inputs,
-        launch_inputs,
-        shape_inputs,
-    )
-    from kernelcast.models.predict import (
-        bind_arguments,
-        complete_bindings,
-        configuration_row,
-        measure_site_counts,
-        read_site_counts,
-        score_configurations,
-    )
-    from kernelcast.models.tune import MAX_POINTS, enumerate_shapes, pareto, power_caps
-
-    from kernelcast.argspec import parse_size
-
     n = parse_size(args.gsize, "--gsize")
     opts = args.build_options or ""
     used = launch_macros_used(args.kernel, opts)
@@ -412,9 +394,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
     caps = power_caps(args.power_caps)
     kt_out = _check_kt_format(args)
     tab = _load_tune_model(args.model) if args.model else None
-    ms = mframe = m_us = None
+    ms = shots = None
     if args.measured:
         ms, mframe, m_us = _read_measured(args, kernel, params)
+        shots = Shots(mframe, m_us)
     profile = resolve_profile(args.profile, args.device, on_calibrate=None if args.json else _note)
     if not args.json:
         _note_missing_benches(profile)
@@ -439,54 +422,37 @@ def cmd_tune(args: argparse.Namespace) -> int:
         # counting launch at the first configuration serves them all
         g0, ls0 = configs[0]
         b0, _ = complete_bindings(params, list(args.arg), n, ls0, kernel.name)
-        (c0,), count_notes = measure_site_counts(kernel, [LaunchConfig(g0, ls0, b0)], args.device)
+        k0 = replace(kernel, build_options=options_for_launch(opts, used, g0, ls0)) if used else kernel
+        (c0,), count_notes = measure_site_counts(k0, [LaunchConfig(g0, ls0, b0)], args.device)
         for msg in count_notes:
             _note(f"site counts not measured: {msg}")
         counts = c0
-    rows = []
-    for g, ls in configs:
-        a, _ = bind_arguments(params, list(args.arg), n, ls, kernel.name)   # sizes follow the problem, not the padding
-        k_i = replace(kernel, build_options=options_for_launch(opts, used, g, ls)) if used else kernel
-        for cap in caps:
-            rows.append(configuration_row(k_i, g, ls, a, cap, counts))
-    frame = pd.DataFrame(rows)
-    t0 = time.perf_counter()
-    sc = score_configurations(frame, profile, tab)
-    dt = time.perf_counter() - t0
-    t_raw, e = sc.time_us, sc.energy_j
-    prior = sc.calibration.prior if sc.calibration is not None else DEFAULT_SHRINK_PRIOR
-    within_var = sc.calibration.within_var if sc.calibration is not None else None
-    shape = sc.calibration.shape if sc.calibration is not None else None
-    launch = launch_inputs([r["gsize"] for r in rows], [r["lsize"] for r in rows], analytical_balance(sc.explanation))
-    offset: Offset | None = None
-    shots_pred: list[float] = []
-    shots_launch = np.zeros((0, 3))
-    if mframe is not None:
-        msc = score_configurations(mframe, profile, tab)
-        shots_pred = [float(x) for x in msc.time_us]
-        shots_launch = frame_launch_inputs(mframe, analytical_balance(msc.explanation))
-        offset = fit_offset(m_us, shots_pred, prior, within_var, shape, shape_inputs(shots_launch, shots_pred))
-    t = offset.apply(t_raw, shape_inputs(launch, t_raw)) if offset is not None else t_raw
+    space = tune_space(kernel, params, list(args.arg), n, configs, caps, counts,
+                       launch_options=(lambda g, ls: options_for_launch(opts, used, g, ls)) if used else None)
+    # the feedback loop measures only with --measure-top (the harness opens at its first launch)
+    with HarnessMeasure(args.device) as measure:
+        res = tune(kernel, space, profile, tab, measure if args.measure_top else None, objective=args.objective,
+                   top=args.top, shots=shots, measure_top=args.measure_top or 0, measure_rounds=args.measure_rounds)
+    measured = None if res.measured is None else {"device": measure.device_name, **res.measured}
+    _print_tune(args, kernel, profile, n, res, measured, ms, tab, kt_out)
+    return 0
+
+
+def _print_tune(args: argparse.Namespace, kernel: Any, profile: Any, n: tuple[int, ...], res: Any,
+                measured: dict[str, Any] | None, ms: Any, tab: Any, kt_out: Path | None) -> None:
+    """Print :func:`models.tune.tune`'s result as ``kernelcast tune`` does (a table or ``--json``, or
+    the Kernel Tuner shortlist)."""
+    rows, sc, t, t_raw, e = res.rows, res.scored, res.time_us, res.raw_time_us, res.energy_j
+    lo, hi, offset, chosen, label, have_energy = res.lower_us, res.upper_us, res.offset, res.chosen, res.label, \
+        res.have_energy
+    dev = profile.device
     # intervals (and a correction) are shown with --model or --measured; the other outputs are unchanged
     detailed = tab is not None or ms is not None
-    lo, hi = sc.intervals(t, offset)
-    have_energy = np.isfinite(e).any()
     if args.objective in ("energy", "pareto") and not have_energy:
-        if args.objective == "energy":
-            raise UsageError("--objective energy needs a profile with energy calibration (this one has none)")
         print("note: the profile has no energy calibration: the Pareto set is over time only", file=sys.stderr)
     elif args.objective in ("energy", "pareto") and profile.transferred_values() and not args.json:
         print(f"note: energy uses constants measured on another GPU: {', '.join(profile.transferred_values())}",
               file=sys.stderr)
-    if args.objective == "time" or not have_energy:
-        order = np.argsort(t)
-        chosen = order[: args.top]
-    elif args.objective == "energy":
-        order = np.argsort(e)
-        chosen = order[: args.top]
-    else:
-        chosen = pareto(t, e)
-        order = np.argsort(t)
     explanation = sc.explanation
     header = ["#", "gsize", "lsize", "power cap W", "pred us"] + (["90% interval"] if detailed else []) + \
         ["pred energy J", "bound", "occupancy"]
@@ -495,11 +461,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
              + ([_span(lo[i], hi[i])] if detailed else [])
              + [None if not np.isfinite(e[i]) else e[i], explanation[i].get("bound"), explanation[i].get("occupancy")]
              for k, i in enumerate(chosen)]
-    label = "Pareto set (time vs energy)" if args.objective == "pareto" and have_energy else \
-        f"best {len(chosen)} by predicted {args.objective if have_energy else 'time'}"
     if args.format == "kernel-tuner":
-        from kernelcast.models.tune import kernel_tuner_shortlist, write_shortlist
-
         shortlist = kernel_tuner_shortlist(
             kernel.name, n, [tuple(rows[i]["lsize"]) for i in chosen],
             [None if not np.isfinite(rows[i]["power_cap_w"]) else float(rows[i]["power_cap_w"]) for i in chosen],
@@ -511,13 +473,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
             write_shortlist(kt_out, shortlist)
             print(f"{len(shortlist['configurations'])} configurations ({label}) written to {kt_out} as Kernel Tuner "
                   f"tune_params + restrictions", file=sys.stderr)
-        return 0
-    ctx = _TuneContext(args, kernel, rows, order, t_raw, sc, prior, within_var=within_var,
-                       objective_time=args.objective != "energy" or not have_energy,
-                       shots_us=[float(x) for x in m_us] if m_us is not None else [], shots_pred=shots_pred,
-                       shape=shape, launch=launch, shots_launch=shots_launch)
+        return
+    dt = res.seconds
     if args.json:
-        measured = _measure_top(ctx) if args.measure_top else None
         keys = ("rank", "gsize", "lsize", "power_cap_w", "pred_us", "pred_energy_j", "bound", "occupancy")
         chosen_json = []
         for r, i in zip(table, chosen):
@@ -540,7 +498,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
                 doc["correction"] = {"measured": args.measured, "configurations": len(ms.configs),
                                      "skipped": ms.skipped, **offset.to_dict()}
         print(to_json(doc))
-        return 0
+        return
     if ms is not None:
         _measured_notes(ms, False)
     if detailed and sc.note:
@@ -555,8 +513,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     print(fmt_table(table, header))
     for line in _count_lines(pd.DataFrame({"explanation": explanation[:1]})):
         print(line)
-    if args.measure_top:
-        measured = _measure_top(ctx)
+    if measured is not None:
         rounds = max((r["rounds"] for r in measured["rows"]), default=1)
         print(f"\nmeasured the predicted best {len(measured['rows'])} on {measured['device']}"
               + (f", then in {rounds} interleaved rounds (pooled)" if rounds > 1 else ""))
@@ -567,149 +524,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
             print(f"Spearman rho (predicted vs measured) {_fnum(measured['spearman'])}; the predicted best is "
                   f"{_fnum(measured['gap_pct'], 1)} % slower than the measured best of these")
         _print_reranked(measured, sc.note)
-    return 0
 
 
 def _fnum(x: float | None, digits: int = 3) -> str:
     return "nan" if x is None else f"{x:.{digits}f}"
-
-
-class _TuneContext:
-    """What ``tune --measure-top`` needs: the candidates, the scoring model's raw predictions, the
-    shots from ``--measured``, the shrinkage and shape priors and the launch inputs
-    (:func:`models.fewshot.launch_inputs`) of the candidates and of the shots."""
-
-    def __init__(self, args: argparse.Namespace, kernel: Any, rows: list[dict[str, Any]], order: np.ndarray,
-                 t_raw: np.ndarray, scored: Any, prior: float, *, objective_time: bool, shots_us: list[float],
-                 shots_pred: list[float], within_var: float | None = None, shape: Any = None,
-                 launch: np.ndarray | None = None, shots_launch: np.ndarray | None = None) -> None:
-        self.args, self.kernel, self.rows, self.order = args, kernel, rows, order
-        self.within_var, self.shape = within_var, shape
-        self.t_raw, self.scored, self.prior, self.objective_time = t_raw, scored, prior, objective_time
-        self.shots_us, self.shots_pred = shots_us, shots_pred
-        self.launch = launch if launch is not None else np.zeros((len(rows), 3))
-        self.shots_launch = shots_launch if shots_launch is not None else np.zeros((0, 3))
-
-    def correction(self, shots_us: list[float], shots_pred: list[float], shots: list[int]) -> Any:
-        """The kernel's correction from the shots of the file and the measured candidates ``shots``
-        (their times ``shots_us`` and predictions ``shots_pred`` follow the file's)."""
-        from kernelcast.models.fewshot import fit_offset, shape_inputs
-
-        launch = np.vstack([self.shots_launch, self.launch[shots]]) if shots else self.shots_launch
-        return fit_offset(shots_us, shots_pred, self.prior, self.within_var, self.shape,
-                          shape_inputs(launch, shots_pred) if len(shots_pred) else None)
-
-    def corrected(self, offset: Any) -> np.ndarray:
-        """Every candidate's prediction corrected by ``offset``."""
-        from kernelcast.models.fewshot import shape_inputs
-
-        return offset.apply(self.t_raw, shape_inputs(self.launch, self.t_raw))
-
-
-def _measure_top(ctx: _TuneContext) -> dict[str, Any]:
-    """Measure the predicted best configurations one at a time, feeding each measurement back:
-    after each one the kernel's offset is refitted (:mod:`models.fewshot`) and the candidates not
-    yet measured are re-ranked by their corrected prediction (by the predicted energy for
-    ``--objective energy``, which measuring does not correct) before the next is chosen. Returns
-    the measured rows with their ranks, Spearman rho and the gap of the predicted best to the
-    measured best, the final offset, the re-ranked order (measured time where measured, else the
-    corrected prediction; the first ``max(--top, K)`` and every measured one) and the final choice
-    (the fastest measured configuration).
-
-    Without a shape prior (no ``--model``) the correction is one factor for the kernel, so it
-    re-ranks the unmeasured candidates among the measured ones but not among themselves; with a
-    tabular model's shape prior it depends on the configuration (:mod:`models.fewshot`), so a
-    measurement moves the candidates near it more than those far from it and can reorder them.
-
-    With ``--measure-rounds N`` (> 1) the measured configurations are then measured N - 1 times
-    more, one after the other in each round, and each one's rounds pooled (as datagen's sweeps):
-    the final offset, the order and the final choice use the pooled times, since a host that slows
-    down in phases makes a single measurement of each pick the fastest by chance."""
-    from kernelcast.instrument.backends import select_device
-    from kernelcast.instrument.harness import Harness
-    from kernelcast.instrument.runner import pool_rounds
-
-    from kernelcast.config import device_spec
-    from kernelcast.metrics import spearman
-    from kernelcast.schema import ArgBinding, LaunchConfig
-
-    rows, t_raw = ctx.rows, ctx.t_raw
-    k_max = min(int(ctx.args.measure_top), len(rows))
-    device = select_device(device_spec(ctx.args.device))
-    got: dict[int, float] = {}
-    seq: list[int] = []
-    runs: dict[int, list[Any]] = {}
-    configs: dict[int, Any] = {}
-    shots_us, shots_pred = list(ctx.shots_us), list(ctx.shots_pred)
-    mine: list[int] = []                # the candidates measured so far with a time
-    with Harness(device, meter="auto") as h:
-        for _ in range(k_max):
-            now = ctx.corrected(ctx.correction(shots_us, shots_pred, mine))
-            left = [int(i) for i in ctx.order if int(i) not in got]
-            if ctx.objective_time:      # stable: ties keep the initial order
-                left.sort(key=lambda i: now[i])
-            i = left[0]
-            r = rows[i]
-            binds = [ArgBinding(a["name"], a["kind"], a["dtype"], a["count"], a["value"], a.get("init", "random"))
-                     for a in r["args"]]
-            configs[i] = LaunchConfig(tuple(r["gsize"]), tuple(r["lsize"]), binds)
-            m = h.run(replace(ctx.kernel, build_options=rows[i]["build_options"]), configs[i])
-            runs[i] = [m]
-            val = m.time.median_us if m.status == "ok" and m.time else np.nan
-            got[i] = val
-            seq.append(i)
-            if np.isfinite(val):
-                shots_us.append(val)
-                shots_pred.append(float(t_raw[i]))
-                mine.append(i)
-        again = [i for i in seq if np.isfinite(got[i])]
-        for _ in range(int(getattr(ctx.args, "measure_rounds", None) or MEASURE_ROUNDS) - 1):
-            if len(again) < 2:
-                break
-            for i in again:
-                runs[i].append(h.run(replace(ctx.kernel, build_options=rows[i]["build_options"]), configs[i]))
-    for i in seq:
-        pooled = pool_rounds(runs[i])
-        if pooled.status == "ok" and pooled.time is not None:
-            got[i] = pooled.time.median_us
-    shots_us = list(ctx.shots_us) + [got[i] for i in seq if np.isfinite(got[i])]
-    shots_pred = list(ctx.shots_pred) + [float(t_raw[i]) for i in seq if np.isfinite(got[i])]
-    idx = np.array(seq, dtype=int)
-    meas = np.array([got[i] for i in seq])
-    p = t_raw[idx]
-    ok = np.isfinite(meas)
-    prank = pd.Series(p).rank().to_numpy()
-    mrank = pd.Series(meas).rank().to_numpy()
-    out_rows = [{"gsize": rows[i]["gsize"], "lsize": rows[i]["lsize"],
-                 "lsize_text": "x".join(map(str, rows[i]["lsize"])),
-                 "pred_us": float(p[k]), "measured_us": json_number(meas[k]), "pred_rank": int(prank[k]),
-                 "measured_rank": None if not ok[k] else int(mrank[k]),
-                 "rounds": sum(m.status == "ok" for m in runs[i])} for k, i in enumerate(idx)]
-    rho = gap = None
-    if ok.sum() >= 2:
-        best_pred = int(np.argmin(p))
-        best_meas = int(np.nanargmin(meas))
-        gap = json_number((meas[best_pred] - meas[best_meas]) / meas[best_meas] * 100) \
-            if np.isfinite(meas[best_pred]) else None
-        rho = json_number(spearman(p[ok], meas[ok]))
-    offset = ctx.correction(shots_us, shots_pred, [i for i in seq if np.isfinite(got[i])])
-    t_corr = ctx.corrected(offset)
-    lo, hi = ctx.scored.intervals(t_corr, offset)
-    key = np.array([got[i] if i in got and np.isfinite(got[i]) else t_corr[i] for i in range(len(rows))])
-    reranked = sorted(range(len(rows)), key=lambda i: (key[i], 0 if i in got else 1))
-    top = max(int(ctx.args.top), k_max)
-    order = [{"rank": k + 1, "gsize": rows[i]["gsize"], "lsize": rows[i]["lsize"],
-              "power_cap_w": json_number(rows[i]["power_cap_w"]),
-              "measured_us": json_number(got[i]) if i in got else None, "pred_us": json_number(t_corr[i]),
-              "interval_90_us": _interval_json(lo[i], hi[i])}
-             for k, i in enumerate(reranked) if k < top or i in got]        # the measured ones always
-    final = None
-    if ok.any():
-        b = int(idx[int(np.nanargmin(meas))])
-        final = {"gsize": rows[b]["gsize"], "lsize": rows[b]["lsize"], "measured_us": json_number(got[b])}
-    return {"device": device.name, "rows": out_rows, "compared": bool(ok.sum() >= 2), "spearman": rho,
-            "gap_pct": gap, "sequence": [int(i) for i in seq], "correction": offset.to_dict(),
-            "shots_from_file": len(ctx.shots_us), "order": order, "final": final}
 
 
 def _print_reranked(measured: dict[str, Any], interval_note: str) -> None:
@@ -835,9 +653,6 @@ def add_parsers(sub: Any) -> None:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from kernelcast.datagen.dataset import existing_dataset
-    from kernelcast.models.static.batch import analyze_dataset, verify_shared
-
     roots = [Path(d) for d in args.datasets]
     for r in roots:
         manifest, _ = existing_dataset(r)

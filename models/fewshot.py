@@ -95,6 +95,8 @@ from typing import Any
 
 import numpy as np
 
+from kernelcast.argspec import parse_size
+from kernelcast.columns import decode_sizes
 from kernelcast.errors import InputError
 
 #: shrinkage prior strength without an estimate: offset = k / (k + 1) * mean residual
@@ -282,8 +284,6 @@ def launch_inputs(gsizes: Sequence[Any], lsizes: Sequence[Any], balance: Any) ->
     work-items, log2 work-items per group (a configuration without a local size takes the one the
     models assume, ``min(64, gsize0)`` along dimension 0) and the analytical ``balance`` (one per
     configuration: :func:`analytical_balance`, or the table's ``an_log2_compute_over_memory``)."""
-    from kernelcast.columns import decode_sizes
-
     gi, li = [], []
     for g, ls in zip(gsizes, lsizes):
         gs = decode_sizes(g) or (1,)
@@ -389,7 +389,7 @@ def fit_shape_prior(residuals: Any, groups: Any, x: Any, seed: int = 0) -> Shape
     :data:`SHAPE_FIT_KERNELS` kernels take part. ``None`` with fewer than
     :data:`SHAPE_MIN_KERNELS` kernels of two rows or more, or when the fit does not converge to a
     finite likelihood."""
-    from scipy.optimize import minimize
+    from scipy.optimize import minimize  # deferred: scipy is a heavy import
 
     r = np.asarray(residuals, dtype=np.float64)
     g = np.asarray(groups)
@@ -530,8 +530,6 @@ class MeasuredSet:
 
 
 def _sizes(v: Any, what: str, where: str, path: str) -> tuple[int, ...] | None:
-    from kernelcast.argspec import parse_size
-
     if v is None or (isinstance(v, str) and not v.strip()):
         return None
     try:

@@ -19,8 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+from kernelcast.datagen.args import UnsupportedArgument, complete_args
+from kernelcast.models.analytical import AnalyticalModel
+from kernelcast.models.blend import BlendModel, StackedBlend, single
 from kernelcast.models.fewshot import (
     DEFAULT_SHRINK_PRIOR,
+    MeasuredFileError,
     MeasuredSet,
     Offset,
     analytical_balance,
@@ -29,14 +33,18 @@ from kernelcast.models.fewshot import (
     frame_launch_inputs,
     shape_inputs,
 )
+from kernelcast.models.tabular import TabularPredictor, bound_names, build_table, is_tabular_dir
 
+from kernelcast.argspec import check_against_signature, parse_arg
+from kernelcast.columns import decode_args, decode_sizes
 from kernelcast.errors import InputError, UsageError
-from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
+from kernelcast.options import read_text_file
+from kernelcast.schema import ArgBinding, Kernel
+from kernelcast.sites import SITE_PREFIXES
 
 if TYPE_CHECKING:
     from kernelcast.calib.profile import DeviceProfile
     from kernelcast.models.base import Predictor
-    from kernelcast.models.blend import StackedBlend
     from kernelcast.models.tabular import ResidualCalibration
 
     from kernelcast.clang import KernelParam
@@ -52,10 +60,6 @@ def complete_bindings(params: list[KernelParam], given_specs: list[str], gsize: 
                       lsize: tuple[int, ...] | None, kernel_name: str) -> tuple[list[ArgBinding], list[str]]:
     """Bind every argument of a kernel: the ones given (``NAME=...`` specs, ``NAME=@FILE.npy``),
     the others by LLMPerf's simple selection. Returns the bindings and the names bound by selection."""
-    from kernelcast.datagen.args import UnsupportedArgument, complete_args
-
-    from kernelcast.argspec import check_against_signature, parse_arg
-
     given = [parse_arg(a) for a in given_specs]
     check_against_signature(given, params, kernel_name)
     try:
@@ -80,9 +84,6 @@ def read_site_counts(path: str) -> dict[str, float]:
     (its ``site_counts``), a :class:`~instrument.counters.SiteCounts` record with ``values``, or an
     object of site symbol -> count (``trip_l7_c13``: mean trips per entry, ``br_l4_c9``: share of
     evaluations taking the then-side)."""
-    from kernelcast.options import read_text_file
-    from kernelcast.sites import SITE_PREFIXES
-
     text = read_text_file(path, "--counts")
     try:
         doc = json.loads(text)
@@ -108,47 +109,6 @@ def read_site_counts(path: str) -> dict[str, float]:
     return out
 
 
-#: most configurations ``predict --measure-counts`` runs the counting launch for
-MAX_COUNT_CONFIGS = 64
-
-
-def measure_site_counts(kernel: Kernel, configs: list[LaunchConfig], device_text: str | None
-                        ) -> tuple[list[dict[str, float] | None], list[str]]:
-    """One counting launch (:func:`instrument.counters.measure_counts`) per configuration, in one
-    isolated worker on the device ``device_text`` names (auto when None), with each configuration's
-    arguments and data (``NAME=@FILE.npy`` files included). Returns per configuration the site
-    counts (None where they could not be measured) and notes on what failed."""
-    from kernelcast.instrument.backends import select_device
-    from kernelcast.instrument.counters import measure_counts
-    from kernelcast.instrument.harness import Harness
-    from kernelcast.instrument.memcheck import check_buffer_memory
-    from kernelcast.instrument.rewrite import InstrumentedRunError, RewriteError
-    from kernelcast.instrument.runner import validate_geometry
-
-    from kernelcast.argspec import arg_arrays
-    from kernelcast.config import device_spec
-
-    if len(configs) > MAX_COUNT_CONFIGS:
-        raise UsageError(f"--measure-counts: {len(configs)} configurations; at most {MAX_COUNT_CONFIGS} (measure "
-                         f"once with 'kernelcast measure --counts --json' and pass the file with --counts)")
-    device = select_device(device_spec(device_text), language=kernel.language)
-    for c in configs:
-        validate_geometry(device, c.gsize, c.lsize)
-        check_buffer_memory(device, c.args)
-    out: list[dict[str, float] | None] = []
-    notes: list[str] = []
-    with Harness(device, meter="none") as h:
-        for c in configs:
-            try:
-                out.append(measure_counts(h, kernel, c, arrays=arg_arrays(c.args)).values())
-            except (RewriteError, InstrumentedRunError) as e:
-                out.append(None)
-                msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-                if msg not in notes:
-                    notes.append(msg)
-    return out, notes
-
-
 def configuration_row(kernel: Kernel, gsize: tuple[int, ...], lsize: tuple[int, ...] | None,
                       args: list[dict[str, Any]], power_cap_w: float | None = None,
                       site_counts: Mapping[str, float] | None = None) -> dict[str, Any]:
@@ -164,8 +124,6 @@ def measured_frame(kernel: Kernel, params: list[KernelParam], measured: Measured
     """Prediction rows of the measured configurations of ``kernel`` and their times (us): the
     argument bindings the measurement used where the file has them (``measure --json``), else the
     file's argument columns, then ``arg_specs`` and simple selection (as ``predict --configs``)."""
-    from kernelcast.models.fewshot import MeasuredFileError
-
     rows = []
     for c in measured.configs:
         if c.args is not None:
@@ -188,12 +146,7 @@ def load_learned(model: str | None) -> tuple[Predictor | None, StackedBlend | No
     if not model:
         return None, None
     p = Path(model)
-    from kernelcast.models.tabular import is_tabular_dir
-
     if p.is_dir() and is_tabular_dir(p):
-        from kernelcast.models.blend import StackedBlend
-        from kernelcast.models.tabular import TabularPredictor
-
         try:
             tp = TabularPredictor.load(p)
         except Exception as e:  # noqa: BLE001 - any loading failure is bad input here
@@ -204,8 +157,7 @@ def load_learned(model: str | None) -> tuple[Predictor | None, StackedBlend | No
         raise UsageError(f"--model {model}: not a model directory (no config.json or tabular.json); train one with "
                          f"'kernelcast train'")
     try:
-        from kernelcast.models.blend import StackedBlend
-        from kernelcast.models.learned.predictor import LearnedPredictor
+        from kernelcast.models.learned.predictor import LearnedPredictor  # deferred: imports torch
 
         lp = LearnedPredictor.from_pretrained(model)
     except Exception as e:  # noqa: BLE001 - any loading failure is bad input here
@@ -230,17 +182,12 @@ def _predict(frame: pd.DataFrame, profile: DeviceProfile, learned: Predictor | N
              weights: StackedBlend | None) -> tuple[pd.DataFrame, list[str | None] | None]:
     """:func:`predict_frame`, and with a tabular model the analytical bound of each row under the
     model's profile (what its interval quantiles are binned by)."""
-    from kernelcast.models.analytical import AnalyticalModel
-
     an = AnalyticalModel(profile)
     pa = an.predict(frame)
     out = pd.DataFrame({"analytical_us": pa.time_us, "analytical_energy_j": pa.energy_j})
     out["explanation"] = pa.explanation
     bounds = None
     if learned is not None:
-        from kernelcast.models.blend import BlendModel, single
-        from kernelcast.models.tabular import TabularPredictor, bound_names, build_table
-
         if isinstance(learned, TabularPredictor):
             table = build_table(frame, learned.profile)
             pl = learned.predict_table(table)
@@ -300,8 +247,6 @@ def same_profile(a: DeviceProfile, b: DeviceProfile) -> bool:
 def _calibrations(profile: DeviceProfile, learned: Predictor | None, weights: StackedBlend | None,
                   models: list[str]) -> tuple[dict[str, ResidualCalibration], dict[str, str]]:
     """The residual calibration behind each model column's interval, or why it has none."""
-    from kernelcast.models.tabular import TabularPredictor
-
     cals: dict[str, ResidualCalibration] = {}
     notes: dict[str, str] = {}
     tab = learned if isinstance(learned, TabularPredictor) else None
@@ -429,8 +374,6 @@ def predict_with_intervals(frame: pd.DataFrame, profile: DeviceProfile, learned:
 def _config_keys(frame: pd.DataFrame) -> list[str]:
     """A key per prediction row that two rows of the same configuration share (sizes, argument
     bindings without their initialisation, power cap)."""
-    from kernelcast.columns import decode_args, decode_sizes
-
     keys = []
     for _, r in frame.iterrows():
         args = [(a.get("name"), a.get("kind"), a.get("dtype"), a.get("count"),
@@ -471,15 +414,12 @@ def score_configurations(frame: pd.DataFrame, profile: DeviceProfile,
     """Score prediction rows with the analytical model of ``profile``, or with ``tabular`` (a
     :class:`models.tabular.TabularPredictor`; energy from its energy head where it has one, else
     the analytical energy)."""
-    from kernelcast.models.analytical import AnalyticalModel
-
     pa = AnalyticalModel(profile).predict(frame)
     if tabular is None:
         return ScoredConfigs("analytical", pa.time_us, pa.energy_j, pa.explanation,
                              [e.get("bound") for e in pa.explanation], None,
                              "no measured residuals of the analytical model on this device: its interval would be "
                              "invented (tune --model with a tabular model gives intervals)")
-    from kernelcast.models.tabular import TabularPredictor, bound_names, build_table
 
     if not isinstance(tabular, TabularPredictor):
         raise TypeError("score_configurations scores with a tabular model only")

@@ -106,11 +106,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 from kernelcast.calib.profile import DeviceProfile, ProfileError
+from kernelcast.models.analytical import AnalyticalModel, config_env, stack_envs
 from kernelcast.models.base import Predictions, Predictor
 from kernelcast.models.fewshot import DEFAULT_SHRINK_PRIOR, ShapePrior
+from kernelcast.models.static import analyze_source
 
 from kernelcast.columns import decode_args, decode_counts, decode_sizes
 from kernelcast.errors import InputError
+from kernelcast.expr import evaluate_expr
+from kernelcast.schema import Kernel
 
 if TYPE_CHECKING:
     import lightgbm as lgb
@@ -288,9 +292,6 @@ def kernel_static(source: str, name: str, build_options: str = "") -> KernelStat
     if hit is not None:
         _STATIC_CACHE.move_to_end(key)
         return hit
-    from kernelcast.models.static import analyze_source
-
-    from kernelcast.schema import Kernel
 
     feats: SourceFeatures | None = None
     error = None
@@ -329,8 +330,6 @@ def _group_env(gsizes: list[tuple[int, ...] | None], lsizes: list[tuple[int, ...
                args: list[list[dict[str, Any]]], counts: list[dict[str, float]] | None = None
                ) -> dict[str, np.ndarray]:
     """The configuration symbols of a kernel's rows, exactly as ``AnalyticalModel.predict`` builds them."""
-    from kernelcast.models.analytical import config_env, stack_envs
-
     cs = counts if counts is not None else [None] * len(gsizes)
     return stack_envs([config_env(list(g or ()), list(ls or ()) or None, a, c)
                        for g, ls, a, c in zip(gsizes, lsizes, args, cs)])
@@ -351,8 +350,6 @@ class _Evaluated:
 
 
 def _trips(sf: SourceFeatures, env: Mapping[str, np.ndarray], shape: tuple[int, ...]) -> dict[str, np.ndarray]:
-    from kernelcast.expr import evaluate_expr
-
     zeros = np.zeros(shape)
     if not sf.loops:
         return {"trip_max": zeros, "trip_outer_sum": zeros, "trip_nest_max": zeros}
@@ -371,8 +368,6 @@ def _trips(sf: SourceFeatures, env: Mapping[str, np.ndarray], shape: tuple[int, 
 
 
 def _access_split(sf: SourceFeatures, env: Mapping[str, np.ndarray], shape: tuple[int, ...]) -> dict[str, np.ndarray]:
-    from kernelcast.expr import evaluate_expr
-
     ind, unk = np.zeros(shape), np.zeros(shape)
     glob = [a for a in sf.accesses if a.space == "global" and (a.indirect or a.stride0 is None)]
     if glob:
@@ -475,8 +470,6 @@ def build_table(frame: pd.DataFrame, profile: DeviceProfile) -> pd.DataFrame:
     """The feature table of ``frame``'s rows (module docstring): :data:`FEATURE_COLUMNS`, then the
     keys and targets ``frame`` has. Same index and row order as ``frame``. The static analysis of
     each kernel runs once (cached across calls); rows are evaluated per kernel, vectorized."""
-    from kernelcast.models.analytical import AnalyticalModel
-
     n = len(frame)
     for c in ("source", "kernel_name", "gsize"):
         if c not in frame.columns:
@@ -766,7 +759,7 @@ class TabularHead:
 
 
 def _booster_from_string(text: Any, what: str) -> lgb.Booster:
-    import lightgbm as lgb
+    import lightgbm as lgb  # deferred: lightgbm is a heavy import
 
     if not isinstance(text, str) or not text.strip():
         raise ModelFormatError(f"{what}: no model text")

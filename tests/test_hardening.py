@@ -116,7 +116,7 @@ def test_sigint_to_the_worker_alone_is_not_a_crash(device: DeviceInfo) -> None:
 def test_bundled_corpus_leaves_no_temporary_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import tempfile
 
-    from kernelcast.datagen.corpus_store import load_corpus_kernels
+    from kernelcast.datagen.corpus.load import load_corpus_kernels
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     kernels, desc = load_corpus_kernels("bundled")

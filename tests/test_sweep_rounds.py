@@ -209,7 +209,8 @@ def test_progress_counts_rounds_and_what_a_kernel_skips(tmp_path, device, monkey
     """The bar's unit is one measurement (a first or a round): its total is planned with the
     rounds, a kernel that fails to build is counted as done, and the bar ends at its total, so a
     rerun that only adds rounds gets an honest rate and ETA."""
-    import tqdm
+
+    import kernelcast.datagen.generate
 
     bars = []
 
@@ -234,7 +235,7 @@ def test_progress_counts_rounds_and_what_a_kernel_skips(tmp_path, device, monkey
         def __exit__(self, *exc):
             return False
 
-    monkeypatch.setattr(tqdm, "tqdm", Bar)
+    monkeypatch.setattr(kernelcast.datagen.generate, "tqdm", Bar)   # the name datagen imported
     broken = Kernel("__kernel void broken(__global float* a) { a[get_global_id(0)] = undeclared; }", "broken", dims=1)
     kernels = [Kernel(TRIAD, "triad", dims=1), broken]
     opts = _options(3, samples=2, sample_rounds=2)

@@ -96,6 +96,7 @@ def test_builtins_are_counted_outside_comments():
 
 def test_static_analysis_once_per_kernel(monkeypatch, profile):
     import kernelcast.models.static
+    import kernelcast.models.tabular
 
     calls = []
     real = kernelcast.models.static.analyze_source
@@ -105,6 +106,7 @@ def test_static_analysis_once_per_kernel(monkeypatch, profile):
         return real(kernel, *a, **kw)
 
     monkeypatch.setattr(kernelcast.models.static, "analyze_source", counting)
+    monkeypatch.setattr(kernelcast.models.tabular, "analyze_source", counting)   # bound at its import
     clear_static_cache()
     frame, _ = synthetic_rows(n_kernels=3, configs_per_kernel=10)
     build_table(frame, profile)

@@ -24,7 +24,8 @@ The stages follow the LLMPerf/BenchPress corpus pipelines, each counted in an :c
 Modules by stage: :mod:`~datagen.corpus.preprocess` (1-3), :mod:`~datagen.corpus.split` (4 and 8),
 :mod:`~datagen.corpus.formatting` (5), :mod:`~datagen.corpus.dedup` (6), :mod:`~datagen.corpus.check`
 (7, on an OpenCL device); :mod:`~datagen.corpus.driver` runs them in order and
-:mod:`~datagen.corpus.report` counts them.
+:mod:`~datagen.corpus.report` counts them; :mod:`~datagen.corpus.load` reads a corpus by name (or ingests the
+bundled one).
 """
 
 from __future__ import annotations

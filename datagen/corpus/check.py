@@ -9,6 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from kernelcast.instrument.backends import DeviceNotFound, select_device
+from kernelcast.instrument.backends.opencl import trial_build
+
 from kernelcast.schema import Kernel
 
 if TYPE_CHECKING:
@@ -28,9 +31,6 @@ def opencl_compile_fn(device: DeviceInfo | None = None) -> CompileFn:
 
     Raise :class:`RuntimeError` when no device is given and none builds.
     """
-    from kernelcast.instrument.backends import DeviceNotFound, select_device
-    from kernelcast.instrument.backends.opencl import trial_build
-
     if device is None:
         try:
             device = select_device("auto")

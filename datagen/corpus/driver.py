@@ -25,7 +25,10 @@ from kernelcast.datagen.corpus.preprocess import (
 )
 from kernelcast.datagen.corpus.report import FileFailure, IngestReport
 from kernelcast.datagen.corpus.split import PARSE_NAME, split_kernels
+from kernelcast.datagen.corpus_store import write_corpus
+from tqdm import tqdm
 
+from kernelcast.clang import ParseError
 from kernelcast.schema import Kernel
 
 logger = logging.getLogger(__name__)
@@ -66,10 +69,6 @@ def _collect_files(sources: Sequence[str | os.PathLike[str]], extensions: Sequen
 def _progress(items: list[_SourceFile], enabled: bool) -> Iterable[_SourceFile]:
     if not enabled:
         return items
-    try:
-        from tqdm import tqdm
-    except ImportError:  # pragma: no cover - tqdm is a declared dependency
-        return items
     return tqdm(items, desc="ingest", unit="file")
 
 
@@ -91,8 +90,6 @@ def ingest(
     Returns the records (``Kernel.to_dict()`` plus ``compile_status``, ``compile_log``,
     ``original_file`` and ``sha256``) and the :class:`IngestReport` of the stages.
     """
-    from kernelcast.clang import ParseError
-
     t0 = time.monotonic()
     report = IngestReport(sources=[str(s) for s in sources], near_dup_threshold=near_dup_threshold,
                           minhash_permutations=num_perm)
@@ -216,8 +213,6 @@ def _pair(kept: dict[str, Any], removed: dict[str, Any], similarity: float) -> d
 
 def ingest_to(out_dir: str | os.PathLike[str], sources: list[str | Path], **kw: Any) -> IngestReport:
     """:func:`ingest` and write the corpus (``kernels.jsonl`` + ``manifest.json``) to ``out_dir``."""
-    from kernelcast.datagen.corpus_store import write_corpus
-
     records, report = ingest(sources, **kw)
     manifest = {
         "kind": "kernel_corpus",

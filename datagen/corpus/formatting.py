@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import clang_format
 from kernelcast.datagen.corpus.preprocess import LEX
 
 logger = logging.getLogger(__name__)
@@ -24,8 +25,6 @@ def find_clang_format() -> str | None:
     """The clang-format binary: the ``clang-format`` package's, the venv's, or one on PATH."""
     candidates: list[str] = []
     try:
-        import clang_format
-
         candidates.append(clang_format.get_executable("clang-format"))
     except (ImportError, AttributeError):
         pass

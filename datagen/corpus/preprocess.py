@@ -14,6 +14,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+import pcpp
+
 from kernelcast.errors import InputError
 
 logger = logging.getLogger(__name__)
@@ -72,11 +74,6 @@ class PreprocessError(InputError, ValueError):
 
 
 def _make_preprocessor_class() -> type:
-    try:
-        import pcpp
-    except ImportError as e:  # pragma: no cover - pcpp is a declared dependency
-        raise ImportError("corpus ingest needs the 'pcpp' package (pip install pcpp)") from e
-
     class _OpenCLPreprocessor(pcpp.Preprocessor):
         """pcpp with errors collected instead of printed and missing includes fatal."""
 

@@ -9,6 +9,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import clang.cindex as ci
+
+from kernelcast import clang as kc
+
 #: work-item functions whose constant argument gives a kernel's dimensionality (LLMPerf Table I)
 WORK_ITEM_FUNCTIONS = frozenset({
     "get_global_id", "get_local_id", "get_group_id", "get_global_size", "get_local_size",
@@ -43,8 +47,6 @@ PARSE_NAME = "corpus_input.cl"
 
 
 def _ref_kinds() -> frozenset[Any]:
-    import clang.cindex as ci
-
     return frozenset({
         ci.CursorKind.DECL_REF_EXPR, ci.CursorKind.MEMBER_REF_EXPR, ci.CursorKind.MEMBER_REF,
         ci.CursorKind.CALL_EXPR, ci.CursorKind.TYPE_REF, ci.CursorKind.VARIABLE_REF,
@@ -107,10 +109,6 @@ def split_kernels(text: str) -> list[ExtractedKernel]:
 
     Raise :class:`kernelcast.clang.ParseError` when libclang reports an error.
     """
-    import clang.cindex as ci
-
-    from kernelcast import clang as kc
-
     data = text.encode("utf-8")
     tu = kc.parse(text, PARSE_NAME)
     kernels = kc.find_kernels(tu, PARSE_NAME)

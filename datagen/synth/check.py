@@ -11,6 +11,9 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from kernelcast.instrument.backends import DeviceNotFound, select_device
+from kernelcast.instrument.backends.opencl import trial_build
+
 from kernelcast.schema import Kernel
 
 if TYPE_CHECKING:
@@ -26,10 +29,6 @@ def default_device() -> DeviceInfo | None:
     """The device the shared selection picks (first GPU that builds, else first device that
     builds); ``None`` when there is none."""
     try:
-        from kernelcast.instrument.backends import DeviceNotFound, select_device
-    except ImportError:
-        return None
-    try:
         return select_device("auto")
     except DeviceNotFound as exc:
         log.debug("no OpenCL device: %s", exc)
@@ -44,8 +43,6 @@ def compile_check(kernels: Sequence[Kernel], device: DeviceInfo | None = None, b
     functions' names, are unique); a failing batch is bisected down to the failing kernels. Each
     kernel is built with ``-cl-std=CL1.2`` plus its own ``build_options``.
     """
-    from kernelcast.instrument.backends.opencl import trial_build
-
     found = device if device is not None else default_device()
     if found is None:
         raise RuntimeError("compile_check: no working OpenCL device")

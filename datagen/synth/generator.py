@@ -10,6 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from kernelcast.datagen.corpus_store import write_corpus
 from kernelcast.datagen.synth.assembly import KernelBuilder
 from kernelcast.datagen.synth.core import SynthOptions
 
@@ -94,8 +95,6 @@ def write_synth_corpus(out_dir: str | Path, count: int, seed: int,
     Each record is ``Kernel.to_dict()`` plus ``synth_features`` (the generator's pattern choices,
     including an argument list with roles and size hints).
     """
-    from kernelcast.datagen.corpus_store import write_corpus
-
     opts = options or SynthOptions()
     pairs = generate_kernels_with_features(count, seed, opts)
     records = []

@@ -33,6 +33,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Sequence
@@ -53,7 +55,9 @@ from kernelcast.instrument.backends.base import (
     Driver,
     Restore,
 )
+from kernelcast.instrument.meters import auto_meter_name
 
+from kernelcast.clang import build_option_defines
 from kernelcast.cuda import instantiation, ptx_entry_name
 from kernelcast.schema import Kernel
 
@@ -68,15 +72,13 @@ _CONFIG_ERRORS = ("too many resources requested", "invalid configuration", "inva
 
 def _driver() -> ModuleType:
     """``pycuda.driver``, initialised; ImportError when pycuda is not installed."""
-    import pycuda.driver as drv
+    import pycuda.driver as drv  # deferred: pycuda is optional and loads the CUDA driver
 
     drv.init()
     return drv
 
 
 def find_nvcc() -> str | None:
-    import shutil
-
     c = shutil.which("nvcc")
     if c is None and os.path.exists("/usr/local/cuda/bin/nvcc"):
         c = "/usr/local/cuda/bin/nvcc"
@@ -88,7 +90,6 @@ def _nvcc_archs(nvcc: str) -> list[int]:
         r = subprocess.run([nvcc, "--list-gpu-arch"], capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return []
-    import re
 
     return sorted({int(m) for m in re.findall(r"compute_(\d+)", r.stdout)})
 
@@ -170,7 +171,6 @@ class CudaBackend(Backend):
         except Exception as e:  # noqa: BLE001 - pycuda without a working driver: no devices
             log.debug("CUDA driver unavailable: %s", e)
             return []
-        from kernelcast.instrument.meters import auto_meter_name
 
         A = drv.device_attribute
         nvcc = find_nvcc()
@@ -214,7 +214,7 @@ class CudaBackend(Backend):
     @classmethod
     def version_facts(cls) -> dict[str, str]:
         try:
-            import pycuda
+            import pycuda  # deferred: pycuda is optional and loads the CUDA driver
 
             facts = {"pycuda_version": str(getattr(pycuda, "VERSION_TEXT", "?"))}
         except ImportError:
@@ -283,8 +283,6 @@ class CudaBackend(Backend):
         return h.hexdigest()[:32]
 
     def _compile(self, kernel: Kernel) -> Compiled:
-        from kernelcast.clang import build_option_defines
-
         nvcc = find_nvcc()
         if nvcc is None:
             return Compiled(False, None, "nvcc not found: CUDA kernels are compiled with the CUDA toolkit's nvcc")

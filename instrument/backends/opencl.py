@@ -12,6 +12,9 @@ import hashlib
 import json
 import logging
 import os
+import signal
+import subprocess
+import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,6 +33,7 @@ from kernelcast.instrument.backends.base import (
     TrialBuild,
     guarded_image,
 )
+from kernelcast.instrument.meters import auto_meter_name
 
 from kernelcast.config import cache_dir
 from kernelcast.schema import Kernel
@@ -61,13 +65,13 @@ _CL_DEVICE_WAVEFRONT_WIDTH_AMD = 0x4043
 
 def cl_device(info: DeviceInfo) -> cl.Device:
     """The pyopencl device of ``info``."""
-    import pyopencl as cl
+    import pyopencl as cl  # deferred: pyopencl loads the OpenCL driver
 
     return cl.get_platforms()[info.platform_index].get_devices()[info.device_index]
 
 
 def _type_name(t: int) -> str:
-    import pyopencl as cl
+    import pyopencl as cl  # deferred: pyopencl loads the OpenCL driver
 
     names = []
     for attr in ("GPU", "CPU", "ACCELERATOR", "CUSTOM"):
@@ -101,7 +105,7 @@ def _options(kernel: Kernel) -> str:
 
 
 def _trial_build(ctx: cl.Context, dev: cl.Device, source: str, options: str, kernel_name: str | None) -> TrialBuild:
-    import pyopencl as cl
+    import pyopencl as cl  # deferred: pyopencl loads the OpenCL driver
 
     prg = cl.Program(ctx, source)
 
@@ -134,7 +138,7 @@ def trial_build(device: DeviceInfo, source: str, options: str = DEFAULT_BUILD_OP
     compile check of the project (device probes, corpus ingestion, synthetic kernels). With
     ``kernel_name`` the program must also define that kernel. One context per device is kept
     for the life of the process."""
-    import pyopencl as cl
+    import pyopencl as cl  # deferred: pyopencl loads the OpenCL driver
 
     if device.identity not in _TRIAL_CONTEXTS:
         dev = cl_device(device)
@@ -166,9 +170,6 @@ def _vector_probe(platform_index: int, device_index: int) -> tuple[bool, str]:
     """Build and launch :data:`_VECTOR_PROBE_SOURCE` (8 work-items) on the device in a child
     process (a compiler that aborts kills the child, not this process; a CPU runtime such as PoCL
     generates the machine code at the first launch): does it run, and if not, why (one line)."""
-    import subprocess
-    import sys
-
     code = ("import sys, pyopencl as cl\n"
             "from kernelcast.instrument.backends.opencl import (_VECTOR_PROBE_KERNEL, _VECTOR_PROBE_SOURCE,\n"
             "    _trial_build)\n"
@@ -201,8 +202,6 @@ def _vector_probe(platform_index: int, device_index: int) -> tuple[bool, str]:
     llvm = [ln for ln in lines if "LLVM ERROR" in ln] or [ln for ln in lines if "error" in ln.lower()]
     why = (llvm or lines[-1:] or [""])[0][:160]
     if r.returncode < 0:
-        import signal
-
         try:
             sig = signal.Signals(-r.returncode).name
         except ValueError:
@@ -213,7 +212,7 @@ def _vector_probe(platform_index: int, device_index: int) -> tuple[bool, str]:
 
 def _probe(dev: cl.Device) -> tuple[bool, int | None, str]:
     """Build a trivial kernel on ``dev``: does it build, and its preferred work-group multiple."""
-    import pyopencl as cl
+    import pyopencl as cl  # deferred: pyopencl loads the OpenCL driver
 
     try:
         ctx = cl.Context([dev])
@@ -248,8 +247,7 @@ class OpenCLBackend(Backend):
     def list_devices(cls, probe: bool = True) -> list[DeviceInfo]:
         """Every OpenCL device on every platform. ``probe`` builds a trivial kernel once per
         device and driver (cached on disk) to learn whether it builds and its preferred multiple."""
-        import pyopencl as cl
-        from kernelcast.instrument.meters import auto_meter_name
+        import pyopencl as cl  # deferred: pyopencl loads the OpenCL driver
 
         try:
             platforms = cl.get_platforms()
@@ -308,7 +306,7 @@ class OpenCLBackend(Backend):
 
     @classmethod
     def version_facts(cls) -> dict[str, str]:
-        import pyopencl as cl
+        import pyopencl as cl  # deferred: pyopencl loads the OpenCL driver
 
         return {"pyopencl_version": str(cl.VERSION_TEXT)}
 
@@ -325,7 +323,7 @@ class OpenCLBackend(Backend):
     def __init__(self, device: DeviceInfo, *, build_dir: Path | None = None, profiling: bool = True) -> None:
         """A context and an in-order queue on ``device`` (with event profiling unless
         ``profiling=False``)."""
-        import pyopencl as cl
+        import pyopencl as cl  # deferred: pyopencl loads the OpenCL driver
 
         super().__init__(device, build_dir=build_dir, profiling=profiling)
         self._dev: cl.Device = cl_device(device)
@@ -338,7 +336,7 @@ class OpenCLBackend(Backend):
         self._closed = False
 
     def close(self) -> None:
-        import pyopencl as cl
+        import pyopencl as cl  # deferred: pyopencl loads the OpenCL driver
 
         if self._closed:
             return
@@ -360,7 +358,7 @@ class OpenCLBackend(Backend):
         return h.hexdigest()[:32]
 
     def _compile(self, kernel: Kernel) -> Compiled:
-        import pyopencl as cl
+        import pyopencl as cl  # deferred: pyopencl loads the OpenCL driver
 
         prg = cl.Program(self._ctx, kernel.source)
         try:
@@ -374,14 +372,14 @@ class OpenCLBackend(Backend):
         return Compiled(True, prg, "")
 
     def _load_binary(self, kernel: Kernel, binary: bytes) -> cl.Program:
-        import pyopencl as cl
+        import pyopencl as cl  # deferred: pyopencl loads the OpenCL driver
 
         prg = cl.Program(self._ctx, [self._dev], [binary])
         prg.build(options=_options(kernel))
         return prg
 
     def _program_binary(self, program: cl.Program) -> bytes | None:
-        import pyopencl as cl
+        import pyopencl as cl  # deferred: pyopencl loads the OpenCL driver
 
         binaries = program.get_info(cl.program_info.BINARIES)
         if isinstance(binaries, (list, tuple)) and binaries and binaries[0]:
@@ -394,7 +392,7 @@ class OpenCLBackend(Backend):
     # argument buffers
 
     def _allocate(self, name: str, image: np.ndarray, raw: np.ndarray, front: int) -> tuple[Driver, Driver, int]:
-        import pyopencl as cl
+        import pyopencl as cl  # deferred: pyopencl loads the OpenCL driver
 
         try:
             parent = cl.Buffer(self._ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=image)
@@ -409,12 +407,12 @@ class OpenCLBackend(Backend):
             raise BackendError(str(e)) from e
 
     def _local_arg(self, nbytes: int) -> cl.LocalMemory:
-        import pyopencl as cl
+        import pyopencl as cl  # deferred: pyopencl loads the OpenCL driver
 
         return cl.LocalMemory(nbytes)
 
     def read_range(self, buf: BoundBuffer, offset: int, size: int) -> np.ndarray:
-        import pyopencl as cl
+        import pyopencl as cl  # deferred: pyopencl loads the OpenCL driver
 
         out = np.empty(size, dtype=np.uint8)
         if size:
@@ -425,7 +423,7 @@ class OpenCLBackend(Backend):
         return out
 
     def release(self, bound: BoundArgs) -> None:
-        import pyopencl as cl
+        import pyopencl as cl  # deferred: pyopencl loads the OpenCL driver
 
         for b in bound.buffers:
             for mem in ((b.arg, b.parent) if b.arg is not b.parent else (b.parent,)):
@@ -439,7 +437,7 @@ class OpenCLBackend(Backend):
     # launches
 
     def prepare(self, program: cl.Program, name: str, bound: BoundArgs) -> cl.Kernel:
-        import pyopencl as cl
+        import pyopencl as cl  # deferred: pyopencl loads the OpenCL driver
 
         knl = cl.Kernel(program, name)
         try:
@@ -450,7 +448,7 @@ class OpenCLBackend(Backend):
 
     def enqueue(self, kernel: cl.Kernel, gsize: tuple[int, ...], lsize: tuple[int, ...] | None,
                 count: int = 1, restore: Sequence[Restore] = ()) -> None:
-        import pyopencl as cl
+        import pyopencl as cl  # deferred: pyopencl loads the OpenCL driver
 
         try:
             for _ in range(count):
@@ -461,7 +459,7 @@ class OpenCLBackend(Backend):
             raise BackendError(str(e)) from e
 
     def synchronize(self) -> None:
-        import pyopencl as cl
+        import pyopencl as cl  # deferred: pyopencl loads the OpenCL driver
 
         try:
             self._queue.finish()
@@ -469,7 +467,7 @@ class OpenCLBackend(Backend):
             raise BackendError(str(e)) from e
 
     def launch(self, kernel: cl.Kernel, gsize: tuple[int, ...], lsize: tuple[int, ...] | None) -> float:
-        import pyopencl as cl
+        import pyopencl as cl  # deferred: pyopencl loads the OpenCL driver
 
         try:
             ev = cl.enqueue_nd_range_kernel(self._queue, kernel, gsize, lsize)
@@ -480,7 +478,7 @@ class OpenCLBackend(Backend):
 
     def launch_batch(self, kernel: cl.Kernel, gsize: tuple[int, ...], lsize: tuple[int, ...] | None,
                      count: int, restore: Sequence[Restore] = ()) -> list[float]:
-        import pyopencl as cl
+        import pyopencl as cl  # deferred: pyopencl loads the OpenCL driver
 
         try:
             events = []
@@ -499,7 +497,7 @@ class OpenCLBackend(Backend):
     # state-consuming kernels
 
     def upload(self, data: np.ndarray) -> cl.Buffer:
-        import pyopencl as cl
+        import pyopencl as cl  # deferred: pyopencl loads the OpenCL driver
 
         raw = np.ascontiguousarray(data).view(np.uint8)
         try:
@@ -510,7 +508,7 @@ class OpenCLBackend(Backend):
             raise BackendError(str(e)) from e
 
     def restore(self, items: Sequence[Restore]) -> None:
-        import pyopencl as cl
+        import pyopencl as cl  # deferred: pyopencl loads the OpenCL driver
 
         try:
             for r in items:
@@ -521,7 +519,7 @@ class OpenCLBackend(Backend):
             raise BackendError(str(e)) from e
 
     def free(self, mem: cl.Buffer) -> None:
-        import pyopencl as cl
+        import pyopencl as cl  # deferred: pyopencl loads the OpenCL driver
 
         try:
             mem.release()

@@ -15,6 +15,8 @@ from kernelcast.instrument.meters.none import NoMeter
 from kernelcast.instrument.meters.nvml import NvmlMeter
 from kernelcast.instrument.meters.rapl import DEFAULT_POWERCAP_ROOT, RaplMeter, rapl_readable
 
+from kernelcast.errors import UsageError
+
 __all__ = [
     "EnergyMeter",
     "MeterError",
@@ -40,8 +42,6 @@ def available_meters() -> list[str]:
 
 def check_meter_spec(spec: str) -> str:
     """``spec`` if it names a meter (or ``"auto"``); :class:`~kernelcast.errors.UsageError` otherwise."""
-    from kernelcast.errors import UsageError
-
     if spec not in ("auto", *available_meters()):
         raise UsageError(f"unknown meter {spec!r} (auto, {', '.join(available_meters())})")
     return spec
@@ -49,7 +49,7 @@ def check_meter_spec(spec: str) -> str:
 
 def _nvml_usable() -> bool:
     try:
-        import pynvml
+        import pynvml  # deferred: loads the NVIDIA driver library (optional)
 
         pynvml.nvmlInit()
     except Exception as exc:  # ImportError, NVMLError, OSError from the library loader...

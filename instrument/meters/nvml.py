@@ -34,7 +34,7 @@ SRC_POWER_USAGE = "nvmlDeviceGetPowerUsage"
 def import_pynvml() -> ModuleType:
     """Import ``pynvml`` or raise :class:`MeterError`."""
     try:
-        import pynvml
+        import pynvml  # deferred: loads the NVIDIA driver library (optional)
     except ImportError as exc:
         raise MeterError(f"NVML meter: cannot import pynvml (install nvidia-ml-py): {exc}") from exc
     return pynvml

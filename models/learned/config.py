@@ -33,7 +33,7 @@ def scratch_backbone_config(vocab_size: int, *, n_layer: int = 2, n_embd: int = 
                             eos_token_id: int | None = None, dropout: float = 0.0) -> dict[str, Any]:
     """A small CodeGen configuration to train from scratch on a CPU (rotary on half the head dim, as in
     CodeGen-350M: head dim 64, rotary_dim 32)."""
-    from transformers import CodeGenConfig
+    from transformers import CodeGenConfig  # deferred: transformers is a heavy import
 
     if n_embd % n_head:
         raise ValueError(f"n_embd={n_embd} is not a multiple of n_head={n_head}")
@@ -119,7 +119,7 @@ class LearnedConfig:
         return int(self.backbone["n_embd"])
 
     def backbone_config(self) -> Any:
-        from transformers import CodeGenConfig
+        from transformers import CodeGenConfig  # deferred: transformers is a heavy import
 
         return CodeGenConfig.from_dict(dict(self.backbone))
 

@@ -20,10 +20,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
+from kernelcast.calib.profile import DeviceProfile
 from kernelcast.datagen.prompt import render_prompt
 from kernelcast.models.learned.config import LearnedConfig
 from kernelcast.models.learned.features import compute_features, residual_base_log2
+from kernelcast.models.tabular import build_table
 
+from kernelcast.clang import kernel_signatures
 from kernelcast.columns import decode_args, decode_sizes
 
 log = logging.getLogger(__name__)
@@ -56,8 +59,6 @@ def prepare_frame(frame: pd.DataFrame) -> pd.DataFrame:
 def qualifiers(source: str, name: str) -> tuple[tuple[str, str], ...]:
     """Address-space qualifier of each parameter (from libclang); empty when the source does not parse."""
     try:
-        from kernelcast.clang import kernel_signatures
-
         params = kernel_signatures(source).get(name, [])
         return tuple((p.name, p.qualifier) for p in params)
     except Exception as e:  # noqa: BLE001 - any parse failure falls back to the prompt's defaults
@@ -135,8 +136,6 @@ def feature_table(frame: pd.DataFrame, config: LearnedConfig) -> pd.DataFrame | 
     that uses no table)."""
     if not (config.table_features or config.residual):
         return None
-    from kernelcast.calib.profile import DeviceProfile
-    from kernelcast.models.tabular import build_table
 
     return build_table(frame.reset_index(drop=True), DeviceProfile.from_dict(config.profile))
 

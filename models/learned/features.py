@@ -21,7 +21,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from kernelcast.models.tabular import FEATURE_COLUMNS
 
+from kernelcast.cltypes import parse_type
 from kernelcast.columns import decode_args, decode_sizes
 
 MAX_DIMS = 3
@@ -55,8 +57,6 @@ def table_feature_columns(table: pd.DataFrame, columns: Sequence[str] | None = N
     """The feature-table columns a model uses: :data:`models.tabular.FEATURE_COLUMNS` (or ``columns``)
     that ``table`` has and that hold at least one finite value in it (a column without any value in
     the training table would get no gradient and is left out)."""
-    from kernelcast.models.tabular import FEATURE_COLUMNS
-
     out = []
     for c in (columns if columns is not None else FEATURE_COLUMNS):
         if c in table.columns and np.isfinite(pd.to_numeric(table[c], errors="coerce").to_numpy(np.float64)).any():
@@ -107,8 +107,6 @@ def resolve_extra_columns(patterns: Iterable[str], columns: Iterable[str]) -> li
 
 @lru_cache(maxsize=256)
 def _itemsize(dtype: str) -> int:
-    from kernelcast.cltypes import parse_type
-
     try:
         return parse_type(dtype).itemsize
     except (ValueError, KeyError):

@@ -80,7 +80,7 @@ class KernelPerfModel(nn.Module):
 
     def __init__(self, config: LearnedConfig, backbone: nn.Module | None = None):
         super().__init__()
-        from transformers import CodeGenModel
+        from transformers import CodeGenModel  # deferred: transformers is a heavy import
 
         self.config = config
         self.backbone = backbone if backbone is not None else CodeGenModel(config.backbone_config())
@@ -141,7 +141,7 @@ class KernelPerfModel(nn.Module):
 
     def save_pretrained(self, directory: str | os.PathLike[str], tokenizer: Any = None) -> Path:
         """``config.json`` + ``model.safetensors`` (+ the tokenizer's files)."""
-        from safetensors.torch import save_file
+        from safetensors.torch import save_file  # deferred: safetensors is a heavy import
 
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
@@ -157,7 +157,7 @@ class KernelPerfModel(nn.Module):
     @classmethod
     def from_pretrained(cls, name_or_dir: str | os.PathLike[str]) -> KernelPerfModel:
         """Load a model saved with :meth:`save_pretrained` from a directory or a hub repository."""
-        from safetensors.torch import load_file
+        from safetensors.torch import load_file  # deferred: safetensors is a heavy import
 
         d = resolve_model_dir(name_or_dir)
         config = LearnedConfig.load(d)
@@ -174,8 +174,8 @@ class KernelPerfModel(nn.Module):
     def from_base(cls, base: str | os.PathLike[str], config: LearnedConfig) -> KernelPerfModel:
         """A new model whose backbone is a pretrained CodeGen (``Salesforce/codegen-350M-multi`` or a
         local directory saved with ``save_pretrained``); the heads start from scratch."""
-        from transformers import CodeGenModel
-        from transformers.utils import logging as hf_logging
+        from transformers import CodeGenModel  # deferred: transformers is a heavy import
+        from transformers.utils import logging as hf_logging  # deferred: transformers is a heavy import
 
         # a causal-LM checkpoint (e.g. of 'kernelcast pretrain') carries an lm_head the backbone does not use:
         # report only weights the backbone lacks, not transformers' table of the unused ones
@@ -205,6 +205,6 @@ def resolve_model_dir(name_or_dir: str | os.PathLike[str]) -> Path:
         return p
     if p.exists() or str(name_or_dir).count("/") != 1:
         raise FileNotFoundError(f"no such model directory: {name_or_dir}")
-    from huggingface_hub import snapshot_download
+    from huggingface_hub import snapshot_download  # deferred: huggingface_hub is a heavy import
 
     return Path(snapshot_download(str(name_or_dir), allow_patterns=["*.json", "*.safetensors", "*.txt"]))

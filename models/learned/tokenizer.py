@@ -22,8 +22,9 @@ PAD_TOKEN = "<pad>"
 
 def train_tokenizer(texts: Iterable[str], *, vocab_size: int = 4096, min_frequency: int = 2) -> Any:
     """Train a byte-level BPE tokenizer on ``texts``; returns a ``PreTrainedTokenizerFast``."""
+    # deferred: tokenizers is a heavy import
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast  # deferred: transformers is a heavy import
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -49,7 +50,7 @@ def prepare_tokenizer(tokenizer: Any) -> Any:
 
 def load_tokenizer(name_or_dir: str | os.PathLike[str]) -> Any:
     """A tokenizer saved with ``save_pretrained`` (ours or a base model's), by path or hub name."""
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast  # deferred: transformers is a heavy import
 
     if _is_kernelcast_dir(name_or_dir):
         # our config.json is not a transformers config: load the tokenizer files alone
@@ -58,7 +59,7 @@ def load_tokenizer(name_or_dir: str | os.PathLike[str]) -> Any:
 
 
 def _is_kernelcast_dir(name_or_dir: str | os.PathLike[str]) -> bool:
-    from kernelcast.models.learned.config import CONFIG_NAME, MODEL_TYPE
+    from kernelcast.models.learned.config import CONFIG_NAME, MODEL_TYPE  # deferred: imports torch
 
     path = Path(name_or_dir) / CONFIG_NAME
     if not path.is_file():
