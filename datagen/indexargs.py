@@ -14,7 +14,8 @@ arguments (:func:`index_args`) by the rules of ``docs/argument-selection.md``:
   ``A`` holds values uniform in ``[0, count(A) / (1 + largest integer literal of the subscript))``
   (the smallest such bound over every buffer it indexes);
 * **R2 monotone index**: such a ``B`` whose loaded values also bound a ``for`` loop (a CSR row
-  pointer, a neighbour-list offset) holds the same range sorted (nondecreasing);
+  pointer, a neighbour-list offset) holds the same range sorted (nondecreasing), with one element
+  more than its base size (``row_ptr[row + 1]`` of the last row);
 * **R3 threshold**: a scalar compared (``< <= > >= == !=``) with a value loaded from ``B`` takes the
   middle of ``B``'s value range;
 * **R4 clamp bounds**: a scalar argument of ``clamp`` / ``min`` / ``max`` / ``fmin`` / ``fmax`` beside
@@ -22,12 +23,12 @@ arguments (:func:`index_args`) by the rules of ``docs/argument-selection.md``:
   the third quarter (upper bounds) of ``B``'s range;
 * **R5 modulus**: a scalar divisor of a loaded value (``v % m``) takes :data:`MODULUS` (a
   predicate ``v % m == 0`` then keeps a quarter of the work-items);
-* **R7 atomic counter**: a buffer updated by an atomic whose returned value reaches a subscript
-  (``slot = atomic_inc(count); out[slot] = v``) starts at zero before every launch
-  (``init="zeros"``, ``reset_each_run``), so the slots it hands out start at the buffer's start;
 * **R6 signed data**: a buffer whose loaded values are compared (``< <= > >=``) with the literal 0
   holds values in ``[-w/2, w/2)`` of the range's width ``w`` (signed and float types only), so
-  the sign test splits the work-items.
+  the sign test splits the work-items;
+* **R7 atomic counter**: a buffer updated by an atomic whose returned value reaches a subscript
+  (``slot = atomic_inc(count); out[slot] = v``) starts at zero before every launch
+  (``init="zeros"``, ``reset_each_run``), so the slots it hands out start at the buffer's start.
 
 Where an expression carries both an index and the value it addressed (``pos[nbr[k]]``), R3-R6
 take the value's buffer.
@@ -351,6 +352,8 @@ def index_args(uses: Uses, params: list[KernelParam], base: list[ArgBinding], se
         hi = max(1, min(counts) // (1 + uses.index_literal.get(b, 0)) // divisor)
         kind = "sorted" if b in uses.loop_bound else "uniform"
         out[b] = replace(out[b], init=f"{kind}:0:{hi}")
+        if kind == "sorted" and out[b].count:       # a row pointer: one entry more than rows
+            out[b] = replace(out[b], count=int(out[b].count) + 1)
         ranges[b] = (0.0, float(hi))
         applied.append(f"{'R2' if kind == 'sorted' else 'R1'} {b}<{hi}")
     for b, c in sorted(uses.literal_cmp.items()):

@@ -1,0 +1,104 @@
+"""Index-aware and predicate-aware inputs (datagen.indexargs): one kernel per rule of
+docs/argument-selection.md. Each is found by the source analysis, and on PoCL each fails the
+validity checks (or the instrumented bounds check) under simple selection and passes them with the
+rule applied."""
+
+from __future__ import annotations
+
+import pytest
+from kernelcast.datagen.args import simple_args
+from kernelcast.datagen.indexargs import analyse_uses, index_args, index_selector
+from kernelcast.datagen.validity import check_validity
+from kernelcast.instrument.activity import activity_of_args, activity_rewrite
+from kernelcast.instrument.backends.base import init_contents, parse_ranged_init
+from kernelcast.instrument.rewrite import instrument_kernel
+
+from kernelcast.clang import kernel_signatures
+from kernelcast.cltypes import parse_type
+from kernelcast.schema import Kernel, LaunchConfig
+
+#: rule -> (kernel source, the label analyse_uses gives it)
+RULES = {
+    "R1": ("__kernel void ia_gather(__global const int* idx, __global const float* src, __global float* dst) {\n"
+           "  int i = get_global_id(0);\n  dst[i] = 2.0f * src[idx[i]];\n}\n", "R1 idx->src"),
+    "R2": ("__kernel void ia_csr(__global const int* rp, __global const int* col, __global const float* val,\n"
+           "                     __global const float* x, __global float* y) {\n"
+           "  int r = get_global_id(0);\n  float acc = 0.0f;\n  int end = rp[r + 1];\n"
+           "  for (int j = rp[r]; j < end; ++j) acc += val[j] * x[col[j]];\n  y[r] = acc;\n}\n", "R2 rp"),
+    "R3": ("__kernel void ia_threshold(__global const float* in, __global float* out, const float t) {\n"
+           "  int i = get_global_id(0);\n  out[i] = in[i] >= t ? in[i] : -1.0f;\n}\n", "R3 t~in"),
+    "R4": ("__kernel void ia_clamp(__global const int* in, __global int* out, const int lo, const int hi) {\n"
+           "  int i = get_global_id(0);\n  out[i] = clamp(in[i], lo, hi);\n}\n", "R4 hi=hi(in)"),
+    "R5": ("__kernel void ia_keep_mod(__global const int* in, __global int* out, const int m) {\n"
+           "  int i = get_global_id(0);\n  int v = in[i];\n  if (v % m == 0) out[i] = v;\n}\n", "R5 m%in"),
+    "R6": ("__kernel void ia_sign(__global const float* in, __global uint* flags) {\n"
+           "  int i = get_global_id(0);\n  flags[i] = in[i] > 0.0f ? 1u : 0u;\n}\n", "R6 in~0"),
+    "R7": ("__kernel void ia_append(__global const float* in, __global float* out, __global int* count) {\n"
+           "  int i = get_global_id(0);\n  int s = atomic_inc(count);\n  out[s] = in[i];\n}\n", "R7 count"),
+}
+GSIZE, LSIZE = (64,), (16,)
+
+
+def _kernel(src: str) -> tuple[Kernel, list]:
+    name = src.split("void ", 1)[1].split("(", 1)[0]
+    k = Kernel(source=src, name=name, dims=1, origin=f"test/{name}")
+    return k, kernel_signatures(k.source, k.build_options)[name]
+
+
+def _outcome(harness, k: Kernel, args) -> str:
+    """out_of_bounds when the instrumented run touches a buffer past its size, else the validity status."""
+    bad, _ = activity_of_args(harness, activity_rewrite(instrument_kernel(k)), GSIZE, LSIZE, args)
+    if any("touches [" in b for b in bad):
+        return "out_of_bounds"
+    return check_validity(harness, k, LaunchConfig(GSIZE, LSIZE, args)).status
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_the_analysis_finds_each_rule(rule: str) -> None:
+    src, label = RULES[rule]
+    k, params = _kernel(src)
+    assert label in analyse_uses(k.source, k.name, params).rules()
+
+
+def test_no_rule_fires_on_an_elementwise_kernel() -> None:
+    k, params = _kernel("__kernel void ia_saxpy(__global const float* x, __global float* y, float a, int n) {\n"
+                        "  int i = get_global_id(0);\n  if (i < n) y[i] = a * x[i] + y[i];\n}\n")
+    assert analyse_uses(k.source, k.name, params).empty
+
+
+def test_the_values_each_rule_gives() -> None:
+    def args(rule: str) -> dict:
+        k, params = _kernel(RULES[rule][0])
+        out, _ = index_args(analyse_uses(k.source, k.name, params), params, simple_args(params, GSIZE, LSIZE))
+        return {a.name: a for a in out}
+
+    assert args("R1")["idx"].init == "uniform:0:64"
+    assert args("R2")["rp"].init == "sorted:0:64" and args("R2")["rp"].count == 65
+    assert args("R2")["col"].init == "uniform:0:64"
+    assert args("R3")["t"].value == 0.5                       # the middle of [0, 1)
+    assert (args("R4")["lo"].value, args("R4")["hi"].value) == (256, 768)   # quarters of [0, 1024)
+    assert args("R5")["m"].value == 4
+    assert args("R6")["in"].init == "uniform:-0.5:0.5"
+    r7 = args("R7")["count"]
+    assert r7.init == "zeros" and r7.reset_each_run
+
+
+def test_ranged_inits_draw_within_their_range() -> None:
+    import numpy as np
+
+    assert parse_ranged_init("uniform:2:5") == ("uniform", 2.0, 5.0) and parse_ranged_init("random") is None
+    a = init_contents(parse_type("int"), 1000, "uniform:2:5", np.random.default_rng(1))
+    assert a.min() == 2 and a.max() == 4
+    s = init_contents(parse_type("int"), 1000, "sorted:0:100", np.random.default_rng(1))
+    assert (np.diff(s) >= 0).all() and s.max() < 100
+    f = init_contents(parse_type("float"), 1000, "uniform:-0.5:0.5", np.random.default_rng(1))
+    assert f.min() >= -0.5 and f.max() < 0.5 and (f < 0).any() and (f > 0).any()
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_simple_selection_fails_and_the_rule_passes(harness, rule: str) -> None:
+    k, params = _kernel(RULES[rule][0])
+    assert _outcome(harness, k, simple_args(params, GSIZE, LSIZE)) != "ok"
+    select = index_selector(simple_args, analyse_uses(k.source, k.name, params))
+    assert _outcome(harness, k, select(params, GSIZE, LSIZE)) == "ok"
+    assert select.last_rules    # type: ignore[attr-defined]
