@@ -28,7 +28,10 @@ arguments (:func:`index_args`) by the rules of ``docs/argument-selection.md``:
   the sign test splits the work-items;
 * **R7 atomic counter**: a buffer updated by an atomic whose returned value reaches a subscript
   (``slot = atomic_inc(count); out[slot] = v``) starts at zero before every launch
-  (``init="zeros"``, ``reset_each_run``), so the slots it hands out start at the buffer's start.
+  (``init="zeros"``, ``reset_each_run``), so the slots it hands out start at the buffer's start;
+* **R8 iteration cap**: a scalar compared with a counter in the header of a loop whose other test
+  depends on loaded data (``while (x != 1 && s < max_steps)``) takes :data:`ITERATION_CAP`, so
+  the data, not the cap, ends most work-items' loops.
 
 Where an expression carries both an index and the value it addressed (``pos[nbr[k]]``), R3-R6
 take the value's buffer.
@@ -54,6 +57,8 @@ log = logging.getLogger(__name__)
 
 #: the value a scalar divisor of loaded data gets (R5)
 MODULUS = 4
+#: the value an iteration cap gets (R8)
+ITERATION_CAP = 256
 #: index settings tried in turn: (divisor of every index bound, extra elements of every buffer
 #: as a fraction of its count): the first keeps the base sizes, the second leaves slack for
 #: reads one row past the end (``row_ptr[row + 1]``) and indices scaled by a scalar
@@ -82,11 +87,12 @@ class Uses:
     moduli: dict[str, str] = field(default_factory=dict)             # scalar -> buffer it divides
     literal_cmp: dict[str, float] = field(default_factory=dict)      # B -> literal its values meet
     counters: set[str] = field(default_factory=set)                  # B whose atomic results index
+    caps: set[str] = field(default_factory=set)                      # scalar iteration caps
 
     @property
     def empty(self) -> bool:
         return not (self.indexes or self.thresholds or self.clamps or self.moduli or self.literal_cmp
-                    or self.counters)
+                    or self.counters or self.caps)
 
     def rules(self) -> list[str]:
         """The rules that fire, as short labels (R1..R6 of the module docstring)."""
@@ -97,6 +103,7 @@ class Uses:
         out += [f"R5 {s}%{b}" for s, b in sorted(self.moduli.items())]
         out += [f"R6 {b}~{v:g}" for b, v in sorted(self.literal_cmp.items())]
         out += [f"R7 {b}" for b in sorted(self.counters)]
+        out += [f"R8 {s}" for s in sorted(self.caps)]
         return out
 
 
@@ -248,10 +255,21 @@ def analyse_uses(source: str, name: str, params: list[KernelParam]) -> Uses:
                     u.indexes.setdefault(b, set()).add(tok)
                     lits = [v for v in (_literal(x) for x in t[i + 2:end]) if v is not None]
                     u.index_literal[b] = max(u.index_literal.get(b, 0), int(max(lits, default=0)))
-        # R2: loaded values in a for loop's header
-        if tok == "for" and i + 1 < len(t) and t[i + 1] == "(":
+        # R2: loaded values in a for loop's header; R8: an iteration cap beside a data-dependent test
+        if tok in ("for", "while") and i + 1 < len(t) and t[i + 1] == "(":
             end = f.expr_end(i + 2, set())
-            u.loop_bound |= f.sources(i + 2, end)
+            src = f.sources(i + 2, end)
+            if tok == "for":
+                u.loop_bound |= {b for b in src if not b.startswith("@")}
+            if src:
+                for j in range(i + 2, end):
+                    if t[j] not in _RELATIONAL:
+                        continue
+                    a0 = f.expr_start(j, _STOP | _RELATIONAL)
+                    b1 = f.expr_end(j + 1, _STOP | _RELATIONAL)
+                    side = [x for x in (*t[a0:j], *t[j + 1:b1]) if x in scalars]
+                    if side and not f.sources(a0, b1):
+                        u.caps.add(side[0])
         # R3 / R6: comparisons
         if tok in _RELATIONAL:
             a0 = f.expr_start(i, _STOP | _RELATIONAL)
@@ -386,6 +404,10 @@ def index_args(uses: Uses, params: list[KernelParam], base: list[ArgBinding], se
             q = 0.25 if role == "lo" else 0.75
             out[s] = replace(out[s], value=_typed(dtypes.get(s, out[s].dtype), r[0] + q * (r[1] - r[0])))
             applied.append(f"R4 {s}={out[s].value}")
+    for s in sorted(uses.caps - set(uses.thresholds) - set(uses.clamps) - set(uses.moduli)):
+        if s in out and out[s].kind == "scalar":
+            out[s] = replace(out[s], value=_typed(dtypes.get(s, out[s].dtype), ITERATION_CAP))
+            applied.append(f"R8 {s}={out[s].value}")
     for s in sorted(uses.moduli):
         if s in out and out[s].kind == "scalar":
             out[s] = replace(out[s], value=_typed(dtypes.get(s, out[s].dtype), MODULUS))

@@ -35,6 +35,9 @@ RULES = {
            "  int i = get_global_id(0);\n  flags[i] = in[i] > 0.0f ? 1u : 0u;\n}\n", "R6 in~0"),
     "R7": ("__kernel void ia_append(__global const float* in, __global float* out, __global int* count) {\n"
            "  int i = get_global_id(0);\n  int s = atomic_inc(count);\n  out[s] = in[i];\n}\n", "R7 count"),
+    "R8": ("__kernel void ia_collatz(__global const uint* start, __global uint* steps, const uint cap) {\n"
+           "  int i = get_global_id(0);\n  ulong x = start[i] + 1;\n  uint s = 0;\n"
+           "  while (x != 1 && s < cap) { x = (x & 1) ? 3 * x + 1 : x >> 1; ++s; }\n  steps[i] = s;\n}\n", "R8 cap"),
 }
 GSIZE, LSIZE = (64,), (16,)
 
@@ -45,12 +48,17 @@ def _kernel(src: str) -> tuple[Kernel, list]:
     return k, kernel_signatures(k.source, k.build_options)[name]
 
 
-def _outcome(harness, k: Kernel, args) -> str:
+#: the launch each rule's kernel is checked at (datagen's validity launch is this small on a CPU
+#: device: two warp-sized work-groups per compute unit)
+SIZES = {"R8": ((16,), (8,))}
+
+
+def _outcome(harness, k: Kernel, args, gsize=GSIZE, lsize=LSIZE) -> str:
     """out_of_bounds when the instrumented run touches a buffer past its size, else the validity status."""
-    bad, _ = activity_of_args(harness, activity_rewrite(instrument_kernel(k)), GSIZE, LSIZE, args)
+    bad, _ = activity_of_args(harness, activity_rewrite(instrument_kernel(k)), gsize, lsize, args)
     if any("touches [" in b for b in bad):
         return "out_of_bounds"
-    return check_validity(harness, k, LaunchConfig(GSIZE, LSIZE, args)).status
+    return check_validity(harness, k, LaunchConfig(gsize, lsize, args)).status
 
 
 @pytest.mark.parametrize("rule", sorted(RULES))
@@ -81,6 +89,7 @@ def test_the_values_each_rule_gives() -> None:
     assert args("R6")["in"].init == "uniform:-0.5:0.5"
     r7 = args("R7")["count"]
     assert r7.init == "zeros" and r7.reset_each_run
+    assert args("R8")["cap"].value == 256
 
 
 def test_ranged_inits_draw_within_their_range() -> None:
@@ -98,7 +107,22 @@ def test_ranged_inits_draw_within_their_range() -> None:
 @pytest.mark.parametrize("rule", sorted(RULES))
 def test_simple_selection_fails_and_the_rule_passes(harness, rule: str) -> None:
     k, params = _kernel(RULES[rule][0])
-    assert _outcome(harness, k, simple_args(params, GSIZE, LSIZE)) != "ok"
+    gsize, lsize = SIZES.get(rule, (GSIZE, LSIZE))
+    assert _outcome(harness, k, simple_args(params, gsize, lsize), gsize, lsize) != "ok"
     select = index_selector(simple_args, analyse_uses(k.source, k.name, params))
-    assert _outcome(harness, k, select(params, GSIZE, LSIZE)) == "ok"
+    assert _outcome(harness, k, select(params, gsize, lsize), gsize, lsize) == "ok"
     assert select.last_rules    # type: ignore[attr-defined]
+
+
+def test_a_kernel_that_reads_no_buffer_is_not_input_insensitive(harness) -> None:
+    """A generator over scalars (an escape-time fractal) writes the same image for any buffer
+    contents: validity does not call it input-insensitive; one that reads its input and ignores it
+    still is."""
+    gen, gp = _kernel("__kernel void ia_escape(__global int* it, const float step, const int cap) {\n"
+                      "  int i = get_global_id(0);\n  float c = i * step, z = 0.0f;\n  int n = 0;\n"
+                      "  while (n < cap && z * z <= 4.0f) { z = z * z + c; ++n; }\n  it[i] = n;\n}\n")
+    assert check_validity(harness, gen, LaunchConfig(GSIZE, LSIZE, simple_args(gp, GSIZE, LSIZE))).status == "ok"
+    const, cp = _kernel("__kernel void ia_const(__global const float* in, __global float* out) {\n"
+                        "  int i = get_global_id(0);\n  out[i] = in[0] * 0.0f + 1.0f;\n}\n")
+    v = check_validity(harness, const, LaunchConfig(GSIZE, LSIZE, simple_args(cp, GSIZE, LSIZE)))
+    assert v.status == "invalid_output" and "input-insensitive" in v.reason
