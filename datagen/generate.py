@@ -119,6 +119,9 @@ def needs_remeasure(status: str, cv: float | None, kernel_s: float = 0.0, other_
 #: setting (:data:`datagen.indexargs.SETTINGS`), as rows of ``--args auto`` name them
 AUTO_INDEX_NAMES = ("index", "index-slack")
 
+#: work-items of the validity launch along each dimension after the first
+VALIDITY_EXTENT = 4
+
 #: the journal of every kernel's planned configurations, in the dataset directory
 PLAN_FILE = "plan.jsonl"
 
@@ -153,6 +156,13 @@ class DatagenOptions:
     reference_every_s: float = 300.0  # reference-kernel drift check period (0: none)
     timing: TimingPolicy = field(default_factory=lambda: TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.02,
                                                                        max_repeats=200, max_time_s=5.0))
+
+
+def validity_gsize(warp: int, compute_units: int, dims: int) -> tuple[int, ...]:
+    """The global size of the validity launch: two warp-sized work-groups per compute unit along
+    the first dimension, and :data:`VALIDITY_EXTENT` work-items along each further one, so a kernel
+    indexing rows (``y * width + x``) touches more than its first row there."""
+    return tuple([warp * max(2, compute_units)] + [VALIDITY_EXTENT] * (dims - 1))
 
 
 def _slow_reason(r: Mapping[str, Any], limit_s: float) -> str:
@@ -373,6 +383,7 @@ class Generator:
             self.stored.setdefault(r["row_key"], r)
         self.preexisting = set(self.stored)
         self._left: list[tuple[str, Any]] = []      # the kernel's planned configurations not yet handled
+        self._ok_rows = 0                           # ok rows of the kernel in flight (stored or new)
         self.plans: dict[tuple[str, str], dict[str, Any]] = {}
         plan_path = writer.root / PLAN_FILE
         if plan_path.is_file():
@@ -480,14 +491,24 @@ class Generator:
                     return self._kernel_with(k, params)
                 status = self._validity(k, params, k.dims or 1)
                 if status == "ok":
-                    return self._kernel_with(k, params, validated=True)
+                    self._ok_rows = 0
+                    kstatus = self._kernel_with(k, params, validated=True)
+                    if self._ok_rows or kstatus == "compile_error":
+                        return kstatus
+                    # valid at the small validity launch, but not one sampled configuration ran
+                    # (sizes that follow one dimension of a larger nD launch, a fit past its range):
+                    # these arguments, not the kernel, are wrong; the next selection measures it
+                    log.info("%s: no ok row under %s selection (%s); trying the next selection", k.name, name,
+                             kstatus)
+                    status = "no_ok_rows"
+                    continue
                 if status == "invalid_output" and first_invalid is None:
                     first_invalid = (name, selector)
                 log.info("%s: validity under %s selection: %s", k.name, name, status)
             if self.o.keep_invalid and first_invalid is not None:
                 self.o.args, self.select = first_invalid    # type: ignore[assignment]
                 return self._kernel_with(k, params, validated=True)
-            return status
+            return "failed" if status == "no_ok_rows" else status
         finally:
             self.o.args = "auto"
 
@@ -797,6 +818,7 @@ class Generator:
                 self.summary.duplicates += 1      # sampled twice (or rebalancing hit a sampled N_WG)
             elif key in self.preexisting:
                 self.summary.rows_resumed += 1
+            self._ok_rows += self.stored[key].get("status") == "ok"
             return self.stored[key]   # stored before, or earlier in this run (rebalancing hit a sampled N_WG)
         setting = getattr(self.select, "last_setting", None)
         activity = getattr(self.select, "last_activity", None)
@@ -832,6 +854,7 @@ class Generator:
             self._samples[key] = (self._samples[key][0], row)
         if m.status == "ok":
             self._since_check.append((k, row, cfg))
+            self._ok_rows += 1
         return row
 
     def _site_counts(self, k: Kernel, cfg: LaunchConfig) -> str:
@@ -912,7 +935,7 @@ class Generator:
         if key in self.stored:
             return str(self.stored[key]["status"])
         lsize = tuple([self.limits.warp] + [1] * (dims - 1))
-        gsize = tuple([self.limits.warp * max(2, self.limits.compute_units)] + [1] * (dims - 1))
+        gsize = validity_gsize(self.limits.warp, self.limits.compute_units, dims)
         try:
             args = self.select(params, gsize, lsize)
         except UnsupportedArgument as e:
