@@ -132,3 +132,25 @@ def test_pruned_configurations_are_rows(tmp_path: Path, device) -> None:
     again = run_datagen(kernels, tmp_path / "ds", device, opts, meter="none", timeout_s=30.0, corpus="t",
                         progress=False)
     assert again.appended == 0
+
+
+def test_auto_moves_on_when_no_sampled_configuration_runs(tmp_path: Path, device) -> None:
+    """A kernel valid at the small validity launch whose simple-selection arguments fail at every
+    sampled (larger) one is measured under the next selection; the failed rows stay, labelled."""
+    src = ("__kernel void fb_tail(__global const float* in, __global float* out, const int n) {\n"
+           "  int i = get_global_id(0);\n  int j = n > 64 ? i + 1 : i;\n  out[j] = in[i];\n}\n")
+    k = Kernel(source=src, name="fb_tail", dims=1, origin="resume/fb_tail")
+    opts = DatagenOptions(configs_per_kernel=2, lsizes_per_kernel=1, sweeps_per_kernel=0, rebalance=None,
+                          activity=False, site_counts=False, ratio=(0, 0, 1), max_total_items=1 << 16,
+                          reference_every_s=0.0)
+    opts.timing.min_time_s = 0.0
+    opts.timing.min_repeats = 2
+    run = run_datagen([k], tmp_path / "ds", device, opts, meter="none", timeout_s=30.0, corpus="t", progress=False)
+    d = read_dataset(tmp_path / "ds", resolve=False)
+    v = d[d["pass"] == "validity"].set_index("selection")["status"].to_dict()
+    assert v["simple"] == "ok" and v["memory"] == "ok"
+    rows = d[(d["pass"] == "sample") & (d["remeasure_of"].isna() if "remeasure_of" in d.columns else True)]
+    simple = set(rows.loc[rows["selection"] == "simple", "status"])
+    assert simple == {"out_of_bounds"}        # one element past out, in its guard
+    assert (rows.loc[rows["selection"] == "memory", "status"] == "ok").sum() == 2
+    assert run.summary.kernel_status["ok"] == 1
