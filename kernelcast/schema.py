@@ -26,7 +26,8 @@ Status = Literal[
 ]
 STATUSES: tuple[Status, ...] = get_args(Status)
 
-#: how datagen chooses kernel arguments (``--args``): LLMPerf's simple rule, the memory analysis, or both
+#: how datagen chooses kernel arguments (``--args``): LLMPerf's simple rule, the memory analysis, both, or
+#: ``auto`` (per kernel: simple, then memory, then index/predicate-aware inputs; docs/argument-selection.md)
 ArgsSelection = Literal["simple", "memory", "both", "auto"]
 
 #: the energy meters a measurement can name (``"auto"`` picks one of them before a measurement)
