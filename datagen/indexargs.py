@@ -17,7 +17,8 @@ arguments (:func:`index_args`) by the rules of ``docs/argument-selection.md``:
   pointer, a neighbour-list offset) holds the same range sorted (nondecreasing), with one element
   more than its base size (``row_ptr[row + 1]`` of the last row);
 * **R3 threshold**: a scalar compared (``< <= > >= == !=``) with a value loaded from ``B`` takes the
-  middle of ``B``'s value range;
+  middle of ``B``'s value range; ``k`` such scalars of one buffer (``v < lo || v >= hi``) take its
+  ``(j + 1) / (k + 1)`` quantiles in parameter order;
 * **R4 clamp bounds**: a scalar argument of ``clamp`` / ``min`` / ``max`` / ``fmin`` / ``fmax`` beside
   a value loaded from ``B`` takes the first quarter (lower bounds: ``max``, ``clamp``'s second) or
   the third quarter (upper bounds) of ``B``'s range;
@@ -31,7 +32,9 @@ arguments (:func:`index_args`) by the rules of ``docs/argument-selection.md``:
   (``init="zeros"``, ``reset_each_run``), so the slots it hands out start at the buffer's start;
 * **R8 iteration cap**: a scalar compared with a counter in the header of a loop whose other test
   depends on loaded data (``while (x != 1 && s < max_steps)``) takes :data:`ITERATION_CAP`, so
-  the data, not the cap, ends most work-items' loops.
+  the data, not the cap, ends most work-items' loops;
+* **R9 shift count**: a scalar shift count of loaded data (``(key >> shift) & 0xF``) takes
+  :data:`SHIFT`, so the shifted digits still vary with the data.
 
 Where an expression carries both an index and the value it addressed (``pos[nbr[k]]``), R3-R6
 take the value's buffer.
@@ -57,6 +60,8 @@ log = logging.getLogger(__name__)
 
 #: the value a scalar divisor of loaded data gets (R5)
 MODULUS = 4
+#: the value a shift count of loaded data gets (R9): random integers in [0, 1024) keep 6 bits
+SHIFT = 4
 #: the value an iteration cap gets (R8)
 ITERATION_CAP = 256
 #: index settings tried in turn: (divisor of every index bound, extra elements of every buffer
@@ -88,11 +93,12 @@ class Uses:
     literal_cmp: dict[str, float] = field(default_factory=dict)      # B -> literal its values meet
     counters: set[str] = field(default_factory=set)                  # B whose atomic results index
     caps: set[str] = field(default_factory=set)                      # scalar iteration caps
+    shifts: set[str] = field(default_factory=set)                    # scalar shift counts of data
 
     @property
     def empty(self) -> bool:
         return not (self.indexes or self.thresholds or self.clamps or self.moduli or self.literal_cmp
-                    or self.counters or self.caps)
+                    or self.counters or self.caps or self.shifts)
 
     def rules(self) -> list[str]:
         """The rules that fire, as short labels (R1..R6 of the module docstring)."""
@@ -104,6 +110,7 @@ class Uses:
         out += [f"R6 {b}~{v:g}" for b, v in sorted(self.literal_cmp.items())]
         out += [f"R7 {b}" for b in sorted(self.counters)]
         out += [f"R8 {s}" for s in sorted(self.caps)]
+        out += [f"R9 {s}" for s in sorted(self.shifts)]
         return out
 
 
@@ -300,6 +307,10 @@ def analyse_uses(source: str, name: str, params: list[KernelParam]) -> Uses:
                     role = roles[min(k, len(roles) - 1)]
                     if role != "x" and b - a == 1 and t[a] in scalars:
                         clamps.setdefault(t[a], (data, role))
+        # R9: a scalar shift count of loaded data
+        if tok in (">>", "<<") and i + 1 < len(t) and t[i + 1] in scalars:
+            if f.sources(f.expr_start(i, _STOP | _RELATIONAL | {"+", "-", "*", "/", "&", "|", "^"}), i):
+                u.shifts.add(t[i + 1])
         # R5: a scalar divisor of loaded data
         if tok == "%" and i + 1 < len(t) and t[i + 1] in scalars:
             src = f.sources(f.expr_start(i, _STOP | _RELATIONAL | {"+", "-", "*", "/"}), i)
@@ -393,10 +404,14 @@ def index_args(uses: Uses, params: list[KernelParam], base: list[ArgBinding], se
             return ranges[b]
         return default_range(by[b].dtype) if b in by and by[b].kind == "buffer" else None
 
+    order = {p.name: i for i, p in enumerate(params)}
     for s, b in sorted(uses.thresholds.items()):
         r = value_range(b)
         if s in out and out[s].kind == "scalar" and r is not None:
-            out[s] = replace(out[s], value=_typed(dtypes.get(s, out[s].dtype), (r[0] + r[1]) / 2))
+            # the k thresholds of one buffer, in parameter order, at its (j + 1) / (k + 1) quantiles
+            peers = sorted((x for x, y in uses.thresholds.items() if y == b), key=lambda x: order.get(x, 0))
+            q = (peers.index(s) + 1) / (len(peers) + 1)
+            out[s] = replace(out[s], value=_typed(dtypes.get(s, out[s].dtype), r[0] + q * (r[1] - r[0])))
             applied.append(f"R3 {s}={out[s].value}")
     for s, (b, role) in sorted(uses.clamps.items()):
         r = value_range(b)
@@ -408,6 +423,10 @@ def index_args(uses: Uses, params: list[KernelParam], base: list[ArgBinding], se
         if s in out and out[s].kind == "scalar":
             out[s] = replace(out[s], value=_typed(dtypes.get(s, out[s].dtype), ITERATION_CAP))
             applied.append(f"R8 {s}={out[s].value}")
+    for s in sorted(uses.shifts - set(uses.thresholds) - set(uses.clamps) - set(uses.moduli)):
+        if s in out and out[s].kind == "scalar":
+            out[s] = replace(out[s], value=_typed(dtypes.get(s, out[s].dtype), SHIFT))
+            applied.append(f"R9 {s}={out[s].value}")
     for s in sorted(uses.moduli):
         if s in out and out[s].kind == "scalar":
             out[s] = replace(out[s], value=_typed(dtypes.get(s, out[s].dtype), MODULUS))

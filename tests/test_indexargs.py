@@ -38,6 +38,8 @@ RULES = {
     "R8": ("__kernel void ia_collatz(__global const uint* start, __global uint* steps, const uint cap) {\n"
            "  int i = get_global_id(0);\n  ulong x = start[i] + 1;\n  uint s = 0;\n"
            "  while (x != 1 && s < cap) { x = (x & 1) ? 3 * x + 1 : x >> 1; ++s; }\n  steps[i] = s;\n}\n", "R8 cap"),
+    "R9": ("__kernel void ia_digit(__global const uint* keys, __global uint* digit, const int shift) {\n"
+           "  int i = get_global_id(0);\n  digit[i] = (keys[i] >> shift) & 0xFu;\n}\n", "R9 shift"),
 }
 GSIZE, LSIZE = (64,), (16,)
 
@@ -50,7 +52,7 @@ def _kernel(src: str) -> tuple[Kernel, list]:
 
 #: the launch each rule's kernel is checked at (datagen's validity launch is this small on a CPU
 #: device: two warp-sized work-groups per compute unit)
-SIZES = {"R8": ((16,), (8,))}
+SIZES = {"R8": ((16,), (8,)), "R9": ((16,), (8,))}
 
 
 def _outcome(harness, k: Kernel, args, gsize=GSIZE, lsize=LSIZE) -> str:
@@ -90,6 +92,16 @@ def test_the_values_each_rule_gives() -> None:
     r7 = args("R7")["count"]
     assert r7.init == "zeros" and r7.reset_each_run
     assert args("R8")["cap"].value == 256
+    assert args("R9")["shift"].value == 4
+
+
+def test_two_thresholds_of_one_buffer_split_its_range() -> None:
+    k, params = _kernel("__kernel void ia_band(__global const float* v, __global int* hits, const float lo,\n"
+                        "                      const float hi) {\n  int i = get_global_id(0);\n"
+                        "  if (v[i] < lo || v[i] >= hi) return;\n  hits[i] = 1;\n}\n")
+    out, _ = index_args(analyse_uses(k.source, k.name, params), params, simple_args(params, GSIZE, LSIZE))
+    got = {a.name: a.value for a in out if a.kind == "scalar"}
+    assert got == {"lo": pytest.approx(1 / 3), "hi": pytest.approx(2 / 3)}
 
 
 def test_ranged_inits_draw_within_their_range() -> None:
