@@ -132,7 +132,7 @@ def _not_compiled(spec: str) -> int:
 #: the defaults of the datagen options a preset may set (argparse defaults are None so a preset can
 #: tell given options from defaults)
 DATAGEN_DEFAULTS: dict[str, Any] = {"configs_per_kernel": 200, "lsizes_per_kernel": 4, "sweeps_per_kernel": 4,
-                                    "lsizes_per_sweep": 4, "args": "simple", "rebalance": "iqr"}
+                                    "lsizes_per_sweep": 4, "args": "auto", "rebalance": "iqr"}
 
 
 def resolve_datagen_defaults(args: argparse.Namespace) -> Any:
@@ -155,8 +155,9 @@ def datagen_options(args: argparse.Namespace) -> Any:
     if any(getattr(args, n, None) is None for n in DATAGEN_DEFAULTS):
         resolve_datagen_defaults(args)
 
-    if args.args not in SELECTORS and args.args not in KERNEL_SELECTORS and args.args != "both":
-        raise UsageError(f"--args {args.args!r}: available selections are {', '.join([*SELECTORS, *KERNEL_SELECTORS])}")
+    if args.args not in SELECTORS and args.args not in KERNEL_SELECTORS and args.args not in ("both", "auto"):
+        raise UsageError(f"--args {args.args!r}: available selections are "
+                         f"{', '.join(['auto', *SELECTORS, *KERNEL_SELECTORS, 'both'])}")
     if args.configs_per_kernel < 1 or args.lsizes_per_kernel < 1:
         raise UsageError("--configs-per-kernel and --lsizes-per-kernel must be positive")
     if args.sweeps_per_kernel < 0 or args.lsizes_per_sweep < 2:
@@ -582,7 +583,9 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--configs-per-kernel", type=positive_int, default=None, help="regime samples per kernel (200)")
     p.add_argument("--lsizes-per-kernel", type=positive_int, default=None, help="local sizes of the regime samples (4)")
     p.add_argument("--args", default=None,
-                   help="argument selection: simple (LLMPerf II-B1), memory (II-B2, memory analysis) or both")
+                   help="argument selection: auto (default: simple, and for a kernel that fails validity with it "
+                        "memory analysis, then index/predicate-aware inputs; rows say which), simple (LLMPerf "
+                        "II-B1), memory (II-B2, memory analysis) or both")
     p.add_argument("--sweeps-per-kernel", type=nonneg_int, default=None,
                    help="tuning sweeps per kernel: problems measured with several local sizes each (4; 0: none)")
     p.add_argument("--lsizes-per-sweep", type=positive_int, default=None,

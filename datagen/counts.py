@@ -111,7 +111,8 @@ def row_config(row: dict[str, Any]) -> LaunchConfig:
             raise ValueError(f"argument {a.get('name')!r} was bound to an array the dataset does not keep")
         bindings.append(ArgBinding(str(a["name"]), a["kind"], str(a["dtype"]),
                                    count=None if a.get("count") is None else int(a["count"]),
-                                   value=a.get("value"), init=str(a.get("init") or "random")))
+                                   value=a.get("value"), init=str(a.get("init") or "random"),
+                                   reset_each_run=bool(a.get("reset_each_run", False))))
     lsz = None if lsize is None or (not isinstance(lsize, str) and len(lsize) == 0) else tuple(int(x) for x in lsize)
     return LaunchConfig(tuple(int(x) for x in gsize), lsz, bindings)
 

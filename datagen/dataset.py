@@ -48,6 +48,7 @@ import json
 import logging
 import math
 import os
+import signal
 import tempfile
 from pathlib import Path
 from typing import Any, TextIO
@@ -200,6 +201,12 @@ def existing_dataset(root: Path) -> tuple[dict[str, Any] | None, set[str]]:
     return old, keys
 
 
+#: a kill point for kill-and-resume checks: a writer whose process has this variable set to N
+#: kills the process with SIGKILL right after appending its N-th row (a deterministic point to
+#: resume from, unlike a timer)
+KILL_AFTER_ENV = "KERNELCAST_DATAGEN_KILL_AFTER_ROWS"
+
+
 class DatasetWriter:
     """Appends measurement rows to a dataset directory, resuming one that exists."""
 
@@ -254,6 +261,11 @@ class DatasetWriter:
         self.appended += 1
         if self._journal_rows >= self.shard_rows:
             self.compact()
+        kill_after = os.environ.get(KILL_AFTER_ENV)
+        if kill_after and kill_after.isdigit() and self.appended == int(kill_after):
+            log.warning("%s=%s: killing this process (SIGKILL) after its row %d", KILL_AFTER_ENV, kill_after,
+                        self.appended)
+            os.kill(os.getpid(), signal.SIGKILL)
         return True
 
     def append_many(self, rows: list[dict[str, Any]]) -> int:

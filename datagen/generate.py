@@ -20,6 +20,7 @@ import hashlib
 import json
 import logging
 import math
+import os
 import platform
 import random
 import time
@@ -44,6 +45,7 @@ from kernelcast.datagen.dataset import (
     round_spread,
     row_key,
 )
+from kernelcast.datagen.indexargs import SETTINGS, analyse_uses, index_selector
 from kernelcast.datagen.memargs import KERNEL_SELECTORS
 from kernelcast.datagen.rebalance import plan_rebalance
 from kernelcast.datagen.reference import REF_CONFIG, REF_KERNEL, REF_POLICY, ReferenceCheck, log_check
@@ -129,6 +131,16 @@ def needs_remeasure(status: str, cv: float | None, kernel_s: float = 0.0, other_
     return remeasure_reason(status, cv, kernel_s, other_cpu_frac) is not None
 
 
+#: the selection names of the index/predicate-aware rewrites of simple selection, one per index
+#: setting (:data:`datagen.indexargs.SETTINGS`), as rows of ``--args auto`` name them
+AUTO_INDEX_NAMES = ("index", "index-slack")
+
+#: work-items of the validity launch along each dimension after the first
+VALIDITY_EXTENT = 4
+
+#: the journal of every kernel's planned configurations, in the dataset directory
+PLAN_FILE = "plan.jsonl"
+
 #: the validity race check's global size: at least this many work-items, and this many
 #: warp-sized work-groups per compute unit
 CONCURRENT_MIN_ITEMS = 4096
@@ -139,7 +151,7 @@ CONCURRENT_WGS_PER_CU = 64
 class DatagenOptions:
     configs_per_kernel: int = 200
     lsizes_per_kernel: int = 4
-    args: ArgsSelection = "simple"
+    args: ArgsSelection = "auto"
     rebalance: str | None = "iqr"
     rebalance_extra: float = 0.75
     k: float = DEFAULT_K
@@ -160,6 +172,19 @@ class DatagenOptions:
     reference_every_s: float = 300.0  # reference-kernel drift check period (0: none)
     timing: TimingPolicy = field(default_factory=lambda: TimingPolicy(warmup=1, min_repeats=5, min_time_s=0.02,
                                                                        max_repeats=200, max_time_s=5.0))
+
+
+def validity_gsize(warp: int, compute_units: int, dims: int) -> tuple[int, ...]:
+    """The global size of the validity launch: two warp-sized work-groups per compute unit along
+    the first dimension, and :data:`VALIDITY_EXTENT` work-items along each further one, so a kernel
+    indexing rows (``y * width + x``) touches more than its first row there."""
+    return tuple([warp * max(2, compute_units)] + [VALIDITY_EXTENT] * (dims - 1))
+
+
+def _slow_reason(r: Mapping[str, Any], limit_s: float) -> str:
+    if r.get("status") == "timeout":
+        return "timed out"
+    return f"took {float(r.get('time_median_us') or 0) * 1e-3:.1f} ms per launch (limit {limit_s * 1e3:.0f} ms)"
 
 
 def kernel_rng(seed: int, kernel_id: str, salt: str = "") -> random.Random:
@@ -341,7 +366,7 @@ class Generator:
         self.kernel_selectors = KERNEL_SELECTORS
         if options.args in SELECTORS:
             self.select = SELECTORS[options.args]
-        elif options.args == "both":
+        elif options.args in ("both", "auto"):
             self.select = SELECTORS["simple"]
         elif options.args not in KERNEL_SELECTORS:
             raise ValueError(f"unknown argument selection {options.args!r}")
@@ -371,6 +396,24 @@ class Generator:
         for r in known_rows:
             self.stored.setdefault(r["row_key"], r)
         self.preexisting = set(self.stored)
+        self._left: list[tuple[str, Any]] = []      # the kernel's planned configurations not yet handled
+        self._ok_rows = 0                           # ok rows of the kernel in flight (stored or new)
+        self.plans: dict[tuple[str, str], dict[str, Any]] = {}
+        plan_path = writer.root / PLAN_FILE
+        if plan_path.is_file():
+            good: list[str] = []
+            lines = plan_path.read_text(encoding="utf-8").splitlines()
+            for line in lines:
+                try:
+                    e = json.loads(line)
+                    self.plans.setdefault((e["kernel_id"], e["selection"]), e)
+                    good.append(line)
+                except (ValueError, KeyError, TypeError):
+                    continue      # a line torn by a kill: the rerun journals that plan again
+            if len(good) != len(lines):     # appends never land after a torn line
+                tmp = plan_path.with_suffix(".tmp")
+                tmp.write_text("".join(x + "\n" for x in good), encoding="utf-8")
+                tmp.replace(plan_path)
 
     def units_per_kernel(self) -> int:
         """Progress units one kernel is planned to take under one selection: each regime sample in
@@ -421,75 +464,193 @@ class Generator:
             return self._kernel_row(k, "compile_error", f"libclang: {e}")
         if params is None:
             return self._kernel_row(k, "invalid_config", f"no kernel {k.name!r} in its source")
+        if self.o.args == "auto":
+            return self._kernel_auto(k, params)
         if self.o.args in self.kernel_selectors:
             # memory-analysis selection (LLMPerf II-B2): per kernel, cached beside the dataset
             self.select = self.kernel_selectors[self.o.args](
                 self.h, k, params, seed=self.o.seed, device_limits=self.limits, cache_dir=self.w.root / "memargs")
+        return self._kernel_with(k, params)
+
+    def _auto_chain(self, k: Kernel, params: list[KernelParam]) -> Iterable[tuple[str, Any]]:
+        """The selections ``--args auto`` tries on a kernel, in order, as (name, selector):
+        simple, memory analysis, then the index/predicate-aware rewrites of simple selection
+        (:mod:`datagen.indexargs`, one per index setting) when a rule fires on the kernel. Lazily:
+        a selection is built (the memory analysis run) only when the ones before it failed."""
+        yield "simple", SELECTORS["simple"]
+        try:
+            yield "memory", self.kernel_selectors["memory"](
+                self.h, k, params, seed=self.o.seed, device_limits=self.limits, cache_dir=self.w.root / "memargs")
+        except (RewriteError, ValueError, KeyError, KernelcastError) as e:
+            log.info("%s: no memory-analysis selection (%s)", k.name, e)
+        uses = analyse_uses(k.source, k.name, params)
+        if not uses.empty:
+            for i in range(len(SETTINGS)):
+                yield AUTO_INDEX_NAMES[i], index_selector(SELECTORS["simple"], uses, i)
+
+    def _kernel_auto(self, k: Kernel, params: list[KernelParam]) -> str:
+        """``--args auto``: the first selection of :meth:`_auto_chain` under which the kernel
+        passes validity measures it (its rows say which, in ``selection``); a kernel that fails
+        under one selection (out of bounds, a crash, no output...) gets the next, and a verdict only
+        when every one failed (the kernel status is then the last selection's, and the validity rows
+        of every selection tried give their reasons)."""
+        status = "invalid_output"
+        first_invalid: tuple[str, Any] | None = None
+        try:
+            for name, selector in self._auto_chain(k, params):
+                self.o.args, self.select = name, selector       # type: ignore[assignment]
+                if not self.o.validity:
+                    return self._kernel_with(k, params)
+                status = self._validity(k, params, k.dims or 1)
+                if status == "ok":
+                    self._ok_rows = 0
+                    kstatus = self._kernel_with(k, params, validated=True)
+                    if self._ok_rows or kstatus == "compile_error":
+                        return kstatus
+                    # valid at the small validity launch, but not one sampled configuration ran
+                    # (sizes that follow one dimension of a larger nD launch, a fit past its range):
+                    # these arguments, not the kernel, are wrong; the next selection measures it
+                    log.info("%s: no ok row under %s selection (%s); trying the next selection", k.name, name,
+                             kstatus)
+                    status = "no_ok_rows"
+                    continue
+                if status == "invalid_output" and first_invalid is None:
+                    first_invalid = (name, selector)
+                log.info("%s: validity under %s selection: %s", k.name, name, status)
+            if self.o.keep_invalid and first_invalid is not None:
+                self.o.args, self.select = first_invalid    # type: ignore[assignment]
+                return self._kernel_with(k, params, validated=True)
+            return "failed" if status == "no_ok_rows" else status
+        finally:
+            self.o.args = "auto"
+
+    def _kernel_with(self, k: Kernel, params: list[KernelParam], validated: bool = False) -> str:
+        """Measure ``k`` under the current selection (``validated``: its validity already passed)."""
         dims = k.dims or 1
         # as many configurations as asked: the remainder goes one each to the first local sizes
         per, extra = divmod(self.o.configs_per_kernel, max(1, self.o.lsizes_per_kernel))
         configs = sample_configs(kernel_rng(self.o.seed, k.id), self.limits, dims, self.o.lsizes_per_kernel, per,
                                  self.o.k, self.o.ratio, self.o.max_total_items, extra=extra)
-        if self.o.validity:
+        if self.o.validity and not validated:
             vstatus = self._validity(k, params, dims)
             if vstatus != "ok" and not (self.o.keep_invalid and vstatus == "invalid_output"):
                 return vstatus
+        sweeps = self._planned(k, configs, self.sweep_configs(k, dims))
         by_lsize: dict[tuple[int, ...], list[Any]] = defaultdict(list)
         for c in configs:
             by_lsize[c.lsize].append(c)
         faults = 0
         self._noisy = []
         self._samples = {}
+        self._left = [("sample", c) for g in by_lsize.values() for c in sorted(g, key=lambda c: c.n_wg)] + \
+            [("sweep", c) for c in sorted(sweeps, key=lambda c: c.sweep)]
         for lsize, group in by_lsize.items():
             group.sort(key=lambda c: c.n_wg)
             rows = []
             for i, c in enumerate(group):
                 r = self._measure(k, params, c.gsize, c.lsize, c.n_wg, c.regime, "sample")
+                self._left.remove(("sample", c))
                 rows.append(r)
                 if r["status"] == "compile_error":
+                    self._prune(k, self._left, "the kernel failed to build")
                     return "compile_error"
                 faults += r["status"] in FAULTS
                 if faults >= self.o.max_faults:
                     log.info("%s: %d crashes/timeouts, abandoned", k.name, faults)
+                    self._prune(k, self._left, f"kernel abandoned after {faults} crashes/timeouts")
                     return "abandoned"
                 if self._too_slow(r):
                     self.summary.skipped += len(group) - i - 1
+                    self._prune(k, [("sample", x) for x in group[i + 1:]],
+                                f"pruned: n_wg {c.n_wg} of this local size {_slow_reason(r, self.o.max_config_time_s)}")
                     break
             if self.o.rebalance == "iqr":
                 faults += self._rebalance(k, params, lsize, rows)
                 if faults >= self.o.max_faults:
+                    self._prune(k, self._left, f"kernel abandoned after {faults} crashes/timeouts")
                     return "abandoned"
         for n in range(2, self.o.sample_rounds + 1):
             for c, r in self._samples.values():
                 self._round(k, params, c, r, n)
         self._more_rounds(k, params, list(self._samples.values()), self.o.sample_rounds)
-        status = self._sweeps(k, params, dims, faults)
+        status = self._sweeps(k, params, sweeps, faults)
         self._remeasure(k)
         return status
+
+    def _planned(self, k: Kernel, configs: list[SampledConfig], sweeps: list[Any]) -> list[Any]:
+        """Journal the kernel's plan under the current selection (its regime samples and sweeps, a
+        function of the corpus, the options and the seed) in ``DATASET/plan.jsonl`` before any of
+        it is measured; a rerun reads the plan back and checks that it plans the same (a warning
+        when it does not: the options changed). Returns ``sweeps``."""
+        entry = {"kernel_id": k.id, "selection": self.o.args,
+                 "samples": [[list(c.gsize), list(c.lsize), c.n_wg, c.regime] for c in configs],
+                 "sweeps": [[list(c.gsize), list(c.lsize), c.n_wg, c.regime, c.sweep] for c in sweeps]}
+        key = (k.id, self.o.args)
+        old = self.plans.get(key)
+        if old is None:
+            self.plans[key] = entry
+            path = self.w.root / PLAN_FILE
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(entry) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+        elif old != entry:
+            log.warning("%s: the configurations planned now differ from the plan journaled by the run that "
+                        "created this dataset (other options?)", k.name)
+        return sweeps
+
+    def _prune(self, k: Kernel, items: list[tuple[str, Any]], reason: str) -> None:
+        """A ``skipped`` row for each planned configuration in ``items`` (pass, configuration) that
+        will not be measured (a smaller one of its local size or sweep was too slow, the kernel was
+        abandoned): every planned configuration ends as one row, measured or not, so a resumed
+        run's configurations are the uninterrupted run's. The decision depends on measured times
+        (``reason`` says which), like IQR rebalancing."""
+        for pass_, c in list(items):
+            sweep = pass_ == "sweep"
+            key = row_key(k.id, c.gsize, c.lsize, [], f"skipped:{self.o.args}:{pass_}:{getattr(c, 'sweep', '')}")
+            if (pass_, c) in self._left:
+                self._left.remove((pass_, c))
+            if key in self.stored:
+                continue
+            row = {"row_key": key, "kernel_id": k.id, "kernel_name": k.name, "kernel_origin": k.origin,
+                   "pass": pass_, "selection": self.o.args, "status": "skipped", "reason": reason,
+                   "regime": c.regime, "n_wg": c.n_wg, "gsize": list(c.gsize), "lsize": list(c.lsize),
+                   "global_items": math.prod(c.gsize), "local_items": math.prod(c.lsize), "sweep": sweep,
+                   "dims": len(c.gsize), "seed": self.o.seed, "harness_version": HARNESS_VERSION,
+                   "schema_version": SCHEMA_VERSION, "measured_at": time.time()}
+            self.w.append(row)
+            self.stored[key] = {col: row.get(col) for col in STORED_COLUMNS}
+            self.summary.status["skipped"] += 1
 
     def sweep_configs(self, k: Kernel, dims: int) -> list[Any]:
         """The tuning-sweep configurations of ``k`` (seeded per kernel, like the regime samples)."""
         return sample_sweeps(kernel_rng(self.o.seed, k.id, "sweeps"), self.limits, dims, self.o.sweeps_per_kernel,
                              self.o.lsizes_per_sweep, self.o.k, self.o.ratio, self.o.max_total_items)
 
-    def _sweeps(self, k: Kernel, params: list[KernelParam], dims: int, faults: int) -> str:
+    def _sweeps(self, k: Kernel, params: list[KernelParam], sweeps: list[Any], faults: int) -> str:
         """Measure the kernel's tuning sweeps: each problem with several local sizes, smallest
         first; a sweep whose configuration times out or runs past ``max_config_time_s`` is cut
-        short (the rest counted as skipped)."""
+        short (the rest stored as ``skipped`` rows)."""
         by_sweep: dict[int, list[Any]] = defaultdict(list)
-        for c in self.sweep_configs(k, dims):
+        for c in sweeps:
             by_sweep[c.sweep].append(c)
         for _, group in sorted(by_sweep.items()):
             firsts: list[tuple[Any, dict[str, Any]]] = []
             for i, c in enumerate(group):
                 r = self._measure(k, params, c.gsize, c.lsize, c.n_wg, c.regime, "sweep", sweep=True)
+                if ("sweep", c) in self._left:
+                    self._left.remove(("sweep", c))
                 firsts.append((c, r))
                 faults += r["status"] in FAULTS
                 if faults >= self.o.max_faults:
                     log.info("%s: %d crashes/timeouts, abandoned", k.name, faults)
+                    self._prune(k, self._left, f"kernel abandoned after {faults} crashes/timeouts")
                     return "abandoned"
                 if self._too_slow(r):
                     self.summary.skipped += len(group) - i - 1
+                    self._prune(k, [("sweep", x) for x in group[i + 1:]],
+                                f"pruned: local size {'x'.join(map(str, c.lsize))} of this sweep "
+                                f"{_slow_reason(r, self.o.max_config_time_s)}")
                     break
             for n in range(2, self.o.sweep_rounds + 1):
                 for c, r in firsts:
@@ -664,6 +825,7 @@ class Generator:
                 self.summary.duplicates += 1      # sampled twice (or rebalancing hit a sampled N_WG)
             elif key in self.preexisting:
                 self.summary.rows_resumed += 1
+            self._ok_rows += self.stored[key].get("status") == "ok"
             return self.stored[key]   # stored before, or earlier in this run (rebalancing hit a sampled N_WG)
         setting = getattr(self.select, "last_setting", None)
         activity = getattr(self.select, "last_activity", None)
@@ -699,6 +861,7 @@ class Generator:
             self._samples[key] = (self._samples[key][0], row)
         if m.status == "ok":
             self._since_check.append((k, row, cfg))
+            self._ok_rows += 1
         return row
 
     def _site_counts(self, k: Kernel, cfg: LaunchConfig) -> str:
@@ -726,14 +889,8 @@ class Generator:
         """One run of the activity-instrumented kernel with the row's arguments (simple selection;
         memory selection gets it from its bounds check); None when the kernel cannot be
         instrumented or the run fails (the plain run then says why)."""
-        if self._act_kernel != k.id:
-            self._act_kernel, self._act = k.id, None
-            try:
-                rr = instrument_kernel(k, int64_atomics=device_supports_int64_atomics(self.h.device))
-                if rr.ok and all(s.elem_bytes for s in rr.slots.values()):
-                    self._act = activity_rewrite(rr)
-            except (RewriteError, ValueError) as e:
-                log.debug("%s: no activity record (%s)", k.name, e)
+
+        self._prepare_activity(k)
         if self._act is None:
             return None
         try:
@@ -742,6 +899,17 @@ class Generator:
             log.debug("%s: activity run failed (%s)", k.name, e)
             return None
         return None if bad else act
+
+    def _prepare_activity(self, k: Kernel) -> None:
+        """The activity-instrumented variant of ``k`` in ``self._act`` (None when it cannot be made)."""
+        if self._act_kernel != k.id:
+            self._act_kernel, self._act = k.id, None
+            try:
+                rr = instrument_kernel(k, int64_atomics=device_supports_int64_atomics(self.h.device))
+                if rr.ok and all(s.elem_bytes for s in rr.slots.values()):
+                    self._act = activity_rewrite(rr)
+            except (RewriteError, ValueError) as e:
+                log.debug("%s: no activity record (%s)", k.name, e)
 
     # -- validity -----------------------------------------------------------------------------
 
@@ -766,7 +934,7 @@ class Generator:
         if key in self.stored:
             return str(self.stored[key]["status"])
         lsize = tuple([self.limits.warp] + [1] * (dims - 1))
-        gsize = tuple([self.limits.warp * max(2, self.limits.compute_units)] + [1] * (dims - 1))
+        gsize = validity_gsize(self.limits.warp, self.limits.compute_units, dims)
         try:
             args = self.select(params, gsize, lsize)
         except UnsupportedArgument as e:
@@ -778,9 +946,29 @@ class Generator:
             concurrent = LaunchConfig(cgsize, lsize, self.select(params, cgsize, lsize))
         except UnsupportedArgument:
             concurrent = None
+        if self.o.args not in self.kernel_selectors:     # memory selection bounds-checks its own arguments
+            oob = self._out_of_bounds(k, gsize, lsize, args)
+            if oob:
+                return self._kernel_row(k, "out_of_bounds", f"instrumented run: {oob[0]}",
+                                        {"gsize": list(gsize), "lsize": list(lsize)})
         v = check_validity(self.h, k, LaunchConfig(gsize, lsize, args), seed=VALIDITY_SEED, concurrent=concurrent)
         return self._kernel_row(k, v.status, v.reason, {"gsize": list(gsize), "lsize": list(lsize),
                                                         "extra": v.to_dict()})
+
+    def _out_of_bounds(self, k: Kernel, gsize: tuple[int, ...], lsize: tuple[int, ...], args: list[Any]) -> list[str]:
+        """The buffers the instrumented kernel touches (reads or writes) outside their sizes with
+        ``args`` at the validity configuration, from the buffer contents of the validity runs: a
+        gather through random indices reads past its source, which the plain run's guards do not
+        see (and which may crash it). Empty when nothing is out of bounds or the kernel cannot be
+        instrumented."""
+        self._prepare_activity(k)
+        if self._act is None:
+            return []
+        try:
+            bad, _ = activity_of_args(self.h, self._act, gsize, lsize, args)
+        except (InstrumentedRunError, ValueError, KeyError) as e:
+            return [f"{e}"] if isinstance(e, InstrumentedRunError) and e.status in FAULTS else []
+        return [b for b in bad if "touches [" in b]
 
 
 def dataset_manifest(harness: Any, options: DatagenOptions, corpus: str) -> dict[str, Any]:

@@ -3,7 +3,9 @@
 Three runs of one small configuration, each from freshly initialised buffers:
 
 * A and B with the same inputs: different outputs mean the kernel is *nondeterministic*;
-* C with different inputs: the same outputs as A mean the kernel is *input-insensitive*;
+* C with different inputs: the same outputs as A mean the kernel is *input-insensitive* (unless
+  it has no input buffer at all, none it reads and none declared const: a generator over scalars,
+  such as a Mandelbrot image, cannot be);
 * A must change at least one non-const global buffer, or the kernel has *no output*.
 
 A kernel that fails a check is recorded with status ``invalid_output`` and the reason; one that
@@ -65,6 +67,10 @@ def check_validity(harness: Any, kernel: Kernel, config: LaunchConfig, seed: int
                         changed_outputs=changed)
     # compare only the buffers the kernel changed: an untouched buffer differs because its inputs did
     insensitive = all(_digests(a)[n] == _digests(c)[n] for n in changed)
+    if insensitive and not _reads_a_buffer(kernel, config):
+        # a generator (Mandelbrot over scalar bounds): it has no input buffer, so no input could
+        # change its outputs; the check does not apply
+        insensitive = False
     v = Validity("ok", "", nondet, insensitive, changed)
     if nondet:
         v.status, v.reason = "invalid_output", "nondeterministic: same inputs gave different outputs"
@@ -73,6 +79,23 @@ def check_validity(harness: Any, kernel: Kernel, config: LaunchConfig, seed: int
     elif concurrent is not None:
         _check_concurrent(harness, kernel, concurrent, seed, v)
     return v
+
+
+def _reads_a_buffer(kernel: Kernel, config: LaunchConfig) -> bool:
+    """Whether the kernel has an input buffer: one it may read (its body's uses of it are not all
+    plain stores) or one declared ``const`` (an input it ignores is still an input)."""
+    from kernelcast.instrument.state import maybe_read_buffers
+
+    from kernelcast.clang import ParseError, kernel_signatures
+
+    names = [a.name for a in config.args if a.kind == "buffer"]
+    try:
+        params = kernel_signatures(kernel.source, kernel.build_options).get(kernel.name) or []
+    except ParseError:
+        return True
+    if any(p.kind == "buffer" and p.is_const for p in params):
+        return True
+    return bool(names) and bool(maybe_read_buffers(kernel.source, kernel.name, names))
 
 
 def _check_concurrent(harness: Any, kernel: Kernel, config: LaunchConfig, seed: int, v: Validity) -> None:

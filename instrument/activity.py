@@ -124,16 +124,19 @@ def _stride(total: int, max_tracked: int) -> int:
 def measure_activity(harness: KernelRunner, ar: ActivityRewrite, gsize: tuple[int, ...],
                      lsize: tuple[int, ...] | None, scalars: dict[str, Any], buffer_sizes: dict[str, int], *,
                      local_sizes: dict[str, int] | None = None, policy: TimingPolicy | None = None,
-                     max_tracked: int = MAX_TRACKED) -> tuple[InstrumentedRun, Activity]:
+                     max_tracked: int = MAX_TRACKED, inits: dict[str, str] | None = None
+                     ) -> tuple[InstrumentedRun, Activity]:
     """One run of the activity kernel: the extents (as :func:`instrument.rewrite.measure_instrumented`
-    gives them, a crash-free bounds check) and the :class:`Activity`. Raise
+    gives them, a crash-free bounds check) and the :class:`Activity`; ``inits``: buffer name ->
+    init (:func:`instrument.backends.base.init_contents`), ``"random"`` when not given. Raise
     :class:`InstrumentedRunError` when the run is not ``ok``."""
     rr = ar.base
     total = math.prod(gsize)
     stride = _stride(total, max_tracked)
     tracked = len(range(0, total, stride))
     pol = policy or TimingPolicy(warmup=0, min_repeats=1, min_time_s=0.0, max_repeats=1, max_time_s=5.0)
-    cfg, arrays = instrumented_config(rr, gsize, lsize, scalars, buffer_sizes, local_sizes, seed=pol.seed)
+    cfg, arrays = instrumented_config(rr, gsize, lsize, scalars, buffer_sizes, local_sizes, seed=pol.seed,
+                                      inits=inits)
     rec = np.zeros(ar.record_count(tracked), dtype=np.int64 if rr.int64_atomics else np.int32)
     rec[:rr.rec_count] = arrays[REC_NAME]
     rec[ar.wi_base] = stride
@@ -185,7 +188,8 @@ def activity_and_extents(harness: KernelRunner, ar: ActivityRewrite, gsize: tupl
     scalars = {a.name: a.value for a in args if a.kind == "scalar"}
     sizes = {a.name: int(a.count or 0) for a in args if a.kind == "buffer"}
     locs = {a.name: int(a.count or 0) for a in args if a.kind == "local"}
-    run, act = measure_activity(harness, ar, gsize, lsize, scalars, sizes, local_sizes=locs)
+    inits = {a.name: a.init for a in args if a.kind == "buffer" and a.init not in ("random", "array")}
+    run, act = measure_activity(harness, ar, gsize, lsize, scalars, sizes, local_sizes=locs, inits=inits or None)
     problems = [f"{n}: touches [{e.min_index}, {e.max_index}] of {e.allocated} elements"
                 for n, e in run.extents.items() if e.out_of_bounds]
     problems += [f"not instrumented: {u}" for u in ar.base.unsupported]

@@ -901,14 +901,15 @@ def _pad_elems(elem_bytes: int) -> int:
 def instrumented_config(result: RewriteResult, gsize: tuple[int, ...], lsize: tuple[int, ...] | None,
                         scalars: dict[str, Any], buffer_sizes: dict[str, int],
                         local_sizes: dict[str, int] | None = None,
-                        seed: int = 0) -> tuple[LaunchConfig, dict[str, np.ndarray]]:
+                        seed: int = 0, inits: dict[str, str] | None = None
+                        ) -> tuple[LaunchConfig, dict[str, np.ndarray]]:
     """The launch configuration of an instrumented run and the initial arrays it needs.
 
     Each buffer gets ``buffer_sizes[name]`` elements in use plus a pad for the sink; the guard
     limit is the in-use part, so accesses beyond it are recorded but not performed. The in-use
     part holds exactly what the harness would put in a plain run of the kernel with these sizes
-    and timing-policy ``seed`` (``init="random"``), so data-dependent indices (gathers,
-    scatters, histograms) behave as in that run."""
+    and timing-policy ``seed`` (each buffer's init from ``inits``, ``"random"`` when not given),
+    so data-dependent indices (gathers, scatters, histograms) behave as in that run."""
     args: list[ArgBinding] = []
     limits: dict[str, int] = {}
     arrays: dict[str, np.ndarray] = {}
@@ -931,7 +932,7 @@ def instrumented_config(result: RewriteResult, gsize: tuple[int, ...], lsize: tu
                 raise ValueError(f"argument {p.name!r}: negative size {n}")
             t = parse_type(p.dtype)
             pad = _pad_elems(sl.elem_bytes)
-            data = init_contents(t, n, "random", rng)
+            data = init_contents(t, n, (inits or {}).get(p.name, "random"), rng)
             arrays[p.name] = np.concatenate([data, init_contents(t, pad, "random", pad_rng)])
             limits[p.name] = n * sl.elem_bytes
             args.append(ArgBinding(p.name, "buffer", p.dtype, count=n + pad, init="array"))

@@ -388,5 +388,8 @@ def _first_error_line(text: str) -> str:
 
 
 def arg_dict(a: ArgBinding) -> dict[str, Any]:
-    return {"name": a.name, "kind": a.kind, "dtype": a.dtype, "count": a.count,
-            "value": None if a.value is None else str(a.value), "init": a.init}
+    d = {"name": a.name, "kind": a.kind, "dtype": a.dtype, "count": a.count,
+         "value": None if a.value is None else str(a.value), "init": a.init}
+    if a.reset_each_run:     # only when set, so rows of other bindings keep their shape
+        d["reset_each_run"] = True
+    return d

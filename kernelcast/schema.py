@@ -24,11 +24,13 @@ Status = Literal[
     "out_of_bounds",
     "invalid_output",
     "invalid_config",
+    "skipped",          # a planned datagen configuration not measured (pruned, or its kernel abandoned)
 ]
 STATUSES: tuple[Status, ...] = get_args(Status)
 
-#: how datagen chooses kernel arguments (``--args``): LLMPerf's simple rule, the memory analysis, or both
-ArgsSelection = Literal["simple", "memory", "both"]
+#: how datagen chooses kernel arguments (``--args``): LLMPerf's simple rule, the memory analysis, both, or
+#: ``auto`` (per kernel: simple, then memory, then index/predicate-aware inputs; docs/argument-selection.md)
+ArgsSelection = Literal["simple", "memory", "both", "auto"]
 
 #: the energy meters a measurement can name (``"auto"`` picks one of them before a measurement)
 MeterName = Literal["nvml", "rapl", "none"]

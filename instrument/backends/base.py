@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import os
 import time
 from abc import ABC, abstractmethod
@@ -179,7 +180,33 @@ def init_contents(t: CLType, count: int, init: str, rng: np.random.Generator,
             return rng.random(n, dtype=np.float32).astype(dt)
         hi = 256 if dt.itemsize == 1 and dt.kind == "u" else 128 if dt.itemsize == 1 else 1024
         return rng.integers(0, hi, size=n, dtype=dt)
-    raise ConfigError(f"unknown buffer init {init!r} (random, zeros, ones, array)")
+    ranged = parse_ranged_init(init)
+    if ranged is not None:
+        kind, lo, hi = ranged
+        if dt.kind == "f":
+            vals = lo + (hi - lo) * rng.random(n)
+        else:
+            vals = rng.integers(int(lo), max(int(lo) + 1, int(hi)), size=n) if n else np.zeros(0, dtype=np.int64)
+        if kind == "sorted":
+            vals = np.sort(vals)
+        return np.asarray(vals).astype(dt)
+    raise ConfigError(f"unknown buffer init {init!r} (random, zeros, ones, array, uniform:LO:HI, sorted:LO:HI)")
+
+
+def parse_ranged_init(init: str) -> tuple[str, float, float] | None:
+    """``uniform:LO:HI`` (values drawn uniformly from [LO, HI)) or ``sorted:LO:HI`` (the same
+    values in nondecreasing order, e.g. a CSR row pointer) as (kind, LO, HI); None for any other
+    init. Integer buffers draw integers in [LO, HI); LO >= HI gives LO everywhere."""
+    parts = init.split(":")
+    if len(parts) != 3 or parts[0] not in ("uniform", "sorted"):
+        return None
+    try:
+        lo, hi = float(parts[1]), float(parts[2])
+    except ValueError:
+        return None
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return None
+    return parts[0], lo, hi
 
 
 # ---------------------------------------------------------------------------------------------

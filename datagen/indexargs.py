@@ -1,0 +1,452 @@
+"""Index-aware and predicate-aware inputs: buffer contents and scalar values chosen from how the
+kernel uses the values it loads.
+
+Simple and memory-analysis selection fill every buffer with random values (floats in [0, 1),
+integers in [0, 1024)) and bind scalars to the global size or small constants. A kernel that uses
+loaded values as addresses (a gather ``x[col[k]]``, a scatter ``out[pos[i]] = ...``, a histogram
+``hist[bin[i]]++``) then reads or writes far outside its buffers, and a kernel whose branches
+compare loaded values with a scalar threshold (``in[i] >= threshold``, ``v % keep_mod == 0``,
+``clamp(v, lo, hi)``) takes one branch everywhere. This module reads the kernel body once
+(:func:`analyse_uses`: a small dataflow over its statements) and rewrites a base selection's
+arguments (:func:`index_args`) by the rules of ``docs/argument-selection.md``:
+
+* **R1 index bound**: an integer buffer ``B`` whose loaded values reach the subscript of a buffer
+  ``A`` holds values uniform in ``[0, count(A) / (1 + largest integer literal of the subscript))``
+  (the smallest such bound over every buffer it indexes);
+* **R2 monotone index**: such a ``B`` whose loaded values also bound a ``for`` loop (a CSR row
+  pointer, a neighbour-list offset) holds the same range sorted (nondecreasing), with one element
+  more than its base size (``row_ptr[row + 1]`` of the last row);
+* **R3 threshold**: a scalar compared (``< <= > >= == !=``) with a value loaded from ``B`` takes the
+  middle of ``B``'s value range; ``k`` such scalars of one buffer (``v < lo || v >= hi``) take its
+  ``(j + 1) / (k + 1)`` quantiles in parameter order;
+* **R4 clamp bounds**: a scalar argument of ``clamp`` / ``min`` / ``max`` / ``fmin`` / ``fmax`` beside
+  a value loaded from ``B`` takes the first quarter (lower bounds: ``max``, ``clamp``'s second) or
+  the third quarter (upper bounds) of ``B``'s range;
+* **R5 modulus**: a scalar divisor of a loaded value (``v % m``) takes :data:`MODULUS` (a
+  predicate ``v % m == 0`` then keeps a quarter of the work-items);
+* **R6 signed data**: a buffer whose loaded values are compared (``< <= > >=``) with the literal 0
+  holds values in ``[-w/2, w/2)`` of the range's width ``w`` (signed and float types only), so
+  the sign test splits the work-items;
+* **R7 atomic counter**: a buffer updated by an atomic whose returned value reaches a subscript
+  (``slot = atomic_inc(count); out[slot] = v``) starts at zero before every launch
+  (``init="zeros"``, ``reset_each_run``), so the slots it hands out start at the buffer's start;
+* **R8 iteration cap**: a scalar compared with a counter in the header of a loop whose other test
+  depends on loaded data (``while (x != 1 && s < max_steps)``) takes :data:`ITERATION_CAP`, so
+  the data, not the cap, ends most work-items' loops;
+* **R9 shift count**: a scalar shift count of loaded data (``(key >> shift) & 0xF``) takes
+  :data:`SHIFT`, so the shifted digits still vary with the data.
+
+Where an expression carries both an index and the value it addressed (``pos[nbr[k]]``), R3-R6
+take the value's buffer.
+
+The analysis is lexical (the kernel function's body; helper functions are not followed), so it
+errs on the side of not firing; validity (:mod:`datagen.validity`) checks every result.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from dataclasses import dataclass, field, replace
+
+from kernelcast.datagen.args import Selector
+
+from kernelcast.clang import KernelParam
+from kernelcast.cltypes import parse_type
+from kernelcast.schema import ArgBinding
+
+log = logging.getLogger(__name__)
+
+#: the value a scalar divisor of loaded data gets (R5)
+MODULUS = 4
+#: the value a shift count of loaded data gets (R9): random integers in [0, 1024) keep 6 bits
+SHIFT = 4
+#: the value an iteration cap gets (R8)
+ITERATION_CAP = 256
+#: index settings tried in turn: (divisor of every index bound, extra elements of every buffer
+#: as a fraction of its count): the first keeps the base sizes, the second leaves slack for
+#: reads one row past the end (``row_ptr[row + 1]``) and indices scaled by a scalar
+SETTINGS: tuple[tuple[int, float], ...] = ((1, 0.0), (8, 0.125))
+
+_TOKEN = re.compile(r"\s*(?:(/\*.*?\*/|//[^\n]*)|([A-Za-z_]\w*)|(0[xX][0-9a-fA-F]+[uUlL]*|\d+\.?\d*(?:[eE][-+]?\d+)?"
+                    r"[fFuUlL]*|\.\d+(?:[eE][-+]?\d+)?[fF]?)|(<<=|>>=|<=|>=|==|!=|&&|\|\||\+\+|--|\+=|-=|\*=|/=|"
+                    r"%=|&=|\|=|\^=|<<|>>|->|[-+*/%<>=!&|^~?:;,.(){}\[\]#]))", re.S)
+_RELATIONAL = {"<", ">", "<=", ">=", "==", "!="}
+_ASSIGN = {"=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>="}
+_CLAMPS = {"clamp": ("x", "lo", "hi"), "min": ("hi", "hi"), "max": ("lo", "lo"), "fmin": ("hi", "hi"),
+           "fmax": ("lo", "lo")}
+#: tokens that end an operand of a comparison
+_STOP = {";", ",", "&&", "||", "?", ":", "{", "}", *_ASSIGN}
+
+
+@dataclass
+class Uses:
+    """What :func:`analyse_uses` found in a kernel body (names are the kernel's parameters)."""
+
+    indexes: dict[str, set[str]] = field(default_factory=dict)       # B -> buffers its values index
+    index_literal: dict[str, int] = field(default_factory=dict)      # B -> largest literal beside it
+    loop_bound: set[str] = field(default_factory=set)                # B whose values bound a for loop
+    thresholds: dict[str, str] = field(default_factory=dict)         # scalar -> buffer compared with
+    clamps: dict[str, tuple[str, str]] = field(default_factory=dict)  # scalar -> (buffer, "lo" | "hi")
+    moduli: dict[str, str] = field(default_factory=dict)             # scalar -> buffer it divides
+    literal_cmp: dict[str, float] = field(default_factory=dict)      # B -> literal its values meet
+    counters: set[str] = field(default_factory=set)                  # B whose atomic results index
+    caps: set[str] = field(default_factory=set)                      # scalar iteration caps
+    shifts: set[str] = field(default_factory=set)                    # scalar shift counts of data
+
+    @property
+    def empty(self) -> bool:
+        return not (self.indexes or self.thresholds or self.clamps or self.moduli or self.literal_cmp
+                    or self.counters or self.caps or self.shifts)
+
+    def rules(self) -> list[str]:
+        """The rules that fire, as short labels (R1..R6 of the module docstring)."""
+        out = [f"R1 {b}->{','.join(sorted(a))}" for b, a in sorted(self.indexes.items())]
+        out += [f"R2 {b}" for b in sorted(self.loop_bound & set(self.indexes))]
+        out += [f"R3 {s}~{b}" for s, b in sorted(self.thresholds.items())]
+        out += [f"R4 {s}={r}({b})" for s, (b, r) in sorted(self.clamps.items())]
+        out += [f"R5 {s}%{b}" for s, b in sorted(self.moduli.items())]
+        out += [f"R6 {b}~{v:g}" for b, v in sorted(self.literal_cmp.items())]
+        out += [f"R7 {b}" for b in sorted(self.counters)]
+        out += [f"R8 {s}" for s in sorted(self.caps)]
+        out += [f"R9 {s}" for s in sorted(self.shifts)]
+        return out
+
+
+def _tokens(src: str) -> list[str]:
+    out, pos = [], 0
+    while pos < len(src):
+        m = _TOKEN.match(src, pos)
+        if m is None or m.end() == pos:
+            pos += 1
+            continue
+        pos = m.end()
+        if m.group(1) is None:
+            tok = m.group(0).strip()
+            if tok:
+                out.append(tok)
+    return out
+
+
+def kernel_body(source: str, name: str) -> list[str]:
+    """The tokens of the body of kernel ``name`` (empty when it is not found)."""
+    toks = _tokens(source)
+    for i, t in enumerate(toks):
+        if t == name and i + 1 < len(toks) and toks[i + 1] == "(" and any(
+                q in toks[max(0, i - 6):i] for q in ("__kernel", "kernel", "__global__")):
+            depth, j = 0, i + 1
+            while j < len(toks):       # past the parameter list
+                depth += toks[j] == "("
+                depth -= toks[j] == ")"
+                j += 1
+                if depth == 0:
+                    break
+            if j < len(toks) and toks[j] == "{":
+                depth, k = 0, j
+                while k < len(toks):
+                    depth += toks[k] == "{"
+                    depth -= toks[k] == "}"
+                    k += 1
+                    if depth == 0:
+                        return toks[j:k]
+    return []
+
+
+def _literal(tok: str) -> float | None:
+    t = tok.rstrip("fFuUlL") if not tok.lower().startswith("0x") else tok.rstrip("uUlL")
+    try:
+        return float(int(t, 16)) if t.lower().startswith("0x") else float(t)
+    except ValueError:
+        return None
+
+
+class _Flow:
+    def __init__(self, toks: list[str], buffers: set[str], scalars: set[str]):
+        self.t, self.buffers, self.scalars = toks, buffers, scalars
+        self.taint: dict[str, set[str]] = {}
+
+    def sources(self, lo: int, hi: int) -> set[str]:
+        """Buffers whose loaded values reach the expression ``t[lo:hi]``: ``B[...]`` loads and
+        variables assigned from them."""
+        out: set[str] = set()
+        for i in range(lo, hi):
+            tok = self.t[i]
+            if tok.startswith(("atomic_", "atom_")) and i + 2 < hi and self.t[i + 1] == "(":
+                # the value an atomic returns: the counter it updated, marked with "@"
+                j = i + 2 + (self.t[i + 2] == "&")
+                if self.t[j] in self.buffers:
+                    out.add("@" + self.t[j])
+            elif tok in self.buffers and i + 1 < hi and self.t[i + 1] == "[":
+                out.add(tok)
+            elif tok in self.taint and not (i + 1 < len(self.t) and self.t[i + 1] == "("):
+                out |= self.taint[tok]
+        return out
+
+    def expr_end(self, i: int, stops: set[str]) -> int:
+        """The end of the expression starting at ``i``: the first stop token at depth 0 or an
+        unmatched closing bracket."""
+        depth = 0
+        while i < len(self.t):
+            tok = self.t[i]
+            if tok in "([":
+                depth += 1
+            elif tok in ")]":
+                if depth == 0:
+                    return i
+                depth -= 1
+            elif depth == 0 and tok in stops:
+                return i
+            i += 1
+        return i
+
+    def expr_start(self, i: int, stops: set[str]) -> int:
+        """The start of the expression ending just before ``i`` (the mirror of :meth:`expr_end`)."""
+        depth = 0
+        j = i - 1
+        while j >= 0:
+            tok = self.t[j]
+            if tok in ")]":
+                depth += 1
+            elif tok in "([":
+                if depth == 0:
+                    return j + 1
+                depth -= 1
+            elif depth == 0 and tok in stops:
+                return j + 1
+            j -= 1
+        return 0
+
+    def propagate(self) -> None:
+        """Variables assigned (or declared) from loaded values, to a fixed point."""
+        for _ in range(4):
+            changed = False
+            for i, tok in enumerate(self.t):
+                if tok not in _ASSIGN or i == 0:
+                    continue
+                lhs = self.t[i - 1]
+                if not re.match(r"^[A-Za-z_]\w*$", lhs) or lhs in self.buffers:
+                    continue
+                src = self.sources(i + 1, self.expr_end(i + 1, {";", ","}))
+                if src - self.taint.get(lhs, set()):
+                    self.taint.setdefault(lhs, set()).update(src)
+                    changed = True
+            if not changed:
+                return
+
+
+def analyse_uses(source: str, name: str, params: list[KernelParam]) -> Uses:
+    """Find the patterns of the rules R1-R6 in kernel ``name`` of ``source``."""
+    toks = kernel_body(source, name)
+    buffers = {p.name for p in params if p.kind == "buffer"}
+    scalars = {p.name for p in params if p.kind == "scalar"}
+    u = Uses()
+    if not toks:
+        return u
+    f = _Flow(toks, buffers, scalars)
+    f.propagate()
+    thresholds: dict[str, set[str]] = {}
+    clamps: dict[str, tuple[set[str], str]] = {}
+    moduli: dict[str, set[str]] = {}
+    signed: list[set[str]] = []
+    t = toks
+    for i, tok in enumerate(t):
+        # R1: loaded values in a buffer's subscript
+        if tok in buffers and i + 1 < len(t) and t[i + 1] == "[":
+            end = f.expr_end(i + 2, set())
+            for b in f.sources(i + 2, end):
+                if b.startswith("@"):
+                    if b[1:] != tok:
+                        u.counters.add(b[1:])
+                elif b != tok:
+                    u.indexes.setdefault(b, set()).add(tok)
+                    lits = [v for v in (_literal(x) for x in t[i + 2:end]) if v is not None]
+                    u.index_literal[b] = max(u.index_literal.get(b, 0), int(max(lits, default=0)))
+        # R2: loaded values in a for loop's header; R8: an iteration cap beside a data-dependent test
+        if tok in ("for", "while") and i + 1 < len(t) and t[i + 1] == "(":
+            end = f.expr_end(i + 2, set())
+            src = f.sources(i + 2, end)
+            if tok == "for":
+                u.loop_bound |= {b for b in src if not b.startswith("@")}
+            if src:
+                for j in range(i + 2, end):
+                    if t[j] not in _RELATIONAL:
+                        continue
+                    a0 = f.expr_start(j, _STOP | _RELATIONAL)
+                    b1 = f.expr_end(j + 1, _STOP | _RELATIONAL)
+                    side = [x for x in (*t[a0:j], *t[j + 1:b1]) if x in scalars]
+                    if side and not f.sources(a0, b1):
+                        u.caps.add(side[0])
+        # R3 / R6: comparisons
+        if tok in _RELATIONAL:
+            a0 = f.expr_start(i, _STOP | _RELATIONAL)
+            b1 = f.expr_end(i + 1, _STOP | _RELATIONAL)
+            left, right = (a0, i), (i + 1, b1)
+            for (x0, x1), (y0, y1) in ((left, right), (right, left)):
+                src = f.sources(x0, x1)
+                if not src:
+                    continue
+                side = [s for s in t[y0:y1] if s in scalars]
+                if side and not f.sources(y0, y1):
+                    thresholds.setdefault(side[0], src)
+                elif tok not in ("==", "!=") and y1 - y0 == 1 and _literal(t[y0]) == 0.0:
+                    signed.append(src)
+        # R4: clamp bounds
+        if tok in _CLAMPS and i + 1 < len(t) and t[i + 1] == "(":
+            args, j = [], i + 2
+            while j < len(t):
+                e = f.expr_end(j, {","})
+                args.append((j, e))
+                if e >= len(t) or t[e] != ",":
+                    break
+                j = e + 1
+            data = set().union(*(f.sources(a, b) for a, b in args)) if args else set()
+            if data:
+                roles = _CLAMPS[tok]
+                for k, (a, b) in enumerate(args):
+                    role = roles[min(k, len(roles) - 1)]
+                    if role != "x" and b - a == 1 and t[a] in scalars:
+                        clamps.setdefault(t[a], (data, role))
+        # R9: a scalar shift count of loaded data
+        if tok in (">>", "<<") and i + 1 < len(t) and t[i + 1] in scalars:
+            if f.sources(f.expr_start(i, _STOP | _RELATIONAL | {"+", "-", "*", "/", "&", "|", "^"}), i):
+                u.shifts.add(t[i + 1])
+        # R5: a scalar divisor of loaded data
+        if tok == "%" and i + 1 < len(t) and t[i + 1] in scalars:
+            src = f.sources(f.expr_start(i, _STOP | _RELATIONAL | {"+", "-", "*", "/"}), i)
+            if src:
+                moduli.setdefault(t[i + 1], src)
+
+    def data_of(src: set[str]) -> str:
+        """The buffer whose values an expression carries: a loaded value rather than the index
+        that addressed it."""
+        loaded = {b for b in src if not b.startswith("@")} or {b[1:] for b in src}
+        values = sorted(loaded - set(u.indexes))
+        return values[0] if values else sorted(loaded)[0]
+
+    u.thresholds = {s: data_of(src) for s, src in thresholds.items()}
+    u.clamps = {s: (data_of(src), role) for s, (src, role) in clamps.items()}
+    u.moduli = {s: data_of(src) for s, src in moduli.items()}
+    for src in signed:
+        b = data_of(src)
+        if b not in u.indexes:
+            u.literal_cmp.setdefault(b, 0.0)
+    # a scalar both compared and clamped: the clamp role wins
+    for s in list(u.thresholds):
+        if s in u.clamps or s in u.moduli:
+            del u.thresholds[s]
+    return u
+
+
+def default_range(dtype: str) -> tuple[float, float]:
+    """The value range :func:`instrument.backends.base.init_contents` draws ``random`` values from."""
+    nt = parse_type(dtype).numpy
+    if nt.kind == "f":
+        return 0.0, 1.0
+    if nt.itemsize == 1:
+        return 0.0, 256.0 if nt.kind == "u" else 128.0
+    return 0.0, 1024.0
+
+
+def _typed(dtype: str, v: float) -> int | float:
+    nt = parse_type(dtype).numpy
+    return float(v) if nt.kind == "f" else int(math.floor(v))
+
+
+def index_args(uses: Uses, params: list[KernelParam], base: list[ArgBinding], setting: int = 0
+               ) -> tuple[list[ArgBinding], list[str]]:
+    """``base`` (a selection's arguments) rewritten by the rules that fire in ``uses`` under index
+    setting ``setting`` (:data:`SETTINGS`); the rules applied, as labels."""
+    divisor, slack = SETTINGS[setting]
+    by = {b.name: b for b in base}
+    out = {b.name: b for b in base}
+    dtypes = {p.name: p.dtype for p in params}
+    if slack:
+        for b in base:
+            if b.kind == "buffer" and b.count:
+                out[b.name] = replace(b, count=int(b.count + math.ceil(b.count * slack)))
+    applied: list[str] = []
+    ranges: dict[str, tuple[float, float]] = {}
+    for b in sorted(uses.counters):
+        if b in by and by[b].kind == "buffer":
+            out[b] = replace(out[b], init="zeros", reset_each_run=True)
+            ranges[b] = (0.0, 0.0)
+            applied.append(f"R7 {b}=0")
+    for b, targets in sorted(uses.indexes.items()):
+        if b in ranges or b not in by or by[b].kind != "buffer" or parse_type(by[b].dtype).numpy.kind not in "iu":
+            continue
+        counts = [by[a].count or 0 for a in targets if a in by and by[a].kind == "buffer"]
+        if not counts:
+            continue
+        hi = max(1, min(counts) // (1 + uses.index_literal.get(b, 0)) // divisor)
+        kind = "sorted" if b in uses.loop_bound else "uniform"
+        out[b] = replace(out[b], init=f"{kind}:0:{hi}")
+        if kind == "sorted" and out[b].count:       # a row pointer: one entry more than rows
+            out[b] = replace(out[b], count=int(out[b].count) + 1)
+        ranges[b] = (0.0, float(hi))
+        applied.append(f"{'R2' if kind == 'sorted' else 'R1'} {b}<{hi}")
+    for b, c in sorted(uses.literal_cmp.items()):
+        if b in ranges or b not in by or by[b].kind != "buffer":
+            continue
+        nt = parse_type(by[b].dtype).numpy
+        if nt.kind == "u":
+            continue
+        lo, hi = default_range(by[b].dtype)
+        w = hi - lo
+        if nt.kind == "i":
+            w = min(w, float(2 ** (8 * nt.itemsize - 1)))
+        out[b] = replace(out[b], init=f"uniform:{c - w / 2:g}:{c + w / 2:g}")
+        ranges[b] = (c - w / 2, c + w / 2)
+        applied.append(f"R6 {b}~{c:g}")
+
+    def value_range(b: str) -> tuple[float, float] | None:
+        if b in ranges:
+            return ranges[b]
+        return default_range(by[b].dtype) if b in by and by[b].kind == "buffer" else None
+
+    order = {p.name: i for i, p in enumerate(params)}
+    for s, b in sorted(uses.thresholds.items()):
+        r = value_range(b)
+        if s in out and out[s].kind == "scalar" and r is not None:
+            # the k thresholds of one buffer, in parameter order, at its (j + 1) / (k + 1) quantiles
+            peers = sorted((x for x, y in uses.thresholds.items() if y == b), key=lambda x: order.get(x, 0))
+            q = (peers.index(s) + 1) / (len(peers) + 1)
+            out[s] = replace(out[s], value=_typed(dtypes.get(s, out[s].dtype), r[0] + q * (r[1] - r[0])))
+            applied.append(f"R3 {s}={out[s].value}")
+    for s, (b, role) in sorted(uses.clamps.items()):
+        r = value_range(b)
+        if s in out and out[s].kind == "scalar" and r is not None:
+            q = 0.25 if role == "lo" else 0.75
+            out[s] = replace(out[s], value=_typed(dtypes.get(s, out[s].dtype), r[0] + q * (r[1] - r[0])))
+            applied.append(f"R4 {s}={out[s].value}")
+    for s in sorted(uses.caps - set(uses.thresholds) - set(uses.clamps) - set(uses.moduli)):
+        if s in out and out[s].kind == "scalar":
+            out[s] = replace(out[s], value=_typed(dtypes.get(s, out[s].dtype), ITERATION_CAP))
+            applied.append(f"R8 {s}={out[s].value}")
+    for s in sorted(uses.shifts - set(uses.thresholds) - set(uses.clamps) - set(uses.moduli)):
+        if s in out and out[s].kind == "scalar":
+            out[s] = replace(out[s], value=_typed(dtypes.get(s, out[s].dtype), SHIFT))
+            applied.append(f"R9 {s}={out[s].value}")
+    for s in sorted(uses.moduli):
+        if s in out and out[s].kind == "scalar":
+            out[s] = replace(out[s], value=_typed(dtypes.get(s, out[s].dtype), MODULUS))
+            applied.append(f"R5 {s}={out[s].value}")
+    return [out[p.name] for p in params if p.name in out], applied
+
+
+def index_selector(base: Selector, uses: Uses, setting: int = 0) -> Selector:
+    """A selector: ``base``'s arguments rewritten by :func:`index_args` (``select.last_rules``: the
+    rules applied to the last configuration)."""
+
+    def select(params: list[KernelParam], gsize: tuple[int, ...], lsize: tuple[int, ...] | None
+               ) -> list[ArgBinding]:
+        args, rules = index_args(uses, params, base(params, gsize, lsize), setting)
+        select.last_rules = rules  # type: ignore[attr-defined]
+        for attr in ("last_setting", "last_activity", "last_grown"):
+            if hasattr(base, attr):
+                setattr(select, attr, getattr(base, attr) if attr != "last_activity" else None)
+        return args
+
+    select.last_rules = []  # type: ignore[attr-defined]
+    return select
+

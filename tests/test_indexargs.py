@@ -1,0 +1,140 @@
+"""Index-aware and predicate-aware inputs (datagen.indexargs): one kernel per rule of
+docs/argument-selection.md. Each is found by the source analysis, and on PoCL each fails the
+validity checks (or the instrumented bounds check) under simple selection and passes them with the
+rule applied."""
+
+from __future__ import annotations
+
+import pytest
+from kernelcast.datagen.args import simple_args
+from kernelcast.datagen.indexargs import analyse_uses, index_args, index_selector
+from kernelcast.datagen.validity import check_validity
+from kernelcast.instrument.activity import activity_of_args, activity_rewrite
+from kernelcast.instrument.backends.base import init_contents, parse_ranged_init
+from kernelcast.instrument.rewrite import instrument_kernel
+
+from kernelcast.clang import kernel_signatures
+from kernelcast.cltypes import parse_type
+from kernelcast.schema import Kernel, LaunchConfig
+
+#: rule -> (kernel source, the label analyse_uses gives it)
+RULES = {
+    "R1": ("__kernel void ia_gather(__global const int* idx, __global const float* src, __global float* dst) {\n"
+           "  int i = get_global_id(0);\n  dst[i] = 2.0f * src[idx[i]];\n}\n", "R1 idx->src"),
+    "R2": ("__kernel void ia_csr(__global const int* rp, __global const int* col, __global const float* val,\n"
+           "                     __global const float* x, __global float* y) {\n"
+           "  int r = get_global_id(0);\n  float acc = 0.0f;\n  int end = rp[r + 1];\n"
+           "  for (int j = rp[r]; j < end; ++j) acc += val[j] * x[col[j]];\n  y[r] = acc;\n}\n", "R2 rp"),
+    "R3": ("__kernel void ia_threshold(__global const float* in, __global float* out, const float t) {\n"
+           "  int i = get_global_id(0);\n  out[i] = in[i] >= t ? in[i] : -1.0f;\n}\n", "R3 t~in"),
+    "R4": ("__kernel void ia_clamp(__global const int* in, __global int* out, const int lo, const int hi) {\n"
+           "  int i = get_global_id(0);\n  out[i] = clamp(in[i], lo, hi);\n}\n", "R4 hi=hi(in)"),
+    "R5": ("__kernel void ia_keep_mod(__global const int* in, __global int* out, const int m) {\n"
+           "  int i = get_global_id(0);\n  int v = in[i];\n  if (v % m == 0) out[i] = v;\n}\n", "R5 m%in"),
+    "R6": ("__kernel void ia_sign(__global const float* in, __global uint* flags) {\n"
+           "  int i = get_global_id(0);\n  flags[i] = in[i] > 0.0f ? 1u : 0u;\n}\n", "R6 in~0"),
+    "R7": ("__kernel void ia_append(__global const float* in, __global float* out, __global int* count) {\n"
+           "  int i = get_global_id(0);\n  int s = atomic_inc(count);\n  out[s] = in[i];\n}\n", "R7 count"),
+    "R8": ("__kernel void ia_collatz(__global const uint* start, __global uint* steps, const uint cap) {\n"
+           "  int i = get_global_id(0);\n  ulong x = start[i] + 1;\n  uint s = 0;\n"
+           "  while (x != 1 && s < cap) { x = (x & 1) ? 3 * x + 1 : x >> 1; ++s; }\n  steps[i] = s;\n}\n", "R8 cap"),
+    "R9": ("__kernel void ia_digit(__global const uint* keys, __global uint* digit, const int shift) {\n"
+           "  int i = get_global_id(0);\n  digit[i] = (keys[i] >> shift) & 0xFu;\n}\n", "R9 shift"),
+}
+GSIZE, LSIZE = (64,), (16,)
+
+
+def _kernel(src: str) -> tuple[Kernel, list]:
+    name = src.split("void ", 1)[1].split("(", 1)[0]
+    k = Kernel(source=src, name=name, dims=1, origin=f"test/{name}")
+    return k, kernel_signatures(k.source, k.build_options)[name]
+
+
+#: the launch each rule's kernel is checked at (datagen's validity launch is this small on a CPU
+#: device: two warp-sized work-groups per compute unit)
+SIZES = {"R8": ((16,), (8,)), "R9": ((16,), (8,))}
+
+
+def _outcome(harness, k: Kernel, args, gsize=GSIZE, lsize=LSIZE) -> str:
+    """out_of_bounds when the instrumented run touches a buffer past its size, else the validity status."""
+    bad, _ = activity_of_args(harness, activity_rewrite(instrument_kernel(k)), gsize, lsize, args)
+    if any("touches [" in b for b in bad):
+        return "out_of_bounds"
+    return check_validity(harness, k, LaunchConfig(gsize, lsize, args)).status
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_the_analysis_finds_each_rule(rule: str) -> None:
+    src, label = RULES[rule]
+    k, params = _kernel(src)
+    assert label in analyse_uses(k.source, k.name, params).rules()
+
+
+def test_no_rule_fires_on_an_elementwise_kernel() -> None:
+    k, params = _kernel("__kernel void ia_saxpy(__global const float* x, __global float* y, float a, int n) {\n"
+                        "  int i = get_global_id(0);\n  if (i < n) y[i] = a * x[i] + y[i];\n}\n")
+    assert analyse_uses(k.source, k.name, params).empty
+
+
+def test_the_values_each_rule_gives() -> None:
+    def args(rule: str) -> dict:
+        k, params = _kernel(RULES[rule][0])
+        out, _ = index_args(analyse_uses(k.source, k.name, params), params, simple_args(params, GSIZE, LSIZE))
+        return {a.name: a for a in out}
+
+    assert args("R1")["idx"].init == "uniform:0:64"
+    assert args("R2")["rp"].init == "sorted:0:64" and args("R2")["rp"].count == 65
+    assert args("R2")["col"].init == "uniform:0:64"
+    assert args("R3")["t"].value == 0.5                       # the middle of [0, 1)
+    assert (args("R4")["lo"].value, args("R4")["hi"].value) == (256, 768)   # quarters of [0, 1024)
+    assert args("R5")["m"].value == 4
+    assert args("R6")["in"].init == "uniform:-0.5:0.5"
+    r7 = args("R7")["count"]
+    assert r7.init == "zeros" and r7.reset_each_run
+    assert args("R8")["cap"].value == 256
+    assert args("R9")["shift"].value == 4
+
+
+def test_two_thresholds_of_one_buffer_split_its_range() -> None:
+    k, params = _kernel("__kernel void ia_band(__global const float* v, __global int* hits, const float lo,\n"
+                        "                      const float hi) {\n  int i = get_global_id(0);\n"
+                        "  if (v[i] < lo || v[i] >= hi) return;\n  hits[i] = 1;\n}\n")
+    out, _ = index_args(analyse_uses(k.source, k.name, params), params, simple_args(params, GSIZE, LSIZE))
+    got = {a.name: a.value for a in out if a.kind == "scalar"}
+    assert got == {"lo": pytest.approx(1 / 3), "hi": pytest.approx(2 / 3)}
+
+
+def test_ranged_inits_draw_within_their_range() -> None:
+    import numpy as np
+
+    assert parse_ranged_init("uniform:2:5") == ("uniform", 2.0, 5.0) and parse_ranged_init("random") is None
+    a = init_contents(parse_type("int"), 1000, "uniform:2:5", np.random.default_rng(1))
+    assert a.min() == 2 and a.max() == 4
+    s = init_contents(parse_type("int"), 1000, "sorted:0:100", np.random.default_rng(1))
+    assert (np.diff(s) >= 0).all() and s.max() < 100
+    f = init_contents(parse_type("float"), 1000, "uniform:-0.5:0.5", np.random.default_rng(1))
+    assert f.min() >= -0.5 and f.max() < 0.5 and (f < 0).any() and (f > 0).any()
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_simple_selection_fails_and_the_rule_passes(harness, rule: str) -> None:
+    k, params = _kernel(RULES[rule][0])
+    gsize, lsize = SIZES.get(rule, (GSIZE, LSIZE))
+    assert _outcome(harness, k, simple_args(params, gsize, lsize), gsize, lsize) != "ok"
+    select = index_selector(simple_args, analyse_uses(k.source, k.name, params))
+    assert _outcome(harness, k, select(params, gsize, lsize), gsize, lsize) == "ok"
+    assert select.last_rules    # type: ignore[attr-defined]
+
+
+def test_a_kernel_that_reads_no_buffer_is_not_input_insensitive(harness) -> None:
+    """A generator over scalars (an escape-time fractal) writes the same image for any buffer
+    contents: validity does not call it input-insensitive; one that reads its input and ignores it
+    still is."""
+    gen, gp = _kernel("__kernel void ia_escape(__global int* it, const float step, const int cap) {\n"
+                      "  int i = get_global_id(0);\n  float c = i * step, z = 0.0f;\n  int n = 0;\n"
+                      "  while (n < cap && z * z <= 4.0f) { z = z * z + c; ++n; }\n  it[i] = n;\n}\n")
+    assert check_validity(harness, gen, LaunchConfig(GSIZE, LSIZE, simple_args(gp, GSIZE, LSIZE))).status == "ok"
+    const, cp = _kernel("__kernel void ia_const(__global const float* in, __global float* out) {\n"
+                        "  int i = get_global_id(0);\n  out[i] = in[0] * 0.0f + 1.0f;\n}\n")
+    v = check_validity(harness, const, LaunchConfig(GSIZE, LSIZE, simple_args(cp, GSIZE, LSIZE)))
+    assert v.status == "invalid_output" and "input-insensitive" in v.reason
