@@ -23,7 +23,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kernelcast.instrument.runner import TimingPolicy
+from kernelcast.instrument.state import maybe_read_buffers
 
+from kernelcast.clang import ParseError, kernel_signatures
 from kernelcast.schema import Kernel, LaunchConfig
 
 VALIDITY_SEED = 1234
@@ -84,10 +86,6 @@ def check_validity(harness: Any, kernel: Kernel, config: LaunchConfig, seed: int
 def _reads_a_buffer(kernel: Kernel, config: LaunchConfig) -> bool:
     """Whether the kernel has an input buffer: one it may read (its body's uses of it are not all
     plain stores) or one declared ``const`` (an input it ignores is still an input)."""
-    from kernelcast.instrument.state import maybe_read_buffers
-
-    from kernelcast.clang import ParseError, kernel_signatures
-
     names = [a.name for a in config.args if a.kind == "buffer"]
     try:
         params = kernel_signatures(kernel.source, kernel.build_options).get(kernel.name) or []
