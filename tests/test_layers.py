@@ -1,4 +1,5 @@
-"""The rules for the layers (../shared/DESIGN.md), checked by reading the imports of every module."""
+"""The rules for the layers (a stage imports only from the stages before it; no import cycle), checked by
+reading the imports of every module."""
 
 from __future__ import annotations
 
