@@ -28,7 +28,7 @@ UNEVEN_PEAK = 4.0
 
 #: operation classes a CPU core runs on its integer divider, a unit the other operations overlap
 #: (out-of-order execution): their time is a roofline of its own, not added to the rest. Measured on
-#: PoCL 3.1, Zen 5: a scalar loop of ``(x * k + 7) % n`` alone 1.48 ns per trip and core (calib
+#: PoCL 3.1: a scalar loop of ``(x * k + 7) % n`` alone 1.48 ns per trip and core (calib
 #: peak/scalar int32_div: 1.45 ns per division); ``data[(gid + i) % total]`` in a loop whose other
 #: work the model charges 2.5 ns per trip ran 2.9 ns, not 3.9
 CPU_DIVIDER_CLASSES = frozenset({"int_div"})
@@ -60,7 +60,7 @@ def vector_value_correction(f: Mapping[str, np.ndarray], d: CPUParams) -> np.nda
     its lanes run at the scalar rate times ``min(width, vector rate / scalar rate)`` (the target's
     measured SIMD gain). A builtin family's call on a vector value is one call of the vector math
     library, its components at the family's scalar rate times ``min(width, peak / scalar rate)``:
-    on PoCL 3.0 (Zen 3, idle), per component, ``pow(float4)`` 4.4-4.5x and ``exp(float4)`` 4.3x
+    on PoCL 3.0, per component, ``pow(float4)`` 4.4-4.5x and ``exp(float4)`` 4.3x
     cheaper than the scalar call, ``rint(float4)`` 2.3-2.4x (charged at 4x, 4x and 4x); a
     saturating ``convert_uchar4_sat_rte`` ran 0.5x (slower per component), which this does not know.
     Negative or zero: it replaces part of the scalar charge."""
@@ -88,26 +88,18 @@ def chain_seconds(f: Mapping[str, np.ndarray], d: CPUParams, uniform: bool = Tru
     take at least (``chain:<class>`` counts of :mod:`models.static.chains` times ``chain_<class>_ns``):
     a trip cannot start its operations on a carried value before the trip before is done, however
     many operations the core issues per cycle. A work-item's arithmetic takes at least this
-    (``AnalyticalModel._item_seconds``); its calls, loads and atomics add to it, as they add to its
-    arithmetic (on ds7, in sample: with the chain bounding the whole compute time 7 kernels moved,
-    all of them little; bounding the arithmetic, 9 kernels moved, all of them closer). An
-    ``fma``/``mad`` call on the chain (``fma_call``) counts at the FMA latency unless the runtime
-    calls its builtins out of line (the call is charged already). ``uniform`` False leaves out
-    the chains of loops all work-items take alike (``uniform_<class>``): in a kernel with barriers
-    the runtime puts an implicit barrier into such a loop. A loop whose trips differ between
-    work-items keeps its chain in a kernel with barriers, in groups of every size: PoCL 3.1 on Zen
-    5 ran ``z = z * z * 0.5f + c`` for 512 or 513 trips in 4,096 work-items in 1,708-1,861 us with a
-    barrier before the loop and 1,708-1,773 us without, in groups of 8 to 256 (it was charged
-    without its chain there before: 38 us for the escape-time form of it, whose trips the model
-    does not know, 598 us for this one; ds8m/ds8s/ds9s: 6 kernels moved, their 25 rows' median
-    |log2(measured / predicted)| 0.87 -> 0.15). The inner loop of a loop with barriers (a tile
-    loop's, ``inner_<class>``) gets no implicit barrier from PoCL 3.1 though its trips are alike:
-    its chain counts where ``inner`` is true (one flag per configuration; the model passes the
-    groups larger than :attr:`CPUParams.barrier_unrolled_items`, whose work-items PoCL runs in
-    turn: an fma chain over 4,096 values in 16 tiles of 256 ran at 0.75-0.82x the same chain in a
-    plain loop; over 8,192 values, 0.19 ns a trip and core in groups of 8 against 0.74 in groups of
-    256; ds8m/ds8s/ds9s: 6 kernels' large-group rows, median |log2| 0.86 -> 0.24). None without
-    calibrated latencies or a chain."""
+    (``CPURuntimeClass._item_seconds``); its calls, loads and atomics add to it, as they add to its
+    arithmetic. An ``fma``/``mad`` call on the chain (``fma_call``) counts at the FMA latency
+    unless the runtime calls its builtins out of line (the call is charged already). ``uniform``
+    False leaves out the chains of loops all work-items take alike (``uniform_<class>``): in a
+    kernel with barriers the runtime puts an implicit barrier into such a loop. A loop whose trips
+    differ between work-items keeps its chain in a kernel with barriers, in groups of every size.
+    The inner loop of a loop with barriers (a tile loop's, ``inner_<class>``) gets no implicit
+    barrier from PoCL 3.1 though its trips are alike: its chain counts where ``inner`` is true (one
+    flag per configuration; the model passes the groups larger than
+    :attr:`CPUParams.barrier_unrolled_items`, whose work-items PoCL runs in turn).
+    ``docs/analytical-model.md`` (chains) has the probes. None without calibrated latencies or a
+    chain."""
     latency = dict(d.chain_s)
     if not (d.libcall_scalar and d.libcall_s) and "fp32_fma" in latency:
         latency[FMA_CALL] = latency["fp32_fma"]      # else the call is charged as a call already
@@ -128,8 +120,8 @@ def inner_loop_correction(f: Mapping[str, np.ndarray], d: CPUParams) -> np.ndarr
     does not vectorize, for the operations and loads of its innermost loops that the compiler's
     loop vectorizer takes on its own (``loopvec:<class>``, the static ``loopvec_ops``): they run at
     the peak rate (independent trips, interleaved vectors), not the scalar one. Measured on PoCL
-    (Zen 3, under load): ``rank += (in[j] < v)`` over 4,096 trips, 0.10 ns per trip per core; the
-    same loop accumulating a float, 2.7."""
+    3.0: ``rank += (in[j] < v)`` over 4,096 trips, 0.10 ns per trip per core; the same loop
+    accumulating a float, 2.7."""
     out: np.ndarray | float = 0.0
     for key, cnt in f.items():
         if not key.startswith(LOOPVEC_PREFIX):
@@ -223,7 +215,7 @@ def atomic_seconds(feats: Any, env: Mapping[str, Any], dev: CPUParams, *, alone:
     overlapped with other memory operations), so its time adds to the compute part. ``alone``: one
     work-item running while the others are done contends with nobody (the own-element rate).
     None when the device is not a CPU or the profile has no atomic rates (atomics are then charged
-    as bytes only, as before)."""
+    as bytes only)."""
     atomics = [a for a in getattr(feats, "accesses", []) if a.kind == "atomic" and a.space in ("global", "local")]
     if not atomics or not dev.is_cpu or not dev.atomic_rates:
         return None
@@ -248,14 +240,13 @@ def gather_seconds(feats: Any, env: Mapping[str, Any], dev: CPUParams) -> np.nda
     code: the global and constant accesses whose index is data-dependent or not affine in the
     work-item ids (:class:`~models.static.features.Access` ``indirect`` / not ``affine``) or
     affine with a step between adjacent work-items other than 0 or 1 element (``stride0``: a
-    strided or interleaved access; measured on PoCL, load ~3.5: writing two halves interleaved at
+    strided or interleaved access; measured on PoCL: writing two halves interleaved at
     stride 2 took 4.1x the time of writing them contiguously, the same bytes), one
     gathered address per execution whatever its width (a ``float4`` at a data-dependent index is
-    one 16-byte piece per lane; counted as 4 elements, ds2s's ma_gather_float4 went from 2x
-    under- to 2.2x over-predicted), over the calibrated gather rate per compute unit
+    one 16-byte piece per lane), over the calibrated gather rate per compute unit
     (``gather_gops``, ``calib --only gather``: loads at computed pseudo-random indices of a table in
     the first cache level; scatters are assumed to cost the same). None without that rate. The
-    bytes are still charged by the memory part; this is the instruction cost (measured here: 0.46
+    bytes are still charged by the memory part; this is the instruction cost (measured: 0.46
     ns per gathered element per core, against ~0.01 for a contiguous vector load's element).
     An access one element from the next work-item's that the vectorizer still gathers
     (:func:`consecutive_gather`: an index clamping the work-item id, or an ``int`` global id plus a
@@ -303,10 +294,10 @@ def strided_seconds(feats: Any, env: Mapping[str, Any], dev: CPUParams, level: n
     :data:`SHORT_WALK_TRIPS` executions per work-item (a CSR or ELLPACK row) the short-walk values
     ``strided_short...`` where calibrated, and for at most :data:`TINY_WALK_TRIPS` the tiny-walk
     ones ``strided_tiny...`` (else the short ones). The caller removes these bytes from the streamed ones.
-    Measured here (PoCL 3.1 on an AMD EPYC Zen 4, idle): a line from memory costs 116 ns per core
+    Measured (PoCL 3.1): a line from memory costs 116 ns per core
     in 2,048-trip walks, 11.7 ns in 16-trip ones, against 5.2 ns at the streaming bandwidth; the
-    suite's ``kc_grid_sum`` over 16 Mi floats took 55 ms (predicted 5.2 ms before, 61 ms now) and
-    its ELLPACK kernel (16 entries per row) over 131,072 rows 5.0 ms (2.7 ms before, 3.7 ms now)."""
+    suite's ``kc_grid_sum`` over 16 Mi floats took 55 ms (predicted 61 ms) and its ELLPACK kernel
+    (16 entries per row) over 131,072 rows 5.0 ms (predicted 3.7 ms)."""
     if not dev.is_cpu or not dev.strided_line_s:
         return None
     acc = [a for a in getattr(feats, "accesses", []) if a.space == "global" and a.kind in ("load", "store")

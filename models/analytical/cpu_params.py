@@ -33,18 +33,17 @@ DEFAULT_SIMD_LANES = 8.0
 
 #: classes CPUs have no SIMD instruction for (x86 and Arm vector units do not divide integers): their
 #: peak rate is scalar code already, and scaling it by the FMA's scalar/vector ratio charged an
-#: ``i % n`` in a scalar loop 3.8 ns where PoCL on Zen 3 spends about 1.3 (``s += a[(i + k) % n]``:
-#: 2.0 ns per trip per core, 0.77 without the ``%``; ds6's pa_repeat_reads and cf_triangular_loop
-#: had been 2.3x too slow; tests/test_int_division.py)
+#: ``i % n`` in a scalar loop 3.8 ns where PoCL 3.0 spends about 1.3 (``s += a[(i + k) % n]``:
+#: 2.0 ns per trip per core, 0.77 without the ``%``; tests/test_int_division.py)
 NO_SIMD_CLASSES = frozenset({"int32_div"})
 
 
 #: a guarded elementwise store this many times slower per work-item than the unguarded one (calib
 #: ``cond``) means the runtime does not vectorize a work-item loop with a conditional store (calib
-#: cond's ratio on the runtime below: 2.2-6.4 over six idle runs, the plain store the noisier). Measured
-#: here: PoCL 3.0 (the wheel, LLVM 14, AMD EPYC Zen 3, AVX2) 0.80-1.1 ns per work-item for ``if (i <
+#: cond's ratio on the runtime below: 2.2-6.4 over six idle runs, the plain store the noisier). Measured:
+#: PoCL 3.0 (LLVM 14, AVX2) 0.80-1.1 ns per work-item for ``if (i <
 #: n) c[i] = a[i] + b[i]`` and for ``if (i >= n) return;`` before the store, 0.25-0.27 ns without the
-#: guard (2^18 work-items, a datagen on the other core); the same with the guard on data (``if (a[i]
+#: guard (2^18 work-items); the same with the guard on data (``if (a[i]
 #: > 0.5f) c[i] = ...``) 0.66-0.74 ns, while a select (``c[i] = i < n ? v : 0``) and a uniform
 #: condition stay at 0.29-0.40 ns. A runtime whose loop vectorizer turns such a store into a masked
 #: store runs both alike: the fact is the device's (its compiler and instruction set), measured.
@@ -54,8 +53,8 @@ COND_STORE_SCALAR_RATIO = 1.6
 #: an elementwise store with one ``fmax`` call this many times slower per work-item than without
 #: (calib ``cond``) means the runtime calls its builtins out of line: a kernel that calls any math,
 #: common, integer or geometric builtin runs its work-item loop scalar and pays each call
-#: (``wi_libcall_ns``). Measured here (PoCL 3.0 wheel, LLVM 14, AMD EPYC Zen 3; 2^16 work-items, a
-#: datagen on the other core), ns per work-item over the whole device: ``a[i] + b[i]`` 0.40, ``fmax``
+#: (``wi_libcall_ns``). Measured (PoCL 3.0, LLVM 14, AVX2;
+#: 2^16 work-items), ns per work-item over the whole device: ``a[i] + b[i]`` 0.40, ``fmax``
 #: 2.0, ``clamp`` 2.1, ``fabs`` 3.1, ``floor`` 2.6, ``mix`` 2.7, ``fma`` 2.0, ``sqrt`` 2.7, ``exp`` 10.3,
 #: integer ``min`` 1.7, ``abs`` 1.2, ``mad24`` 2.4, ``add_sat`` on uchar 3.4, while the same maximum
 #: written as ``a[i] > b[i] ? a[i] : b[i]`` ran 0.30 and ``a[i] * b[i] + 1.0f`` 0.27.
@@ -171,12 +170,10 @@ class CPUParams(SharedParams):
         group of at most :attr:`barrier_unrolled_items` the measured cost of such a group instead
         (:attr:`barrier_curve`, interpolated; flat below its smallest size), where the runtime has
         unrolled the group's work-item loop and a barrier costs almost nothing (calib barrier; PoCL
-        3.1 on Zen 5: 1.0 ns per barrier in groups of 8 and 16 against 1.0 + 0.61 x 16 = 10.7 ns
+        3.1: 1.0 ns per barrier in groups of 8 and 16 against 1.0 + 0.61 x 16 = 10.7 ns
         on the line). A tree reduction over 2^18 work-items ran 163-195 us in groups of 16 and
         896-954 us in groups of 64; the line alone predicted 606 and 725 us, the curve 208 and 725
-        (``tests/test_cpu_class.py::test_tree_reduction_in_small_groups_on_this_device``). The
-        dataset's barrier kernels were predicted too slow in groups of up to 16 with the line alone
-        (median log2(measured / predicted) -0.28 in groups of up to 8, -0.20 of 9-16, +0.09 above)."""
+        (``tests/test_cpu_class.py::test_tree_reduction_in_small_groups_on_this_device``)."""
         line = self.barrier_s + (self.barrier_wi_s or 0.0) * lsz
         if not self.barrier_unrolled_items or not self.barrier_curve:
             return line
@@ -184,7 +181,7 @@ class CPUParams(SharedParams):
         return np.where(lsz <= self.barrier_unrolled_items, np.interp(lsz, xs, ys), line)
 
     def vectorizable(self, feats: Any) -> tuple[bool, str]:
-        """:func:`cpu_vectorizable` of ``feats`` with this device's calibrated facts."""
+        """:func:`cpu_vectorizable` of ``feats`` with the profile's calibrated facts."""
         return cpu_vectorizable(feats, barrier_loops=self.barrier_wi_s is not None,
                                 cond_store_scalar=self.cond_store_scalar, libcall_scalar=self.libcall_scalar)
 
@@ -234,7 +231,7 @@ def _chain_latencies(p: DeviceProfile) -> dict[str, float]:
     """Seconds of one compute unit per operation of a loop-carried chain, by chain class (calib
     chain's ``chain_<class>_ns``, :data:`models.static.chains.CHAIN_CLASSES`, and the routines',
     :func:`_routine_latencies`). An fp64 add or multiply without a value of its own takes the fp32
-    one's: the same units serve both precisions (PoCL 3.1 on Zen 5, idle, 4,096 work-items of
+    one's: the same units serve both precisions (PoCL 3.1, 4,096 work-items of
     4,096-4,097 trips on one chain: fp64 adds 0.48 ns per trip, fp32 adds 0.48, fp64 multiplies 0.72;
     calib chain: fp32 add 0.49, multiply 0.73, fp64 FMA 0.99)."""
     out = {c: float(p.get(f"chain_{c}_ns") or 0.0) * 1e-9 for c in CHAIN_CLASSES if p.get(f"chain_{c}_ns")}

@@ -261,7 +261,7 @@ def kernel_assumptions(feats: Any, dev: CPUParams) -> dict[str, Any]:
 
 
 #: a scalar library routine and the vectorizable form of the same value a kernel author can write
-#: instead. Measured on PoCL 3.1 (Zen 5, idle, ``o[i] = f(x[i])``, 2^18 work-items): exp2 908 us,
+#: instead. Measured on PoCL 3.1 (``o[i] = f(x[i])``, 2^18 work-items): exp2 908 us,
 #: ``exp(x * M_LN2_F)`` 85; exp10 1,027, ``exp(x * M_LN10_F)`` 81; sin 1,955, native_sin 143; cos
 #: 2,025, native_cos 80 (log and log2 against native_log and native_log2: the same)
 CHEAPER_FORMS: dict[str, tuple[str, str, str]] = {

@@ -17,20 +17,20 @@ from kernelcast.models.static.loops import PRAGMA_UNROLL_MAX_TRIP, UNROLL_MAX_TR
 
 #: full-precision builtin families whose calls leave the work-item loop scalar: the runtime's math
 #: library is inlined as scalar code with branches, which the loop vectorizer does not vectorize.
-#: Measured on this device (PoCL 3.1, under load): a kernel of 8 dependent calls per work-item and no
+#: Measured on PoCL 3.1: a kernel of 8 dependent calls per work-item and no
 #: loop ran this many times below the explicit float16 peak of the same builtin: log 421, atan 347,
 #: erf 147, pow 139, sin 182, tanh 31, but exp 4.8, native_exp 13, native_sin 10.6, sqrt and rsqrt
 #: 1.9, native_divide 0.6 (fp32 FMA 0.1): those stay vectorizable. hypot: a kernel of one
 #: ``hypot(x[i], y[i])`` per work-item ran 28.2 ns per work-item, ``sqrt(a * a + b * b)`` 0.155
-#: (PoCL 3.1, 2^18 work-items, load 3.5). rint (and the float -> integer conversions with a rounding
-#: mode, ``convert_int_rte``): 0.67 ns per work-item against 0.085 for ``convert_int`` (load 3.7).
-#: cbrt: ``cbrt(x[i])`` 33.6 ns per work-item against 0.18 for ``sqrt(x[i])`` (PoCL 3.1 on an AMD EPYC
-#: Zen 4, 2^20 work-items, load ~2). fmod: ``fmod(x[i] * 40.0f, 0.37f)`` 4.9 ns per work-item against
-#: 0.088 for the division (PoCL 3.1 on an AMD EPYC Zen 5, 2^16 work-items, idle), where calib's
+#: (PoCL 3.1, 2^18 work-items). rint (and the float -> integer conversions with a rounding
+#: mode, ``convert_int_rte``): 0.67 ns per work-item against 0.085 for ``convert_int``.
+#: cbrt: ``cbrt(x[i])`` 33.6 ns per work-item against 0.18 for ``sqrt(x[i])`` (PoCL 3.1,
+#: 2^20 work-items). fmod: ``fmod(x[i] * 40.0f, 0.37f)`` 4.9 ns per work-item against
+#: 0.088 for the division (PoCL 3.1, 2^16 work-items), where calib's
 #: float16 fmod ran 6x its scalar rate.
 #: The routines with a family of their own since (``models.static.features.FAMILY_PARENT``) stay
 #: with their parent's families, and exp2, exp10 and expm1 join them although exp does not: four
-#: independent calls per work-item of 2^18 work-items (PoCL 3.1, Zen 5, idle) took 3,617, 4,093 and
+#: independent calls per work-item of 2^18 work-items (PoCL 3.1) took 3,617, 4,093 and
 #: 11,064 us against 296 for exp (12-37x; their explicit float16 variants run 2.8-13 G/s); charged at
 #: exp's vectorized rate, the 16 kernels of the dataset with exp2 calls were 1.4x too fast at the
 #: median and 6x at worst (synth_stencil_000100).
@@ -42,7 +42,7 @@ SCALAR_FAMILIES = ("bi_log", "bi_sin", "bi_atan", "bi_pow", "bi_tanh", "bi_erf",
 #: families of :data:`SCALAR_FAMILIES` that leave the work-item loop scalar unless every call is of
 #: this builtin, at no more call sites than this (asinh, acosh and atanh, in tanh's family, are
 #: still scalar library code): PoCL 3.1 inlines tanh as vector code, until the inlined copies make the loop
-#: too large for its vectorizer. Read off its compiled code and timed on this host (Zen 5, 2^20
+#: too large for its vectorizer. Read off its compiled code and timed  (2^20
 #: work-items): ``out[i] = tanh(x)`` is vector code (594 ymm references, 540-1,085 us in the host's
 #: fast and slow phases, 1.4 G calls/s at 2^19 work-items with the argument made from the id), as in
 #: the dataset's ``tm_tanh_act`` and ``tm_gelu_approx`` (both 2.4x too slow charged as scalar code);
@@ -119,8 +119,8 @@ def cpu_vectorizable(feats: Any, *, barrier_loops: bool = False, cond_store_scal
     Except in a kernel with a work-group barrier: there PoCL splits the work-item loop into
     parallel regions at the barriers, and it also puts an implicit barrier into every loop whose
     trip count is the same for all work-items (not ``divergent``), so the work-item loop runs
-    *inside* that loop and is vectorized. Measured on this device (PoCL 3.1, 2 cores, host load
-    1-2): a loop of 2,000 uniform trips of two dependent LCG steps per work-item ran 2.1 ns per
+    *inside* that loop and is vectorized. Measured on PoCL 3.1 (a 2-core
+    x86-64 CPU): a loop of 2,000 uniform trips of two dependent LCG steps per work-item ran 2.1 ns per
     trip and work-item per core without a barrier in the kernel and 0.17-0.18 ns with one
     barrier after the loop (the same 12x with a trip count read from a buffer), but 2.1 ns again
     when the trip count differs between work-items (``samples + (gid & 1)``) even with the
@@ -131,7 +131,7 @@ def cpu_vectorizable(feats: Any, *, barrier_loops: bool = False, cond_store_scal
     the work-item loop per trip; that cost is charged per barrier and work-item
     (``barrier_wi_ns``, calibrated with such a loop) rather than through the vectorizability of
     the whole kernel, when ``barrier_loops`` (the profile has that value); without it such a
-    loop makes the kernel scalar, as before. A loop contains a barrier when its trip count is a
+    loop makes the kernel scalar. A loop contains a barrier when its trip count is a
     factor of the kernel's barrier count.
 
     ``cond_store_scalar`` (the device's calibrated fact, :attr:`DeviceParams.cond_store_scalar`): a
@@ -145,7 +145,7 @@ def cpu_vectorizable(feats: Any, *, barrier_loops: bool = False, cond_store_scal
             return False, f"atomic on {a.arg} (line {a.line})"
     mixing = getattr(feats, "lane_mixing", [])
     if mixing:
-        # measured on PoCL 3.1 (1 Mi work-items, load ~3): distance(r[i], q) of a float2 r 1.46 ns per
+        # measured on PoCL 3.1 (1 Mi work-items): distance(r[i], q) of a float2 r 1.46 ns per
         # work-item, v = r[i] - q; sqrt(v.x * v.x + v.y * v.y) 1.44, v.x * v.x + v.y * v.y 0.57, against
         # 0.19 for sqrt of a float array and 0.15 for float4 and float2 arithmetic kept whole
         return False, (f"components of one work-item's vector value combined (line {mixing[0]}: a swizzle or "
@@ -214,7 +214,7 @@ def cpu_vectorizable(feats: Any, *, barrier_loops: bool = False, cond_store_scal
         # the work-item loop inside a uniform loop is vectorized only if the loop's body can be: a
         # runtime that leaves a guarded store scalar does the same with a guarded access that steps
         # with the loop (rd_sum_multi_elem's ``if (idx < n) acc += in[idx]``, idx = gid + k * gsz:
-        # 1.4-2.5 ns per trip and work-item per core on PoCL 3.0, Zen 3; charged vectorized, 8.6x
+        # 1.4-2.5 ns per trip and work-item per core on PoCL 3.0; charged vectorized, 8.6x
         # too fast)
         for a in getattr(feats, "accesses", []):
             if a.conditional and a.trip_strides and a.space != "private":
@@ -232,8 +232,8 @@ def cpu_vectorizable(feats: Any, *, barrier_loops: bool = False, cond_store_scal
 def _implicit_barrier_blocker(lp: Any) -> str:
     """Why PoCL puts no implicit barrier into a loop whose trip count is the same in every
     work-item ("" when it does): it takes only a loop with one exit whose induction variable it
-    knows to be uniform, which is a variable counting from 0 by 1. Measured on this device (PoCL
-    3.1, 2 cores; ``for`` loops of 2,000 trips of ``sum += (float)k + s`` in a kernel with one
+    knows to be uniform, which is a variable counting from 0 by 1. Measured on PoCL
+    3.1 (a 2-core x86-64 CPU; ``for`` loops of 2,000 trips of ``sum += (float)k + s`` in a kernel with one
     barrier after the loop, 1,024 work-items in one work-group): 0.14 ms for ``k = 0; k < n; k++``
     (also with ``k != n``, ``k <= n - 1``, ``++k``, an unsigned or 64-bit counter, as a ``while``
     loop, or nested in a loop of 4 trips), 1.4 ms, 10x, for ``k = n - 1; k >= 0; k--``, ``k = n;
@@ -254,10 +254,10 @@ def unbarriered_loops(feats: Any) -> list[int]:
     which get no implicit barrier from the runtime (:func:`_implicit_barrier_blocker`, or a loop
     nested in them that gets none: :func:`_blocked_inner_loop`): their work-item loop runs around
     them, so each work-item's chain through them runs in turn as in a kernel without barriers.
-    Measured on this device (PoCL 3.1, Zen 5, idle; 8,192 work-items in groups of 16 to 256): a
+    Measured on PoCL 3.1 (8,192 work-items in groups of 16 to 256): a
     loop of 2,000 trips of ``s = s * 0.999f + 1.0f`` counting down ran 7.4-7.6 ms with a barrier
-    before it and without; predicted 2.76 ms with the barrier while its chain was left out, 7.85
-    now. (A chain through an inner loop the compiler unrolls is not counted: the uniform loop around
+    before it and without; predicted 7.85 ms with its chain (2.76 ms without). (A chain through
+    an inner loop the compiler unrolls is not counted: the uniform loop around
     ``d = -2; d <= 2`` ran 7.7-8.2 ms, predicted 3.6.) Empty without a barrier."""
     ops = getattr(feats, "ops", {})
     if not _has_barrier(ops):
@@ -285,7 +285,7 @@ def _blocked_inner_loop(loops: Sequence[Any], loop: Any) -> str:
     before the compiler unrolls anything, so a loop of a few constant trips nested in ``loop`` that
     gets no implicit barrier itself (:func:`_implicit_barrier_blocker`) leaves ``loop``'s work-item
     loop scalar. ``loops``: the kernel's live loops in the walk's order, a loop's inner loops right
-    before it and deeper. Measured on this device (PoCL 3.1, Zen 5, idle; 8,192 work-items, one
+    before it and deeper. Measured on PoCL 3.1 (8,192 work-items, one
     barrier before a loop of 400 trips around ``for (int d = -2; d <= 2; ++d) s = s * 0.999f + d``):
     7.8 ms in groups of 16, 64 and 256, against 0.55-0.76 ms with ``d = 0; d < 5`` (14x; the
     analytical model took both as vectorized). Not modelled: an inner loop of 2 trips counting from
@@ -308,7 +308,7 @@ def _uniform_conditional_store(a: Any) -> bool:
     """A store whose address is the same for every work-item (a constant index: a flag such as
     ``*changed = 1``) and that not every work-item executes (its count is not 1). LLVM's loop
     vectorizer does not vectorize a conditional store to a loop-invariant address, so PoCL's
-    work-item loop stays scalar. Measured on this device (PoCL 3.1, load 4.5, 2^19 work-items,
+    work-item loop stays scalar. Measured on PoCL 3.1 (a 2-core x86-64 CPU, 2^19 work-items,
     ``/tmp`` probe of gr_bfs_update_mask): 0.73 ns per work-item with ``if (nf[v]) {...; *not_done
     = 1;}``, 0.050 without the flag store, 0.22 with the flag stored unconditionally or stored per
     work-item (``not_done[v] = 1``, 4 more bytes per item): the conditional uniform store made the
@@ -331,14 +331,13 @@ def cpu_throughput_loops(feats: Any) -> list[int]:
     loop that is neither unrolled nor a loop with barriers is one. Such a loop, in a kernel with
     barriers, has the same trip count in every work-item, no memory access and no loop nested
     in it: PoCL gives it an implicit barrier, so the work-item loop runs inside it and each trip
-    is a pass over independent work-items. Measured on this device (PoCL 3.1, load 5): two
+    is a pass over independent work-items. Measured on PoCL 3.1 (a 2-core x86-64 CPU): two
     dependent LCG steps (13 operations) per trip ran 0.17-0.34 ns per trip and work-item on one
     core, an fmax chain 0.12-0.20 ns, whether the loop comes before or after the barrier, two
     such loops too; without a barrier in the kernel 2.1-2.3 ns. The operation counts are per
-    kernel, not per loop, hence all loops or none: ds1 kernels with a loop that reads memory in
-    every trip (synth_tile_000047, rd_sum_multi_elem, synth_tile2d_000112) ran 3-4x slower than
-    the peak rates, and a uniform loop nested in another (synth_tile_000009) ran scalar, 2.8 ns
-    per trip."""
+    kernel, not per loop, hence all loops or none: kernels with a loop that reads memory in
+    every trip ran 3-4x slower than the peak rates, and a uniform loop nested in another ran
+    scalar, 2.8 ns per trip."""
     ops = getattr(feats, "ops", {})
     if not _has_barrier(ops):
         return []
@@ -381,7 +380,7 @@ def clamped_index(a: Any) -> bool:
     """Whether an access's index clamps a work-item id (``in[min(i + 1, n - 1)]``, ``clamp(x + dx,
     0, w - 1)``, ``max(gid - 1, 0)``): affine with one element between adjacent work-items almost
     everywhere, but the loop vectorizer cannot prove the lanes' addresses consecutive and issues a
-    gather. Measured on this device (PoCL 3.1, 2 cores, 262,144 work-items in groups of 256, idle):
+    gather. Measured on PoCL 3.1 (a 2-core x86-64 CPU, 262,144 work-items in groups of 256):
     ``out[i] = in[clamp(i - 1, 0, n - 1)] + in[clamp(i + 1, 0, n - 1)]`` 89 us against 19-20 us for
     ``out[i] = in[i] * 2``, the same under ``if (i < n)`` or after ``if (i >= n) return;`` 92-95 us:
     0.27 ns per clamped load and core, against 0.18 for calib's gathers of consecutive addresses."""
@@ -402,7 +401,7 @@ _SHIFTED_GID = re.compile(r"^(?:gid0 [+-] \d+|\d+ \+ gid0)$")
 def shifted_int_index(a: Any) -> bool:
     """Whether an access's index is a signed 32-bit ``int`` global id plus a constant (``int i =
     get_global_id(0); ... in[i + 1]``): PoCL 3.1's loop vectorizer gathers it, though the lanes'
-    addresses are consecutive. Measured on this device (2 cores, 2^20 work-items in groups of 256,
+    addresses are consecutive. Measured on PoCL 3.1 (a 2-core x86-64 CPU, 2^20 work-items in groups of 256,
     ``out[i] = in[i + C] * 2``, two rounds each): 180-199 us for C = 1, 3 or 7 and for a store to
     ``out[i + 1]``, against 47-57 us for ``in[i]``, for the same index as ``uint`` or ``size_t``, for
     ``in[i + off]`` with ``off`` a kernel argument, for ``y * w + x + 1`` in 2D and for ``g + l + 1``

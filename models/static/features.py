@@ -82,7 +82,7 @@ BUILTIN_FAMILIES = ("exp", "log", "sin", "atan", "pow", "tanh", "sqrt", "rsqrt",
                     "asin", "acos", "erfc")
 #: where a profile has no rate of a family of its own: the family whose rate it takes and how many
 #: of that family's calls one call counts as (a tangent is a sine and a cosine). Each of these is
-#: its own library routine with its own cost (PoCL 3.1 on Zen 5, idle, ``o[i] = f(x[i])`` on data in
+#: its own library routine with its own cost (PoCL 3.1, ``o[i] = f(x[i])`` on data in
 #: [0, 1), 2^18 work-items: exp 74 us, exp2 1,389; log 1,618, log2 692, log10 1,908, log1p 3,704;
 #: sin 1,949, cos 3,845; atan 3,092, asin 1,368, acos 1,610; tanh 141, sinh 2,460, cosh 1,363; erf
 #: 3,877), so calib measures each; the parent keeps profiles that predate them working

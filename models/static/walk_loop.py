@@ -186,8 +186,7 @@ class LoopWalker(WalkerBase):
                 # arithmetic in a loop whose trips differ between work-items, which no runtime can
                 # run for several work-items at once; in a loop all work-items take alike, apart
                 # (uniform_<class>, but for the first trip and the CHAIN_OVERLAP_TRIPS the core runs
-                # beside the work-item before: charged in full, it made 6 of ds7's kernels worse,
-                # whose short loops' work-items overlapped); a library routine's calls in any
+                # beside the work-item before: the work-items of short loops overlap); a library routine's calls in any
                 # loop (a chain of 32 sin calls per work-item ran 2.7x as long as four chains of 8,
                 # 3.5x for exp), but for the first trip's where every work-item takes the same
                 # trips: it waits for nothing, and the core runs it beside the work-item before (T
@@ -251,8 +250,8 @@ class LoopWalker(WalkerBase):
     def _from_zero(self, cond: ci.Cursor | None, cands: dict[int, Induction], entry_vars: dict[int, Val],
                    ind_key: int | None) -> bool:
         """Whether the loop's condition is one comparison of an induction variable that starts at 0
-        and steps by 1: the form of LLVM's canonical induction variable, which PoCL's uniformity
-        analysis takes as the same in every work-item (:func:`models.analytical.cpu_vectorizable`)."""
+        and steps by 1 (LLVM's canonical induction variable): a fact the CPU-runtime class reads
+        (:func:`models.analytical.cpu_vectorizer.cpu_vectorizable`)."""
         if cond is None or ind_key is None or ind_key not in cands:
             return False
         parts: list[ci.Cursor] = []
