@@ -47,7 +47,8 @@ FEATURES_VERSION = 3
 
 #: prefix of the evaluated counts of operations on vector values (``vec:fp32_fma@8``)
 VEC_PREFIX = "vec:"
-#: prefix of the evaluated counts of operations in loops vectorized within a work-item
+#: prefix of the evaluated counts of operations in innermost loops with independent trips within a
+#: work-item (``loopvec_ops``; the name says what a loop vectorizer can take, the fact is the loop's shape)
 LOOPVEC_PREFIX = "loopvec:"
 #: key prefix of the operations on loop-carried recurrences in ``evaluate_many``'s output
 CHAIN_PREFIX = "chain:"
@@ -216,8 +217,10 @@ class SourceFeatures:
     ops_warp: dict[str, str] = field(default_factory=dict)    # class -> SIMT issue count per work-item
     # "class@width" -> lanes of those operations that act on OpenCL vector values of that width
     vec_ops: dict[str, str] = field(default_factory=dict)
-    # class -> operations in innermost loops the compiler vectorizes within one work-item (a count
-    # loop ``rank += (in[j] < v)``), and ``loads`` their loads
+    # class -> operations in innermost loops whose trips are independent within one work-item (a
+    # count loop ``rank += (in[j] < v)``: no exit, nested loop, ``if``, call or store, unit-stride
+    # loads, only integer reductions carried), and ``loads`` their loads; what a loop vectorizer
+    # makes of them is the device class's (models.analytical.cpu_costs.inner_loop_correction)
     loopvec_ops: dict[str, str] = field(default_factory=dict)
     # class -> operations per work-item on loop-carried recurrences: each waits for the one before
     # (models.static.chains)

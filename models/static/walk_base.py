@@ -104,8 +104,8 @@ class WalkerBase(ABC):
         # "class@width" -> lanes of operations on OpenCL vector values of that width (each one SIMD
         # instruction of the target, whether or not the runtime vectorizes across work-items)
         self.ops_vec: dict[str, Poly] = {}
-        # class -> operations in innermost loops the loop vectorizer takes on its own within a
-        # work-item (walk_loop._record_vectorizable_loop), and their loads (LOOPVEC_LOADS)
+        # class -> operations in innermost loops whose trips are independent within a work-item
+        # (walk_loop._record_independent_trip_loop), and their loads (LOOPVEC_LOADS)
         self.ops_loopvec: dict[str, Poly] = {}
         self.ops_chain: dict[str, Poly] = {}     # operations on loop-carried recurrences (models.static.chains)
         self.accesses: list[Access] = []
