@@ -78,6 +78,8 @@ from kernelcast.models.analytical.params import (
     GPU_RULES,
     RATE_CLASSES,
     SharedParams,
+    profile_levels,
+    read_shared,
 )
 from kernelcast.models.analytical.registry import (
     ATOMIC_KEY,
@@ -150,6 +152,8 @@ __all__ = [
     "mwp_cwp",
     "operation_seconds",
     "params_from_profile",
+    "profile_levels",
+    "read_shared",
     "register",
     "registered_classes",
     "shifted_int_index",
