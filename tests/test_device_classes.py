@@ -170,3 +170,42 @@ def test_no_matching_class_is_a_lookup_error(monkeypatch):
     monkeypatch.setattr(registry_module, "_CLASSES", [CPURuntimeClass])
     with pytest.raises(LookupError, match="no device class for device type 'GPU'"):
         device_class_for(profile("GPU"))
+
+
+FIRST = """__kernel void first(__global const float* a, __global float* b) {
+  int i = get_global_id(0); if (get_local_id(0) == 0) b[get_group_id(0)] = a[i] * 2.0f; }"""
+
+
+class RecordingGPU(GPUClass):
+    """The GPU class, recording the per-warp multiply count the pipeline hands it."""
+
+    name = "test-recording-gpu"
+    priority = GPUClass.priority + 2
+    seen: list[float] = []
+
+    @classmethod
+    def matches(cls, kind: DeviceKind) -> bool:
+        return kind.name == "test-gpu" and "recording" in kind.vendor
+
+    def item_costs(self, feats, f, env, g, n_wg):
+        type(self).seen.append(float(np.asarray(f["warp_fp32_mul"]).ravel()[0]))
+        return super().item_costs(feats, f, env, g, n_wg)
+
+
+def test_features_are_counted_at_the_profiles_warp_width():
+    """The multiply under ``lid == 0`` runs in one warp of each group: per work-item, warp / lsize
+    warp issues (1/8 in groups of 256 with 32-wide warps, 1/4 with 64-wide wavefronts)."""
+    args = [{"name": "a", "kind": "buffer", "dtype": "float", "count": 4096},
+            {"name": "b", "kind": "buffer", "dtype": "float", "count": 16}]
+    frame = pd.DataFrame([{"source": FIRST, "kernel_name": "first", "gsize": [4096], "lsize": [256], "args": args}])
+    register(RecordingGPU)
+    try:
+        for width, per_item in ((32, 1 / 8), (64, 1 / 4)):
+            RecordingGPU.seen = []
+            m = AnalyticalModel(profile("GPU", vendor="recording", warp_size=float(width), max_warps_per_cu=64.0))
+            assert m.device_class.feature_symbols() == {"warp": float(width)}
+            m.predict(frame)
+            assert RecordingGPU.seen == [per_item]
+    finally:
+        unregister(RecordingGPU.name)
+    assert AnalyticalModel(profile("CPU")).device_class.feature_symbols() == {}

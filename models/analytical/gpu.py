@@ -70,6 +70,11 @@ class GPUClass(DeviceClass):
         """A GPU device type, or any profile with an occupancy limit in warps."""
         return "max_warps_per_cu" in kind.values or "GPU" in kind.device_type
 
+    def feature_symbols(self) -> dict[str, float]:
+        """The warp (wavefront) width: per-warp counts, branch divergence and coalescing are
+        counted at the profile's width."""
+        return {"warp": float(self.params.warp)}
+
     def residency(self, f: Mapping[str, np.ndarray], g: np.ndarray, lsz: np.ndarray, n_wg: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray]:
         d = self.params

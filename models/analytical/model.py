@@ -134,6 +134,9 @@ class AnalyticalModel(Predictor):
         """Time (s), energy (J) and the parts of the model for arrays of configurations of one kernel."""
         d = self.dev
         dc = self.device_class
+        fixed = dc.feature_symbols()
+        if fixed:
+            env = {**env, **{k: np.full_like(env["gsize0"], v, dtype=np.float64) for k, v in fixed.items()}}
         f = feats.evaluate_many({k: v for k, v in env.items() if not k.startswith("__")})
         g = env["gsize0"] * env["gsize1"] * env["gsize2"]
         lsz = env["lsize0"] * env["lsize1"] * env["lsize2"]

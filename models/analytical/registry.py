@@ -82,6 +82,11 @@ class DeviceClass(ABC):
 
     # -- the pipeline's stages ----------------------------------------------------------------
 
+    def feature_symbols(self) -> dict[str, float]:
+        """Symbols of the static features this device fixes (e.g. ``warp``: the width the
+        per-warp counts and the coalescing are counted at); the features' defaults otherwise."""
+        return {}
+
     def residency(self, f: Mapping[str, np.ndarray], g: np.ndarray, lsz: np.ndarray, n_wg: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray]:
         """Resident work-groups per compute unit and the occupancy (0-1), per configuration."""
