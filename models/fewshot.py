@@ -28,15 +28,15 @@ counting as :data:`POOL_DOF` degree of freedom). With one shot, or without ``wit
 kernel's prior strength is the pooled one. Measured with ``kernelcast evaluate --data DS --models
 analytical,tabular,blend --profile calib/profiles/pocl-local.json --repeats 3`` (grouped 5-fold,
 fold seeds 0-2, mean +- sd; ``train.evaluate.few_shot`` estimates the prior and ``s_w**2`` on the
-other folds' residuals), against the unshrunk mean offset evaluate used before: the tabular model's
-3-shot MAPE on ds1c 139 +- 106 -> 73 +- 20 % (3-shot median APE 32.5 -> 32.3 %), on ds2s 44 +- 4 ->
-41 +- 3 % (median 23.4 -> 23.5 %); the analytical model's on ds1c 178 +- 100 -> 99 +- 24 %. The
-MAPE tail was a few kernels (``pa_blocked_scale``: 13-72 % of the whole 3-shot APE sum, per fold
-seed), measured on problems whose residuals differ widely: its three shots disagreed, and their
-plain mean scaled the kernel's other rows by up to x279.
+other folds' residuals), against the unshrunk mean offset, on two datasets measured with PoCL on a
+2-core x86-64 CPU: the tabular model's 3-shot MAPE 139 +- 106 -> 73 +- 20 % (3-shot median APE
+32.5 -> 32.3 %) on one, 44 +- 4 -> 41 +- 3 % (median 23.4 -> 23.5 %) on the other; the analytical
+model's 178 +- 100 -> 99 +- 24 % on the first. The MAPE tail was a few kernels (one: 13-72 % of the
+whole 3-shot APE sum, per fold seed), measured on problems whose residuals differ widely: its three
+shots disagreed, and their plain mean scaled the kernel's other rows by up to x279.
 
 **Shape.** A per-kernel offset cannot fix a model's error in the *shape* of a kernel's times
-across its configurations (on this host's data the best single factor per kernel still leaves a
+across its configurations (on the dataset below the best single factor per kernel still leaves a
 MAPE of 18 %, against 21-22 % for three shots). With a :class:`ShapePrior` the correction is a
 Gaussian process in log2 space over the configuration, ``r(x) = b + g(x) + e``: ``b`` the kernel's
 offset (variance ``offset_sd**2``), ``g`` a smooth function of ``x`` = (log2 global work-items,
@@ -51,12 +51,12 @@ the prior expects have their shape and noise variances scaled up by the pooled r
 variances and length scales are fitted by maximising the marginal likelihood of the residuals of
 training kernels (:func:`fit_shape_prior`; each kernel an independent draw); a tabular model
 stores the fit of its own out-of-fold residuals, ``evaluate`` fits it on the other folds.
-Measured with ``kernelcast evaluate --data ds8m --data ds8s --models analytical,tabular,blend
---repeats 3`` (2,426 rows of 269 kernels, PoCL 3.1 on 2 Zen 5 cores; same shots for both; mean +-
+Measured with ``kernelcast evaluate --data DS1 --data DS2 --models analytical,tabular,blend
+--repeats 3`` (2,426 rows of 269 kernels, PoCL 3.1 on a 2-core x86-64 CPU; same shots for both; mean +-
 sd over fold seeds 0-2): the tabular model's 3-shot MAPE 21.9 +- 0.4 % with the offset alone, 19.8
 +- 1.6 % with the shape correction, its 3-shot median APE 12.3 -> 9.6 %, and tuning top-1 after 3
 shots 86.5 % (zero-shot 81.4 %). The analytical model's 3-shot MAPE 22.3 -> 19.9 %. With the
-analytical balance as an input (ds8m + ds8s after their further rounds, 2,464 rows of 274
+analytical balance as an input (the same datasets with more rows, 2,464 rows of 274
 kernels): the tabular model's 3-shot MAPE 17.5 +- 0.5 -> 17.0 +- 0.4 %, the analytical model's
 17.6 -> 17.1 %; the offset alone 20.3 %.
 
@@ -65,8 +65,8 @@ shots often fall together (two sizes next to each other, one work-group size) an
 the kernel's configurations to the prior. Under the shape prior the posterior variance of the
 correction at every configuration depends only on which configurations were measured, not on what
 they read, so the shots can be chosen before measuring: greedily, each the configuration whose
-measurement leaves the least total variance over the others. ``kernelcast evaluate --data ds8m
---data ds8s --data ds9s --repeats 3`` (4,215 rows of 507 kernels; the prior fitted on the other
+measurement leaves the least total variance over the others. ``kernelcast evaluate --data DS1
+--data DS2 --data DS3 --repeats 3`` (4,215 rows of 507 kernels; the prior fitted on the other
 folds; mean +- sd over fold seeds 0-2): the tabular model's 3-shot MAPE 16.8 +- 0.3 % with random
 shots, 14.6 +- 0.1 % with the chosen ones (median APE 8.8 -> 7.4 %); the analytical model's 17.0 ->
 14.8 %.

@@ -229,8 +229,10 @@ def test_atomics_are_not_vectorized_and_dead_loops_are_reported():
 
 
 def test_gpu_profiles_have_no_cpu_class():
+    from kernelcast.models.analytical import CPUParams, GPUClass
+
     m = AnalyticalModel(load_profile("a100"))
-    assert not m.dev.is_cpu and m.dev.scalar_rates == {}
+    assert isinstance(m.device_class, GPUClass) and not m.dev.is_cpu and not isinstance(m.dev, CPUParams)
 
 
 def test_measured_counts_replace_the_assumption_and_are_named():

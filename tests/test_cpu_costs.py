@@ -321,7 +321,8 @@ def test_page_strided_loop_charge_hand_computed():
     assert strided_seconds(_feats(STRIDED, "tiles"), _env(4096, 2048, _strided_args(n, 4096)), d) is None
     d_lat = AnalyticalModel(_profile(dram_latency_ns=150.0)).dev
     assert d_lat.strided_line_s == pytest.approx(150e-9) and "latency" in d_lat.strided_source
-    assert AnalyticalModel(_profile("GPU", strided_line_ns=100.0)).dev.strided_line_s is None
+    gpu = AnalyticalModel(_profile("GPU", strided_line_ns=100.0))
+    assert not gpu.dev.is_cpu and getattr(gpu.dev, "strided_line_s", None) is None
 
 
 def test_page_strided_loop_only_beyond_the_last_cache_level():

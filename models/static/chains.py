@@ -25,16 +25,14 @@ arithmetic (:data:`CHAIN_OPS`). The loop's own induction variable is left out: t
 strength-reduces it. The walker counts the arithmetic of loops whose trips differ between
 work-items as it is, that of loops all work-items take alike apart (``uniform_<class>``, but for
 the first trip and the :data:`CHAIN_OVERLAP_TRIPS` the core runs beside the work-item before;
-``walk_loop``), and the model charges the chains of both in kernels without barriers, in kernels
-with barriers only those of loops whose trips differ between work-items: a runtime puts an implicit
-barrier into a loop all work-items take alike there (PoCL), so its trips run the group's work-items
-side by side (``models.analytical.chain_seconds``). Not into such a loop inside a loop with
-barriers (a tile loop's inner loop; PoCL 3.1): its chain is apart again (``inner_<class>``),
-charged in groups the runtime does not unroll.
+``walk_loop``), and the chains of such a loop nested in a loop with barriers (a tile loop's inner
+loop) apart again (``inner_<class>``). These are facts about the source; which of the chains a
+device pays is the device class's decision (the CPU-runtime class:
+``models.analytical.cpu_costs.chain_seconds``).
 
 A call of a math library routine (:func:`routine_class`: sin, exp, log... not sqrt, rsqrt or a
 division, which are one instruction) is one operation of its own class on the chain, with its own
-latency (calib chain's ``chain_<routine>_ns``: PoCL 3.1 on Zen 5, sin 34 ns, exp 19, log 22, against
+latency (calib chain's ``chain_<routine>_ns``: PoCL 3.1, sin 34 ns, exp 19, log 22, against
 9.4, 2.2 and 12 ns per call at the scalar rates of 8 independent chains). Those the walker counts in
 every loop, but for the first trip where all work-items take the same trips (see ``walk_loop``).
 """
@@ -62,30 +60,30 @@ CHAIN_OPS: dict[tuple[str, str], str] = {
 #: builtins that are operations on a chain, with their class and how many of it one call is: an
 #: FMA, counted apart (``fma_call``) because a runtime that calls its builtins out of line charges
 #: the call already; ``fmax``/``fmin``, a maximum and the blend that gives a NaN operand's other
-#: operand, two adds' latency (PoCL 3.1 on Zen 5, a chain of one per trip: 1.13 ns a trip, of one
+#: operand, two adds' latency (PoCL 3.1, a chain of one per trip: 1.13 ns a trip, of one
 #: add 0.66, of ``t > acc ? t : acc`` 0.70)
 CHAIN_CALLS: dict[str, tuple[str, int]] = {"fma": ("fma_call", 1), "mad": ("fma_call", 1),
                                             "fmax": ("fp32_add", 2), "fmin": ("fp32_add", 2)}
 #: how much more a library routine on a chain weighs than an arithmetic operation when the pass
-#: keeps the longer of two chains (PoCL 3.1 on Zen 5: one call of sin on a chain 35 ns, of exp 18,
+#: keeps the longer of two chains (PoCL 3.1: one call of sin on a chain 35 ns, of exp 18,
 #: of log 22, an fp32 FMA 1)
 ROUTINE_WEIGHT = 20
 #: the arithmetic classes a chain counts in (``SourceFeatures.chain_ops``), each with a latency
 #: calib measures (``chain_<class>_ns``; fp64 adds and multiplies take the fp32 ones' where a profile
-#: has none of their own: ``models.analytical._chain_latencies``)
+#: has none of their own: ``models.analytical.cpu_params._chain_latencies``)
 CHAIN_CLASSES = ("fp32_add", "fp32_mul", "fp32_fma", "fp32_div", "fp64_add", "fp64_mul", "fp64_fma")
 #: ``fma``/``mad`` calls on a chain
 FMA_CALL = "fma_call"
 #: the prefix of an arithmetic class on the chain of a loop every work-item takes alike (the
 #: consecutive work-items of scalar code overlap such chains where they are short:
-#: ``models.analytical.chain_seconds``)
+#: ``models.analytical.cpu_costs.chain_seconds``)
 UNIFORM_PREFIX = "uniform_"
 #: the prefix of an arithmetic class on the chain of a loop every work-item takes alike inside a
-#: loop with barriers (a tile loop's inner loop): PoCL runs each work-item's trips of it in turn in
-#: groups it does not unroll (``models.analytical.chain_seconds``)
+#: loop with barriers (a tile loop's inner loop; what a runtime makes of it:
+#: ``models.analytical.cpu_costs.chain_seconds``)
 INNER_PREFIX = "inner_"
-#: trips of such a chain per work-item that the core overlaps with the work-item before (PoCL 3.1 on
-#: Zen 5, idle: a loop every work-item takes alike with one fp32 add or FMA on its chain, n trips
+#: trips of such a chain per work-item that the core overlaps with the work-item before (PoCL 3.1:
+#: a loop every work-item takes alike with one fp32 add or FMA on its chain, n trips
 #: per work-item; per trip 0.24 / 0.40 ns at n = 64, 0.40 / 0.73 at 256, 0.48 / 0.93 at 1,024 and
 #: 0.49 / 0.97 at 4,096, the chain latencies being 0.49 / 0.98: 20-64 trips overlapped)
 CHAIN_OVERLAP_TRIPS = 40

@@ -40,8 +40,8 @@ FAMILY: dict[str, str] = {
     "rsqrt": "rsqrt",
     **dict.fromkeys(["erf", "lgamma", "lgamma_r", "tgamma"], "erf"), "erfc": "erfc",
     **dict.fromkeys(["divide", "recip"], "divide"),
-    # a library routine (exact remainder: a loop of scaled subtractions), not a division (PoCL 3.0,
-    # Zen 3: 25-49 ns per call against about 1 for a divide)
+    # a library routine (exact remainder: a loop of scaled subtractions), not a division (PoCL 3.0:
+    # 25-49 ns per call against about 1 for a divide)
     **dict.fromkeys(["fmod", "remainder", "remquo"], "fmod"),
 }
 #: builtin families whose calls are one instruction (or a few) on a CPU, not a math library routine:
@@ -183,7 +183,7 @@ def math_builtin(name: str, vals: list[Val], result: tuple[str, int], first_arg:
         ops.append(("bi_rint", width))
     # a call of the runtime's library (features.LIBCALL), except conversions, the families (their
     # own calibrated rates hold the call) and integer min / max / clamp (one instruction on every
-    # target: an integer max reduction over a tile ran vectorized on PoCL 3.1, Zen 5)
+    # target: an integer max reduction over a tile ran vectorized on PoCL 3.1)
     inline = tcls == "int" and base in ("min", "max", "clamp")
     if ops and out.note is None and not inline and not name.startswith(("convert_", "as_")) \
             and not any(c.startswith("bi_") for c, _ in ops):

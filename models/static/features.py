@@ -47,7 +47,8 @@ FEATURES_VERSION = 3
 
 #: prefix of the evaluated counts of operations on vector values (``vec:fp32_fma@8``)
 VEC_PREFIX = "vec:"
-#: prefix of the evaluated counts of operations in loops vectorized within a work-item
+#: prefix of the evaluated counts of operations in innermost loops with independent trips within a
+#: work-item (``loopvec_ops``; the name says what a loop vectorizer can take, the fact is the loop's shape)
 LOOPVEC_PREFIX = "loopvec:"
 #: key prefix of the operations on loop-carried recurrences in ``evaluate_many``'s output
 CHAIN_PREFIX = "chain:"
@@ -82,7 +83,7 @@ BUILTIN_FAMILIES = ("exp", "log", "sin", "atan", "pow", "tanh", "sqrt", "rsqrt",
                     "asin", "acos", "erfc")
 #: where a profile has no rate of a family of its own: the family whose rate it takes and how many
 #: of that family's calls one call counts as (a tangent is a sine and a cosine). Each of these is
-#: its own library routine with its own cost (PoCL 3.1 on Zen 5, idle, ``o[i] = f(x[i])`` on data in
+#: its own library routine with its own cost (PoCL 3.1, ``o[i] = f(x[i])`` on data in
 #: [0, 1), 2^18 work-items: exp 74 us, exp2 1,389; log 1,618, log2 692, log10 1,908, log1p 3,704;
 #: sin 1,949, cos 3,845; atan 3,092, asin 1,368, acos 1,610; tanh 141, sinh 2,460, cosh 1,363; erf
 #: 3,877), so calib measures each; the parent keeps profiles that predate them working
@@ -216,8 +217,10 @@ class SourceFeatures:
     ops_warp: dict[str, str] = field(default_factory=dict)    # class -> SIMT issue count per work-item
     # "class@width" -> lanes of those operations that act on OpenCL vector values of that width
     vec_ops: dict[str, str] = field(default_factory=dict)
-    # class -> operations in innermost loops the compiler vectorizes within one work-item (a count
-    # loop ``rank += (in[j] < v)``), and ``loads`` their loads
+    # class -> operations in innermost loops whose trips are independent within one work-item (a
+    # count loop ``rank += (in[j] < v)``: no exit, nested loop, ``if``, call or store, unit-stride
+    # loads, only integer reductions carried), and ``loads`` their loads; what a loop vectorizer
+    # makes of them is the device class's (models.analytical.cpu_costs.inner_loop_correction)
     loopvec_ops: dict[str, str] = field(default_factory=dict)
     # class -> operations per work-item on loop-carried recurrences: each waits for the one before
     # (models.static.chains)

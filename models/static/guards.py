@@ -6,21 +6,13 @@ the function atom ``cmp<op>(lhs, rhs)``, ``&&`` / ``||`` / ``!`` the atoms ``and
 ``not``). :func:`facts` takes it apart into the comparisons known true where it holds (both sides of
 ``&&``) or where it fails (both sides of ``||``, negated); anything else tells nothing.
 
-:func:`shift_guarded`: PoCL 3.1's loop vectorizer (LLVM 15) gathers a load or store at a signed
-32-bit work-item id plus a constant (``int i = get_global_id(0); ... in[i + 1]``, see
-:func:`models.analytical.shifted_int_index`) unless a guard around the access bounds that very
-index: for ``i - c`` a lower bound ``i >= c`` or tighter (``i > 0`` for ``in[i - 1]``), for ``i + c``
-a strict upper bound on ``i + c`` itself (``i + c < n`` or ``n > i + c``); then the lanes'
-addresses are proved consecutive and the access is a masked vector load or store. Read off PoCL
-3.1's compiled code on this host (``vgatherqps`` / ``vscatterqps`` against masked ``vmovups``,
-27 kernels of one such access each): contiguous under ``i >= 1 ? in[i - 1]``, ``if (i > 0)``,
-``if (i >= 2)`` (``in[i - 1]`` and ``in[i - 2]``), ``if (i < n && i >= 1)``, after ``if (i < 1 ||
-i >= n - 1) return;`` (``in[i - 1]``), ``(i + 1 < n) ? in[i + 1]``, ``if (i + 1 < n)``, ``j = i +
-1; if (j < n) in[j]``, ``n > i + 1``, and for the stores ``out[i - 1]`` under ``i >= 1`` and
-``out[i + 1]`` under ``i + 1 < n``; gathered without a guard, under a condition on loaded data, under
-``i >= 1 ? in[i - 2]``, ``i < n - 1 ? in[i + 1]``, ``i + 2 < n ? in[i + 1]``, ``i + 1 <= n ?
-in[i + 1]``, ``i >= 0 ? in[i + 1]`` and ``if (i < n) in[i + 1]``. Timed (2^20 work-items in groups
-of 256): 147-293 us for a guarded ``a[i] + in[i - 1]``, 338 us unguarded.
+:func:`shift_guarded`: whether a guard around an access at a signed 32-bit work-item id plus a
+constant (``int i = get_global_id(0); ... in[i + 1]``) bounds that very index: for ``i - c`` a lower
+bound ``i >= c`` or tighter (``i > 0`` for ``in[i - 1]``), for ``i + c`` a strict upper bound on
+``i + c`` itself (``i + c < n`` or ``n > i + c``). A fact about the source; what a vectorizer makes
+of it (a masked vector access instead of a gather) is the device class's:
+:func:`models.analytical.cpu_vectorizer.shifted_int_index`, and ``docs/analytical-model.md`` has
+the compiled-code probe behind it.
 """
 
 from __future__ import annotations

@@ -104,8 +104,8 @@ class WalkerBase(ABC):
         # "class@width" -> lanes of operations on OpenCL vector values of that width (each one SIMD
         # instruction of the target, whether or not the runtime vectorizes across work-items)
         self.ops_vec: dict[str, Poly] = {}
-        # class -> operations in innermost loops the loop vectorizer takes on its own within a
-        # work-item (walk_loop._record_vectorizable_loop), and their loads (LOOPVEC_LOADS)
+        # class -> operations in innermost loops whose trips are independent within a work-item
+        # (walk_loop._record_independent_trip_loop), and their loads (LOOPVEC_LOADS)
         self.ops_loopvec: dict[str, Poly] = {}
         self.ops_chain: dict[str, Poly] = {}     # operations on loop-carried recurrences (models.static.chains)
         self.accesses: list[Access] = []
@@ -237,7 +237,7 @@ class WalkerBase(ABC):
         (:attr:`LoopCtx.unrolled`) whose counter is all of ``vals`` made inside it leaves one copy of
         the computation per trip, each invariant in the loops outside it: ``pow(w / (1 + i), 1.5f)``
         in an unrolled loop over ``i`` inside a loop over ``d`` runs once per ``i``, not per ``d``
-        (PoCL 3.1, Zen 5, 16,384 work-items: 6,835 us with 5 trips of a constant ``d`` loop, 6,537
+        (PoCL 3.1, 16,384 work-items: 6,835 us with 5 trips of a constant ``d`` loop, 6,537
         with 5 of a ``d`` loop bounded by an argument, 6,756 with 1, 33,615 without the unrolling
         pragma on the 8 trips of ``i``, which call a routine). Loads too, where nothing in the loop
         stores (``filter[d + 2] * u[idx + d] / 8`` in an unrolled loop over ``d`` inside a loop over

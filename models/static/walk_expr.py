@@ -215,7 +215,7 @@ class ExprWalker(WalkerBase):
                     operands: list[Val] | None = None) -> None:
         """Count one arithmetic operator. An integer ``/`` or ``%`` by a constant power of two is
         what the compiler makes of it, a shift or a mask plus the sign correction of a signed
-        operand (one ``int_bit`` and one ``int_add``), not a division: on this device a kernel
+        operand (one ``int_bit`` and one ``int_add``), not a division: a kernel
         spending six ``x / 16``-like operations per work-item (``kc_spmv_csr_lanes``) was predicted
         3.8x too slow with them charged as divisions. By any other constant it is a multiply by the
         reciprocal, a shift and an add (``%``: one more multiply and add), not a division either.

@@ -186,10 +186,9 @@ class LoopWalker(WalkerBase):
                 # arithmetic in a loop whose trips differ between work-items, which no runtime can
                 # run for several work-items at once; in a loop all work-items take alike, apart
                 # (uniform_<class>, but for the first trip and the CHAIN_OVERLAP_TRIPS the core runs
-                # beside the work-item before: charged in full, it made 6 of ds7's kernels worse,
-                # whose short loops' work-items overlapped); a library routine's calls in any
-                # loop (a chain of 32 sin calls per work-item ran 2.7x as long as four chains of 8,
-                # 3.5x for exp), but for the first trip's where every work-item takes the same
+                # beside the work-item before: the work-items of short loops overlap); a library
+                # routine's calls in any loop (a chain of 32 sin calls per work-item ran 2.7x as
+                # long as four chains of 8, 3.5x for exp), but for the first trip's where every work-item takes the same
                 # trips: it waits for nothing, and the core runs it beside the work-item before (T
                 # trips of a sin chain per work-item: 19 ns per work-item for T = 1, then 30-32 ns
                 # per trip). Where trips differ between work-items the loop's exit mispredicts and
@@ -200,9 +199,10 @@ class LoopWalker(WalkerBase):
                 for cls, n in carried_chain([x for x in (cond, body, inc) if x is not None], carried,
                                             ind_key).items():
                     if not cls.startswith(ROUTINE_PREFIX) and not uneven:
-                        # the arithmetic of a loop all work-items take alike: apart, as the core
-                        # runs consecutive work-items' short chains side by side; apart again
-                        # inside a loop with barriers, which PoCL gives no implicit barrier
+                        # the arithmetic of a loop all work-items take alike: apart (uniform_), as
+                        # a core can run consecutive work-items' short chains side by side; apart
+                        # again inside a loop with barriers (inner_); which of them a device pays is
+                        # the device class's (models.analytical.cpu_costs.chain_seconds)
                         w = w_entry * p_max(ZERO, trip - 1 - CHAIN_OVERLAP_TRIPS) if ctx.unrolled is None else None
                         inner = any(o.barrier for o in self.loop_stack[:-1])
                         cls = (INNER_PREFIX if inner else UNIFORM_PREFIX) + cls
@@ -217,7 +217,7 @@ class LoopWalker(WalkerBase):
         self.loop_stack.pop()
         if not self.mute and trip_kind == "affine" and not closed and not early and not ctx.has_break and \
                 reduction_only([body], set(carried) - {ind_key}):
-            self._record_vectorizable_loop(before, lid, carried, ind_key)
+            self._record_independent_trip_loop(before, lid, carried, ind_key)
         if trip_kind == "geometric" and not closed and lid in self.geo_params and ind_val is not None:
             self.integrate(snap, ind_val(it).poly, trip, *self.geo_params[lid])
         self._leave_loop(carried, post, ctx.has_break, trip)
@@ -251,8 +251,8 @@ class LoopWalker(WalkerBase):
     def _from_zero(self, cond: ci.Cursor | None, cands: dict[int, Induction], entry_vars: dict[int, Val],
                    ind_key: int | None) -> bool:
         """Whether the loop's condition is one comparison of an induction variable that starts at 0
-        and steps by 1: the form of LLVM's canonical induction variable, which PoCL's uniformity
-        analysis takes as the same in every work-item (:func:`models.analytical.cpu_vectorizable`)."""
+        and steps by 1 (LLVM's canonical induction variable): a fact the CPU-runtime class reads
+        (:func:`models.analytical.cpu_vectorizer.cpu_vectorizable`)."""
         if cond is None or ind_key is None or ind_key not in cands:
             return False
         parts: list[ci.Cursor] = []
@@ -271,14 +271,17 @@ class LoopWalker(WalkerBase):
             sv = self.ev(ind.step)
         return sv.poly is not None and sv.poly.is_const() and sv.poly.const_value() == 1
 
-    def _record_vectorizable_loop(self, before: tuple[dict[str, Poly], dict[str, Poly], int, int, int], lid: int,
-                                  carried: dict[int, list[ci.Cursor | None]], ind_key: int | None) -> None:
-        """Count the operations of an innermost loop the compiler's loop vectorizer takes on its own
-        within one work-item (:attr:`ops_loopvec`): an affine trip count without exits, no nested
-        loop, no ``if``, no call, atomic or barrier, no store, every load at an address invariant
-        in the loop or stepping one element per trip, and only integer variables carried from trip
-        to trip, each as a reduction (:func:`~models.static.loops.reduction_only`; a float sum is not
-        reordered without fast-math). ``rank += (in[j] < v)`` over ``j`` is such a loop."""
+    def _record_independent_trip_loop(self, before: tuple[dict[str, Poly], dict[str, Poly], int, int, int],
+                                      lid: int, carried: dict[int, list[ci.Cursor | None]], ind_key: int | None
+                                      ) -> None:
+        """Count the operations of an innermost loop whose trips are independent within one
+        work-item (:attr:`ops_loopvec`): an affine trip count without exits, no nested loop, no
+        ``if``, no call, atomic or barrier, no store, every load at an address invariant in the loop
+        or stepping one element per trip, and only integer variables carried from trip to trip, each
+        as a reduction (:func:`~models.static.loops.reduction_only`; a float sum is not reordered
+        without fast-math). ``rank += (in[j] < v)`` over ``j`` is such a loop. A loop vectorizer can
+        take it; what that costs is the device class's
+        (:func:`models.analytical.cpu_costs.inner_loop_correction`)."""
         ops0, vec0, n_acc, n_br, n_loops = before
         if len(self.loops) > n_loops or any(b.kind != "?:" for b in self.branches[n_br:]):
             return

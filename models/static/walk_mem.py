@@ -61,7 +61,7 @@ class MemWalker(WalkerBase):
             deps = p.deps | idx_v.deps | base_v.deps
             eb = max(1, type_bytes(s.type))
             # a signed 32-bit index into the buffer itself (no pointer offset: ``p = in + 1; p[i]`` is
-            # vectorized like ``in[i + off]``, models.analytical.shifted_int_index)
+            # vectorized like ``in[i + off]``, models.analytical.cpu_vectorizer.shifted_int_index)
             own = p.offset is not None and is_zero(p.offset)
             return MemRef(p.base, p.space, idx, deps, eb, p.leaf_bytes, expr_text(s),
                           signed32=own and _signed32_index(s))

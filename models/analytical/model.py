@@ -1,0 +1,317 @@
+"""The analytical time and energy model: static features + a device profile -> time, energy.
+
+One pipeline for every device (:class:`AnalyticalModel`): the kernel's static features evaluated
+at each configuration, one work-item's compute cost on one compute unit (the device class's
+:meth:`~.registry.DeviceClass.item_costs`), the waves, and the energy (:mod:`.energy`). Time (all
+arrays, one entry per configuration)::
+
+    T = T_launch + body(waves) + sync
+
+A *wave* is as many work-groups as the device holds at once: ``CU x resident work-groups per CU``
+(:meth:`~.registry.DeviceClass.residency`). For a wave of ``w`` work-groups on ``a = min(w, CU)``
+active compute units::
+
+    compute  = ceil(w / CU) * L * t_item                               (per-class roofline)
+    memory   = w * L * fetched_bytes / (BW(level) * a / CU)            (coalescing in fetched bytes)
+    sync     = ceil(w / CU) * barriers * t_barrier(L)
+    t(wave)  = compute, memory (+ local-memory time), sync
+
+``BW(level)`` is the bandwidth of the smallest cache level that holds the working set (the sum of
+the kernel's buffers; :meth:`~.registry.DeviceClass.level_fits`), from the calibrated bandwidth
+curve, else main memory. The device class combines the waves' compute and memory parts into the
+body (:meth:`~.registry.DeviceClass.body`: overlapped, MWP/CWP on a GPU, late-joining threads on
+a CPU runtime) and charges the launch (:meth:`~.registry.DeviceClass.launch_seconds`). Under a
+power cap the clock follows ``f_adj = f_base (P_cap / P_TDP)^(1/3)`` and compute slows with it.
+
+The device class is the registered one that matches the profile (:mod:`.registry`): the GPU class
+(:mod:`.gpu`), the CPU-runtime class (:mod:`.cpu_runtime`) or the generic class (:mod:`.generic`).
+
+Nothing here is fitted on benchmark kernels: every constant is a profile value (measured by
+``kernelcast calib`` or published) or a documented architectural rule (:data:`~.params.GPU_RULES`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from kernelcast.calib.profile import DeviceProfile
+from kernelcast.models.analytical.energy import energy_balance, energy_joules
+from kernelcast.models.analytical.params import SharedParams
+from kernelcast.models.analytical.registry import DeviceClass, device_class_for
+from kernelcast.models.base import Predictions, Predictor
+from kernelcast.models.static import analyze_source
+
+from kernelcast.cltypes import parse_type
+from kernelcast.columns import decode_args, decode_counts, decode_sizes
+from kernelcast.schema import Kernel
+from kernelcast.sites import COUNT_PREFIXES
+
+
+def config_env(gsize: list[int], lsize: list[int] | None, args: list[dict[str, Any]],
+               counts: Mapping[str, float] | None = None) -> dict[str, float]:
+    """The symbols of one configuration: sizes per dimension, scalar values, local lengths, and the
+    site counts measured for it (``counts``: site symbol -> value, :class:`~models.static.features.SiteInfo`)."""
+    env: dict[str, float] = {}
+    lsize = lsize or [min(64, gsize[0])] + [1] * (len(gsize) - 1)
+    for d in range(3):
+        g = gsize[d] if d < len(gsize) else 1
+        loc = lsize[d] if d < len(lsize) else 1
+        env[f"gsize{d}"], env[f"lsize{d}"], env[f"ngroups{d}"] = float(g), float(loc), float(math.ceil(g / loc))
+    env["work_dim"] = float(len(gsize))
+    buf_bytes = 0.0
+    for a in args:
+        if a.get("kind") == "scalar":
+            try:
+                env[a["name"]] = float(str(a.get("value")).split(",")[0])
+            except (TypeError, ValueError):
+                pass
+        elif a.get("kind") in ("buffer", "local"):
+            try:
+                nbytes = float(a.get("count") or 0) * parse_type(a["dtype"]).itemsize
+            except ValueError:
+                nbytes = float(a.get("count") or 0) * 4
+            if a["kind"] == "local":
+                env["len_" + a["name"]] = float(a.get("count") or 0)
+            else:
+                buf_bytes += nbytes
+                env["__elems_" + a["name"]] = float(a.get("count") or 0)
+    env["__working_set_bytes"] = buf_bytes
+    for k, v in (counts or {}).items():
+        if k.startswith(COUNT_PREFIXES):
+            env[k] = float(v)
+    return env
+
+
+def stack_envs(envs: list[dict[str, float]]) -> dict[str, np.ndarray]:
+    """Per-configuration environments of one kernel as arrays: a symbol missing in some of them is
+    1 there (an unbound scalar), except a site count, which stays NaN (not measured: the site's
+    default, :meth:`~models.static.features.SourceFeatures.complete`)."""
+    keys_all = sorted({k for e in envs for k in e})
+    env = {k: np.array([e.get(k, np.nan) for e in envs], dtype=np.float64) for k in keys_all}
+    return {k: (v if k.startswith(COUNT_PREFIXES) or not np.isnan(v).any() else np.where(np.isnan(v), 1.0, v))
+            for k, v in env.items()}
+
+
+@dataclass
+class AnalyticalResult:
+    time_s: np.ndarray
+    energy_j: np.ndarray
+    parts: dict[str, np.ndarray]
+
+
+class AnalyticalModel(Predictor):
+    """Analytical time/energy predictor for one device profile: the shared pipeline over the
+    profile's device class (:attr:`device_class`; its parameters are :attr:`dev`)."""
+
+    name = "analytical"
+
+    def __init__(self, profile: DeviceProfile, *, short_kernel_s: float = 1e-3, power_cap_w: float | None = None):
+        self.profile = profile
+        self.device_class: DeviceClass = device_class_for(profile)(profile)
+        self.dev: SharedParams = self.device_class.params
+        self.short_kernel_s = short_kernel_s
+        self.power_cap_w = power_cap_w
+        self._features: dict[tuple[str, str, str], Any] = {}
+
+    # -- features ---------------------------------------------------------------------------
+
+    def features(self, source: str, name: str, build_options: str = "") -> Any:
+        key = (source, name, build_options)
+        if key not in self._features:
+            self._features[key] = analyze_source(Kernel(source=source, name=name, build_options=build_options))
+        return self._features[key]
+
+    # -- core, vectorized -------------------------------------------------------------------
+
+    def evaluate(self, feats: Any, env: dict[str, np.ndarray], power_cap_w: np.ndarray | float | None = None
+                 ) -> AnalyticalResult:
+        """Time (s), energy (J) and the parts of the model for arrays of configurations of one kernel."""
+        d = self.dev
+        dc = self.device_class
+        fixed = dc.feature_symbols()
+        if fixed:
+            env = {**env, **{k: np.full_like(env["gsize0"], v, dtype=np.float64) for k, v in fixed.items()}}
+        f = feats.evaluate_many({k: v for k, v in env.items() if not k.startswith("__")})
+        g = env["gsize0"] * env["gsize1"] * env["gsize2"]
+        lsz = env["lsize0"] * env["lsize1"] * env["lsize2"]
+        n_wg = env["ngroups0"] * env["ngroups1"] * env["ngroups2"]
+        cu = float(d.compute_units)
+        ws = np.asarray(env.get("__working_set_bytes", np.zeros_like(g)), dtype=np.float64)
+        ws = np.broadcast_to(ws, g.shape)
+
+        # occupancy: resident work-groups per compute unit
+        per_cu, occupancy = dc.residency(f, g, lsz, n_wg)
+        concurrent = cu * per_cu
+
+        # per-work-item costs
+        item = dc.item_costs(feats, f, env, g, n_wg)
+        comp_s_item, flops, busiest_s = item.seconds, item.flops, item.busiest_s
+        fetched = f["global_fetched_bytes"] + f["constant_load_bytes"] * 0.0
+        requested = f["global_load_bytes"] + f["global_store_bytes"] + f["global_atomic_bytes"]
+
+        # the memory level that holds the working set
+        bw = np.full_like(g, d.dram_bw)
+        level = np.full(g.shape, len(d.bw_levels), dtype=np.int64)
+        active_cu = np.minimum(n_wg, cu)
+        for i in reversed(range(len(d.bw_levels))):
+            fits = dc.level_fits(i, ws, active_cu)
+            bw = np.where(fits, d.bw_levels[i][1], bw)
+            level = np.where(fits, i, level)
+        local_s_item = (f["local_bytes"] / (d.local_bw / cu)) if d.local_bw else np.zeros_like(g)
+        barriers = f["barrier"]
+        strided_s_item, streamed = dc.strided(feats, env, level, fetched)
+        barrier_s = dc.barrier_seconds(lsz)
+
+        def wave(w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            active = np.minimum(w, cu)
+            rounds = np.ceil(w / cu)
+            comp = rounds * lsz * comp_s_item
+            mem = w * lsz * streamed / np.maximum(bw * active / cu, 1.0) + rounds * lsz * strided_s_item
+            sync = rounds * barriers * barrier_s
+            return comp, mem + rounds * lsz * local_s_item, sync
+
+        full = np.floor(n_wg / concurrent)
+        rem = n_wg - full * concurrent
+        c1, m1, s1 = wave(np.minimum(concurrent, n_wg))
+        c2, m2, s2 = wave(rem)
+        c2, m2, s2 = (np.where(rem > 0, x, 0.0) for x in (c2, m2, s2))
+        comp_t = np.where(full > 0, full * c1, 0.0) + c2
+        mem_t = np.where(full > 0, full * m1, 0.0) + m2
+        sync_t = np.where(full > 0, full * s1, 0.0) + s2
+
+        body, comp_t, join_t = dc.body(f, lsz, per_cu, n_wg, comp_t, mem_t, busiest_s)
+        launch = dc.launch_seconds(n_wg, lsz)
+
+        # DVFS under a power cap: compute slows with the clock
+        cap = power_cap_w if power_cap_w is not None else self.power_cap_w
+        freq_ratio = np.ones_like(g)
+        if cap is not None and d.tdp_w:
+            freq_ratio = np.minimum(1.0, (np.asarray(cap, dtype=np.float64) / d.tdp_w) ** (1 / 3))
+            body = dc.capped_body(body, comp_t, mem_t, freq_ratio, n_wg)
+        time_s = launch + body + sync_t
+
+        energy = energy_joules(d, f, g, fetched, level, time_s, n_wg, freq_ratio, self.short_kernel_s)
+        intensity = np.where(requested > 0, flops / np.maximum(requested, 1e-12), np.inf)
+        peak_flops = 2 * d.rates.get("fp32_fma", 1e10)
+        parts = {
+            "launch_s": launch * np.ones_like(g), "compute_s": comp_t, "memory_s": mem_t, "sync_s": sync_t,
+            "occupancy": occupancy, "eta_coal": f["eta_coal"], "bandwidth_Bps": bw, "memory_level": level,
+            "arithmetic_intensity": intensity, "time_balance": np.full_like(g, peak_flops / d.dram_bw),
+            "waves": np.ceil(n_wg / concurrent), "resident_wg_per_cu": per_cu, "global_items": g,
+            "flops": flops * g, "fetched_bytes": fetched * g, "strided_lines_s": strided_s_item * g / cu,
+            "busiest_item_s": busiest_s if busiest_s is not None else np.zeros_like(g),
+            "join_s": join_t,
+        }
+        balance = energy_balance(d)
+        if balance is not None:
+            parts["energy_balance"] = np.full_like(g, balance)
+        return AnalyticalResult(time_s, energy, parts)
+
+    # -- the predictor interface ----------------------------------------------------------------
+
+    def predict(self, frame: pd.DataFrame) -> Predictions:
+        """One prediction per row; rows need ``source``, ``kernel_name``, ``gsize``, ``lsize``, ``args``."""
+        n = len(frame)
+        time_us = np.full(n, np.nan)
+        energy = np.full(n, np.nan)
+        expl: list[dict[str, Any]] = [{} for _ in range(n)]
+        opts = frame["build_options"] if "build_options" in frame else pd.Series([""] * n, index=frame.index)
+        keys = list(zip(frame["source"], frame["kernel_name"], opts.fillna("")))
+        groups: dict[tuple[str, str, str], list[int]] = {}
+        for i, k in enumerate(keys):
+            groups.setdefault(k, []).append(i)
+        caps = frame["power_cap_w"].to_numpy(dtype=float) if "power_cap_w" in frame else None
+        for (src, name, bo), idx in groups.items():
+            try:
+                feats = self.features(src, name, bo)
+            except Exception as e:  # noqa: BLE001 - an unanalyzable kernel is a NaN row with a reason
+                for i in idx:
+                    expl[i] = {"error": f"static analysis failed: {e}"}
+                continue
+            counts = frame["site_counts"] if "site_counts" in frame else None
+            envs = [config_env(list(decode_sizes(frame["gsize"].iloc[i]) or ()),
+                               list(decode_sizes(frame["lsize"].iloc[i]) or ()) or None,
+                               decode_args(frame["args"].iloc[i]),
+                               decode_counts(counts.iloc[i]) if counts is not None else None) for i in idx]
+            env = stack_envs(envs)
+            cap = None if caps is None else np.where(np.isnan(caps[idx]), np.inf, caps[idx])
+            res = self.evaluate(feats, env, cap)
+            time_us[idx] = res.time_s * 1e6
+            energy[idx] = res.energy_j
+            extra = self.device_class.kernel_assumptions(feats)
+            for j, i in enumerate(idx):
+                expl[i] = explain({k: v[j] for k, v in res.parts.items()}, res.time_s[j])
+                expl[i].update(extra)
+                expl[i].update(count_assumptions(feats, envs[j]))
+                expl[i].update(self.device_class.atomic_assumptions(feats, envs[j]))
+        return Predictions(time_us, energy, expl)
+
+
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+
+
+def count_assumptions(feats: Any, env: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Which counts a prediction at one configuration (``env``, :func:`config_env`) did not know
+    exactly: trip counts that are not exact (dead loops removed, loops bounded by a ``break``,
+    ``avg_trip`` guesses: ``assumed_trip_counts``), the data-dependent counts
+    (:class:`~models.static.features.SiteInfo`) taken from a run on real inputs (``measured_counts``)
+    and those assumed (``assumed_counts``)."""
+    out: dict[str, Any] = {}
+    env = env or {}
+    sites = list(getattr(feats, "sites", None) or [])
+    measured = [x for x in sites if x.symbol in env and math.isfinite(float(env[x.symbol]))]
+    got = {x.symbol for x in measured}
+    loops = [f"line {lp.line}: {lp.assumed}" for lp in getattr(feats, "loops", [])
+             if getattr(lp, "assumed", "") and not got & set(_IDENT.findall(lp.trip))]
+    if loops:
+        out["assumed_trip_counts"] = loops
+    if measured:
+        out["measured_counts"] = [
+            f"line {x.line}: {'trips per entry' if x.kind == 'loop' else 'then-side share'} "
+            f"{float(env[x.symbol]):.4g} (measured)" for x in measured]
+    assumed = [f"line {x.line}: {x.assumed}" for x in sites if x.symbol not in got]
+    if assumed:
+        out["assumed_counts"] = assumed
+    return out
+
+
+def explain(p: dict[str, Any], t: float) -> dict[str, Any]:
+    """Which part bounds the time, and the numbers behind it."""
+    parts = {"launch": float(p["launch_s"]), "compute": float(p["compute_s"]), "memory": float(p["memory_s"]),
+             "sync": float(p["sync_s"])}
+    bound = max(parts, key=lambda k: parts[k])
+    if bound in ("compute", "memory") and p["occupancy"] < 0.5 and p["waves"] <= 1:
+        bound = "latency"      # too little parallelism: idle compute units or too few warps
+    out = {
+        "bound": bound,
+        "time_parts_us": {k: v * 1e6 for k, v in parts.items()},
+        "occupancy": float(p["occupancy"]),
+        "coalescing": float(p["eta_coal"]),
+        "waves": float(p["waves"]),
+        "memory_level": int(p["memory_level"]),
+        "bandwidth_GBps": float(p["bandwidth_Bps"]) / 1e9,
+        "arithmetic_intensity": float(p["arithmetic_intensity"]),
+        "time_balance": float(p["time_balance"]),
+        "fetched_bytes": float(p["fetched_bytes"]),
+    }
+    if "energy_balance" in p:
+        out["energy_balance"] = float(p["energy_balance"])
+    if float(p.get("strided_lines_s", 0.0)) > 0:
+        out["page_strided_us"] = float(p["strided_lines_s"]) * 1e6     # in the memory part
+    join = float(p.get("join_s", 0.0))
+    if join > 0:
+        # CPU: what the other compute units joining the launch late adds (cu_join_us)
+        out["late_join_us"] = join * 1e6
+    busiest = float(p.get("busiest_item_s", 0.0))
+    if busiest > 0:
+        # a work-item that runs its loops far more than the others (uneven_ratio): its time on
+        # one core, and whether it is what the time is (it then stands in the compute part)
+        out["busiest_work_item_us"] = busiest * 1e6
+        out["busiest_work_item_bounds"] = busiest >= max(parts["compute"], parts["memory"])
+    return out
