@@ -10,6 +10,7 @@ import subprocess
 from datetime import datetime
 from pathlib import Path
 
+import numpy as np
 import pytest
 from kernelcast.datagen.dataset import read_dataset
 from kernelcast.datagen.ktcache import KTCacheError, load_spec, plan_import, read_kt_cache, rows_equal_cache
@@ -327,3 +328,28 @@ def test_records_equal_between_a_cache_and_its_t4_file(repo: Path) -> None:
     assert not ok and why == f"{t4.records[0][0]}: times differ"
     t4.records.pop()
     assert records_equal(cache, t4)[1].startswith("12 vs 11 configurations")
+
+
+def test_the_analytical_model_predicts_alike_from_shared_and_exact_analyses(repo: Path, tmp_path: Path) -> None:
+    """Rows that name a shared analysis (``analysis_key``) are predicted from it, read from the
+    dataset's cache or run once; the predictions equal those from each row's own build options."""
+    from kernelcast.calib.profile import load_profile
+    from kernelcast.datagen.frame import load_measured_frame
+    from kernelcast.datagen.ktcache import import_kt
+    from kernelcast.models.analytical import AnalyticalModel
+    from kernelcast.models.static.batch import analyze_dataset
+
+    imp = plan_import([], spec=load_spec(_spec(tmp_path)), root=repo).imports[0]
+    ds = tmp_path / "ds"
+    import_kt(imp, ds)
+    analyze_dataset(ds, workers=1)
+    frame, _ = load_measured_frame(ds)
+    prof = load_profile("a100")
+    cached = AnalyticalModel(prof, analysis_dirs=[ds / "analysis"])
+    shared = cached.predict(frame).time_us
+    assert len(cached._shared) == frame["analysis_key"].nunique() and not cached._features
+    run_here = AnalyticalModel(prof)                          # no cache: each shared analysis run once
+    assert np.allclose(run_here.predict(frame).time_us, shared, rtol=1e-12, equal_nan=True)
+    exact = AnalyticalModel(prof).predict(frame.drop(columns=["analysis_key"])).time_us
+    assert np.isfinite(shared).all()
+    assert np.allclose(exact, shared, rtol=1e-9)

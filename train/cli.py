@@ -183,6 +183,9 @@ def add_parser(subparsers: Any) -> None:
                         "device are predicted by models fitted on other devices) or both at once")
     p.add_argument("--models", help="comma-separated: analytical, tabular, codegen, blend, saved "
                                     "(default analytical,tabular,blend)")
+    p.add_argument("--analysis-cache", action="append", default=[], metavar="DIR",
+                   help="a cache of the shared static analyses of imported rows (kernelcast analyze --cache; "
+                        "each dataset's own DATASET/analysis is read too); repeatable")
     p.add_argument("--saved-model", metavar="DIR",
                    help="a saved learned model (kernelcast train --out) scored as it is: adds the model 'saved'")
     p.add_argument("--profile", action="append", metavar="[DEVICE=]PROFILE",
@@ -371,7 +374,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                            codegen_epochs=args.codegen_epochs, codegen_base=args.codegen_base,
                            codegen_minutes=args.codegen_minutes, learning_curve=args.learning_curve,
                            energy_pcts=parse_pcts(args.energy_pcts), energy_top_k=args.energy_top_k,
-                           repeats=args.repeats, group_by=args.group_by, saved_model=args.saved_model)
+                           repeats=args.repeats, group_by=args.group_by, saved_model=args.saved_model,
+                           analysis_dirs=tuple(args.analysis_cache))
     for d in args.data:
         check_in_dir(d, "--data", "dataset directory")
     specs = list(args.profile or [])

@@ -129,6 +129,7 @@ class EvaluateOptions:
     repeats: int = 1                       # whole evaluations with fold seeds seed .. seed + repeats - 1
     group_by: str = "kernel"               # kernel | gpu | both: what a fold holds out
     saved_model: str | None = None         # a saved learned model scored as it is (model "saved")
+    analysis_dirs: tuple[str, ...] = ()    # caches of the shared analyses of imported rows (kernelcast analyze)
 
     @property
     def scoring(self) -> bool:
@@ -441,7 +442,7 @@ def _make_fitters(models: Sequence[str], profile: DeviceProfile | DeviceProfiles
     out: dict[str, Fitter] = {}
     for m in models:
         if m == "analytical":
-            out[m] = AnalyticalFitter(profiles.single() or profiles)
+            out[m] = AnalyticalFitter(profiles.single() or profiles, opts.analysis_dirs)
         elif m == "tabular":
             out[m] = TabularFitter(profiles.single() or profiles, opts.seed)
         elif m == "codegen":
@@ -488,6 +489,9 @@ def evaluate_dataset(dataset_dir: str | os.PathLike[str] | Sequence[str | os.Pat
     profiles = DeviceProfiles.of(profile)
     for root in roots:
         check_profile_for_dataset(profiles.single() or profiles, root)
+    # each dataset's own analysis cache (kernelcast analyze's default) after the ones given
+    own = tuple(str(r / "analysis") for r in roots if (r / "analysis").is_dir())
+    options = replace(options, analysis_dirs=tuple(dict.fromkeys((*options.analysis_dirs, *own))))
     several = profiles.single() is None or options.group_by != "kernel"
     frame, counts = load_measured_frames(roots, several_devices=several)
     y = frame[TARGET].to_numpy(dtype=np.float64)
@@ -618,7 +622,7 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile | DeviceProfiles,
         seconds["blend"] = time.perf_counter() - t0
     models = [m for m in opts.models if m in oof]
 
-    an = analytical_of(fitters, profile, frame)
+    an = analytical_of(fitters, profile, frame, opts.analysis_dirs)
     bins = None
     if opts.interval_by == "regime" and "regime" in frame.columns:
         bins = frame["regime"].fillna("none").astype(str).to_numpy()

@@ -17,7 +17,7 @@ import itertools
 import logging
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -298,10 +298,11 @@ class AnalyticalFitter(Fitter):
     name = "analytical"
     trains = False
 
-    def __init__(self, profile: DeviceProfile | DeviceProfiles) -> None:
+    def __init__(self, profile: DeviceProfile | DeviceProfiles, analysis_dirs: Sequence[str] = ()) -> None:
         self.profiles = DeviceProfiles.of(profile)
+        self.analysis_dirs = tuple(analysis_dirs)
         single = self.profiles.single()
-        self.model = AnalyticalModel(single) if single is not None else None
+        self.model = AnalyticalModel(single, analysis_dirs=self.analysis_dirs) if single is not None else None
 
     def prepare(self, frame: pd.DataFrame) -> None:
         n = len(frame)
@@ -311,7 +312,7 @@ class AnalyticalFitter(Fitter):
         self.energy = np.full(n, np.nan)
         explanation: list[dict[str, Any]] = [{} for _ in range(n)]
         for prof, idx in self.profiles.row_blocks(frame):
-            model = self.model if self.model is not None else AnalyticalModel(prof)
+            model = self.model if self.model is not None else AnalyticalModel(prof, analysis_dirs=self.analysis_dirs)
             sub = frame if len(idx) == n else frame.iloc[idx].reset_index(drop=True)
             p = model.predict(sub)
             self.pred[idx] = p.time_us
@@ -334,14 +335,14 @@ class AnalyticalFitter(Fitter):
 
 
 def analytical_of(fitters: Mapping[str, Fitter], profile: DeviceProfile | DeviceProfiles,
-                  frame: pd.DataFrame) -> AnalyticalFitter:
+                  frame: pd.DataFrame, analysis_dirs: Sequence[str] = ()) -> AnalyticalFitter:
     """The evaluation's analytical fitter, prepared on ``frame``; one made for the purpose when the
     analytical model is not among the models evaluated (its bounds and balances are inputs of the
     interval bins and the few-shot shape correction of every model)."""
     an = fitters.get("analytical")
     if isinstance(an, AnalyticalFitter) and getattr(an, "frame_rows", None) == len(frame):
         return an
-    an = AnalyticalFitter(profile)
+    an = AnalyticalFitter(profile, analysis_dirs)
     an.prepare(frame)
     return an
 

@@ -33,9 +33,11 @@ Nothing here is fitted on benchmark kernels: every constant is a profile value (
 from __future__ import annotations
 
 import math
+import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -46,9 +48,11 @@ from kernelcast.models.analytical.params import SharedParams
 from kernelcast.models.analytical.registry import DeviceClass, device_class_for
 from kernelcast.models.base import Predictions, Predictor
 from kernelcast.models.static import analyze_source
+from kernelcast.models.static.batch import analyze_one, load_analyses
 
 from kernelcast.cltypes import parse_type
 from kernelcast.columns import decode_args, decode_counts, decode_sizes
+from kernelcast.cuda import looks_like_cuda
 from kernelcast.schema import Kernel
 from kernelcast.sites import COUNT_PREFIXES
 
@@ -111,13 +115,17 @@ class AnalyticalModel(Predictor):
 
     name = "analytical"
 
-    def __init__(self, profile: DeviceProfile, *, short_kernel_s: float = 1e-3, power_cap_w: float | None = None):
+    def __init__(self, profile: DeviceProfile, *, short_kernel_s: float = 1e-3, power_cap_w: float | None = None,
+                 analysis_dirs: Sequence[str | os.PathLike[str]] = ()):
         self.profile = profile
         self.device_class: DeviceClass = device_class_for(profile)(profile)
         self.dev: SharedParams = self.device_class.params
         self.short_kernel_s = short_kernel_s
         self.power_cap_w = power_cap_w
         self._features: dict[tuple[str, str, str], Any] = {}
+        #: where the shared analyses of imported rows are cached (``kernelcast analyze``)
+        self.analysis_dirs = [Path(d) for d in analysis_dirs]
+        self._shared: dict[str, Any] = {}
 
     # -- features ---------------------------------------------------------------------------
 
@@ -126,6 +134,22 @@ class AnalyticalModel(Predictor):
         if key not in self._features:
             self._features[key] = analyze_source(Kernel(source=source, name=name, build_options=build_options))
         return self._features[key]
+
+    def shared_features(self, key: str, source: str, name: str, language: str, options: str) -> Any:
+        """The analysis a row names by ``analysis_key`` (rows imported from a Kernel Tuner cache:
+        configurations that differ only in the launch share one, :mod:`models.static.batch`): from
+        the cache directories, else run once here."""
+        if key not in self._shared:
+            got: Any = None
+            for d in self.analysis_dirs:
+                got = load_analyses(d, [key]).get(key)
+                if got is not None:
+                    break
+            self._shared[key] = got if got is not None else analyze_one(key, source, name, language, options)
+        got = self._shared[key]
+        if isinstance(got, str):
+            raise ValueError(got)
+        return got
 
     # -- core, vectorized -------------------------------------------------------------------
 
@@ -223,13 +247,21 @@ class AnalyticalModel(Predictor):
         expl: list[dict[str, Any]] = [{} for _ in range(n)]
         opts = frame["build_options"] if "build_options" in frame else pd.Series([""] * n, index=frame.index)
         keys = list(zip(frame["source"], frame["kernel_name"], opts.fillna("")))
+        shared = _shared_keys(frame)
         groups: dict[tuple[str, str, str], list[int]] = {}
         for i, k in enumerate(keys):
-            groups.setdefault(k, []).append(i)
+            groups.setdefault(("@", shared[i], "") if shared[i] else k, []).append(i)
         caps = frame["power_cap_w"].to_numpy(dtype=float) if "power_cap_w" in frame else None
         for (src, name, bo), idx in groups.items():
             try:
-                feats = self.features(src, name, bo)
+                if src == "@":
+                    r = frame.iloc[idx[0]]
+                    lang = str(r["language"]) if "language" in frame and isinstance(r["language"], str) else \
+                        ("cuda" if looks_like_cuda(str(r["source"])) else "opencl")
+                    feats = self.shared_features(name, str(r["source"]), str(r["kernel_name"]), lang,
+                                                 str(r.get("analysis_options") or ""))
+                else:
+                    feats = self.features(src, name, bo)
             except Exception as e:  # noqa: BLE001 - an unanalyzable kernel is a NaN row with a reason
                 for i in idx:
                     expl[i] = {"error": f"static analysis failed: {e}"}
@@ -254,6 +286,13 @@ class AnalyticalModel(Predictor):
 
 
 _IDENT = re.compile(r"[A-Za-z_]\w*")
+
+
+def _shared_keys(frame: pd.DataFrame) -> list[str | None]:
+    """Each row's shared analysis (``analysis_key``), None where it names none."""
+    if "analysis_key" not in frame.columns:
+        return [None] * len(frame)
+    return [k if isinstance(k, str) and k else None for k in frame["analysis_key"]]
 
 
 def count_assumptions(feats: Any, env: Mapping[str, Any] | None = None) -> dict[str, Any]:

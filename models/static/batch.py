@@ -113,6 +113,12 @@ def _analyze_cuda_symbolic(kernel: Kernel) -> SourceFeatures:
     return feats
 
 
+def analyze_one(key: str, source: str, name: str, language: str, options: str) -> SourceFeatures | str:
+    """The analysis ``key`` names, run here: its features, or the message of a failed analysis."""
+    _, entry = _analyze((key, source, name, language, options))
+    return SourceFeatures.from_dict(entry["features"]) if entry.get("features") else str(entry.get("error"))
+
+
 def _version() -> str:
     import kernelcast
 
