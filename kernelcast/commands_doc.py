@@ -84,7 +84,7 @@ def _section(words: str, help_line: str, p: argparse.ArgumentParser) -> list[str
     pos = [a for a in p._actions if not a.option_strings and not isinstance(a, argparse._SubParsersAction)]
     opts = [a for a in p._actions if a.option_strings and a.help != argparse.SUPPRESS
             and not isinstance(a, argparse._HelpAction)]
-    usage = " ".join([f"kernelcast {words}"] + [a.metavar or a.dest for a in pos]
+    usage = " ".join([f"kernelcast {words}"] + [str(a.metavar or a.dest) for a in pos]
                      + [f"{a.option_strings[-1]} {_value(a)}".strip() for a in opts if a.required])
     lines += ["```", usage + (" [options]" if any(not a.required for a in opts) else ""), "```", ""]
     if pos:

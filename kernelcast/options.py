@@ -21,7 +21,7 @@ import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from kernelcast.errors import UsageError
 
@@ -36,7 +36,7 @@ class Parser(argparse.ArgumentParser):
     value even when it starts with a dash: ``--build-options -DBLOCK=256`` is read as
     ``--build-options=-DBLOCK=256`` (argparse alone reads the dash-leading word as an option)."""
 
-    def parse_known_args(self, args: Sequence[str] | None = None,
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
                          namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
         args = join_dash_values(list(sys.argv[1:] if args is None else args), self._dash_value_options())
         return super().parse_known_args(args, namespace)
@@ -91,10 +91,11 @@ def add_alias(p: argparse.ArgumentParser, old: str, new: str) -> None:
     type and value): it still works, warns that it is now ``new``, and is left out of ``--help``."""
     target = next(a for a in p._actions if new in a.option_strings)
     flag = target.nargs == 0
+    extra: dict[str, Any] = {} if flag or target.type is None else {"type": target.type}
     p.add_argument(old, action=RenamedOption, new=new, append=isinstance(target, argparse._AppendAction),
                    dest=target.dest, help=argparse.SUPPRESS, default=argparse.SUPPRESS,
                    nargs=0 if flag else None, const=target.const if flag else None,
-                   type=None if flag else target.type, metavar=target.metavar, choices=target.choices)
+                   metavar=target.metavar, choices=target.choices, **extra)
 
 
 #: the help of the options that several commands share (one meaning per flag name)

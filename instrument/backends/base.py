@@ -182,11 +182,12 @@ def init_contents(t: CLType, count: int, init: str, rng: np.random.Generator,
         return rng.integers(0, hi, size=n, dtype=dt)
     ranged = parse_ranged_init(init)
     if ranged is not None:
-        kind, lo, hi = ranged
+        kind, lo, top = ranged
+        vals: np.ndarray
         if dt.kind == "f":
-            vals = lo + (hi - lo) * rng.random(n)
+            vals = lo + (top - lo) * rng.random(n)
         else:
-            vals = rng.integers(int(lo), max(int(lo) + 1, int(hi)), size=n) if n else np.zeros(0, dtype=np.int64)
+            vals = rng.integers(int(lo), max(int(lo) + 1, int(top)), size=n) if n else np.zeros(0, dtype=np.int64)
         if kind == "sorted":
             vals = np.sort(vals)
         return np.asarray(vals).astype(dt)
