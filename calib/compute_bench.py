@@ -64,7 +64,7 @@ QUICK_ROUTINE_CHAIN_CLASSES = ("exp", "sin")
 #: measured with independent calls, :func:`calib.kernels.wi_call_kernel`); and tanh, which PoCL 3.1
 #: vectorizes at one call per work-item (``models.analytical.SCALAR_FAMILY_VECTOR_CALLS``); and one
 #: call per work-item of the routines a runtime may leave scalar (:data:`calib.kernels.SCALAR_ROUTINES`:
-#: what such a call costs there, ``models.analytical.AnalyticalModel._item_seconds``)
+#: what such a call costs there, ``models.analytical.cpu_runtime.CPURuntimeClass._item_seconds``)
 WI_CLASSES = ("fp32_fma", "fp32_add", "fp32_mul", "int32_add", "fp32_div", "fp64_fma",
               "exp", "sqrt", "rsqrt", "native_exp", "native_sin", "native_sqrt", "native_log", "native_rsqrt",
               "native_divide", "half_exp", "half_sin", "half_sqrt", "tanh", *K.SCALAR_ROUTINES)
