@@ -8,7 +8,7 @@ machine), and prints per policy:
 - second-run reproduction: share of configurations whose median in pass 2 is within 3 % of pass 1;
 - the machine during the windows (mean load average, other processes' share of the CPUs).
 
-Policies: ``legacy`` (one launch per sample, no re-measurement: datagen before issue 11),
+Policies: ``legacy`` (one launch per sample, no re-measurement: datagen's former policy),
 ``grouped`` (short kernels sampled as groups of launches, :class:`instrument.runner.TimingPolicy`
 ``group_us``), ``grouped+remeasure`` (and a configuration with CV > 5 % is measured again at the
 end of the pass, interleaved with the others, keeping the measurement with the lower CV, as

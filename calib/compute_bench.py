@@ -48,7 +48,7 @@ QUICK_SCALAR_CLASSES = ("fp32_add", "fp32_fma", "fp32_div", "int32_add", "sin", 
 CHAIN_CLASSES = ("fp32_add", "fp32_mul", "fp32_fma", "fp32_div", "fp64_fma")
 #: the math library routines of the dependent-chain benchmark (``chain_<routine>_ns``; quick: exp and
 #: sin): a routine whose every call waits for the one before pays its latency, not its throughput
-#: (PoCL 3.1 on Zen 5, a loop of 32 calls per work-item: a chain of sin calls ran 2.7x as long as
+#: (PoCL 3.1 on a 2-core x86-64 CPU, a loop of 32 calls per work-item: a chain of sin calls ran 2.7x as long as
 #: four chains of 8, of exp 3.5x, of log 1.6x). Not the builtins that are one instruction (sqrt,
 #: rsqrt, division) nor rint (an ALU operation to the static analysis)
 ROUTINE_CHAIN_CLASSES = tuple(c for c in K.BUILTIN_OP_CLASSES
@@ -309,7 +309,7 @@ class ComputeBenches(BenchRunner):
         median, 160 at p90, 4,096 at p99), fit as ``T = launch + n_wg (a + b lsize)`` = ``launch +
         a n_wg + b G`` with relative residuals. Group counts and local sizes both vary, so ``b``
         separates from the launch and ``a``. The cost per work-group falls in launches of far more
-        work-groups than that: PoCL 3.1 on Zen 5 6.2-6.5 ns per empty work-group at 512-2,048 of
+        work-groups than that: PoCL 3.1 on a 2-core x86-64 CPU 6.2-6.5 ns per empty work-group at 512-2,048 of
         them, 4.3-6.1 at 8,192, and the fit over 32 to 262,144 work-groups this benchmark ran
         before gave 3.9 ns, which left the dataset's launches of tens to thousands of small
         work-groups a median 1.3-1.7x too fast (launch-dominated rows with 64 or more groups of up

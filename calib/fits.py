@@ -326,7 +326,7 @@ def unrolled_group_size(sizes: Sequence[float] | np.ndarray, cost: Sequence[floa
     through the costs of the larger sizes. A runtime that unrolls the work-item loop of a small
     group into straight-line code runs the group's work-items side by side, so a barrier there
     costs the region's latency whatever the group's size; above it each barrier is a pass over the
-    group's work-items (PoCL 3.1 on Zen 5, one update per region: 1.0, 1.0, 1.1 ns in groups of 8,
+    group's work-items (PoCL 3.1 on a 2-core x86-64 CPU, one update per region: 1.0, 1.0, 1.1 ns in groups of 8,
     16, 32, then 40-75 ns in 64, on a line of 0.6-0.9 ns per work-item). 0 unless at least the two
     smallest sizes are flat and two larger ones give the line."""
     x = np.asarray(sizes, dtype=np.float64)

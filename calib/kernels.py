@@ -262,7 +262,7 @@ WI_CALLS = 4
 #: ``models.analytical.SCALAR_FAMILIES``), timed at one call per work-item: what an elementwise
 #: kernel's ``out[i] = sin(x[i])`` pays per call where the work-item loop stays scalar. The out-of-order
 #: core overlaps only a few neighbouring work-items' inlined routines, so a routine whose latency is
-#: several times its cost in independent chains runs at neither (PoCL 3.1 on Zen 5, 2^20 work-items:
+#: several times its cost in independent chains runs at neither (PoCL 3.1 on a 2-core x86-64 CPU, 2^20 work-items:
 #: sin 17.5 ns per call and core against 9.4 at the scalar rate of 8 chains and a 34 ns latency;
 #: cos 16.9 / 9.5 / 35, exp2 7.4 / 3.6 / 22; pow, hypot, atan, log1p at their scalar rates)
 SCALAR_ROUTINES = ("sin", "cos", "tan", "exp2", "exp10", "expm1", "log", "log2", "log10", "log1p", "pow", "atan",

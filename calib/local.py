@@ -75,7 +75,7 @@ def resolve_profile(spec: str | None, device: str | None = None, *,
 
 
 #: runs of a quick calibration made for the user (the demo's, a first prediction's), the profile their
-#: median: one quick run on the Zen 5 host left 16 % of its 82 values 1.8x or more off another run's (the
+#: median: one quick run on a 2-core x86-64 host left 16 % of its 82 values 1.8x or more off another run's (the
 #: rate halves in some runs: ``peak_int32_mul_gops`` 129 against 260, ``wi_exp_gops`` 1.75 against
 #: 3.5; one demo's suite MAPE went 42 -> 60 % on such a profile); the median of 3 runs, 2.4 % (42 s
 #: instead of 14)

@@ -338,7 +338,7 @@ class DeviceProfile:
 
     def check_device_type(self, device_type: str | None, what: str) -> None:
         """Refuse (:class:`ProfileDeviceMismatch`, one line) to predict ``what`` (a device or a
-        dataset, e.g. ``"device 'pthread-AMD EPYC'"``) of OpenCL type ``device_type`` with this
+        dataset, e.g. ``"device 'pthread-...'"``) of OpenCL type ``device_type`` with this
         profile when both types are known and differ: a GPU profile's occupancy, warps and
         bandwidths say nothing about a CPU device, and the other way round. Unknown types pass."""
         mine, theirs = self.device_class, device_class(device_type)

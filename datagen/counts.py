@@ -1,4 +1,4 @@
-"""Per-site loop trips and branch outcomes for dataset rows (profile-guided features, issue 12).
+"""Per-site loop trips and branch outcomes for dataset rows (profile-guided features).
 
 Datagen counts each new ok row right after its timed launches (:class:`SiteCounter`, used by
 :mod:`datagen.generate`). For datasets made before, :func:`backfill_counts` (``kernelcast dataset

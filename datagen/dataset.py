@@ -22,7 +22,7 @@ Schema versions (``schema_version`` in the manifest and in every row):
   ``active_fraction`` and ``bytes_touched`` (how much of its work the kernel did under the row's
   arguments, :mod:`instrument.activity`; null where not measured).
 
-Profile-guided counts (issue 12): ok rows may carry ``site_counts``, the JSON text of
+Profile-guided counts: ok rows may carry ``site_counts``, the JSON text of
 :meth:`instrument.counters.SiteCounts.values` (``{"trip_l12_c3": 7.5, "br_l9_c5": 0.25}``), ``""``
 where not measured. Datagen writes it with each row; for rows stored before, ``kernelcast dataset
 counts DS`` writes the :data:`SITE_COUNTS` sidecar, which :func:`read_dataset` merges into the
@@ -333,7 +333,7 @@ class DatasetWriter:
 
 
 _JSON_COLUMNS: tuple[str, ...] = ("args", "outputs", "device_state", "extra")
-#: columns the timing work of issue 11 (items 3-5) added to every measured row
+#: columns the timing policy added to every measured row
 TIMING_COLUMNS: tuple[str, ...] = ("time_group", "state_reset", "reset_buffers", "load_avg_1m", "other_cpu_frac",
                                    "cpu_mhz", "remeasure_of", "remeasure_reason")
 

@@ -111,7 +111,7 @@ SAMPLE_ROUNDS = 1
 #: kernel's other noisy rows); readers keep the measurement with the lower CV
 REMEASURE_CV = 0.05
 #: ... when measuring it again costs at most this much kernel time (a long kernel's few repeats
-#: under load rarely improve, and would double the run's time: measured in the issue 11 profile)
+#: under load rarely improve, and would double the run's time)
 REMEASURE_MAX_S = 0.25
 
 

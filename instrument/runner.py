@@ -252,7 +252,7 @@ def _launches(backend: Backend, knl: Driver, bound: BoundArgs, m: Measurement, p
 
     try:
         # the first launch warmed caches and the runtime: extra warm-up launches only for kernels
-        # under 1 ms, where they cost little (before issue 11: under 50 ms, a third of datagen's overhead)
+        # under 1 ms, where they cost little
         backend.enqueue(knl, gsize, lsize, policy.warmup if first_us < WARMUP_BELOW_US else 0, restore=restores)
         backend.synchronize()
         if meter.preheat_s > 0:

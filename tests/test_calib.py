@@ -380,7 +380,7 @@ def test_fake_cpu_scalar_rates():
 
 def test_unrolled_group_size_is_the_flat_start_below_the_line():
     """Flat costs in the smallest groups, far under the line through the larger ones: unrolled up
-    to the last flat size (PoCL 3.1 on Zen 5, one update per region); a line with a large per-group
+    to the last flat size (PoCL 3.1 on a 2-core x86-64 CPU, one update per region); a line with a large per-group
     cost is flat in small groups too but on the line (a GPU); a cost growing from the smallest group,
     one flat size, or too few larger sizes for a line: 0."""
     sizes = [8, 16, 32, 64, 256, 1024]
@@ -468,7 +468,7 @@ def test_fake_cpu_wi_rates():
 
 def test_fake_work_group_cost_is_measured_at_the_counts_of_real_launches():
     """A runtime whose cost per work-group drops in launches of more than 8,192 of them (PoCL 3.1 on
-    Zen 5: 6.2-6.5 ns per empty work-group at 512-2,048, 4.3-6.1 at 8,192): calib wg reports the cost
+    a 2-core x86-64 CPU: 6.2-6.5 ns per empty work-group at 512-2,048, 4.3-6.1 at 8,192): calib wg reports the cost
     at the counts real launches have (:data:`calib.microbench.WG_COUNTS`), not one pulled down by
     launches of a million work-groups (it measured up to 8 x 2^17 of them before: 0.014 us here)."""
     truth = Truth(wg_bulk_us=0.01)

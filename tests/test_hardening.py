@@ -1,4 +1,4 @@
-"""The smaller hardening cases of issue 15, each run for real: memory checked with the host copies,
+"""Smaller hardening cases, each run for real: memory checked with the host copies,
 int scalars that would overflow, SIGINT reaching only the worker, the bundled corpus's temporary
 directory, kernels that failed the corpus compile check, a hub model offline, and an old model file
 in ``train --out``."""

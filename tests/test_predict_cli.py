@@ -219,7 +219,7 @@ __kernel void fast(__global const float* x, __global float* y) {
 
 
 def test_predict_names_a_cheaper_form_of_a_scalar_routine(tmp_path):
-    """On the Zen 5 profile exp2 and sin are scalar library code (0.55 and 0.21 G calls/s) where
+    """On the ``pocl31-zen5`` profile exp2 and sin are scalar library code (0.55 and 0.21 G calls/s) where
     exp(x * M_LN2_F) and native_sin run vectorized (3.4 and 3.3): predict names the cheaper forms
     (``cpu_calls``); log, whose native form is no faster there, gets no line, nor does the kernel
     already written the fast way, nor a GPU profile. A profile without exp2's own rates says whose
