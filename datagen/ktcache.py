@@ -75,9 +75,15 @@ BOOKKEEPING = ("compile_time", "verification_time", "benchmark_time", "strategy_
                "timestamp")
 #: energy observers, preferred first (an external meter before the on-board one)
 ENERGY_KEYS: tuple[tuple[str, str], ...] = (("ps_energy", "powersensor"), ("pmt_energy", "pmt"),
-                                            ("nvml_energy", "nvml"), ("GR_energy", "nvml_gr_model"),
-                                            ("energy", "kernel_tuner"))
-POWER_KEYS: tuple[str, ...] = ("ps_power", "pmt_power", "nvml_power", "power")
+                                            ("nvml_energy", "nvml"), ("tegra_energy", "tegra"),
+                                            ("GR_energy", "nvml_gr_model"), ("energy", "kernel_tuner"))
+#: power observers, preferred first; where a record has a power but no energy, the energy is the
+#: power times the record's mean time (``meter_method`` ``kernel_tuner:<power key>*time``)
+POWER_KEYS: tuple[tuple[str, str], ...] = (("ps_power", "powersensor"), ("pmt_power", "pmt"),
+                                           ("nvml_power", "nvml"), ("tegra_power", "tegra"), ("power", "kernel_tuner"))
+#: Kernel Tuner's tune parameters that set the device, not the kernel: the graphics and memory
+#: clocks (MHz) and the power limit (W) applied by its NVML observer before each configuration
+DEVICE_TUNE_PARAMS: tuple[str, ...] = ("nvml_gr_clock", "nvml_mem_clock", "nvml_pwr_limit", "tegra_gr_clock")
 #: the largest cache this reads (bytes) and the most records (a bound, not a limit of the format)
 MAX_CACHE_BYTES = 1 << 30
 MAX_RECORDS = 2_000_000
@@ -917,7 +923,7 @@ def kt_rows(cache: KTCache, *, kernel: Kernel | None = None, params: list[Kernel
     if used is not None:
         for k in keys:
             vals = {json.dumps(rec.get(k), sort_keys=True) for _, rec in cache.records}
-            if k not in used and k not in names and len(vals) > 1:
+            if k not in used and k not in names and k not in DEVICE_TUNE_PARAMS and len(vals) > 1:
                 unreferenced.append(k)
         if unreferenced:
             log.warning("%s: tune parameters %s vary in the cache but %s does not reference them: "
@@ -985,19 +991,30 @@ def kt_rows(cache: KTCache, *, kernel: Kernel | None = None, params: list[Kernel
                     energy, meter, energy_key = v, m, k
                     energy_cols.add(k)
                     break
-            for k in POWER_KEYS:
+            power_key = None
+            for k, m in POWER_KEYS:
                 v = _number(rec.get(k))
                 if v is not None:
-                    power = v
+                    power, power_key = v, (k, m)
                     break
             if power is None and energy is not None and t_ms:
                 power = energy / (t_ms * 1e-3)
+            if energy is None and power is not None and power_key is not None and t_ms:
+                energy, meter, energy_key = power * t_ms * 1e-3, power_key[1], f"{power_key[0]}*time"
+                energy_cols.add(power_key[0])
         state: dict[str, Any] = {}
         for k, dst in (("core_freq", "core_freq_mhz"), ("mem_freq", "mem_freq_mhz"), ("temperature", "temperature_c")):
             v = _number(rec.get(k))
             if v is not None:
                 state[dst] = v
         cap = _number(rec.get("nvml_pwr_limit"))
+        # the clock the configuration ran at: the set graphics clock, else the observed one
+        clock = _number(rec.get("nvml_gr_clock"))
+        if clock is None:
+            clock = _number(rec.get("tegra_gr_clock"))
+        if clock is None:
+            clock = state.get("core_freq_mhz")
+        mem_clock = _number(rec.get("nvml_mem_clock"))
         kt_macros = kt_defines(rec, keys, ln, names, used)
         extra = _define_values(spec.defines, env, cache) if spec is not None and spec.defines else ""
         build_options = " ".join(x for x in (kt_macros, extra, options) if x)
@@ -1028,6 +1045,8 @@ def kt_rows(cache: KTCache, *, kernel: Kernel | None = None, params: list[Kernel
             "build_s": (_number(rec.get("compile_time")) or 0.0) * 1e-3 if _number(rec.get("compile_time")) else None,
             "wall_s": None, "harness_version": f"kernel_tuner:{cache.format}", "schema_version": SCHEMA_VERSION,
             "seed": None, "measured_at": ts, "power_cap_w": cap if cap is not None else float("nan"),
+            "gr_clock_mhz": clock if clock is not None else float("nan"),
+            "mem_clock_mhz": mem_clock if mem_clock is not None else float("nan"),
             "problem_id": "kt:" + "x".join(map(str, ln.problem)), "kt_key": ckey,
             "kt_device_name": cache.stated_device_name,
             # provenance and the grouping columns (GPU, benchmark)
@@ -1050,6 +1069,8 @@ def kt_rows(cache: KTCache, *, kernel: Kernel | None = None, params: list[Kernel
                 if k not in BOOKKEEPING:
                     observer_cols.add(k)
             elif isinstance(v, str):
+                if v in KT_ERRORS:
+                    continue        # a failed record's error marker in an observer's place: the status says it
                 row[col] = v
             elif isinstance(v, list) and all(_number(x) is not None for x in v):
                 row[col] = json.dumps([float(x) for x in v])

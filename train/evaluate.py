@@ -714,7 +714,9 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile | DeviceProfiles,
     if energy_rows(frame).any():
         energy = evaluate_energy(frame, profile, folds, models=[m for m in models if m in ("analytical", "tabular")],
                                  seed=opts.seed, pcts=() if opts.scoring else opts.energy_pcts, splits=splits,
-                                 analytical_energy=an.energy,
+                                 analytical_energy=an.energy, analytical_time_us=an.pred,
+                                 analytical_pcts=opts.energy_pcts,
+                                 analytical_split=(getattr(an, "static_w", None), getattr(an, "dynamic_j", None)),
                                  top_k=opts.energy_top_k, progress=say)
 
     fold_table = []

@@ -68,11 +68,15 @@ def shot_mask(groups: np.ndarray, pct: float, seed: int) -> np.ndarray:
 def evaluate_energy(frame: pd.DataFrame, profile: DeviceProfile | DeviceProfiles, folds: np.ndarray, *,
                     models: Sequence[str], seed: int = 0, pcts: Sequence[float] = DEFAULT_PCTS, top_k: int = TOP_K,
                     progress: Callable[[str], None] | None = None, splits: Splits | None = None,
-                    analytical_energy: np.ndarray | None = None) -> dict[str, Any]:
+                    analytical_energy: np.ndarray | None = None, analytical_time_us: np.ndarray | None = None,
+                    analytical_split: tuple[np.ndarray | None, np.ndarray | None] | None = None,
+                    analytical_pcts: Sequence[float] | None = None) -> dict[str, Any]:
     """The energy figures (module docstring) of the rows of ``frame`` (the evaluation's rows, with
     ``folds`` its row folds; with ``splits``, each fold is fitted on the rows its split trains on;
     ``analytical_energy``: the analytical model's energy of every row of ``frame``, when already
-    predicted)."""
+    predicted; ``analytical_time_us``: its time; ``analytical_split``: its static power (W) and
+    dynamic energy (J) per row, for the measured-time figures and the few-shot correction;
+    ``analytical_pcts``: the shares measured for the analytical few-shot correction, default ``pcts``)."""
     profiles = DeviceProfiles.of(profile)
     say = progress or (lambda msg: log.info("%s", msg))
     has = energy_rows(frame)
@@ -108,7 +112,39 @@ def evaluate_energy(frame: pd.DataFrame, profile: DeviceProfile | DeviceProfiles
                 e[idx] = np.asarray(AnalyticalModel(prof).predict(fe.iloc[idx].reset_index(drop=True)).energy_j,
                                     dtype=np.float64)
         if np.isfinite(e).any():
-            out["zero_shot"]["analytical"] = ranking_scores(e, y, groups, top_k=top_k)
+            out["zero_shot"]["analytical"] = {**ranking_scores(e, y, groups, top_k=top_k), **error_figures(e, y)}
+            tm = measured_time_s(fe)
+            t_pred = None if analytical_time_us is None else np.asarray(analytical_time_us, dtype=np.float64)[has] * 1e-6
+            static_w, dyn_j = analytical_split or (None, None)
+            if static_w is not None and dyn_j is not None:
+                sw, dj = np.asarray(static_w, dtype=np.float64)[has], np.asarray(dyn_j, dtype=np.float64)[has]
+                if np.isfinite(sw).any() and np.isfinite(tm).any():
+                    # the model's power terms over the measured time (a tuner with a clock but no meter)
+                    em = sw * tm + dj
+                    out["zero_shot"]["analytical, measured time"] = {**ranking_scores(em, y, groups, top_k=top_k),
+                                                                     **error_figures(em, y)}
+                if t_pred is not None and np.isfinite(sw).any():
+                    few_a: dict[str, Any] = {}
+                    for pct in (pcts if analytical_pcts is None else analytical_pcts):
+                        shots = shot_mask(groups, pct, seed)
+                        for label, t in (("analytical", t_pred), ("analytical, measured time", tm)):
+                            pred, lo, hi = few_shot_energy(t, sw, dj, y, groups, shots)
+                            test = ~shots
+                            sc = ranking_scores(np.where(test, pred, np.nan), y, groups, top_k=top_k)
+                            sc.update(error_figures(pred[test], y[test]))
+                            inside = (y >= lo) & (y <= hi) & test & np.isfinite(lo)
+                            n_int = int((test & np.isfinite(lo)).sum())
+                            sc["interval_cover_pct"] = 100.0 * inside.sum() / n_int if n_int else float("nan")
+                            sc["measured_rows"] = int(shots.sum())
+                            few_a.setdefault(label, {})[f"{pct:g}"] = sc
+                    out["few_shot"]["models"].update(few_a)
+            base: dict[str, Any] = {}
+            if np.isfinite(tm).any():
+                base["measured time"] = ranking_scores(tm, y, groups, top_k=top_k)
+            if t_pred is not None and np.isfinite(t_pred).any():
+                base["predicted time (analytical)"] = ranking_scores(t_pred, y, groups, top_k=top_k)
+            if base:
+                out["baselines"] = base
         else:
             out["notes"].append(f"analytical: the profile ({profiles.describe()}) has no energy calibration")
     if "tabular" in models:
@@ -144,6 +180,72 @@ def evaluate_energy(frame: pd.DataFrame, profile: DeviceProfile | DeviceProfiles
     return out
 
 
+def measured_time_s(frame: pd.DataFrame) -> np.ndarray:
+    """Each row's measured time (s): the median, else the mean; NaN where none."""
+    out = np.full(len(frame), np.nan)
+    for col in ("time_mean_us", "time_median_us"):
+        if col in frame.columns:
+            v = pd.to_numeric(frame[col], errors="coerce").to_numpy(dtype=np.float64) * 1e-6
+            out = np.where(np.isfinite(out), out, v)
+    return out
+
+
+def error_figures(pred: np.ndarray, true: np.ndarray) -> dict[str, float]:
+    """MAPE and median APE (%) of predicted energies where both sides are finite and positive."""
+    pred, true = np.asarray(pred, dtype=np.float64), np.asarray(true, dtype=np.float64)
+    ok = np.isfinite(pred) & np.isfinite(true) & (true > 0)
+    if not ok.any():
+        return {"mape": float("nan"), "median_ape": float("nan")}
+    ape = 100.0 * np.abs(pred[ok] / true[ok] - 1.0)
+    return {"mape": float(ape.mean()), "median_ape": float(np.median(ape))}
+
+
+#: z of the two-sided 90 % interval of the few-shot energy correction
+Z90 = 1.6449
+#: log-space spread assumed for the interval when fewer than three shots leave no estimate of it
+DEFAULT_LOG_SD = 0.5
+
+
+def few_shot_energy(time_s: np.ndarray, static_w: np.ndarray, dynamic_j: np.ndarray, measured_j: np.ndarray,
+                    groups: np.ndarray, shots: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The analytical energy corrected by a kernel's own measured configurations (``shots``), per
+    group: ``E = a T + b D`` with ``T`` the time (predicted or measured) and ``D`` the model's
+    dynamic energy; ``a`` (a static power, W) and ``b`` (a scale of the dynamic energy) are the
+    non-negative least-squares fit of the shots in relative error (two shots or more); with one
+    shot, or where the fit leaves both at zero, the model's own ``P_static T + D`` scaled by the
+    shots' geometric-mean ratio. The 90 % interval is ``E exp(+-1.645 s)`` with ``s`` the shots'
+    log-residual spread (three shots or more, else :data:`DEFAULT_LOG_SD`). Returns (prediction,
+    low, high); the measured shots are predicted by their measurement."""
+    from scipy.optimize import nnls
+
+    n = len(measured_j)
+    pred, lo, hi = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
+    t, p, d, y = (np.asarray(x, dtype=np.float64) for x in (time_s, static_w, dynamic_j, measured_j))
+    for g in np.unique(groups):
+        idx = np.flatnonzero(groups == g)
+        s = idx[shots[idx] & np.isfinite(t[idx]) & np.isfinite(d[idx]) & np.isfinite(p[idx]) & (y[idx] > 0)]
+        if len(s) == 0:
+            continue
+        a = b = 0.0
+        if len(s) >= 2:
+            w = 1.0 / y[s]
+            coef, _ = nnls(np.c_[t[s] * w, d[s] * w], np.ones(len(s)))
+            a, b = float(coef[0]), float(coef[1])
+        if a <= 0 and b <= 0:
+            k = float(np.exp(np.mean(np.log(y[s] / np.maximum(p[s] * t[s] + d[s], 1e-30)))))
+            a_row, b = k * p[idx], k
+        else:
+            a_row = np.full(len(idx), a)
+        e = a_row * t[idx] + b * d[idx]
+        pos = {int(i): j for j, i in enumerate(idx)}
+        fit_s = np.array([e[pos[int(i)]] for i in s])
+        res = np.log(y[s] / np.maximum(fit_s, 1e-30))
+        sd = max(float(np.std(res, ddof=1)) if len(s) >= 3 else DEFAULT_LOG_SD, 1e-3)
+        pred[idx], lo[idx], hi[idx] = e, e * np.exp(-Z90 * sd), e * np.exp(Z90 * sd)
+        pred[s], lo[s], hi[s] = y[s], y[s], y[s]
+    return pred, lo, hi
+
+
 def _fit_predict(table: pd.DataFrame, train: np.ndarray, test: np.ndarray, profile: DeviceProfile,
                  seed: int) -> np.ndarray:
     try:
@@ -163,6 +265,14 @@ def energy_lines(m: dict[str, Any] | None) -> list[str]:
         return [f"energy: {'; '.join(m.get('notes') or ['no measured energy'])}"]
 
     def fig(s: dict[str, Any]) -> str:
+        err = ""
+        if "median_ape" in s and s["median_ape"] == s["median_ape"]:
+            err = f"; energy MAPE {s['mape']:.1f} %, median APE {s['median_ape']:.1f} %"
+        if "interval_cover_pct" in s and s["interval_cover_pct"] == s["interval_cover_pct"]:
+            err += f", 90 % interval covers {s['interval_cover_pct']:.0f} %"
+        return rank(s) + err
+
+    def rank(s: dict[str, Any]) -> str:
         rho = s["spearman_mean"]
         share = s["top_k_share_pct"]
         k = s["k_min"] if s["k_min"] == s["k_max"] else f"{s['k_min']}-{s['k_max']}"
@@ -174,6 +284,8 @@ def energy_lines(m: dict[str, Any] | None) -> list[str]:
              f"{', '.join(m.get('meters') or ['-'])}): ranking of each problem's configurations by energy"]
     for name, s in m["zero_shot"].items():
         lines.append(f"  zero-shot {name}: {fig(s)}")
+    for name, s in (m.get("baselines") or {}).items():
+        lines.append(f"  baseline, ranking by {name}: {fig(s)}")
     for name, by_pct in m["few_shot"]["models"].items():
         for pct, s in by_pct.items():
             lines.append(f"  {pct} % measured, {name}: {fig(s)} ({s['measured_rows']} measured rows)")

@@ -14,6 +14,8 @@ ratio. A profile without energy calibration gives NaN: nothing is guessed.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from kernelcast.models.analytical.params import RATE_CLASSES, SharedParams
@@ -70,3 +72,156 @@ def energy_balance(d: SharedParams) -> float | None:
     if eps_flop and eps_mem:
         return (eps_mem / 32) / (eps_flop / 2)
     return None
+
+
+# -- GPUs: energy from the model's own terms, with the clock and the power limit ------------------
+
+#: energy of one operation of each static class relative to an fp32 FMA (rules, not measurements):
+#: every instruction pays its issue, operand and register-file energy, which dominates the ALU
+#: itself on a GPU (Keckler et al., IEEE Micro 2011); integer ALU work costs less than floating
+#: point (Horowitz, ISSCC 2014: 32-bit int add 0.1 pJ vs fp32 add 0.9 pJ at 45 nm); fp64 FMA twice
+#: fp32 (the A100 profile's derived 66.0 / 32.8 pJ); divisions and special functions are sequences
+#: of several instructions
+OP_ENERGY_FACTOR: dict[str, float] = {
+    "fp32_add": 1.0, "fp32_mul": 1.0, "fp32_fma": 1.0, "fp32_div": 4.0,
+    "fp64_add": 2.0, "fp64_mul": 2.0, "fp64_fma": 2.0, "fp64_div": 8.0,
+    "int_add": 0.5, "int_bit": 0.5, "int_mul": 1.0, "int_div": 4.0, "sfu": 2.0,
+    "cmp": 0.5, "conv": 0.5, "branch": 0.5,
+}
+#: idle (static) power as a share of the TDP where the profile has no measured idle power: the
+#: A100's 80 W idle at boost clock over its 400 W TDP (Delestrac et al., ASAP 2024), transferred
+IDLE_SHARE_OF_TDP = 0.2
+#: energy per byte (pJ) of each memory level where the profile has none: Delestrac et al.'s A100
+#: per-sector figures (DRAM 2090, L2 368, shared memory 82.1 pJ per 32-byte sector), transferred
+DEFAULT_BYTE_PJ: dict[str, float] = {"dram": 2090.0 / 32, "l2": 368.0 / 32, "shared": 82.1 / 32}
+#: the core voltage at the lowest clocks relative to the voltage at the boost clock: GPUs lower the
+#: voltage with the clock down to a floor (about 0.7 V against about 1.05-1.1 V at boost), below
+#: which only the clock drops (a rule; dynamic energy per operation ~ V^2)
+VOLTAGE_FLOOR_RATIO = 0.65
+#: where the model reads its traffic terms (bytes per work-item), first name present wins: DRAM,
+#: L2 (every global access passes it) and shared (local) memory
+TRAFFIC_TERMS: dict[str, tuple[str, ...]] = {
+    "dram": ("dram_bytes", "global_fetched_bytes"),
+    "l2": ("l2_bytes", "global_requested_bytes"),
+    "shared": ("shared_bytes", "local_bytes"),
+}
+
+
+@dataclass
+class GPUEnergyConstants:
+    """The constants of the GPU energy model, each with where it came from."""
+
+    idle_w: float
+    fma_pj: float
+    op_pj: dict[str, float]
+    byte_pj: dict[str, float]
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+def gpu_energy_constants(d: SharedParams) -> GPUEnergyConstants | None:
+    """The profile's energy values where it has them, else derived from its TDP and fp32 FMA rate
+    (FlipFlop's rule: the power above idle at the peak rate, ``(TDP - P_idle) / rate``, an upper
+    bound per operation); None without a TDP and without an energy calibration."""
+    e = d.energy or {}
+    src: dict[str, str] = {}
+    idle = e.get("idle_power_w")
+    if idle is not None:
+        src["idle_power_w"] = "profile"
+    elif d.tdp_w:
+        idle = IDLE_SHARE_OF_TDP * d.tdp_w
+        src["idle_power_w"] = f"derived: {IDLE_SHARE_OF_TDP:g} x TDP"
+    else:
+        return None
+    fma = e.get("energy_per_op_fp32_fma_pj")
+    if fma is not None:
+        src["energy_per_op_fp32_fma_pj"] = "profile"
+    else:
+        rate = d.rates.get("fp32_fma")
+        if not d.tdp_w or not rate:
+            return None
+        fma = max(d.tdp_w - idle, 0.0) / rate * 1e12
+        src["energy_per_op_fp32_fma_pj"] = "derived: (TDP - idle) / fp32 FMA rate"
+    op_pj: dict[str, float] = {}
+    for op, factor in OP_ENERGY_FACTOR.items():
+        own = next((e[f"energy_per_op_{c}_pj"] for c in RATE_CLASSES.get(op, ()) if f"energy_per_op_{c}_pj" in e),
+                   None)
+        op_pj[op] = float(own) if own is not None else fma * factor
+    byte_pj = dict(DEFAULT_BYTE_PJ)
+    for level, keys in (("dram", ("energy_per_access_dram_pj", "energy_per_sector_dram_pj")),
+                        ("l2", ("energy_per_sector_l2_pj",)),
+                        ("shared", ("energy_per_access_local_pj", "energy_per_sector_shared_pj"))):
+        got = next((e[k] for k in keys if k in e), None)
+        if got is not None:
+            byte_pj[level] = float(got) / 32.0
+            src[f"{level}_pj_per_byte"] = "profile"
+        else:
+            src[f"{level}_pj_per_byte"] = "transferred: Delestrac et al. (A100)"
+    return GPUEnergyConstants(float(idle), float(fma), op_pj, byte_pj, src)
+
+
+def voltage_ratio(clock_ratio: np.ndarray) -> np.ndarray:
+    """Core voltage relative to the boost clock's at a clock ``clock_ratio`` x boost."""
+    return np.maximum(VOLTAGE_FLOOR_RATIO, np.asarray(clock_ratio, dtype=np.float64))
+
+
+def _term(f: Mapping[str, np.ndarray], names: tuple[str, ...], like: np.ndarray) -> np.ndarray:
+    for n in names:
+        if n in f:
+            return np.asarray(f[n], dtype=np.float64)
+    if names[-1] == "global_requested_bytes":
+        return sum((np.asarray(f[k], dtype=np.float64) for k in ("global_load_bytes", "global_store_bytes",
+                                                                   "global_atomic_bytes") if k in f),
+                   np.zeros_like(like))
+    return np.zeros_like(like)
+
+
+def gpu_dynamic_terms(c: GPUEnergyConstants, f: Mapping[str, np.ndarray], g: np.ndarray) -> dict[str, np.ndarray]:
+    """Dynamic energy (J) of a launch of ``g`` work-items at the boost clock, by term: operations
+    (``compute``: the per-item counts of every class ``f[<class>]`` times its energy) and bytes per
+    memory level (``dram``, ``l2``, ``shared``: :data:`TRAFFIC_TERMS`)."""
+    comp = np.zeros_like(g)
+    for op, pj in c.op_pj.items():
+        if op in f:
+            comp = comp + np.asarray(f[op], dtype=np.float64) * pj
+    out = {"compute": comp * g * 1e-12}
+    for level, names in TRAFFIC_TERMS.items():
+        out[level] = _term(f, names, g) * g * c.byte_pj[level] * 1e-12
+    return out
+
+
+def gpu_energy(c: GPUEnergyConstants, dyn: Mapping[str, np.ndarray], time_at: Any, clock_ratio: np.ndarray,
+               limit_w: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """Energy (J), time (s), the clock actually run (ratio to boost) and the energy by term of
+    configurations run at ``clock_ratio`` x the boost clock (``time_at(r)``: the model's time at
+    clock ratio ``r``)::
+
+        E = P_idle T(f) + (E_ops + E_L2 + E_shared) (V(f) / V_boost)^2 + E_DRAM
+
+    The core-side dynamic energy scales with the square of the core voltage, which follows the
+    clock down to :data:`VOLTAGE_FLOOR_RATIO`; DRAM energy is in the memory's own domain. Where
+    the power ``E / T`` at the requested clock exceeds ``limit_w`` (the power limit, else the TDP)
+    the clock drops until it does not (bisection), as a GPU's power management does."""
+    core = dyn["compute"] + dyn["l2"] + dyn["shared"]
+    dram = dyn["dram"]
+
+    def power(r: np.ndarray) -> np.ndarray:
+        t = np.maximum(time_at(r), 1e-15)
+        return c.idle_w + (core * voltage_ratio(r) ** 2 + dram) / t
+
+    r = np.asarray(clock_ratio, dtype=np.float64).copy()
+    if limit_w is not None:
+        lim = np.asarray(limit_w, dtype=np.float64)
+        over = np.isfinite(lim) & (power(r) > lim)
+        if over.any():
+            lo, hi = np.full_like(r, 0.05), r.copy()
+            for _ in range(30):
+                mid = 0.5 * (lo + hi)
+                above = power(mid) > lim
+                hi = np.where(above, mid, hi)
+                lo = np.where(above, lo, mid)
+            r = np.where(over, lo, r)
+    t = time_at(r)
+    v2 = voltage_ratio(r) ** 2
+    terms = {"static": c.idle_w * t, "compute": dyn["compute"] * v2, "l2": dyn["l2"] * v2,
+             "shared": dyn["shared"] * v2, "dram": dram}
+    return sum(terms.values()), t, r, terms

@@ -43,7 +43,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from kernelcast.calib.profile import DeviceProfile
-from kernelcast.models.analytical.energy import energy_balance, energy_joules
+from kernelcast.models.analytical.energy import (energy_balance, energy_joules, gpu_dynamic_terms, gpu_energy,
+                                                 gpu_energy_constants)
 from kernelcast.models.analytical.params import SharedParams
 from kernelcast.models.analytical.registry import DeviceClass, device_class_for
 from kernelcast.models.base import Predictions, Predictor
@@ -153,9 +154,11 @@ class AnalyticalModel(Predictor):
 
     # -- core, vectorized -------------------------------------------------------------------
 
-    def evaluate(self, feats: Any, env: dict[str, np.ndarray], power_cap_w: np.ndarray | float | None = None
-                 ) -> AnalyticalResult:
-        """Time (s), energy (J) and the parts of the model for arrays of configurations of one kernel."""
+    def evaluate(self, feats: Any, env: dict[str, np.ndarray], power_cap_w: np.ndarray | float | None = None,
+                 clock_mhz: np.ndarray | None = None) -> AnalyticalResult:
+        """Time (s), energy (J) and the parts of the model for arrays of configurations of one kernel
+        (``clock_mhz``: the core clock each configuration runs at, NaN for the profile's boost clock;
+        GPUs only)."""
         d = self.dev
         dc = self.device_class
         fixed = dc.feature_symbols()
@@ -212,15 +215,44 @@ class AnalyticalModel(Predictor):
         body, comp_t, join_t = dc.body(f, lsz, per_cu, n_wg, comp_t, mem_t, busiest_s)
         launch = dc.launch_seconds(n_wg, lsz)
 
-        # DVFS under a power cap: compute slows with the clock
         cap = power_cap_w if power_cap_w is not None else self.power_cap_w
         freq_ratio = np.ones_like(g)
-        if cap is not None and d.tdp_w:
-            freq_ratio = np.minimum(1.0, (np.asarray(cap, dtype=np.float64) / d.tdp_w) ** (1 / 3))
-            body = dc.capped_body(body, comp_t, mem_t, freq_ratio, n_wg)
-        time_s = launch + body + sync_t
+        energy_terms: dict[str, np.ndarray] = {}
+        consts = gpu_energy_constants(d) if d.is_gpu else None
+        if d.is_gpu and (consts is not None or clock_mhz is not None):
+            # the clock axis: compute-bound parts scale with the clock; the power limit (the cap,
+            # else the TDP above the boost clock) lowers the clock where the power would exceed it
+            boost = d.clock_hz / 1e6 if d.clock_hz else None
+            r0 = np.ones_like(g)
+            if clock_mhz is not None and boost:
+                ck = np.broadcast_to(np.asarray(clock_mhz, dtype=np.float64), g.shape)
+                r0 = np.where(np.isfinite(ck) & (ck > 0), ck / boost, 1.0)
+            limit = np.full_like(g, np.inf)
+            if cap is not None:
+                limit = np.broadcast_to(np.asarray(cap, dtype=np.float64), g.shape).copy()
+            if d.tdp_w:
+                limit = np.where(np.isfinite(limit), limit, np.where(r0 > 1.0, d.tdp_w, np.inf))
+            base_body = body
 
-        energy = energy_joules(d, f, g, fetched, level, time_s, n_wg, freq_ratio, self.short_kernel_s)
+            def time_at(r: np.ndarray) -> np.ndarray:
+                return launch + dc.capped_body(base_body, comp_t, mem_t, r, n_wg) + sync_t
+
+            if consts is not None:
+                energy, time_s, freq_ratio, energy_terms = gpu_energy(consts, gpu_dynamic_terms(consts, f, g), time_at,
+                                                                      r0, limit)
+            else:
+                freq_ratio = r0
+                if cap is not None and d.tdp_w:
+                    freq_ratio = np.minimum(r0, np.minimum(1.0, (limit / d.tdp_w) ** (1 / 3)))
+                time_s = time_at(freq_ratio)
+                energy = np.full_like(g, np.nan)
+        else:
+            # DVFS under a power cap: compute slows with the clock
+            if cap is not None and d.tdp_w:
+                freq_ratio = np.minimum(1.0, (np.asarray(cap, dtype=np.float64) / d.tdp_w) ** (1 / 3))
+                body = dc.capped_body(body, comp_t, mem_t, freq_ratio, n_wg)
+            time_s = launch + body + sync_t
+            energy = energy_joules(d, f, g, fetched, level, time_s, n_wg, freq_ratio, self.short_kernel_s)
         intensity = np.where(requested > 0, flops / np.maximum(requested, 1e-12), np.inf)
         peak_flops = 2 * d.rates.get("fp32_fma", 1e10)
         parts = {
@@ -232,6 +264,10 @@ class AnalyticalModel(Predictor):
             "busiest_item_s": busiest_s if busiest_s is not None else np.zeros_like(g),
             "join_s": join_t,
         }
+        if energy_terms:
+            parts.update({f"energy_{k}_j": v for k, v in energy_terms.items()})
+            parts["clock_ratio"] = freq_ratio * np.ones_like(g)
+            parts["power_w"] = energy / np.maximum(time_s, 1e-15)
         balance = energy_balance(d)
         if balance is not None:
             parts["energy_balance"] = np.full_like(g, balance)
@@ -252,6 +288,8 @@ class AnalyticalModel(Predictor):
         for i, k in enumerate(keys):
             groups.setdefault(("@", shared[i], "") if shared[i] else k, []).append(i)
         caps = frame["power_cap_w"].to_numpy(dtype=float) if "power_cap_w" in frame else None
+        clocks = pd.to_numeric(frame["gr_clock_mhz"], errors="coerce").to_numpy(dtype=float) \
+            if "gr_clock_mhz" in frame else None
         for (src, name, bo), idx in groups.items():
             try:
                 if src == "@":
@@ -273,7 +311,7 @@ class AnalyticalModel(Predictor):
                                decode_counts(counts.iloc[i]) if counts is not None else None) for i in idx]
             env = stack_envs(envs)
             cap = None if caps is None else np.where(np.isnan(caps[idx]), np.inf, caps[idx])
-            res = self.evaluate(feats, env, cap)
+            res = self.evaluate(feats, env, cap, None if clocks is None else clocks[idx])
             time_us[idx] = res.time_s * 1e6
             energy[idx] = res.energy_j
             extra = self.device_class.kernel_assumptions(feats)
@@ -341,6 +379,12 @@ def explain(p: dict[str, Any], t: float) -> dict[str, Any]:
     }
     if "energy_balance" in p:
         out["energy_balance"] = float(p["energy_balance"])
+    terms = {k[len("energy_"):-2]: float(v) for k, v in p.items() if k.startswith("energy_") and k.endswith("_j")}
+    if terms:
+        # the GPU energy model's terms (J): static x time, operations, L2, shared, DRAM
+        out["energy_parts_j"] = terms
+        out["power_w"] = float(p["power_w"])
+        out["clock_ratio"] = float(p["clock_ratio"])
     if float(p.get("strided_lines_s", 0.0)) > 0:
         out["page_strided_us"] = float(p["strided_lines_s"]) * 1e6     # in the memory part
     join = float(p.get("join_s", 0.0))
