@@ -337,6 +337,10 @@ def _energy_note(profile: Any, res: pd.DataFrame) -> str:
     """Where the energy column comes from: none, or the profile's constants (naming transferred ones)."""
     if not np.isfinite(res["analytical_energy_j"].to_numpy(dtype=float)).any():
         return "energy '-': the profile has no energy calibration"
+    if not profile.has_energy:
+        # the GPU energy model's constants derived from the profile's TDP and peak rates
+        return ("energy from constants derived from the profile's TDP and fp32 rate, with per-byte energies "
+                "transferred from the A100 (docs/energy.md)")
     tr = profile.transferred_values()
     return "energy from the profile's " + ("measured" if profile.kind == "measured" else "published") + \
         " constants" + (f"; measured on another GPU and transferred: {', '.join(tr)}" if tr else "")

@@ -114,7 +114,8 @@ def evaluate_energy(frame: pd.DataFrame, profile: DeviceProfile | DeviceProfiles
         if np.isfinite(e).any():
             out["zero_shot"]["analytical"] = {**ranking_scores(e, y, groups, top_k=top_k), **error_figures(e, y)}
             tm = measured_time_s(fe)
-            t_pred = None if analytical_time_us is None else np.asarray(analytical_time_us, dtype=np.float64)[has] * 1e-6
+            t_pred = None if analytical_time_us is None else \
+                np.asarray(analytical_time_us, dtype=np.float64)[has] * 1e-6
             static_w, dyn_j = analytical_split or (None, None)
             if static_w is not None and dyn_j is not None:
                 sw, dj = np.asarray(static_w, dtype=np.float64)[has], np.asarray(dyn_j, dtype=np.float64)[has]

@@ -43,8 +43,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from kernelcast.calib.profile import DeviceProfile
-from kernelcast.models.analytical.energy import (energy_balance, energy_joules, gpu_dynamic_terms, gpu_energy,
-                                                 gpu_energy_constants)
+from kernelcast.models.analytical.energy import (
+    energy_balance,
+    energy_joules,
+    gpu_dynamic_terms,
+    gpu_energy,
+    gpu_energy_constants,
+)
 from kernelcast.models.analytical.params import SharedParams
 from kernelcast.models.analytical.registry import DeviceClass, device_class_for
 from kernelcast.models.base import Predictions, Predictor

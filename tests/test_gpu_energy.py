@@ -1,0 +1,138 @@
+"""The GPU energy model (static power x time + dynamic energy per operation and per byte, with the
+clock and the power limit), the import of power-only and clock-axis Kernel Tuner caches, and the
+few-shot energy correction, against answers worked out by hand."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from kernelcast.datagen.dataset import read_dataset
+from kernelcast.models.analytical.energy import (
+    DEFAULT_BYTE_PJ,
+    IDLE_SHARE_OF_TDP,
+    VOLTAGE_FLOOR_RATIO,
+    GPUEnergyConstants,
+    gpu_dynamic_terms,
+    gpu_energy,
+    gpu_energy_constants,
+)
+from kernelcast.models.analytical.gpu import GPUParams
+from kernelcast.train.evaluate_energy import few_shot_energy
+
+from kernelcast.cli import main
+
+FMA_KERNEL = """
+__kernel void fma_loop(__global float *out) {
+    float a = get_global_id(0);
+    for (int i = 0; i < nr_inner; i++) a = a * 1.5f + 2.0f;
+    out[get_global_id(0)] = a;
+}
+"""
+
+
+def _params(**kw: object) -> GPUParams:
+    base: dict[str, object] = dict(name="hand-made GPU", compute_units=10, rates={"fp32_fma": 1e12},
+                                   rate_sources={}, bw_levels=[], dram_bw=1e11, local_bw=None, launch_s=0.0,
+                                   wg_overhead_s=0.0, barrier_s=0.0, clock_hz=1e9, mem_latency_s=None, tdp_w=100.0,
+                                   energy=None, builtin_rates={})
+    base.update(kw)
+    return GPUParams(**base)  # type: ignore[arg-type]
+
+
+def test_constants_derived_from_tdp_and_rate() -> None:
+    c = gpu_energy_constants(_params())
+    assert c is not None
+    assert c.idle_w == pytest.approx(IDLE_SHARE_OF_TDP * 100.0)
+    # (100 W - 20 W) / 1e12 FMA/s = 80 pJ per FMA
+    assert c.fma_pj == pytest.approx(80.0)
+    assert c.op_pj["fp64_fma"] == pytest.approx(160.0) and c.op_pj["int_add"] == pytest.approx(40.0)
+    assert c.byte_pj["dram"] == pytest.approx(DEFAULT_BYTE_PJ["dram"])
+    # profile values win over the derived ones
+    c2 = gpu_energy_constants(_params(energy={"idle_power_w": 30.0, "energy_per_op_fp32_fma_pj": 10.0,
+                                              "energy_per_access_dram_pj": 320.0}))
+    assert c2 is not None and (c2.idle_w, c2.fma_pj, c2.byte_pj["dram"]) == (30.0, 10.0, 10.0)
+    assert gpu_energy_constants(_params(tdp_w=None)) is None
+
+
+def test_dynamic_terms_from_named_counts() -> None:
+    c = GPUEnergyConstants(idle_w=10.0, fma_pj=50.0, op_pj={"fp32_fma": 50.0, "int_add": 25.0},
+                           byte_pj={"dram": 2.0, "l2": 1.0, "shared": 0.5})
+    g = np.array([1000.0])
+    f = {"fp32_fma": np.array([4.0]), "int_add": np.array([2.0]), "global_fetched_bytes": np.array([8.0]),
+         "global_load_bytes": np.array([8.0]), "global_store_bytes": np.array([4.0]), "local_bytes": np.array([16.0])}
+    d = gpu_dynamic_terms(c, f, g)
+    assert d["compute"][0] == pytest.approx(1000 * (4 * 50 + 2 * 25) * 1e-12)
+    assert d["dram"][0] == pytest.approx(1000 * 8 * 2.0e-12)
+    assert d["l2"][0] == pytest.approx(1000 * 12 * 1.0e-12)
+    assert d["shared"][0] == pytest.approx(1000 * 16 * 0.5e-12)
+
+
+def test_clock_voltage_and_power_limit() -> None:
+    c = GPUEnergyConstants(idle_w=20.0, fma_pj=1.0, op_pj={}, byte_pj={})
+    dyn = {"compute": np.array([8.0, 8.0, 8.0]), "l2": np.zeros(3), "shared": np.zeros(3), "dram": np.array([1.0] * 3)}
+
+    def time_at(r: np.ndarray) -> np.ndarray:      # compute-bound: 0.1 s at the boost clock
+        return 0.1 / np.asarray(r)
+
+    e, t, r, terms = gpu_energy(c, dyn, time_at, np.array([1.0, 0.5, 0.8]), None)
+    # at boost: 20 W x 0.1 s + 8 J + 1 J
+    assert e[0] == pytest.approx(2.0 + 8.0 + 1.0)
+    # half the clock: twice the time, the voltage at its floor
+    assert t[1] == pytest.approx(0.2) and e[1] == pytest.approx(4.0 + 8.0 * VOLTAGE_FLOOR_RATIO ** 2 + 1.0)
+    assert e[2] == pytest.approx(20.0 * 0.125 + 8.0 * 0.64 + 1.0)
+    assert terms["static"][0] == pytest.approx(2.0)
+    # a limit of 60 W: at boost the power is 110 W, so the clock drops until P = 60 W
+    e, t, r, _ = gpu_energy(c, dyn, time_at, np.array([1.0]), np.array([60.0]))
+    assert e[0] / t[0] == pytest.approx(60.0, rel=1e-6) and r[0] < 1.0
+
+
+def test_few_shot_energy_recovers_static_power_and_scale() -> None:
+    t = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    d = np.array([5.0, 1.0, 4.0, 2.0, 3.0])
+    y = 7.0 * t + 0.5 * d
+    groups = np.zeros(5, dtype=int)
+    shots = np.array([True, True, False, False, False])
+    pred, lo, hi = few_shot_energy(t, np.full(5, 100.0), d, y, groups, shots)
+    assert pred == pytest.approx(y)
+    # one shot: the model's own split (100 W x t + d) scaled to the shot
+    one = np.array([True, False, False, False, False])
+    pred, lo, hi = few_shot_energy(t, np.full(5, 100.0), d, y, groups, one)
+    k = y[0] / (100.0 * t[0] + d[0])
+    assert pred[1:] == pytest.approx(k * (100.0 * t[1:] + d[1:]))
+    assert np.all(lo[1:] < pred[1:]) and np.all(hi[1:] > pred[1:])
+
+
+def test_import_power_only_clock_cache(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A cache of our own: power (no energy) at two set clocks, one failed record whose observer
+    column holds Kernel Tuner's error name."""
+    recs = {
+        "256,64,1000": {"block_size_x": 256, "nr_inner": 64, "nvml_gr_clock": 1000, "time": 2.0, "times": [2.0, 2.0],
+                        "nvml_power": 100.0, "core_freq": 1000.0, "GFLOPS/W": 1.5},
+        "256,64,500": {"block_size_x": 256, "nr_inner": 64, "nvml_gr_clock": 500, "time": 4.0, "times": [4.0, 4.0],
+                       "nvml_power": 40.0, "core_freq": 500.0, "GFLOPS/W": 2.0},
+        "512,64,500": {"block_size_x": 512, "nr_inner": 64, "nvml_gr_clock": 500, "time": "RuntimeFailedConfig",
+                       "GFLOPS/W": "RuntimeFailedConfig"},
+    }
+    cache = tmp_path / "c.json"
+    cache.write_text(json.dumps({"device_name": "NVIDIA RTX A4000", "kernel_name": "fma_loop", "problem_size": 65536,
+                                 "tune_params_keys": ["block_size_x", "nr_inner", "nvml_gr_clock"],
+                                 "tune_params": {"block_size_x": [256, 512], "nr_inner": [64],
+                                                 "nvml_gr_clock": [500, 1000]}, "cache": recs}))
+    src = tmp_path / "k.cl"
+    src.write_text(FMA_KERNEL)
+    out = tmp_path / "ds"
+    code = main(["dataset", "import-kt", str(cache), "--kernel", str(src), "--out", str(out), "--json"])
+    text = capsys.readouterr()
+    assert code == 0, text.err
+    info = json.loads(text.out)
+    assert info["rows"] == 3 and info["rows_with_energy"] == 2 and info["unreferenced_tune_params"] == []
+    df = read_dataset(out).set_index("kt_key")
+    # energy = power x time: 100 W x 2 ms, 40 W x 4 ms
+    assert df.loc["256,64,1000", "energy_j"] == pytest.approx(0.2)
+    assert df.loc["256,64,500", "energy_j"] == pytest.approx(0.16)
+    assert df.loc["256,64,500", "meter_method"] == "kernel_tuner:nvml_power*time"
+    assert df.loc["256,64,500", "gr_clock_mhz"] == 500.0
+    assert df.loc["512,64,500", "status"] == "runtime_error"
