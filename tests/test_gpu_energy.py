@@ -18,6 +18,8 @@ from kernelcast.models.analytical.energy import (
     gpu_dynamic_terms,
     gpu_energy,
     gpu_energy_constants,
+    idle_clock_share,
+    idle_power,
 )
 from kernelcast.models.analytical.gpu import GPUParams
 from kernelcast.train.evaluate_energy import few_shot_energy
@@ -80,13 +82,22 @@ def test_clock_voltage_and_power_limit() -> None:
     e, t, r, terms = gpu_energy(c, dyn, time_at, np.array([1.0, 0.5, 0.8]), None)
     # at boost: 20 W x 0.1 s + 8 J + 1 J
     assert e[0] == pytest.approx(2.0 + 8.0 + 1.0)
-    # half the clock: twice the time, the voltage at its floor
-    assert t[1] == pytest.approx(0.2) and e[1] == pytest.approx(4.0 + 8.0 * VOLTAGE_FLOOR_RATIO ** 2 + 1.0)
-    assert e[2] == pytest.approx(20.0 * 0.125 + 8.0 * 0.64 + 1.0)
+    # half the clock: twice the time, the voltage at its floor, the idle power's f V^2 part lower
+    s = idle_clock_share()
+    idle_half = 20.0 * ((1 - s) + s * 0.5 * VOLTAGE_FLOOR_RATIO ** 2)
+    assert idle_power(c, np.array([0.5]))[0] == pytest.approx(idle_half)
+    assert t[1] == pytest.approx(0.2) and e[1] == pytest.approx(idle_half * 0.2 + 8.0 * VOLTAGE_FLOOR_RATIO ** 2 + 1.0)
+    assert e[2] == pytest.approx(20.0 * ((1 - s) + s * 0.8 ** 3) * 0.125 + 8.0 * 0.64 + 1.0)
     assert terms["static"][0] == pytest.approx(2.0)
     # a limit of 60 W: at boost the power is 110 W, so the clock drops until P = 60 W
     e, t, r, _ = gpu_energy(c, dyn, time_at, np.array([1.0]), np.array([60.0]))
     assert e[0] / t[0] == pytest.approx(60.0, rel=1e-6) and r[0] < 1.0
+
+
+def test_idle_share_reproduces_both_published_idle_powers() -> None:
+    c = GPUEnergyConstants(idle_w=80.0, fma_pj=1.0, op_pj={}, byte_pj={})
+    assert idle_power(c, np.array([1.0]))[0] == pytest.approx(80.0)
+    assert idle_power(c, np.array([1065.0 / 1410.0]))[0] == pytest.approx(55.0)
 
 
 def test_few_shot_energy_recovers_static_power_and_scale() -> None:

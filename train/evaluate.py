@@ -716,7 +716,7 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile | DeviceProfiles,
                                  seed=opts.seed, pcts=() if opts.scoring else opts.energy_pcts, splits=splits,
                                  analytical_energy=an.energy, analytical_time_us=an.pred,
                                  analytical_pcts=opts.energy_pcts,
-                                 analytical_split=(getattr(an, "static_w", None), getattr(an, "dynamic_j", None)),
+                                 analysis_dirs=list(opts.analysis_dirs),
                                  top_k=opts.energy_top_k, progress=say)
 
     fold_table = []

@@ -69,13 +69,12 @@ def evaluate_energy(frame: pd.DataFrame, profile: DeviceProfile | DeviceProfiles
                     models: Sequence[str], seed: int = 0, pcts: Sequence[float] = DEFAULT_PCTS, top_k: int = TOP_K,
                     progress: Callable[[str], None] | None = None, splits: Splits | None = None,
                     analytical_energy: np.ndarray | None = None, analytical_time_us: np.ndarray | None = None,
-                    analytical_split: tuple[np.ndarray | None, np.ndarray | None] | None = None,
+                    analysis_dirs: Sequence[str] = (),
                     analytical_pcts: Sequence[float] | None = None) -> dict[str, Any]:
     """The energy figures (module docstring) of the rows of ``frame`` (the evaluation's rows, with
     ``folds`` its row folds; with ``splits``, each fold is fitted on the rows its split trains on;
     ``analytical_energy``: the analytical model's energy of every row of ``frame``, when already
-    predicted; ``analytical_time_us``: its time; ``analytical_split``: its static power (W) and
-    dynamic energy (J) per row, for the measured-time figures and the few-shot correction;
+    predicted; ``analytical_time_us``: its time; ``analysis_dirs``: the shared static analyses;
     ``analytical_pcts``: the shares measured for the analytical few-shot correction, default ``pcts``)."""
     profiles = DeviceProfiles.of(profile)
     say = progress or (lambda msg: log.info("%s", msg))
@@ -109,36 +108,39 @@ def evaluate_energy(frame: pd.DataFrame, profile: DeviceProfile | DeviceProfiles
         else:
             e = np.full(len(fe), np.nan)
             for prof, idx in profiles.row_blocks(fe):
-                e[idx] = np.asarray(AnalyticalModel(prof).predict(fe.iloc[idx].reset_index(drop=True)).energy_j,
-                                    dtype=np.float64)
+                model = AnalyticalModel(prof, analysis_dirs=analysis_dirs)
+                e[idx] = np.asarray(model.predict(fe.iloc[idx].reset_index(drop=True)).energy_j, dtype=np.float64)
         if np.isfinite(e).any():
             out["zero_shot"]["analytical"] = {**ranking_scores(e, y, groups, top_k=top_k), **error_figures(e, y)}
             tm = measured_time_s(fe)
             t_pred = None if analytical_time_us is None else \
                 np.asarray(analytical_time_us, dtype=np.float64)[has] * 1e-6
-            static_w, dyn_j = analytical_split or (None, None)
-            if static_w is not None and dyn_j is not None:
-                sw, dj = np.asarray(static_w, dtype=np.float64)[has], np.asarray(dyn_j, dtype=np.float64)[has]
-                if np.isfinite(sw).any() and np.isfinite(tm).any():
+            variants: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+            split = split_energy(fe, profiles, analysis_dirs, at_measured_time=False)
+            if np.isfinite(split[1]).any():
+                variants["analytical"] = split
+            if np.isfinite(tm).any():
+                split_m = split_energy(fe, profiles, analysis_dirs, at_measured_time=True)
+                if np.isfinite(split_m[1]).any():
                     # the model's power terms over the measured time (a tuner with a clock but no meter)
-                    em = sw * tm + dj
+                    em = split_m[1] * split_m[0] + split_m[2]
                     out["zero_shot"]["analytical, measured time"] = {**ranking_scores(em, y, groups, top_k=top_k),
                                                                      **error_figures(em, y)}
-                if t_pred is not None and np.isfinite(sw).any():
-                    few_a: dict[str, Any] = {}
-                    for pct in (pcts if analytical_pcts is None else analytical_pcts):
-                        shots = shot_mask(groups, pct, seed)
-                        for label, t in (("analytical", t_pred), ("analytical, measured time", tm)):
-                            pred, lo, hi = few_shot_energy(t, sw, dj, y, groups, shots)
-                            test = ~shots
-                            sc = ranking_scores(np.where(test, pred, np.nan), y, groups, top_k=top_k)
-                            sc.update(error_figures(pred[test], y[test]))
-                            inside = (y >= lo) & (y <= hi) & test & np.isfinite(lo)
-                            n_int = int((test & np.isfinite(lo)).sum())
-                            sc["interval_cover_pct"] = 100.0 * inside.sum() / n_int if n_int else float("nan")
-                            sc["measured_rows"] = int(shots.sum())
-                            few_a.setdefault(label, {})[f"{pct:g}"] = sc
-                    out["few_shot"]["models"].update(few_a)
+                    variants["analytical, measured time"] = split_m
+            few_a: dict[str, Any] = {}
+            for pct in (pcts if analytical_pcts is None else analytical_pcts):
+                shots = shot_mask(groups, pct, seed)
+                for label, (t, sw, dj) in variants.items():
+                    pred, lo, hi = few_shot_energy(t, sw, dj, y, groups, shots)
+                    test = ~shots
+                    sc = ranking_scores(np.where(test, pred, np.nan), y, groups, top_k=top_k)
+                    sc.update(error_figures(pred[test], y[test]))
+                    inside = (y >= lo) & (y <= hi) & test & np.isfinite(lo)
+                    n_int = int((test & np.isfinite(lo)).sum())
+                    sc["interval_cover_pct"] = 100.0 * inside.sum() / n_int if n_int else float("nan")
+                    sc["measured_rows"] = int(shots.sum())
+                    few_a.setdefault(label, {})[f"{pct:g}"] = sc
+            out["few_shot"]["models"].update(few_a)
             base: dict[str, Any] = {}
             if np.isfinite(tm).any():
                 base["measured time"] = ranking_scores(tm, y, groups, top_k=top_k)
@@ -179,6 +181,25 @@ def evaluate_energy(frame: pd.DataFrame, profile: DeviceProfile | DeviceProfiles
             few[f"{pct:g}"] = scores
         out["few_shot"]["models"]["tabular"] = few
     return out
+
+
+def split_energy(frame: pd.DataFrame, profiles: DeviceProfiles, analysis_dirs: Sequence[str] = (), *,
+                 at_measured_time: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The analytical energy of each row split as the GPU energy model's terms: (time s, static
+    power W, dynamic energy J); NaN where the model gives no terms (no GPU energy constants).
+    ``at_measured_time``: the energy at the row's measured time (:class:`AnalyticalModel`)."""
+    n = len(frame)
+    t, sw, dj = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
+    for prof, idx in profiles.row_blocks(frame):
+        model = AnalyticalModel(prof, analysis_dirs=analysis_dirs, at_measured_time=at_measured_time)
+        p = model.predict(frame.iloc[idx].reset_index(drop=True))
+        for j, i in enumerate(idx):
+            terms = p.explanation[j].get("energy_parts_j")
+            ts = float(p.time_us[j]) * 1e-6
+            if terms and np.isfinite(ts) and ts > 0:
+                t[i], sw[i] = ts, float(terms.get("static", 0.0)) / ts
+                dj[i] = float(sum(v for k, v in terms.items() if k != "static"))
+    return t, sw, dj
 
 
 def measured_time_s(frame: pd.DataFrame) -> np.ndarray:

@@ -325,14 +325,6 @@ class AnalyticalFitter(Fitter):
             for k, v in (e.get("time_parts_us") or {}).items():
                 self.parts.setdefault(k, np.full(n, np.nan))[i] = float(v)
         self.balance = analytical_balance(explanation)
-        # the GPU energy model's split: static power (W) and the dynamic energy (J) of each row
-        self.static_w = np.full(n, np.nan)
-        self.dynamic_j = np.full(n, np.nan)
-        for i, e in enumerate(explanation):
-            terms = e.get("energy_parts_j")
-            if terms and np.isfinite(self.pred[i]) and self.pred[i] > 0:
-                self.static_w[i] = float(terms.get("static", 0.0)) / (self.pred[i] * 1e-6)
-                self.dynamic_j[i] = float(sum(v for k, v in terms.items() if k != "static"))
         self.frame_rows = n
         failed = int(np.isnan(self.pred).sum())
         if failed:

@@ -94,6 +94,10 @@ IDLE_SHARE_OF_TDP = 0.2
 #: energy per byte (pJ) of each memory level where the profile has none: Delestrac et al.'s A100
 #: per-sector figures (DRAM 2090, L2 368, shared memory 82.1 pJ per 32-byte sector), transferred
 DEFAULT_BYTE_PJ: dict[str, float] = {"dram": 2090.0 / 32, "l2": 368.0 / 32, "shared": 82.1 / 32}
+#: Delestrac et al.'s two idle powers of one A100 (80 W at the 1410 MHz boost clock, 55 W at the
+#: 1065 MHz base clock): the idle power is a constant part plus a part that follows the clock like
+#: dynamic power (clock tree, ``f V^2``); :func:`idle_clock_share` solves for that part's share
+IDLE_AT_BOOST_W, IDLE_AT_BASE_W, IDLE_BASE_CLOCK_RATIO = 80.0, 55.0, 1065.0 / 1410.0
 #: the core voltage at the lowest clocks relative to the voltage at the boost clock: GPUs lower the
 #: voltage with the clock down to a floor (about 0.7 V against about 1.05-1.1 V at boost), below
 #: which only the clock drops (a rule; dynamic energy per operation ~ V^2)
@@ -164,6 +168,21 @@ def voltage_ratio(clock_ratio: np.ndarray) -> np.ndarray:
     return np.maximum(VOLTAGE_FLOOR_RATIO, np.asarray(clock_ratio, dtype=np.float64))
 
 
+def idle_clock_share() -> float:
+    """The share of the idle power (at the boost clock) that scales with ``f V^2``: from
+    ``P(boost) = c + s`` and ``P(base) = c + s r V(r)^2`` (:data:`IDLE_AT_BOOST_W`, ...)."""
+    r = IDLE_BASE_CLOCK_RATIO
+    scale = r * float(voltage_ratio(np.array(r))) ** 2
+    return (IDLE_AT_BOOST_W - IDLE_AT_BASE_W) / (1.0 - scale) / IDLE_AT_BOOST_W
+
+
+def idle_power(c: GPUEnergyConstants, clock_ratio: np.ndarray) -> np.ndarray:
+    """Idle power (W) at ``clock_ratio`` x the boost clock: the constant part and the ``f V^2`` part."""
+    r = np.asarray(clock_ratio, dtype=np.float64)
+    s = idle_clock_share()
+    return c.idle_w * ((1.0 - s) + s * r * voltage_ratio(r) ** 2)
+
+
 def _term(f: Mapping[str, np.ndarray], names: tuple[str, ...], like: np.ndarray) -> np.ndarray:
     for n in names:
         if n in f:
@@ -195,10 +214,11 @@ def gpu_energy(c: GPUEnergyConstants, dyn: Mapping[str, np.ndarray], time_at: An
     configurations run at ``clock_ratio`` x the boost clock (``time_at(r)``: the model's time at
     clock ratio ``r``)::
 
-        E = P_idle T(f) + (E_ops + E_L2 + E_shared) (V(f) / V_boost)^2 + E_DRAM
+        E = P_idle(f) T(f) + (E_ops + E_L2 + E_shared) (V(f) / V_boost)^2 + E_DRAM
 
     The core-side dynamic energy scales with the square of the core voltage, which follows the
-    clock down to :data:`VOLTAGE_FLOOR_RATIO`; DRAM energy is in the memory's own domain. Where
+    clock down to :data:`VOLTAGE_FLOOR_RATIO`; DRAM energy is in the memory's own domain; the idle
+    power has a part that follows ``f V^2`` (:func:`idle_power`). Where
     the power ``E / T`` at the requested clock exceeds ``limit_w`` (the power limit, else the TDP)
     the clock drops until it does not (bisection), as a GPU's power management does."""
     core = dyn["compute"] + dyn["l2"] + dyn["shared"]
@@ -206,7 +226,7 @@ def gpu_energy(c: GPUEnergyConstants, dyn: Mapping[str, np.ndarray], time_at: An
 
     def power(r: np.ndarray) -> np.ndarray:
         t = np.maximum(time_at(r), 1e-15)
-        return c.idle_w + (core * voltage_ratio(r) ** 2 + dram) / t
+        return idle_power(c, r) + (core * voltage_ratio(r) ** 2 + dram) / t
 
     r = np.asarray(clock_ratio, dtype=np.float64).copy()
     if limit_w is not None:
@@ -222,6 +242,6 @@ def gpu_energy(c: GPUEnergyConstants, dyn: Mapping[str, np.ndarray], time_at: An
             r = np.where(over, lo, r)
     t = time_at(r)
     v2 = voltage_ratio(r) ** 2
-    terms = {"static": c.idle_w * t, "compute": dyn["compute"] * v2, "l2": dyn["l2"] * v2,
+    terms = {"static": idle_power(c, r) * t, "compute": dyn["compute"] * v2, "l2": dyn["l2"] * v2,
              "shared": dyn["shared"] * v2, "dram": dram}
     return sum(terms.values()), t, r, terms

@@ -122,7 +122,7 @@ class AnalyticalModel(Predictor):
     name = "analytical"
 
     def __init__(self, profile: DeviceProfile, *, short_kernel_s: float = 1e-3, power_cap_w: float | None = None,
-                 analysis_dirs: Sequence[str | os.PathLike[str]] = ()):
+                 analysis_dirs: Sequence[str | os.PathLike[str]] = (), at_measured_time: bool = False):
         self.profile = profile
         self.device_class: DeviceClass = device_class_for(profile)(profile)
         self.dev: SharedParams = self.device_class.params
@@ -132,6 +132,9 @@ class AnalyticalModel(Predictor):
         #: where the shared analyses of imported rows are cached (``kernelcast analyze``)
         self.analysis_dirs = [Path(d) for d in analysis_dirs]
         self._shared: dict[str, Any] = {}
+        #: GPUs: take each row's measured time (``time_median_us``, else ``time_mean_us``) as the
+        #: time of its energy (a tuner that times configurations but has no power meter)
+        self.at_measured_time = at_measured_time
 
     # -- features ---------------------------------------------------------------------------
 
@@ -160,10 +163,11 @@ class AnalyticalModel(Predictor):
     # -- core, vectorized -------------------------------------------------------------------
 
     def evaluate(self, feats: Any, env: dict[str, np.ndarray], power_cap_w: np.ndarray | float | None = None,
-                 clock_mhz: np.ndarray | None = None) -> AnalyticalResult:
+                 clock_mhz: np.ndarray | None = None, measured_time_s: np.ndarray | None = None) -> AnalyticalResult:
         """Time (s), energy (J) and the parts of the model for arrays of configurations of one kernel
         (``clock_mhz``: the core clock each configuration runs at, NaN for the profile's boost clock;
-        GPUs only)."""
+        ``measured_time_s``: the time of each configuration's energy where finite, in place of the
+        model's; GPUs only)."""
         d = self.dev
         dc = self.device_class
         fixed = dc.feature_symbols()
@@ -239,8 +243,12 @@ class AnalyticalModel(Predictor):
                 limit = np.where(np.isfinite(limit), limit, np.where(r0 > 1.0, d.tdp_w, np.inf))
             base_body = body
 
+            tm = None if measured_time_s is None else np.broadcast_to(np.asarray(measured_time_s, dtype=np.float64),
+                                                                        g.shape)
+
             def time_at(r: np.ndarray) -> np.ndarray:
-                return launch + dc.capped_body(base_body, comp_t, mem_t, r, n_wg) + sync_t
+                t = launch + dc.capped_body(base_body, comp_t, mem_t, r, n_wg) + sync_t
+                return t if tm is None else np.where(np.isfinite(tm) & (tm > 0), tm, t)
 
             if consts is not None:
                 energy, time_s, freq_ratio, energy_terms = gpu_energy(consts, gpu_dynamic_terms(consts, f, g), time_at,
@@ -295,6 +303,13 @@ class AnalyticalModel(Predictor):
         caps = frame["power_cap_w"].to_numpy(dtype=float) if "power_cap_w" in frame else None
         clocks = pd.to_numeric(frame["gr_clock_mhz"], errors="coerce").to_numpy(dtype=float) \
             if "gr_clock_mhz" in frame else None
+        measured = None
+        if self.at_measured_time:
+            measured = np.full(n, np.nan)
+            for col in ("time_median_us", "time_mean_us"):
+                if col in frame:
+                    v = pd.to_numeric(frame[col], errors="coerce").to_numpy(dtype=float) * 1e-6
+                    measured = np.where(np.isfinite(measured), measured, v)
         for (src, name, bo), idx in groups.items():
             try:
                 if src == "@":
@@ -316,7 +331,8 @@ class AnalyticalModel(Predictor):
                                decode_counts(counts.iloc[i]) if counts is not None else None) for i in idx]
             env = stack_envs(envs)
             cap = None if caps is None else np.where(np.isnan(caps[idx]), np.inf, caps[idx])
-            res = self.evaluate(feats, env, cap, None if clocks is None else clocks[idx])
+            res = self.evaluate(feats, env, cap, None if clocks is None else clocks[idx],
+                                None if measured is None else measured[idx])
             time_us[idx] = res.time_s * 1e6
             energy[idx] = res.energy_j
             extra = self.device_class.kernel_assumptions(feats)
