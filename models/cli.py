@@ -195,6 +195,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if not args.json:
         _note_missing_benches(profile)
     _check_local_sizes(rows, profile)
+    if getattr(args, "clock", None):
+        dev = getattr(profile, "device", None)
+        if "GPU" not in str(getattr(dev, "device_type", "")) or not (profile.get("boost_clock_mhz")
+                                                                      or getattr(dev, "max_clock_mhz", None)):
+            raise UsageError("--clock needs a GPU profile with a boost clock (boost_clock_mhz)")
+        frame["gr_clock_mhz"] = float(args.clock)
     # intervals and corrections are shown with a tabular model or measured configurations; the
     # outputs of the other cases are unchanged
     detailed = isinstance(learned, TabularPredictor) or ms is not None
@@ -601,6 +607,10 @@ def add_parsers(sub: Any) -> None:
     add_device(p, PROFILE_DEVICE_HELP)
     p.add_argument("--power-cap", type=positive_float,
                    help="power cap in W (DVFS adjustment; needs tdp_w in the profile)")
+    p.add_argument("--clock", type=positive_float, metavar="MHZ",
+                   help="GPU core clock in MHz (as Kernel Tuner's nvml_gr_clock): compute-bound time scales with "
+                        "it, the energy's core voltage follows it, the power limit (--power-cap, else the TDP above "
+                        "the boost clock) may lower it; docs/energy.md")
     add_build_options(p)
     p.add_argument("--json", action="store_true", help="print the predictions as JSON")
     p.set_defaults(func=cmd_predict)

@@ -100,20 +100,25 @@ def test_idle_share_reproduces_both_published_idle_powers() -> None:
     assert idle_power(c, np.array([1065.0 / 1410.0]))[0] == pytest.approx(55.0)
 
 
-def test_few_shot_energy_recovers_static_power_and_scale() -> None:
-    t = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
-    d = np.array([5.0, 1.0, 4.0, 2.0, 3.0])
-    y = 7.0 * t + 0.5 * d
-    groups = np.zeros(5, dtype=int)
-    shots = np.array([True, True, False, False, False])
-    pred, lo, hi = few_shot_energy(t, np.full(5, 100.0), d, y, groups, shots)
-    assert pred == pytest.approx(y)
-    # one shot: the model's own split (100 W x t + d) scaled to the shot
-    one = np.array([True, False, False, False, False])
-    pred, lo, hi = few_shot_energy(t, np.full(5, 100.0), d, y, groups, one)
-    k = y[0] / (100.0 * t[0] + d[0])
-    assert pred[1:] == pytest.approx(k * (100.0 * t[1:] + d[1:]))
+def test_few_shot_energy_recovers_the_split() -> None:
+    t = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    d = np.array([5.0, 1.0, 4.0, 2.0, 3.0, 6.0])
+    # the model's split (10 W static, d dynamic) is off by a factor 0.7 on static and 0.5 on dynamic
+    y = 0.7 * 10.0 * t + 0.5 * d
+    groups = np.zeros(6, dtype=int)
+    shots = np.array([True, True, True, False, False, False])
+    pred, lo, hi = few_shot_energy(t, np.full(6, 10.0), d, y, groups, shots)
+    # three consistent shots: the prior (1 +- 100 % on each scale against 5 % shot noise) moves
+    # the fit by well under 1 %
+    assert pred[3:] == pytest.approx(y[3:], rel=0.01)
+    assert np.all(lo[3:] <= pred[3:]) and np.all(hi[3:] >= pred[3:])
+    # one shot: the model's own split scaled to the shot
+    one = np.array([True, False, False, False, False, False])
+    pred, lo, hi = few_shot_energy(t, np.full(6, 10.0), d, y, groups, one)
+    k = y[0] / (10.0 * t[0] + d[0])
+    assert pred[1:] == pytest.approx(k * (10.0 * t[1:] + d[1:]))
     assert np.all(lo[1:] < pred[1:]) and np.all(hi[1:] > pred[1:])
+    assert pred[0] == y[0]
 
 
 def test_import_power_only_clock_cache(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -147,3 +152,47 @@ def test_import_power_only_clock_cache(tmp_path: Path, capsys: pytest.CaptureFix
     assert df.loc["256,64,500", "meter_method"] == "kernel_tuner:nvml_power*time"
     assert df.loc["256,64,500", "gr_clock_mhz"] == 500.0
     assert df.loc["512,64,500", "status"] == "runtime_error"
+
+
+def test_energy_at_measured_time_and_clock_of_imported_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Rows of a clock cache: the model's energy at each row's measured time and set clock."""
+    from kernelcast.calib.profile import load_profile
+    from kernelcast.datagen.frame import load_measured_frame
+    from kernelcast.models.analytical import AnalyticalModel
+
+    test_import_power_only_clock_cache(tmp_path, capsys)
+    frame, _ = load_measured_frame(tmp_path / "ds")
+    frame = frame.sort_values("gr_clock_mhz").reset_index(drop=True)
+    prof = load_profile("rtx-a4000")
+    model = AnalyticalModel(prof, at_measured_time=True)
+    p = model.predict(frame)
+    c = gpu_energy_constants(model.dev)
+    assert c is not None and model.dev.clock_hz
+    boost = model.dev.clock_hz / 1e6
+    for i, (clock, t_us) in enumerate(zip(frame["gr_clock_mhz"], frame["time_median_us"])):
+        terms = p.explanation[i]["energy_parts_j"]
+        r = p.explanation[i]["clock_ratio"]
+        assert r == pytest.approx(clock / boost)           # far below the TDP: no throttling
+        assert p.time_us[i] == pytest.approx(t_us)
+        assert terms["static"] == pytest.approx(float(idle_power(c, np.array([r]))[0]) * t_us * 1e-6)
+        assert p.energy_j[i] == pytest.approx(sum(terms.values()))
+    # the dynamic core energy follows V^2: the 500 MHz row (voltage at its floor) against the 1000 MHz one
+    lo, hi = p.explanation[0]["energy_parts_j"], p.explanation[1]["energy_parts_j"]
+    v_lo, v_hi = max(VOLTAGE_FLOOR_RATIO, 500 / boost), max(VOLTAGE_FLOOR_RATIO, 1000 / boost)
+    assert lo["compute"] / hi["compute"] == pytest.approx((v_lo / v_hi) ** 2)
+
+
+def test_predict_clock_needs_a_gpu_profile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    k = tmp_path / "k.cl"
+    k.write_text(FMA_KERNEL)
+    base = ["predict", "--kernel", str(k), "--gsize", "1048576", "--lsize", "256", "--build-options",
+            "-Dnr_inner=4096", "--json"]
+    assert main([*base, "--profile", "pocl-local", "--clock", "500"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--clock needs a GPU profile" in err
+    got = {}
+    for clock in ("705", "1410"):
+        assert main([*base, "--profile", "a100-pcie", "--clock", clock]) == 0
+        got[clock] = json.loads(capsys.readouterr().out)["predictions"][0]["analytical"]
+    # compute-bound: half the clock, twice the time
+    assert got["705"]["time_us"] == pytest.approx(2 * got["1410"]["time_us"], rel=1e-6)

@@ -228,39 +228,45 @@ Z90 = 1.6449
 DEFAULT_LOG_SD = 0.5
 
 
+#: the prior on the model's own split (static vs dynamic energy): each scale is 1 +- SPLIT_PRIOR_SD,
+#: against shots whose relative error scatters by SHOT_NOISE (a measured energy's repeatability)
+SPLIT_PRIOR_SD = 1.0
+SHOT_NOISE = 0.05
+
+
 def few_shot_energy(time_s: np.ndarray, static_w: np.ndarray, dynamic_j: np.ndarray, measured_j: np.ndarray,
                     groups: np.ndarray, shots: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The analytical energy corrected by a kernel's own measured configurations (``shots``), per
-    group: ``E = a T + b D`` with ``T`` the time (predicted or measured) and ``D`` the model's
-    dynamic energy; ``a`` (a static power, W) and ``b`` (a scale of the dynamic energy) are the
-    non-negative least-squares fit of the shots in relative error (two shots or more); with one
-    shot, or where the fit leaves both at zero, the model's own ``P_static T + D`` scaled by the
-    shots' geometric-mean ratio. The 90 % interval is ``E exp(+-1.645 s)`` with ``s`` the shots'
-    log-residual spread (three shots or more, else :data:`DEFAULT_LOG_SD`). Returns (prediction,
-    low, high); the measured shots are predicted by their measurement."""
+    group. The model's energy is ``S + D``: static ``S = P_static T`` (``T`` the time, predicted or
+    measured; the static power follows the clock) and dynamic ``D``. The corrected energy is
+    ``k (a S + b D)``: ``k`` the shots' geometric-mean ratio to ``S + D``, and with two shots or
+    more ``a, b >= 0`` the least-squares fit of the shots in relative error (noise
+    :data:`SHOT_NOISE`) with a prior ``1 +- SPLIT_PRIOR_SD`` on each (the model's own split), which
+    decides only what the shots leave undetermined. The 90 % interval is
+    ``E exp(+-1.645 s)``, ``s`` the shots' log-residual spread (three shots or more, else
+    :data:`DEFAULT_LOG_SD`). Returns (prediction, low, high); the shots are predicted by their
+    measurement."""
     from scipy.optimize import nnls
 
     n = len(measured_j)
     pred, lo, hi = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
     t, p, d, y = (np.asarray(x, dtype=np.float64) for x in (time_s, static_w, dynamic_j, measured_j))
+    st = p * t
     for g in np.unique(groups):
         idx = np.flatnonzero(groups == g)
-        s = idx[shots[idx] & np.isfinite(t[idx]) & np.isfinite(d[idx]) & np.isfinite(p[idx]) & (y[idx] > 0)]
+        s = idx[shots[idx] & np.isfinite(st[idx]) & np.isfinite(d[idx]) & (y[idx] > 0)]
         if len(s) == 0:
             continue
-        a = b = 0.0
+        k = float(np.exp(np.mean(np.log(y[s] / np.maximum(st[s] + d[s], 1e-30)))))
+        a = b = 1.0
         if len(s) >= 2:
-            w = 1.0 / y[s]
-            coef, _ = nnls(np.c_[t[s] * w, d[s] * w], np.ones(len(s)))
-            a, b = float(coef[0]), float(coef[1])
-        if a <= 0 and b <= 0:
-            k = float(np.exp(np.mean(np.log(y[s] / np.maximum(p[s] * t[s] + d[s], 1e-30)))))
-            a_row, b = k * p[idx], k
-        else:
-            a_row = np.full(len(idx), a)
-        e = a_row * t[idx] + b * d[idx]
-        pos = {int(i): j for j, i in enumerate(idx)}
-        fit_s = np.array([e[pos[int(i)]] for i in s])
+            lam = SHOT_NOISE / SPLIT_PRIOR_SD
+            m = np.vstack([np.c_[k * st[s] / y[s], k * d[s] / y[s]], [[lam, 0.0], [0.0, lam]]])
+            coef, _ = nnls(m, np.r_[np.ones(len(s)), lam, lam])
+            if coef.sum() > 0:
+                a, b = float(coef[0]), float(coef[1])
+        e = k * (a * st[idx] + b * d[idx])
+        fit_s = k * (a * st[s] + b * d[s])
         res = np.log(y[s] / np.maximum(fit_s, 1e-30))
         sd = max(float(np.std(res, ddof=1)) if len(s) >= 3 else DEFAULT_LOG_SD, 1e-3)
         pred[idx], lo[idx], hi[idx] = e, e * np.exp(-Z90 * sd), e * np.exp(Z90 * sd)
