@@ -1008,12 +1008,11 @@ def kt_rows(cache: KTCache, *, kernel: Kernel | None = None, params: list[Kernel
             if v is not None:
                 state[dst] = v
         cap = _number(rec.get("nvml_pwr_limit"))
-        # the clock the configuration ran at: the set graphics clock, else the observed one
+        # the graphics clock the tuner set for the configuration (a clock axis); an observed clock
+        # alone stays in device_state: the model's time is at the profile's clock unless one was set
         clock = _number(rec.get("nvml_gr_clock"))
         if clock is None:
             clock = _number(rec.get("tegra_gr_clock"))
-        if clock is None:
-            clock = state.get("core_freq_mhz")
         mem_clock = _number(rec.get("nvml_mem_clock"))
         kt_macros = kt_defines(rec, keys, ln, names, used)
         extra = _define_values(spec.defines, env, cache) if spec is not None and spec.defines else ""

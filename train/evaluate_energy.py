@@ -113,8 +113,6 @@ def evaluate_energy(frame: pd.DataFrame, profile: DeviceProfile | DeviceProfiles
         if np.isfinite(e).any():
             out["zero_shot"]["analytical"] = {**ranking_scores(e, y, groups, top_k=top_k), **error_figures(e, y)}
             tm = measured_time_s(fe)
-            t_pred = None if analytical_time_us is None else \
-                np.asarray(analytical_time_us, dtype=np.float64)[has] * 1e-6
             variants: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
             split = split_energy(fe, profiles, analysis_dirs, at_measured_time=False)
             if np.isfinite(split[1]).any():
@@ -141,15 +139,19 @@ def evaluate_energy(frame: pd.DataFrame, profile: DeviceProfile | DeviceProfiles
                     sc["measured_rows"] = int(shots.sum())
                     few_a.setdefault(label, {})[f"{pct:g}"] = sc
             out["few_shot"]["models"].update(few_a)
-            base: dict[str, Any] = {}
-            if np.isfinite(tm).any():
-                base["measured time"] = ranking_scores(tm, y, groups, top_k=top_k)
-            if t_pred is not None and np.isfinite(t_pred).any():
-                base["predicted time (analytical)"] = ranking_scores(t_pred, y, groups, top_k=top_k)
-            if base:
-                out["baselines"] = base
         else:
             out["notes"].append(f"analytical: the profile ({profiles.describe()}) has no energy calibration")
+        # the baselines: ranking by time alone, measured and predicted
+        tm0 = measured_time_s(fe)
+        base: dict[str, Any] = {}
+        if np.isfinite(tm0).any():
+            base["measured time"] = ranking_scores(tm0, y, groups, top_k=top_k)
+        if analytical_time_us is not None:
+            tp = np.asarray(analytical_time_us, dtype=np.float64)[has]
+            if np.isfinite(tp).any():
+                base["predicted time (analytical)"] = ranking_scores(tp, y, groups, top_k=top_k)
+        if base:
+            out["baselines"] = base
     if "tabular" in models:
         tprofile = profiles.default or next(iter(profiles.by_device.values()))
         table = device_tables(fe, profiles)
@@ -289,7 +291,7 @@ def energy_lines(m: dict[str, Any] | None) -> list[str]:
     """The energy part of ``kernelcast evaluate``'s summary."""
     if not m:
         return []
-    if not m.get("zero_shot") and not m.get("few_shot", {}).get("models"):
+    if not m.get("zero_shot") and not m.get("few_shot", {}).get("models") and not m.get("baselines"):
         return [f"energy: {'; '.join(m.get('notes') or ['no measured energy'])}"]
 
     def fig(s: dict[str, Any]) -> str:
