@@ -32,6 +32,7 @@ from kernelcast.models.tabular import TabularPredictor, is_tabular_dir
 from kernelcast.models.tune import (
     MAX_POINTS,
     Shots,
+    clocks,
     enumerate_shapes,
     kernel_tuner_shortlist,
     power_caps,
@@ -402,6 +403,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if args.objective not in ("time", "energy", "pareto"):
         raise UsageError("--objective must be time, energy or pareto")
     caps = power_caps(args.power_caps)
+    clock_list = clocks(getattr(args, "clocks", None))
+    if clock_list != [None] and args.measure_top:
+        raise UsageError("--clocks with --measure-top: the harness does not set GPU clocks")
     kt_out = _check_kt_format(args)
     tab = _load_tune_model(args.model) if args.model else None
     ms = shots = None
@@ -418,15 +422,18 @@ def cmd_tune(args: argparse.Namespace) -> int:
         max_wg = min(max_wg, args.max_wg)
     if caps != [None] and not (profile.get("tdp_w")):
         raise UsageError("--power-caps needs a profile with tdp_w (a GPU profile); this one has none")
+    if clock_list != [None] and ("GPU" not in str(getattr(dev, "device_type", ""))
+                                 or not (profile.get("boost_clock_mhz") or getattr(dev, "max_clock_mhz", None))):
+        raise UsageError("--clocks needs a GPU profile with a boost clock (boost_clock_mhz)")
     if max_wg // max(warp, 1) > MAX_POINTS:     # a profile's limits bound the enumeration; say so
         raise UsageError(f"{max_wg // max(warp, 1)} work-group sizes (max {max_wg} / warp {warp}) is more than "
                          f"{MAX_POINTS}; lower --max-wg")
     configs = enumerate_shapes(n, warp, max_wg, None, args.shapes)
     if not configs:
         raise UsageError(f"no valid work-group size: warp {warp} exceeds the maximum {max_wg}")
-    if len(configs) * len(caps) > MAX_POINTS:
-        raise UsageError(f"{len(configs)} configurations x {len(caps)} power caps is more than {MAX_POINTS} points; "
-                         f"narrow --power-caps or --max-wg")
+    if len(configs) * len(caps) * len(clock_list) > MAX_POINTS:
+        raise UsageError(f"{len(configs)} configurations x {len(caps)} power caps x {len(clock_list)} clocks is more "
+                         f"than {MAX_POINTS} points; narrow --power-caps, --clocks or --max-wg")
     if args.measure_counts:
         # a data-dependent count is a property of the problem's data, not of the work-group size: one
         # counting launch at the first configuration serves them all
@@ -438,7 +445,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
             _note(f"site counts not measured: {msg}")
         counts = c0
     space = tune_space(kernel, params, list(args.arg), n, configs, caps, counts,
-                       launch_options=(lambda g, ls: options_for_launch(opts, used, g, ls)) if used else None)
+                       launch_options=(lambda g, ls: options_for_launch(opts, used, g, ls)) if used else None,
+                       clocks_mhz=clock_list)
     # the feedback loop measures only with --measure-top (the harness opens at its first launch)
     with HarnessMeasure(args.device) as measure:
         res = tune(kernel, space, profile, tab, measure if args.measure_top else None, objective=args.objective,
@@ -464,19 +472,27 @@ def _print_tune(args: argparse.Namespace, kernel: Any, profile: Any, n: tuple[in
         print(f"note: energy uses constants measured on another GPU: {', '.join(profile.transferred_values())}",
               file=sys.stderr)
     explanation = sc.explanation
+    with_clock = any("gr_clock_mhz" in r for r in rows)
+
+    def clock_of(i: int) -> float | None:
+        v = rows[i].get("gr_clock_mhz")
+        return None if v is None or not np.isfinite(v) else float(v)
+
     header = ["#", "gsize", "lsize", "power cap W", "pred us"] + (["90% interval"] if detailed else []) + \
-        ["pred energy J", "bound", "occupancy"]
+        ["pred energy J", "bound", "occupancy"] + (["clock MHz"] if with_clock else [])
     table = [[k + 1, "x".join(map(str, rows[i]["gsize"])), "x".join(map(str, rows[i]["lsize"])),
               None if not np.isfinite(rows[i]["power_cap_w"]) else rows[i]["power_cap_w"], t[i]]
              + ([_span(lo[i], hi[i])] if detailed else [])
              + [None if not np.isfinite(e[i]) else e[i], explanation[i].get("bound"), explanation[i].get("occupancy")]
+             + ([clock_of(i)] if with_clock else [])
              for k, i in enumerate(chosen)]
     if args.format == "kernel-tuner":
         shortlist = kernel_tuner_shortlist(
             kernel.name, n, [tuple(rows[i]["lsize"]) for i in chosen],
             [None if not np.isfinite(rows[i]["power_cap_w"]) else float(rows[i]["power_cap_w"]) for i in chosen],
             [float(t[i]) for i in chosen], [float(e[i]) for i in chosen],
-            objective=args.objective if have_energy else "time", profile=dev.name)
+            objective=args.objective if have_energy else "time", profile=dev.name,
+            clocks_mhz=[clock_of(i) for i in chosen] if with_clock else None)
         if kt_out is None:
             print(to_json(shortlist))
         else:
@@ -491,6 +507,9 @@ def _print_tune(args: argparse.Namespace, kernel: Any, profile: Any, n: tuple[in
         for r, i in zip(table, chosen):
             vals = [r[0], rows[i]["gsize"], rows[i]["lsize"]] + r[3:5] + r[6 if detailed else 5:]
             d = dict(zip(keys, vals))
+            if with_clock:
+                d["gr_clock_mhz"] = clock_of(i)
+                d["clock_ratio"] = explanation[i].get("clock_ratio")
             if detailed:
                 d["interval_90_us"] = _interval_json(lo[i], hi[i])
                 if offset is not None:
@@ -629,6 +648,9 @@ def add_parsers(sub: Any) -> None:
                    help="bind one argument, as in predict (repeatable)")
     p.add_argument("--shapes", action="store_true", help="every 2D/3D block shape, not one per size")
     p.add_argument("--power-caps", metavar="LO:HI:STEP", help="power caps in W, e.g. 100:250:25")
+    p.add_argument("--clocks", metavar="LO:HI:STEP",
+                   help="GPU core clocks in MHz, e.g. 600:1400:100 (as Kernel Tuner's nvml_gr_clock; a GPU profile; "
+                        "docs/energy.md): the energy-optimal clock with --objective energy or pareto")
     p.add_argument("--objective", default="time", help="time, energy or pareto")
     p.add_argument("--top", type=positive_int, default=10, help="rows to print for time/energy objectives")
     p.add_argument("--max-wg", type=positive_int, help="cap the work-group size")

@@ -50,21 +50,28 @@ MAX_POWER_CAPS = 1000
 MAX_POINTS = 200_000
 
 
-def power_caps(text: str | None) -> list[float | None]:
-    """``LO:HI:STEP`` in watts as a list of caps (``[None]``: no cap)."""
+def power_caps(text: str | None, flag: str = "--power-caps", unit: str = "watts", what: str = "caps"
+               ) -> list[float | None]:
+    """``LO:HI:STEP`` in watts as a list of caps (``[None]``: no cap); with ``flag``, ``unit`` and
+    ``what``, any such range (``--clocks`` in MHz)."""
     if not text:
         return [None]
     try:
         parts = [float(x) for x in text.split(":")]
     except ValueError:
-        raise UsageError(f"--power-caps {text!r}: expected LO:HI:STEP in watts") from None
+        raise UsageError(f"{flag} {text!r}: expected LO:HI:STEP in {unit}") from None
     if len(parts) != 3 or not all(math.isfinite(x) for x in parts) or parts[2] <= 0 or parts[0] > parts[1] \
             or parts[0] <= 0:
-        raise UsageError(f"--power-caps {text!r}: expected LO:HI:STEP with 0 < LO <= HI and STEP > 0")
+        raise UsageError(f"{flag} {text!r}: expected LO:HI:STEP with 0 < LO <= HI and STEP > 0")
     n = math.floor((parts[1] - parts[0]) / parts[2] + 1e-9) + 1
     if n > MAX_POWER_CAPS:
-        raise UsageError(f"--power-caps {text!r}: {n} caps; at most {MAX_POWER_CAPS} (use a larger STEP)")
+        raise UsageError(f"{flag} {text!r}: {n} {what}; at most {MAX_POWER_CAPS} (use a larger STEP)")
     return list(np.arange(parts[0], parts[1] + 1e-9, parts[2]))
+
+
+def clocks(text: str | None) -> list[float | None]:
+    """``LO:HI:STEP`` in MHz as a list of GPU core clocks (``[None]``: the profile's boost clock)."""
+    return power_caps(text, "--clocks", "MHz", "clocks")
 
 
 def enumerate_shapes(n: tuple[int, ...], warp: int, max_wg: int, max_items: list[int] | None,
@@ -110,9 +117,11 @@ KT_FORMAT = "kernelcast-kernel-tuner-shortlist"
 
 def kernel_tuner_shortlist(kernel_name: str, problem: tuple[int, ...], lsizes: list[tuple[int, ...]],
                            power_caps_w: list[float | None], pred_us: list[float], pred_energy_j: list[float | None],
-                           *, objective: str, profile: str) -> dict[str, Any]:
+                           *, objective: str, profile: str, clocks_mhz: list[float | None] | None = None
+                           ) -> dict[str, Any]:
     """The chosen configurations (best first) as Kernel Tuner input: ``tune_params`` (the values of
-    ``block_size_x/y/z`` and, with power caps, ``nvml_pwr_limit``) and ``restrictions`` (one string
+    ``block_size_x/y/z`` and, with power caps, ``nvml_pwr_limit``, with clocks ``nvml_gr_clock``) and
+    ``restrictions`` (one string
     that admits exactly the chosen combinations), for ``kernel_tuner.tune_kernel(name, source,
     problem_size, args, tune_params, restrictions=restrictions)``. Kernel Tuner launches
     ``ceil(problem / block)`` work-groups of ``block`` work-items, the global size kernelcast
@@ -120,12 +129,17 @@ def kernel_tuner_shortlist(kernel_name: str, problem: tuple[int, ...], lsizes: l
     dims = len(problem)
     names = list(KT_BLOCK_NAMES[:dims])
     with_caps = any(c is not None for c in power_caps_w)
+    ck = list(clocks_mhz) if clocks_mhz is not None else [None] * len(lsizes)
+    with_clocks = any(c is not None for c in ck)
     if with_caps:
         names.append("nvml_pwr_limit")
+    if with_clocks:
+        names.append("nvml_gr_clock")
     configs: list[dict[str, object]] = []
     seen: set[tuple[int, ...]] = set()
-    for rank, (ls, cap, t, e) in enumerate(zip(lsizes, power_caps_w, pred_us, pred_energy_j), start=1):
-        values = tuple(int(x) for x in ls) + ((int(round(cap)) if cap is not None else 0,) if with_caps else ())
+    for rank, (ls, cap, clk, t, e) in enumerate(zip(lsizes, power_caps_w, ck, pred_us, pred_energy_j), start=1):
+        values = tuple(int(x) for x in ls) + ((int(round(cap)) if cap is not None else 0,) if with_caps else ()) \
+            + ((int(round(clk)) if clk is not None else 0,) if with_clocks else ())
         if values in seen:        # two caps that round to the same whole watt
             continue
         seen.add(values)
@@ -138,7 +152,7 @@ def kernel_tuner_shortlist(kernel_name: str, problem: tuple[int, ...], lsizes: l
         "format": KT_FORMAT, "version": 1, "kernel_name": kernel_name, "problem_size": list(problem),
         "objective": objective, "profile": profile,
         "tune_params": tune_params,
-        "restrictions": [" or ".join(clauses)] if len(configs) > 1 or dims > 1 or with_caps else [],
+        "restrictions": [" or ".join(clauses)] if len(configs) > 1 or dims > 1 or with_caps or with_clocks else [],
         "configurations": configs,
         "usage": "kernel_tuner.tune_kernel(kernel_name, source, problem_size, arguments, tune_params, "
                  "restrictions=restrictions, lang='OpenCL')",
@@ -185,10 +199,12 @@ class TuneSpace:
 def tune_space(kernel: Kernel, params: Sequence[KernelParam], arg_specs: Sequence[str], problem: tuple[int, ...],
                configs: Sequence[tuple[tuple[int, ...], tuple[int, ...]]], caps: Sequence[float | None] = (None,),
                site_counts: dict[str, float] | None = None,
-               launch_options: Callable[[tuple[int, ...], tuple[int, ...]], str] | None = None) -> TuneSpace:
+               launch_options: Callable[[tuple[int, ...], tuple[int, ...]], str] | None = None,
+               clocks_mhz: Sequence[float | None] = (None,)) -> TuneSpace:
     """The rows of every (global size, local size) of ``configs`` (:func:`enumerate_shapes`) at every
-    power cap, with arguments bound for the problem size (``arg_specs``: ``NAME=VALUE`` as
-    ``--arg``; the sizes follow the problem, not the padding) and the measured ``site_counts``;
+    power cap and GPU core clock (``clocks_mhz``: the row's ``gr_clock_mhz``, NaN for the boost
+    clock), with arguments bound for the problem size (``arg_specs``: ``NAME=VALUE`` as ``--arg``;
+    the sizes follow the problem, not the padding) and the measured ``site_counts``;
     ``launch_options(gsize, lsize)``: the build options of a configuration, where they depend on the
     launch (Kernel Tuner's ``block_size_x``, ...)."""
     rows = []
@@ -196,7 +212,11 @@ def tune_space(kernel: Kernel, params: Sequence[KernelParam], arg_specs: Sequenc
         a, _ = bind_arguments(list(params), list(arg_specs), problem, ls, kernel.name)
         k = replace(kernel, build_options=launch_options(g, ls)) if launch_options is not None else kernel
         for cap in caps:
-            rows.append(configuration_row(k, g, ls, a, cap, site_counts))
+            for clk in clocks_mhz:
+                row = configuration_row(k, g, ls, a, cap, site_counts)
+                if any(c is not None for c in clocks_mhz):
+                    row["gr_clock_mhz"] = float("nan") if clk is None else float(clk)
+                rows.append(row)
     return TuneSpace(tuple(problem), rows)
 
 

@@ -196,3 +196,30 @@ def test_predict_clock_needs_a_gpu_profile(tmp_path: Path, capsys: pytest.Captur
         got[clock] = json.loads(capsys.readouterr().out)["predictions"][0]["analytical"]
     # compute-bound: half the clock, twice the time
     assert got["705"]["time_us"] == pytest.approx(2 * got["1410"]["time_us"], rel=1e-6)
+
+
+def test_tune_over_clocks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """tune --clocks: every (work-group size, clock) scored; the fastest is at the highest clock; each
+    energy is what predict --clock gives for that configuration; the shortlist sets nvml_gr_clock."""
+    k = tmp_path / "k.cl"
+    k.write_text(FMA_KERNEL)
+    base = ["tune", "--kernel", str(k), "--gsize", "1048576", "--build-options", "-Dnr_inner=4096",
+            "--profile", "a100-pcie", "--max-wg", "128", "--clocks", "400:1400:500", "--json"]
+    assert main([*base, "--objective", "time", "--top", "1"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["configurations"] == 4 * 3 and doc["chosen"][0]["gr_clock_mhz"] == 1400.0
+    assert main([*base, "--objective", "energy", "--top", "12"]) == 0
+    chosen = json.loads(capsys.readouterr().out)["chosen"]
+    assert sorted({c["gr_clock_mhz"] for c in chosen}) == [400.0, 900.0, 1400.0]
+    c = chosen[0]
+    assert main(["predict", "--kernel", str(k), "--gsize", str(c["gsize"][0]), "--lsize", str(c["lsize"][0]),
+                 "--build-options", "-Dnr_inner=4096", "--profile", "a100-pcie", "--clock",
+                 str(c["gr_clock_mhz"]), "--json"]) == 0
+    p = json.loads(capsys.readouterr().out)["predictions"][0]["analytical"]
+    assert p["energy_j"] == pytest.approx(c["pred_energy_j"]) and p["time_us"] == pytest.approx(c["pred_us"])
+    assert main([*base[:-1], "--objective", "energy", "--top", "2", "--format", "kernel-tuner"]) == 0
+    short = json.loads(capsys.readouterr().out)
+    assert "nvml_gr_clock" in short["tune_params"] and "nvml_gr_clock ==" in short["restrictions"][0]
+    assert main(["tune", "--kernel", str(k), "--gsize", "1048576", "--build-options", "-Dnr_inner=4096",
+                 "--profile", "pocl-local", "--clocks", "400:1400:500"]) == 2
+    assert "--clocks needs a GPU profile" in capsys.readouterr().err
