@@ -140,7 +140,8 @@ def evaluate_energy(frame: pd.DataFrame, profile: DeviceProfile | DeviceProfiles
                     few_a.setdefault(label, {})[f"{pct:g}"] = sc
             out["few_shot"]["models"].update(few_a)
         else:
-            out["notes"].append(f"analytical: the profile ({profiles.describe()}) has no energy calibration")
+            out["notes"].append(f"analytical: the profile ({profiles.describe()}) has no energy values "
+                                "(and, for a GPU, no TDP)")
         # the baselines: ranking by time alone, measured and predicted
         tm0 = measured_time_s(fe)
         base: dict[str, Any] = {}
