@@ -8,7 +8,14 @@ energy per operation (``energy_per_op_<class>_pj``), the fetched (coalescing-pen
 ``alpha n^beta + delta`` where calibrated (``power_cu_*``), else the idle power. Kernels shorter
 than the model's ``short_kernel_s`` scale their dynamic energy by the transient ratio ``r``
 (``transient_ratio``); under a power cap the dynamic energy scales with the square of the clock
-ratio. A profile without energy calibration gives NaN: nothing is guessed.
+ratio. A profile without energy calibration gives NaN: nothing is guessed. These are the CPU and
+generic classes' energy (:func:`energy_joules`).
+
+GPUs (:func:`gpu_energy`): static power x time, with an idle power whose clock-tree part follows
+``f V^2``, + the dynamic energy of the operations and of the bytes at DRAM, L2 and shared memory, the
+core-side part scaled by ``(V(f) / V_boost)^2``, under the power limit; constants from the profile,
+else derived from its TDP and fp32 rate or transferred with their sources
+(:func:`gpu_energy_constants`).
 """
 
 from __future__ import annotations

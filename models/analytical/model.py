@@ -20,8 +20,10 @@ active compute units::
 the kernel's buffers; :meth:`~.registry.DeviceClass.level_fits`), from the calibrated bandwidth
 curve, else main memory. The device class combines the waves' compute and memory parts into the
 body (:meth:`~.registry.DeviceClass.body`: overlapped, MWP/CWP on a GPU, late-joining threads on
-a CPU runtime) and charges the launch (:meth:`~.registry.DeviceClass.launch_seconds`). Under a
-power cap the clock follows ``f_adj = f_base (P_cap / P_TDP)^(1/3)`` and compute slows with it.
+a CPU runtime) and charges the launch (:meth:`~.registry.DeviceClass.launch_seconds`). On a GPU the
+configuration's clock (``gr_clock_mhz``) scales the compute-bound time and the energy
+(:func:`~.energy.gpu_energy`), and a power limit lowers the clock; elsewhere, under a power cap the
+clock follows ``f_adj = f_base (P_cap / P_TDP)^(1/3)`` and compute slows with it.
 
 The device class is the registered one that matches the profile (:mod:`.registry`): the GPU class
 (:mod:`.gpu`), the CPU-runtime class (:mod:`.cpu_runtime`) or the generic class (:mod:`.generic`).
