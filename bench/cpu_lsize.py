@@ -334,19 +334,86 @@ def predictions(rows: Sequence[Mapping[str, Any]], profile: Any) -> dict[str, di
     return out
 
 
-def score_dir(out: Path, profile: Any, seed: int = 0) -> dict[str, Any]:
-    """Score the model of ``profile`` on the measurements stored in ``out``."""
-    rows = read_measurements(out)
-    if not rows:
-        raise InputError(f"{out}: no measurements ({MEASUREMENTS})")
+def measured_table(rows: Sequence[Mapping[str, Any]]) -> tuple[dict[str, dict[int, float]], dict[str, str]]:
+    """Measured times (problem -> local size -> us, nan where not ok) and each problem's kernel."""
     table: dict[str, dict[int, float]] = {}
     keys: dict[str, str] = {}
     for r in rows:
         table.setdefault(r["problem"], {})[int(r["lsize"])] = r["time_us"] if r["time_us"] is not None else math.nan
         keys[r["problem"]] = f"{r['origin']}:{r['kernel']['name']}"
+    return table, keys
+
+
+def score_dir(out: Path, profile: Any, seed: int = 0) -> dict[str, Any]:
+    """Score the model of ``profile`` on the measurements stored in ``out``."""
+    rows = read_measurements(out)
+    if not rows:
+        raise InputError(f"{out}: no measurements ({MEASUREMENTS})")
+    table, keys = measured_table(rows)
     res = score_table(table, predictions(rows, profile), keys, seed)
     res["measurements"] = str(out)
     res["device"] = rows[0].get("device")
+    return res
+
+
+def stability(first: Mapping[str, Mapping[int, float]], second: Mapping[str, Mapping[int, float]],
+              preds: Mapping[str, Mapping[int, float]], keys: Mapping[str, str]) -> dict[str, Any]:
+    """Two measurements of the same problems: how much the model's regret moves between them
+    (median absolute difference, share of problems whose within-5 % verdict is the same), and what
+    the second measurement scores as a pick on the first (its measured best taken as the
+    prediction): the share within 5 % a perfect model of one run reaches on the other."""
+    both = sorted(set(first) & set(second))
+    a = {p: s for p in both if (s := score_problem(p, keys[p], first[p], preds.get(p, {}))) is not None}
+    b = {p: s for p in both if (s := score_problem(p, keys[p], second[p], preds.get(p, {}))) is not None}
+    common = [p for p in both if p in a and p in b]
+    ceiling = [s for p in common if (s := score_problem(p, keys[p], first[p], second[p])) is not None]
+    if not common:
+        return {"problems": 0}
+    return {"problems": len(common),
+            "regret_first_median": float(np.median([a[p].regret for p in common])),
+            "regret_second_median": float(np.median([b[p].regret for p in common])),
+            "within_first_pct": 100.0 * float(np.mean([a[p].within for p in common])),
+            "within_second_pct": 100.0 * float(np.mean([b[p].within for p in common])),
+            "regret_abs_change_median": float(np.median([abs(a[p].regret - b[p].regret) for p in common])),
+            "same_verdict_pct": 100.0 * float(np.mean([a[p].within == b[p].within for p in common])),
+            "same_best_pct": 100.0 * float(np.mean([a[p].best == b[p].best for p in common])),
+            "second_run_as_pick_within_pct": 100.0 * float(np.mean([s.within for s in ceiling])),
+            "second_run_as_pick_median_regret": float(np.median([s.regret for s in ceiling]))}
+
+
+def combined_table(tables: Sequence[Mapping[str, Mapping[int, float]]]) -> dict[str, dict[int, float]]:
+    """Several measurements of the same problems as one: per (problem, local size) the geometric
+    mean of the runs that measured it ok (nan where none did)."""
+    out: dict[str, dict[int, float]] = {}
+    for pid in sorted(set().union(*[set(t) for t in tables])):
+        sizes = sorted(set().union(*[set(t.get(pid, {})) for t in tables]))
+        for s in sizes:
+            v = [t[pid][s] for t in tables if s in t.get(pid, {}) and math.isfinite(t[pid][s]) and t[pid][s] > 0]
+            out.setdefault(pid, {})[s] = float(np.exp(np.mean(np.log(v)))) if v else math.nan
+    return out
+
+
+def score_runs(dirs: Sequence[Path], profile: Any, seed: int = 0) -> dict[str, Any]:
+    """The first run scored (:func:`score_dir`); with a second run, its stability against the
+    first (:func:`stability`, over the problems both measured) and the model scored on the two
+    combined (:func:`combined_table`)."""
+    rows = [read_measurements(d) for d in dirs]
+    for d, r in zip(dirs, rows):
+        if not r:
+            raise InputError(f"{d}: no measurements ({MEASUREMENTS})")
+    res = score_dir(dirs[0], profile, seed)
+    if len(dirs) > 1:
+        tables, keys = [], {}
+        for r in rows:
+            t, k = measured_table(r)
+            tables.append(t)
+            keys.update(k)
+        preds = predictions([x for r in rows for x in r], profile)
+        res["again"] = str(dirs[1])
+        res["stability"] = stability(tables[0], tables[1], preds, keys)
+        common = set(tables[0]) & set(tables[1])
+        comb = combined_table([{p: t[p] for p in common} for t in tables[:2]])
+        res["combined"] = {k: v for k, v in score_table(comb, preds, keys, seed).items() if k != "problems"}
     return res
 
 
@@ -373,6 +440,21 @@ def format_table(res: Mapping[str, Any]) -> str:
                      f"{s['fixed256_within_pct']:7.1f}% {f(s['fixed128_median_regret']):>8} "
                      f"{f(s['fixed64_median_regret']):>8}")
     lines.append(f"model picks: {res['all'].get('picks')}; measured bests: {res['all'].get('bests')}")
+    st = res.get("stability")
+    if st and st.get("problems"):
+        lines.append(f"again ({res['again']}), {st['problems']} problems measured twice: model median regret "
+                     f"{st['regret_first_median']:.3f} / {st['regret_second_median']:.3f}, within 5 % "
+                     f"{st['within_first_pct']:.1f}% / {st['within_second_pct']:.1f}%; median |regret change| "
+                     f"{st['regret_abs_change_median']:.3f}; same verdict {st['same_verdict_pct']:.1f}%, same best "
+                     f"local size {st['same_best_pct']:.1f}%; the second run's best as a pick on the first: within 5 % "
+                     f"{st['second_run_as_pick_within_pct']:.1f}%, median regret "
+                     f"{st['second_run_as_pick_median_regret']:.3f}")
+        for name in ("all", "design", "check"):
+            c = res["combined"][name]
+            if c.get("problems"):
+                lines.append(f"both runs combined (geometric mean), {name}: {c['problems']} problems, within 5 % "
+                             f"{c['within_pct']:.1f}%, median regret {c['median_regret']:.3f} (fixed 256 "
+                             f"{c['fixed256_median_regret']:.3f}, within 5 % {c['fixed256_within_pct']:.1f}%)")
     return "\n".join(lines)
 
 
@@ -384,12 +466,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m kernelcast.bench.cpu_lsize", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=None, help="measure into this directory (resumes what it holds)")
     ap.add_argument("--from", dest="from_dir", default=None, help="score the measurements of this directory only")
+    ap.add_argument("--again", default=None,
+                    help="with --from: a second measurement of the same problems (stability, and both combined)")
     ap.add_argument("--profile", default="calib/profiles/pocl-local.json", help="the device profile of the model")
     ap.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)), help="global sizes, comma-separated")
     ap.add_argument("--min-lsize", type=int, default=DEFAULT_MIN_LSIZE,
                     help=f"smallest local size swept, a power of two (default {DEFAULT_MIN_LSIZE})")
     ap.add_argument("--suite", default=None, help="suite manifest (default: the project's suite)")
     ap.add_argument("--no-suite", action="store_true", help="bundled kernels only")
+    ap.add_argument("--match", default=None, help="only problems whose name contains this text (e.g. suite:)")
     ap.add_argument("--limit", type=int, default=None, help="at most this many problems (seeded choice)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds per problem (default 3)")
     ap.add_argument("--min-time", type=float, default=0.02, help="timing window per round, seconds (default 0.02)")
@@ -405,6 +490,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if (a.out is None) == (a.from_dir is None):
             raise InputError("give exactly one of --out DIR (measure) and --from DIR (score stored measurements)")
+        if a.again is not None and a.from_dir is None:
+            raise InputError("--again goes with --from")
         try:
             sizes = [int(x) for x in a.sizes.split(",") if x.strip()]
         except ValueError:
@@ -425,7 +512,9 @@ def main(argv: list[str] | None = None) -> int:
         if a.from_dir is not None:
             if not (Path(a.from_dir) / MEASUREMENTS).is_file():
                 raise InputError(f"{a.from_dir}: no {MEASUREMENTS}")
-            res = score_dir(Path(a.from_dir), profile, a.seed)
+            if a.again is not None and not (Path(a.again) / MEASUREMENTS).is_file():
+                raise InputError(f"--again {a.again}: no {MEASUREMENTS}")
+            res = score_runs([Path(a.from_dir)] + ([Path(a.again)] if a.again else []), profile, a.seed)
         else:
             suite = Path(a.suite) if a.suite else Path(__file__).resolve().parent.parent / "suites" / "kernelcast" \
                 / "suite.json"
@@ -434,6 +523,10 @@ def main(argv: list[str] | None = None) -> int:
             problems = bundled_problems(sizes, lsizes)
             if not a.no_suite:
                 problems += suite_problems(suite, sizes, lsizes)
+            if a.match:
+                problems = [p for p in problems if a.match in p.pid]
+                if not problems:
+                    raise InputError(f"--match {a.match!r}: no problem's name contains it")
             if a.limit is not None and a.limit < len(problems):
                 problems = sorted(problems, key=lambda p: _pid_hash(f"{a.seed}:{p.pid}"))[:a.limit]
             info = measure(problems, Path(a.out), rounds=a.rounds, min_time_s=a.min_time,

@@ -108,3 +108,23 @@ def test_bad_input_is_one_line_and_exit_2(argv: list[str], capsys: pytest.Captur
     err = capsys.readouterr().err
     assert err.startswith("error:") and err.count("\n") == 1
     assert not (tmp_path / "x").exists()
+
+
+def test_stability_of_two_runs_and_their_combination() -> None:
+    first = {"p1": {64: 100.0, 256: 110.0}, "p2": {64: 50.0, 256: 40.0}}
+    second = {"p1": {64: 120.0, 256: 100.0}, "p2": {64: 52.0, 256: 40.0}}
+    preds = {"p1": {64: 1.0, 256: 2.0}, "p2": {64: 2.0, 256: 1.0}}      # picks 64, then 256
+    st = cl.stability(first, second, preds, {"p1": "a", "p2": "b"})
+    assert st["problems"] == 2
+    # p1: regret 1.0 then 1.2; p2: 1.0 both times
+    assert st["regret_first_median"] == pytest.approx(1.0)
+    assert st["regret_second_median"] == pytest.approx(1.1)
+    assert st["within_second_pct"] == pytest.approx(50.0) and st["same_verdict_pct"] == pytest.approx(50.0)
+    assert st["regret_abs_change_median"] == pytest.approx(0.1)
+    assert st["same_best_pct"] == pytest.approx(50.0)
+    # the second run's best as a pick on the first: p1 picks 256 (regret 1.1), p2 256 (1.0)
+    assert st["second_run_as_pick_within_pct"] == pytest.approx(50.0)
+    assert st["second_run_as_pick_median_regret"] == pytest.approx(1.05)
+    comb = cl.combined_table([first, second])
+    assert comb["p1"][64] == pytest.approx(math.sqrt(100.0 * 120.0))
+    assert math.isnan(cl.combined_table([{"p": {64: math.nan}}, {"p": {64: math.nan}}])["p"][64])
