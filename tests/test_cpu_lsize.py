@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from kernelcast.bench import cpu_lsize as cl
 
+from tests.profiles import cpu_profile
+
 # three problems of two kernels: measured times (us) per local size
 TABLE = {
     "p1": {16: 120.0, 64: 100.0, 256: 104.0, 1024: 150.0},
@@ -128,3 +130,49 @@ def test_stability_of_two_runs_and_their_combination() -> None:
     comb = cl.combined_table([first, second])
     assert comb["p1"][64] == pytest.approx(math.sqrt(100.0 * 120.0))
     assert math.isnan(cl.combined_table([{"p": {64: math.nan}}, {"p": {64: math.nan}}])["p"][64])
+
+
+ELEMENTWISE = ("__kernel void add(__global const float *a, __global const float *b, __global float *c) {\n"
+               "  size_t i = get_global_id(0); c[i] = a[i] + b[i]; }\n")
+TREE = ("__kernel void tree(__global const float *a, __global float *out, __local float *l) {\n"
+        "  int lid = get_local_id(0); l[lid] = a[get_global_id(0)]; barrier(CLK_LOCAL_MEM_FENCE);\n"
+        "  for (int s = get_local_size(0) / 2; s > 0; s >>= 1) {\n"
+        "    if (lid < s) l[lid] += l[lid + s];\n"
+        "    barrier(CLK_LOCAL_MEM_FENCE); }\n"
+        "  if (lid == 0) out[get_group_id(0)] = l[0]; }\n")
+
+
+def _rows(src: str, name: str, local: bool) -> list[dict[str, object]]:
+    g = 65536
+    kern = {"source": src, "name": name, "language": "opencl", "build_options": "", "dims": 1}
+    rows = []
+    for s in (16, 64, 256, 1024):
+        args = [{"name": "a", "kind": "buffer", "dtype": "float", "count": g, "value": None, "init": "random"}]
+        if local:
+            args += [{"name": "out", "kind": "buffer", "dtype": "float", "count": g, "value": None, "init": "random"},
+                     {"name": "l", "kind": "local", "dtype": "float", "count": s, "value": None, "init": "random"}]
+        else:
+            args += [{"name": n, "kind": "buffer", "dtype": "float", "count": g, "value": None, "init": "random"}
+                     for n in ("b", "c")]
+        rows.append({"problem": name, "origin": "bundled", "kernel": kern, "gsize": [g], "lsize": s, "args": args,
+                     "status": "ok", "time_us": 1.0})
+    return rows
+
+
+def test_pick_with_a_hand_made_cpu_profile() -> None:
+    # per-work-group cost only: fewer, larger groups are cheaper, the pick is the largest size
+    prof = cpu_profile(wg_overhead_us=0.5, barrier_ns=2.0, barrier_wi_ns=2.0)
+    p = cl.predictions(_rows(ELEMENTWISE, "add", False), prof)["add"]
+    assert min(p, key=lambda s: p[s]) == 1024
+    assert p[16] - p[1024] == pytest.approx((65536 / 16 - 65536 / 1024) * 0.5e-6 * 1e6, rel=0.05)
+    # a tree reduction: log2(L) barriers, each a pass over the group's L work-items, so a barrier
+    # costs each work-item more the larger the group, and the smallest group wins where the
+    # per-group cost is small
+    light = cpu_profile(wg_overhead_us=0.005, barrier_ns=2.0, barrier_wi_ns=2.0)
+    t = cl.predictions(_rows(TREE, "tree", True), light)["tree"]
+    assert min(t, key=lambda s: t[s]) == 16
+    assert t[16] < t[64] < t[256] < t[1024]
+    # ... and not the smallest where a work-group costs far more than its barriers (0.5 us x 4,096
+    # groups of 16)
+    heavy = cl.predictions(_rows(TREE, "tree", True), prof)["tree"]
+    assert min(heavy, key=lambda s: heavy[s]) == 256 and heavy[16] > 2 * heavy[256]
