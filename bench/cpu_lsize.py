@@ -339,6 +339,9 @@ def measured_table(rows: Sequence[Mapping[str, Any]]) -> tuple[dict[str, dict[in
     table: dict[str, dict[int, float]] = {}
     keys: dict[str, str] = {}
     for r in rows:
+        if not isinstance(r, dict) or not {"problem", "lsize", "time_us", "origin", "kernel"} <= set(r):
+            raise InputError(f"{MEASUREMENTS}: a line without problem, lsize, time_us, origin and kernel: not "
+                             f"this benchmark's measurements")
         table.setdefault(r["problem"], {})[int(r["lsize"])] = r["time_us"] if r["time_us"] is not None else math.nan
         keys[r["problem"]] = f"{r['origin']}:{r['kernel']['name']}"
     return table, keys
@@ -468,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--from", dest="from_dir", default=None, help="score the measurements of this directory only")
     ap.add_argument("--again", default=None,
                     help="with --from: a second measurement of the same problems (stability, and both combined)")
-    ap.add_argument("--profile", default="calib/profiles/pocl-local.json", help="the device profile of the model")
+    ap.add_argument("--profile", default="pocl-local", help="the device profile of the model (default pocl-local)")
     ap.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)), help="global sizes, comma-separated")
     ap.add_argument("--min-lsize", type=int, default=DEFAULT_MIN_LSIZE,
                     help=f"smallest local size swept, a power of two (default {DEFAULT_MIN_LSIZE})")
@@ -509,6 +512,8 @@ def main(argv: list[str] | None = None) -> int:
             profile = load_profile(a.profile)
         except (OSError, ValueError) as e:
             raise InputError(f"--profile {a.profile}: {e}") from None
+        if a.out is not None and Path(a.out).exists() and not Path(a.out).is_dir():
+            raise InputError(f"--out {a.out}: not a directory")
         if a.from_dir is not None:
             if not (Path(a.from_dir) / MEASUREMENTS).is_file():
                 raise InputError(f"{a.from_dir}: no {MEASUREMENTS}")
@@ -520,9 +525,9 @@ def main(argv: list[str] | None = None) -> int:
                 / "suite.json"
             if not a.no_suite and not suite.is_file():
                 raise InputError(f"--suite {suite}: no such file")
-            problems = bundled_problems(sizes, lsizes)
-            if not a.no_suite:
-                problems += suite_problems(suite, sizes, lsizes)
+            # the suite first: a manifest that does not load is reported before any other work
+            suite_part = [] if a.no_suite else suite_problems(suite, sizes, lsizes)
+            problems = bundled_problems(sizes, lsizes) + suite_part
             if a.match:
                 problems = [p for p in problems if a.match in p.pid]
                 if not problems:

@@ -84,6 +84,12 @@ def _write(out: Path, rows: list[dict[str, object]]) -> None:
     (out / cl.MEASUREMENTS).write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"truncated')
 
 
+def test_foreign_lines_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _write(tmp_path, [{"problem": "p", "lsize": 64}])
+    assert cl.main(["--from", str(tmp_path)]) == 2
+    assert "not this benchmark's measurements" in capsys.readouterr().err
+
+
 def test_scores_stored_measurements_without_a_device(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src = "__kernel void k(__global const float *a, __global float *b) { size_t i = get_global_id(0); b[i] = a[i]; }"
     kern = {"source": src, "name": "k", "language": "opencl", "build_options": "", "dims": 1}
@@ -102,7 +108,8 @@ def test_scores_stored_measurements_without_a_device(tmp_path: Path, capsys: pyt
 
 @pytest.mark.parametrize("argv", [[], ["--out", "x", "--from", "y"], ["--from", "/nonexistent"],
                                   ["--out", "x", "--sizes", "a"], ["--out", "x", "--min-lsize", "3"],
-                                  ["--out", "x", "--rounds", "0"]])
+                                  ["--out", "x", "--rounds", "0"], ["--from", "x", "--again", "/nonexistent"],
+                                  ["--out", "x", "--suite", "/nonexistent.json"]])
 def test_bad_input_is_one_line_and_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str],
                                           tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
