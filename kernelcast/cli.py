@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import sys
@@ -304,7 +305,11 @@ def _measurement_text(m: Any, device: Any, wall: float, rounds: int = 0) -> str:
 # parser
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser. With ``command`` (the command word of a command line), only the
+    stage module that defines that command is imported; the other stages' commands are placeholders
+    with their one-line help (enough for ``kernelcast --help`` and for argparse's list of choices).
+    Without it, every command's full parser."""
     parser = Parser(
         prog="kernelcast",
         description="GPU kernel performance/energy datasets, time and energy prediction, and benchmarks.",
@@ -358,21 +363,64 @@ def build_parser() -> argparse.ArgumentParser:
     from kernelcast import demo
 
     demo.add_parser(sub)
-    for register in _extra_commands():
-        register(sub)
+    for module, register, names in _stage_modules():
+        if command is None or command in names:
+            register_fn: Callable[[Any], object] = getattr(importlib.import_module(module), register)
+            register_fn(sub)
+        else:
+            for name in names:
+                sub.add_parser(name, help=STAGE_COMMANDS[name][2])
     return parser
 
 
-def _extra_commands() -> list[Callable[[Any], object]]:
-    """Subcommands of later pipeline stages register here."""
-    from kernelcast.bench.cli import add_parser as bench_parser
-    from kernelcast.bench.validate import add_parser as validate_parser
-    from kernelcast.calib.cli import add_parser as calib_parser
-    from kernelcast.datagen.cli import add_parsers as datagen_parsers
-    from kernelcast.models.cli import add_parsers as model_parsers
-    from kernelcast.train.cli import add_parser as train_parser
+#: the commands of later pipeline stages, in the order of ``--help``: name -> (module, the module's
+#: function that registers its commands, one-line help). A command line imports only its own
+#: command's module (a stage's ``cli`` imports the stage: pandas, the static analyses, the models);
+#: tests/test_cli_consistency.py checks this table against the parsers the modules register.
+STAGE_COMMANDS: dict[str, tuple[str, str, str]] = {
+    "corpus": ("kernelcast.datagen.cli", "add_parsers",
+               "build kernel corpora (ingest real code, or generate synthetic kernels)"),
+    "datagen": ("kernelcast.datagen.cli", "add_parsers",
+                "measure a corpus over sampled launch configurations into a dataset"),
+    "dataset": ("kernelcast.datagen.cli", "add_parsers",
+                "summarize, check or repair a dataset; import Kernel Tuner caches"),
+    "calib": ("kernelcast.calib.cli", "add_parser",
+              "measure the device with microbenchmarks and write a device profile"),
+    "predict": ("kernelcast.models.cli", "add_parsers",
+                "predict time (and energy) of a kernel for launch configurations"),
+    "tune": ("kernelcast.models.cli", "add_parsers",
+             "search launch configurations (and power caps) with the analytical model"),
+    "analyze": ("kernelcast.models.cli", "add_parsers",
+                "run the static analyses of imported datasets (one per distinct key, cached)"),
+    "bench": ("kernelcast.bench.cli", "add_parser",
+              "benchmark learned vs analytical vs blend on a suite (LLMPerf Table IV)"),
+    "validate": ("kernelcast.bench.validate", "add_parser",
+                 "validate the analytical model on this device: measured against predicted time ratios of "
+                 "kernel pairs"),
+    "train": ("kernelcast.train.cli", "add_parser", "train the learned (CodeGen regression) model on a dataset"),
+    "pretrain": ("kernelcast.train.cli", "add_parser",
+                 "self-supervised pretraining of the small CodeGen on unlabelled kernel corpora"),
+    "blend": ("kernelcast.train.cli", "add_parser",
+              "fit the analytical+learned blend on out-of-fold predictions (stacking)"),
+    "evaluate": ("kernelcast.train.cli", "add_parser",
+                 "the accuracy yardstick: grouped K-fold out-of-fold figures of every model on a dataset"),
+}
 
-    return [datagen_parsers, calib_parser, model_parsers, bench_parser, validate_parser, train_parser]
+
+def _stage_modules() -> list[tuple[str, str, list[str]]]:
+    """(module, registering function, its commands) of :data:`STAGE_COMMANDS`, in order."""
+    out: list[tuple[str, str, list[str]]] = []
+    for name, (module, register, _help) in STAGE_COMMANDS.items():
+        if out and out[-1][0] == module:
+            out[-1][2].append(name)
+        else:
+            out.append((module, register, [name]))
+    return out
+
+
+def command_word(argv: list[str]) -> str:
+    """The command of a command line: its first word that is not an option ("" when there is none)."""
+    return next((a for a in argv if not a.startswith("-")), "")
 
 
 def _default_actions(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
@@ -404,8 +452,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    parser = build_parser()
-    argv = _default_actions(parser, list(sys.argv[1:] if argv is None else argv))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(command_word(argv))
+    argv = _default_actions(parser, argv)
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:     # a malformed command line (one line printed by Parser.error), or --help

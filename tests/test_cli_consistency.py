@@ -203,3 +203,38 @@ def test_the_commands_page_is_current():
     for words in COMMANDS:
         assert f"## kernelcast {words}\n" in text
     assert "| evaluate | `--repeats` | `--seeds` |" in text
+
+
+def _top_commands(parser: argparse.ArgumentParser) -> list[tuple[str, str]]:
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return [(c.dest, c.help or "") for c in sub._choices_actions]
+
+
+def _choice(parser: argparse.ArgumentParser, word: str) -> argparse.ArgumentParser:
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices[word]
+
+
+def test_a_command_line_builds_only_its_own_commands_parser_and_the_list_stays_whole():
+    import subprocess
+    import sys
+
+    from kernelcast.cli import STAGE_COMMANDS, command_word
+
+    whole = build_parser()
+    full = _top_commands(whole)
+    assert [n for n, _ in full if n in STAGE_COMMANDS] == list(STAGE_COMMANDS)
+    assert {n: h for n, h in full if n in STAGE_COMMANDS} == {n: t[2] for n, t in STAGE_COMMANDS.items()}
+    for word in ["", "measure", "nonsense", *STAGE_COMMANDS]:
+        lazy = build_parser(word)
+        assert _top_commands(lazy) == full, word               # every command listed, with the same help
+        if word in STAGE_COMMANDS:                             # and the command itself fully built
+            assert _choice(lazy, word).format_help() == _choice(whole, word).format_help(), word
+    assert command_word(["-v", "--verbose", "dataset", "summary", "x"]) == "dataset" and command_word(["-v"]) == ""
+    # --help imports none of the later stages (their cli modules import pandas, the models, ...)
+    code = ("import sys, contextlib, io\nfrom kernelcast.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()): main(['--help'])\n"
+            "print(sorted({m.split('.')[1] for m in sys.modules if m.startswith('kernelcast.') and "
+            "m.split('.')[1] in ('datagen', 'calib', 'models', 'train', 'bench')}), 'pandas' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.split() == ["[]", "False"], (r.stdout, r.stderr)
