@@ -9,7 +9,6 @@ import dataclasses
 import os
 import signal
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -144,12 +143,24 @@ def test_hub_base_offline_fails_fast_with_one_line(tmp_path: Path, monkeypatch: 
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")      # nothing listens on the discard port
-    t0 = time.perf_counter()
+    import urllib.request
+
+    from kernelcast.models import hub
+
+    probes: list[float | None] = []
+    real_urlopen = urllib.request.urlopen
+
+    def counted(req, timeout=None, **kw):   # type: ignore[no-untyped-def]
+        probes.append(timeout)
+        return real_urlopen(req, timeout=timeout, **kw)
+
+    monkeypatch.setattr(urllib.request, "urlopen", counted)
     rc = cli.main(["train", "--data", str(ds), "--out", str(tmp_path / "m"), "--base", "Salesforce/codegen-350M-multi"])
-    took = time.perf_counter() - t0
     assert rc == 2
     assert "cannot be reached" in _one_error(capsys)
-    assert took < 15 and not (tmp_path / "m").exists()
+    # fails fast: one bounded probe of the endpoint, not the hub client's retry loop
+    assert probes == [hub.PROBE_TIMEOUT_S]
+    assert not (tmp_path / "m").exists()
 
 
 def test_old_model_file_in_out_is_not_taken_as_this_runs_best(tmp_path: Path) -> None:
