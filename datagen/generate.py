@@ -213,6 +213,7 @@ def flatten(m: Measurement, kernel: Kernel, *, key: str, selection: str, pass_: 
         "problem_id": problem,
         "sweep": sweep,
         "active_fraction": activity.active_fraction if activity is not None else None,
+        "all_args_fraction": getattr(activity, "all_args_fraction", None) if activity is not None else None,
         "bytes_touched": activity.bytes_per_item if activity is not None else None,
         "kernel_id": kernel.id,
         "kernel_name": kernel.name,
@@ -760,7 +761,8 @@ class Generator:
             new = {**row, **flatten(m, k, key=key, selection=row["selection"], pass_=row["pass"],
                                     regime=row["regime"], n_wg=row["n_wg"], seed=self.o.seed,
                                     problem=row.get("problem_id"), sweep=bool(row.get("sweep")))}
-            for c in ("active_fraction", "bytes_touched", "site_counts"):   # the same arguments: the original's
+            # the same arguments: the original's
+            for c in ("active_fraction", "all_args_fraction", "bytes_touched", "site_counts"):
                 new[c] = row.get(c)
             new["remeasure_of"] = row["row_key"]
             new["remeasure_reason"] = reason
