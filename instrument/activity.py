@@ -9,14 +9,20 @@ rewrite whose guard also records, for a sample of the work-items, *which* argume
 included). From one run of it:
 
 * ``active_fraction``: the share of sampled work-items that did the kernel's work: that accessed
-  one of its *work inputs*. The work inputs are the pointer arguments the kernel only reads (never
-  the target of a store, an atomic, a ``vstore`` or a call to a function of the source: see
-  :func:`read_only_buffers`; or declared ``const``) and that the launch touched over more than one element; a buffer
-  read at one element by everyone (``int n = len[0]`` before the guard) does not make a
-  work-item active. A kernel with no such input (an in-place update, a generator) counts an
-  access to any argument touched over more than one element, and failing that any access. A
+  every one of its *main inputs*, the work inputs (below) whose touched span in bytes is at least
+  half the largest one's (a matrix product's ``A`` and ``B``, a stencil's image, not the small
+  filter beside it). A work-item that helps copy the filter into local memory and then stops at
+  the guard is not active. The work inputs are the pointer arguments the kernel only reads
+  (declared ``const``, or never the target of a store, an atomic, a ``vstore`` or a call to a
+  function of the source: see :func:`read_only_buffers`) that the launch touched over more than
+  one element or from one work-item only; a buffer read at one element by several work-items
+  (``int n = len[0]`` before the guard) does not make a work-item active. A kernel with no such
+  input (an in-place update, a generator) counts an access to any argument that is not such a
+  broadcast, and failing that any access. A
   work-item that returns at a guard before its loads is not active; one that loads, combines
-  and leaves the write to another work-item (a reduction, a scan, local-memory tiling) is.
+  and leaves the write to another work-item (a reduction, a scan, local-memory tiling) is. A
+  kernel that reads one input only in some work-items by design (``if (gid == 0) out[0] =
+  init[1]``, a CSR row without entries reading no column index) counts the others as idle.
   LLMPerf's Listing 1 (``summation(in, out, N, k)`` reading ``in[id*k+i]`` while ``id*k+i < N``)
   with ``N = 1`` gives ``1/gsize`` (only work-item 0 reads ``in``), with ``N = k * gsize`` 1.0.
 * ``all_args_fraction``: the smallest, over the arguments the launch touched at all, of the share
@@ -291,11 +297,20 @@ def decode_activity(rr: RewriteResult, rec: np.ndarray, wi_base: int, tracked: i
     ext = extents or {}
     spread = [a for a in per_arg if a not in ext or ext[a].max_index > ext[a].min_index
               or per_arg[a] * tracked < 2]          # one element read by several work-items: a broadcast
-    work = [a for a in spread if a in set(inputs)] or spread or list(per_arg)
+    work = [a for a in spread if a in set(inputs)]
+    span = {sl.name: (ext[sl.name].max_index - ext[sl.name].min_index + 1) * (sl.elem_bytes or 1)
+            for sl in rr.slots.values() if sl.name in work and sl.name in ext}
+    if span:                 # the main inputs: a filter copied beside a large image is not the work
+        work = [a for a in work if a not in span or 2 * span[a] >= max(span.values())]
     wmask = 0
-    for a in work:
+    for a in work or spread or list(per_arg):
         wmask |= 1 << slot_of[a]
-    af = float(np.mean((masks & wmask) != 0)) if work and tracked else None
+    if not tracked or not per_arg:
+        af = None
+    elif work:               # every work input reached: past the guards, not only a cooperative load
+        af = float(np.mean((masks & wmask) == wmask))
+    else:                    # an in-place update or a generator: any access that is not a broadcast
+        af = float(np.mean((masks & wmask) != 0))
     return Activity(af, per_arg, float(nbytes.mean()) if tracked else 0.0, tracked, stride, all_args)
 
 

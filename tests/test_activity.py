@@ -129,3 +129,28 @@ def test_a_one_element_read_before_the_guard_does_not_make_items_active(harness,
 def test_read_only_buffers(src, name, expect):
     from kernelcast.instrument.activity import read_only_buffers
     assert read_only_buffers(src, name, ["a", "b", "c", "d", "in", "out", "partial"]) == expect
+
+
+COOP = """__kernel void coop(__global const float* in, __global const float* w, __global float* out,
+                   __local float* lw, const int n, const int width) {
+  int i = get_global_id(0);
+  for (int k = get_local_id(0); k < width; k += get_local_size(0)) lw[k] = w[k];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (i < n - width + 1) {
+    float acc = 0.0f;
+    for (int k = 0; k < width; ++k) acc += in[i + k] * lw[k];
+    out[i] = acc;
+  }
+}"""
+
+
+@pytest.mark.parametrize(("width", "frac"), [(1024, 1 / 1024), (9, 1016 / 1024)])
+def test_helping_with_a_cooperative_load_is_not_doing_the_work(harness, width, frac):
+    """Every work-item copies part of ``w`` to local memory; only those past ``i < n - width + 1``
+    read ``in``: the active share is theirs."""
+    ar = activity_rewrite(instrument_kernel(Kernel(COOP, "coop", dims=1)))
+    assert ar.inputs == {"in", "w"}
+    _, act = measure_activity(harness, ar, (1024,), (1024,), {"n": 1024, "width": width},
+                              {"in": 1024, "w": width, "out": 1024}, local_sizes={"lw": width})
+    assert act.per_arg["w"] == pytest.approx(min(1.0, width / 1024))
+    assert act.active_fraction == pytest.approx(frac)
