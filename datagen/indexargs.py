@@ -64,6 +64,11 @@ MODULUS = 4
 SHIFT = 4
 #: the value an iteration cap gets (R8)
 ITERATION_CAP = 256
+#: the value a scalar that multiplies the global id gets (R10); the scalars bounding the product
+#: and the buffers the kernel only reads are scaled by it
+CHUNK = 4
+#: the value a scalar window subtracted from the global id's bound gets (R11)
+WINDOW = 8
 #: index settings tried in turn: (divisor of every index bound, extra elements of every buffer
 #: as a fraction of its count): the first keeps the base sizes, the second leaves slack for
 #: reads one row past the end (``row_ptr[row + 1]``) and indices scaled by a scalar
@@ -94,11 +99,18 @@ class Uses:
     counters: set[str] = field(default_factory=set)                  # B whose atomic results index
     caps: set[str] = field(default_factory=set)                      # scalar iteration caps
     shifts: set[str] = field(default_factory=set)                    # scalar shift counts of data
+    chunks: dict[str, set[str]] = field(default_factory=dict)        # R10: chunk scalar -> scalars bounding it
+    windows: dict[str, str] = field(default_factory=dict)            # R11: window scalar -> scalar it shrinks
 
     @property
     def empty(self) -> bool:
         return not (self.indexes or self.thresholds or self.clamps or self.moduli or self.literal_cmp
-                    or self.counters or self.caps or self.shifts)
+                    or self.counters or self.caps or self.shifts or self.work_rules)
+
+    @property
+    def work_rules(self) -> bool:
+        """Whether R10 or R11 fire: simple selection's scalars leave most work-items idle."""
+        return bool(self.chunks or self.windows)
 
     def rules(self) -> list[str]:
         """The rules that fire, as short labels (R1..R6 of the module docstring)."""
@@ -111,6 +123,8 @@ class Uses:
         out += [f"R7 {b}" for b in sorted(self.counters)]
         out += [f"R8 {s}" for s in sorted(self.caps)]
         out += [f"R9 {s}" for s in sorted(self.shifts)]
+        out += [f"R10 {s}*<{','.join(sorted(b))}" for s, b in sorted(self.chunks.items())]
+        out += [f"R11 {b}-{s}" for s, b in sorted(self.windows.items())]
         return out
 
 
@@ -331,11 +345,76 @@ def analyse_uses(source: str, name: str, params: list[KernelParam]) -> Uses:
         b = data_of(src)
         if b not in u.indexes:
             u.literal_cmp.setdefault(b, 0.0)
+    _work_patterns(f, u, scalars)
+
     # a scalar both compared and clamped: the clamp role wins
     for s in list(u.thresholds):
         if s in u.clamps or s in u.moduli:
             del u.thresholds[s]
     return u
+
+
+def _work_patterns(f: _Flow, u: Uses, scalars: set[str]) -> None:
+    """R10 and R11: scalars that, bound like simple selection binds them (to the global size),
+    leave all but a few work-items idle."""
+    t = f.t
+    ident = re.compile(r"^[A-Za-z_]\w*$")
+    gid: set[str] = set()           # variables derived from the global id
+    for _ in range(3):
+        for i, tok in enumerate(t):
+            if tok in _ASSIGN and i > 0 and ident.match(t[i - 1]) and t[i - 1] not in f.buffers:
+                end = f.expr_end(i + 1, {";", ","})
+                if any(x == "get_global_id" or x in gid for x in t[i + 1:end]):
+                    gid.add(t[i - 1])
+
+    def is_gid(j: int) -> bool:
+        return t[j] in gid or (t[j] == ")" and j >= 3 and t[j - 3] == "get_global_id")
+
+    def relation_other_side(i: int) -> tuple[int, int] | None:
+        """The other operand of the comparison whose operand holds ``t[i]`` (None: not in one)."""
+        a0, b1 = f.expr_start(i, _STOP | _RELATIONAL), f.expr_end(i, _STOP | _RELATIONAL)
+        if a0 > 0 and t[a0 - 1] in _RELATIONAL:
+            return f.expr_start(a0 - 1, _STOP | _RELATIONAL), a0 - 1
+        if b1 < len(t) and t[b1] in _RELATIONAL:
+            return b1 + 1, f.expr_end(b1 + 1, _STOP | _RELATIONAL)
+        return None
+
+    # scalars compared directly with a global-id variable (a row width in ``x < width``)
+    direct: set[str] = set()
+    for i, tok in enumerate(t):
+        if tok in scalars:
+            other = relation_other_side(i)
+            if other and any(is_gid(j) for j in range(*other)):
+                direct.add(tok)
+    # R10: ``start = g * chunk`` compared with a bound (``start >= n``) or starting a loop
+    for i, tok in enumerate(t):
+        if tok != "*" or i == 0 or i + 1 >= len(t):
+            continue
+        pairs = ((i - 1, i + 1), (i + 1, i - 1))
+        for g, sc in pairs:
+            if not is_gid(g) or t[sc] not in scalars or t[sc] in direct:
+                continue
+            if sc == i + 1 and i + 2 < len(t) and t[i + 2] in ("[", "("):
+                continue
+            chunk = t[sc]
+            sites = [i]
+            s0 = f.expr_start(i, {";", "{", "}", ",", *_ASSIGN})
+            if s0 > 1 and t[s0 - 1] == "=" and ident.match(t[s0 - 2]):
+                var = t[s0 - 2]
+                sites += [j for j, x in enumerate(t) if x == var and j != s0 - 2]
+            bounds: set[str] = set()
+            for j in sites:
+                other = relation_other_side(j)
+                if other:
+                    bounds |= {x for x in t[other[0]:other[1]] if x in scalars and x != chunk}
+            if bounds:
+                u.chunks.setdefault(chunk, set()).update(bounds)
+    # R11: ``i < n - width + 1``: a window scalar subtracted from the bound of the global id
+    for i, tok in enumerate(t):
+        if tok == "-" and 0 < i < len(t) - 1 and t[i - 1] in scalars and t[i + 1] in scalars:
+            other = relation_other_side(i)
+            if other and any(is_gid(j) for j in range(*other)):
+                u.windows.setdefault(t[i + 1], t[i - 1])
 
 
 def default_range(dtype: str) -> tuple[float, float]:
@@ -431,7 +510,45 @@ def index_args(uses: Uses, params: list[KernelParam], base: list[ArgBinding], se
         if s in out and out[s].kind == "scalar":
             out[s] = replace(out[s], value=_typed(dtypes.get(s, out[s].dtype), MODULUS))
             applied.append(f"R5 {s}={out[s].value}")
+    _apply_work_rules(uses, params, by, out, applied)
     return [out[p.name] for p in params if p.name in out], applied
+
+
+def _apply_work_rules(uses: Uses, params: list[KernelParam], by: dict[str, ArgBinding],
+                      out: dict[str, ArgBinding], applied: list[str]) -> None:
+    """R10 and R11 on ``out`` (``by``: the base arguments; ``applied`` gets their labels)."""
+    if not uses.work_rules:
+        return
+    taken = set(uses.thresholds) | set(uses.clamps) | set(uses.moduli) | uses.caps | uses.shifts
+
+    def scalar(name: str) -> bool:
+        return name in out and out[name].kind == "scalar" and name not in taken \
+            and parse_type(out[name].dtype).numpy.kind in "iu" and isinstance(by[name].value, (int, float))
+
+    grow = 1
+    extra = 0
+    for s, bounds in sorted(uses.chunks.items()):
+        if not scalar(s) or not any(scalar(b) for b in bounds):
+            continue
+        out[s] = replace(out[s], value=CHUNK)
+        applied.append(f"R10 {s}={CHUNK}")
+        for b in sorted(bounds):
+            if scalar(b) and b not in uses.chunks:
+                out[b] = replace(out[b], value=int(by[b].value) * CHUNK)
+                applied.append(f"R10 {b}={out[b].value}")
+        grow = CHUNK
+    for s, b in sorted(uses.windows.items()):
+        if not (scalar(s) and scalar(b)) or s in uses.chunks:
+            continue
+        out[s] = replace(out[s], value=WINDOW)
+        out[b] = replace(out[b], value=int(out[b].value) + WINDOW - 1)
+        applied.append(f"R11 {s}={WINDOW} {b}={out[b].value}")
+        extra = WINDOW - 1
+    if grow == 1 and not extra:
+        return
+    for p in params:           # every global buffer holds the larger problem
+        if p.name in out and out[p.name].kind == "buffer" and out[p.name].count:
+            out[p.name] = replace(out[p.name], count=int(out[p.name].count) * grow + extra)
 
 
 def index_selector(base: Selector, uses: Uses, setting: int = 0) -> Selector:

@@ -138,3 +138,63 @@ def test_a_kernel_that_reads_no_buffer_is_not_input_insensitive(harness) -> None
                         "  int i = get_global_id(0);\n  out[i] = in[0] * 0.0f + 1.0f;\n}\n")
     v = check_validity(harness, const, LaunchConfig(GSIZE, LSIZE, simple_args(cp, GSIZE, LSIZE)))
     assert v.status == "invalid_output" and "input-insensitive" in v.reason
+
+
+#: rules that serve kernels simple selection leaves mostly idle (it passes validity, but few
+#: work-items do work): rule -> (kernel source, label)
+WORK_RULES = {
+    "R10": ("__kernel void ia_chunks(__global const float* in, __global float* sums, const int chunk,\n"
+            "                        const int n) {\n  int g = get_global_id(0);\n  int start = g * chunk;\n"
+            "  if (start >= n) return;\n  float s = 0.0f;\n"
+            "  for (int j = start; j < min(start + chunk, n); ++j) s += in[j];\n  sums[g] = s;\n}\n",
+            "R10 chunk*<n"),
+    "R11": ("__kernel void ia_window(__global const float* in, __global const float* w, __global float* out,\n"
+            "                        const int n, const int width) {\n  int i = get_global_id(0);\n"
+            "  if (i < n - width + 1) {\n    float acc = 0.0f;\n"
+            "    for (int k = 0; k < width; ++k) acc += in[i + k] * w[k];\n    out[i] = acc;\n  }\n}\n",
+            "R11 n-width"),
+}
+
+
+@pytest.mark.parametrize("rule", sorted(WORK_RULES))
+def test_the_analysis_finds_each_work_rule(rule: str) -> None:
+    src, label = WORK_RULES[rule]
+    k, params = _kernel(src)
+    u = analyse_uses(k.source, k.name, params)
+    assert label in u.rules() and u.work_rules
+
+
+def test_the_values_the_work_rules_give() -> None:
+    def args(rule: str) -> dict:
+        k, params = _kernel(WORK_RULES[rule][0])
+        out, _ = index_args(analyse_uses(k.source, k.name, params), params, simple_args(params, GSIZE, LSIZE))
+        return {a.name: a for a in out}
+
+    r10 = args("R10")
+    assert (r10["chunk"].value, r10["n"].value) == (4, 256) and r10["in"].count == 256
+    r11 = args("R11")
+    assert (r11["width"].value, r11["n"].value) == (8, 71) and r11["in"].count == 71
+
+
+def test_no_work_rule_fires_on_row_major_indexing() -> None:
+    """``out[y * width + x]`` with ``x < width``: the width is a row length, not a chunk."""
+    k, params = _kernel("__kernel void ia_rows(__global const float* in, __global float* out, const int width,\n"
+                        "                      const int height) {\n  int x = get_global_id(0);\n"
+                        "  int y = get_global_id(1);\n  if (x < width && y < height)\n"
+                        "    out[y * width + x] = in[y * width + x] * 2.0f;\n}\n")
+    assert not analyse_uses(k.source, k.name, params).work_rules
+
+
+@pytest.mark.parametrize("rule", sorted(WORK_RULES))
+def test_simple_selection_leaves_items_idle_and_the_work_rule_does_not(harness, rule: str) -> None:
+    """Under simple selection (every scalar = gsize) one work-item of 64 does the work; with the
+    rule every one does, and the kernel passes validity."""
+    k, params = _kernel(WORK_RULES[rule][0])
+    ar = activity_rewrite(instrument_kernel(k))
+    _, before = activity_of_args(harness, ar, GSIZE, LSIZE, simple_args(params, GSIZE, LSIZE))
+    assert before.active_fraction == pytest.approx(1 / 64)
+    select = index_selector(simple_args, analyse_uses(k.source, k.name, params))
+    args = select(params, GSIZE, LSIZE)
+    bad, after = activity_of_args(harness, ar, GSIZE, LSIZE, args)
+    assert not bad and after.active_fraction == 1.0
+    assert check_validity(harness, k, LaunchConfig(GSIZE, LSIZE, args)).status == "ok"
