@@ -475,25 +475,26 @@ class Generator:
 
     def _auto_chain(self, k: Kernel, params: list[KernelParam]) -> Iterable[tuple[str, Any]]:
         """The selections ``--args auto`` tries on a kernel, in order, as (name, selector):
-        simple, memory analysis, then the index/predicate-aware rewrites of simple selection
-        (:mod:`datagen.indexargs`, one per index setting) when a rule fires on the kernel. Lazily:
-        a selection is built (the memory analysis run) only when the ones before it failed. A
-        kernel on which R10 or R11 fires (a chunk or window scalar that simple selection's values
-        would leave most work-items idle with) gets the index selections first."""
+        simple, the index/predicate-aware rewrites of simple selection (:mod:`datagen.indexargs`,
+        one per index setting) when a rule fires on the kernel, then memory analysis (last: its
+        scalars are constants fitted at small launches, so larger launches leave work-items past
+        the fitted problem idle). A kernel on which R10 or R11 fires (a chunk or window scalar
+        that simple selection's values would leave most work-items idle with) gets the index
+        selections before simple. Lazily: a selection is built (the memory analysis run) only
+        when the ones before it failed."""
         uses = analyse_uses(k.source, k.name, params)
         index = [] if uses.empty else [(AUTO_INDEX_NAMES[i], i) for i in range(len(SETTINGS))]
+        if not uses.work_rules:
+            yield "simple", SELECTORS["simple"]
+        for name, i in index:
+            yield name, index_selector(SELECTORS["simple"], uses, i)
         if uses.work_rules:
-            for name, i in index:
-                yield name, index_selector(SELECTORS["simple"], uses, i)
-        yield "simple", SELECTORS["simple"]
+            yield "simple", SELECTORS["simple"]
         try:
             yield "memory", self.kernel_selectors["memory"](
                 self.h, k, params, seed=self.o.seed, device_limits=self.limits, cache_dir=self.w.root / "memargs")
         except (RewriteError, ValueError, KeyError, KernelcastError) as e:
             log.info("%s: no memory-analysis selection (%s)", k.name, e)
-        if not uses.work_rules:
-            for name, i in index:
-                yield name, index_selector(SELECTORS["simple"], uses, i)
 
     def _kernel_auto(self, k: Kernel, params: list[KernelParam]) -> str:
         """``--args auto``: the first selection of :meth:`_auto_chain` under which the kernel
