@@ -35,6 +35,12 @@ arguments (:func:`index_args`) by the rules of ``docs/argument-selection.md``:
   the data, not the cap, ends most work-items' loops;
 * **R9 shift count**: a scalar shift count of loaded data (``(key >> shift) & 0xF``) takes
   :data:`SHIFT`, so the shifted digits still vary with the data.
+* **R10 chunk per work-item**: a scalar multiplying the global id (``start = g * chunk``) whose
+  product is compared with scalar bounds (``start >= n``) takes :data:`CHUNK`; the bounds and
+  every global buffer grow by that factor, so every work-item has its chunk (not fired on a
+  scalar also compared with a global-id variable directly: a row length in ``y * width + x``);
+* **R11 window**: a scalar subtracted from the bound of the global id (``i < n - width + 1``)
+  takes :data:`WINDOW`; the bound and every global buffer grow by ``WINDOW - 1``.
 
 Where an expression carries both an index and the value it addressed (``pos[nbr[k]]``), R3-R6
 take the value's buffer.
@@ -250,7 +256,7 @@ class _Flow:
 
 
 def analyse_uses(source: str, name: str, params: list[KernelParam]) -> Uses:
-    """Find the patterns of the rules R1-R6 in kernel ``name`` of ``source``."""
+    """Find the patterns of the rules R1-R11 in kernel ``name`` of ``source``."""
     toks = kernel_body(source, name)
     buffers = {p.name for p in params if p.kind == "buffer"}
     scalars = {p.name for p in params if p.kind == "scalar"}
