@@ -14,8 +14,10 @@ arguments (:func:`index_args`) by the rules of ``docs/argument-selection.md``:
   ``A`` holds values uniform in ``[0, count(A) / (1 + largest integer literal of the subscript))``
   (the smallest such bound over every buffer it indexes);
 * **R2 monotone index**: such a ``B`` whose loaded values also bound a ``for`` loop (a CSR row
-  pointer, a neighbour-list offset) holds the same range sorted (nondecreasing), with one element
-  more than its base size (``row_ptr[row + 1]`` of the last row);
+  pointer, a neighbour-list offset) holds the same range sorted, with one element more than its
+  base size (``row_ptr[row + 1]`` of the last row); the buffers it indexes grow by
+  :data:`ROW_ENTRIES`, so the values are distinct (no empty row) and a row holds that many
+  entries on average;
 * **R3 threshold**: a scalar compared (``< <= > >= == !=``) with a value loaded from ``B`` takes the
   middle of ``B``'s value range; ``k`` such scalars of one buffer (``v < lo || v >= hi``) take its
   ``(j + 1) / (k + 1)`` quantiles in parameter order;
@@ -70,6 +72,8 @@ MODULUS = 4
 SHIFT = 4
 #: the value an iteration cap gets (R8)
 ITERATION_CAP = 256
+#: entries per row an R2 row pointer's ranges hold on average (the buffers it indexes grow by it)
+ROW_ENTRIES = 4
 #: the value a scalar that multiplies the global id gets (R10); the scalars bounding the product
 #: and the buffers the kernel only reads are scaled by it
 CHUNK = 4
@@ -463,8 +467,13 @@ def index_args(uses: Uses, params: list[KernelParam], base: list[ArgBinding], se
         counts = [by[a].count or 0 for a in targets if a in by and by[a].kind == "buffer"]
         if not counts:
             continue
-        hi = max(1, min(counts) // (1 + uses.index_literal.get(b, 0)) // divisor)
         kind = "sorted" if b in uses.loop_bound else "uniform"
+        if kind == "sorted":        # the ranges it bounds: ROW_ENTRIES entries per row on average
+            for a in targets:
+                if a in out and out[a].kind == "buffer" and out[a].count:
+                    out[a] = replace(out[a], count=int(out[a].count) * ROW_ENTRIES)
+            counts = [c * ROW_ENTRIES for c in counts]
+        hi = max(1, min(counts) // (1 + uses.index_literal.get(b, 0)) // divisor)
         out[b] = replace(out[b], init=f"{kind}:0:{hi}")
         if kind == "sorted" and out[b].count:       # a row pointer: one entry more than rows
             out[b] = replace(out[b], count=int(out[b].count) + 1)

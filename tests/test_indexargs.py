@@ -83,8 +83,9 @@ def test_the_values_each_rule_gives() -> None:
         return {a.name: a for a in out}
 
     assert args("R1")["idx"].init == "uniform:0:64"
-    assert args("R2")["rp"].init == "sorted:0:64" and args("R2")["rp"].count == 65
-    assert args("R2")["col"].init == "uniform:0:64"
+    r2 = args("R2")      # 4 entries per row: the column and value arrays grow to 4 x 64
+    assert r2["rp"].init == "sorted:0:256" and r2["rp"].count == 65
+    assert r2["col"].init == "uniform:0:64" and r2["col"].count == r2["val"].count == 256
     assert args("R3")["t"].value == 0.5                       # the middle of [0, 1)
     assert (args("R4")["lo"].value, args("R4")["hi"].value) == (256, 768)   # quarters of [0, 1024)
     assert args("R5")["m"].value == 4
@@ -112,6 +113,8 @@ def test_ranged_inits_draw_within_their_range() -> None:
     assert a.min() == 2 and a.max() == 4
     s = init_contents(parse_type("int"), 1000, "sorted:0:100", np.random.default_rng(1))
     assert (np.diff(s) >= 0).all() and s.max() < 100
+    rp = init_contents(parse_type("int"), 65, "sorted:0:256", np.random.default_rng(1))
+    assert (np.diff(rp) > 0).all() and rp.min() >= 0 and rp.max() < 256     # room: no empty row
     f = init_contents(parse_type("float"), 1000, "uniform:-0.5:0.5", np.random.default_rng(1))
     assert f.min() >= -0.5 and f.max() < 0.5 and (f < 0).any() and (f > 0).any()
 
@@ -198,3 +201,13 @@ def test_simple_selection_leaves_items_idle_and_the_work_rule_does_not(harness, 
     bad, after = activity_of_args(harness, ar, GSIZE, LSIZE, args)
     assert not bad and after.active_fraction == 1.0
     assert check_validity(harness, k, LaunchConfig(GSIZE, LSIZE, args)).status == "ok"
+
+
+def test_row_pointers_leave_no_row_empty(harness) -> None:
+    """R2's row pointer is strictly increasing within the grown column arrays: every row has an
+    entry, so every work-item reads ``col`` and ``val`` (active 1.0)."""
+    k, params = _kernel(RULES["R2"][0])
+    select = index_selector(simple_args, analyse_uses(k.source, k.name, params))
+    bad, act = activity_of_args(harness, activity_rewrite(instrument_kernel(k)), GSIZE, LSIZE,
+                                select(params, GSIZE, LSIZE))
+    assert not bad and act.active_fraction == 1.0
