@@ -111,6 +111,7 @@ class Uses:
     shifts: set[str] = field(default_factory=set)                    # scalar shift counts of data
     chunks: dict[str, set[str]] = field(default_factory=dict)        # R10: chunk scalar -> scalars bounding it
     windows: dict[str, str] = field(default_factory=dict)            # R11: window scalar -> scalar it shrinks
+    gid_bounds: set[str] = field(default_factory=set)                # scalars compared with a global id
 
     @property
     def empty(self) -> bool:
@@ -348,15 +349,18 @@ def analyse_uses(source: str, name: str, params: list[KernelParam]) -> Uses:
         values = sorted(loaded - set(u.indexes))
         return values[0] if values else sorted(loaded)[0]
 
-    u.thresholds = {s: data_of(src) for s, src in thresholds.items()}
-    u.clamps = {s: (data_of(src), role) for s, (src, role) in clamps.items()}
-    u.moduli = {s: data_of(src) for s, src in moduli.items()}
+    _work_patterns(f, u, scalars)
+    # a scalar that bounds the global id (``if (tid >= count) return``) is the problem size: the
+    # value rules leave it to the base selection even where it also meets loaded data
+    u.thresholds = {s: data_of(src) for s, src in thresholds.items() if s not in u.gid_bounds}
+    u.clamps = {s: (data_of(src), role) for s, (src, role) in clamps.items() if s not in u.gid_bounds}
+    u.moduli = {s: data_of(src) for s, src in moduli.items() if s not in u.gid_bounds}
+    u.caps -= u.gid_bounds
+    u.shifts -= u.gid_bounds
     for src in signed:
         b = data_of(src)
         if b not in u.indexes:
             u.literal_cmp.setdefault(b, 0.0)
-    _work_patterns(f, u, scalars)
-
     # a scalar both compared and clamped: the clamp role wins
     for s in list(u.thresholds):
         if s in u.clamps or s in u.moduli:
@@ -370,6 +374,11 @@ def _work_patterns(f: _Flow, u: Uses, scalars: set[str]) -> None:
     t = f.t
     ident = re.compile(r"^[A-Za-z_]\w*$")
     gid: set[str] = set()           # variables derived from the global id
+    pure: set[str] = set()          # variables holding a global id itself (``x = get_global_id(0)``)
+    for i, tok in enumerate(t):
+        if tok in _ASSIGN and 0 < i < len(t) - 1 and ident.match(t[i - 1]) and t[i + 1] == "get_global_id":
+            if f.expr_end(i + 1, {";", ","}) == i + 5:
+                pure.add(t[i - 1])
     for _ in range(3):
         for i, tok in enumerate(t):
             if tok in _ASSIGN and i > 0 and ident.match(t[i - 1]) and t[i - 1] not in f.buffers:
@@ -389,29 +398,39 @@ def _work_patterns(f: _Flow, u: Uses, scalars: set[str]) -> None:
             return b1 + 1, f.expr_end(b1 + 1, _STOP | _RELATIONAL)
         return None
 
-    # scalars compared directly with a global-id variable (a row width in ``x < width``)
+    # scalars compared directly with a global id (a row width in ``x < width``)
     direct: set[str] = set()
     for i, tok in enumerate(t):
         if tok in scalars:
             other = relation_other_side(i)
-            if other and any(is_gid(j) for j in range(*other)):
+            if other and not f.sources(*other) \
+                    and any(t[j] in pure or (is_gid(j) and t[j] == ")") for j in range(*other)):
                 direct.add(tok)
+    u.gid_bounds = direct
     # R10: ``start = g * chunk`` compared with a bound (``start >= n``) or starting a loop
     for i, tok in enumerate(t):
         if tok != "*" or i == 0 or i + 1 >= len(t):
             continue
-        pairs = ((i - 1, i + 1), (i + 1, i - 1))
+        right = i + 1
+        if t[i + 1] == "(" and i + 4 < len(t) and t[i + 3] == ")" and t[i + 4] in scalars:
+            right = i + 4                                           # ``g * (size_t)k``
+        pairs = ((i - 1, right), (i + 1, i - 1))
         for g, sc in pairs:
             if not is_gid(g) or t[sc] not in scalars or t[sc] in direct:
                 continue
-            if sc == i + 1 and i + 2 < len(t) and t[i + 2] in ("[", "("):
+            if sc > i and sc + 1 < len(t) and t[sc + 1] in ("[", "("):
                 continue
             chunk = t[sc]
             sites = [i]
             s0 = f.expr_start(i, {";", "{", "}", ",", *_ASSIGN})
             if s0 > 1 and t[s0 - 1] == "=" and ident.match(t[s0 - 2]):
-                var = t[s0 - 2]
-                sites += [j for j, x in enumerate(t) if x == var and j != s0 - 2]
+                prod = {t[s0 - 2]}      # the product's variable and those assigned from it
+                for _ in range(3):
+                    for j, x in enumerate(t):
+                        if x == "=" and j > 0 and ident.match(t[j - 1]) and t[j - 1] not in prod:
+                            if any(y in prod for y in t[j + 1:f.expr_end(j + 1, {";", ","})]):
+                                prod.add(t[j - 1])
+                sites += [j for j, x in enumerate(t) if x in prod and not (j + 1 < len(t) and t[j + 1] == "=")]
             bounds: set[str] = set()
             for j in sites:
                 other = relation_other_side(j)

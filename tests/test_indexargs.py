@@ -211,3 +211,25 @@ def test_row_pointers_leave_no_row_empty(harness) -> None:
     bad, act = activity_of_args(harness, activity_rewrite(instrument_kernel(k)), GSIZE, LSIZE,
                                 select(params, GSIZE, LSIZE))
     assert not bad and act.active_fraction == 1.0
+
+
+def test_a_scalar_bounding_the_global_id_keeps_the_problem_size() -> None:
+    """``count`` guards the global id and divides loaded data: R5 would leave 4 work-items."""
+    k, params = _kernel("__kernel void ia_guarded_mod(__global const uint* idx, __global const float* in,\n"
+                        "                             __global float* out, const int count) {\n"
+                        "  int tid = get_global_id(0);\n  if (tid >= count) return;\n"
+                        "  out[tid] = in[idx[tid] % count];\n}\n")
+    u = analyse_uses(k.source, k.name, params)
+    assert "count" in u.gid_bounds and not u.moduli
+    out, _ = index_args(u, params, simple_args(params, GSIZE, LSIZE))
+    assert {a.name: a.value for a in out}["count"] == 64
+
+
+def test_a_chunk_through_a_cast_and_a_loop_variable() -> None:
+    """``first = gid * (size_t)k`` bounded through the loop variable ``j < count``: R10."""
+    k, params = _kernel("__kernel void ia_chunk_loop(__global const int* in, __global int* out, const int count,\n"
+                        "                            const int k) {\n  const size_t first = get_global_id(0) * (size_t)k;\n"
+                        "  int acc = 0;\n  for (size_t j = first; j < first + k && j < count; j++) acc += in[j];\n"
+                        "  out[get_global_id(0)] = acc;\n}\n")
+    u = analyse_uses(k.source, k.name, params)
+    assert u.chunks == {"k": {"count"}}
