@@ -228,7 +228,8 @@ def test_a_scalar_bounding_the_global_id_keeps_the_problem_size() -> None:
 def test_a_chunk_through_a_cast_and_a_loop_variable() -> None:
     """``first = gid * (size_t)k`` bounded through the loop variable ``j < count``: R10."""
     k, params = _kernel("__kernel void ia_chunk_loop(__global const int* in, __global int* out, const int count,\n"
-                        "                            const int k) {\n  const size_t first = get_global_id(0) * (size_t)k;\n"
+                        "                            const int k) {\n"
+                        "  const size_t first = get_global_id(0) * (size_t)k;\n"
                         "  int acc = 0;\n  for (size_t j = first; j < first + k && j < count; j++) acc += in[j];\n"
                         "  out[get_global_id(0)] = acc;\n}\n")
     u = analyse_uses(k.source, k.name, params)
