@@ -438,12 +438,17 @@ def _work_patterns(f: _Flow, u: Uses, scalars: set[str]) -> None:
                     bounds |= {x for x in t[other[0]:other[1]] if x in scalars and x != chunk}
             if bounds:
                 u.chunks.setdefault(chunk, set()).update(bounds)
-    # R11: ``i < n - width + 1``: a window scalar subtracted from the bound of the global id
+    # R11: ``i < n - width + 1``: a window scalar subtracted from the bound of the global id, or
+    # added to the global id (``i + w <= n``)
     for i, tok in enumerate(t):
         if tok == "-" and 0 < i < len(t) - 1 and t[i - 1] in scalars and t[i + 1] in scalars:
             other = relation_other_side(i)
             if other and any(is_gid(j) for j in range(*other)):
                 u.windows.setdefault(t[i + 1], t[i - 1])
+        if tok == "+" and 0 < i < len(t) - 1 and t[i - 1] in pure and t[i + 1] in scalars:
+            other = relation_other_side(i)
+            if other and other[1] - other[0] == 1 and t[other[0]] in scalars and t[other[0]] != t[i + 1]:
+                u.windows.setdefault(t[i + 1], t[other[0]])
 
 
 def default_range(dtype: str) -> tuple[float, float]:

@@ -159,6 +159,19 @@ WORK_RULES = {
 }
 
 
+def test_a_window_added_to_the_global_id() -> None:
+    """``if (i + w <= n)`` (a moving average): R11 with the bound ``n``."""
+    k, params = _kernel("__kernel void ia_moving(__global const float* in, __global float* out, const int w,\n"
+                        "                        const int n) {\n  int i = get_global_id(0);\n  if (i + w <= n) {\n"
+                        "    float s = 0.0f;\n    for (int j = 0; j < w; ++j) s += in[i + j];\n"
+                        "    out[i] = s / (float)w;\n  }\n}\n")
+    u = analyse_uses(k.source, k.name, params)
+    assert u.windows == {"w": "n"}
+    out, _ = index_args(u, params, simple_args(params, GSIZE, LSIZE))
+    got = {a.name: a for a in out}
+    assert (got["w"].value, got["n"].value, got["in"].count) == (8, 71, 71)
+
+
 @pytest.mark.parametrize("rule", sorted(WORK_RULES))
 def test_the_analysis_finds_each_work_rule(rule: str) -> None:
     src, label = WORK_RULES[rule]
