@@ -20,7 +20,9 @@ Schema versions (``schema_version`` in the manifest and in every row):
   kernel, argument selection, global size and non-local arguments, share it; the local sizes of a
   tuning sweep form one group), ``sweep`` (True for the rows of a tuning sweep),
   ``active_fraction`` and ``bytes_touched`` (how much of its work the kernel did under the row's
-  arguments, :mod:`instrument.activity`; null where not measured).
+  arguments, :mod:`instrument.activity`; null where not measured), and ``all_args_fraction`` (the
+  share of work-items reaching the argument fewest of them touch; added within version 2, null
+  in rows written before it).
 
 Profile-guided counts: ok rows may carry ``site_counts``, the JSON text of
 :meth:`instrument.counters.SiteCounts.values` (``{"trip_l12_c3": 7.5, "br_l9_c5": 0.25}``), ``""``
@@ -80,7 +82,7 @@ RESUME_KEYS: tuple[str, ...] = ("device_identity", "seed", "schema_version", "ar
 #: the dataset schema this code writes (see the module docstring)
 DATASET_SCHEMA_VERSION = 2
 #: the columns schema version 2 added, null when reading an older dataset
-V2_COLUMNS: tuple[str, ...] = ("problem_id", "sweep", "active_fraction", "bytes_touched")
+V2_COLUMNS: tuple[str, ...] = ("problem_id", "sweep", "active_fraction", "bytes_touched", "all_args_fraction")
 
 
 class DatasetMismatch(InputError, ValueError):

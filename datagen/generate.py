@@ -213,6 +213,7 @@ def flatten(m: Measurement, kernel: Kernel, *, key: str, selection: str, pass_: 
         "problem_id": problem,
         "sweep": sweep,
         "active_fraction": activity.active_fraction if activity is not None else None,
+        "all_args_fraction": getattr(activity, "all_args_fraction", None) if activity is not None else None,
         "bytes_touched": activity.bytes_per_item if activity is not None else None,
         "kernel_id": kernel.id,
         "kernel_name": kernel.name,
@@ -474,19 +475,26 @@ class Generator:
 
     def _auto_chain(self, k: Kernel, params: list[KernelParam]) -> Iterable[tuple[str, Any]]:
         """The selections ``--args auto`` tries on a kernel, in order, as (name, selector):
-        simple, memory analysis, then the index/predicate-aware rewrites of simple selection
-        (:mod:`datagen.indexargs`, one per index setting) when a rule fires on the kernel. Lazily:
-        a selection is built (the memory analysis run) only when the ones before it failed."""
-        yield "simple", SELECTORS["simple"]
+        simple, the index/predicate-aware rewrites of simple selection (:mod:`datagen.indexargs`,
+        one per index setting) when a rule fires on the kernel, then memory analysis (last: its
+        scalars are constants fitted at small launches, so larger launches leave work-items past
+        the fitted problem idle). A kernel on which R10 or R11 fires (a chunk or window scalar
+        that simple selection's values would leave most work-items idle with) gets the index
+        selections before simple. Lazily: a selection is built (the memory analysis run) only
+        when the ones before it failed."""
+        uses = analyse_uses(k.source, k.name, params)
+        index = [] if uses.empty else [(AUTO_INDEX_NAMES[i], i) for i in range(len(SETTINGS))]
+        if not uses.work_rules:
+            yield "simple", SELECTORS["simple"]
+        for name, i in index:
+            yield name, index_selector(SELECTORS["simple"], uses, i)
+        if uses.work_rules:
+            yield "simple", SELECTORS["simple"]
         try:
             yield "memory", self.kernel_selectors["memory"](
                 self.h, k, params, seed=self.o.seed, device_limits=self.limits, cache_dir=self.w.root / "memargs")
         except (RewriteError, ValueError, KeyError, KernelcastError) as e:
             log.info("%s: no memory-analysis selection (%s)", k.name, e)
-        uses = analyse_uses(k.source, k.name, params)
-        if not uses.empty:
-            for i in range(len(SETTINGS)):
-                yield AUTO_INDEX_NAMES[i], index_selector(SELECTORS["simple"], uses, i)
 
     def _kernel_auto(self, k: Kernel, params: list[KernelParam]) -> str:
         """``--args auto``: the first selection of :meth:`_auto_chain` under which the kernel
@@ -760,7 +768,8 @@ class Generator:
             new = {**row, **flatten(m, k, key=key, selection=row["selection"], pass_=row["pass"],
                                     regime=row["regime"], n_wg=row["n_wg"], seed=self.o.seed,
                                     problem=row.get("problem_id"), sweep=bool(row.get("sweep")))}
-            for c in ("active_fraction", "bytes_touched", "site_counts"):   # the same arguments: the original's
+            # the same arguments: the original's
+            for c in ("active_fraction", "all_args_fraction", "bytes_touched", "site_counts"):
                 new[c] = row.get(c)
             new["remeasure_of"] = row["row_key"]
             new["remeasure_reason"] = reason

@@ -14,8 +14,10 @@ arguments (:func:`index_args`) by the rules of ``docs/argument-selection.md``:
   ``A`` holds values uniform in ``[0, count(A) / (1 + largest integer literal of the subscript))``
   (the smallest such bound over every buffer it indexes);
 * **R2 monotone index**: such a ``B`` whose loaded values also bound a ``for`` loop (a CSR row
-  pointer, a neighbour-list offset) holds the same range sorted (nondecreasing), with one element
-  more than its base size (``row_ptr[row + 1]`` of the last row);
+  pointer, a neighbour-list offset) holds the same range sorted, with one element more than its
+  base size (``row_ptr[row + 1]`` of the last row); the buffers it indexes grow by
+  :data:`ROW_ENTRIES`, so the values are distinct (no empty row) and a row holds that many
+  entries on average;
 * **R3 threshold**: a scalar compared (``< <= > >= == !=``) with a value loaded from ``B`` takes the
   middle of ``B``'s value range; ``k`` such scalars of one buffer (``v < lo || v >= hi``) take its
   ``(j + 1) / (k + 1)`` quantiles in parameter order;
@@ -35,6 +37,12 @@ arguments (:func:`index_args`) by the rules of ``docs/argument-selection.md``:
   the data, not the cap, ends most work-items' loops;
 * **R9 shift count**: a scalar shift count of loaded data (``(key >> shift) & 0xF``) takes
   :data:`SHIFT`, so the shifted digits still vary with the data.
+* **R10 chunk per work-item**: a scalar multiplying the global id (``start = g * chunk``) whose
+  product is compared with scalar bounds (``start >= n``) takes :data:`CHUNK`; the bounds and
+  every global buffer grow by that factor, so every work-item has its chunk (not fired on a
+  scalar also compared with a global-id variable directly: a row length in ``y * width + x``);
+* **R11 window**: a scalar subtracted from the bound of the global id (``i < n - width + 1``)
+  takes :data:`WINDOW`; the bound and every global buffer grow by ``WINDOW - 1``.
 
 Where an expression carries both an index and the value it addressed (``pos[nbr[k]]``), R3-R6
 take the value's buffer.
@@ -64,6 +72,13 @@ MODULUS = 4
 SHIFT = 4
 #: the value an iteration cap gets (R8)
 ITERATION_CAP = 256
+#: entries per row an R2 row pointer's ranges hold on average (the buffers it indexes grow by it)
+ROW_ENTRIES = 4
+#: the value a scalar that multiplies the global id gets (R10); the scalars bounding the product
+#: and the buffers the kernel only reads are scaled by it
+CHUNK = 4
+#: the value a scalar window subtracted from the global id's bound gets (R11)
+WINDOW = 8
 #: index settings tried in turn: (divisor of every index bound, extra elements of every buffer
 #: as a fraction of its count): the first keeps the base sizes, the second leaves slack for
 #: reads one row past the end (``row_ptr[row + 1]``) and indices scaled by a scalar
@@ -94,11 +109,19 @@ class Uses:
     counters: set[str] = field(default_factory=set)                  # B whose atomic results index
     caps: set[str] = field(default_factory=set)                      # scalar iteration caps
     shifts: set[str] = field(default_factory=set)                    # scalar shift counts of data
+    chunks: dict[str, set[str]] = field(default_factory=dict)        # R10: chunk scalar -> scalars bounding it
+    windows: dict[str, str] = field(default_factory=dict)            # R11: window scalar -> scalar it shrinks
+    gid_bounds: set[str] = field(default_factory=set)                # scalars compared with a global id
 
     @property
     def empty(self) -> bool:
         return not (self.indexes or self.thresholds or self.clamps or self.moduli or self.literal_cmp
-                    or self.counters or self.caps or self.shifts)
+                    or self.counters or self.caps or self.shifts or self.work_rules)
+
+    @property
+    def work_rules(self) -> bool:
+        """Whether R10 or R11 fire: simple selection's scalars leave most work-items idle."""
+        return bool(self.chunks or self.windows)
 
     def rules(self) -> list[str]:
         """The rules that fire, as short labels (R1..R6 of the module docstring)."""
@@ -111,6 +134,8 @@ class Uses:
         out += [f"R7 {b}" for b in sorted(self.counters)]
         out += [f"R8 {s}" for s in sorted(self.caps)]
         out += [f"R9 {s}" for s in sorted(self.shifts)]
+        out += [f"R10 {s}*<{','.join(sorted(b))}" for s, b in sorted(self.chunks.items())]
+        out += [f"R11 {b}-{s}" for s, b in sorted(self.windows.items())]
         return out
 
 
@@ -236,7 +261,7 @@ class _Flow:
 
 
 def analyse_uses(source: str, name: str, params: list[KernelParam]) -> Uses:
-    """Find the patterns of the rules R1-R6 in kernel ``name`` of ``source``."""
+    """Find the patterns of the rules R1-R11 in kernel ``name`` of ``source``."""
     toks = kernel_body(source, name)
     buffers = {p.name for p in params if p.kind == "buffer"}
     scalars = {p.name for p in params if p.kind == "scalar"}
@@ -324,9 +349,14 @@ def analyse_uses(source: str, name: str, params: list[KernelParam]) -> Uses:
         values = sorted(loaded - set(u.indexes))
         return values[0] if values else sorted(loaded)[0]
 
-    u.thresholds = {s: data_of(src) for s, src in thresholds.items()}
-    u.clamps = {s: (data_of(src), role) for s, (src, role) in clamps.items()}
-    u.moduli = {s: data_of(src) for s, src in moduli.items()}
+    _work_patterns(f, u, scalars)
+    # a scalar that bounds the global id (``if (tid >= count) return``) is the problem size: the
+    # value rules leave it to the base selection even where it also meets loaded data
+    u.thresholds = {s: data_of(src) for s, src in thresholds.items() if s not in u.gid_bounds}
+    u.clamps = {s: (data_of(src), role) for s, (src, role) in clamps.items() if s not in u.gid_bounds}
+    u.moduli = {s: data_of(src) for s, src in moduli.items() if s not in u.gid_bounds}
+    u.caps -= u.gid_bounds
+    u.shifts -= u.gid_bounds
     for src in signed:
         b = data_of(src)
         if b not in u.indexes:
@@ -336,6 +366,89 @@ def analyse_uses(source: str, name: str, params: list[KernelParam]) -> Uses:
         if s in u.clamps or s in u.moduli:
             del u.thresholds[s]
     return u
+
+
+def _work_patterns(f: _Flow, u: Uses, scalars: set[str]) -> None:
+    """R10 and R11: scalars that, bound like simple selection binds them (to the global size),
+    leave all but a few work-items idle."""
+    t = f.t
+    ident = re.compile(r"^[A-Za-z_]\w*$")
+    gid: set[str] = set()           # variables derived from the global id
+    pure: set[str] = set()          # variables holding a global id itself (``x = get_global_id(0)``)
+    for i, tok in enumerate(t):
+        if tok in _ASSIGN and 0 < i < len(t) - 1 and ident.match(t[i - 1]) and t[i + 1] == "get_global_id":
+            if f.expr_end(i + 1, {";", ","}) == i + 5:
+                pure.add(t[i - 1])
+    for _ in range(3):
+        for i, tok in enumerate(t):
+            if tok in _ASSIGN and i > 0 and ident.match(t[i - 1]) and t[i - 1] not in f.buffers:
+                end = f.expr_end(i + 1, {";", ","})
+                if any(x == "get_global_id" or x in gid for x in t[i + 1:end]):
+                    gid.add(t[i - 1])
+
+    def is_gid(j: int) -> bool:
+        return t[j] in gid or (t[j] == ")" and j >= 3 and t[j - 3] == "get_global_id")
+
+    def relation_other_side(i: int) -> tuple[int, int] | None:
+        """The other operand of the comparison whose operand holds ``t[i]`` (None: not in one)."""
+        a0, b1 = f.expr_start(i, _STOP | _RELATIONAL), f.expr_end(i, _STOP | _RELATIONAL)
+        if a0 > 0 and t[a0 - 1] in _RELATIONAL:
+            return f.expr_start(a0 - 1, _STOP | _RELATIONAL), a0 - 1
+        if b1 < len(t) and t[b1] in _RELATIONAL:
+            return b1 + 1, f.expr_end(b1 + 1, _STOP | _RELATIONAL)
+        return None
+
+    # scalars compared directly with a global id (a row width in ``x < width``)
+    direct: set[str] = set()
+    for i, tok in enumerate(t):
+        if tok in scalars:
+            other = relation_other_side(i)
+            if other and not f.sources(*other) \
+                    and any(t[j] in pure or (is_gid(j) and t[j] == ")") for j in range(*other)):
+                direct.add(tok)
+    u.gid_bounds = direct
+    # R10: ``start = g * chunk`` compared with a bound (``start >= n``) or starting a loop
+    for i, tok in enumerate(t):
+        if tok != "*" or i == 0 or i + 1 >= len(t):
+            continue
+        right = i + 1
+        if t[i + 1] == "(" and i + 4 < len(t) and t[i + 3] == ")" and t[i + 4] in scalars:
+            right = i + 4                                           # ``g * (size_t)k``
+        pairs = ((i - 1, right), (i + 1, i - 1))
+        for g, sc in pairs:
+            if not is_gid(g) or t[sc] not in scalars or t[sc] in direct:
+                continue
+            if sc > i and sc + 1 < len(t) and t[sc + 1] in ("[", "("):
+                continue
+            chunk = t[sc]
+            sites = [i]
+            s0 = f.expr_start(i, {";", "{", "}", ",", *_ASSIGN})
+            if s0 > 1 and t[s0 - 1] == "=" and ident.match(t[s0 - 2]):
+                prod = {t[s0 - 2]}      # the product's variable and those assigned from it
+                for _ in range(3):
+                    for j, x in enumerate(t):
+                        if x == "=" and j > 0 and ident.match(t[j - 1]) and t[j - 1] not in prod:
+                            if any(y in prod for y in t[j + 1:f.expr_end(j + 1, {";", ","})]):
+                                prod.add(t[j - 1])
+                sites += [j for j, x in enumerate(t) if x in prod and not (j + 1 < len(t) and t[j + 1] == "=")]
+            bounds: set[str] = set()
+            for j in sites:
+                other = relation_other_side(j)
+                if other:
+                    bounds |= {x for x in t[other[0]:other[1]] if x in scalars and x != chunk}
+            if bounds:
+                u.chunks.setdefault(chunk, set()).update(bounds)
+    # R11: ``i < n - width + 1``: a window scalar subtracted from the bound of the global id, or
+    # added to the global id (``i + w <= n``)
+    for i, tok in enumerate(t):
+        if tok == "-" and 0 < i < len(t) - 1 and t[i - 1] in scalars and t[i + 1] in scalars:
+            other = relation_other_side(i)
+            if other and any(is_gid(j) for j in range(*other)):
+                u.windows.setdefault(t[i + 1], t[i - 1])
+        if tok == "+" and 0 < i < len(t) - 1 and t[i - 1] in pure and t[i + 1] in scalars:
+            other = relation_other_side(i)
+            if other and other[1] - other[0] == 1 and t[other[0]] in scalars and t[other[0]] != t[i + 1]:
+                u.windows.setdefault(t[i + 1], t[other[0]])
 
 
 def default_range(dtype: str) -> tuple[float, float]:
@@ -378,8 +491,13 @@ def index_args(uses: Uses, params: list[KernelParam], base: list[ArgBinding], se
         counts = [by[a].count or 0 for a in targets if a in by and by[a].kind == "buffer"]
         if not counts:
             continue
-        hi = max(1, min(counts) // (1 + uses.index_literal.get(b, 0)) // divisor)
         kind = "sorted" if b in uses.loop_bound else "uniform"
+        if kind == "sorted":        # the ranges it bounds: ROW_ENTRIES entries per row on average
+            for a in targets:
+                if a in out and out[a].kind == "buffer" and out[a].count:
+                    out[a] = replace(out[a], count=int(out[a].count) * ROW_ENTRIES)
+            counts = [c * ROW_ENTRIES for c in counts]
+        hi = max(1, min(counts) // (1 + uses.index_literal.get(b, 0)) // divisor)
         out[b] = replace(out[b], init=f"{kind}:0:{hi}")
         if kind == "sorted" and out[b].count:       # a row pointer: one entry more than rows
             out[b] = replace(out[b], count=int(out[b].count) + 1)
@@ -431,7 +549,45 @@ def index_args(uses: Uses, params: list[KernelParam], base: list[ArgBinding], se
         if s in out and out[s].kind == "scalar":
             out[s] = replace(out[s], value=_typed(dtypes.get(s, out[s].dtype), MODULUS))
             applied.append(f"R5 {s}={out[s].value}")
+    _apply_work_rules(uses, params, by, out, applied)
     return [out[p.name] for p in params if p.name in out], applied
+
+
+def _apply_work_rules(uses: Uses, params: list[KernelParam], by: dict[str, ArgBinding],
+                      out: dict[str, ArgBinding], applied: list[str]) -> None:
+    """R10 and R11 on ``out`` (``by``: the base arguments; ``applied`` gets their labels)."""
+    if not uses.work_rules:
+        return
+    taken = set(uses.thresholds) | set(uses.clamps) | set(uses.moduli) | uses.caps | uses.shifts
+
+    def scalar(name: str) -> bool:
+        return name in out and out[name].kind == "scalar" and name not in taken \
+            and parse_type(out[name].dtype).numpy.kind in "iu" and isinstance(by[name].value, (int, float))
+
+    grow = 1
+    extra = 0
+    for s, bounds in sorted(uses.chunks.items()):
+        if not scalar(s) or not any(scalar(b) for b in bounds):
+            continue
+        out[s] = replace(out[s], value=CHUNK)
+        applied.append(f"R10 {s}={CHUNK}")
+        for b in sorted(bounds):
+            if scalar(b) and b not in uses.chunks:
+                out[b] = replace(out[b], value=int(by[b].value) * CHUNK)
+                applied.append(f"R10 {b}={out[b].value}")
+        grow = CHUNK
+    for s, b in sorted(uses.windows.items()):
+        if not (scalar(s) and scalar(b)) or s in uses.chunks:
+            continue
+        out[s] = replace(out[s], value=WINDOW)
+        out[b] = replace(out[b], value=int(out[b].value) + WINDOW - 1)
+        applied.append(f"R11 {s}={WINDOW} {b}={out[b].value}")
+        extra = WINDOW - 1
+    if grow == 1 and not extra:
+        return
+    for p in params:           # every global buffer holds the larger problem
+        if p.name in out and out[p.name].kind == "buffer" and out[p.name].count:
+            out[p.name] = replace(out[p.name], count=int(out[p.name].count) * grow + extra)
 
 
 def index_selector(base: Selector, uses: Uses, setting: int = 0) -> Selector:

@@ -181,7 +181,7 @@ class Setting:
     scalars: dict[str, ScalarChoice]
     arrays: dict[str, ArrayFit]
     per_arg: dict[str, float] = field(default_factory=dict)
-    active_fraction: float | None = None
+    active_fraction: float | None = None     # the validating run's Activity.all_args_fraction
     bytes_per_item: float | None = None
 
     def sizes(self, gsize: Sequence[int]) -> dict[str, int]:
@@ -500,7 +500,7 @@ def _try_combo(harness: Any, rr: RewriteResult, params: list[KernelParam], combo
         try:
             if ar is not None:       # the validating run also records how much work the kernel did
                 run, act = measure_activity(harness, ar, gsize, lsize, values, sizes)
-                setting.per_arg, setting.active_fraction = act.per_arg, act.active_fraction
+                setting.per_arg, setting.active_fraction = act.per_arg, act.all_args_fraction
                 setting.bytes_per_item = act.bytes_per_item
             else:
                 run = measure_instrumented(harness, rr, gsize, lsize, values, sizes)
@@ -568,7 +568,7 @@ def _activity_variant(rr: RewriteResult) -> ActivityRewrite | None:
 
 
 def _fraction(act: Activity | None) -> float:
-    return -1.0 if act is None or act.active_fraction is None else act.active_fraction
+    return -1.0 if act is None or act.all_args_fraction is None else act.all_args_fraction
 
 
 def setting_scores(analysis: MemoryAnalysis) -> list[float | None]:
@@ -815,7 +815,7 @@ def _read_verified(path: Path) -> dict[tuple[Any, ...], Verified | str]:
                     out[key] = str(rec["unsupported"])
             else:
                 act = rec.get("activity")
-                out[key] = Verified(int(rec["setting"]), Activity(**act) if act is not None else None,
+                out[key] = Verified(int(rec["setting"]), Activity.from_dict(act) if act is not None else None,
                                     {str(k): int(v) for k, v in (rec.get("grown") or {}).items()})
         except (ValueError, KeyError, TypeError, AttributeError):
             log.debug("%s: skipped an unreadable line", path)

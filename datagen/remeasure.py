@@ -217,7 +217,8 @@ def remeasure_busy(dataset: str | os.PathLike[str], *, device: Any = "auto", loa
                                                   pass_=p.row["pass"], regime=p.row.get("regime"),
                                                   n_wg=p.row.get("n_wg"), seed=seed,
                                                   problem=p.row.get("problem_id"), sweep=bool(p.row.get("sweep")))}
-                        for c in ("active_fraction", "bytes_touched", "site_counts"):   # the same arguments
+                        # the same arguments
+                        for c in ("active_fraction", "all_args_fraction", "bytes_touched", "site_counts"):
                             new[c] = p.row.get(c)
                         new["remeasure_of"] = p.row["row_key"]
                         new["remeasure_reason"] = "load"

@@ -72,3 +72,85 @@ def test_32_bit_record_gives_the_same_answer(harness):
     ar = activity_rewrite(instrument_kernel(Kernel(LISTING1, "summation", dims=1), int64_atomics=False))
     _, act = measure_activity(harness, ar, (1024,), (64,), {"N": 1024, "k": 4}, {"in": 1024, "out": 1024})
     assert act.active_fraction == pytest.approx(0.25) and act.bytes_per_item == pytest.approx(8.0)
+
+
+REDUCE = """__kernel void reduce(__global const float* in, __global float* partial, __local float* red) {
+  int lid = get_local_id(0);
+  red[lid] = in[get_global_id(0)];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = get_local_size(0) / 2; s > 0; s >>= 1) {
+    if (lid < s) red[lid] += red[lid + s];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (lid == 0) partial[get_group_id(0)] = red[0];
+}"""
+
+BROADCAST_GUARD = """__kernel void bguard(__global const int* len, __global float* in, __global float* out) {
+  int n = len[0];
+  int i = get_global_id(0);
+  if (i >= n) return;
+  out[i] = in[i] * 2.0f;
+}"""
+
+
+def test_a_reduction_is_active_where_one_item_per_group_writes(harness):
+    """Every work-item loads and combines; one in 64 writes: active 1.0, all-args 1/64."""
+    ar = activity_rewrite(instrument_kernel(Kernel(REDUCE, "reduce", dims=1)))
+    assert ar.inputs == {"in"}
+    _, act = measure_activity(harness, ar, (1024,), (64,), {}, {"in": 1024, "partial": 16},
+                              local_sizes={"red": 64})
+    assert act.active_fraction == 1.0
+    assert act.all_args_fraction == pytest.approx(1 / 64)
+
+
+@pytest.mark.parametrize(("n", "frac"), [(1024, 1.0), (256, 0.25), (1, 1 / 1024)])
+def test_a_one_element_read_before_the_guard_does_not_make_items_active(harness, n, frac):
+    """``len[0]``, read by every work-item before ``if (i >= n) return``, is not the work."""
+    ar = activity_rewrite(instrument_kernel(Kernel(BROADCAST_GUARD, "bguard", dims=1)))
+    assert ar.inputs == {"len", "in"}           # ``len`` declared const; ``in`` only read
+    _, act = measure_activity(harness, ar, (1024,), (64,), {}, {"len": 1, "in": 1024, "out": 1024},
+                              inits={"len": f"uniform:{n}:{n + 1}"})
+    assert act.per_arg["len"] == 1.0
+    assert act.active_fraction == pytest.approx(frac)
+
+
+@pytest.mark.parametrize(("src", "name", "expect"), [
+    (LISTING1, "summation", {"in"}),
+    (REDUCE, "reduce", {"in"}),
+    ("__kernel void k(__global int* a, __global int* b, __global int* c, __global int* d) {"
+     " int i = get_global_id(0); b[i] += a[i]; atomic_inc(&c[a[i] & 3]); d[i]++; }", "k", {"a"}),
+    ("__kernel void k(__global float4* a, __global float* b, __global float* c) {"
+     " int i = get_global_id(0); vstore4(a[i], i, b); *c = 1.0f; }", "k", {"a"}),
+    ("void h(__global float* p) { p[0] = 1.0f; }\n"
+     "__kernel void k(__global float* a, __global float* b) { h(a); b[0] = a[1] == 2.0f; }", "k", set()),
+    ("__kernel void k(__global float* a, __global float* b) { __global float* q = a + 4; q[0] = b[0]; }",
+     "k", {"b"}),
+])
+def test_read_only_buffers(src, name, expect):
+    from kernelcast.instrument.activity import read_only_buffers
+    assert read_only_buffers(src, name, ["a", "b", "c", "d", "in", "out", "partial"]) == expect
+
+
+COOP = """__kernel void coop(__global const float* in, __global const float* w, __global float* out,
+                   __local float* lw, const int n, const int width) {
+  int i = get_global_id(0);
+  for (int k = get_local_id(0); k < width; k += get_local_size(0)) lw[k] = w[k];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (i < n - width + 1) {
+    float acc = 0.0f;
+    for (int k = 0; k < width; ++k) acc += in[i + k] * lw[k];
+    out[i] = acc;
+  }
+}"""
+
+
+@pytest.mark.parametrize(("width", "frac"), [(1024, 1 / 1024), (9, 1016 / 1024)])
+def test_helping_with_a_cooperative_load_is_not_doing_the_work(harness, width, frac):
+    """Every work-item copies part of ``w`` to local memory; only those past ``i < n - width + 1``
+    read ``in``: the active share is theirs."""
+    ar = activity_rewrite(instrument_kernel(Kernel(COOP, "coop", dims=1)))
+    assert ar.inputs == {"in", "w"}
+    _, act = measure_activity(harness, ar, (1024,), (1024,), {"n": 1024, "width": width},
+                              {"in": 1024, "w": width, "out": 1024}, local_sizes={"lw": width})
+    assert act.per_arg["w"] == pytest.approx(min(1.0, width / 1024))
+    assert act.active_fraction == pytest.approx(frac)

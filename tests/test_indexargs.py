@@ -83,8 +83,9 @@ def test_the_values_each_rule_gives() -> None:
         return {a.name: a for a in out}
 
     assert args("R1")["idx"].init == "uniform:0:64"
-    assert args("R2")["rp"].init == "sorted:0:64" and args("R2")["rp"].count == 65
-    assert args("R2")["col"].init == "uniform:0:64"
+    r2 = args("R2")      # 4 entries per row: the column and value arrays grow to 4 x 64
+    assert r2["rp"].init == "sorted:0:256" and r2["rp"].count == 65
+    assert r2["col"].init == "uniform:0:64" and r2["col"].count == r2["val"].count == 256
     assert args("R3")["t"].value == 0.5                       # the middle of [0, 1)
     assert (args("R4")["lo"].value, args("R4")["hi"].value) == (256, 768)   # quarters of [0, 1024)
     assert args("R5")["m"].value == 4
@@ -112,6 +113,8 @@ def test_ranged_inits_draw_within_their_range() -> None:
     assert a.min() == 2 and a.max() == 4
     s = init_contents(parse_type("int"), 1000, "sorted:0:100", np.random.default_rng(1))
     assert (np.diff(s) >= 0).all() and s.max() < 100
+    rp = init_contents(parse_type("int"), 65, "sorted:0:256", np.random.default_rng(1))
+    assert (np.diff(rp) > 0).all() and rp.min() >= 0 and rp.max() < 256     # room: no empty row
     f = init_contents(parse_type("float"), 1000, "uniform:-0.5:0.5", np.random.default_rng(1))
     assert f.min() >= -0.5 and f.max() < 0.5 and (f < 0).any() and (f > 0).any()
 
@@ -138,3 +141,109 @@ def test_a_kernel_that_reads_no_buffer_is_not_input_insensitive(harness) -> None
                         "  int i = get_global_id(0);\n  out[i] = in[0] * 0.0f + 1.0f;\n}\n")
     v = check_validity(harness, const, LaunchConfig(GSIZE, LSIZE, simple_args(cp, GSIZE, LSIZE)))
     assert v.status == "invalid_output" and "input-insensitive" in v.reason
+
+
+#: rules that serve kernels simple selection leaves mostly idle (it passes validity, but few
+#: work-items do work): rule -> (kernel source, label)
+WORK_RULES = {
+    "R10": ("__kernel void ia_chunks(__global const float* in, __global float* sums, const int chunk,\n"
+            "                        const int n) {\n  int g = get_global_id(0);\n  int start = g * chunk;\n"
+            "  if (start >= n) return;\n  float s = 0.0f;\n"
+            "  for (int j = start; j < min(start + chunk, n); ++j) s += in[j];\n  sums[g] = s;\n}\n",
+            "R10 chunk*<n"),
+    "R11": ("__kernel void ia_window(__global const float* in, __global const float* w, __global float* out,\n"
+            "                        const int n, const int width) {\n  int i = get_global_id(0);\n"
+            "  if (i < n - width + 1) {\n    float acc = 0.0f;\n"
+            "    for (int k = 0; k < width; ++k) acc += in[i + k] * w[k];\n    out[i] = acc;\n  }\n}\n",
+            "R11 n-width"),
+}
+
+
+def test_a_window_added_to_the_global_id() -> None:
+    """``if (i + w <= n)`` (a moving average): R11 with the bound ``n``."""
+    k, params = _kernel("__kernel void ia_moving(__global const float* in, __global float* out, const int w,\n"
+                        "                        const int n) {\n  int i = get_global_id(0);\n  if (i + w <= n) {\n"
+                        "    float s = 0.0f;\n    for (int j = 0; j < w; ++j) s += in[i + j];\n"
+                        "    out[i] = s / (float)w;\n  }\n}\n")
+    u = analyse_uses(k.source, k.name, params)
+    assert u.windows == {"w": "n"}
+    out, _ = index_args(u, params, simple_args(params, GSIZE, LSIZE))
+    got = {a.name: a for a in out}
+    assert (got["w"].value, got["n"].value, got["in"].count) == (8, 71, 71)
+
+
+@pytest.mark.parametrize("rule", sorted(WORK_RULES))
+def test_the_analysis_finds_each_work_rule(rule: str) -> None:
+    src, label = WORK_RULES[rule]
+    k, params = _kernel(src)
+    u = analyse_uses(k.source, k.name, params)
+    assert label in u.rules() and u.work_rules
+
+
+def test_the_values_the_work_rules_give() -> None:
+    def args(rule: str) -> dict:
+        k, params = _kernel(WORK_RULES[rule][0])
+        out, _ = index_args(analyse_uses(k.source, k.name, params), params, simple_args(params, GSIZE, LSIZE))
+        return {a.name: a for a in out}
+
+    r10 = args("R10")
+    assert (r10["chunk"].value, r10["n"].value) == (4, 256) and r10["in"].count == 256
+    r11 = args("R11")
+    assert (r11["width"].value, r11["n"].value) == (8, 71) and r11["in"].count == 71
+
+
+def test_no_work_rule_fires_on_row_major_indexing() -> None:
+    """``out[y * width + x]`` with ``x < width``: the width is a row length, not a chunk."""
+    k, params = _kernel("__kernel void ia_rows(__global const float* in, __global float* out, const int width,\n"
+                        "                      const int height) {\n  int x = get_global_id(0);\n"
+                        "  int y = get_global_id(1);\n  if (x < width && y < height)\n"
+                        "    out[y * width + x] = in[y * width + x] * 2.0f;\n}\n")
+    assert not analyse_uses(k.source, k.name, params).work_rules
+
+
+@pytest.mark.parametrize("rule", sorted(WORK_RULES))
+def test_simple_selection_leaves_items_idle_and_the_work_rule_does_not(harness, rule: str) -> None:
+    """Under simple selection (every scalar = gsize) one work-item of 64 does the work; with the
+    rule every one does, and the kernel passes validity."""
+    k, params = _kernel(WORK_RULES[rule][0])
+    ar = activity_rewrite(instrument_kernel(k))
+    _, before = activity_of_args(harness, ar, GSIZE, LSIZE, simple_args(params, GSIZE, LSIZE))
+    assert before.active_fraction == pytest.approx(1 / 64)
+    select = index_selector(simple_args, analyse_uses(k.source, k.name, params))
+    args = select(params, GSIZE, LSIZE)
+    bad, after = activity_of_args(harness, ar, GSIZE, LSIZE, args)
+    assert not bad and after.active_fraction == 1.0
+    assert check_validity(harness, k, LaunchConfig(GSIZE, LSIZE, args)).status == "ok"
+
+
+def test_row_pointers_leave_no_row_empty(harness) -> None:
+    """R2's row pointer is strictly increasing within the grown column arrays: every row has an
+    entry, so every work-item reads ``col`` and ``val`` (active 1.0)."""
+    k, params = _kernel(RULES["R2"][0])
+    select = index_selector(simple_args, analyse_uses(k.source, k.name, params))
+    bad, act = activity_of_args(harness, activity_rewrite(instrument_kernel(k)), GSIZE, LSIZE,
+                                select(params, GSIZE, LSIZE))
+    assert not bad and act.active_fraction == 1.0
+
+
+def test_a_scalar_bounding_the_global_id_keeps_the_problem_size() -> None:
+    """``count`` guards the global id and divides loaded data: R5 would leave 4 work-items."""
+    k, params = _kernel("__kernel void ia_guarded_mod(__global const uint* idx, __global const float* in,\n"
+                        "                             __global float* out, const int count) {\n"
+                        "  int tid = get_global_id(0);\n  if (tid >= count) return;\n"
+                        "  out[tid] = in[idx[tid] % count];\n}\n")
+    u = analyse_uses(k.source, k.name, params)
+    assert "count" in u.gid_bounds and not u.moduli
+    out, _ = index_args(u, params, simple_args(params, GSIZE, LSIZE))
+    assert {a.name: a.value for a in out}["count"] == 64
+
+
+def test_a_chunk_through_a_cast_and_a_loop_variable() -> None:
+    """``first = gid * (size_t)k`` bounded through the loop variable ``j < count``: R10."""
+    k, params = _kernel("__kernel void ia_chunk_loop(__global const int* in, __global int* out, const int count,\n"
+                        "                            const int k) {\n"
+                        "  const size_t first = get_global_id(0) * (size_t)k;\n"
+                        "  int acc = 0;\n  for (size_t j = first; j < first + k && j < count; j++) acc += in[j];\n"
+                        "  out[get_global_id(0)] = acc;\n}\n")
+    u = analyse_uses(k.source, k.name, params)
+    assert u.chunks == {"k": {"count"}}

@@ -186,6 +186,9 @@ def init_contents(t: CLType, count: int, init: str, rng: np.random.Generator,
         vals: np.ndarray
         if dt.kind == "f":
             vals = lo + (top - lo) * rng.random(n)
+        elif kind == "sorted" and n and int(top) - int(lo) >= n:
+            # room for distinct values: strictly increasing (a CSR row pointer without empty rows)
+            vals = int(lo) + rng.choice(int(top) - int(lo), size=n, replace=False)
         else:
             vals = rng.integers(int(lo), max(int(lo) + 1, int(top)), size=n) if n else np.zeros(0, dtype=np.int64)
         if kind == "sorted":
@@ -196,7 +199,8 @@ def init_contents(t: CLType, count: int, init: str, rng: np.random.Generator,
 
 def parse_ranged_init(init: str) -> tuple[str, float, float] | None:
     """``uniform:LO:HI`` (values drawn uniformly from [LO, HI)) or ``sorted:LO:HI`` (the same
-    values in nondecreasing order, e.g. a CSR row pointer) as (kind, LO, HI); None for any other
+    values in nondecreasing order, e.g. a CSR row pointer; distinct, so strictly increasing, for
+    an integer buffer when the range holds at least as many values) as (kind, LO, HI); None for any other
     init. Integer buffers draw integers in [LO, HI); LO >= HI gives LO everywhere."""
     parts = init.split(":")
     if len(parts) != 3 or parts[0] not in ("uniform", "sorted"):
