@@ -280,7 +280,7 @@ def format_table(result: dict[str, Any]) -> str:
              + " ".join(f"{'@' + str(b):>6}" for b in BUDGETS)]
     for p in result["pairs"] + [{"name": "median over pairs", "searchers": result["overall"]}]:
         for s, v in sorted(p["searchers"].items()):
-            if not isinstance(v, dict) or "median_reach_5" not in v:
+            if not isinstance(v, dict) or "median_reach_1" not in v:
                 continue
             lines.append(f"{p['name'][:28]:<28} {s[:30]:<30} {f(v['median_reach_5']):>6} {f(v['median_reach_1']):>6} "
                          f"{f(v.get('within5_in_20_pct')):>7}% "

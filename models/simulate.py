@@ -315,10 +315,13 @@ def simulate(space: SimSpace, pred: np.ndarray, budget: int, *, seed: int = 0, s
         return {c: _plain(space.params.iat[i, j]) for j, c in enumerate(cols)}
 
     rows: list[TraceRow] = []
+    fin = np.asarray(pred, dtype=np.float64)
+    fin = fin[np.isfinite(fin) & (fin > 0)]
+    flat = not len(fin) or float(np.ptp(fin)) == 0.0
 
     def step(s: SearchStep) -> None:
         m = s.measured_us if math.isfinite(s.measured_us) else None
-        if not model and not rows:      # a flat prior predicts nothing before the first measurement
+        if flat and not rows:       # a flat prior predicts nothing before the first measurement
             s = replace(s, predicted_us=float("nan"))
         err = (s.predicted_us - m) / m * 100.0 if m and math.isfinite(s.predicted_us) else None
         r = TraceRow(len(rows) + 1, config(s.index), m, s.predicted_us,
