@@ -769,7 +769,8 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--dataset", metavar="DIR", help="with --simulate CACHE: the cache imported with 'kernelcast "
                                                     "dataset import-kt', the rows the model predicts")
     p.add_argument("--analysis-cache", action="append", default=[], metavar="DIR",
-                   help="with --simulate: a cache of the shared static analyses of the imported rows (repeatable)")
+                   help="a cache of the shared static analyses of imported rows (kernelcast analyze --cache; "
+                        "each dataset's own DATASET/analysis is read too; with --simulate); repeatable")
     p.add_argument("--no-settle", action="store_true",
                    help="with --simulate: spend the whole budget (default: stop when no unmeasured configuration "
                         "is likely to beat the best)")

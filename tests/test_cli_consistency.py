@@ -18,7 +18,7 @@ from kernelcast.options import join_dash_values
 ROOT = Path(__file__).resolve().parents[1]
 
 #: flags with one meaning everywhere: the help before its first " (" (defaults, details) is the same
-SHARED = {"--help", "--quiet", "--device", "--meter", "--kernel", "--build-options", "--timeout", "--repeats",
+SHARED = {"--help", "--quiet", "--analysis-cache", "--device", "--meter", "--kernel", "--build-options", "--timeout", "--repeats",
           "--define", "--rounds", "--sweep-rounds", "--max-rounds", "--name", "--gsize", "--lsize"}
 #: flags whose meaning is the command's own object of that kind (its output, its input data, its
 #: model, ...): one meaning, worded per command
