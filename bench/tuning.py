@@ -349,9 +349,40 @@ def read_spec(path: str) -> list[dict[str, Any]]:
     return pairs
 
 
+def merge_results(dirs: Sequence[str]) -> dict[str, Any]:
+    """The results of several runs (each DIR/tuning.json) as one: the pairs by name, each pair's
+    searchers from the first run that has them. :class:`InputError` for a run that cannot be read or
+    runs with different budgets."""
+    runs = []
+    for d in dirs:
+        try:
+            runs.append(json.loads((Path(d) / "tuning.json").read_text()))
+        except (OSError, ValueError) as e:
+            raise InputError(f"{d}: cannot read tuning.json: {e}") from None
+    if len({r["budget"] for r in runs}) > 1:
+        raise InputError(f"the runs have different budgets: {sorted({r['budget'] for r in runs})}")
+    pairs: dict[str, dict[str, Any]] = {}
+    for r in runs:
+        for p in r["pairs"]:
+            q = pairs.setdefault(p["name"], {**p, "searchers": {}, "failed": {}})
+            for k, v in p["searchers"].items():
+                q["searchers"].setdefault(k, v)
+            for k, v in p.get("failed", {}).items():
+                q["failed"].setdefault(k, v)
+    out = {"kernel_tuner": runs[0]["kernel_tuner"], "budget": runs[0]["budget"], "merged_from": list(dirs),
+           "seeds": sorted({r["seeds"] for r in runs}),
+           "strategies": sorted({s for r in runs for s in r["strategies"]}),
+           "searchers": sorted({s for r in runs for s in r["searchers"]}), "pairs": list(pairs.values()),
+           "complete": all(r.get("complete", True) for r in runs)}
+    out["overall"] = overall(out["pairs"])
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m kernelcast.bench.tuning", description=__doc__.splitlines()[0])
-    ap.add_argument("spec", help="benchmark spec (JSON): the pairs")
+    ap.add_argument("spec", nargs="?", help="benchmark spec (JSON): the pairs")
+    ap.add_argument("--merge", nargs="+", metavar="DIR",
+                    help="instead of running: merge the results of earlier runs (their --out) into --out")
     ap.add_argument("--out", required=True, help="directory for tuning.json and the plots")
     ap.add_argument("--seeds", type=int, default=20, help="runs per searcher and pair (20)")
     ap.add_argument("--budget", type=int, default=50, help="measurements per run (50)")
@@ -362,7 +393,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = ap.parse_args(argv)
+    if args.merge:
+        try:
+            if args.spec:
+                raise UsageError("give a spec or --merge, not both")
+            merged = merge_results(args.merge)
+        except InputError as e:
+            print(f"bench.tuning: {e}", file=sys.stderr)
+            return 2
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        merged["plots"] = plot(merged, out)
+        (out / "tuning.json").write_text(json.dumps(merged, indent=1))
+        (out / "table.txt").write_text(format_table(merged) + "\n")
+        print(json.dumps(merged["overall"], indent=1) if args.json else format_table(merged))
+        return 0
     try:
+        if not args.spec:
+            raise UsageError("give a spec (or --merge DIR ...)")
         if args.seeds < 1 or args.budget < 1:
             raise UsageError("--seeds and --budget must be at least 1")
         pairs = [p for p in read_spec(args.spec) if not args.only or args.only in p["name"]]

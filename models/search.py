@@ -287,7 +287,8 @@ def frame_space(frame: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
             return pd.DataFrame([v + [1] * (width - len(v)) for v in vals],
                                 columns=[f"{col}{i}" for i in range(width)])
         params = pd.concat([dims("lsize"), dims("gsize")], axis=1)
-    t = pd.to_numeric(frame.get("time_median_us"), errors="coerce").to_numpy(dtype=np.float64)
+    times = frame["time_median_us"] if "time_median_us" in frame.columns else pd.Series(np.nan, index=frame.index)
+    t = pd.to_numeric(times, errors="coerce").to_numpy(dtype=np.float64)
     if "status" in frame.columns:
         t = np.where(frame["status"].astype(str).to_numpy() == "ok", t, np.nan)
     return params, t

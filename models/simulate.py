@@ -150,7 +150,7 @@ def _eval_restriction(node: ast.AST, env: dict[str, np.ndarray], text: str) -> A
         return _BINOPS[type(node.op)](a, b)
     if isinstance(node, ast.Compare):
         left = _eval_restriction(node.left, env, text)
-        out: Any = True
+        acc: Any = True
         for op, comp in zip(node.ops, node.comparators):
             if isinstance(op, (ast.In, ast.NotIn)) and isinstance(comp, (ast.Tuple, ast.List)):
                 vals = [_eval_restriction(e, env, text) for e in comp.elts]
@@ -163,9 +163,9 @@ def _eval_restriction(node: ast.AST, env: dict[str, np.ndarray], text: str) -> A
                 left = right
             else:
                 break
-            out = np.logical_and(out, r)
+            acc = np.logical_and(acc, r)
         else:
-            return out
+            return acc
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS \
             and not node.keywords and node.args:
         return _FUNCS[node.func.id](*[_eval_restriction(a, env, text) for a in node.args])
