@@ -2,29 +2,35 @@
 configurations (Kernel Tuner's simulation mode).
 
     python -m kernelcast.bench.tuning SPEC.json --out DIR [--seeds 20] [--budget 50]
-        [--strategies random_sample,genetic_algorithm,...] [--searchers analytical,none] [--json]
+        [--strategies random_sample,genetic_algorithm,...] [--searchers analytical,none,oof:COLUMN] [--json]
+    python -m kernelcast.bench.tuning --merge DIR [DIR ...] --out DIR
 
 SPEC lists the (kernel, device) pairs: ``{"pairs": [{"name": ..., "cache": CACHE.json[.gz],
-"dataset": DIR, "profile": NAME, "restrictions": [EXPR, ...]}]}``, where ``dataset`` is the cache
-imported with ``kernelcast dataset import-kt`` (its rows carry the cache's configuration keys,
-``kt_key``, and the kernel source the models analyse), ``profile`` the device profile of the pair and
-``restrictions`` the search space's restrictions as the original Kernel Tuner script states them.
+"dataset": DIR, "profile": NAME, "restrictions": [EXPR, ...], "analytical_oof": PARQUET, "oof":
+PARQUET, "analysis_cache": [DIR]}]}``, where ``dataset`` is the cache imported with ``kernelcast
+dataset import-kt`` (its rows carry the cache's configuration keys, ``kt_key``, and the kernel
+source the models analyse), ``profile`` the device profile of the pair and ``restrictions`` the
+search space's restrictions as the original Kernel Tuner script states them (both sides search the
+configurations of the cache that satisfy them).
 
 Searchers: every Kernel Tuner strategy named, through ``kernel_tuner.interface.tune_cache`` (the
-real strategies, each run seeded through numpy's and Python's global generators), and kernelcast's
-model-guided search (:func:`kernelcast.models.search.guided_search`) with the predictions of
-``analytical`` (the analytical model with the pair's profile), ``none`` (no model: the same
-search from a flat prior, i.e. Bayesian optimisation over the tune parameters) or ``oof:COLUMN``
-(a column of ``kernelcast evaluate``'s ``oof.parquet`` given as ``"oof": PATH`` in the pair, e.g.
-``tabular_us`` of an evaluation with ``--group-by gpu``: a model trained on the kernel's other
-devices). A measurement is a lookup in the cache; a failed configuration counts as one.
+real strategies, each run seeded through numpy's and Python's global generators; a strategy that
+cannot run in simulation is reported, not fatal), and kernelcast's model-guided search
+(:func:`kernelcast.models.search.guided_search`) with the predictions of ``analytical`` (the
+analytical model with the pair's profile, or the ``analytical_us`` column of ``analytical_oof``, an
+``evaluate --folds 0`` run of the same model), ``none`` (no model: the same search from a flat
+prior, i.e. Bayesian optimisation over the tune parameters) or ``oof:COLUMN`` (a column of
+``kernelcast evaluate``'s ``oof.parquet`` given as ``"oof"``, e.g. ``tabular_us`` of an evaluation
+with ``--group-by gpu``: a model trained on the kernel's other devices). A measurement is a lookup in
+the cache; a failed configuration counts as one.
 
 Per pair and searcher, over the seeds: the median number of measurements to come within 5 % and
 1 % of the cache's best (runs that never do count as more than the budget), the share of runs that
 come within 5 % in 20 measurements, and the median best found as a fraction of the optimum
 (``optimum / best``, 1 is the optimum) after 5, 10, 20 and 50 measurements; overall, the median
-over pairs. DIR/tuning.json holds every run's trace, DIR/best_so_far_<pair>.png the median
-best-so-far curves.
+over pairs and the figures pooled over every run of every pair. DIR/tuning.json holds every run's
+trace (rewritten after every searcher, so a run cut short still reports), DIR/table.txt the table,
+DIR/best_so_far_<pair>.png the median best-so-far curves. ``--merge`` joins runs made apart.
 """
 
 from __future__ import annotations
