@@ -28,6 +28,7 @@ from kernelcast.datagen.frame import load_measured_frame
 from kernelcast.datagen.ktcache import KTCacheError, read_kt_cache, record_status
 from kernelcast.models.analytical import AnalyticalModel
 from kernelcast.models.base import Predictor
+from kernelcast.models.predict import score_configurations
 from kernelcast.models.search import SearchStep, frame_space, guided_search
 
 from kernelcast.errors import InputError, UsageError
@@ -214,8 +215,6 @@ def space_predictions(space: SimSpace, profile: DeviceProfile | None, model: Pre
     if "kt_key" not in frame.columns:
         raise InputError("the dataset's rows carry no kt_key: not imported from a Kernel Tuner cache")
     if model is not None:
-        from kernelcast.models.predict import score_configurations  # deferred: imports the tabular model
-
         pred = np.asarray(score_configurations(frame, profile, model).time_us, dtype=np.float64)
     else:
         pred = np.asarray(AnalyticalModel(profile, analysis_dirs=tuple(analysis_dirs)).predict(frame).time_us,
@@ -342,7 +341,7 @@ def plot_simulation(sim: Simulation, path: str | Path) -> None:
     import matplotlib  # deferred: only for the plot
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred with matplotlib: only for the plot
 
     x = [r.step for r in sim.trace]
     y = [sim.optimum_us / r.best_us if r.best_us else 0.0 for r in sim.trace]
