@@ -2,41 +2,48 @@
 configurations (Kernel Tuner's simulation mode).
 
     python -m kernelcast.bench.tuning SPEC.json --out DIR [--seeds 20] [--budget 50]
-        [--strategies random_sample,genetic_algorithm,...] [--searchers analytical,none] [--json]
+        [--strategies random_sample,genetic_algorithm,...] [--searchers analytical,none,oof:COLUMN] [--json]
+    python -m kernelcast.bench.tuning --merge DIR [DIR ...] --out DIR
 
 SPEC lists the (kernel, device) pairs: ``{"pairs": [{"name": ..., "cache": CACHE.json[.gz],
-"dataset": DIR, "profile": NAME, "restrictions": [EXPR, ...]}]}``, where ``dataset`` is the cache
-imported with ``kernelcast dataset import-kt`` (its rows carry the cache's configuration keys,
-``kt_key``, and the kernel source the models analyse), ``profile`` the device profile of the pair and
-``restrictions`` the search space's restrictions as the original Kernel Tuner script states them.
+"dataset": DIR, "profile": NAME, "restrictions": [EXPR, ...], "analytical_oof": PARQUET, "oof":
+PARQUET, "analysis_cache": [DIR]}]}``, where ``dataset`` is the cache imported with ``kernelcast
+dataset import-kt`` (its rows carry the cache's configuration keys, ``kt_key``, and the kernel
+source the models analyse), ``profile`` the device profile of the pair and ``restrictions`` the
+search space's restrictions as the original Kernel Tuner script states them (both sides search the
+configurations of the cache that satisfy them).
 
 Searchers: every Kernel Tuner strategy named, through ``kernel_tuner.interface.tune_cache`` (the
-real strategies, each run seeded through numpy's and Python's global generators), and kernelcast's
-model-guided search (:func:`kernelcast.models.search.guided_search`) with the predictions of
-``analytical`` (the analytical model with the pair's profile), ``none`` (no model: the same
-search from a flat prior, i.e. Bayesian optimisation over the tune parameters) or ``oof:COLUMN``
-(a column of ``kernelcast evaluate``'s ``oof.parquet`` given as ``"oof": PATH`` in the pair, e.g.
-``tabular_us`` of an evaluation with ``--group-by gpu``: a model trained on the kernel's other
-devices). A measurement is a lookup in the cache; a failed configuration counts as one.
+real strategies, each run seeded through numpy's and Python's global generators; a strategy that
+cannot run in simulation is reported, not fatal), and kernelcast's model-guided search
+(:func:`kernelcast.models.search.guided_search`) with the predictions of ``analytical`` (the
+analytical model with the pair's profile, or the ``analytical_us`` column of ``analytical_oof``, an
+``evaluate --folds 0`` run of the same model), ``none`` (no model: the same search from a flat
+prior, i.e. Bayesian optimisation over the tune parameters) or ``oof:COLUMN`` (a column of
+``kernelcast evaluate``'s ``oof.parquet`` given as ``"oof"``, e.g. ``tabular_us`` of an evaluation
+with ``--group-by gpu``: a model trained on the kernel's other devices). A measurement is a lookup in
+the cache; a failed configuration counts as one.
 
 Per pair and searcher, over the seeds: the median number of measurements to come within 5 % and
 1 % of the cache's best (runs that never do count as more than the budget), the share of runs that
 come within 5 % in 20 measurements, and the median best found as a fraction of the optimum
 (``optimum / best``, 1 is the optimum) after 5, 10, 20 and 50 measurements; overall, the median
-over pairs. DIR/tuning.json holds every run's trace, DIR/best_so_far_<pair>.png the median
-best-so-far curves.
+over pairs and the figures pooled over every run of every pair. DIR/tuning.json holds every run's
+trace (rewritten after every searcher, so a run cut short still reports), DIR/table.txt the table,
+DIR/best_so_far_<pair>.png the median best-so-far curves. ``--merge`` joins runs made apart.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import logging
 import math
 import random
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +51,8 @@ import numpy as np
 import pandas as pd
 from kernelcast.calib.profile import load_profile
 from kernelcast.datagen.dataset import read_dataset
-from kernelcast.datagen.ktcache import read_kt_cache, record_status
-from kernelcast.models.analytical import AnalyticalModel
 from kernelcast.models.search import guided_search
+from kernelcast.models.simulate import dataset_rows, load_space, restriction_mask, space_predictions
 
 from kernelcast.errors import InputError, UsageError
 
@@ -54,34 +60,38 @@ log = logging.getLogger(__name__)
 
 BUDGETS = (5, 10, 20, 50)
 DEFAULT_STRATEGIES = ("random_sample", "genetic_algorithm", "simulated_annealing", "pso", "diff_evo",
-                      "firefly_algorithm", "greedy_ils", "mls", "basinhopping", "dual_annealing", "bayes_opt")
+                      "firefly_algorithm", "greedy_ils", "mls", "basinhopping", "dual_annealing", "bayes_opt",
+                      "greedy_mls", "ordered_greedy_mls", "minimize", "brute_force")
 DEFAULT_SEARCHERS = ("analytical", "none")
 TOLERANCES = (0.05, 0.01)
 
 
 class Space:
-    """The configurations of one cache: tune parameters, measured time (us; NaN: failed) and the key
-    of each."""
+    """The configurations of one cache that the pair's restrictions keep (:class:`models.simulate.SimSpace`),
+    and the cache as Kernel Tuner reads it (uncompressed: a ``.json.gz`` is unpacked into ``work``)."""
 
-    def __init__(self, cache_path: str) -> None:
-        cache = read_kt_cache(cache_path)
+    def __init__(self, cache_path: str, restrictions: Sequence[str] = (), work: Path | None = None) -> None:
+        full = load_space(cache_path)
+        self.full = len(full.keys)
+        sim = full.subset(restriction_mask(full.params, restrictions)) if restrictions else full
+        if not np.isfinite(sim.time_us).any():
+            raise InputError(f"{cache_path}: the restrictions leave no measured configuration")
+        self.sim = sim
         self.path = cache_path
-        self.device = cache.device_name
-        self.keys_order = list(cache.tune_params_keys)
-        keys, params, times = [], [], []
-        for key, rec in cache.records:
-            keys.append(str(key))
-            params.append({k: rec[k] for k in self.keys_order})
-            status, _ = record_status(rec)
-            t = rec.get("time")
-            times.append(float(t) * 1e3 if status == "ok" and isinstance(t, (int, float)) else float("nan"))
-        self.keys = keys
-        self.index = {k: i for i, k in enumerate(keys)}
-        self.params = pd.DataFrame(params, columns=self.keys_order)
-        self.time_us = np.asarray(times, dtype=np.float64)
-        if not np.isfinite(self.time_us).any():
-            raise InputError(f"{cache_path}: no configuration of the cache was measured")
-        self.optimum = float(np.nanmin(self.time_us))
+        if cache_path.endswith(".gz"):
+            work = work or Path(cache_path).parent
+            work.mkdir(parents=True, exist_ok=True)
+            plain = work / Path(cache_path).name[:-3]
+            if not plain.is_file():
+                plain.write_bytes(gzip.decompress(Path(cache_path).read_bytes()))
+            self.path = str(plain)
+        self.device = sim.device
+        self.keys_order = sim.names
+        self.keys = sim.keys
+        self.index = {k: i for i, k in enumerate(self.keys)}
+        self.params = sim.params
+        self.time_us = sim.time_us
+        self.optimum = sim.optimum
 
     def key_of(self, params: dict[str, Any]) -> str | None:
         """The cache key of a configuration given as tune parameter values (Kernel Tuner's key)."""
@@ -89,30 +99,53 @@ class Space:
         return k if k in self.index else None
 
 
+def _oof_by_key(path: str, col: str, device: str | None) -> dict[str, float]:
+    """``row_key -> prediction`` of an ``evaluate`` run's oof.parquet; an evaluation of several
+    datasets prefixes each row's key with its dataset's position (``3:``): its rows of ``device``
+    are taken, the prefix dropped."""
+    oof = pd.read_parquet(path)
+    if col not in oof.columns:
+        raise InputError(f"{path}: no column {col!r}")
+    keys = oof["row_key"].astype(str)
+    if device is not None and "device" in oof.columns and oof["device"].nunique() > 1:
+        sel = oof["device"].astype(str) == device
+        if not sel.any():
+            raise InputError(f"{path}: no row of device {device!r}")
+        oof, keys = oof[sel], keys[sel].str.replace(r"^\d+:", "", regex=True)
+    return dict(zip(keys, oof[col].astype(float)))
+
+
 def predictions(pair: dict[str, Any], space: Space, searcher: str) -> np.ndarray:
-    """The predicted time (us) of every configuration of the space (NaN where there is none)."""
-    out = np.full(len(space.keys), np.nan)
+    """The predicted time (us) of every configuration of the space (NaN where there is none):
+    ``analytical`` from the pair's ``analytical_oof`` (an ``evaluate --folds 0`` run's oof.parquet,
+    column ``analytical_us``) where given, else the analytical model of the pair's profile on the
+    dataset's rows; ``oof:COLUMN`` from the pair's ``oof``; ``none``: a flat prior."""
     if searcher == "none":
         return np.ones(len(space.keys))
+    if not pair.get("dataset"):
+        raise InputError(f"pair {pair['name']}: searcher {searcher} needs the pair's dataset")
     frame = read_dataset(pair["dataset"])
     if "kt_key" not in frame.columns:
         raise InputError(f"{pair['dataset']}: not a dataset imported from a Kernel Tuner cache (no kt_key column)")
+    device = str(frame["device"].iloc[0]) if "device" in frame.columns and len(frame) else None
+    if searcher == "analytical" and not pair.get("analytical_oof"):
+        rows = dataset_rows(pair["dataset"])
+        return space_predictions(space.sim, load_profile(pair["profile"]), frame=rows,
+                                 analysis_dirs=tuple(pair.get("analysis_cache") or ()))
     if searcher == "analytical":
-        model = AnalyticalModel(load_profile(pair["profile"]))
-        pred = np.asarray(model.predict(frame).time_us, dtype=np.float64)
+        by_key = _oof_by_key(pair["analytical_oof"], "analytical_us", device)
     elif searcher.startswith("oof:"):
-        oof = pd.read_parquet(pair["oof"])
-        col = searcher[4:]
-        if col not in oof.columns:
-            raise InputError(f"{pair['oof']}: no column {col!r}")
-        by_key = dict(zip(oof["row_key"].astype(str), oof[col]))
-        pred = np.array([by_key.get(str(k), np.nan) for k in frame["row_key"]], dtype=np.float64)
+        if not pair.get("oof"):
+            raise InputError(f"pair {pair['name']}: searcher {searcher} needs the pair's oof")
+        by_key = _oof_by_key(pair["oof"], searcher[4:], device)
     else:
         raise UsageError(f"unknown searcher {searcher!r} (analytical, none or oof:COLUMN)")
-    for k, p in zip(frame["kt_key"].astype(str), pred):
+    pred = np.array([by_key.get(str(k), np.nan) for k in frame["row_key"]], dtype=np.float64)
+    out = np.full(len(space.keys), np.nan)
+    for k, v in zip(frame["kt_key"].astype(str), pred):
         i = space.index.get(k)
         if i is not None:
-            out[i] = p
+            out[i] = v
     return out
 
 
@@ -174,14 +207,22 @@ def summarize(runs: list[dict[str, Any]], budget: int) -> dict[str, Any]:
 
 
 def run_pair(pair: dict[str, Any], strategies: Sequence[str], searchers: Sequence[str], seeds: int,
-             budget: int, say: Any) -> dict[str, Any]:
-    space = Space(pair["cache"])
+             budget: int, say: Any, work: Path | None = None,
+             checkpoint: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Every searcher and strategy on one pair; ``checkpoint(partial)`` after each (the figures so far)."""
+    space = Space(pair["cache"], pair.get("restrictions") or (), work)
     out: dict[str, Any] = {"name": pair["name"], "cache": pair["cache"], "device": space.device,
-                           "configurations": len(space.keys), "measured": int(np.isfinite(space.time_us).sum()),
-                           "optimum_us": space.optimum, "searchers": {}}
+                           "configurations": space.full, "searched": len(space.keys),
+                           "measured": int(np.isfinite(space.time_us).sum()), "optimum_us": space.optimum,
+                           "restrictions": list(pair.get("restrictions") or ()), "searchers": {}, "failed": {}}
     for s in searchers:
         t0 = time.perf_counter()
-        pred = predictions(pair, space, s)
+        try:
+            pred = predictions(pair, space, s)
+        except (InputError, OSError, KeyError, ValueError) as e:
+            out["failed"][f"kernelcast:{s}"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            say(f"{pair['name']}: kernelcast:{s} could not run: {out['failed'][f'kernelcast:{s}']}")
+            continue
         ok = np.isfinite(pred) & np.isfinite(space.time_us)
         rho = float(pd.Series(pred[ok]).rank().corr(pd.Series(space.time_us[ok]).rank())) if ok.sum() > 2 else None
         runs = [trace_stats(run_guided(space, pred, budget, seed), space.optimum) for seed in range(seeds)]
@@ -189,13 +230,22 @@ def run_pair(pair: dict[str, Any], strategies: Sequence[str], searchers: Sequenc
                                                "predicted": int(np.isfinite(pred).sum()), "traces": runs,
                                                "seconds": time.perf_counter() - t0}
         say(f"{pair['name']}: kernelcast:{s} done in {time.perf_counter() - t0:.1f} s")
+        if checkpoint is not None:
+            checkpoint(out)
     for st in strategies:
         t0 = time.perf_counter()
-        runs = [trace_stats(run_strategy(space, st, budget, seed, pair.get("restrictions")), space.optimum)
-                for seed in range(seeds)]
+        try:
+            runs = [trace_stats(run_strategy(space, st, budget, seed, pair.get("restrictions")), space.optimum)
+                    for seed in range(seeds)]
+        except Exception as e:  # noqa: BLE001 - a strategy Kernel Tuner cannot run in simulation is reported
+            out["failed"][f"kt:{st}"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            say(f"{pair['name']}: kt:{st} could not run: {out['failed'][f'kt:{st}']}")
+            continue
         out["searchers"][f"kt:{st}"] = {**summarize(runs, budget), "traces": runs,
                                         "seconds": time.perf_counter() - t0}
         say(f"{pair['name']}: kt:{st} done in {time.perf_counter() - t0:.1f} s")
+        if checkpoint is not None:
+            checkpoint(out)
     return out
 
 
@@ -210,6 +260,16 @@ def overall(pairs: list[dict[str, Any]]) -> dict[str, Any]:
                 vals = [e[key] if e[key] is not None else math.inf for e in entries]
                 med = float(np.median(vals))
                 figs[key] = med if math.isfinite(med) else None
+        # pooled over every run of every pair (the pairs x seeds): the targets' figures
+        runs = [r for e in entries for r in e.get("traces", [])]
+        if runs:
+            for tol in TOLERANCES:
+                key = f"reach_{round(tol * 100)}"
+                med = float(np.median([r[key] if r[key] is not None else math.inf for r in runs]))
+                figs[f"pooled_{key}"] = med if math.isfinite(med) else None
+            figs["pooled_within5_in_20_pct"] = 100.0 * float(np.mean([r["reach_5"] is not None and r["reach_5"] <= 20
+                                                                      for r in runs]))
+        figs["pairs"] = len(entries)
         out[s] = figs
     kt = {s: v for s, v in out.items() if s.startswith("kt:") and v.get("median_reach_5") is not None}
     if kt:
@@ -226,11 +286,21 @@ def format_table(result: dict[str, Any]) -> str:
              + " ".join(f"{'@' + str(b):>6}" for b in BUDGETS)]
     for p in result["pairs"] + [{"name": "median over pairs", "searchers": result["overall"]}]:
         for s, v in sorted(p["searchers"].items()):
-            if not isinstance(v, dict) or "median_reach_5" not in v:
+            if not isinstance(v, dict) or "median_reach_1" not in v:
                 continue
             lines.append(f"{p['name'][:28]:<28} {s[:30]:<30} {f(v['median_reach_5']):>6} {f(v['median_reach_1']):>6} "
                          f"{f(v.get('within5_in_20_pct')):>7}% "
                          + " ".join(f"{f(v.get(f'median_frac_{b}'), '.3f'):>6}" for b in BUDGETS))
+    pooled = {s: v for s, v in result["overall"].items() if isinstance(v, dict) and "pooled_reach_5" in v}
+    if pooled:
+        lines.append(f"\n{'pooled over pairs x seeds':<28} {'searcher':<30} {'to 5%':>6} {'to 1%':>6} "
+                     f"{'5% in 20':>8} pairs")
+        for s, v in sorted(pooled.items()):
+            lines.append(f"{'':<29} {s[:30]:<30} {f(v['pooled_reach_5']):>6} {f(v['pooled_reach_1']):>6} "
+                         f"{f(v['pooled_within5_in_20_pct']):>7}% {v['pairs']:>5}")
+    for p in result["pairs"]:
+        for s, why in sorted(p.get("failed", {}).items()):
+            lines.append(f"{p['name']}: {s} did not run: {why}")
     return "\n".join(lines)
 
 
@@ -285,9 +355,40 @@ def read_spec(path: str) -> list[dict[str, Any]]:
     return pairs
 
 
+def merge_results(dirs: Sequence[str]) -> dict[str, Any]:
+    """The results of several runs (each DIR/tuning.json) as one: the pairs by name, each pair's
+    searchers from the first run that has them. :class:`InputError` for a run that cannot be read or
+    runs with different budgets."""
+    runs = []
+    for d in dirs:
+        try:
+            runs.append(json.loads((Path(d) / "tuning.json").read_text()))
+        except (OSError, ValueError) as e:
+            raise InputError(f"{d}: cannot read tuning.json: {e}") from None
+    if len({r["budget"] for r in runs}) > 1:
+        raise InputError(f"the runs have different budgets: {sorted({r['budget'] for r in runs})}")
+    pairs: dict[str, dict[str, Any]] = {}
+    for r in runs:
+        for p in r["pairs"]:
+            q = pairs.setdefault(p["name"], {**p, "searchers": {}, "failed": {}})
+            for k, v in p["searchers"].items():
+                q["searchers"].setdefault(k, v)
+            for k, v in p.get("failed", {}).items():
+                q["failed"].setdefault(k, v)
+    out = {"kernel_tuner": runs[0]["kernel_tuner"], "budget": runs[0]["budget"], "merged_from": list(dirs),
+           "seeds": sorted({r["seeds"] for r in runs}),
+           "strategies": sorted({s for r in runs for s in r["strategies"]}),
+           "searchers": sorted({s for r in runs for s in r["searchers"]}), "pairs": list(pairs.values()),
+           "complete": all(r.get("complete", True) for r in runs)}
+    out["overall"] = overall(out["pairs"])
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m kernelcast.bench.tuning", description=__doc__.splitlines()[0])
-    ap.add_argument("spec", help="benchmark spec (JSON): the pairs")
+    ap.add_argument("spec", nargs="?", help="benchmark spec (JSON): the pairs")
+    ap.add_argument("--merge", nargs="+", metavar="DIR",
+                    help="instead of running: merge the results of earlier runs (their --out) into --out")
     ap.add_argument("--out", required=True, help="directory for tuning.json and the plots")
     ap.add_argument("--seeds", type=int, default=20, help="runs per searcher and pair (20)")
     ap.add_argument("--budget", type=int, default=50, help="measurements per run (50)")
@@ -298,7 +399,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = ap.parse_args(argv)
+    if args.merge:
+        try:
+            if args.spec:
+                raise UsageError("give a spec or --merge, not both")
+            merged = merge_results(args.merge)
+        except InputError as e:
+            print(f"bench.tuning: {e}", file=sys.stderr)
+            return 2
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        merged["plots"] = plot(merged, out)
+        (out / "tuning.json").write_text(json.dumps(merged, indent=1))
+        (out / "table.txt").write_text(format_table(merged) + "\n")
+        print(json.dumps(merged["overall"], indent=1) if args.json else format_table(merged))
+        return 0
     try:
+        if not args.spec:
+            raise UsageError("give a spec (or --merge DIR ...)")
         if args.seeds < 1 or args.budget < 1:
             raise UsageError("--seeds and --budget must be at least 1")
         pairs = [p for p in read_spec(args.spec) if not args.only or args.only in p["name"]]
@@ -323,13 +441,25 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     result: dict[str, Any] = {"kernel_tuner": kernel_tuner.__version__, "strategies": strategies,
-                              "searchers": searchers, "seeds": args.seeds, "budget": args.budget,
-                              "pairs": [run_pair(p, strategies, searchers, args.seeds, args.budget, say)
-                                        for p in pairs]}
-    result["overall"] = overall(result["pairs"])
+                              "searchers": searchers, "seeds": args.seeds, "budget": args.budget, "pairs": []}
+
+    def write(done: list[dict[str, Any]], complete: bool) -> None:
+        result["pairs"] = done
+        result["complete"] = complete
+        result["overall"] = overall([p for p in done if p["searchers"]]) if any(p["searchers"] for p in done) else {}
+        result["seconds"] = time.perf_counter() - t0
+        tmp = out / "tuning.json.part"
+        tmp.write_text(json.dumps(result, indent=1))
+        tmp.replace(out / "tuning.json")
+        (out / "table.txt").write_text(format_table(result) + "\n")
+
+    done: list[dict[str, Any]] = []
+    for p in pairs:
+        done.append(run_pair(p, strategies, searchers, args.seeds, args.budget, say, out / "kt-caches",
+                             checkpoint=lambda partial: write(done + [partial], False)))
+        write(done, False)
     result["plots"] = plot(result, out)
-    result["seconds"] = time.perf_counter() - t0
-    (out / "tuning.json").write_text(json.dumps(result, indent=1))
+    write(done, True)
     summary = {k: v for k, v in result.items() if k != "pairs"}
     summary["pairs"] = [{k: (v if k != "searchers" else {s: {kk: vv for kk, vv in x.items() if kk != "traces"}
                                                          for s, x in v.items()})

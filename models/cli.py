@@ -388,6 +388,15 @@ def _check_kt_format(args: argparse.Namespace) -> Path | None:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
+    if args.simulate:
+        return cmd_tune_simulate(args)
+    sim_only = [f for f, v in (("--budget", args.budget), ("--seed", args.seed), ("--restrictions", args.restrictions),
+                               ("--dataset", args.dataset), ("--trace", args.trace), ("--plot", args.plot),
+                               ("--analysis-cache", args.analysis_cache), ("--no-settle", args.no_settle)) if v]
+    if sim_only:
+        raise UsageError(f"{sim_only[0]} goes with --simulate")
+    if not args.kernel or not args.gsize:
+        raise UsageError("tune needs --kernel and --gsize (or --simulate CACHE)")
     n = parse_size(args.gsize, "--gsize")
     opts = args.build_options or ""
     used = launch_macros_used(args.kernel, opts)
@@ -453,6 +462,140 @@ def cmd_tune(args: argparse.Namespace) -> int:
                    top=args.top, shots=shots, measure_top=args.measure_top or 0, measure_rounds=args.measure_rounds)
     measured = None if res.measured is None else {"device": measure.device_name, **res.measured}
     _print_tune(args, kernel, profile, n, res, measured, ms, tab, kt_out)
+    return 0
+
+
+def _read_restrictions(values: list[str], source: str) -> list[str]:
+    """``--restrictions``: expressions, or a JSON file holding a list of them, ``{"restrictions":
+    [...]}``, or a benchmark spec (``{"pairs": [...]}``: the restrictions of the pair whose cache or
+    dataset is the ``--simulate`` source)."""
+    out: list[str] = []
+    for v in values:
+        if not v.endswith(".json"):
+            out.append(v)
+            continue
+        try:
+            doc = json.loads(Path(v).read_text())
+        except (OSError, ValueError) as e:
+            raise InputError(f"--restrictions {v}: cannot read it as JSON: {e}") from None
+        if isinstance(doc, dict) and isinstance(doc.get("pairs"), list):
+            src = Path(source).resolve()
+            base = Path(v).parent
+            match = [pr for pr in doc["pairs"] if isinstance(pr, dict) and any(
+                isinstance(pr.get(k), str) and (base / pr[k]).resolve() == src for k in ("cache", "dataset"))]
+            if not match:
+                raise UsageError(f"--restrictions {v}: no pair of the spec has the cache or dataset {source}")
+            doc = match[0].get("restrictions") or []
+        elif isinstance(doc, dict):
+            doc = doc.get("restrictions")
+        if not isinstance(doc, list) or not all(isinstance(x, str) for x in doc):
+            raise UsageError(f"--restrictions {v}: expected a list of expression strings")
+        out.extend(doc)
+    return out
+
+
+def _simulation_model(args: argparse.Namespace) -> tuple[Any, Any, str]:
+    """The model a simulated search ranks with, chosen here only: a saved tabular model (``--model``)
+    or the analytical model of ``--profile``; none (the search runs on its measurements alone)
+    without either. Returns (profile, tabular model, label)."""
+    tab = _load_tune_model(args.model) if args.model else None
+    if tab is not None:
+        return tab.profile, tab, f"tabular {args.model}"
+    if args.profile:
+        profile = resolve_profile(args.profile, None, on_calibrate=None)
+        return profile, None, f"analytical ({profile.device.name})"
+    return None, None, ""
+
+
+def cmd_tune_simulate(args: argparse.Namespace) -> int:
+    """``tune --simulate CACHE``: the guided search replayed on a cache, a lookup per measurement."""
+    from kernelcast.models.simulate import (  # deferred: only this mode reads caches
+        dataset_rows,
+        load_space,
+        plot_simulation,
+        restriction_mask,
+        simulate,
+        space_predictions,
+    )
+
+    if args.kernel or args.gsize or args.measure_top or args.measured or args.power_caps or args.format != "table":
+        raise UsageError("--simulate takes no kernel, problem, measurements or output format: the cache is the "
+                         "search space (--dataset, --profile or --model give the model its rows)")
+    budget = args.budget or 20
+    for opt, path in (("--trace", args.trace), ("--plot", args.plot)):
+        if path and not Path(path).resolve().parent.is_dir():
+            raise UsageError(f"{opt} {path}: no such directory {Path(path).parent}")
+    if args.plot and not args.plot.endswith(".png"):
+        raise UsageError(f"--plot {args.plot}: expected a .png file")
+    if args.dataset and not Path(args.dataset).is_dir():
+        raise UsageError(f"--dataset {args.dataset}: no such dataset directory")
+    for d in args.analysis_cache:
+        if not Path(d).is_dir():
+            raise UsageError(f"--analysis-cache {d}: no such directory")
+    restrictions = _read_restrictions(args.restrictions, args.simulate)
+    space = load_space(args.simulate)
+    full = len(space.keys)
+    mask = restriction_mask(space.params, restrictions)
+    space = space.subset(mask)
+    if not np.isfinite(space.time_us).any():
+        raise UsageError(f"the restrictions leave {len(space.keys)} of {full} configurations and none measured: "
+                         f"nothing to search")
+    profile, tab, label = _simulation_model(args)
+    rows_from = args.dataset or (args.simulate if space.kind == "dataset" else None)
+    if profile is not None and rows_from is None:
+        raise UsageError("a Kernel Tuner cache has no kernel source for the model: give --dataset (the cache "
+                         "imported with 'kernelcast dataset import-kt'), or no --profile/--model to search "
+                         "without a model")
+    pred = np.ones(len(space.keys))
+    if profile is not None and rows_from is not None:
+        own = Path(rows_from) / "analysis"
+        dirs = list(args.analysis_cache) + ([str(own)] if own.is_dir() else [])
+        pred = space_predictions(space, profile, tab, frame=dataset_rows(rows_from), analysis_dirs=dirs)
+        if not np.isfinite(pred).any():
+            raise InputError(f"{rows_from}: the model predicted none of the cache's configurations (do the "
+                             f"dataset's kt_key values match the cache?)")
+    if not args.json:
+        print(f"{space.source}: {len(space.keys)} configurations" + (f" ({full} before the restrictions)"
+                                                                    if len(space.keys) < full else "")
+              + f", device {space.device or '?'}; model {label or 'none (the measurements alone)'}; budget "
+              f"{budget}, seed {args.seed or 0}")
+        head = f"{'#':>3} {'pick':<5} {'measured us':>12} {'predicted us':>13} {'error %':>8} {'best us':>11}  config"
+        print(head)
+
+    def show(r: Any) -> None:
+        if args.json:
+            return
+        cfg = ",".join(f"{k}={v}" for k, v in r.config.items())
+        m = "failed" if r.measured_us is None else f"{r.measured_us:.4g}"
+        e = "" if r.error_pct is None else f"{r.error_pct:+.0f}"
+        b = "" if r.best_us is None else f"{r.best_us:.4g}"
+        pr = f"{r.predicted_us:.4g}" if np.isfinite(r.predicted_us) else "-"
+        print(f"{r.step:>3} {r.pick:<5} {m:>12} {pr:>13} {e:>8} {b:>11}  {cfg}")
+
+    sim = simulate(space, pred, budget, seed=args.seed or 0, settle=not args.no_settle, restrictions=restrictions,
+                   model=label, on_row=show)
+    doc = sim.to_dict()
+    if args.trace:
+        Path(args.trace).write_text(to_json(doc) + "\n")
+    if args.plot:
+        plot_simulation(sim, args.plot)
+    if args.json:
+        print(to_json(doc))
+        return 0
+    choice = sim.choice
+    print(f"\nstopped: {sim.stopped} after {len(sim.trace)} measurements")
+    if choice is None:
+        print("no configuration measured successfully")
+    else:
+        print(f"choice: {','.join(f'{k}={v}' for k, v in choice['config'].items())}: {choice['measured_us']:.4g} us "
+              f"(measurement {choice['step']})")
+    print(f"cache's best: {','.join(f'{k}={v}' for k, v in sim.optimum_config.items())}: {sim.optimum_us:.4g} us")
+    to5, to1 = sim.measurements_to(0.05), sim.measurements_to(0.01)
+    print(f"fraction of the optimum: {sim.fraction_of_optimum:.3f} (optimum / choice); within 5 % after "
+          f"{to5 if to5 else 'not within the budget'}, within 1 % after {to1 if to1 else 'not within the budget'}")
+    for what, path in (("trace", args.trace), ("plot", args.plot)):
+        if path:
+            print(f"{what} written to {path}")
     return 0
 
 
@@ -641,11 +784,31 @@ def add_parsers(sub: Any) -> None:
                                    "time/energy Pareto set; --measure-top K measures the best K one at a time, "
                                    "corrects the rest by the measurements, measures the K again in interleaved "
                                    "rounds, and compares the ranks.")
-    add_kernel_file(p)
+    add_kernel_file(p, required=False)
     p.add_argument("--name", help=NAME_HELP)
-    p.add_argument("--gsize", required=True, help=GSIZE_HELP + " (the problem; padded up per local size)")
+    p.add_argument("--gsize", help=GSIZE_HELP + " (the problem; padded up per local size; required without --simulate)")
     p.add_argument("--arg", action="append", default=[], metavar="SPEC",
                    help="bind one argument, as in predict (repeatable)")
+    p.add_argument("--simulate", metavar="CACHE",
+                   help="replay the model-guided search on a Kernel Tuner cache (.json, .json.gz), a T4 file or a "
+                        "dataset imported from one: each measurement is a lookup; prints the trace and the choice "
+                        "against the cache's best")
+    p.add_argument("--budget", type=positive_int, metavar="N", help="with --simulate: at most N measurements (20)")
+    p.add_argument("--seed", type=int, help="with --simulate: the seed of ties and space-filling picks (0)")
+    p.add_argument("--restrictions", action="append", default=[], metavar="EXPR",
+                   help="with --simulate: a Kernel Tuner-style restriction over the tune parameters, e.g. "
+                        "'block_size_x*block_size_y<=1024' (repeatable), or a JSON file: a list of them or a "
+                        "tuning benchmark spec (the pair of this cache)")
+    p.add_argument("--dataset", metavar="DIR", help="with --simulate CACHE: the cache imported with 'kernelcast "
+                                                    "dataset import-kt', the rows the model predicts")
+    p.add_argument("--analysis-cache", action="append", default=[], metavar="DIR",
+                   help="a cache of the shared static analyses of imported rows (kernelcast analyze --cache; "
+                        "each dataset's own DATASET/analysis is read too; with --simulate); repeatable")
+    p.add_argument("--no-settle", action="store_true",
+                   help="with --simulate: spend the whole budget (default: stop when no unmeasured configuration "
+                        "is likely to beat the best)")
+    p.add_argument("--trace", metavar="OUT.json", help="with --simulate: write the trace as JSON")
+    p.add_argument("--plot", metavar="OUT.png", help="with --simulate: plot the best found against measurements")
     p.add_argument("--shapes", action="store_true", help="every 2D/3D block shape, not one per size")
     p.add_argument("--power-caps", metavar="LO:HI:STEP", help="power caps in W, e.g. 100:250:25")
     p.add_argument("--clocks", metavar="LO:HI:STEP",

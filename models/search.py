@@ -4,18 +4,25 @@ The model predicts every configuration before anything runs. The search measures
 predicted fastest, then corrects the model for this kernel with what it measured and picks the next
 one, until a budget is spent or no unmeasured configuration can still beat the best measured one.
 
-The correction works on ``log2`` times. Its mean is the model's prediction plus an offset (the mean
-residual ``log2(measured / predicted)`` of the measurements so far) plus a Gaussian process over
-the residuals, whose inputs are the configuration's tune parameters (each scaled to [0, 1], on a
-log2 scale where the values span a factor of 4 or more) and the model's own ``log2`` prediction: a
-parameter the model gets wrong moves the predictions of the configurations that share it. The GP's
-length scale is chosen by marginal likelihood among a few values after every measurement, its
-variance from the residuals' spread (at least ``min_var``: the model is never trusted to better than
-about ``2**sqrt(min_var)`` in shape). The next configuration is the one with the largest expected
-improvement over the best measured time under that posterior; a configuration whose measurement
-failed is measured once and never again. The search stops early (``settle``) when no unmeasured
-configuration has an expected improvement above ``settle_ei`` (in log2 units): its posterior says
-none is likely to beat the best.
+The correction works on ``log2`` times. Its mean is the model's prediction times a trust slope (the
+slope of the measured on the predicted ``log2`` times, held near 1 by a few pseudo-measurements and
+clipped to [0, 1]: a model the measurements contradict fades to a flat prior) plus an offset (the
+mean residual) plus a Gaussian process over the residuals, whose inputs are the configuration's tune
+parameters (each scaled to [0, 1], on a log2 scale where the values span a factor of 4 or more) and
+the model's own ``log2`` prediction: a parameter the model gets wrong moves the predictions of the
+configurations that share it. The GP's length scale is chosen by marginal likelihood among a few
+values after every measurement, its variance from the residuals' spread (at least ``min_var``: the
+model is never trusted to better than about ``2**sqrt(min_var)`` in shape).
+
+The picks: the model's best first (without a model, a random configuration), then
+:data:`INITIAL_FILL` space-filling picks (the unmeasured configuration farthest from the measured
+ones), then the steps of :data:`CYCLE` in turn: the largest expected improvement over the best
+measured time under the posterior, the largest within the trust region around the best measured
+configuration (:data:`LOCAL_RADIUS`), or a space-filling pick, so a model whose ranking is poor
+still leaves the search covering the space. A configuration whose measurement failed is measured
+once and never again. The search stops early (``settle``) when no unmeasured configuration has an
+expected improvement above ``settle_ei`` (in log2 units): its posterior says none is likely to beat
+the best.
 
 Where the model has no prediction for a configuration (its analysis failed), the prior mean there
 is the median prediction, so the GP and the measurements decide.
@@ -54,6 +61,7 @@ class SearchStep:
     predicted_us: float         # the corrected prediction when it was chosen
     best_us: float              # the best measured time so far (NaN while none succeeded)
     expected_improvement: float  # in log2 units (inf for the first, the model's pick)
+    pick: str = "ei"            # model (the model's best) | ei | local (trust region) | fill (space-filling)
 
 
 @dataclass
@@ -105,34 +113,42 @@ class _Posterior:
     length_scale: float = field(default=float("nan"))
 
 
+def _nll(xs: np.ndarray, d: np.ndarray, var: float, noise: float) -> tuple[float, np.ndarray, np.ndarray] | None:
+    """The negative log marginal likelihood of the residuals ``d`` at the scaled inputs ``xs`` (inputs
+    divided by their length scales), with the Cholesky factor and the weights; None where singular."""
+    k = var * np.exp(-0.5 * _sqdist(xs, xs)) + noise * np.eye(len(xs))
+    try:
+        chol = np.linalg.cholesky(k)
+    except np.linalg.LinAlgError:
+        return None
+    alpha = np.linalg.solve(chol.T, np.linalg.solve(chol, d))
+    return 0.5 * float(d @ alpha) + float(np.log(np.diag(chol)).sum()), chol, alpha
+
+
 def _posterior(x: np.ndarray, prior: np.ndarray, idx: np.ndarray, z: np.ndarray, *, min_var: float,
                noise: float) -> _Posterior:
     """The GP posterior of log2 time over every configuration from the successful measurements
-    ``z`` (log2 us) of the configurations ``idx``."""
+    ``z`` (log2 us) of the configurations ``idx``, its length scale the most likely of
+    :data:`LENGTH_SCALES`."""
     r = z - prior[idx]
     off = float(np.mean(r))
     d = r - off
     var = max(float(np.var(r)) if len(r) >= 3 else PRIOR_VAR, min_var)
     xm = x[idx]
-    best: tuple[float, float, np.ndarray, np.ndarray] | None = None
+    best: tuple[float, np.ndarray, np.ndarray, np.ndarray] | None = None
     for ls in LENGTH_SCALES:
-        k = var * np.exp(-0.5 * _sqdist(xm, xm) / ls ** 2) + noise * np.eye(len(idx))
-        try:
-            chol = np.linalg.cholesky(k)
-        except np.linalg.LinAlgError:
-            continue
-        alpha = np.linalg.solve(chol.T, np.linalg.solve(chol, d))
-        nll = 0.5 * float(d @ alpha) + float(np.log(np.diag(chol)).sum())
-        if best is None or nll < best[0]:
-            best = (nll, ls, chol, alpha)
+        ell = np.full(x.shape[1], ls)
+        got = _nll(xm / ell, d, var, noise)
+        if got is not None and (best is None or got[0] < best[0]):
+            best = (got[0], ell, got[1], got[2])
     if best is None:
         return _Posterior(prior + off, np.full(len(prior), math.sqrt(var)))
-    _, ls, chol, alpha = best
-    ks = var * np.exp(-0.5 * _sqdist(x, xm) / ls ** 2)
+    _, ell, chol, alpha = best
+    ks = var * np.exp(-0.5 * _sqdist(x / ell, xm / ell))
     mean = prior + off + ks @ alpha
     v = np.linalg.solve(chol, ks.T)
     sd = np.sqrt(np.maximum(var - (v * v).sum(0), 1e-12))
-    return _Posterior(mean, sd, ls)
+    return _Posterior(mean, sd, float(np.exp(np.mean(np.log(ell)))))
 
 
 def _expected_improvement(best: float, mean: np.ndarray, sd: np.ndarray) -> np.ndarray:
@@ -140,13 +156,55 @@ def _expected_improvement(best: float, mean: np.ndarray, sd: np.ndarray) -> np.n
     return (best - mean) * ndtr(u) + sd * np.exp(-0.5 * u * u) / math.sqrt(2.0 * math.pi)
 
 
+def _trust(prior: np.ndarray, idx: np.ndarray, z: np.ndarray, model: bool) -> float:
+    """How far the measurements follow the model: the slope of the measured ``log2`` times on the
+    predicted ones, shrunk toward 1 by :data:`TRUST_PRIOR_N` pseudo-measurements and clipped to
+    [0, 1]. 0 (no model, or one the measurements contradict): the prior mean is flat."""
+    if not model:
+        return 0.0
+    p = prior[idx]
+    pc, zc = p - p.mean(), z - z.mean()
+    sxx = float(pc @ pc)
+    slope = (float(pc @ zc) + TRUST_PRIOR_N * TRUST_PRIOR_VAR) / (sxx + TRUST_PRIOR_N * TRUST_PRIOR_VAR)
+    return float(min(max(slope, 0.0), 1.0))
+
+
+def _space_filling(x: np.ndarray, measured: np.ndarray, idx: list[int], rng: np.random.Generator) -> int:
+    """The unmeasured configuration farthest from every measured one (among at most
+    :data:`FILL_CANDIDATES` drawn at random); a random one without inputs."""
+    free = np.flatnonzero(~measured)
+    if len(free) > FILL_CANDIDATES:
+        free = rng.choice(free, FILL_CANDIDATES, replace=False)
+    if not idx or x.shape[1] == 0:
+        return int(rng.choice(free))
+    d = _sqdist(x[free], x[np.asarray(idx)]).min(axis=1)
+    return int(free[int(np.argmax(d + rng.random(len(free)) * 1e-9))])
+
+
+#: pseudo-measurements that hold the model's slope near 1 until the measurements say otherwise
+TRUST_PRIOR_N = 4.0
+#: the spread (log2 variance) of a pseudo-measurement's prediction
+TRUST_PRIOR_VAR = 1.0
+#: space-filling picks after the model's own first pick, before the GP steers
+INITIAL_FILL = 3
+#: the steps of the cycle after the start: expected improvement over the space (ei), expected
+#: improvement in the trust region around the best measured configuration (local), a space-filling pick
+CYCLE = ("ei", "local", "ei", "ei", "fill")
+#: the trust region: the configurations within this distance (encoded inputs) of the best measured
+LOCAL_RADIUS = 0.35
+#: at most this many unmeasured configurations compete for a space-filling pick
+FILL_CANDIDATES = 2000
+
+
 def guided_search(predicted_us: Sequence[float] | np.ndarray, params: pd.DataFrame,
                   measure: Callable[[int], float], budget: int, *, seed: int = 0, settle: bool = True,
                   settle_ei: float = 0.01, min_var: float = MIN_VAR, noise: float = NOISE_VAR,
-                  on_step: Callable[[SearchStep], None] | None = None) -> SearchResult:
+                  explore: bool = True, on_step: Callable[[SearchStep], None] | None = None) -> SearchResult:
     """Search the configurations (rows of ``params``, predicted ``predicted_us``) for the fastest
     with at most ``budget`` calls of ``measure(i)`` (time in us; NaN or a non-positive value: the
-    configuration failed). ``seed`` breaks ties between equally promising configurations."""
+    configuration failed). ``seed`` breaks ties between equally promising configurations and draws
+    the candidates of space-filling picks; ``explore`` False: expected improvement alone after the
+    model's first pick (no space-filling or trust-region steps)."""
     pred = np.asarray(predicted_us, dtype=np.float64)
     n = len(pred)
     if len(params) != n:
@@ -154,11 +212,11 @@ def guided_search(predicted_us: Sequence[float] | np.ndarray, params: pd.DataFra
     if budget < 1:
         raise ValueError("the budget must be at least one measurement")
     ok = np.isfinite(pred) & (pred > 0)
+    has_model = bool(ok.any() and np.ptp(np.log2(pred[ok])) > 0)
     prior = np.full(n, float(np.median(np.log2(pred[ok]))) if ok.any() else 0.0)
     prior[ok] = np.log2(pred[ok])
     x = encode_params(params)
-    if ok.any() and np.ptp(prior) > 0:
-        x = np.column_stack([x, (prior - prior.min()) / np.ptp(prior)])
+    xg = np.column_stack([x, (prior - prior.min()) / np.ptp(prior)]) if has_model else x
     rng = np.random.default_rng(seed)
     tie = rng.random(n) * 1e-9
     measured = np.zeros(n, dtype=bool)
@@ -169,19 +227,34 @@ def guided_search(predicted_us: Sequence[float] | np.ndarray, params: pd.DataFra
     mean, ei = prior.copy(), np.full(n, np.inf)
     stopped = "budget"
     for _ in range(min(budget, n)):
+        kind = "model"
         if idx:
-            post = _posterior(x, prior, np.asarray(idx), np.asarray(z), min_var=min_var, noise=noise)
+            b = _trust(prior, np.asarray(idx), np.asarray(z), has_model)
+            base = prior * b
+            post = _posterior(xg, base, np.asarray(idx), np.asarray(z), min_var=min_var, noise=noise)
             mean = post.mean
             ei = _expected_improvement(math.log2(best_us), post.mean, post.sd)
             ei[measured] = -np.inf
             if settle and float(np.max(ei)) < settle_ei:
                 stopped = "settled"
                 break
-            i = int(np.argmax(ei + tie))
-        else:
+            kind = "ei"
+            if explore:
+                kind = "fill" if len(steps) <= INITIAL_FILL else CYCLE[(len(steps) - INITIAL_FILL - 1) % len(CYCLE)]
+            if kind == "fill":
+                i = _space_filling(x, measured, idx, rng)
+            elif kind == "local" and best_i is not None and x.shape[1]:
+                near = _sqdist(x, x[[best_i]])[:, 0] <= LOCAL_RADIUS ** 2
+                cand = np.where(near & ~measured, ei + tie, -np.inf)
+                i = int(np.argmax(cand)) if np.isfinite(cand).any() else int(np.argmax(ei + tie))
+            else:
+                i = int(np.argmax(ei + tie))
+        elif has_model or not explore:
             # nothing succeeded yet: the model's (or the prior's) best unmeasured configuration
-            cand = np.where(measured, np.inf, mean + tie)
-            i = int(np.argmin(cand))
+            i = int(np.argmin(np.where(measured, np.inf, mean + tie)))
+        else:
+            kind = "fill"
+            i = _space_filling(x, measured, idx, rng)
         t = float(measure(i))
         measured[i] = True
         if math.isfinite(t) and t > 0:
@@ -190,7 +263,7 @@ def guided_search(predicted_us: Sequence[float] | np.ndarray, params: pd.DataFra
             if not best_us <= t:
                 best_us, best_i = t, i
         step = SearchStep(i, t if math.isfinite(t) and t > 0 else float("nan"), float(2.0 ** mean[i]), best_us,
-                          float(ei[i]))
+                          float(ei[i]), kind)
         steps.append(step)
         if on_step is not None:
             on_step(step)
@@ -214,7 +287,8 @@ def frame_space(frame: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
             return pd.DataFrame([v + [1] * (width - len(v)) for v in vals],
                                 columns=[f"{col}{i}" for i in range(width)])
         params = pd.concat([dims("lsize"), dims("gsize")], axis=1)
-    t = pd.to_numeric(frame.get("time_median_us"), errors="coerce").to_numpy(dtype=np.float64)
+    times = frame["time_median_us"] if "time_median_us" in frame.columns else pd.Series(np.nan, index=frame.index)
+    t = pd.to_numeric(times, errors="coerce").to_numpy(dtype=np.float64)
     if "status" in frame.columns:
         t = np.where(frame["status"].astype(str).to_numpy() == "ok", t, np.nan)
     return params, t

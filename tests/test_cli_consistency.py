@@ -18,8 +18,9 @@ from kernelcast.options import join_dash_values
 ROOT = Path(__file__).resolve().parents[1]
 
 #: flags with one meaning everywhere: the help before its first " (" (defaults, details) is the same
-SHARED = {"--help", "--quiet", "--device", "--meter", "--kernel", "--build-options", "--timeout", "--repeats",
-          "--define", "--rounds", "--sweep-rounds", "--max-rounds", "--name", "--gsize", "--lsize"}
+SHARED = {"--help", "--quiet", "--analysis-cache", "--device", "--meter", "--kernel", "--build-options",
+          "--timeout", "--repeats", "--define", "--rounds", "--sweep-rounds", "--max-rounds", "--name", "--gsize",
+          "--lsize"}
 #: flags whose meaning is the command's own object of that kind (its output, its input data, its
 #: model, ...): one meaning, worded per command
 PER_COMMAND = {"--out", "--json", "--data", "--model", "--profile", "--configs", "--arg", "--limit", "--seed",

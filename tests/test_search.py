@@ -132,3 +132,37 @@ def test_kernel_tuner_strategy_replays_the_cache(cache_file):
     assert len(times) == 8
     assert all(math.isnan(x) or any(np.isclose(x, sp.time_us[np.isfinite(sp.time_us)])) for x in times)
     assert times == run_strategy(sp, "random_sample", 8, 3, None)     # seeded
+
+
+def test_oof_predictions_of_an_evaluation_over_several_devices(tmp_path):
+    from kernelcast.bench.tuning import _oof_by_key
+
+    path = tmp_path / "oof.parquet"
+    pd.DataFrame({"row_key": ["0:a", "0:b", "1:a", "1:b"], "device": ["kt:X", "kt:X", "kt:Y", "kt:Y"],
+                  "tabular_us": [1.0, 2.0, 3.0, 4.0]}).to_parquet(path)
+    assert _oof_by_key(str(path), "tabular_us", "kt:Y") == {"a": 3.0, "b": 4.0}      # the prefix dropped
+    with pytest.raises(Exception, match="no column"):
+        _oof_by_key(str(path), "blend_us", "kt:Y")
+
+
+def test_merged_runs_keep_each_pair_and_searcher(tmp_path):
+    from kernelcast.bench.tuning import merge_results
+
+    def run(d, name, searcher, times):
+        r = [trace_stats(times, 100.0)]
+        pair = {"name": name, "optimum_us": 100.0, "searchers": {searcher: {**summarize(r, 50), "traces": r}},
+                "failed": {}}
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "tuning.json").write_text(json.dumps({"kernel_tuner": "1.5.0", "budget": 50, "seeds": 1,
+                                                               "strategies": [], "searchers": [],
+                                                               "pairs": [pair]}))
+        return str(tmp_path / d)
+
+    a = run("a", "p", "kernelcast:none", [200.0, 104.0])
+    b = run("b", "p", "kt:random_sample", [200.0, 150.0, 101.0])
+    m = merge_results([a, b])
+    assert [p["name"] for p in m["pairs"]] == ["p"]
+    assert set(m["pairs"][0]["searchers"]) == {"kernelcast:none", "kt:random_sample"}
+    assert m["overall"]["kernelcast:none"]["median_reach_5"] == 2
+    assert m["overall"]["kt:random_sample"]["pooled_reach_5"] == 3
+    assert m["overall"]["best_kernel_tuner_strategy"]["name"] == "kt:random_sample"

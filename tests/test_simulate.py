@@ -1,0 +1,140 @@
+"""Simulated tuning (models.simulate, ``kernelcast tune --simulate``) on caches written here, with
+known optima, and Kernel Tuner-style restrictions with known answers."""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from kernelcast.bench.tuning import Space
+from kernelcast.models.simulate import load_space, restriction_mask, simulate
+
+from kernelcast.errors import InputError, UsageError
+
+from .cli_run import run_here
+
+BX = [16, 32, 64, 128, 256, 512]
+BY = [1, 2, 4, 8]
+TILE = [1, 2, 3, 4]
+
+
+def _time(bx: int, by: int, tile: int) -> float:
+    """A bowl in log2 block sizes and the tile, its minimum (50 us) at (128, 2, 3)."""
+    return 50.0 * (1.0 + 0.6 * (math.log2(bx) - 7) ** 2 + 0.8 * (math.log2(by) - 1) ** 2 + 0.5 * (tile - 3) ** 2)
+
+
+@pytest.fixture
+def cache(tmp_path):
+    """A Kernel Tuner cache (gzip) of 96 configurations; two failed."""
+    recs = {}
+    for bx, by, tile in itertools.product(BX, BY, TILE):
+        t = _time(bx, by, tile)
+        recs[f"{bx},{by},{tile}"] = {"block_size_x": bx, "block_size_y": by, "tile": tile, "time": t / 1e3,
+                                     "times": [t / 1e3] * 3}
+    recs["512,8,4"]["time"] = "RuntimeFailedConfig"
+    recs["16,1,1"]["time"] = "CompilationFailedConfig"
+    doc = {"device_name": "GPU", "kernel_name": "k", "problem_size": [4096],
+           "tune_params_keys": ["block_size_x", "block_size_y", "tile"],
+           "tune_params": {"block_size_x": BX, "block_size_y": BY, "tile": TILE}, "objective": "time", "cache": recs}
+    path = tmp_path / "cache.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    return path
+
+
+def test_load_space_reads_the_cache(cache):
+    sp = load_space(str(cache))
+    assert len(sp.keys) == 96 and sp.names == ["block_size_x", "block_size_y", "tile"]
+    assert sp.optimum == pytest.approx(50.0)
+    assert int(np.isnan(sp.time_us).sum()) == 2
+    assert sp.key_of({"block_size_x": 128, "block_size_y": 2, "tile": 3}) in sp.keys
+
+
+def test_restrictions_as_kernel_tuner_states_them():
+    p = pd.DataFrame({"block_size_x": [16, 32, 64, 256], "block_size_y": [1, 8, 16, 8], "tile": [1, 2, 1, 3]})
+    assert restriction_mask(p, ["32 <= block_size_x * block_size_y <= 1024"]).tolist() == [False, True, True, False]
+    assert restriction_mask(p, ["tile > 1 or block_size_x % 32 != 0"]).tolist() == [True, True, False, True]
+    assert restriction_mask(p, ["not (tile == 1)", "block_size_y in (8, 16)"]).tolist() == [False, True, False, True]
+    assert restriction_mask(p, ["max(block_size_x, 100) // 100 == 1"]).tolist() == [True, True, True, False]
+    assert restriction_mask(p, []).all()
+
+
+@pytest.mark.parametrize("expr, msg", [("bogus < 3", "unknown parameter 'bogus'"), ("tile >", "not an expression"),
+                                       ("__import__('os').system('true')", "not allowed"),
+                                       ("tile.real > 0", "not allowed"), ("2 ** 4096 > tile", "exponent")])
+def test_bad_restrictions(expr, msg):
+    p = pd.DataFrame({"tile": [1, 2]})
+    with pytest.raises(UsageError, match=msg):
+        restriction_mask(p, [expr])
+
+
+def test_the_search_finds_the_optimum_of_a_known_function(cache):
+    sp = load_space(str(cache))
+    for seed in range(3):
+        sim = simulate(sp, np.ones(len(sp.keys)), 30, seed=seed)      # no model: the measurements alone
+        assert sim.fraction_of_optimum == 1.0
+        assert sim.choice["config"] == {"block_size_x": 128, "block_size_y": 2, "tile": 3}
+        assert sim.measurements_to(0.0) <= 30
+    # a model right up to a factor finds it at once
+    good = np.array([_time(*map(int, k.split(","))) * 7.0 for k in sp.keys])
+    sim = simulate(sp, good, 5)
+    assert sim.trace[0].config == {"block_size_x": 128, "block_size_y": 2, "tile": 3}
+    assert sim.measurements_to(0.01) == 1 and sim.trace[0].error_pct == pytest.approx(600.0)
+
+
+def test_a_restricted_space_keeps_its_own_optimum(cache):
+    sp = load_space(str(cache))
+    sub = sp.subset(restriction_mask(sp.params, ["tile != 3"]))
+    assert len(sub.keys) == 72 and sub.optimum == pytest.approx(_time(128, 2, 2))
+    bench = Space(str(cache), ["tile != 3"], work=cache.parent / "kt")
+    assert bench.optimum == pytest.approx(_time(128, 2, 2)) and bench.path.endswith("cache.json")
+    with pytest.raises(InputError, match="no measured"):
+        Space(str(cache), ["block_size_x > 4096"])
+
+
+def test_tune_simulate_prints_the_trace_and_writes_it(cache, tmp_path):
+    trace, plot = tmp_path / "t.json", tmp_path / "t.png"
+    r = run_here("tune", "--simulate", str(cache), "--budget", "30", "--seed", "2", "--no-settle",
+                 "--restrictions", "block_size_x * block_size_y <= 1024", "--trace", str(trace), "--plot", str(plot))
+    assert r.returncode == 0, r.stderr
+    assert "84 configurations (96 before the restrictions)" in r.stdout   # 256x8, 512x4, 512x8 dropped
+    assert "choice: block_size_x=128,block_size_y=2,tile=3: 50 us" in r.stdout
+    assert "fraction of the optimum: 1.000" in r.stdout
+    doc = json.loads(trace.read_text())
+    assert doc["measurements"] == 30 and doc["fraction_of_optimum"] == 1.0 and doc["stopped"] == "budget"
+    assert doc["optimum"]["config"] == {"block_size_x": 128, "block_size_y": 2, "tile": 3}
+    bests = [s["best_us"] for s in doc["trace"] if s["best_us"] is not None]
+    assert bests == sorted(bests, reverse=True) and len({s["step"] for s in doc["trace"]}) == 30
+    assert plot.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_tune_simulate_restrictions_from_a_spec(cache, tmp_path):
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"pairs": [{"name": "k", "cache": cache.name, "restrictions": ["tile == 1"]}]}))
+    r = run_here("tune", "--simulate", str(cache), "--budget", "5", "--restrictions", str(spec), "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["restrictions"] == ["tile == 1"] and doc["configurations"] == 24
+    assert all(s["config"]["tile"] == 1 for s in doc["trace"])
+
+
+@pytest.mark.parametrize("args, msg", [
+    (["--simulate", "{tmp}/missing.json"], "no such cache file"),
+    (["--simulate", "{cache}", "--budget", "0"], "--budget"),
+    (["--simulate", "{cache}", "--restrictions", "block_size_x > 100000"], "leave 0 of 96"),
+    (["--simulate", "{cache}", "--restrictions", "blocksize < 3"], "unknown parameter 'blocksize'"),
+    (["--simulate", "{cache}", "--profile", "a100-pcie"], "--dataset"),
+    (["--simulate", "{cache}", "--plot", "{tmp}/no/dir/p.png"], "no such directory"),
+    (["--budget", "5"], "goes with --simulate"),
+])
+def test_tune_simulate_bad_input_exits_2_and_writes_nothing(cache, tmp_path, args, msg):
+    trace = tmp_path / "t.json"
+    argv = [a.format(tmp=tmp_path, cache=cache) for a in args]
+    r = run_here("tune", *argv, "--trace", str(trace)) if "--budget" not in args[:1] else run_here("tune", *argv)
+    assert r.returncode == 2
+    assert msg in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    assert not trace.exists() and r.stdout == ""
