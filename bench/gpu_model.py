@@ -46,7 +46,7 @@ GPU_PROFILES: dict[str, str] = {
     "W7800": "w7800", "RTX_2080_Ti": "rtx-2080ti", "RTX_3090": "rtx-3090",
 }
 #: default rows sampled per (benchmark, GPU) pair
-ROWS_PER_PAIR = 1500
+ROWS_PER_PAIR = 1000
 CARD_FILE = "card.json"
 CARD_FORMAT = "kernelcast-gpu-model-card"
 
@@ -101,10 +101,11 @@ def load_pairs(pairs: Sequence[Pair], rows_per_pair: int, seed: int) -> tuple[pd
 
 
 def build_model(yardstick: Path, out: Path, analysis_dirs: Sequence[str], *, rows_per_pair: int = ROWS_PER_PAIR,
-                seed: int = 0) -> dict[str, Any]:
-    """Fit the bundled GPU model on every pair of the yardstick; write it and its card to ``out``."""
+                seed: int = 0, skip_gpus: Sequence[str] = (), skip_benchmarks: Sequence[str] = ()) -> dict[str, Any]:
+    """Fit the bundled GPU model on every pair of the yardstick (but the GPUs and benchmarks
+    skipped); write it and its card to ``out``."""
     t0 = time.perf_counter()
-    pairs = find_pairs(yardstick)
+    pairs = find_pairs(yardstick, skip_gpus=skip_gpus, skip_benchmarks=skip_benchmarks)
     frame, profiles = load_pairs(pairs, rows_per_pair, seed)
     table = device_tables(frame, profiles, analysis_dirs)
     first = profiles.by_device[pairs[0].gpu]
@@ -129,7 +130,7 @@ def build_model(yardstick: Path, out: Path, analysis_dirs: Sequence[str], *, row
 def evaluate_model(yardstick: Path, out: Path, analysis_dirs: Sequence[str], group_by: str, folds: int, *,
                    rows_per_pair: int = ROWS_PER_PAIR, seed: int = 0, models: str = "analytical,tabular",
                    skip_gpus: Sequence[str] = (), skip_benchmarks: Sequence[str] = (),
-                   device_features: bool = True) -> dict[str, Any]:
+                   device_features: bool = True, residual: bool = True) -> dict[str, Any]:
     """``kernelcast evaluate``'s grouped out-of-fold figures on the sampled yardstick; without
     ``device_features`` the tabular model is fitted without the device columns (the baseline)."""
     from kernelcast.train.evaluate import EvaluateOptions, evaluate_frame, parse_models
@@ -139,12 +140,13 @@ def evaluate_model(yardstick: Path, out: Path, analysis_dirs: Sequence[str], gro
     opts = EvaluateOptions(models=parse_models(models), folds=folds, seed=seed, group_by=group_by,
                            analysis_dirs=tuple(analysis_dirs))
     fitters = None
-    if not device_features:
+    if not device_features or not residual:
         from kernelcast.train.evaluate import _make_fitters
 
         fitters = _make_fitters(opts.models, profiles, opts)
-        feats = [c for c in FEATURE_COLUMNS if c not in DEVICE_COLUMNS + DEVICE_RATIO_COLUMNS]
-        fitters["tabular"] = TabularFitter(profiles, seed, tuple(analysis_dirs), feats)
+        feats = None if device_features else \
+            [c for c in FEATURE_COLUMNS if c not in DEVICE_COLUMNS + DEVICE_RATIO_COLUMNS]
+        fitters["tabular"] = TabularFitter(profiles, seed, tuple(analysis_dirs), feats, residual)
     ev = evaluate_frame(frame, profiles, opts, fitters=fitters, progress=lambda m: log.info("%s", m))
     out.mkdir(parents=True, exist_ok=True)
     ev.metrics["sampling"] = {"rows_per_pair": rows_per_pair, "seed": seed,
@@ -168,12 +170,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.add_argument("--seed", type=int, default=0)
         p.add_argument("--json", action="store_true")
         p.add_argument("--verbose", action="store_true", help="log progress")
+        p.add_argument("--skip-gpu", action="append", default=[], help="leave a GPU out entirely")
+        p.add_argument("--skip-benchmark", action="append", default=[], help="leave a benchmark out entirely")
         if name == "evaluate":
             p.add_argument("--group-by", choices=("kernel", "gpu", "both"), default="gpu")
             p.add_argument("--folds", type=int, default=6)
             p.add_argument("--models", default="analytical,tabular")
-            p.add_argument("--skip-gpu", action="append", default=[], help="leave a GPU out entirely")
-            p.add_argument("--skip-benchmark", action="append", default=[], help="leave a benchmark out entirely")
+            p.add_argument("--direct", action="store_true",
+                           help="fit the tabular model on log2(measured) alone, not on the analytical residual")
             p.add_argument("--no-device-features", action="store_true",
                            help="fit the tabular model without the device columns (the baseline)")
     a = ap.parse_args(argv)
@@ -188,11 +192,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise InputError(f"--analysis-cache {c}: not a directory")
         find_pairs(ys)
         if a.cmd == "build":
-            doc = build_model(ys, Path(a.out), caches, rows_per_pair=a.rows_per_pair, seed=a.seed)
+            doc = build_model(ys, Path(a.out), caches, rows_per_pair=a.rows_per_pair, seed=a.seed,
+                              skip_gpus=a.skip_gpu, skip_benchmarks=a.skip_benchmark)
         else:
             doc = evaluate_model(ys, Path(a.out), caches, a.group_by, a.folds, rows_per_pair=a.rows_per_pair,
                                  seed=a.seed, models=a.models, skip_gpus=a.skip_gpu,
-                                 skip_benchmarks=a.skip_benchmark, device_features=not a.no_device_features)
+                                 skip_benchmarks=a.skip_benchmark, device_features=not a.no_device_features,
+                                 residual=not a.direct)
     except (InputError, DataError) as e:
         print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2

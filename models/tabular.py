@@ -628,9 +628,10 @@ def build_table(frame: pd.DataFrame, profile: DeviceProfile,
     groups: dict[tuple[str, str, str], list[int]] = {}
     share: dict[tuple[str, str, str], str] = {}
     for i, k in enumerate(zip(frame["source"].tolist(), frame["kernel_name"].tolist(), opts)):
-        if shared[i] is not None:
-            k = (k[0], k[1], "\0" + shared[i])
-            share[k] = shared[i]
+        key = shared[i]
+        if key is not None:
+            k = (k[0], k[1], "\0" + key)
+            share[k] = key
         groups.setdefault(k, []).append(i)
 
     def put(idx: np.ndarray, values: Mapping[str, np.ndarray | float]) -> None:
@@ -684,8 +685,8 @@ def build_table(frame: pd.DataFrame, profile: DeviceProfile,
     for c in _LOG2_COLUMNS:
         cols["log2_" + c] = _log2(cols[c])
     dev = device_columns(profile)
-    for k, v in dev.items():
-        cols[k] = np.full(n, v)
+    for c, v in dev.items():
+        cols[c] = np.full(n, v)
     cols.update(device_ratio_columns(cols, dev))
     table = pd.DataFrame(cols, index=frame.index)
     extra = {c: frame[c].to_numpy() for c in KEY_COLUMNS + tuple(TARGETS.values()) if c in frame.columns}

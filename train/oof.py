@@ -367,19 +367,21 @@ class TabularFitter(Fitter):
     name = "tabular"
 
     def __init__(self, profile: DeviceProfile | DeviceProfiles, seed: int = 0, analysis_dirs: Sequence[str] = (),
-                 features: Sequence[str] | None = None) -> None:
+                 features: Sequence[str] | None = None, residual: bool = True) -> None:
         self.profiles = DeviceProfiles.of(profile)
         self.profile = self.profiles.default or next(iter(self.profiles.by_device.values()))
         self.seed = seed
         self.analysis_dirs = tuple(analysis_dirs)
         self.features = None if features is None else list(features)
+        self.residual = residual
 
     def prepare(self, frame: pd.DataFrame) -> None:
         self.table = device_tables(frame, self.profiles, self.analysis_dirs)
 
     def fit_predict(self, train: np.ndarray, test: np.ndarray) -> np.ndarray:
         model = fit_tabular(self.table.iloc[train].reset_index(drop=True), self.profile, target="time",
-                            seed=self.seed, features=self.features)
+                            seed=self.seed, features=self.features,
+                            residual=self.residual)
         return np.asarray(model.predict_table(self.table.iloc[test].reset_index(drop=True)).time_us,
                           dtype=np.float64)
 

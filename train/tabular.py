@@ -196,13 +196,14 @@ def choose_residual_scale(x: np.ndarray, r: np.ndarray, groups: np.ndarray, feat
 
 def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target = "time", seed: int = 0,
                 params: dict[str, Any] | None = None, scale_folds: int = SCALE_FOLDS,
-                features: Sequence[str] | None = None) -> TabularPredictor:
+                features: Sequence[str] | None = None, residual: bool = True) -> TabularPredictor:
     """Fit the heads of ``target`` on a :func:`build_table` table (module docstring).
 
     ``params`` override :data:`DEFAULT_PARAMS` (LightGBM names); ``num_boost_round`` among them sets
     the rounds (default :data:`DEFAULT_ROUNDS`). The time head's residual scale is chosen on
     ``scale_folds`` inner grouped folds (:func:`choose_residual_scale`; 0: no shrinkage).
-    ``features``: a subset of :data:`FEATURE_COLUMNS` to fit on (default all).
+    ``features``: a subset of :data:`FEATURE_COLUMNS` to fit on (default all). Without
+    ``residual`` only the direct booster (on ``log2(measured)``) is fitted and predicts every row.
     :class:`DataError` when the table has no usable rows for a head asked for (e.g. ``energy``
     without measured energy)."""
     if target not in ("time", "energy", "both"):
@@ -238,7 +239,7 @@ def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target =
                                    "weighting": "1/E (Zhang et al.)" if t == "energy" else "none"}
         if kernels is not None:
             summary["kernels"] = int(pd.Series(kernels[ok]).nunique())
-        if has_base.sum() >= MIN_ROWS:
+        if residual and has_base.sum() >= MIN_ROWS:
             r = np.log2(y[has_base] / base[has_base])
             w = _weights(y[has_base]) if t == "energy" else None
             if t == "time" and kernels is not None:
