@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 from kernelcast.calib.local import resolve_profile
 from kernelcast.datagen.dataset import existing_dataset
+from kernelcast.models.bundled import NO_MODEL, choose_model, with_profile
 from kernelcast.models.fewshot import read_measured
 from kernelcast.models.measure import HarnessMeasure, measure_site_counts
 from kernelcast.models.predict import (
@@ -155,7 +156,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if args.counts and args.measure_counts:
         raise UsageError("give --counts FILE or --measure-counts, not both")
     given_counts = read_site_counts(args.counts) if args.counts else None
-    learned, weights = load_learned(args.model)
+    learned, weights = load_learned(args.model if args.model != NO_MODEL else None)
     if args.suggest_shots:
         if not isinstance(learned, TabularPredictor):
             raise UsageError("--suggest-shots needs a tabular model (--model DIR of 'kernelcast train --kind tabular')")
@@ -202,6 +203,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
                                                                       or getattr(dev, "max_clock_mhz", None)):
             raise UsageError("--clock needs a GPU profile with a boost clock (boost_clock_mhz)")
         frame["gr_clock_mhz"] = float(args.clock)
+    choice = choose_model(args.model, profile)
+    if choice.source == "bundled":
+        learned, weights = load_learned(choice.path)
+    learned = with_profile(learned, profile)
     # intervals and corrections are shown with a tabular model or measured configurations; the
     # outputs of the other cases are unchanged
     detailed = isinstance(learned, TabularPredictor) or ms is not None
@@ -233,7 +238,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
                 d["measured_us"] = json_number(p["measured_us"])
             out.append(d)
         age = profile.age_days()
-        doc: dict[str, Any] = {"kernel": kernel.name, "profile": profile.device.name, "learned_model": args.model,
+        doc: dict[str, Any] = {"kernel": kernel.name, "profile": profile.device.name, "learned_model": choice.path,
+                               "model": choice.to_dict(),
                                "profile_origin": profile.origin, "profile_created": profile.created,
                                "profile_age_days": None if age is None else round(age, 2), "predictions": out,
                                "energy_transferred": profile.transferred_values()}
@@ -253,8 +259,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
               f"scalars = gsize)", file=sys.stderr)
     for msg in count_notes:
         _note(f"site counts not measured: {msg}")
-    if learned is None:
+    if learned is None and args.model == NO_MODEL:
+        print("note: --model none: analytical model only", file=sys.stderr)
+    elif learned is None:
         print("note: no --model given: analytical model only (train one with 'kernelcast train')", file=sys.stderr)
+    elif choice.source == "bundled":
+        print(f"model: {choice.describe()}", file=sys.stderr)
     if ps is None:
         if learned is None:
             _note("no 90% interval: no measured residuals of the analytical model on this device (a tabular model "
@@ -416,7 +426,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if clock_list != [None] and args.measure_top:
         raise UsageError("--clocks with --measure-top: the harness does not set GPU clocks")
     kt_out = _check_kt_format(args)
-    tab = _load_tune_model(args.model) if args.model else None
+    tab = _load_tune_model(args.model) if args.model and args.model != NO_MODEL else None
     ms = shots = None
     if args.measured:
         ms, mframe, m_us = _read_measured(args, kernel, params)
@@ -424,6 +434,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
     profile = resolve_profile(args.profile, args.device, on_calibrate=None if args.json else _note)
     if not args.json:
         _note_missing_benches(profile)
+    choice = choose_model(args.model, profile)
+    if choice.source == "bundled":
+        tab = _load_tune_model(str(choice.path))
+    tab = with_profile(tab, profile)
+    args.model_choice = choice
     dev = profile.device
     warp = int(profile.get("warp_size") or dev.wg_multiple or 32)
     max_wg = int(profile.get("max_wg_size") or dev.max_work_group_size or 1024)
@@ -597,6 +612,9 @@ def cmd_tune_simulate(args: argparse.Namespace) -> int:
         if path:
             print(f"{what} written to {path}")
     return 0
+def _tune_model_label(args: argparse.Namespace) -> str:
+    choice = getattr(args, "model_choice", None)
+    return choice.describe() if choice is not None else f"tabular {args.model}"
 
 
 def _print_tune(args: argparse.Namespace, kernel: Any, profile: Any, n: tuple[int, ...], res: Any,
@@ -663,8 +681,10 @@ def _print_tune(args: argparse.Namespace, kernel: Any, profile: Any, n: tuple[in
             "selection": label, "configurations": len(rows), "seconds": dt, "chosen": chosen_json,
             "measured": measured, "site_counts": {k: explanation[0].get(k, []) for k in ("measured_counts",
                                                                                            "assumed_counts")}}
+        choice = getattr(args, "model_choice", None)
+        doc["model"] = {"kind": sc.model if detailed else "analytical",
+                        **(choice.to_dict() if choice is not None else {"path": args.model})}
         if detailed:
-            doc["model"] = {"kind": sc.model, "path": args.model}
             doc["intervals"] = {"level": 0.9, "none_because": sc.note or None}
             if offset is not None and ms is not None:
                 doc["correction"] = {"measured": args.measured, "configurations": len(ms.configs),
@@ -677,7 +697,7 @@ def _print_tune(args: argparse.Namespace, kernel: Any, profile: Any, n: tuple[in
         _note(f"no 90% interval: {sc.note}")
     print(f"kernel {kernel.name}, problem {args.gsize}; {len(rows)} configurations scored in {dt * 1e3:.1f} ms "
           f"({len(rows) / max(dt, 1e-9):.0f}/s); profile {dev.name}"
-          + (f"; model tabular {args.model}" if tab is not None else ""))
+          + (f"; model {_tune_model_label(args)}" if tab is not None else ""))
     if offset is not None:
         print(offset.describe(t / t_raw) if offset.k else "not corrected: no measured configuration the model "
                                                           "predicts")
@@ -746,7 +766,8 @@ def add_parsers(sub: Any) -> None:
                         "NAME=VALUE; others are inferred")
     p.add_argument("--configs", metavar="CSV", help="batch mode: columns gsize, lsize and any argument names")
     p.add_argument("--model", help="trained learned model directory (kernelcast train --out); a tabular model adds "
-                                   "90%% intervals")
+                                   "90%% intervals. Default: with a GPU profile the bundled GPU model "
+                                   "(docs/gpu-model.md), else none; 'none': the analytical model alone")
     p.add_argument("--counts", metavar="FILE",
                    help="measured loop trips and branch outcomes of the kernel's data-dependent sites (the JSON of "
                         "'kernelcast measure --counts --json', or an object of site -> count), used for every "
@@ -821,7 +842,9 @@ def add_parsers(sub: Any) -> None:
                    help="device profile: a bundled name or a JSON path (default: this device's calibration)")
     add_device(p, PROFILE_DEVICE_HELP)
     p.add_argument("--model", metavar="DIR", help="score with a tabular model (kernelcast train --kind tabular) "
-                                                  "instead of the analytical model; adds 90%% intervals")
+                                                  "instead of the analytical model; adds 90%% intervals. Default: "
+                                                  "with a GPU profile the bundled GPU model (docs/gpu-model.md), "
+                                                  "else none; 'none': the analytical model alone")
     p.add_argument("--counts", metavar="FILE",
                    help="measured loop trips and branch outcomes of the kernel's data-dependent sites (as predict "
                         "--counts), for every configuration")

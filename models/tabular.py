@@ -58,6 +58,17 @@ cannot read):
   ``analytical_energy_j`` and ``log2_analytical_energy_j`` (NaN for a profile without energy
   calibration).
 
+* **device** (``dev_``, one value per profile; NaN where the profile does not state it, never a
+  guess): ``dev_class`` (CPU / GPU code), ``dev_vendor`` (categorical, :data:`VENDOR_CODES`),
+  ``dev_compute_units``, ``dev_warp_size``, ``dev_clock_mhz``, ``dev_peak_fp32_gflops``,
+  ``dev_peak_fp64_gflops``, ``dev_dram_bw_gbs``, ``dev_l2_bytes``, ``dev_local_mem_per_cu_bytes``,
+  ``dev_max_threads_per_cu``, ``dev_max_wg_per_cu``, ``dev_registers_per_cu``, ``dev_tdp_w``,
+  ``dev_log2_fp32_per_byte`` and ``dev_cache_level0_bytes``; and the launch relative to the device
+  (:func:`device_ratio_columns`): ``warps_per_wg``, ``lane_fill``, ``wg_threads_per_cu_max``,
+  ``fill_threads``, ``waves_threads``, ``log2_ws_over_l2``, ``local_mem_over_cu``,
+  ``n_wg_per_cu_max``. With them one model trained on the rows of several devices (each table built
+  with its device's profile) predicts a device it has not seen from its profile.
+
 Besides the features, the table passes through the keys ``kernel_id`` and ``kernel_name`` and the
 targets ``time_median_us`` and ``energy_j`` of the rows that have them.
 
@@ -98,7 +109,7 @@ import math
 import os
 import re
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -112,6 +123,7 @@ from kernelcast.models.fewshot import DEFAULT_SHRINK_PRIOR, ShapePrior
 from kernelcast.models.static import analyze_source
 
 from kernelcast.columns import decode_args, decode_counts, decode_sizes
+from kernelcast.cuda import looks_like_cuda
 from kernelcast.errors import InputError
 from kernelcast.expr import evaluate_expr
 from kernelcast.schema import Kernel
@@ -127,7 +139,7 @@ FORMAT = "kernelcast-tabular"
 FORMAT_VERSION = 1
 MODEL_FILE = "tabular.json"
 #: version of the feature table (a change of columns or of their meaning bumps it)
-TABLE_VERSION = 1
+TABLE_VERSION = 2
 
 #: the columns that name a row's kernel (``kernel_origin``: its corpus origin, e.g. the source file,
 #: which decides its cross-validation group) and are carried into the table when the frame has them
@@ -196,10 +208,19 @@ ANALYTICAL_COLUMNS = ("analytical_us", "log2_analytical_us", "an_launch_us", "an
 #: the columns whose log2 is a column too (``log2_<name>``)
 _LOG2_COLUMNS = (_LOG2_LAUNCH + tuple("tot_" + c for c in _LOG2_TOTALS)
                  + ("analytical_us", "analytical_energy_j"))
+#: what the profile states about the device (:func:`device_columns`; NaN where the profile does not state it)
+DEVICE_COLUMNS = ("dev_class", "dev_vendor", "dev_compute_units", "dev_warp_size", "dev_clock_mhz",
+                  "dev_peak_fp32_gflops", "dev_peak_fp64_gflops", "dev_dram_bw_gbs", "dev_l2_bytes",
+                  "dev_local_mem_per_cu_bytes", "dev_max_threads_per_cu", "dev_max_wg_per_cu", "dev_registers_per_cu",
+                  "dev_tdp_w", "dev_log2_fp32_per_byte", "dev_cache_level0_bytes")
+#: the launch relative to the device (:func:`device_ratio_columns`)
+DEVICE_RATIO_COLUMNS = ("warps_per_wg", "lane_fill", "wg_threads_per_cu_max", "fill_threads", "waves_threads",
+                        "log2_ws_over_l2", "local_mem_over_cu", "n_wg_per_cu_max")
 #: every feature column of :func:`build_table`, in order
-FEATURE_COLUMNS: tuple[str, ...] = LAUNCH_COLUMNS + WORK_COLUMNS + KERNEL_COLUMNS + BUILTIN_COLUMNS + ANALYTICAL_COLUMNS
+FEATURE_COLUMNS: tuple[str, ...] = (LAUNCH_COLUMNS + WORK_COLUMNS + KERNEL_COLUMNS + BUILTIN_COLUMNS
+                                    + ANALYTICAL_COLUMNS + DEVICE_COLUMNS + DEVICE_RATIO_COLUMNS)
 #: features LightGBM treats as categorical
-CATEGORICAL_COLUMNS = ("an_bound",)
+CATEGORICAL_COLUMNS = ("an_bound", "dev_vendor")
 BOUND_NAMES: dict[int, str] = {v: k for k, v in BOUND_CODES.items()}
 #: nominal coverage of the intervals a model is saved with
 INTERVAL_LEVEL = 0.9
@@ -302,6 +323,29 @@ def kernel_static(source: str, name: str, build_options: str = "") -> KernelStat
         log.debug("%s: %s", name, error)
     hit = KernelStatic(feats, error, builtin_counts(source), _kernel_columns(feats))
     _STATIC_CACHE[key] = hit
+    if len(_STATIC_CACHE) > STATIC_CACHE_SIZE:
+        _STATIC_CACHE.popitem(last=False)
+    return hit
+
+
+def shared_static(model: AnalyticalModel, key: str, source: str, name: str, language: str,
+                  options: str) -> KernelStatic:
+    """The static analysis a row names by ``analysis_key`` (rows imported from a Kernel Tuner cache),
+    read from the model's analysis cache directories (or run once), cached like :func:`kernel_static`."""
+    ck = ("@", key, str(tuple(str(d) for d in model.analysis_dirs)))
+    hit = _STATIC_CACHE.get(ck)
+    if hit is not None:
+        _STATIC_CACHE.move_to_end(ck)
+        return hit
+    feats: SourceFeatures | None = None
+    error = None
+    try:
+        feats = model.shared_features(key, source, name, language, options)
+    except Exception as e:  # noqa: BLE001 - an unanalyzable kernel gets NaN features and a reason
+        error = f"static analysis failed: {e}"
+        log.debug("%s: %s", name, error)
+    hit = KernelStatic(feats, error, builtin_counts(source), _kernel_columns(feats))
+    _STATIC_CACHE[ck] = hit
     if len(_STATIC_CACHE) > STATIC_CACHE_SIZE:
         _STATIC_CACHE.popitem(last=False)
     return hit
@@ -466,17 +510,111 @@ def _analytical_columns(an: Any, sf: Any, env: dict[str, np.ndarray],
     return {k: np.broadcast_to(np.asarray(v, dtype=np.float64), (n,)) for k, v in out.items()}
 
 
-def build_table(frame: pd.DataFrame, profile: DeviceProfile) -> pd.DataFrame:
+#: vendor codes of ``dev_vendor`` (a categorical column), matched in the profile's vendor string
+VENDOR_CODES: dict[str, int] = {"nvidia": 0, "advanced micro devices": 1, "amd": 1, "intel": 2, "apple": 3, "arm": 4,
+                                "qualcomm": 5, "portable computing language": 6, "pocl": 6}
+#: device class codes of ``dev_class``
+CLASS_CODES: dict[str, int] = {"CPU": 0, "GPU": 1, "ACCELERATOR": 2}
+
+
+def _profile_value(profile: DeviceProfile, *names: str) -> float:
+    """The first of ``names`` the profile states (a value, else the device identity's field of that
+    name), NaN when it states none: a missing specification stays missing."""
+    for n in names:
+        v = profile.get(n)
+        if v is None:
+            v = getattr(profile.device, n, None)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0:
+            return float(v)
+    return float("nan")
+
+
+def vendor_code(vendor: str) -> float:
+    """:data:`VENDOR_CODES` of a vendor string (NaN for a vendor not listed, or none)."""
+    v = (vendor or "").lower()
+    for key, code in VENDOR_CODES.items():
+        if key in v:
+            return float(code)
+    return float("nan")
+
+
+def device_columns(profile: DeviceProfile) -> dict[str, float]:
+    """The :data:`DEVICE_COLUMNS` of a profile: its class and vendor (codes), compute units, warp /
+    wavefront width, clock, peak FP32 / FP64 rates, DRAM bandwidth, L2, local memory and resident
+    limits per compute unit, board power, ``log2`` of FP32 rate over bandwidth (the ridge point) and
+    the fastest cache level's capacity. Each is NaN when the profile does not state it."""
+    fp32 = _profile_value(profile, "peak_fp32_gflops")
+    bw = _profile_value(profile, "dram_bw_gbs")
+    cls = profile.device_class
+    return {
+        "dev_class": float(CLASS_CODES[cls]) if cls in CLASS_CODES else float("nan"),
+        "dev_vendor": vendor_code(profile.device.vendor),
+        "dev_compute_units": _profile_value(profile, "compute_units"),
+        "dev_warp_size": _profile_value(profile, "warp_size", "wg_multiple"),
+        "dev_clock_mhz": _profile_value(profile, "boost_clock_mhz", "max_clock_mhz"),
+        "dev_peak_fp32_gflops": fp32,
+        "dev_peak_fp64_gflops": _profile_value(profile, "peak_fp64_gflops"),
+        "dev_dram_bw_gbs": bw,
+        "dev_l2_bytes": _profile_value(profile, "l2_bytes"),
+        "dev_local_mem_per_cu_bytes": _profile_value(profile, "local_mem_per_cu_bytes", "local_mem_bytes"),
+        "dev_max_threads_per_cu": _profile_value(profile, "max_threads_per_cu"),
+        "dev_max_wg_per_cu": _profile_value(profile, "max_wg_per_cu"),
+        "dev_registers_per_cu": _profile_value(profile, "registers_per_cu"),
+        "dev_tdp_w": _profile_value(profile, "tdp_w"),
+        "dev_log2_fp32_per_byte": float(np.log2(fp32 / bw)) if np.isfinite(fp32) and np.isfinite(bw) else float("nan"),
+        "dev_cache_level0_bytes": _profile_value(profile, "cache_level0_bytes"),
+    }
+
+
+def device_ratio_columns(cols: Mapping[str, np.ndarray], dev: Mapping[str, float]) -> dict[str, np.ndarray]:
+    """The launch relative to the device (:data:`DEVICE_RATIO_COLUMNS`), from the launch and work
+    columns of a table and :func:`device_columns`: warps per work-group and the fraction of their
+    lanes in use, a work-group's share of a compute unit's resident threads, global work-items
+    over the device's resident threads (``fill_threads``), waves of work-groups when threads and the
+    work-group limit alone bound residency, ``log2`` of the working set over L2, a work-group's local
+    memory over a compute unit's, and work-groups over the device's resident work-group slots.
+    NaN wherever a device value is missing."""
+    wg = np.asarray(cols["wg_items"], dtype=np.float64)
+    items = np.asarray(cols["items"], dtype=np.float64)
+    n_wg = np.asarray(cols["n_wg"], dtype=np.float64)
+    cu, warp = dev["dev_compute_units"], dev["dev_warp_size"]
+    thr, wg_max = dev["dev_max_threads_per_cu"], dev["dev_max_wg_per_cu"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        warps = np.ceil(wg / warp)
+        resident = np.floor(thr / wg)
+        if np.isfinite(wg_max):
+            resident = np.minimum(resident, wg_max)
+        resident = np.where(resident >= 1, resident, np.nan)
+        out = {
+            "warps_per_wg": warps,
+            "lane_fill": wg / (warps * warp),
+            "wg_threads_per_cu_max": wg / thr,
+            "fill_threads": items / (cu * thr),
+            "waves_threads": np.ceil(n_wg / (cu * resident)),
+            "log2_ws_over_l2": _log2(np.asarray(cols["working_set_bytes"], dtype=np.float64) / dev["dev_l2_bytes"]),
+            "local_mem_over_cu": np.asarray(cols["wg_local_mem_bytes"], dtype=np.float64)
+            / dev["dev_local_mem_per_cu_bytes"],
+            "n_wg_per_cu_max": n_wg / (cu * wg_max),
+        }
+    return {k: np.where(np.isfinite(v), v, np.nan) for k, v in out.items()}
+
+
+def build_table(frame: pd.DataFrame, profile: DeviceProfile,
+                analysis_dirs: Sequence[str | os.PathLike[str]] = ()) -> pd.DataFrame:
     """The feature table of ``frame``'s rows (module docstring): :data:`FEATURE_COLUMNS`, then the
     keys and targets ``frame`` has. Same index and row order as ``frame``. The static analysis of
-    each kernel runs once (cached across calls); rows are evaluated per kernel, vectorized."""
+    each kernel runs once (cached across calls); rows are evaluated per kernel, vectorized. Rows
+    that name a shared analysis (``analysis_key``, imported from a Kernel Tuner cache) read it from
+    ``analysis_dirs`` (``kernelcast analyze --cache``) as the analytical model does, else run it once."""
     n = len(frame)
     for c in ("source", "kernel_name", "gsize"):
         if c not in frame.columns:
             raise InputError(f"build_table: the rows have no {c!r} column")
     cols: dict[str, np.ndarray] = {c: np.full(n, np.nan) for c in FEATURE_COLUMNS}
-    an = AnalyticalModel(profile)
+    an = AnalyticalModel(profile, analysis_dirs=analysis_dirs)
     cu = float(max(1, an.dev.compute_units))
+    shared = (frame["analysis_key"].tolist() if "analysis_key" in frame.columns else [None] * n)
+    shared = [k if isinstance(k, str) and k else None for k in shared]
     opts = (frame["build_options"].fillna("").astype(str).tolist() if "build_options" in frame.columns
             else [""] * n)
     gsizes = [decode_sizes(v) for v in frame["gsize"].tolist()]
@@ -488,7 +626,12 @@ def build_table(frame: pd.DataFrame, profile: DeviceProfile) -> pd.DataFrame:
     caps = pd.to_numeric(frame["power_cap_w"], errors="coerce").to_numpy(dtype=float) if has_caps \
         else np.full(n, np.nan)
     groups: dict[tuple[str, str, str], list[int]] = {}
+    share: dict[tuple[str, str, str], str] = {}
     for i, k in enumerate(zip(frame["source"].tolist(), frame["kernel_name"].tolist(), opts)):
+        key = shared[i]
+        if key is not None:
+            k = (k[0], k[1], "\0" + key)
+            share[k] = key
         groups.setdefault(k, []).append(i)
 
     def put(idx: np.ndarray, values: Mapping[str, np.ndarray | float]) -> None:
@@ -516,7 +659,13 @@ def build_table(frame: pd.DataFrame, profile: DeviceProfile) -> pd.DataFrame:
             put(idx, _kernel_columns(None))
             cols["an_ok"][idx] = 0.0
             continue
-        ks = kernel_static(src, name, bo)
+        if (src, name, bo) in share:
+            r = frame.iloc[rows[0]]
+            lang = r.get("language")
+            lang = str(lang) if isinstance(lang, str) and lang else ("cuda" if looks_like_cuda(src) else "opencl")
+            ks = shared_static(an, share[(src, name, bo)], src, name, lang, str(r.get("analysis_options") or ""))
+        else:
+            ks = kernel_static(src, name, bo)
         put(idx, ks.builtins)
         put(idx, ks.kernel)
         if ks.features is None:
@@ -535,6 +684,10 @@ def build_table(frame: pd.DataFrame, profile: DeviceProfile) -> pd.DataFrame:
             cols["an_ok"][idx] = 0.0
     for c in _LOG2_COLUMNS:
         cols["log2_" + c] = _log2(cols[c])
+    dev = device_columns(profile)
+    for c, v in dev.items():
+        cols[c] = np.full(n, v)
+    cols.update(device_ratio_columns(cols, dev))
     table = pd.DataFrame(cols, index=frame.index)
     extra = {c: frame[c].to_numpy() for c in KEY_COLUMNS + tuple(TARGETS.values()) if c in frame.columns}
     for c in TARGETS.values():
@@ -912,7 +1065,9 @@ class TabularPredictor(Predictor):
         except ProfileError as e:
             if profile is None:
                 raise ModelFormatError(f"{p}: the saved device profile cannot be read: {e}") from None
-        if profile is not None and saved_profile is not None and profile.device.name != saved_profile.device.name:
+        several = len((data.get("summary") or {}).get("devices") or ()) > 1   # device columns from any profile
+        if profile is not None and saved_profile is not None and profile.device.name != saved_profile.device.name \
+                and not several:
             log.warning("tabular model %s was trained with the profile of %r; computing its analytical columns with "
                         "the profile of %r", d, saved_profile.device.name, profile.device.name)
         prof = profile if profile is not None else saved_profile

@@ -26,7 +26,8 @@ def kfile(tmp_path):
 
 
 def test_predict_json_analytical_only(kfile):
-    r = kc("predict", "--kernel", str(kfile), "--gsize", "1048576", "--lsize", "256", "--profile", "a100", "--json")
+    r = kc("predict", "--kernel", str(kfile), "--gsize", "1048576", "--lsize", "256", "--profile", "a100", "--json",
+           "--model", "none")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     p = d["predictions"][0]
@@ -130,7 +131,8 @@ def test_bench_bad_suite_exits_2(tmp_path):
 
 def test_predict_without_a_learned_model_imports_no_torch(kfile):
     code = ("import sys; from kernelcast.cli import main; "
-            f"rc = main(['predict', '--kernel', {str(kfile)!r}, '--gsize', '4096', '--profile', 'a100', '--json']); "
+            f"rc = main(['predict', '--kernel', {str(kfile)!r}, '--gsize', '4096', '--profile', 'a100', '--json', "
+            "'--model', 'none']); "
             "print('HEAVY', sorted(m for m in ('torch', 'transformers', 'scipy', 'lightgbm') if m in sys.modules)); "
             "sys.exit(rc)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)

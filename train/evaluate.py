@@ -444,7 +444,7 @@ def _make_fitters(models: Sequence[str], profile: DeviceProfile | DeviceProfiles
         if m == "analytical":
             out[m] = AnalyticalFitter(profiles.single() or profiles, opts.analysis_dirs)
         elif m == "tabular":
-            out[m] = TabularFitter(profiles.single() or profiles, opts.seed)
+            out[m] = TabularFitter(profiles.single() or profiles, opts.seed, opts.analysis_dirs)
         elif m == "codegen":
             single = profiles.single()
             if single is None:

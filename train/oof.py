@@ -347,14 +347,16 @@ def analytical_of(fitters: Mapping[str, Fitter], profile: DeviceProfile | Device
     return an
 
 
-def device_tables(frame: pd.DataFrame, profiles: DeviceProfiles) -> pd.DataFrame:
-    """The tabular model's table of every row, each device's rows built with its own profile."""
+def device_tables(frame: pd.DataFrame, profiles: DeviceProfiles,
+                  analysis_dirs: Sequence[str] = ()) -> pd.DataFrame:
+    """The tabular model's table of every row, each device's rows built with its own profile (so the
+    device columns of each row are its device's)."""
     blocks = profiles.row_blocks(frame)
     if len(blocks) == 1:
-        return build_table(frame, blocks[0][0])
+        return build_table(frame, blocks[0][0], analysis_dirs)
     parts = []
     for prof, idx in blocks:
-        t = build_table(frame.iloc[idx].reset_index(drop=True), prof)
+        t = build_table(frame.iloc[idx].reset_index(drop=True), prof, analysis_dirs)
         parts.append(t.set_axis(idx, axis=0))
     return pd.concat(parts).sort_index().reset_index(drop=True)
 
@@ -364,17 +366,22 @@ class TabularFitter(Fitter):
 
     name = "tabular"
 
-    def __init__(self, profile: DeviceProfile | DeviceProfiles, seed: int = 0) -> None:
+    def __init__(self, profile: DeviceProfile | DeviceProfiles, seed: int = 0, analysis_dirs: Sequence[str] = (),
+                 features: Sequence[str] | None = None, residual: bool = True) -> None:
         self.profiles = DeviceProfiles.of(profile)
         self.profile = self.profiles.default or next(iter(self.profiles.by_device.values()))
         self.seed = seed
+        self.analysis_dirs = tuple(analysis_dirs)
+        self.features = None if features is None else list(features)
+        self.residual = residual
 
     def prepare(self, frame: pd.DataFrame) -> None:
-        self.table = device_tables(frame, self.profiles)
+        self.table = device_tables(frame, self.profiles, self.analysis_dirs)
 
     def fit_predict(self, train: np.ndarray, test: np.ndarray) -> np.ndarray:
         model = fit_tabular(self.table.iloc[train].reset_index(drop=True), self.profile, target="time",
-                            seed=self.seed)
+                            seed=self.seed, features=self.features,
+                            residual=self.residual)
         return np.asarray(model.predict_table(self.table.iloc[test].reset_index(drop=True)).time_us,
                           dtype=np.float64)
 

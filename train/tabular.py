@@ -195,12 +195,15 @@ def choose_residual_scale(x: np.ndarray, r: np.ndarray, groups: np.ndarray, feat
 
 
 def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target = "time", seed: int = 0,
-                params: dict[str, Any] | None = None, scale_folds: int = SCALE_FOLDS) -> TabularPredictor:
+                params: dict[str, Any] | None = None, scale_folds: int = SCALE_FOLDS,
+                features: Sequence[str] | None = None, residual: bool = True) -> TabularPredictor:
     """Fit the heads of ``target`` on a :func:`build_table` table (module docstring).
 
     ``params`` override :data:`DEFAULT_PARAMS` (LightGBM names); ``num_boost_round`` among them sets
     the rounds (default :data:`DEFAULT_ROUNDS`). The time head's residual scale is chosen on
     ``scale_folds`` inner grouped folds (:func:`choose_residual_scale`; 0: no shrinkage).
+    ``features``: a subset of :data:`FEATURE_COLUMNS` to fit on (default all). Without
+    ``residual`` only the direct booster (on ``log2(measured)``) is fitted and predicts every row.
     :class:`DataError` when the table has no usable rows for a head asked for (e.g. ``energy``
     without measured energy)."""
     if target not in ("time", "energy", "both"):
@@ -210,7 +213,7 @@ def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target =
     missing = [c for c in FEATURE_COLUMNS if c not in table.columns]
     if missing:
         raise DataError(f"the table lacks feature column(s) {missing[:3]}: build it with models.tabular.build_table")
-    features = list(FEATURE_COLUMNS)
+    features = list(FEATURE_COLUMNS) if features is None else [c for c in FEATURE_COLUMNS if c in set(features)]
     x_all = table[features].to_numpy(dtype=np.float64)
     kernels = table["kernel_name"].to_numpy() if "kernel_name" in table.columns else None
     wanted = ["time", "energy"] if target == "both" else [target]
@@ -236,7 +239,7 @@ def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target =
                                    "weighting": "1/E (Zhang et al.)" if t == "energy" else "none"}
         if kernels is not None:
             summary["kernels"] = int(pd.Series(kernels[ok]).nunique())
-        if has_base.sum() >= MIN_ROWS:
+        if residual and has_base.sum() >= MIN_ROWS:
             r = np.log2(y[has_base] / base[has_base])
             w = _weights(y[has_base]) if t == "energy" else None
             if t == "time" and kernels is not None:

@@ -1,0 +1,213 @@
+"""The bundled GPU model: one tabular model (LightGBM on the analytical residual, with the device
+columns of each row's profile) trained on the public GPU yardstick, and its cross-GPU evaluation.
+
+```
+python -m kernelcast.bench.gpu_model build --yardstick DIR --analysis-cache CACHE --out DIR
+python -m kernelcast.bench.gpu_model evaluate --yardstick DIR --analysis-cache CACHE --group-by gpu --out DIR
+```
+
+``DIR`` is the layout :mod:`bench.gpu_yardstick` writes (``DIR/<benchmark>/<GPU>``, one kernelcast
+dataset per pair); each GPU directory name maps to a bundled profile (:data:`GPU_PROFILES`). Every
+pair is read, its ok rows sampled (``--rows-per-pair``, seeded), each row tagged with its GPU
+(``device``) and its table built with that GPU's profile, so everything the model sees (the
+analytical columns and the residual target included) is recomputed from the datasets and the
+analysis cache. ``build`` fits the model on every row and writes ``tabular.json`` and ``card.json``
+(sources, GPUs, kernels, rows per pair); ``evaluate`` runs ``kernelcast evaluate``'s grouped
+out-of-fold loop (``--group-by kernel|gpu|both``) and writes ``metrics.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from kernelcast.calib.profile import DeviceProfile, load_profile
+from kernelcast.datagen.frame import DataError, load_measured_frame
+from kernelcast.models.tabular import DEVICE_COLUMNS, DEVICE_RATIO_COLUMNS, FEATURE_COLUMNS, TABLE_VERSION
+from kernelcast.train.oof import DeviceProfiles, TabularFitter, device_tables
+from kernelcast.train.tabular import fit_tabular
+
+from kernelcast.errors import InputError
+
+log = logging.getLogger(__name__)
+
+#: GPU directory name of the yardstick -> bundled profile
+GPU_PROFILES: dict[str, str] = {
+    "A100": "a100-pcie", "A4000": "rtx-a4000", "A6000": "rtx-a6000", "MI250X": "mi250x-gcd", "W6600": "w6600",
+    "W7800": "w7800", "RTX_2080_Ti": "rtx-2080ti", "RTX_3090": "rtx-3090",
+}
+#: default rows sampled per (benchmark, GPU) pair
+ROWS_PER_PAIR = 1000
+CARD_FILE = "card.json"
+CARD_FORMAT = "kernelcast-gpu-model-card"
+
+
+@dataclass
+class Pair:
+    benchmark: str
+    gpu: str
+    path: Path
+    profile: str
+    rows: int = 0           # ok rows of the dataset
+    sampled: int = 0
+
+
+def find_pairs(yardstick: Path, only_gpus: Sequence[str] = (), skip_gpus: Sequence[str] = (),
+               skip_benchmarks: Sequence[str] = ()) -> list[Pair]:
+    """The (benchmark, GPU) datasets under ``yardstick`` whose GPU has a profile."""
+    if not yardstick.is_dir():
+        raise InputError(f"--yardstick {yardstick}: not a directory")
+    out = []
+    for bench in sorted(p for p in yardstick.iterdir() if p.is_dir() and p.name != "analysis-cache"):
+        if bench.name in skip_benchmarks:
+            continue
+        for g in sorted(p for p in bench.iterdir() if (p / "manifest.json").is_file()):
+            if g.name not in GPU_PROFILES or g.name in skip_gpus or (only_gpus and g.name not in only_gpus):
+                continue
+            out.append(Pair(bench.name, g.name, g, GPU_PROFILES[g.name]))
+    if not out:
+        raise InputError(f"--yardstick {yardstick}: no dataset of a known GPU under DIR/<benchmark>/<GPU> "
+                         f"(GPUs: {', '.join(GPU_PROFILES)})")
+    return out
+
+
+def load_pairs(pairs: Sequence[Pair], rows_per_pair: int, seed: int) -> tuple[pd.DataFrame, DeviceProfiles]:
+    """Every pair's ok rows (measured time > 0), at most ``rows_per_pair`` of each drawn with ``seed``
+    (0: all), as one frame with ``device`` = the GPU, and the profile of each GPU."""
+    frames = []
+    by_device: dict[str, DeviceProfile] = {}
+    for i, p in enumerate(pairs):
+        df, _ = load_measured_frame(p.path)
+        t = pd.to_numeric(df["time_median_us"], errors="coerce")
+        df = df[np.isfinite(t) & (t > 0)].reset_index(drop=True)
+        p.rows = len(df)
+        if rows_per_pair and len(df) > rows_per_pair:
+            df = df.sample(n=rows_per_pair, random_state=seed + i).sort_index().reset_index(drop=True)
+        p.sampled = len(df)
+        df["device"] = p.gpu
+        df["row_key"] = f"{p.benchmark}/{p.gpu}:" + df["row_key"].astype(str) if "row_key" in df.columns else None
+        frames.append(df)
+        by_device[p.gpu] = load_profile(p.profile)
+    return pd.concat(frames, ignore_index=True, sort=False), DeviceProfiles(by_device=by_device)
+
+
+def build_model(yardstick: Path, out: Path, analysis_dirs: Sequence[str], *, rows_per_pair: int = ROWS_PER_PAIR,
+                seed: int = 0, skip_gpus: Sequence[str] = (), skip_benchmarks: Sequence[str] = ()) -> dict[str, Any]:
+    """Fit the bundled GPU model on every pair of the yardstick (but the GPUs and benchmarks
+    skipped); write it and its card to ``out``."""
+    t0 = time.perf_counter()
+    pairs = find_pairs(yardstick, skip_gpus=skip_gpus, skip_benchmarks=skip_benchmarks)
+    frame, profiles = load_pairs(pairs, rows_per_pair, seed)
+    table = device_tables(frame, profiles, analysis_dirs)
+    first = profiles.by_device[pairs[0].gpu]
+    model = fit_tabular(table, first, target="time", seed=seed)
+    model.summary["devices"] = sorted(profiles.by_device)
+    model.summary["device_profiles"] = {g: GPU_PROFILES[g] for g in sorted(profiles.by_device)}
+    model.save(out)
+    card = {
+        "format": CARD_FORMAT, "version": 1, "table_version": TABLE_VERSION,
+        "rows": int(len(table)), "rows_per_pair": rows_per_pair, "seed": seed,
+        "kernels": sorted(str(k) for k in pd.unique(frame["kernel_name"])),
+        "gpus": {g: GPU_PROFILES[g] for g in sorted(profiles.by_device)},
+        "pairs": [{"benchmark": p.benchmark, "gpu": p.gpu, "profile": p.profile, "ok_rows": p.rows,
+                   "rows": p.sampled} for p in pairs],
+        "rows_with_analytical": int(np.isfinite(table["analytical_us"]).sum()),
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
+    (out / CARD_FILE).write_text(json.dumps(card, indent=1) + "\n", encoding="utf-8")
+    return card
+
+
+def evaluate_model(yardstick: Path, out: Path, analysis_dirs: Sequence[str], group_by: str, folds: int, *,
+                   rows_per_pair: int = ROWS_PER_PAIR, seed: int = 0, models: str = "analytical,tabular",
+                   skip_gpus: Sequence[str] = (), skip_benchmarks: Sequence[str] = (),
+                   device_features: bool = True, residual: bool = True) -> dict[str, Any]:
+    """``kernelcast evaluate``'s grouped out-of-fold figures on the sampled yardstick; without
+    ``device_features`` the tabular model is fitted without the device columns (the baseline)."""
+    from kernelcast.train.evaluate import EvaluateOptions, evaluate_frame, parse_models
+
+    pairs = find_pairs(yardstick, skip_gpus=skip_gpus, skip_benchmarks=skip_benchmarks)
+    frame, profiles = load_pairs(pairs, rows_per_pair, seed)
+    opts = EvaluateOptions(models=parse_models(models), folds=folds, seed=seed, group_by=group_by,
+                           analysis_dirs=tuple(analysis_dirs))
+    fitters = None
+    if not device_features or not residual:
+        from kernelcast.train.evaluate import _make_fitters
+
+        fitters = _make_fitters(opts.models, profiles, opts)
+        feats = None if device_features else \
+            [c for c in FEATURE_COLUMNS if c not in DEVICE_COLUMNS + DEVICE_RATIO_COLUMNS]
+        fitters["tabular"] = TabularFitter(profiles, seed, tuple(analysis_dirs), feats, residual)
+    ev = evaluate_frame(frame, profiles, opts, fitters=fitters, progress=lambda m: log.info("%s", m))
+    out.mkdir(parents=True, exist_ok=True)
+    ev.metrics["sampling"] = {"rows_per_pair": rows_per_pair, "seed": seed,
+                              "pairs": [{"benchmark": p.benchmark, "gpu": p.gpu, "ok_rows": p.rows,
+                                         "rows": p.sampled} for p in pairs]}
+    (out / "metrics.json").write_text(json.dumps(ev.metrics, indent=1, default=str) + "\n", encoding="utf-8")
+    return ev.metrics
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m kernelcast.bench.gpu_model", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name in ("build", "evaluate"):
+        p = sub.add_parser(name)
+        p.add_argument("--yardstick", required=True, help="DIR/<benchmark>/<GPU> datasets (bench.gpu_yardstick)")
+        p.add_argument("--analysis-cache", action="append", default=[], metavar="DIR",
+                       help="shared static analyses (kernelcast analyze --cache); default DIR/analysis-cache")
+        p.add_argument("--out", required=True)
+        p.add_argument("--rows-per-pair", type=int, default=ROWS_PER_PAIR,
+                       help=f"ok rows sampled per (benchmark, GPU), seeded ({ROWS_PER_PAIR}; 0: all)")
+        p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--json", action="store_true")
+        p.add_argument("--verbose", action="store_true", help="log progress")
+        p.add_argument("--skip-gpu", action="append", default=[], help="leave a GPU out entirely")
+        p.add_argument("--skip-benchmark", action="append", default=[], help="leave a benchmark out entirely")
+        if name == "evaluate":
+            p.add_argument("--group-by", choices=("kernel", "gpu", "both"), default="gpu")
+            p.add_argument("--folds", type=int, default=6)
+            p.add_argument("--models", default="analytical,tabular")
+            p.add_argument("--direct", action="store_true",
+                           help="fit the tabular model on log2(measured) alone, not on the analytical residual")
+            p.add_argument("--no-device-features", action="store_true",
+                           help="fit the tabular model without the device columns (the baseline)")
+    a = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if a.verbose else logging.WARNING, format="%(message)s")
+    try:
+        if a.rows_per_pair < 0:
+            raise InputError("--rows-per-pair must be >= 0")
+        ys = Path(a.yardstick)
+        caches = a.analysis_cache or ([str(ys / "analysis-cache")] if (ys / "analysis-cache").is_dir() else [])
+        for c in caches:
+            if not Path(c).is_dir():
+                raise InputError(f"--analysis-cache {c}: not a directory")
+        find_pairs(ys)
+        if a.cmd == "build":
+            doc = build_model(ys, Path(a.out), caches, rows_per_pair=a.rows_per_pair, seed=a.seed,
+                              skip_gpus=a.skip_gpu, skip_benchmarks=a.skip_benchmark)
+        else:
+            doc = evaluate_model(ys, Path(a.out), caches, a.group_by, a.folds, rows_per_pair=a.rows_per_pair,
+                                 seed=a.seed, models=a.models, skip_gpus=a.skip_gpu,
+                                 skip_benchmarks=a.skip_benchmark, device_features=not a.no_device_features,
+                                 residual=not a.direct)
+    except (InputError, DataError) as e:
+        print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
+        return 2
+    if a.json:
+        print(json.dumps(doc, indent=1, default=str))
+    else:
+        print(f"wrote {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
