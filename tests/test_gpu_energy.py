@@ -204,7 +204,7 @@ def test_tune_over_clocks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     k = tmp_path / "k.cl"
     k.write_text(FMA_KERNEL)
     base = ["tune", "--kernel", str(k), "--gsize", "1048576", "--build-options", "-Dnr_inner=4096",
-            "--profile", "a100-pcie", "--max-wg", "128", "--clocks", "400:1400:500", "--json"]
+            "--profile", "a100-pcie", "--model", "none", "--max-wg", "128", "--clocks", "400:1400:500", "--json"]
     assert main([*base, "--objective", "time", "--top", "1"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["configurations"] == 4 * 3 and doc["chosen"][0]["gr_clock_mhz"] == 1400.0
@@ -213,7 +213,7 @@ def test_tune_over_clocks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert sorted({c["gr_clock_mhz"] for c in chosen}) == [400.0, 900.0, 1400.0]
     c = chosen[0]
     assert main(["predict", "--kernel", str(k), "--gsize", str(c["gsize"][0]), "--lsize", str(c["lsize"][0]),
-                 "--build-options", "-Dnr_inner=4096", "--profile", "a100-pcie", "--clock",
+                 "--build-options", "-Dnr_inner=4096", "--profile", "a100-pcie", "--model", "none", "--clock",
                  str(c["gr_clock_mhz"]), "--json"]) == 0
     p = json.loads(capsys.readouterr().out)["predictions"][0]["analytical"]
     assert p["energy_j"] == pytest.approx(c["pred_energy_j"]) and p["time_us"] == pytest.approx(c["pred_us"])
