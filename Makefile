@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.kernelcast-installed
 
-.PHONY: demo test lint typecheck opencl ptx clean
+.PHONY: demo test unit lint typecheck opencl ptx clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -41,7 +41,11 @@ ptx: $(STAMP)
 demo: opencl ptx
 	$(BIN)/kernelcast demo
 
-test: opencl ptx typecheck
+# the type check and the unit tests run side by side (mypy prints only at its end); either failing fails
+test: opencl ptx
+	@$(MAKE) --no-print-directory -j2 typecheck unit
+
+unit: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 # the typed seams: hardware, dataset, predictor interface and what every stage shares (and what they import)
