@@ -117,14 +117,17 @@ OCCUPANCY = {"v100": (0.5, 1.0, 1.0), "a100": (0.5, 1.0, 1.0), "h100": (0.5, 1.0
 
 
 @pytest.mark.parametrize("name", ["v100", "a100", "h100", "rtx4090"])
-def test_published_gpu_profiles_use_occupancy_and_mwp_cwp(name):
+def test_published_gpu_profiles_use_occupancy_and_the_latency_floor(name):
     prof = load_profile(name)
     m = AnalyticalModel(prof)
     assert m.dev.is_gpu and m.dev.warp == 32
     n = 1 << 22
     p = m.predict(frame(COPY, "copy", [(n, ls, [buf("a", n), buf("b", n), scal("n", n)]) for ls in (32, 256, 1024)]))
     assert [ex["occupancy"] for ex in p.explanation] == pytest.approx(OCCUPANCY[name])
-    assert [ex["bound"] for ex in p.explanation] == ["memory"] * 3
+    # 32-thread blocks leave half the warps: 32 warps of 128 bytes in flight per SM cover less than
+    # the DRAM bandwidth at a 500-cycle latency (Little's law), so the latency can bound them
+    assert p.explanation[0]["bound"] in ("memory", "latency")
+    assert [ex["bound"] for ex in p.explanation[1:]] == ["memory"] * 2
     # a 4M-element copy moves 32 MiB: no faster than at the DRAM bandwidth, and (a large streaming
     # copy) within 2x of that plus 10 us of launch and latency
     floor_us = 8 * n / (prof.get("dram_bw_gbs") * 1e9) * 1e6

@@ -52,3 +52,35 @@ def test_a_guard_on_the_linear_index_holds_for_n_of_all_work_items():
     assert "gsize1)" not in store and "n/(gsize0*gsize1)" not in store, store
 
 
+
+
+TILED = """__kernel void tiled(__global const float* in, __global float* out, const int n) {
+  int base = get_group_id(0) * get_local_size(0) * 4 + get_local_id(0);
+  for (int t = 0; t < 4; t++) {
+    int i = base + t * get_local_size(0);
+    if (i < n) out[i] = in[i] * 2.0f;
+  }
+}"""
+
+
+def _tiled_brute(n: int, lsize: int, ngroups: int) -> float:
+    """Loads per work-item of TILED, counted over every work-item and tile."""
+    hits = sum(1 for g in range(ngroups) for lid in range(lsize) for t in range(4)
+               if g * lsize * 4 + lid + t * lsize < n)
+    return hits / (lsize * ngroups)
+
+
+@pytest.mark.parametrize("n,lsize,ngroups", [(4096, 64, 64), (4096, 32, 128), (1000, 64, 64), (20000, 16, 512)])
+def test_a_tiled_guard_counts_the_groups_it_holds_for(n: int, lsize: int, ngroups: int):
+    """Four tiles per work-item on a launch of one work-item per element (the grid not divided by
+    the tile): the guard holds for the first quarter of the groups. Taken one id at a time with the
+    group id at its mean it held for none, and the kernel was charged no global bytes."""
+    f = analyze_source_text(TILED, "tiled")
+    env = {"gsize0": float(lsize * ngroups), "lsize0": float(lsize), "ngroups0": float(ngroups),
+           "gsize1": 1.0, "lsize1": 1.0, "ngroups1": 1.0, "gsize2": 1.0, "lsize2": 1.0, "ngroups2": 1.0,
+           "n": float(n), "warp": 32.0}
+    got = f.evaluate(env)
+    brute = _tiled_brute(n, lsize, ngroups)
+    assert got["global_load_bytes"] == pytest.approx(4 * brute, rel=0.03)
+    assert got["global_store_bytes"] == pytest.approx(4 * brute, rel=0.03)
+    assert got["global_fetched_bytes"] > 0

@@ -84,7 +84,7 @@ def part_figures(an: AnalyticalFitter, sel: np.ndarray, true: np.ndarray) -> dic
     parts = {k: v[sel] for k, v in getattr(an, "parts", {}).items()}
     y = true[sel]
     out: dict[str, Any] = {}
-    if parts:
+    if parts and "latency" not in parts:
         stacked = np.vstack([v for v in parts.values()])
         with np.errstate(invalid="ignore"):
             largest = np.nanmax(np.where(np.isfinite(stacked), stacked, np.nan), axis=0) \

@@ -63,7 +63,7 @@ from kernelcast.models.analytical.gpu import (
     DEFAULT_MEM_LATENCY_CYCLES,
     GPUClass,
     GPUParams,
-    mwp_cwp,
+    warp_latency_seconds,
 )
 from kernelcast.models.analytical.model import (
     AnalyticalModel,
@@ -149,7 +149,7 @@ __all__ = [
     "inner_loop_correction",
     "innermost_step",
     "kernel_assumptions",
-    "mwp_cwp",
+    "warp_latency_seconds",
     "operation_seconds",
     "params_from_profile",
     "profile_levels",

@@ -201,17 +201,22 @@ def _term(f: Mapping[str, np.ndarray], names: tuple[str, ...], like: np.ndarray)
     return np.zeros_like(like)
 
 
-def gpu_dynamic_terms(c: GPUEnergyConstants, f: Mapping[str, np.ndarray], g: np.ndarray) -> dict[str, np.ndarray]:
+def gpu_dynamic_terms(c: GPUEnergyConstants, f: Mapping[str, np.ndarray], g: np.ndarray,
+                      traffic: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
     """Dynamic energy (J) of a launch of ``g`` work-items at the boost clock, by term: operations
     (``compute``: the per-item counts of every class ``f[<class>]`` times its energy) and bytes per
-    memory level (``dram``, ``l2``, ``shared``: :data:`TRAFFIC_TERMS`)."""
+    memory level (``dram``, ``l2``, ``shared``). A level's bytes are the device class's traffic of the
+    launch (``traffic[f"traffic_{level}"]``, the memory hierarchy's reuse counted) where it gives
+    them, else the per-item features of :data:`TRAFFIC_TERMS`."""
     comp = np.zeros_like(g)
     for op, pj in c.op_pj.items():
         if op in f:
             comp = comp + np.asarray(f[op], dtype=np.float64) * pj
     out = {"compute": comp * g * 1e-12}
     for level, names in TRAFFIC_TERMS.items():
-        out[level] = _term(f, names, g) * g * c.byte_pj[level] * 1e-12
+        launch = (traffic or {}).get(f"traffic_{level}")
+        per_launch = np.asarray(launch, dtype=np.float64) if launch is not None else _term(f, names, g) * g
+        out[level] = per_launch * c.byte_pj[level] * 1e-12
     return out
 
 

@@ -1,4 +1,4 @@
-"""The GPU device class: occupancy, latency hiding (Hong and Kim's MWP/CWP) and the memory hierarchy.
+"""The GPU device class: occupancy, the memory hierarchy's levels and the latency of memory accesses.
 
 A compute unit (SM, CU) holds as many work-groups at once as its limits allow: warps (wavefronts)
 per unit, work-groups per unit and local memory per unit (:meth:`GPUClass.residency`). The warp or
@@ -6,11 +6,21 @@ wavefront width is the profile's (``warp_size``, else the device's preferred wor
 else :attr:`GPUParams.default_warp`): a class for a vendor with another width subclasses
 :class:`GPUParams` and :class:`GPUClass` with its own default and registers itself.
 
-A wave's time follows Hong and Kim's three cases (:func:`mwp_cwp`): memory warp parallelism
-limited by the memory latency over the departure delay of one warp's request, computation warp
-parallelism, and N = MWP = CWP, CWP >= MWP, CWP < MWP; the bandwidth roofline of the shared
-pipeline stays a floor. Operation counts are per warp (``warp_<class>``, the lanes a warp's
-divergent branches keep busy).
+Memory (:meth:`GPUClass.memory_levels`): the launch's global traffic is split over the levels of
+the hierarchy (:mod:`.hierarchy`: the segments warps fetch, L1 hits of warps of one work-group
+reading the same segments, each buffer past the last-level cache at most once), and each level
+takes its bytes at its own rate: the first level (L1 and local memory, one unit per compute unit)
+``L1_BYTES_PER_CLK`` bytes and ``LSU_LANES_PER_CLK`` lanes of load/store instructions per clock,
+local accesses times their bank-conflict degree; L2 at ``l2_bw_gbs`` (else ``L2_BYTES_PER_CLK`` per
+compute unit and clock); DRAM at ``dram_bw_gbs``. The levels pipeline: the memory part is the
+slowest of them.
+
+Latency (:meth:`GPUClass.latency_seconds`, after Hong and Kim's MWP/CWP): one warp's compute
+cycles plus its global accesses each waiting the average latency of the level that serves it
+(:func:`.hierarchy.average_latency`), times the repetitions of the resident warps on a compute
+unit. It bounds the body from below: with enough warps resident it hides under the compute or the
+memory part, with few it is what the time is. Operation counts are per warp (``warp_<class>``, the
+lanes a warp's divergent branches keep busy).
 """
 
 from __future__ import annotations
@@ -21,8 +31,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 from kernelcast.calib.profile import DeviceProfile
-from kernelcast.models.analytical.params import RATE_CLASSES, SharedParams, read_shared
-from kernelcast.models.analytical.registry import DeviceClass, DeviceKind, register
+from kernelcast.models.analytical.hierarchy import average_latency, launch_traffic
+from kernelcast.models.analytical.params import SharedParams, read_shared
+from kernelcast.models.analytical.registry import DeviceClass, DeviceKind, ItemCosts, operation_seconds, register
+from kernelcast.models.static.features import UNROLLED_PREFIX
 
 #: DRAM latency in cycles assumed by the MWP/CWP model when a GPU profile has none measured
 #: (Hong and Kim 2009 use 400-600 cycles; we take the middle)
@@ -31,6 +43,20 @@ DEFAULT_MEM_LATENCY_CYCLES = 500.0
 DEFAULT_CLOCK_HZ = 1.4e9
 #: resident work-groups per compute unit assumed when a profile has no ``max_wg_per_cu``
 DEFAULT_MAX_WG_PER_CU = 32.0
+#: L1 and L2 hit latencies in cycles when a profile has none (microbenchmarks of Volta and Turing,
+#: Jia et al. 2018/2019: L1 about 28-32, L2 about 190-200 cycles)
+DEFAULT_L1_LATENCY_CYCLES = 32.0
+DEFAULT_L2_LATENCY_CYCLES = 200.0
+#: bytes per clock one compute unit's L1 / local memory delivers (32 banks of 4 bytes), one
+#: 128-byte line looked up per clock
+L1_BYTES_PER_CLK = 128.0
+#: lanes of load/store instructions one compute unit issues per clock (32 load/store units per SM
+#: from Volta on: one warp instruction per clock)
+LSU_LANES_PER_CLK = 32.0
+#: L2 bytes per clock and compute unit when a profile has no ``l2_bw_gbs``: between the about 20
+#: measured on Volta and Turing (Jia et al.) and the 5,120 bytes per clock of the A100 whitepaper
+#: over its 108 SMs (47)
+L2_BYTES_PER_CLK = 32.0
 
 
 @dataclass
@@ -45,6 +71,9 @@ class GPUParams(SharedParams):
     max_warps_per_cu: float | None = None
     max_wg_per_cu: float | None = None
     local_mem_per_cu: float | None = None
+    l2_bw: float | None = None
+    l1_latency_cycles: float = DEFAULT_L1_LATENCY_CYCLES
+    l2_latency_cycles: float = DEFAULT_L2_LATENCY_CYCLES
 
     @classmethod
     def from_profile(cls, p: DeviceProfile, device_info: Any = None) -> GPUParams:
@@ -52,7 +81,19 @@ class GPUParams(SharedParams):
         dev = getattr(p, "device", None)
         warp = get("warp_size") or getattr(dev, "wg_multiple", None) or cls.default_warp
         return cls(**read_shared(p, device_info), warp=int(warp), max_warps_per_cu=get("max_warps_per_cu"),
-                   max_wg_per_cu=get("max_wg_per_cu"), local_mem_per_cu=get("local_mem_per_cu_bytes"))
+                   max_wg_per_cu=get("max_wg_per_cu"), local_mem_per_cu=get("local_mem_per_cu_bytes"),
+                   l2_bw=(get("l2_bw_gbs") or 0) * 1e9 or None,
+                   l1_latency_cycles=get("l1_latency_cycles") or DEFAULT_L1_LATENCY_CYCLES,
+                   l2_latency_cycles=get("l2_latency_cycles") or DEFAULT_L2_LATENCY_CYCLES)
+
+    @property
+    def clock(self) -> float:
+        """The clock (Hz) the cycle counts are converted at."""
+        return self.clock_hz or DEFAULT_CLOCK_HZ
+
+    @property
+    def dram_latency_cycles(self) -> float:
+        return (self.mem_latency_s * self.clock) if self.mem_latency_s else DEFAULT_MEM_LATENCY_CYCLES
 
 
 @register
@@ -89,10 +130,51 @@ class GPUClass(DeviceClass):
         occupancy = per_cu * warps_per_wg / (d.max_warps_per_cu or per_cu * warps_per_wg)
         return per_cu, occupancy
 
-    def body(self, f: Mapping[str, np.ndarray], lsz: np.ndarray, per_cu: np.ndarray, n_wg: np.ndarray,
-             comp_t: np.ndarray, mem_t: np.ndarray, busiest_s: np.ndarray | None
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return mwp_cwp(self.params, f, lsz, per_cu, n_wg, comp_t, mem_t), comp_t, np.zeros_like(comp_t)
+    def item_costs(self, feats: Any, f: Mapping[str, np.ndarray], env: Mapping[str, Any], g: np.ndarray,
+                   n_wg: np.ndarray) -> ItemCosts:
+        """The operations at the peak rates, less what full unrolling removes (:func:`compiled_counts`)."""
+        comp, flops = operation_seconds(self.params, compiled_counts(f), g, self.count_prefix)
+        return ItemCosts(comp, flops)
+
+    def memory_levels(self, f: Mapping[str, np.ndarray], env: Mapping[str, Any], g: np.ndarray, lsz: np.ndarray,
+                      n_wg: np.ndarray, per_cu: np.ndarray, mem_t: np.ndarray
+                      ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Each level's bytes at its rate; the memory part is the slowest level (module docstring).
+        The parts: ``level_<l1|l2|dram>_s``, ``traffic_<requested|l1|l2|dram>`` (bytes of the
+        launch), ``hit_<l1|l2>`` and the instruction counts of the launch ``warp_insts_global`` /
+        ``warp_insts_local`` (the names the energy model reads)."""
+        d = self.params
+        cu, clock = float(d.compute_units), d.clock
+        t = launch_traffic(f, env, g)
+        warps = g / d.warp
+        insts_global = f["warp_global_mem"] * warps
+        insts_local = f["warp_local_mem"] * f["local_bank_conflict"] * warps
+        active = np.minimum(n_wg, cu)
+        # the first level takes one 128-byte line of a warp's global access per clock, and the
+        # load/store units one warp's lanes per clock; local (shared) accesses are instructions there
+        lines = f.get("global_l1_lines", f["global_fetched_bytes"] / 128.0) * g
+        l1_s = np.maximum(np.maximum(t.l1 / L1_BYTES_PER_CLK, lines) + insts_local,
+                          (insts_global + insts_local) * d.warp / LSU_LANES_PER_CLK) / (active * clock)
+        l2_s = t.l2 / (d.l2_bw or L2_BYTES_PER_CLK * cu * clock)
+        dram_s = t.dram / d.dram_bw
+        mem = np.maximum(np.maximum(l1_s, l2_s), dram_s)
+        parts = {"level_l1_s": l1_s, "level_l2_s": l2_s, "level_dram_s": dram_s,
+                 "traffic_requested": t.requested, "traffic_l1": t.l1, "traffic_l2": t.l2, "traffic_dram": t.dram,
+                 "hit_l1": t.l1_hit, "hit_l2": t.l2_hit, "warp_insts_global": insts_global,
+                 "warp_insts_local": insts_local,
+                 "latency_cycles": average_latency(t, d.l1_latency_cycles, d.l2_latency_cycles,
+                                                   d.dram_latency_cycles)}
+        return mem, parts
+
+    def latency_seconds(self, f: Mapping[str, np.ndarray], levels: Mapping[str, np.ndarray], lsz: np.ndarray,
+                        per_cu: np.ndarray, n_wg: np.ndarray, comp_t: np.ndarray, mem_t: np.ndarray
+                        ) -> np.ndarray | None:
+        """One warp's compute and its global accesses at their average latency, times the
+        repetitions of the resident warps (:func:`warp_latency_seconds`)."""
+        lat = levels.get("latency_cycles")
+        if lat is None:
+            return None
+        return warp_latency_seconds(self.params, f, lsz, per_cu, n_wg, comp_t, lat)
 
     def capped_body(self, body: np.ndarray, comp_t: np.ndarray, mem_t: np.ndarray, freq_ratio: np.ndarray,
                     n_wg: np.ndarray) -> np.ndarray:
@@ -100,30 +182,34 @@ class GPUClass(DeviceClass):
         return body / np.where(comp_t >= mem_t, freq_ratio, 1.0)
 
 
-def mwp_cwp(d: GPUParams, f: Mapping[str, np.ndarray], lsz: np.ndarray, per_cu: np.ndarray, n_wg: np.ndarray,
-            comp_t: np.ndarray, mem_t: np.ndarray) -> np.ndarray:
-    """Hong and Kim's MWP/CWP cases, per compute unit, scaled by the repetitions (waves)."""
+def compiled_counts(f: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The operation counts of the code a GPU compiler makes: the loops it unrolls fully lose their
+    control (condition, branch, counter increment) and the integer arithmetic on their counters,
+    which becomes constant offsets (``unrolled:<class>`` of the static features); what is left of
+    each class, per work-item and per warp."""
+    out = dict(f)
+    for key, v in f.items():
+        if not key.startswith(UNROLLED_PREFIX):
+            continue
+        cls = key[len(UNROLLED_PREFIX):]
+        for k in (cls, "warp_" + cls):
+            if k in out:
+                out[k] = np.maximum(out[k] - v, 0.0)
+    return out
+
+
+def warp_latency_seconds(d: GPUParams, f: Mapping[str, np.ndarray], lsz: np.ndarray, per_cu: np.ndarray,
+                         n_wg: np.ndarray, comp_t: np.ndarray, latency_cycles: np.ndarray) -> np.ndarray:
+    """The latency floor of the body: each repetition of the resident warps on a compute unit takes
+    at least one warp's compute cycles plus its global accesses, each waiting ``latency_cycles``
+    (Hong and Kim's case of too few warps to hide the memory latency; with enough warps the compute
+    or memory part is larger and this floor does not bind)."""
     cu = float(d.compute_units)
-    clock = d.clock_hz or DEFAULT_CLOCK_HZ
-    mem_l = (d.mem_latency_s * clock) if d.mem_latency_s else DEFAULT_MEM_LATENCY_CYCLES
+    clock = d.clock
     warps_wg = np.ceil(lsz / d.warp)
-    n_warps = np.maximum(np.minimum(per_cu, np.ceil(n_wg / cu)) * warps_wg, 1.0)   # active warps per SM
-    mem_insts = np.maximum(f["warp_global_mem"], 1e-9)
-    bytes_per_req = np.maximum(f["global_fetched_bytes"] / mem_insts, 1.0) * d.warp
-    bw_per_cu_cycle = d.dram_bw / cu / clock
-    departure = np.maximum(bytes_per_req / bw_per_cu_cycle, 1e-3)
-    mwp = np.minimum(mem_l / departure, n_warps)
-    comp_cycles = np.maximum(sum(f.get("warp_" + op, 0.0) for op in RATE_CLASSES) * 4.0, 1.0)
-    mem_cycles = f["warp_global_mem"] * mem_l
-    cwp = np.minimum((mem_cycles + comp_cycles) / comp_cycles, n_warps)
-    reps = np.ceil(np.ceil(n_wg / cu) / np.maximum(per_cu, 1)) * np.maximum(per_cu, 1) * warps_wg / n_warps
-    no_mem = f["warp_global_mem"] <= 0
-    case1 = (mem_cycles + comp_cycles + comp_cycles / mem_insts * (mwp - 1))
-    case2 = mem_cycles * n_warps / np.maximum(mwp, 1e-9) + comp_cycles / mem_insts * (mwp - 1)
-    case3 = mem_l + comp_cycles * n_warps
-    eq = (np.abs(mwp - n_warps) < 1e-9) & (np.abs(cwp - n_warps) < 1e-9)
-    cycles = np.where(eq, case1, np.where(cwp >= mwp, case2, case3))
-    cycles = np.where(no_mem, comp_cycles * n_warps, cycles)
-    t = cycles * reps / clock
-    # the bandwidth roofline still bounds the wave model from below
-    return np.maximum(t, np.maximum(comp_t, mem_t))
+    wg_per_cu = np.ceil(n_wg / cu)                                   # work-groups the busiest unit runs
+    resident = np.maximum(np.minimum(per_cu, wg_per_cu), 1.0)         # of them at once
+    n_warps = np.maximum(resident * warps_wg, 1.0)                    # active warps per unit
+    reps = np.ceil(wg_per_cu / resident)                              # repetitions of the resident set
+    comp_cycles = comp_t * clock / np.maximum(reps * n_warps, 1e-30)                 # one warp's, per repetition
+    return reps * (comp_cycles + f["warp_global_mem"] * latency_cycles) / clock

@@ -93,6 +93,7 @@ def config_env(gsize: list[int], lsize: list[int] | None, args: list[dict[str, A
             else:
                 buf_bytes += nbytes
                 env["__elems_" + a["name"]] = float(a.get("count") or 0)
+                env["__bytes_" + a["name"]] = nbytes
     env["__working_set_bytes"] = buf_bytes
     for k, v in (counts or {}).items():
         if k.startswith(COUNT_PREFIXES):
@@ -223,7 +224,11 @@ class AnalyticalModel(Predictor):
         mem_t = np.where(full > 0, full * m1, 0.0) + m2
         sync_t = np.where(full > 0, full * s1, 0.0) + s2
 
+        mem_t, levels = dc.memory_levels(f, env, g, lsz, n_wg, per_cu, mem_t)
         body, comp_t, join_t = dc.body(f, lsz, per_cu, n_wg, comp_t, mem_t, busiest_s)
+        latency_t = dc.latency_seconds(f, levels, lsz, per_cu, n_wg, comp_t, mem_t)
+        if latency_t is not None:
+            body = np.maximum(body, latency_t)
         launch = dc.launch_seconds(n_wg, lsz)
 
         cap = power_cap_w if power_cap_w is not None else self.power_cap_w
@@ -253,8 +258,8 @@ class AnalyticalModel(Predictor):
                 return t if tm is None else np.where(np.isfinite(tm) & (tm > 0), tm, t)
 
             if consts is not None:
-                energy, time_s, freq_ratio, energy_terms = gpu_energy(consts, gpu_dynamic_terms(consts, f, g), time_at,
-                                                                      r0, limit)
+                dyn = gpu_dynamic_terms(consts, f, g, levels)
+                energy, time_s, freq_ratio, energy_terms = gpu_energy(consts, dyn, time_at, r0, limit)
             else:
                 freq_ratio = r0
                 if cap is not None and d.tdp_w:
@@ -283,6 +288,9 @@ class AnalyticalModel(Predictor):
             parts.update({f"energy_{k}_j": v for k, v in energy_terms.items()})
             parts["clock_ratio"] = freq_ratio * np.ones_like(g)
             parts["power_w"] = energy / np.maximum(time_s, 1e-15)
+        if latency_t is not None:
+            parts["latency_s"] = latency_t
+        parts.update(levels)
         balance = energy_balance(d)
         if balance is not None:
             parts["energy_balance"] = np.full_like(g, balance)
@@ -385,6 +393,9 @@ def explain(p: dict[str, Any], t: float) -> dict[str, Any]:
     """Which part bounds the time, and the numbers behind it."""
     parts = {"launch": float(p["launch_s"]), "compute": float(p["compute_s"]), "memory": float(p["memory_s"]),
              "sync": float(p["sync_s"])}
+    if "latency_s" in p:
+        # the time one warp's dependent accesses take when too few warps hide their latency
+        parts["latency"] = float(p["latency_s"])
     bound = max(parts, key=lambda k: parts[k])
     if bound in ("compute", "memory") and p["occupancy"] < 0.5 and p["waves"] <= 1:
         bound = "latency"      # too little parallelism: idle compute units or too few warps
@@ -408,6 +419,14 @@ def explain(p: dict[str, Any], t: float) -> dict[str, Any]:
         out["energy_parts_j"] = terms
         out["power_w"] = float(p["power_w"])
         out["clock_ratio"] = float(p["clock_ratio"])
+    levels = {k[len("level_"):-2]: float(v) * 1e6 for k, v in p.items() if k.startswith("level_") and k.endswith("_s")}
+    if levels:
+        # the memory part is the slowest of the levels it passes through
+        out["memory_levels_us"] = levels
+        out["traffic_bytes"] = {k[len("traffic_"):]: float(v) for k, v in p.items() if k.startswith("traffic_")}
+        out["hit_rates"] = {k[len("hit_"):]: float(v) for k, v in p.items() if k.startswith("hit_")}
+        if "latency_cycles" in p:
+            out["access_latency_cycles"] = float(p["latency_cycles"])
     if float(p.get("strided_lines_s", 0.0)) > 0:
         out["page_strided_us"] = float(p["strided_lines_s"]) * 1e6     # in the memory part
     join = float(p.get("join_s", 0.0))

@@ -122,6 +122,21 @@ class DeviceClass(ABC):
         even = np.maximum(comp_t, mem_t)
         return even, comp_t, even - even
 
+    def memory_levels(self, f: Mapping[str, np.ndarray], env: Mapping[str, Any], g: np.ndarray, lsz: np.ndarray,
+                      n_wg: np.ndarray, per_cu: np.ndarray, mem_t: np.ndarray
+                      ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The memory part from the levels of the hierarchy, and their figures as parts of the
+        explanation (per-level seconds, bytes, hit rates). Default: the streamed memory part
+        as the pipeline charged it, no levels."""
+        return mem_t, {}
+
+    def latency_seconds(self, f: Mapping[str, np.ndarray], levels: Mapping[str, np.ndarray], lsz: np.ndarray,
+                        per_cu: np.ndarray, n_wg: np.ndarray, comp_t: np.ndarray, mem_t: np.ndarray
+                        ) -> np.ndarray | None:
+        """The time the latency of memory accesses sets when too few warps hide it (a floor on the
+        body), None where the class does not model it."""
+        return None
+
     def capped_body(self, body: np.ndarray, comp_t: np.ndarray, mem_t: np.ndarray, freq_ratio: np.ndarray,
                     n_wg: np.ndarray) -> np.ndarray:
         """The body under a power cap that slows the clock to ``freq_ratio``: compute slows with it."""

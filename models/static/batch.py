@@ -35,6 +35,9 @@ from kernelcast.schema import Kernel
 log = logging.getLogger(__name__)
 
 CACHE_FORMAT = 1
+#: the static analysis's own version: raised whenever what an analysis computes changes, so that a
+#: cache entry written by an older analysis is analysed again, not reused
+ANALYSIS_VERSION = 4
 
 
 @dataclass
@@ -70,7 +73,8 @@ def _analyze(job: tuple[str, str, str, str, str]) -> tuple[str, dict[str, Any]]:
 
     key, source, name, language, options = job
     t0 = time.perf_counter()
-    entry: dict[str, Any] = {"format": CACHE_FORMAT, "version": _version(), "key": key, "kernel_name": name,
+    entry: dict[str, Any] = {"format": CACHE_FORMAT, "version": _version(), "analysis_version": ANALYSIS_VERSION,
+                             "key": key, "kernel_name": name,
                              "language": language,
                              "options": options}
     try:
@@ -135,8 +139,12 @@ def _cached(cache_dir: Path, key: str) -> bool:
         entry = json.loads(p.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return (entry.get("format") == CACHE_FORMAT and entry.get("version") == _version()
-            and entry.get("features") is not None)
+    return _current(entry) and entry.get("version") == _version() and entry.get("features") is not None
+
+
+def _current(entry: dict[str, Any]) -> bool:
+    """Whether a cache entry was written by this format and this version of the analysis."""
+    return entry.get("format") == CACHE_FORMAT and entry.get("analysis_version") == ANALYSIS_VERSION
 
 
 def _write_entry(cache_dir: Path, key: str, entry: dict[str, Any]) -> None:
@@ -238,14 +246,20 @@ def analyze_dataset(root: str | os.PathLike[str], *, cache_dir: str | os.PathLik
 
 
 def load_analyses(cache_dir: str | os.PathLike[str], keys: list[str]) -> dict[str, SourceFeatures | str]:
-    """The cached analysis of each key: its features, or the message of a failed analysis."""
+    """The cached analysis of each key: its features, or the message of a failed analysis; an entry
+    of another analysis version is left out (stale: the caller analyses it again)."""
     cdir = Path(cache_dir)
     out: dict[str, SourceFeatures | str] = {}
     for key in dict.fromkeys(keys):
         p = _entry_path(cdir, key)
         if not p.is_file():
             continue
-        entry = json.loads(p.read_text(encoding="utf-8"))
+        try:
+            entry = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not _current(entry):
+            continue
         out[key] = SourceFeatures.from_dict(entry["features"]) if entry.get("features") else str(entry.get("error"))
     return out
 

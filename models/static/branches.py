@@ -15,7 +15,20 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from kernelcast.models.static.affine import average, geo_printable
-from kernelcast.models.static.expr import DATA, GRP, VAR, WI, Atom, Poly, fn_atom, p_clamp01, p_div, p_min, p_unary
+from kernelcast.models.static.expr import (
+    DATA,
+    GRP,
+    VAR,
+    WI,
+    Atom,
+    Poly,
+    fn_atom,
+    p_clamp01,
+    p_div,
+    p_max,
+    p_min,
+    p_unary,
+)
 from kernelcast.models.static.values import HALF, ONE, WARP, ZERO, Val
 
 
@@ -78,6 +91,9 @@ def _compare_fraction(op: str, lhs: Poly, rhs: Poly) -> Frac | None:
         f = _affine_fraction(op, *lin, lane=True)
         if f is not None:
             return f
+    f = _two_level_fraction(op, d)
+    if f is not None:
+        return f
     for x in sorted(d.atoms(), key=_range_preference):
         rng, lane = _range_of(x)
         if rng is None:
@@ -116,6 +132,61 @@ def _linear_index(d: Poly) -> tuple[Poly, Poly, Poly] | None:
     if dims < 2 or WI in rest.deps or DATA in rest.deps or VAR in rest.deps:
         return None
     return c, stride, rest
+
+
+#: the largest tile (work-items' elements per dimension) :func:`_two_level_fraction` recognises
+MAX_TILE = 64
+
+
+def _ramp2(x: Poly) -> Poly:
+    """``max(x, 0)**2``."""
+    m = p_max(x, ZERO)
+    return m * m
+
+
+def _two_level_fraction(op: str, d: Poly) -> Frac | None:
+    """The fractions of ``cl * lid_k + cg * grp_k + u  op  0`` with the local and the group id of
+    one dimension both in the condition and ``cg = tile * cl * lsize_k`` (a tiled index ``grp *
+    lsize * tile + lid``, tile 2 to :data:`MAX_TILE`): the two ids
+    are taken as independent uniform variables and the condition's share is the distribution of
+    their sum, ``u`` at its mean. Taking one id at a time with the other at its mean decides a
+    guard that cuts across the work-groups (``dm < n`` true for the first groups only) for all
+    work-items alike: 0 or 1 instead of the share of groups it holds for.
+
+    With ``X`` uniform on ``[0, A]`` and ``Y`` on ``[0, B]`` (``A = cl * lsize``, ``B = cg *
+    ngroups``, the group id shifted half a step),
+    ``P(X + Y < t) = (r(t) - r(t - A) - r(t - B) + r(t - A - B)) / (2 A B)`` with ``r(x) = max(x, 0)**2``."""
+    if op not in ("<", "<=", ">", ">="):
+        return None
+    ids = {(a.name[:3], a.dim): a for a in d.atoms() if a.kind == "wi" and a.name[:3] in ("lid", "grp")}
+    for dim in range(3):
+        lid, grp = ids.get(("lid", dim)), ids.get(("grp", dim))
+        if lid is None or grp is None or lid.rng is None or grp.rng is None:
+            continue
+        cl, cg = d.coefficient(lid), d.coefficient(grp)
+        if cl is None or cg is None or cl.is_zero() or cg.is_zero():
+            continue
+        if (cl.deps | cg.deps) & {WI, DATA, VAR, GRP}:
+            continue
+        if (cl.is_const() and cl.const_value() < 0) or (cg.is_const() and cg.const_value() < 0):
+            continue
+        u = d - cl * Poly.atom(lid) - cg * Poly.atom(grp)
+        if (cg - cl * lid.rng).is_zero():
+            # cl * (grp * lsize + lid): the global id, one id over all work-items (exact)
+            return _affine_fraction(op, cl, lid.rng * grp.rng, u, lane=True)
+        if not any((cg - cl * lid.rng * k).is_zero() for k in range(2, MAX_TILE + 1)):
+            continue          # not a tiled index
+        ua = geo_printable(average(u, keep_geo=True))
+        cla, cga = geo_printable(average(cl, keep_geo=True)), geo_printable(average(cg, keep_geo=True))
+        if ua is None or cla is None or cga is None:
+            return None
+        a = cla * lid.rng
+        b = cga * grp.rng
+        t = -ua + cga * Fraction(1, 2)
+        cdf = p_clamp01(p_div(_ramp2(t) - _ramp2(t - a) - _ramp2(t - b) + _ramp2(t - a - b), a * b * 2))
+        it = cdf if op in ("<", "<=") else ONE - cdf
+        return Frac(it, ONE - it, it, ONE - it)
+    return None
 
 
 def _affine_fraction(op: str, coef: Poly, rng: Poly, u: Poly, lane: bool) -> Frac | None:

@@ -40,10 +40,13 @@ def coalescing_efficiency(stride0: np.ndarray | float | None, stride1: np.ndarra
                           elem_bytes: float, unit_bytes: float,
                           lsize0: np.ndarray | float, lsize1: np.ndarray | float = 1.0,
                           lsize2: np.ndarray | float = 1.0, *, warp: np.ndarray | float = DEFAULT_WARP,
-                          segment: np.ndarray | float = DEFAULT_SEGMENT_BYTES) -> np.ndarray:
+                          segment: np.ndarray | float = DEFAULT_SEGMENT_BYTES, shared: bool = False) -> np.ndarray:
     """Coalescing efficiency in (0, 1] of one access for every configuration (see module doc).
 
-    ``stride0 is None`` means unknown stride (gather): the worst case is returned.
+    ``stride0 is None`` means unknown stride (gather): the worst case is returned. ``shared``: not
+    capped at 1, so that lanes sharing a segment (a broadcast, a stride below the element size)
+    count their share of it: ``element bytes / efficiency`` is then the bytes the warp fetches per
+    active lane (1 for a 4-byte broadcast to 32 lanes from a 32-byte segment).
     """
     e = float(elem_bytes)
     seg_per_lane = np.ceil(e / np.asarray(segment, dtype=np.float64))
@@ -64,7 +67,9 @@ def coalescing_efficiency(stride0: np.ndarray | float | None, stride1: np.ndarra
         seg_row = np.minimum(n * seg_per_lane, np.ceil(row_span / segment))
         seg = np.minimum(r * seg_row, np.ceil(((r - 1.0) * a1 + row_span) / segment))
         seg = np.maximum(seg, 1.0)
-        eta = np.minimum(1.0, weff * e / (seg * segment))
+        eta = weff * e / (seg * segment)
+        if not shared:
+            eta = np.minimum(1.0, eta)
     eta = np.where(np.isfinite(eta), eta, e / (seg_per_lane * segment))
     return np.asarray(eta, dtype=np.float64)
 

@@ -52,6 +52,15 @@ VEC_PREFIX = "vec:"
 LOOPVEC_PREFIX = "loopvec:"
 #: key prefix of the operations on loop-carried recurrences in ``evaluate_many``'s output
 CHAIN_PREFIX = "chain:"
+#: :meth:`SourceFeatures.evaluate_many` key prefix of one buffer argument's global bytes per work-item
+#: as the work-group's warps fetch them (``global_block_bytes`` of that argument's accesses)
+ARG_BYTES_PREFIX = "arg_bytes:"
+ARG_STORE_SUFFIX = "@store"   # arg_bytes:<name>@store: the bytes stored (or atomically updated)
+#: the line a first-level cache looks up per cycle (``global_l1_lines``: the lines per work-item a
+#: warp's global accesses touch, lanes sharing one counting it once)
+L1_LINE_BYTES = 128.0
+#: key prefix of the operations full unrolling removes (``unrolled_ops``) in ``evaluate_many``'s output
+UNROLLED_PREFIX = "unrolled:"
 #: the key of those loops' loads in ``loopvec_ops``
 LOOPVEC_LOADS = "loads"
 
@@ -225,6 +234,10 @@ class SourceFeatures:
     # class -> operations per work-item on loop-carried recurrences: each waits for the one before
     # (models.static.chains)
     chain_ops: dict[str, str] = field(default_factory=dict)
+    # class -> operations per work-item that full unrolling removes (counted in ops too): fully
+    # unrolled loops' control and the integer arithmetic on their counters (UNROLLED_PREFIX keys of
+    # evaluate_many; a device class whose compiler unrolls so subtracts them)
+    unrolled_ops: dict[str, str] = field(default_factory=dict)
     accesses: list[Access] = field(default_factory=list)
     loops: list[LoopInfo] = field(default_factory=list)
     branches: list[BranchInfo] = field(default_factory=list)
@@ -262,7 +275,7 @@ class SourceFeatures:
     def expressions(self) -> list[str]:
         """Every expression string the features hold (for checks and pre-compilation)."""
         out = list(self.ops.values()) + list(self.ops_warp.values()) + list(self.vec_ops.values())
-        out += list(self.loopvec_ops.values()) + list(self.chain_ops.values())
+        out += list(self.loopvec_ops.values()) + list(self.chain_ops.values()) + list(self.unrolled_ops.values())
         for a in self.accesses:
             out += [a.count, a.count_warp]
             out += [s for s in (a.stride0, a.stride1) if s is not None]
@@ -331,13 +344,17 @@ class SourceFeatures:
             out[LOOPVEC_PREFIX + k] = ev(text)
         for k, text in self.chain_ops.items():
             out[CHAIN_PREFIX + k] = ev(text)
+        for k, text in self.unrolled_ops.items():
+            out[UNROLLED_PREFIX + k] = ev(text)
 
         mem_keys = ("global_loads", "global_stores", "global_atomics", "global_load_bytes",
                     "global_store_bytes", "global_atomic_bytes", "global_fetched_bytes",
                     "constant_loads", "constant_load_bytes", "local_loads", "local_stores",
                     "local_atomics", "local_bytes", "private_accesses", "image_reads", "image_writes",
-                    "warp_global_mem", "warp_local_mem")
+                    "warp_global_mem", "warp_local_mem", "global_sector_bytes", "global_block_bytes",
+                    "global_l1_lines")
         acc = {k: zeros.copy() for k in mem_keys}
+        per_arg: dict[str, np.ndarray] = {}
         eta_num = zeros.copy()
         eta_den = zeros.copy()
         bank_num = zeros.copy()
@@ -361,6 +378,21 @@ class SourceFeatures:
                 acc[bkey] += b
                 acc["global_fetched_bytes"] += b / np.maximum(eta, 1e-9)
                 acc["warp_global_mem"] += cw
+                # the memory hierarchy's view (models.analytical.hierarchy): the bytes of the segments
+                # a warp fetches per lane, lanes sharing a segment counted once, and the same over
+                # the warps of a work-group that read the same segments (served by the first one's)
+                share = np.broadcast_to(coalescing_efficiency(s0, s1, a.elem_bytes, a.unit_bytes, l0, l1, l2,
+                                                              warp=warp, segment=seg, shared=True), shape)
+                sector = b / np.maximum(share, 1e-9)
+                acc["global_sector_bytes"] += sector
+                lines = np.broadcast_to(coalescing_efficiency(s0, s1, a.elem_bytes, a.unit_bytes, l0, l1, l2,
+                                                              warp=warp, segment=L1_LINE_BYTES, shared=True), shape)
+                acc["global_l1_lines"] += b / np.maximum(lines, 1e-9) / L1_LINE_BYTES
+                block = sector / block_reuse(a, l0, l1, l2, warp) if a.kind == "load" else sector
+                acc["global_block_bytes"] += block
+                # loads and stores of one buffer apart: each direction moves the buffer at most once
+                key = a.arg if a.kind == "load" else a.arg + ARG_STORE_SUFFIX
+                per_arg[key] = per_arg.get(key, zeros) + block
                 if a.kind != "atomic":
                     eta_num += c * eta
                     eta_den += c
@@ -380,6 +412,8 @@ class SourceFeatures:
             else:
                 acc["private_accesses"] += c
         out.update(acc)
+        for arg, v in per_arg.items():
+            out[ARG_BYTES_PREFIX + arg] = v
         with np.errstate(divide="ignore", invalid="ignore"):
             out["eta_coal"] = np.where(eta_den > 0, eta_num / np.where(eta_den > 0, eta_den, 1), 1.0)
             req = acc["global_load_bytes"] + acc["global_store_bytes"]
@@ -410,6 +444,29 @@ class SourceFeatures:
         for k, v in static.items():
             out[k] = np.full(shape, v)
         return out
+
+
+def block_reuse(a: Access, l0: np.ndarray, l1: np.ndarray, l2: np.ndarray, warp: np.ndarray | float) -> np.ndarray:
+    """How many warps of a work-group read the same segments at one access: the work-group's warps
+    over the warps that differ in the local ids the index depends on (``in[k]`` in every work-item:
+    all of them alike; ``in[get_local_id(0)]`` in a 32 x 8 work-group: 8 alike). Warps hold
+    consecutive work-items, dimension 0 fastest; an index of unknown structure depends on every id."""
+    warps = np.maximum(np.ceil(l0 * l1 * l2 / warp), 1.0)
+    if a.indirect or a.stride0 is None and not a.coeffs:
+        return np.ones_like(warps)
+    dep = {d for d in range(3) for name in (f"lid{d}", f"gid{d}") if a.coeffs.get(name, "0") not in ("0", "")}
+    if not a.affine:
+        dep = {0, 1, 2}
+    if not dep:
+        return warps
+    sizes = (l0, l1, l2)
+    lanes = np.ones_like(warps)
+    for d in dep:
+        lanes = lanes * sizes[d]
+    if 0 not in dep:
+        lanes = lanes * l0       # a warp spans whole rows of dimension 0: the rows it holds differ
+    distinct = np.clip(np.ceil(lanes / warp), 1.0, warps)
+    return warps / distinct
 
 
 def complete_env(envs: Mapping[str, np.ndarray | float], *, dims: int = 3,

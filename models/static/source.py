@@ -203,6 +203,7 @@ def analyze_source(kernel: Kernel, filename: str = "kernel.cl") -> SourceFeature
         vec_ops=_op_strings(w.ops_vec, w, sorted(w.ops_vec)),
         loopvec_ops=_op_strings(w.ops_loopvec, w, sorted(w.ops_loopvec)),
         chain_ops=_op_strings(w.ops_chain, w, sorted(w.ops_chain)),
+        unrolled_ops=_op_strings(w.ops_unrolled, w),
         accesses=w.accesses,
         loops=w.loops,
         branches=w.branches,

@@ -66,6 +66,10 @@ VECTOR_OP_CLASSES = frozenset({"fp32_add", "fp32_mul", "fp32_fma", "fp32_div", "
                                "fp64_div", "int_add", "int_mul", "int_bit", "cmp", "conv"})
 
 
+#: the operation classes :meth:`WalkerBase.folds_in_unrolled` takes as folded by a full unrolling
+UNROLL_FOLDED = frozenset({"int_add", "int_mul", "int_bit", "cmp"})
+
+
 def serials(vals: list[Val]) -> set[int] | None:
     """The serials of the atoms in the values, None when a value is unknown."""
     out: set[int] = set()
@@ -108,6 +112,11 @@ class WalkerBase(ABC):
         # (walk_loop._record_independent_trip_loop), and their loads (LOOPVEC_LOADS)
         self.ops_loopvec: dict[str, Poly] = {}
         self.ops_chain: dict[str, Poly] = {}     # operations on loop-carried recurrences (models.static.chains)
+        # operations of fully unrolled loops that their unrolling removes: the loops' control (condition,
+        # branch, counter increment) and integer arithmetic on their counters (constant in each copy:
+        # an immediate offset); counted in ops too, subtracted where a device class compiles so
+        self.ops_unrolled: dict[str, Poly] = {}
+        self.unrolled_control = False
         self.accesses: list[Access] = []
         self.loops: list[LoopInfo] = []
         self.branches: list[BranchInfo] = []
@@ -166,6 +175,8 @@ class WalkerBase(ABC):
             return
         self.ops[cls] = self.ops.get(cls, ZERO) + self.w_item * n
         self.ops_warp[cls] = self.ops_warp.get(cls, ZERO) + self.w_warp * n
+        if self.unrolled_control:
+            self.ops_unrolled[cls] = self.ops_unrolled.get(cls, ZERO) + self.w_item * n
         if width > 1 and (cls in VECTOR_OP_CLASSES or cls in BUILTIN_CLASSES):
             key = f"{cls}@{width}"
             self.ops_vec[key] = self.ops_vec.get(key, ZERO) + self.w_item * n
@@ -174,6 +185,12 @@ class WalkerBase(ABC):
         """Count ``n`` operations of class ``cls`` on the values ``vals``, once per entry of the
         loops they are invariant in (:meth:`hoisted`); returns the line of the outermost loop they
         leave, 0 where they stay."""
+        if cls in UNROLL_FOLDED and not self.unrolled_control and self.folds_in_unrolled(vals):
+            self.unrolled_control = True
+            try:
+                return self.op_of(cls, n, vals, width)
+            finally:
+                self.unrolled_control = False
         hoist = self.hoisted(vals)
         if hoist is None:
             self.op(cls, n, width)
@@ -227,6 +244,21 @@ class WalkerBase(ABC):
         if name in self._site_names and not any(a.key == "s:" + name for a in used_in.all_atoms()):
             self._site_names.discard(name)
             self.sites = [x for x in self.sites if x.symbol != name]
+
+    def folds_in_unrolled(self, vals: list[Val]) -> bool:
+        """Whether integer arithmetic on ``vals`` in the innermost loop is constant in each copy of
+        the fully unrolled loops around it: some value depends on their counters and nothing on a
+        value made in a loop that is not unrolled (``ty + yi * 16 + i`` over unrolled ``yi``, ``i``:
+        an immediate offset from ``ty``'s address)."""
+        if self.mute or not self.loop_stack or self.loop_stack[-1].unrolled is None:
+            return False
+        made = serials(vals)
+        if not made:
+            return False
+        first = self.loop_stack[0].lid
+        inside = {x for x in made if x >= first}
+        unrolled = {ctx.lid for ctx in self.loop_stack if ctx.unrolled is not None}
+        return bool(inside) and inside <= unrolled
 
     def hoisted(self, vals: list[Val]) -> tuple[tuple[Poly, Poly], int] | None:
         """Where loop-invariant code motion puts a computation of ``vals``: the weights it runs at

@@ -168,19 +168,24 @@ class LoopWalker(WalkerBase):
         before = (snap[0], dict(self.ops_vec), len(self.accesses), len(self.branches), len(self.loops))
         walk_trip = ONE if closed else trip      # the weight of one pass over the body
         n_checks = walk_trip if kind == "do" or closed else trip + 1
-        if cond is not None:
+        control, self.unrolled_control = self.unrolled_control, ctx.unrolled is not None
+        try:
             with self.scaled(n_checks, n_checks):
-                self.ev(cond)
+                if cond is not None:
+                    self.ev(cond)
                 self.op("branch")
-        else:
-            with self.scaled(n_checks, n_checks):
-                self.op("branch")
+        finally:
+            self.unrolled_control = control
         with self.scaled(walk_trip, walk_trip):
             if trip_kind != "geometric":
                 ctx.body = (self.w_item, self.w_warp)
             self.walk_stmt(body)
             if inc is not None:
-                self.ev(inc)
+                control, self.unrolled_control = self.unrolled_control, ctx.unrolled is not None
+                try:
+                    self.ev(inc)
+                finally:
+                    self.unrolled_control = control
             if not closed and not self.mute:
                 # the operations each trip waits for the trip before on (models.static.chains): the
                 # arithmetic in a loop whose trips differ between work-items, which no runtime can

@@ -1,0 +1,138 @@
+"""The GPU device class on hand-made GPU profiles and kernels of our own: the memory hierarchy's
+traffic per level, the latency floor, and the operations full unrolling removes. Known answers
+worked out from the class's equations (docs/analytical-model.md, "The GPU class")."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from kernelcast.calib.profile import DeviceIdentity, DeviceProfile
+from kernelcast.models.analytical import AnalyticalModel
+from kernelcast.models.analytical.gpu import (
+    DEFAULT_L1_LATENCY_CYCLES,
+    DEFAULT_L2_LATENCY_CYCLES,
+    DEFAULT_MEM_LATENCY_CYCLES,
+    GPUClass,
+    compiled_counts,
+)
+from kernelcast.models.analytical.hierarchy import average_latency, launch_traffic
+from kernelcast.models.static.source import analyze_source_text
+
+CU, CLOCK, DRAM, L2 = 10, 1e9, 100e9, 400e9
+
+COPY = """__kernel void copy(__global const float* a, __global float* b, int n) {
+  int i = get_global_id(0); if (i < n) b[i] = a[i]; }"""
+# every work-item reads the same 16 table entries: one segment per warp and one fetch per work-group
+TABLE = """__kernel void table(__global const float* t, __global float* o) {
+  int i = get_global_id(0); float s = 0.0f;
+  for (int k = 0; k < 16; k++) s += t[k];
+  o[i] = s; }"""
+# a dependent chain of loads: one warp, nothing to hide the latency behind
+CHASE = """__kernel void chase(__global const int* a, __global int* o, int steps) {
+  int p = get_global_id(0);
+  for (int k = 0; k < steps; k++) p = a[p];
+  o[get_global_id(0)] = p; }"""
+UNROLLED = """__kernel void unrolled(__global const float* a, __global float* o) {
+  int i = get_global_id(0); float x = a[i];
+  #pragma unroll
+  for (int k = 0; k < 16; k++) x = fma(x, 1.0001f, (float)k);
+  o[i] = x; }"""
+ROLLED = UNROLLED.replace("#pragma unroll", "#pragma unroll 1").replace("unrolled(", "rolled(")
+
+
+def gpu_profile() -> DeviceProfile:
+    p = DeviceProfile(DeviceIdentity(name="test-gpu", device_type="GPU", compute_units=CU, wg_multiple=32))
+    for k, v, u in [("warp_size", 32, "threads"), ("max_warps_per_cu", 64, "warps"), ("max_wg_per_cu", 16, "wg"),
+                    ("boost_clock_mhz", CLOCK / 1e6, "MHz"), ("peak_fp32_gflops", 1000.0, "GFLOP/s"),
+                    ("dram_bw_gbs", DRAM / 1e9, "GB/s"), ("l2_bw_gbs", L2 / 1e9, "GB/s"),
+                    ("l2_bytes", 1 << 20, "B")]:
+        p.set(k, v, u, "test")
+    return p
+
+
+def frame(src: str, name: str, rows: list) -> pd.DataFrame:
+    return pd.DataFrame([{"source": src, "kernel_name": name, "gsize": [g], "lsize": [ls], "args": args}
+                         for g, ls, args in rows])
+
+
+def buf(name: str, n: int, dtype: str = "float") -> dict:
+    return {"name": name, "kind": "buffer", "dtype": dtype, "count": n}
+
+
+def scal(name: str, v: int) -> dict:
+    return {"name": name, "kind": "scalar", "dtype": "int", "value": str(v)}
+
+
+def test_a_streaming_copy_is_dram_bound_with_its_traffic_at_every_level():
+    m = AnalyticalModel(gpu_profile())
+    assert isinstance(m.device_class, GPUClass)
+    n = 1 << 22
+    ex = m.predict(frame(COPY, "copy", [(n, 256, [buf("a", n), buf("b", n), scal("n", n)])])).explanation[0]
+    assert ex["traffic_bytes"] == {"requested": 8 * n, "l1": 8 * n, "l2": 8 * n, "dram": 8 * n}
+    assert ex["hit_rates"] == {"l1": 0.0, "l2": 0.0}
+    assert ex["memory_levels_us"]["dram"] == pytest.approx(8 * n / DRAM * 1e6)
+    assert ex["memory_levels_us"]["l2"] == pytest.approx(8 * n / L2 * 1e6)
+    assert ex["bound"] == "memory"
+    assert ex["time_parts_us"]["memory"] == pytest.approx(8 * n / DRAM * 1e6)
+    # 64 resident warps of one load and one store each at the DRAM latency: 16,384 work-groups of 8
+    # warps in ceil(1,639 / 8) = 205 repetitions per compute unit, each at least 2 x 500 cycles
+    # (Little's law: 64 x 128 bytes x 10 units in flight per 500 ns is 164 GB/s, above DRAM's 100)
+    lat = ex["time_parts_us"]["latency"]
+    assert 205 * 2 * 500 / CLOCK * 1e6 <= lat <= 205 * 2 * 500 / CLOCK * 1e6 + ex["time_parts_us"]["compute"]
+
+
+def test_reuse_across_lanes_warps_and_work_groups_is_not_charged_per_use():
+    m = AnalyticalModel(gpu_profile())
+    n = 1 << 20
+    ex = m.predict(frame(TABLE, "table", [(n, 256, [buf("t", 16), buf("o", n)])])).explanation[0]
+    t = ex["traffic_bytes"]
+    assert t["requested"] == pytest.approx(n * (16 * 4 + 4))
+    # a warp fetches one 32-byte segment per entry (1 byte per lane), the 8 warps of a work-group
+    # once between them, the table comes from DRAM once per launch
+    assert t["l1"] == pytest.approx(n * (16 * 1 + 4))
+    assert t["l2"] == pytest.approx(n * (16 / 8 + 4))
+    assert t["dram"] == pytest.approx(16 * 4 + 4 * n)
+    assert ex["hit_rates"]["l1"] == pytest.approx(1 - (2 + 4) / (16 + 4))
+
+
+def test_one_warp_of_dependent_loads_is_latency_bound():
+    m = AnalyticalModel(gpu_profile())
+    steps = 1000
+    ex = m.predict(frame(CHASE, "chase", [(32, 32, [buf("a", 32, "int"), buf("o", 32, "int"),
+                                                     scal("steps", steps)])])).explanation[0]
+    assert ex["bound"] == "latency"
+    # the chain's traffic: gathers, each lane its own segment; the buffer is 128 bytes
+    lat = ex["access_latency_cycles"]
+    h1, h2 = ex["hit_rates"]["l1"], ex["hit_rates"]["l2"]
+    assert lat == pytest.approx(h1 * DEFAULT_L1_LATENCY_CYCLES + (1 - h1) * (
+        h2 * DEFAULT_L2_LATENCY_CYCLES + (1 - h2) * DEFAULT_MEM_LATENCY_CYCLES))
+    # one warp: its compute plus about steps + 1 global accesses at that latency
+    lat_us = ex["time_parts_us"]["latency"]
+    assert (steps + 1) * lat / CLOCK * 1e6 <= lat_us <= (steps + 1) * lat / CLOCK * 1e6 + ex["time_parts_us"][
+        "compute"] + 1e-9
+    assert lat_us > 5 * max(ex["time_parts_us"]["compute"], ex["time_parts_us"]["memory"])
+
+
+def test_average_latency_weighs_each_level_by_what_it_serves():
+    f = {"global_load_bytes": np.array([4.0]), "global_store_bytes": np.array([0.0]),
+         "global_atomic_bytes": np.array([0.0]), "global_fetched_bytes": np.array([4.0]),
+         "global_sector_bytes": np.array([4.0]), "global_block_bytes": np.array([1.0]),
+         "arg_bytes:a": np.array([1.0])}
+    t = launch_traffic(f, {"__bytes_a": np.array([100.0])}, np.array([1000.0]))
+    assert (t.l1[0], t.l2[0], t.dram[0]) == (4000.0, 1000.0, 100.0)
+    assert t.l1_hit[0] == pytest.approx(0.75) and t.l2_hit[0] == pytest.approx(0.9)
+    assert average_latency(t, 30.0, 200.0, 500.0)[0] == pytest.approx(0.75 * 30 + 0.25 * (0.9 * 200 + 0.1 * 500))
+
+
+def test_full_unrolling_removes_loop_control_and_counter_arithmetic():
+    env = {"gsize0": 1024.0, "lsize0": 64.0, "ngroups0": 16.0, "warp": 32.0}
+    rolled = compiled_counts(analyze_source_text(ROLLED, "rolled").evaluate_many(
+        {k: np.array([v]) for k, v in env.items()}))
+    unrolled = compiled_counts(analyze_source_text(UNROLLED, "unrolled").evaluate_many(
+        {k: np.array([v]) for k, v in env.items()}))
+    assert unrolled["warp_fp32_fma"][0] == rolled["warp_fp32_fma"][0] == 16
+    # rolled: 17 checks and branches, 16 increments; unrolled: none of them
+    assert rolled["warp_cmp"][0] == 17 and rolled["warp_branch"][0] >= 17
+    assert unrolled["warp_cmp"][0] == 0 and unrolled["warp_branch"][0] == 0
+    assert unrolled["warp_int_add"][0] == 0 and rolled["warp_int_add"][0] >= 16
