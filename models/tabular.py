@@ -109,7 +109,7 @@ import math
 import os
 import re
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -306,18 +306,18 @@ def _kernel_columns(sf: SourceFeatures | None) -> dict[str, float]:
     return out
 
 
-def kernel_static(source: str, name: str, build_options: str = "") -> KernelStatic:
-    """The static analysis of one kernel, computed once per (source, name, options) and cached."""
-    key = (source, name, build_options)
+def _cached_static(key: tuple[str, str, str], analyze: Callable[[], SourceFeatures], source: str,
+                   name: str) -> KernelStatic:
+    """``analyze()``'s static analysis under ``key`` in the bounded cache; an analysis that fails
+    gives NaN features and its reason."""
     hit = _STATIC_CACHE.get(key)
     if hit is not None:
         _STATIC_CACHE.move_to_end(key)
         return hit
-
     feats: SourceFeatures | None = None
     error = None
     try:
-        feats = analyze_source(Kernel(source=source, name=name, build_options=build_options))
+        feats = analyze()
     except Exception as e:  # noqa: BLE001 - an unanalyzable kernel gets NaN features and a reason
         error = f"static analysis failed: {e}"
         log.debug("%s: %s", name, error)
@@ -328,27 +328,19 @@ def kernel_static(source: str, name: str, build_options: str = "") -> KernelStat
     return hit
 
 
+def kernel_static(source: str, name: str, build_options: str = "") -> KernelStatic:
+    """The static analysis of one kernel, computed once per (source, name, options) and cached."""
+    return _cached_static((source, name, build_options),
+                          lambda: analyze_source(Kernel(source=source, name=name, build_options=build_options)),
+                          source, name)
+
+
 def shared_static(model: AnalyticalModel, key: str, source: str, name: str, language: str,
                   options: str) -> KernelStatic:
     """The static analysis a row names by ``analysis_key`` (rows imported from a Kernel Tuner cache),
     read from the model's analysis cache directories (or run once), cached like :func:`kernel_static`."""
-    ck = ("@", key, str(tuple(str(d) for d in model.analysis_dirs)))
-    hit = _STATIC_CACHE.get(ck)
-    if hit is not None:
-        _STATIC_CACHE.move_to_end(ck)
-        return hit
-    feats: SourceFeatures | None = None
-    error = None
-    try:
-        feats = model.shared_features(key, source, name, language, options)
-    except Exception as e:  # noqa: BLE001 - an unanalyzable kernel gets NaN features and a reason
-        error = f"static analysis failed: {e}"
-        log.debug("%s: %s", name, error)
-    hit = KernelStatic(feats, error, builtin_counts(source), _kernel_columns(feats))
-    _STATIC_CACHE[ck] = hit
-    if len(_STATIC_CACHE) > STATIC_CACHE_SIZE:
-        _STATIC_CACHE.popitem(last=False)
-    return hit
+    return _cached_static(("@", key, str(tuple(str(d) for d in model.analysis_dirs))),
+                          lambda: model.shared_features(key, source, name, language, options), source, name)
 
 
 def clear_static_cache() -> None:
