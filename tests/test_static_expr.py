@@ -114,6 +114,27 @@ def test_bank_conflicts():
     assert bank_conflict_degree(1, 16, 16, 256) == pytest.approx(1)
 
 
+def test_bank_conflicts_of_warps_across_rows():
+    # 16-wide rows of a 30-word tile: a warp holds two rows, lanes 0-1 and 18-19 of row 0 share
+    # banks 0-1 ... 12-13 with row 1's words 32-43: two words in a bank, a 2-way conflict
+    assert bank_conflict_degree(1, 4, 4, 16, stride1=30, lsize1=4) == pytest.approx(2)
+    # padded to 48 words, row 1 takes banks 16-31: no conflict
+    assert bank_conflict_degree(1, 4, 4, 16, stride1=48, lsize1=4) == pytest.approx(1)
+    # 32-wide rows: each warp is one row, the row stride never meets a warp
+    assert bank_conflict_degree(1, 4, 4, 32, stride1=30, lsize1=4) == pytest.approx(1)
+    # 48-wide rows of 62 words, 2 rows: warps 0 and 2 lie in one row; warp 1 holds words 32-47 of
+    # row 0 and 62-77 of row 1, banks 30-31 and 0-13 against 0-15: 2-way; mean (1 + 2 + 1) / 3
+    assert bank_conflict_degree(1, 4, 4, 48, stride1=62, lsize1=2) == pytest.approx(4 / 3)
+    # a 64-wide wavefront is served 32 lanes a pass: stride 2 words is 2-way in each pass
+    assert bank_conflict_degree(2, 4, 4, 64, warp=64) == pytest.approx(2)
+    # unknown row stride: the first row alone, as without one
+    assert bank_conflict_degree(1, 4, 4, 16, stride1=None, lsize1=4) == pytest.approx(1)
+    # vectorized over configurations (work-group shapes, row strides and warp widths alike)
+    v = bank_conflict_degree(np.array([1.0, 1.0]), 4, 4, np.array([16.0, 32.0]), stride1=np.array([30.0, 30.0]),
+                             lsize1=np.array([4.0, 4.0]), warp=np.array([32.0, 32.0]))
+    assert v.tolist() == pytest.approx([2.0, 1.0])
+
+
 def _apply(fn: str, args: list[float]) -> float:
     import math
 
