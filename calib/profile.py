@@ -50,6 +50,8 @@ VALUE_NAMES: dict[str, tuple[str, str]] = {
     "max_wg_per_cu": ("work-groups", "resident work-groups per compute unit"),
     "max_wg_size": ("threads", "work-items per work-group"),
     "registers_per_cu": ("32-bit registers", "register file per compute unit"),
+    "warp_issue_per_cu_clk": ("warp instructions", "instructions a compute unit's warp schedulers issue per clock "
+                                                   "(GPUs: its pipes then run concurrently)"),
     "max_registers_per_thread": ("32-bit registers", "registers one work-item may use"),
     "local_mem_per_cu_bytes": ("B", "shared/local memory per compute unit"),
     "max_local_mem_per_wg_bytes": ("B", "shared/local memory one work-group may use"),

@@ -136,3 +136,45 @@ def test_full_unrolling_removes_loop_control_and_counter_arithmetic():
     assert rolled["warp_cmp"][0] == 17 and rolled["warp_branch"][0] >= 17
     assert unrolled["warp_cmp"][0] == 0 and unrolled["warp_branch"][0] == 0
     assert unrolled["warp_int_add"][0] == 0 and rolled["warp_int_add"][0] >= 16
+
+
+def test_concurrent_pipes_take_the_busiest_pipe_or_the_issue():
+    """With the warp schedulers' issue rate in the profile, the FP32 and INT32 pipes run side by side:
+    the compute time is the busier pipe (or the issue of all instructions), not their sum."""
+    from kernelcast.models.analytical.gpu import GPUParams, pipe_seconds
+    from kernelcast.models.analytical.registry import operation_seconds
+
+    p = gpu_profile()
+    p.set("peak_int32_add_gops", 250.0, "Gop/s", "test")
+    g = np.array([1.0])
+    f = {"warp_fp32_fma": np.array([100.0]), "fp32_fma": np.array([100.0]),
+         "warp_int_add": np.array([60.0]), "int_add": np.array([60.0])}
+    summed, _ = operation_seconds(GPUParams.from_profile(p), f, g, "warp_")
+    # fp32: 100 FMAs at 500 G/s over 10 units; int: 60 adds at 250 G/s over 10 units
+    assert summed[0] == pytest.approx(100 / 50e9 + 60 / 25e9)
+    p.set("warp_issue_per_cu_clk", 4, "warp instructions", "test")
+    d = GPUParams.from_profile(p)
+    t = pipe_seconds(d, f, g)
+    assert t["fp32"][0] == pytest.approx(100 / 50e9) and t["int"][0] == pytest.approx(60 / 25e9)
+    # 160 lanes of instructions at 4 warp instructions of 32 lanes per clock (1 GHz)
+    assert t["issue"][0] == pytest.approx(160 / (4 * 32 * 1e9))
+    assert t["compute"][0] == pytest.approx(60 / 25e9)
+    # one scheduler: the issue binds
+    p.set("warp_issue_per_cu_clk", 1, "warp instructions", "test")
+    t1 = pipe_seconds(GPUParams.from_profile(p), f, g)
+    assert t1["compute"][0] == pytest.approx(160 / (32 * 1e9)) == pytest.approx(t1["issue"][0])
+
+
+def test_the_explanation_shows_each_pipes_share_of_the_compute_part():
+    p = gpu_profile()
+    p.set("warp_issue_per_cu_clk", 4, "warp instructions", "test")
+    m = AnalyticalModel(p)
+    n = 1 << 16
+    pred = m.predict(frame(UNROLLED, "unrolled", [(n, 128, [buf("a", n), buf("o", n)])]))
+    e = pred.explanation[0]
+    shares = e["compute_pipes_share"]
+    assert {"fp32", "int", "issue"} <= set(shares) and max(shares.values()) == pytest.approx(1.0)
+    # the compute part is the busiest pipe's time per work-item over the launch's work-items
+    plain = AnalyticalModel(gpu_profile()).predict(frame(UNROLLED, "unrolled", [(n, 128, [buf("a", n), buf("o", n)])]))
+    assert "compute_pipes_share" not in plain.explanation[0]
+    assert e["time_parts_us"]["compute"] <= plain.explanation[0]["time_parts_us"]["compute"] + 1e-12

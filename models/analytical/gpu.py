@@ -15,6 +15,13 @@ local accesses times their bank-conflict degree; L2 at ``l2_bw_gbs`` (else ``L2_
 compute unit and clock); DRAM at ``dram_bw_gbs``. The levels pipeline: the memory part is the
 slowest of them.
 
+Compute (:meth:`GPUClass.item_costs`): each operation class at its peak rate. Where the profile
+gives the warp instructions a compute unit issues per clock (``warp_issue_per_cu_clk``: its warp
+schedulers), the unit's pipes run concurrently (:data:`PIPES`: floating point, integer, special
+functions, branches; NVIDIA SMs since Volta have separate FP32 and INT32 cores): the compute time
+is the busiest pipe or the issue of all instructions, whichever is larger
+(:func:`pipe_seconds`), not the sum over classes. Without it every class takes its turn (the sum).
+
 Latency (:meth:`GPUClass.latency_seconds`, after Hong and Kim's MWP/CWP): one warp's compute
 cycles plus its global accesses each waiting the average latency of the level that serves it
 (:func:`.hierarchy.average_latency`), times the repetitions of the resident warps on a compute
@@ -32,9 +39,9 @@ from typing import Any, ClassVar
 import numpy as np
 from kernelcast.calib.profile import DeviceProfile
 from kernelcast.models.analytical.hierarchy import average_latency, launch_traffic
-from kernelcast.models.analytical.params import SharedParams, read_shared
+from kernelcast.models.analytical.params import RATE_CLASSES, SharedParams, read_shared
 from kernelcast.models.analytical.registry import DeviceClass, DeviceKind, ItemCosts, operation_seconds, register
-from kernelcast.models.static.features import UNROLLED_PREFIX
+from kernelcast.models.static.features import BUILTIN_CLASSES, UNROLLED_PREFIX
 
 #: DRAM latency in cycles assumed by the MWP/CWP model when a GPU profile has none measured
 #: (Hong and Kim 2009 use 400-600 cycles; we take the middle)
@@ -57,6 +64,14 @@ LSU_LANES_PER_CLK = 32.0
 #: measured on Volta and Turing (Jia et al.) and the 5,120 bytes per clock of the A100 whitepaper
 #: over its 108 SMs (47)
 L2_BYTES_PER_CLK = 32.0
+#: the pipe each operation class runs in when the pipes run concurrently (:func:`pipe_seconds`);
+#: builtin special functions run in ``sfu``, a class not named here in ``int``
+PIPES: dict[str, str] = {
+    "fp32_add": "fp32", "fp32_mul": "fp32", "fp32_fma": "fp32", "fp32_div": "fp32",
+    "fp64_add": "fp64", "fp64_mul": "fp64", "fp64_fma": "fp64", "fp64_div": "fp64",
+    "int_add": "int", "int_bit": "int", "int_mul": "int", "cmp": "int", "conv": "int",
+    "int_div": "sfu", "sfu": "sfu", "branch": "branch",
+}
 
 
 @dataclass
@@ -74,6 +89,8 @@ class GPUParams(SharedParams):
     l2_bw: float | None = None
     l1_latency_cycles: float = DEFAULT_L1_LATENCY_CYCLES
     l2_latency_cycles: float = DEFAULT_L2_LATENCY_CYCLES
+    #: warp instructions a compute unit issues per clock (None: the classes' times add up)
+    issue_per_clk: float | None = None
 
     @classmethod
     def from_profile(cls, p: DeviceProfile, device_info: Any = None) -> GPUParams:
@@ -84,7 +101,8 @@ class GPUParams(SharedParams):
                    max_wg_per_cu=get("max_wg_per_cu"), local_mem_per_cu=get("local_mem_per_cu_bytes"),
                    l2_bw=(get("l2_bw_gbs") or 0) * 1e9 or None,
                    l1_latency_cycles=get("l1_latency_cycles") or DEFAULT_L1_LATENCY_CYCLES,
-                   l2_latency_cycles=get("l2_latency_cycles") or DEFAULT_L2_LATENCY_CYCLES)
+                   l2_latency_cycles=get("l2_latency_cycles") or DEFAULT_L2_LATENCY_CYCLES,
+                   issue_per_clk=get("warp_issue_per_cu_clk"))
 
     @property
     def clock(self) -> float:
@@ -132,9 +150,17 @@ class GPUClass(DeviceClass):
 
     def item_costs(self, feats: Any, f: Mapping[str, np.ndarray], env: Mapping[str, Any], g: np.ndarray,
                    n_wg: np.ndarray) -> ItemCosts:
-        """The operations at the peak rates, less what full unrolling removes (:func:`compiled_counts`)."""
-        comp, flops = operation_seconds(self.params, compiled_counts(f), g, self.count_prefix)
-        return ItemCosts(comp, flops)
+        """The operations at the peak rates, less what full unrolling removes (:func:`compiled_counts`):
+        the busiest pipe or the issue where the profile gives the issue rate (:func:`pipe_seconds`;
+        each pipe's and the issue's seconds per work-item are parts ``pipe_<name>_s``), else the sum
+        over the classes."""
+        counts = compiled_counts(f)
+        comp, flops = operation_seconds(self.params, counts, g, self.count_prefix)
+        if not self.params.issue_per_clk:
+            return ItemCosts(comp, flops)
+        terms = pipe_seconds(self.params, counts, g)
+        comp = terms.pop("compute")
+        return ItemCosts(comp, flops, parts={f"pipe_{k}_s": v for k, v in terms.items()})
 
     def memory_levels(self, f: Mapping[str, np.ndarray], env: Mapping[str, Any], g: np.ndarray, lsz: np.ndarray,
                       n_wg: np.ndarray, per_cu: np.ndarray, mem_t: np.ndarray
@@ -195,6 +221,34 @@ def compiled_counts(f: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         for k in (cls, "warp_" + cls):
             if k in out:
                 out[k] = np.maximum(out[k] - v, 0.0)
+    return out
+
+
+def pipe_seconds(d: GPUParams, f: Mapping[str, np.ndarray], g: np.ndarray) -> dict[str, np.ndarray]:
+    """Seconds of one compute unit per work-item of each pipe (:data:`PIPES`: its classes' per-warp
+    counts at their peak rates, as :func:`~.registry.operation_seconds` charges them), of the issue
+    (every class's per-warp count, in lanes, at ``issue_per_clk`` warp instructions of ``warp``
+    lanes per clock) and ``compute``, the largest of them: the pipes run concurrently, fed by the
+    warp schedulers."""
+    cu = float(d.compute_units)
+    zero = np.zeros_like(g, dtype=np.float64)
+    pipes: dict[str, np.ndarray] = {}
+    lanes = zero.copy()
+    families = [b for b in BUILTIN_CLASSES if b in f and np.any(f[b] > 0)]
+    for op in RATE_CLASSES:
+        cnt = f.get("warp_" + op, f.get(op))
+        if cnt is None or (op == "sfu" and families):
+            continue
+        pipe = PIPES.get(op, "int")
+        pipes[pipe] = pipes.get(pipe, zero) + cnt / (d.rate(op) / cu)
+        lanes = lanes + cnt
+    for b in families:
+        cnt = f.get("warp_" + b, f[b])
+        pipes["sfu"] = pipes.get("sfu", zero) + cnt / (d.builtin_rate(b) / cu)
+        lanes = lanes + cnt
+    out = dict(pipes)
+    out["issue"] = lanes / (float(d.issue_per_clk or 1.0) * d.warp * d.clock)
+    out["compute"] = np.maximum(np.maximum.reduce(list(out.values())), zero) if out else zero
     return out
 
 

@@ -290,6 +290,8 @@ class AnalyticalModel(Predictor):
             parts["power_w"] = energy / np.maximum(time_s, 1e-15)
         if latency_t is not None:
             parts["latency_s"] = latency_t
+        if item.parts:
+            parts.update(item.parts)
         parts.update(levels)
         balance = energy_balance(d)
         if balance is not None:
@@ -427,6 +429,12 @@ def explain(p: dict[str, Any], t: float) -> dict[str, Any]:
         out["hit_rates"] = {k[len("hit_"):]: float(v) for k, v in p.items() if k.startswith("hit_")}
         if "latency_cycles" in p:
             out["access_latency_cycles"] = float(p["latency_cycles"])
+    pipes = {k[len("pipe_"):-2]: float(v) for k, v in p.items() if k.startswith("pipe_") and k.endswith("_s")}
+    if pipes:
+        # GPUs whose pipes run concurrently: each pipe's and the time per work-item as a
+        # share of the compute part's (the largest of them is the compute part)
+        top = max(max(pipes.values()), 1e-300)
+        out["compute_pipes_share"] = {k: v / top for k, v in pipes.items()}
     if float(p.get("strided_lines_s", 0.0)) > 0:
         out["page_strided_us"] = float(p["strided_lines_s"]) * 1e6     # in the memory part
     join = float(p.get("join_s", 0.0))

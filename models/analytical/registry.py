@@ -54,6 +54,8 @@ class ItemCosts:
     seconds: np.ndarray                # seconds of one compute unit per work-item
     flops: np.ndarray                  # floating-point operations per work-item
     busiest_s: np.ndarray | None = None   # the time of a critical-path work-item, if any (a floor on the kernel)
+    #: further terms of the cost per work-item that the explanation shows (seconds, by name)
+    parts: dict[str, np.ndarray] | None = None
 
 
 class DeviceClass(ABC):
