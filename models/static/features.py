@@ -404,8 +404,10 @@ class SourceFeatures:
                 acc[key] += c
                 acc["local_bytes"] += b
                 acc["warp_local_mem"] += cw
-                deg = np.broadcast_to(bank_conflict_degree(s0, a.elem_bytes, a.unit_bytes, l0, warp=warp,  # type: ignore[arg-type]
-                                                           stride1=s1, lsize1=l1, lsize2=l2), shape)
+                # the first row's pattern: the row-aware degree (stride1) over-weights the conflicts
+                # of 16- and 48-wide work-groups while unrolled loops' repeated local loads are
+                # counted once per copy (docs/gpu-yardstick.md, per tunable parameter)
+                deg = np.broadcast_to(bank_conflict_degree(s0, a.elem_bytes, a.unit_bytes, l0, warp=warp), shape)  # type: ignore[arg-type]
                 bank_num += c * deg
                 bank_den += c
             elif a.space == "image":
