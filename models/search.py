@@ -17,10 +17,11 @@ model is never trusted to better than about ``2**sqrt(min_var)`` in shape).
 
 The picks: the model's best first (without a model, a random configuration), then
 :data:`INITIAL_FILL` space-filling picks (the unmeasured configuration farthest from the measured
-ones), then the steps of :data:`CYCLE` in turn: the largest expected improvement over the best
-measured time under the posterior, the largest within the trust region around the best measured
-configuration (:data:`LOCAL_RADIUS`), or a space-filling pick, so a model whose ranking is poor
-still leaves the search covering the space. A configuration whose measurement failed is measured
+ones), then the steps of :data:`CYCLE` in turn: the fastest unmeasured configuration by the
+corrected prediction (the model's ranking as the measurements have bent it), the largest expected
+improvement over the best measured time under the posterior, the largest within the trust region
+around the best measured configuration (:data:`LOCAL_RADIUS`), or a space-filling pick, so a model
+whose ranking is poor still leaves the search covering the space. A configuration whose measurement failed is measured
 once and never again. The search stops early (``settle``) when no unmeasured configuration has an
 expected improvement above ``settle_ei`` (in log2 units): its posterior says none is likely to beat
 the best.
@@ -68,7 +69,7 @@ class SearchStep:
     predicted_us: float         # the corrected prediction when it was chosen
     best_us: float              # the best measured time so far (NaN while none succeeded)
     expected_improvement: float  # in log2 units (inf for the first, the model's pick)
-    pick: str = "ei"            # model (the model's best) | ei | local (trust region) | fill (space-filling)
+    pick: str = "ei"            # model (the model's best) | mean (corrected best) | ei | local (trust region) | fill
 
 
 @dataclass
@@ -214,10 +215,12 @@ TRUST_PRIOR_N = 4.0
 #: the spread (log2 variance) of a pseudo-measurement's prediction
 TRUST_PRIOR_VAR = 1.0
 #: space-filling picks after the model's own first pick, before the GP steers
-INITIAL_FILL = 3
-#: the steps of the cycle after the start: expected improvement over the space (ei), expected
-#: improvement in the trust region around the best measured configuration (local), a space-filling pick
-CYCLE = ("ei", "local", "ei", "ei", "fill")
+INITIAL_FILL = 1
+#: the steps of the cycle after the start: the best unmeasured configuration by the corrected
+#: prediction (mean; expected improvement without a model), expected improvement over the space (ei),
+#: expected improvement in the trust region around the best measured configuration (local), a
+#: space-filling pick (fill)
+CYCLE = ("mean", "ei", "local", "ei", "fill")
 #: the trust region: the configurations within this distance (encoded inputs) of the best measured
 LOCAL_RADIUS = 0.35
 #: at most this many unmeasured configurations compete for a space-filling pick
@@ -271,8 +274,12 @@ def guided_search(predicted_us: Sequence[float] | np.ndarray, params: pd.DataFra
             kind = "ei"
             if explore:
                 kind = "fill" if len(steps) <= INITIAL_FILL else CYCLE[(len(steps) - INITIAL_FILL - 1) % len(CYCLE)]
+            if kind == "mean" and not has_model:
+                kind = "ei"
             if kind == "fill":
                 i = _space_filling(x, measured, idx, rng)
+            elif kind == "mean":
+                i = int(np.argmin(np.where(measured, np.inf, mean + tie)))
             elif kind == "local" and best_i is not None and x.shape[1]:
                 near = _sqdist(x, x[[best_i]])[:, 0] <= LOCAL_RADIUS ** 2
                 cand = np.where(near & ~measured, ei + tie, -np.inf)
