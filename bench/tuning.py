@@ -19,7 +19,9 @@ cannot run in simulation is reported, not fatal), and kernelcast's model-guided 
 (:func:`kernelcast.models.search.guided_search`) with the predictions of ``analytical`` (the
 analytical model with the pair's profile, or the ``analytical_us`` column of ``analytical_oof``, an
 ``evaluate --folds 0`` run of the same model), ``none`` (no model: the same search from a flat
-prior, i.e. Bayesian optimisation over the tune parameters) or ``oof:COLUMN`` (a column of
+prior, i.e. Bayesian optimisation over the tune parameters), ``others`` (the kernel's other devices
+as the model: the measured times of the spec's other pairs of the same kernel, each centred on its
+device's median and averaged; nothing of the device being tuned) or ``oof:COLUMN`` (a column of
 ``kernelcast evaluate``'s ``oof.parquet`` given as ``"oof"``, e.g. ``tabular_us`` of an evaluation
 with ``--group-by gpu``: a model trained on the kernel's other devices). A measurement is a lookup in
 the cache; a failed configuration counts as one.
@@ -115,6 +117,40 @@ def _oof_by_key(path: str, col: str, device: str | None) -> dict[str, float]:
     return dict(zip(keys, oof[col].astype(float)))
 
 
+def kernel_of(pair: dict[str, Any]) -> str:
+    """The kernel of a pair: its ``kernel`` entry, else the first word of its name (``"convolution A100"``)."""
+    return str(pair.get("kernel") or pair["name"].split()[0])
+
+
+def transfer_predictions(pair: dict[str, Any], space: Space) -> np.ndarray:
+    """The kernel's other devices as the model: a configuration's predicted ``log2`` time is the mean,
+    over the other pairs of the same kernel (``pair["others"]``, filled by :func:`read_spec`), of its
+    measured ``log2`` time there less that device's median (its slowest where it failed there), plus
+    the median of those devices' medians (NaN where no other device has it). The device being tuned
+    contributes nothing."""
+    others = pair.get("others") or []
+    if not others:
+        raise InputError(f"pair {pair['name']}: searcher others needs other pairs of kernel {kernel_of(pair)!r}")
+    total, count, levels = np.zeros(len(space.keys)), np.zeros(len(space.keys)), []
+    for other in others:
+        o = load_space(other["cache"])
+        lt = np.log2(np.where(np.isfinite(o.time_us) & (o.time_us > 0), o.time_us, np.nan))
+        if not np.isfinite(lt).any():
+            continue
+        level = float(np.nanmedian(lt))
+        levels.append(level)
+        # a configuration that failed there counts as that device's slowest: it likely fails here too
+        by_key = dict(zip(o.keys, np.where(np.isfinite(lt), lt, float(np.nanmax(lt))) - level))
+        v = np.array([by_key.get(k, np.nan) for k in space.keys], dtype=np.float64)
+        ok = np.isfinite(v)
+        total[ok] += v[ok]
+        count[ok] += 1
+    out = np.full(len(space.keys), np.nan)
+    has = count > 0
+    out[has] = 2.0 ** (total[has] / count[has] + (float(np.median(levels)) if levels else 0.0))
+    return out
+
+
 def predictions(pair: dict[str, Any], space: Space, searcher: str) -> np.ndarray:
     """The predicted time (us) of every configuration of the space (NaN where there is none):
     ``analytical`` from the pair's ``analytical_oof`` (an ``evaluate --folds 0`` run's oof.parquet,
@@ -122,6 +158,8 @@ def predictions(pair: dict[str, Any], space: Space, searcher: str) -> np.ndarray
     dataset's rows; ``oof:COLUMN`` from the pair's ``oof``; ``none``: a flat prior."""
     if searcher == "none":
         return np.ones(len(space.keys))
+    if searcher == "others":
+        return transfer_predictions(pair, space)
     if not pair.get("dataset"):
         raise InputError(f"pair {pair['name']}: searcher {searcher} needs the pair's dataset")
     frame = read_dataset(pair["dataset"])
@@ -139,7 +177,7 @@ def predictions(pair: dict[str, Any], space: Space, searcher: str) -> np.ndarray
             raise InputError(f"pair {pair['name']}: searcher {searcher} needs the pair's oof")
         by_key = _oof_by_key(pair["oof"], searcher[4:], device)
     else:
-        raise UsageError(f"unknown searcher {searcher!r} (analytical, none or oof:COLUMN)")
+        raise UsageError(f"unknown searcher {searcher!r} (analytical, none, others or oof:COLUMN)")
     pred = np.array([by_key.get(str(k), np.nan) for k in frame["row_key"]], dtype=np.float64)
     out = np.full(len(space.keys), np.nan)
     for k, v in zip(frame["kt_key"].astype(str), pred):
@@ -352,6 +390,9 @@ def read_spec(path: str) -> list[dict[str, Any]]:
                 p[key] = str(base / p[key])
         if not Path(p["cache"]).is_file():
             raise InputError(f"{path}: pair {p['name']}: no such cache {p['cache']}")
+    for p in pairs:
+        p["others"] = [{"name": q["name"], "cache": q["cache"]} for q in pairs
+                       if q is not p and kernel_of(q) == kernel_of(p)]
     return pairs
 
 
@@ -394,7 +435,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=int, default=50, help="measurements per run (50)")
     ap.add_argument("--strategies", default=",".join(DEFAULT_STRATEGIES), help="Kernel Tuner strategies")
     ap.add_argument("--searchers", default=",".join(DEFAULT_SEARCHERS),
-                    help="kernelcast searchers: analytical, none, oof:COLUMN (analytical,none)")
+                    help="kernelcast searchers: analytical, none, others (the kernel's other devices), "
+                         "oof:COLUMN (analytical,none)")
     ap.add_argument("--only", help="run the pairs whose name contains this")
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -425,8 +467,8 @@ def main(argv: list[str] | None = None) -> int:
         strategies = [s for s in args.strategies.split(",") if s]
         searchers = [s for s in args.searchers.split(",") if s]
         for s in searchers:
-            if s not in ("analytical", "none") and not s.startswith("oof:"):
-                raise UsageError(f"unknown searcher {s!r} (analytical, none or oof:COLUMN)")
+            if s not in ("analytical", "none", "others") and not s.startswith("oof:"):
+                raise UsageError(f"unknown searcher {s!r} (analytical, none, others or oof:COLUMN)")
     except InputError as e:
         print(f"bench.tuning: {e}", file=sys.stderr)
         return 2

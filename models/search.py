@@ -11,15 +11,17 @@ mean residual) plus a Gaussian process over the residuals, whose inputs are the 
 parameters (each scaled to [0, 1], on a log2 scale where the values span a factor of 4 or more) and
 the model's own ``log2`` prediction: a parameter the model gets wrong moves the predictions of the
 configurations that share it. The GP's length scale is chosen by marginal likelihood among a few
-values after every measurement, its variance from the residuals' spread (at least ``min_var``: the
+values after every measurement, then refined per input (an input that does not move the time is
+smoothed out) once a few measurements succeeded, its variance from the residuals' spread (at least ``min_var``: the
 model is never trusted to better than about ``2**sqrt(min_var)`` in shape).
 
 The picks: the model's best first (without a model, a random configuration), then
 :data:`INITIAL_FILL` space-filling picks (the unmeasured configuration farthest from the measured
-ones), then the steps of :data:`CYCLE` in turn: the largest expected improvement over the best
-measured time under the posterior, the largest within the trust region around the best measured
-configuration (:data:`LOCAL_RADIUS`), or a space-filling pick, so a model whose ranking is poor
-still leaves the search covering the space. A configuration whose measurement failed is measured
+ones), then the steps of :data:`CYCLE` in turn: the fastest unmeasured configuration by the
+corrected prediction (the model's ranking as the measurements have bent it), the largest expected
+improvement over the best measured time under the posterior, the largest within the trust region
+around the best measured configuration (:data:`LOCAL_RADIUS`), or a space-filling pick, so a model
+whose ranking is poor still leaves the search covering the space. A configuration whose measurement failed is measured
 once and never again. The search stops early (``settle``) when no unmeasured configuration has an
 expected improvement above ``settle_ei`` (in log2 units): its posterior says none is likely to beat
 the best.
@@ -44,6 +46,12 @@ from scipy.special import ndtr
 
 #: length scales tried (inputs scaled to [0, 1])
 LENGTH_SCALES = (0.15, 0.3, 0.6, 1.2)
+#: factors tried on one input's length scale when the scales are fitted per input
+ARD_FACTORS = (0.5, 2.0, 8.0)
+#: bounds of a per-input length scale (inputs scaled to [0, 1]; the upper bound: the input is ignored)
+ARD_MIN_SCALE, ARD_MAX_SCALE = 0.05, 20.0
+#: per-input length scales once this many measurements succeeded (before: one shared scale)
+ARD_MIN_POINTS = 6
 #: the GP's noise variance, in log2 units (measurement repeatability)
 NOISE_VAR = 0.003
 #: the GP's least signal variance, in log2 units
@@ -61,7 +69,7 @@ class SearchStep:
     predicted_us: float         # the corrected prediction when it was chosen
     best_us: float              # the best measured time so far (NaN while none succeeded)
     expected_improvement: float  # in log2 units (inf for the first, the model's pick)
-    pick: str = "ei"            # model (the model's best) | ei | local (trust region) | fill (space-filling)
+    pick: str = "ei"            # model (the model's best) | mean (corrected best) | ei | local (trust region) | fill
 
 
 @dataclass
@@ -125,8 +133,27 @@ def _nll(xs: np.ndarray, d: np.ndarray, var: float, noise: float) -> tuple[float
     return 0.5 * float(d @ alpha) + float(np.log(np.diag(chol)).sum()), chol, alpha
 
 
+def _ard(xm: np.ndarray, d: np.ndarray, var: float, noise: float,
+         start: tuple[float, np.ndarray, np.ndarray, np.ndarray]) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+    """Per-input length scales from the shared one: each input's scale in turn multiplied by each of
+    :data:`ARD_FACTORS` where that makes the residuals more likely (two passes over the inputs), so
+    inputs that do not move the time are smoothed out and the ones that do are resolved finely."""
+    best = start
+    for _ in range(2):
+        for j in range(xm.shape[1]):
+            for f in ARD_FACTORS:
+                ell = best[1].copy()
+                ell[j] = min(max(ell[j] * f, ARD_MIN_SCALE), ARD_MAX_SCALE)
+                if ell[j] == best[1][j]:
+                    continue
+                got = _nll(xm / ell, d, var, noise)
+                if got is not None and got[0] < best[0] - 1e-9:
+                    best = (got[0], ell, got[1], got[2])
+    return best
+
+
 def _posterior(x: np.ndarray, prior: np.ndarray, idx: np.ndarray, z: np.ndarray, *, min_var: float,
-               noise: float) -> _Posterior:
+               noise: float, ard: bool = False) -> _Posterior:
     """The GP posterior of log2 time over every configuration from the successful measurements
     ``z`` (log2 us) of the configurations ``idx``, its length scale the most likely of
     :data:`LENGTH_SCALES`."""
@@ -143,6 +170,8 @@ def _posterior(x: np.ndarray, prior: np.ndarray, idx: np.ndarray, z: np.ndarray,
             best = (got[0], ell, got[1], got[2])
     if best is None:
         return _Posterior(prior + off, np.full(len(prior), math.sqrt(var)))
+    if ard and len(idx) >= ARD_MIN_POINTS:
+        best = _ard(xm, d, var, noise, best)
     _, ell, chol, alpha = best
     ks = var * np.exp(-0.5 * _sqdist(x / ell, xm / ell))
     mean = prior + off + ks @ alpha
@@ -186,10 +215,12 @@ TRUST_PRIOR_N = 4.0
 #: the spread (log2 variance) of a pseudo-measurement's prediction
 TRUST_PRIOR_VAR = 1.0
 #: space-filling picks after the model's own first pick, before the GP steers
-INITIAL_FILL = 3
-#: the steps of the cycle after the start: expected improvement over the space (ei), expected
-#: improvement in the trust region around the best measured configuration (local), a space-filling pick
-CYCLE = ("ei", "local", "ei", "ei", "fill")
+INITIAL_FILL = 1
+#: the steps of the cycle after the start: the best unmeasured configuration by the corrected
+#: prediction (mean; expected improvement without a model), expected improvement over the space (ei),
+#: expected improvement in the trust region around the best measured configuration (local), a
+#: space-filling pick (fill)
+CYCLE = ("mean", "ei", "local", "ei", "fill")
 #: the trust region: the configurations within this distance (encoded inputs) of the best measured
 LOCAL_RADIUS = 0.35
 #: at most this many unmeasured configurations compete for a space-filling pick
@@ -199,12 +230,14 @@ FILL_CANDIDATES = 2000
 def guided_search(predicted_us: Sequence[float] | np.ndarray, params: pd.DataFrame,
                   measure: Callable[[int], float], budget: int, *, seed: int = 0, settle: bool = True,
                   settle_ei: float = 0.01, min_var: float = MIN_VAR, noise: float = NOISE_VAR,
-                  explore: bool = True, on_step: Callable[[SearchStep], None] | None = None) -> SearchResult:
+                  explore: bool = True, ard: bool = True,
+                  on_step: Callable[[SearchStep], None] | None = None) -> SearchResult:
     """Search the configurations (rows of ``params``, predicted ``predicted_us``) for the fastest
     with at most ``budget`` calls of ``measure(i)`` (time in us; NaN or a non-positive value: the
     configuration failed). ``seed`` breaks ties between equally promising configurations and draws
     the candidates of space-filling picks; ``explore`` False: expected improvement alone after the
-    model's first pick (no space-filling or trust-region steps)."""
+    model's first pick (no space-filling or trust-region steps); ``ard`` False: one length scale
+    shared by every input (else each input's own, once :data:`ARD_MIN_POINTS` measurements succeeded)."""
     pred = np.asarray(predicted_us, dtype=np.float64)
     n = len(pred)
     if len(params) != n:
@@ -231,7 +264,7 @@ def guided_search(predicted_us: Sequence[float] | np.ndarray, params: pd.DataFra
         if idx:
             b = _trust(prior, np.asarray(idx), np.asarray(z), has_model)
             base = prior * b
-            post = _posterior(xg, base, np.asarray(idx), np.asarray(z), min_var=min_var, noise=noise)
+            post = _posterior(xg, base, np.asarray(idx), np.asarray(z), min_var=min_var, noise=noise, ard=ard)
             mean = post.mean
             ei = _expected_improvement(math.log2(best_us), post.mean, post.sd)
             ei[measured] = -np.inf
@@ -241,8 +274,12 @@ def guided_search(predicted_us: Sequence[float] | np.ndarray, params: pd.DataFra
             kind = "ei"
             if explore:
                 kind = "fill" if len(steps) <= INITIAL_FILL else CYCLE[(len(steps) - INITIAL_FILL - 1) % len(CYCLE)]
+            if kind == "mean" and not has_model:
+                kind = "ei"
             if kind == "fill":
                 i = _space_filling(x, measured, idx, rng)
+            elif kind == "mean":
+                i = int(np.argmin(np.where(measured, np.inf, mean + tie)))
             elif kind == "local" and best_i is not None and x.shape[1]:
                 near = _sqdist(x, x[[best_i]])[:, 0] <= LOCAL_RADIUS ** 2
                 cand = np.where(near & ~measured, ei + tie, -np.inf)

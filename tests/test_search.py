@@ -166,3 +166,62 @@ def test_merged_runs_keep_each_pair_and_searcher(tmp_path):
     assert m["overall"]["kernelcast:none"]["median_reach_5"] == 2
     assert m["overall"]["kt:random_sample"]["pooled_reach_5"] == 3
     assert m["overall"]["best_kernel_tuner_strategy"]["name"] == "kt:random_sample"
+
+
+def _write_cache(path, times: dict[str, float | str]) -> str:
+    cache = {}
+    for key, ti in times.items():
+        bx, tile = (int(v) for v in key.split(","))
+        cache[key] = {"block_size_x": bx, "tile": tile, "time": ti if isinstance(ti, str) else ti / 1e3}
+    path.write_text(json.dumps({"device_name": path.stem, "kernel_name": "k", "problem_size": [4096],
+                                "tune_params_keys": ["block_size_x", "tile"],
+                                "tune_params": {"block_size_x": [32, 64], "tile": [1, 2]},
+                                "objective": "time", "cache": cache}))
+    return str(path)
+
+
+def test_the_kernels_other_devices_as_the_model(tmp_path):
+    from kernelcast.bench.tuning import predictions, read_spec
+
+    # device B is twice as fast as A on every configuration but "64,2", which failed on B
+    a = _write_cache(tmp_path / "A.json", {"32,1": 400.0, "32,2": 100.0, "64,1": 200.0, "64,2": 800.0})
+    b = _write_cache(tmp_path / "B.json", {"32,1": 200.0, "32,2": 50.0, "64,1": 100.0,
+                                           "64,2": "RuntimeFailedConfig"})
+    c = _write_cache(tmp_path / "C.json", {"32,1": 1.0, "32,2": 2.0, "64,1": 3.0, "64,2": 4.0})
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"pairs": [{"name": "k A", "cache": a}, {"name": "k B", "cache": b},
+                                          {"name": "other C", "cache": c}]}))
+    pairs = read_spec(str(spec))
+    assert [o["name"] for o in pairs[0]["others"]] == ["k B"]          # same kernel, never itself
+    assert pairs[2]["others"] == []
+    sp = Space(a)
+    pred = predictions(pairs[0], sp, "others")
+    # B's log2 times less B's median (log2 of 100), plus that median: B's times; its failure as its slowest
+    assert pred == pytest.approx([200.0, 50.0, 100.0, 200.0])
+    with pytest.raises(Exception, match="other pairs"):
+        predictions(pairs[2], Space(c), "others")
+
+
+def test_per_input_length_scales_smooth_out_an_input_that_does_not_matter():
+    from kernelcast.models.search import _posterior
+
+    rng = np.random.default_rng(0)
+    x = rng.random((40, 2))
+    z = np.sin(6.0 * x[:, 0])                          # the time moves with input 0 alone
+    idx = np.arange(30)
+    post = _posterior(x, np.zeros(40), idx, z[idx], min_var=0.01, noise=1e-4, ard=True)
+    shared = _posterior(x, np.zeros(40), idx, z[idx], min_var=0.01, noise=1e-4, ard=False)
+    held = np.arange(30, 40)
+    err = float(np.abs(post.mean[held] - z[held]).mean())
+    assert err < float(np.abs(shared.mean[held] - z[held]).mean())
+    assert err < 0.05
+
+
+def test_a_model_confirmed_by_the_measurements_is_followed():
+    params, t = _space()
+    order = np.argsort(t)
+    # the model has the order right but a wrong scale: after its best, the corrected prediction's
+    # best unmeasured (the "mean" step) is the second fastest
+    res = guided_search(t ** 2, params, lambda i: t[i], 3, settle=False)
+    assert res.steps[0].index == int(order[0])
+    assert res.steps[2].pick == "mean" and res.steps[2].index == int(order[1])
