@@ -41,12 +41,15 @@ ptx: $(STAMP)
 demo: opencl ptx
 	$(BIN)/kernelcast demo
 
-# the type check and the unit tests run side by side (mypy prints only at its end); either failing fails
+# the type check and the unit tests run side by side (mypy prints only at its end); either failing fails.
+# pytest runs on TEST_WORKERS processes (pytest-xdist), each test file on one of them.
+TEST_WORKERS ?= 2
+
 test: opencl ptx
 	@$(MAKE) --no-print-directory -j2 typecheck unit
 
 unit: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # the typed seams: hardware, dataset, predictor interface and what every stage shares (and what they import)
 typecheck: $(STAMP)
