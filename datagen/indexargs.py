@@ -43,6 +43,9 @@ arguments (:func:`index_args`) by the rules of ``docs/argument-selection.md``:
   scalar also compared with a global-id variable directly: a row length in ``y * width + x``);
 * **R11 window**: a scalar subtracted from the bound of the global id (``i < n - width + 1``)
   takes :data:`WINDOW`; the bound and every global buffer grow by ``WINDOW - 1``.
+* **R12 literal stride**: a literal multiple of the global id (``i = 2 * gid + phase``) compared
+  with a scalar bound (``i + 1 < n``): the bound and every global buffer grow by the literal, so
+  every work-item has its elements (with ``n = gsize`` the work-items past ``gsize / 2`` idle).
 
 Where an expression carries both an index and the value it addressed (``pos[nbr[k]]``), R3-R6
 take the value's buffer.
@@ -79,6 +82,8 @@ ROW_ENTRIES = 4
 CHUNK = 4
 #: the value a scalar window subtracted from the global id's bound gets (R11)
 WINDOW = 8
+#: the largest literal factor of the global id R12 scales a bound by
+MAX_STRIDE = 16
 #: index settings tried in turn: (divisor of every index bound, extra elements of every buffer
 #: as a fraction of its count): the first keeps the base sizes, the second leaves slack for
 #: reads one row past the end (``row_ptr[row + 1]``) and indices scaled by a scalar
@@ -111,6 +116,7 @@ class Uses:
     shifts: set[str] = field(default_factory=set)                    # scalar shift counts of data
     chunks: dict[str, set[str]] = field(default_factory=dict)        # R10: chunk scalar -> scalars bounding it
     windows: dict[str, str] = field(default_factory=dict)            # R11: window scalar -> scalar it shrinks
+    strides: dict[str, int] = field(default_factory=dict)            # R12: bound scalar -> literal factor
     gid_bounds: set[str] = field(default_factory=set)                # scalars compared with a global id
 
     @property
@@ -120,8 +126,8 @@ class Uses:
 
     @property
     def work_rules(self) -> bool:
-        """Whether R10 or R11 fire: simple selection's scalars leave most work-items idle."""
-        return bool(self.chunks or self.windows)
+        """Whether R10, R11 or R12 fire: simple selection's scalars leave many work-items idle."""
+        return bool(self.chunks or self.windows or self.strides)
 
     def rules(self) -> list[str]:
         """The rules that fire, as short labels (R1..R6 of the module docstring)."""
@@ -136,6 +142,7 @@ class Uses:
         out += [f"R9 {s}" for s in sorted(self.shifts)]
         out += [f"R10 {s}*<{','.join(sorted(b))}" for s, b in sorted(self.chunks.items())]
         out += [f"R11 {b}-{s}" for s, b in sorted(self.windows.items())]
+        out += [f"R12 {s}*{k}" for s, k in sorted(self.strides.items())]
         return out
 
 
@@ -261,7 +268,7 @@ class _Flow:
 
 
 def analyse_uses(source: str, name: str, params: list[KernelParam]) -> Uses:
-    """Find the patterns of the rules R1-R11 in kernel ``name`` of ``source``."""
+    """Find the patterns of the rules R1-R12 in kernel ``name`` of ``source``."""
     toks = kernel_body(source, name)
     buffers = {p.name for p in params if p.kind == "buffer"}
     scalars = {p.name for p in params if p.kind == "scalar"}
@@ -369,7 +376,7 @@ def analyse_uses(source: str, name: str, params: list[KernelParam]) -> Uses:
 
 
 def _work_patterns(f: _Flow, u: Uses, scalars: set[str]) -> None:
-    """R10 and R11: scalars that, bound like simple selection binds them (to the global size),
+    """R10, R11 and R12: scalars that, bound like simple selection binds them (to the global size),
     leave all but a few work-items idle."""
     t = f.t
     ident = re.compile(r"^[A-Za-z_]\w*$")
@@ -407,6 +414,27 @@ def _work_patterns(f: _Flow, u: Uses, scalars: set[str]) -> None:
                     and any(t[j] in pure or (is_gid(j) and t[j] == ")") for j in range(*other)):
                 direct.add(tok)
     u.gid_bounds = direct
+
+    def product_bounds(i: int, chunk: str | None) -> set[str]:
+        """The scalars (other than ``chunk``) compared with the product at ``t[i]`` or with a
+        variable assigned from it."""
+        sites = [i]
+        s0 = f.expr_start(i, {";", "{", "}", ",", *_ASSIGN})
+        if s0 > 1 and t[s0 - 1] == "=" and ident.match(t[s0 - 2]):
+            prod = {t[s0 - 2]}      # the product's variable and those assigned from it
+            for _ in range(3):
+                for j, x in enumerate(t):
+                    if x == "=" and j > 0 and ident.match(t[j - 1]) and t[j - 1] not in prod:
+                        if any(y in prod for y in t[j + 1:f.expr_end(j + 1, {";", ","})]):
+                            prod.add(t[j - 1])
+            sites += [j for j, x in enumerate(t) if x in prod and not (j + 1 < len(t) and t[j + 1] == "=")]
+        bounds: set[str] = set()
+        for j in sites:
+            other = relation_other_side(j)
+            if other:
+                bounds |= {x for x in t[other[0]:other[1]] if x in scalars and x != chunk}
+        return bounds
+
     # R10: ``start = g * chunk`` compared with a bound (``start >= n``) or starting a loop
     for i, tok in enumerate(t):
         if tok != "*" or i == 0 or i + 1 >= len(t):
@@ -421,23 +449,27 @@ def _work_patterns(f: _Flow, u: Uses, scalars: set[str]) -> None:
             if sc > i and sc + 1 < len(t) and t[sc + 1] in ("[", "("):
                 continue
             chunk = t[sc]
-            sites = [i]
-            s0 = f.expr_start(i, {";", "{", "}", ",", *_ASSIGN})
-            if s0 > 1 and t[s0 - 1] == "=" and ident.match(t[s0 - 2]):
-                prod = {t[s0 - 2]}      # the product's variable and those assigned from it
-                for _ in range(3):
-                    for j, x in enumerate(t):
-                        if x == "=" and j > 0 and ident.match(t[j - 1]) and t[j - 1] not in prod:
-                            if any(y in prod for y in t[j + 1:f.expr_end(j + 1, {";", ","})]):
-                                prod.add(t[j - 1])
-                sites += [j for j, x in enumerate(t) if x in prod and not (j + 1 < len(t) and t[j + 1] == "=")]
-            bounds: set[str] = set()
-            for j in sites:
-                other = relation_other_side(j)
-                if other:
-                    bounds |= {x for x in t[other[0]:other[1]] if x in scalars and x != chunk}
+            bounds = product_bounds(i, chunk)
             if bounds:
                 u.chunks.setdefault(chunk, set()).update(bounds)
+    # R12: ``i = 2 * get_global_id(0) + phase`` compared with a bound (``i + 1 < n``): a literal
+    # number of elements per work-item
+    for i, tok in enumerate(t):
+        if tok != "*" or i == 0 or i + 1 >= len(t):
+            continue
+        for lit, g in ((i - 1, i + 1), (i + 1, i - 1)):
+            if not re.fullmatch(r"\d+[uUlL]*", t[lit]):
+                continue
+            factor = int(re.sub(r"[uUlL]+$", "", t[lit]))
+            if not 2 <= factor <= MAX_STRIDE:
+                continue
+            if not (is_gid(g) or (g > i and t[g] == "get_global_id")):
+                continue
+            if g < i and t[g] != ")" and g > 0 and t[g - 1] in ("*", "/", "%", "[", "."):
+                continue                                            # ``y * width * 2``: not the id itself
+            for b in product_bounds(i, None):
+                if b not in direct:
+                    u.strides[b] = max(u.strides.get(b, 1), factor)
     # R11: ``i < n - width + 1``: a window scalar subtracted from the bound of the global id, or
     # added to the global id (``i + w <= n``)
     for i, tok in enumerate(t):
@@ -555,7 +587,7 @@ def index_args(uses: Uses, params: list[KernelParam], base: list[ArgBinding], se
 
 def _apply_work_rules(uses: Uses, params: list[KernelParam], by: dict[str, ArgBinding],
                       out: dict[str, ArgBinding], applied: list[str]) -> None:
-    """R10 and R11 on ``out`` (``by``: the base arguments; ``applied`` gets their labels)."""
+    """R10, R11 and R12 on ``out`` (``by``: the base arguments; ``applied`` gets their labels)."""
     if not uses.work_rules:
         return
     taken = set(uses.thresholds) | set(uses.clamps) | set(uses.moduli) | uses.caps | uses.shifts
@@ -583,6 +615,12 @@ def _apply_work_rules(uses: Uses, params: list[KernelParam], by: dict[str, ArgBi
         out[b] = replace(out[b], value=int(out[b].value) + WINDOW - 1)
         applied.append(f"R11 {s}={WINDOW} {b}={out[b].value}")
         extra = WINDOW - 1
+    for b, factor in sorted(uses.strides.items()):
+        if not scalar(b) or b in uses.chunks or any(b in (s, w) for s, w in uses.windows.items()):
+            continue
+        out[b] = replace(out[b], value=int(by[b].value) * factor)
+        applied.append(f"R12 {b}={out[b].value}")
+        grow = max(grow, factor)
     if grow == 1 and not extra:
         return
     for p in params:           # every global buffer holds the larger problem

@@ -247,3 +247,43 @@ def test_a_chunk_through_a_cast_and_a_loop_variable() -> None:
                         "  out[get_global_id(0)] = acc;\n}\n")
     u = analyse_uses(k.source, k.name, params)
     assert u.chunks == {"k": {"count"}}
+
+
+#: R12's kernel: each work-item takes the pair starting at ``2 * gid + phase`` (an odd-even
+#: transposition step)
+R12_KERNEL = ("__kernel void ia_pairs(__global const float* in, __global float* out, const int phase,\n"
+              "                       const int n) {\n  int i = 2 * get_global_id(0) + (phase & 1);\n"
+              "  if (i + 1 < n) {\n    float a = in[i], b = in[i + 1];\n"
+              "    out[i] = fmin(a, b);\n    out[i + 1] = fmax(a, b);\n  }\n}\n")
+
+
+def test_a_literal_stride_of_the_global_id_scales_its_bound() -> None:
+    """``i = 2 * gid + phase`` bounded by ``i + 1 < n``: R12 doubles ``n`` and every buffer."""
+    k, params = _kernel(R12_KERNEL)
+    u = analyse_uses(k.source, k.name, params)
+    assert u.strides == {"n": 2} and u.work_rules and "R12 n*2" in u.rules()
+    out, applied = index_args(u, params, simple_args(params, GSIZE, LSIZE))
+    got = {a.name: a for a in out}
+    assert (got["n"].value, got["in"].count, got["out"].count) == (128, 128, 128)
+    assert got["phase"].value == 64 and "R12 n=128" in applied
+
+
+def test_no_stride_rule_on_a_scaled_row_index() -> None:
+    """``out[2 * x]`` bounded by ``x < width``: the bound meets the id itself, not the product."""
+    k, params = _kernel("__kernel void ia_spread(__global const float* in, __global float* out,\n"
+                        "                        const int width) {\n  int x = get_global_id(0);\n"
+                        "  if (x < width) out[2 * x] = in[x];\n}\n")
+    assert not analyse_uses(k.source, k.name, params).strides
+
+
+def test_simple_selection_leaves_half_the_pairs_idle_and_r12_does_not(harness) -> None:
+    """Under simple selection (``n = gsize``) the work-items past ``gsize / 2`` find no pair
+    (active 0.5); with R12 every one has its pair, and the kernel passes validity."""
+    k, params = _kernel(R12_KERNEL)
+    ar = activity_rewrite(instrument_kernel(k))
+    _, before = activity_of_args(harness, ar, GSIZE, LSIZE, simple_args(params, GSIZE, LSIZE))
+    assert before.active_fraction == pytest.approx(0.5)
+    args = index_selector(simple_args, analyse_uses(k.source, k.name, params))(params, GSIZE, LSIZE)
+    bad, after = activity_of_args(harness, ar, GSIZE, LSIZE, args)
+    assert not bad and after.active_fraction == 1.0
+    assert check_validity(harness, k, LaunchConfig(GSIZE, LSIZE, args)).status == "ok"
