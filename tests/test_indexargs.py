@@ -40,6 +40,8 @@ RULES = {
            "  while (x != 1 && s < cap) { x = (x & 1) ? 3 * x + 1 : x >> 1; ++s; }\n  steps[i] = s;\n}\n", "R8 cap"),
     "R9": ("__kernel void ia_digit(__global const uint* keys, __global uint* digit, const int shift) {\n"
            "  int i = get_global_id(0);\n  digit[i] = (keys[i] >> shift) & 0xFu;\n}\n", "R9 shift"),
+    "R13": ("__kernel void ia_unvisited(__global const int* mark, __global const float* in, __global float* out) {\n"
+            "  int i = get_global_id(0);\n  if (mark[i] == -1) out[i] = 2.0f * in[i];\n}\n", "R13 mark==-1"),
 }
 GSIZE, LSIZE = (64,), (16,)
 
@@ -287,3 +289,21 @@ def test_simple_selection_leaves_half_the_pairs_idle_and_r12_does_not(harness) -
     bad, after = activity_of_args(harness, ar, GSIZE, LSIZE, args)
     assert not bad and after.active_fraction == 1.0
     assert check_validity(harness, k, LaunchConfig(GSIZE, LSIZE, args)).status == "ok"
+
+
+def test_equality_with_a_scalar_and_a_compare_exchange() -> None:
+    """R13: ``level[v] != cur`` and ``atomic_cmpxchg(&owner[u], -1, v)``: the data hold 4 values
+    around the tested one and R3 puts the scalar inside them; a loop's test is not a predicate."""
+    k, params = _kernel("__kernel void ia_frontier(__global const int* level, __global int* owner,\n"
+                        "                          __global const int* nbr, const int cur) {\n"
+                        "  int v = get_global_id(0);\n  if (level[v] != cur) return;\n"
+                        "  int u = nbr[v];\n  atomic_cmpxchg(&owner[u], -1, v);\n}\n")
+    u = analyse_uses(k.source, k.name, params)
+    assert u.equalities == {"level": 0.0, "owner": -1.0}
+    got = {a.name: a for a in index_args(u, params, simple_args(params, GSIZE, LSIZE))[0]}
+    assert got["level"].init == "uniform:-1:3" and got["cur"].value == 1
+    assert got["owner"].init == "uniform:-2:2"
+    loop, lp = _kernel("__kernel void ia_steps(__global const int* start, __global int* steps) {\n"
+                       "  int i = get_global_id(0);\n  int x = start[i];\n  int s = 0;\n"
+                       "  while (x != 1) { x = (x & 1) ? 3 * x + 1 : x / 2; ++s; }\n  steps[i] = s;\n}\n")
+    assert not analyse_uses(loop.source, loop.name, lp).equalities
