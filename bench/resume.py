@@ -12,10 +12,12 @@ killed run (the datagen process and every descendant it had at the kill) outlive
 
     PYTHONPATH=. python -m kernelcast.bench.resume [--kills 10] [--seed 0] [--limit 6] [--json]
 
-A kill moment is drawn uniformly in ``[0.2 s, span]`` with ``span = 3 s + 2 x reference wall time
-/ kills`` (``--span`` overrides), so the kills fall during start-up, planning, validity checks,
-measuring and writing alike; a run that ends before its moment counts as not killed (the table
-says how many kills were delivered). Exit status 0 when the sets are equal and no process
+A kill moment is drawn uniformly in ``[0.2 s, span]`` with ``span = start-up + 2 x (reference wall
+time - start-up) / kills`` (``--span`` overrides), start-up being the time the reference run took
+to write its first plan (imports, device, corpus): the kills fall during start-up, planning,
+validity checks, measuring and writing alike, and the killed runs together get through about the
+reference run's work. A run that ends before its moment counts as not killed (the table says how
+many kills were delivered). Exit status 0 when the sets are equal and no process
 survived, 1 otherwise, 2 on bad input.
 """
 
@@ -39,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelcast.datagen.dataset import KILL_AFTER_ENV, read_dataset
+from kernelcast.datagen.generate import PLAN_FILE
 
 ROOT = Path(__file__).resolve().parent.parent
 #: the passes whose configurations are planned before any measurement (``iqr`` rows are added from
@@ -186,6 +189,7 @@ class ResumeReport:
     kills_planned: int
     kills_delivered: int
     reference_wall_s: float
+    startup_s: float
     span_s: float
     final_wall_s: float
     final_status: int
@@ -230,17 +234,23 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _run_to_end(cmd: list[str], timeout_s: float) -> tuple[int, float, str]:
+def _run_to_end(cmd: list[str], timeout_s: float, watch: Path | None = None) -> tuple[int, float, str, float | None]:
+    """Run ``cmd`` to its end: (status, wall seconds, stderr, seconds until ``watch`` existed)."""
     t0 = time.monotonic()
-    p = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
-    try:
-        _, err = p.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        p.wait()
-        return -signal.SIGKILL, time.monotonic() - t0, f"timed out after {timeout_s:.0f} s"
-    return p.returncode, time.monotonic() - t0, err or ""
+    seen: float | None = None
+    with tempfile.TemporaryFile(mode="w+") as err:
+        p = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=err, text=True,
+                             start_new_session=True)
+        while p.poll() is None:
+            if seen is None and watch is not None and watch.exists():
+                seen = time.monotonic() - t0
+            if time.monotonic() - t0 > timeout_s:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+                return -signal.SIGKILL, time.monotonic() - t0, f"timed out after {timeout_s:.0f} s", seen
+            time.sleep(0.2)
+        err.seek(0)
+        return p.returncode, time.monotonic() - t0, err.read(), seen
 
 
 def _run_killed(cmd: list[str], moment_s: float, out: Path, timeout_s: float) -> KillRecord:
@@ -274,11 +284,12 @@ def _run_killed(cmd: list[str], moment_s: float, out: Path, timeout_s: float) ->
 def run(a: argparse.Namespace, work: Path, log: Any = None) -> ResumeReport:
     ref, res = work / "reference", work / "resumed"
     cmd_ref = datagen_command(ref, a)
-    status, ref_wall, err = _run_to_end(cmd_ref, a.timeout)
+    status, ref_wall, err, startup = _run_to_end(cmd_ref, a.timeout, watch=ref / PLAN_FILE)
     if status != 0:
         raise RuntimeError(f"the reference run failed (status {status}): {err.strip()[-400:]}")
     want = _rows(ref)
-    span = a.span if a.span is not None else 3.0 + 2.0 * ref_wall / a.kills
+    start = min(startup if startup is not None else 0.0, ref_wall)
+    span = a.span if a.span is not None else start + 2.0 * (ref_wall - start) / a.kills
     moments = kill_moments(a.kills, span, a.seed)
     cmd = datagen_command(res, a)
     runs: list[KillRecord] = []
@@ -288,7 +299,7 @@ def run(a: argparse.Namespace, work: Path, log: Any = None) -> ResumeReport:
         if log:
             log(f"run {i + 1}/{len(moments)}: {'killed' if rec.killed else 'completed'} at {m:.2f} s, "
                 f"{rec.processes} processes, {rec.survivors} survivors, {rec.rows_after} rows")
-    final_status, final_wall, _ = _run_to_end(cmd, a.timeout)
+    final_status, final_wall, _, _ = _run_to_end(cmd, a.timeout)
     got = _rows(res)
     cmp_ = compare(want, got)
     by_pass: Counter[str] = Counter(k[2] for k in want)
@@ -299,7 +310,8 @@ def run(a: argparse.Namespace, work: Path, log: Any = None) -> ResumeReport:
                                "extra": [repr(k) for k in cmp_.extra[:5]],
                                "duplicated": [repr(k) for k in cmp_.duplicated[:5]]}}
     return ResumeReport(command=cmd[2:], kills_planned=len(moments), kills_delivered=sum(r.killed for r in runs),
-                        reference_wall_s=round(ref_wall, 2), span_s=round(span, 2), final_wall_s=round(final_wall, 2),
+                        reference_wall_s=round(ref_wall, 2), startup_s=round(start, 2), span_s=round(span, 2),
+                        final_wall_s=round(final_wall, 2),
                         final_status=final_status, survivors=sum(r.survivors for r in runs), comparison=comparison,
                         by_pass=dict(by_pass), runs=runs)
 
@@ -308,7 +320,8 @@ def render(r: ResumeReport) -> str:
     c = r.comparison
     lines = [
         "| quantity | value |", "|---|---|",
-        f"| reference run wall time | {r.reference_wall_s:.1f} s |",
+        f"| reference run wall time (start-up to its first plan) | {r.reference_wall_s:.1f} s "
+        f"({r.startup_s:.1f} s) |",
         f"| kills delivered / planned | {r.kills_delivered} / {r.kills_planned} (moments in [0.2, {r.span_s:.1f}] s) |",
         f"| processes killed (datagen + descendants) | {sum(k.processes for k in r.runs)} |",
         f"| processes alive {SURVIVOR_WAIT_S:.0f} s after a kill | {r.survivors} |",
@@ -367,7 +380,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kills", type=_positive_int, default=10, help="killed runs before the final rerun (10)")
     p.add_argument("--seed", type=int, default=0, help="seed of the kill moments (0)")
     p.add_argument("--span", type=_seconds, default=None,
-                   help="latest kill moment in seconds (default: 3 + 2 x the reference wall time / kills)")
+                   help="latest kill moment in seconds (default: start-up + 2 x the reference run's time after "
+                        "start-up / kills)")
     p.add_argument("--datagen-seed", type=int, default=1, help="datagen's --seed, the same for every run (1)")
     p.add_argument("--configs-per-kernel", type=_positive_int, default=4, help="datagen's (4)")
     p.add_argument("--lsizes-per-kernel", type=_positive_int, default=1, help="datagen's (1)")
