@@ -587,16 +587,16 @@ def index_args(uses: Uses, params: list[KernelParam], base: list[ArgBinding], se
             out[b] = replace(out[b], count=int(out[b].count) + 1)
         ranges[b] = (0.0, float(hi))
         applied.append(f"{'R2' if kind == 'sorted' else 'R1'} {b}<{hi}")
-    for b, c in sorted(uses.equalities.items()):
-        if b in ranges or b not in by or by[b].kind != "buffer":
+    for eq, c in sorted(uses.equalities.items()):
+        if eq in ranges or eq not in by or by[eq].kind != "buffer":
             continue
-        nt = parse_type(by[b].dtype).numpy
-        if nt.kind not in "iu":
+        et = parse_type(by[eq].dtype).numpy
+        if et.kind not in "iu":
             continue
-        lo = c - 1 if (nt.kind == "i" or c >= 1) else c
-        out[b] = replace(out[b], init=f"uniform:{lo:g}:{lo + EQUALITY_VALUES:g}")
-        ranges[b] = (lo, lo + EQUALITY_VALUES)
-        applied.append(f"R13 {b}~{c:g}")
+        lo = c - 1 if (et.kind == "i" or c >= 1) else c
+        out[eq] = replace(out[eq], init=f"uniform:{lo:g}:{lo + EQUALITY_VALUES:g}")
+        ranges[eq] = (lo, lo + EQUALITY_VALUES)
+        applied.append(f"R13 {eq}~{c:g}")
     for b, c in sorted(uses.literal_cmp.items()):
         if b in ranges or b not in by or by[b].kind != "buffer":
             continue
