@@ -12,12 +12,13 @@ killed run (the datagen process and every descendant it had at the kill) outlive
 
     PYTHONPATH=. python -m kernelcast.bench.resume [--kills 10] [--seed 0] [--limit 6] [--json]
 
-A kill moment is drawn uniformly in ``[0.2 s, span]`` with ``span = start-up + 2 x (reference wall
-time - start-up) / kills`` (``--span`` overrides), start-up being the time the reference run took
-to write its first plan (imports, device, corpus): the kills fall during start-up, planning,
-validity checks, measuring and writing alike, and the killed runs together get through about the
-reference run's work. A run that ends before its moment counts as not killed (the table says how
-many kills were delivered). Exit status 0 when the sets are equal and no process
+Each killed run's moment is a seeded uniform fraction of that run's expected duration (at least
+0.2 s): start-up + the share of the reference's planned rows still missing x (reference wall time
+- start-up), start-up being the time the reference run took to write its first plan (imports,
+device, corpus). So each kill falls at a uniformly random point of the run it interrupts: during
+start-up, planning, validity checks, measuring or writing. ``--span S`` draws every moment
+uniformly in ``[0.2, S]`` instead. A run that ends before its moment counts as not killed (the
+table says how many kills were delivered). Exit status 0 when the sets are equal and no process
 survived, 1 otherwise, 2 on bad input.
 """
 
@@ -110,11 +111,23 @@ def compare(reference: Counter[Key], resumed: Counter[Key]) -> Comparison:
         reference_duplicated=srt(k for k, n in reference.items() if n > 1))
 
 
-def kill_moments(n: int, span_s: float, seed: int, low_s: float = 0.2) -> list[float]:
-    """``n`` moments (seconds after a run starts) uniform in ``[low_s, span_s]``, seeded."""
+def kill_fractions(n: int, seed: int) -> list[float]:
+    """``n`` seeded fractions uniform in [0, 1): where in its run each kill falls."""
     rng = random.Random(seed)
-    hi = max(low_s, span_s)
-    return [round(rng.uniform(low_s, hi), 3) for _ in range(n)]
+    return [rng.random() for _ in range(n)]
+
+
+def kill_moment(fraction: float, span_s: float, low_s: float = 0.2) -> float:
+    """The moment (seconds after a run starts) ``fraction`` of the way through ``span_s``, at
+    least ``low_s``."""
+    return round(max(low_s, fraction * span_s), 3)
+
+
+def expected_duration(startup_s: float, work_s: float, missing: int, planned: int) -> float:
+    """A rerun's expected duration: its start-up and the reference's work time in proportion to
+    the planned rows still missing."""
+    share = 1.0 if planned <= 0 else min(1.0, max(0.0, missing / planned))
+    return startup_s + share * work_s
 
 
 # ---------------------------------------------------------------------------------------------
@@ -176,6 +189,7 @@ class KillRecord:
     """One killed (or completed) run of the resumed dataset."""
 
     moment_s: float
+    span_s: float                     # the run's expected duration the moment was drawn in
     killed: bool                      # still running at its moment (SIGKILL delivered)
     processes: int                    # the datagen process and its descendants at the kill
     survivors: int                    # of those, alive SURVIVOR_WAIT_S after the kill
@@ -190,7 +204,6 @@ class ResumeReport:
     kills_delivered: int
     reference_wall_s: float
     startup_s: float
-    span_s: float
     final_wall_s: float
     final_status: int
     survivors: int
@@ -253,13 +266,13 @@ def _run_to_end(cmd: list[str], timeout_s: float, watch: Path | None = None) -> 
         return p.returncode, time.monotonic() - t0, err.read(), seen
 
 
-def _run_killed(cmd: list[str], moment_s: float, out: Path, timeout_s: float) -> KillRecord:
+def _run_killed(cmd: list[str], moment_s: float, span_s: float, out: Path, timeout_s: float) -> KillRecord:
     t0 = time.monotonic()
     p = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                          start_new_session=True)
     try:
         p.wait(timeout=moment_s)
-        return KillRecord(moment_s, False, 0, 0, sum(_rows(out).values()), time.monotonic() - t0)
+        return KillRecord(moment_s, span_s, False, 0, 0, sum(_rows(out).values()), time.monotonic() - t0)
     except subprocess.TimeoutExpired:
         pass
     procs = descendants(p.pid)
@@ -278,7 +291,8 @@ def _run_killed(cmd: list[str], moment_s: float, out: Path, timeout_s: float) ->
     while left and time.monotonic() - t1 < SURVIVOR_WAIT_S:
         time.sleep(0.1)
         left = survivors(procs)
-    return KillRecord(moment_s, True, len(procs), len(left), sum(_rows(out).values()), time.monotonic() - t0)
+    return KillRecord(moment_s, span_s, True, len(procs), len(left), sum(_rows(out).values()),
+                      time.monotonic() - t0)
 
 
 def run(a: argparse.Namespace, work: Path, log: Any = None) -> ResumeReport:
@@ -289,16 +303,19 @@ def run(a: argparse.Namespace, work: Path, log: Any = None) -> ResumeReport:
         raise RuntimeError(f"the reference run failed (status {status}): {err.strip()[-400:]}")
     want = _rows(ref)
     start = min(startup if startup is not None else 0.0, ref_wall)
-    span = a.span if a.span is not None else start + 2.0 * (ref_wall - start) / a.kills
-    moments = kill_moments(a.kills, span, a.seed)
+    planned = sum(want.values())
+    fractions = kill_fractions(a.kills, a.seed)
     cmd = datagen_command(res, a)
     runs: list[KillRecord] = []
-    for i, m in enumerate(moments):
-        rec = _run_killed(cmd, m, res, a.timeout)
+    for i, frac in enumerate(fractions):
+        have = sum(_rows(res).values())
+        span = a.span if a.span is not None else expected_duration(start, ref_wall - start, planned - have, planned)
+        m = kill_moment(frac, span)
+        rec = _run_killed(cmd, m, span, res, a.timeout)
         runs.append(rec)
         if log:
-            log(f"run {i + 1}/{len(moments)}: {'killed' if rec.killed else 'completed'} at {m:.2f} s, "
-                f"{rec.processes} processes, {rec.survivors} survivors, {rec.rows_after} rows")
+            log(f"run {i + 1}/{len(fractions)}: {'killed' if rec.killed else 'completed'} at {m:.2f} s of "
+                f"{span:.1f}, {rec.processes} processes, {rec.survivors} survivors, {rec.rows_after} rows")
     final_status, final_wall, _, _ = _run_to_end(cmd, a.timeout)
     got = _rows(res)
     cmp_ = compare(want, got)
@@ -309,8 +326,8 @@ def run(a: argparse.Namespace, work: Path, log: Any = None) -> ResumeReport:
                   "examples": {"missing": [repr(k) for k in cmp_.missing[:5]],
                                "extra": [repr(k) for k in cmp_.extra[:5]],
                                "duplicated": [repr(k) for k in cmp_.duplicated[:5]]}}
-    return ResumeReport(command=cmd[2:], kills_planned=len(moments), kills_delivered=sum(r.killed for r in runs),
-                        reference_wall_s=round(ref_wall, 2), startup_s=round(start, 2), span_s=round(span, 2),
+    return ResumeReport(command=cmd[2:], kills_planned=len(fractions), kills_delivered=sum(r.killed for r in runs),
+                        reference_wall_s=round(ref_wall, 2), startup_s=round(start, 2),
                         final_wall_s=round(final_wall, 2),
                         final_status=final_status, survivors=sum(r.survivors for r in runs), comparison=comparison,
                         by_pass=dict(by_pass), runs=runs)
@@ -322,7 +339,7 @@ def render(r: ResumeReport) -> str:
         "| quantity | value |", "|---|---|",
         f"| reference run wall time (start-up to its first plan) | {r.reference_wall_s:.1f} s "
         f"({r.startup_s:.1f} s) |",
-        f"| kills delivered / planned | {r.kills_delivered} / {r.kills_planned} (moments in [0.2, {r.span_s:.1f}] s) |",
+        f"| kills delivered / planned | {r.kills_delivered} / {r.kills_planned} |",
         f"| processes killed (datagen + descendants) | {sum(k.processes for k in r.runs)} |",
         f"| processes alive {SURVIVOR_WAIT_S:.0f} s after a kill | {r.survivors} |",
         f"| final rerun | status {r.final_status}, {r.final_wall_s:.1f} s |",
@@ -330,9 +347,10 @@ def render(r: ResumeReport) -> str:
         "| by pass (reference) | " + ", ".join(f"{k} {v}" for k, v in sorted(r.by_pass.items())) + " |",
         f"| missing / extra / duplicated | {c['missing']} / {c['extra']} / {c['duplicated']} |",
         f"| equal to the uninterrupted run | {'yes' if c['equal'] else 'no'} |",
-        "", "| run | moment (s) | killed | processes | survivors | planned rows after |", "|---|---|---|---|---|---|"]
-    lines += [f"| {i + 1} | {k.moment_s:.2f} | {'yes' if k.killed else 'no'} | {k.processes} | {k.survivors} | "
-              f"{k.rows_after} |" for i, k in enumerate(r.runs)]
+        "", "| run | moment (s) of expected (s) | killed | processes | survivors | planned rows after |",
+        "|---|---|---|---|---|---|"]
+    lines += [f"| {i + 1} | {k.moment_s:.2f} of {k.span_s:.1f} | {'yes' if k.killed else 'no'} | {k.processes} | "
+              f"{k.survivors} | {k.rows_after} |" for i, k in enumerate(r.runs)]
     for what in ("missing", "extra", "duplicated"):
         for ex in c["examples"][what]:
             lines.append(f"{what}: {ex}")
@@ -380,8 +398,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kills", type=_positive_int, default=10, help="killed runs before the final rerun (10)")
     p.add_argument("--seed", type=int, default=0, help="seed of the kill moments (0)")
     p.add_argument("--span", type=_seconds, default=None,
-                   help="latest kill moment in seconds (default: start-up + 2 x the reference run's time after "
-                        "start-up / kills)")
+                   help="draw every kill moment uniformly in [0.2, SPAN] seconds (default: a uniform point of "
+                        "each run's expected duration)")
     p.add_argument("--datagen-seed", type=int, default=1, help="datagen's --seed, the same for every run (1)")
     p.add_argument("--configs-per-kernel", type=_positive_int, default=4, help="datagen's (4)")
     p.add_argument("--lsizes-per-kernel", type=_positive_int, default=1, help="datagen's (1)")

@@ -13,7 +13,16 @@ import time
 
 import numpy as np
 import pytest
-from kernelcast.bench.resume import compare, config_keys, descendants, kill_moments, main, survivors
+from kernelcast.bench.resume import (
+    compare,
+    config_keys,
+    descendants,
+    expected_duration,
+    kill_fractions,
+    kill_moment,
+    main,
+    survivors,
+)
 
 
 def _row(kernel: str, pass_: str = "sample", gsize=(256,), lsize=(64,), regime="idle", sweep=False, **kw) -> dict:
@@ -60,11 +69,14 @@ def test_a_reference_with_a_duplicate_is_not_equal() -> None:
     assert not c.equal and c.reference_duplicated == [("b", "simple", "sample", (256,), (64,), "idle", False)]
 
 
-def test_kill_moments_are_seeded_and_in_range() -> None:
-    a = kill_moments(10, 20.0, seed=3)
-    assert a == kill_moments(10, 20.0, seed=3) and a != kill_moments(10, 20.0, seed=4)
-    assert len(a) == 10 and all(0.2 <= m <= 20.0 for m in a)
-    assert kill_moments(3, 0.1, seed=0) == [0.2, 0.2, 0.2]       # a span below the floor
+def test_kill_moments_are_seeded_fractions_of_each_runs_expected_duration() -> None:
+    f = kill_fractions(10, seed=3)
+    assert f == kill_fractions(10, seed=3) and f != kill_fractions(10, seed=4)
+    assert len(f) == 10 and all(0.0 <= x < 1.0 for x in f)
+    assert kill_moment(0.5, 30.0) == 15.0 and kill_moment(0.001, 30.0) == 0.2     # at least 0.2 s
+    # start-up 5 s, work 40 s: 30 of 120 planned rows missing -> 5 + 10 s
+    assert expected_duration(5.0, 40.0, 30, 120) == 15.0
+    assert expected_duration(5.0, 40.0, 0, 120) == 5.0 and expected_duration(5.0, 40.0, 120, 0) == 45.0
 
 
 def test_descendants_and_survivors_of_a_killed_process_group() -> None:
