@@ -12,12 +12,13 @@ killed run (the datagen process and every descendant it had at the kill) outlive
 
     PYTHONPATH=. python -m kernelcast.bench.resume [--kills 10] [--seed 0] [--limit 6] [--json]
 
-Each killed run's moment is a seeded uniform fraction of that run's expected duration (at least
-0.2 s): start-up + the share of the reference's planned rows still missing x (reference wall time
-- start-up), start-up being the time the reference run took to write its first plan (imports,
-device, corpus). So each kill falls at a uniformly random point of the run it interrupts: during
-start-up, planning, validity checks, measuring or writing. ``--span S`` draws every moment
-uniformly in ``[0.2, S]`` instead. A run that ends before its moment counts as not killed (the
+Each killed run's moment is start-up + a seeded uniform fraction of twice the work still missing
+per kill left: ``startup + u x 2 x (missing share x work) / kills left``, start-up being the time
+the reference run took to write its first plan (imports, device, corpus) and work the rest of its
+wall time. So the kills spread over the whole dataset's work (planning, validity checks,
+measuring, writing), about one kill-interval of work apart, instead of bunching in the start-up
+of reruns that have little left. ``--span S`` draws every moment uniformly in ``[0.2, S]``
+instead. A run that ends before its moment counts as not killed (the
 table says how many kills were delivered). Exit status 0 when the sets are equal and no process
 survived, 1 otherwise, 2 on bad input.
 """
@@ -123,11 +124,12 @@ def kill_moment(fraction: float, span_s: float, low_s: float = 0.2) -> float:
     return round(max(low_s, fraction * span_s), 3)
 
 
-def expected_duration(startup_s: float, work_s: float, missing: int, planned: int) -> float:
-    """A rerun's expected duration: its start-up and the reference's work time in proportion to
-    the planned rows still missing."""
+def kill_window(startup_s: float, work_s: float, missing: int, planned: int, kills_left: int) -> tuple[float, float]:
+    """(start, length) of the window a rerun's kill moment is drawn in: after its start-up,
+    within twice the reference's work still missing (the planned rows not stored yet) per kill
+    left."""
     share = 1.0 if planned <= 0 else min(1.0, max(0.0, missing / planned))
-    return startup_s + share * work_s
+    return startup_s, 2.0 * share * work_s / max(1, kills_left)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -189,7 +191,7 @@ class KillRecord:
     """One killed (or completed) run of the resumed dataset."""
 
     moment_s: float
-    span_s: float                     # the run's expected duration the moment was drawn in
+    span_s: float                     # the end of the window the moment was drawn in
     killed: bool                      # still running at its moment (SIGKILL delivered)
     processes: int                    # the datagen process and its descendants at the kill
     survivors: int                    # of those, alive SURVIVOR_WAIT_S after the kill
@@ -309,8 +311,13 @@ def run(a: argparse.Namespace, work: Path, log: Any = None) -> ResumeReport:
     runs: list[KillRecord] = []
     for i, frac in enumerate(fractions):
         have = sum(_rows(res).values())
-        span = a.span if a.span is not None else expected_duration(start, ref_wall - start, planned - have, planned)
-        m = kill_moment(frac, span)
+        if a.span is not None:
+            span = a.span
+            m = kill_moment(frac, span)
+        else:
+            w0, wlen = kill_window(start, ref_wall - start, planned - have, planned, len(fractions) - i)
+            span = w0 + wlen
+            m = round(w0 + frac * wlen, 3)
         rec = _run_killed(cmd, m, span, res, a.timeout)
         runs.append(rec)
         if log:
@@ -347,9 +354,9 @@ def render(r: ResumeReport) -> str:
         "| by pass (reference) | " + ", ".join(f"{k} {v}" for k, v in sorted(r.by_pass.items())) + " |",
         f"| missing / extra / duplicated | {c['missing']} / {c['extra']} / {c['duplicated']} |",
         f"| equal to the uninterrupted run | {'yes' if c['equal'] else 'no'} |",
-        "", "| run | moment (s) of expected (s) | killed | processes | survivors | planned rows after |",
+        "", "| run | moment (s) / window end (s) | killed | processes | survivors | planned rows after |",
         "|---|---|---|---|---|---|"]
-    lines += [f"| {i + 1} | {k.moment_s:.2f} of {k.span_s:.1f} | {'yes' if k.killed else 'no'} | {k.processes} | "
+    lines += [f"| {i + 1} | {k.moment_s:.2f} / {k.span_s:.1f} | {'yes' if k.killed else 'no'} | {k.processes} | "
               f"{k.survivors} | {k.rows_after} |" for i, k in enumerate(r.runs)]
     for what in ("missing", "extra", "duplicated"):
         for ex in c["examples"][what]:
@@ -398,8 +405,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kills", type=_positive_int, default=10, help="killed runs before the final rerun (10)")
     p.add_argument("--seed", type=int, default=0, help="seed of the kill moments (0)")
     p.add_argument("--span", type=_seconds, default=None,
-                   help="draw every kill moment uniformly in [0.2, SPAN] seconds (default: a uniform point of "
-                        "each run's expected duration)")
+                   help="draw every kill moment uniformly in [0.2, SPAN] seconds (default: after start-up, within "
+                        "twice the work left per kill left)")
     p.add_argument("--datagen-seed", type=int, default=1, help="datagen's --seed, the same for every run (1)")
     p.add_argument("--configs-per-kernel", type=_positive_int, default=4, help="datagen's (4)")
     p.add_argument("--lsizes-per-kernel", type=_positive_int, default=1, help="datagen's (1)")

@@ -17,9 +17,9 @@ from kernelcast.bench.resume import (
     compare,
     config_keys,
     descendants,
-    expected_duration,
     kill_fractions,
     kill_moment,
+    kill_window,
     main,
     survivors,
 )
@@ -74,9 +74,9 @@ def test_kill_moments_are_seeded_fractions_of_each_runs_expected_duration() -> N
     assert f == kill_fractions(10, seed=3) and f != kill_fractions(10, seed=4)
     assert len(f) == 10 and all(0.0 <= x < 1.0 for x in f)
     assert kill_moment(0.5, 30.0) == 15.0 and kill_moment(0.001, 30.0) == 0.2     # at least 0.2 s
-    # start-up 5 s, work 40 s: 30 of 120 planned rows missing -> 5 + 10 s
-    assert expected_duration(5.0, 40.0, 30, 120) == 15.0
-    assert expected_duration(5.0, 40.0, 0, 120) == 5.0 and expected_duration(5.0, 40.0, 120, 0) == 45.0
+    # start-up 5 s, work 40 s, 30 of 120 planned rows missing, 4 kills left: 2 x 10 s / 4 after 5 s
+    assert kill_window(5.0, 40.0, 30, 120, 4) == (5.0, 5.0)
+    assert kill_window(5.0, 40.0, 0, 120, 4) == (5.0, 0.0) and kill_window(5.0, 40.0, 120, 0, 1) == (5.0, 80.0)
 
 
 def test_descendants_and_survivors_of_a_killed_process_group() -> None:
