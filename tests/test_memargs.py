@@ -445,7 +445,8 @@ def test_a_failure_found_by_older_checks_is_checked_again(tmp_path):
     assert got[((512,), (8,))].grown == {"a": 9} and len(got) == 3
 
 
-ROW_PER_GROUP = """__kernel void row_sums(__global const float* x, __global float* y, __local float* part, const int cols) {
+ROW_PER_GROUP = """__kernel void row_sums(__global const float* x, __global float* y, __local float* part,
+                       const int cols) {
   int row = get_group_id(0);
   int lid = get_local_id(0);
   int lsz = get_local_size(0);
