@@ -348,20 +348,20 @@ def launch_settings(dims: int, warp: int, max_wg: int, max_items: Sequence[int])
 
 
 def _combo_indices(total: int, cap: int, preferred: int | Sequence[int], rng: random.Random) -> list[int]:
-    """The combinations to try: all of them up to ``cap``, else the ``preferred`` ones (at most
-    ``cap``) and a seeded sample of the others."""
+    """The combinations to try: all of them up to ``cap``, else the first ``preferred`` one, a
+    seeded sample of ``cap - 1`` others, then the other ``preferred`` ones the sample missed."""
     if total <= cap:
         return list(range(total))
-    first = list(dict.fromkeys([preferred] if isinstance(preferred, int) else preferred))[:cap]
-    taken = set(first)
-    n = cap - len(first)
-    rest = rng.sample([i for i in range(total) if i not in taken], n) if total <= 1 << 20 else \
-        list({rng.randrange(total) for _ in range(cap * 2)} - taken)[:n]
-    return [*first, *sorted(rest)]
+    prefs = list(dict.fromkeys([preferred] if isinstance(preferred, int) else preferred))
+    p0 = prefs[0]
+    rest = rng.sample([i for i in range(total) if i != p0], cap - 1) if total <= 1 << 20 else \
+        list({rng.randrange(total) for _ in range(cap * 2)} - {p0})[:cap - 1]
+    taken = {p0, *rest}
+    return [p0, *sorted(rest), *(i for i in prefs[1:] if i not in taken)]
 
 
 #: at most this many combinations binding every sized scalar to one global dimension each are
-#: tried before the seeded sample (see :func:`infer_arguments`)
+#: tried besides the seeded sample (see :func:`infer_arguments`)
 MAX_DIM_COMBOS = 16
 
 
@@ -447,8 +447,8 @@ def infer_arguments(harness: Any, kernel: Kernel, *, device_limits: Any = None, 
     for digit, r in zip(preferred_digits, radices):
         preferred = preferred * r + digit
     # in nD, every assignment of the sized scalars to the global dimensions (``rows = gsize1``,
-    # ``cols = gsize0`` as well as the reverse) comes before the sample: a problem that covers the
-    # launch in every dimension is among them
+    # ``cols = gsize0`` as well as the reverse) is tried besides the sample: a problem that covers
+    # the launch in every dimension is among them
     per_dim = [[i for i, ch in enumerate(cl) if ch.kind == "gsize" and ch.value == 1 and ch.dim is not None]
                or [d] for cl, d in zip(lists, preferred_digits)]
     firsts = [preferred]
