@@ -392,7 +392,9 @@ class Generator:
         self.preexisting: set[str] = set()
         self.visited: set[str] = set()        # row keys this run has asked for
         if existing is not None and len(existing):
-            for r in existing[list(STORED_COLUMNS)].to_dict("records"):
+            # a dataset killed after its first rows may hold validity rows only, without the
+            # columns of a measured row: those read as missing
+            for r in existing.reindex(columns=list(STORED_COLUMNS)).to_dict("records"):
                 self.stored[r["row_key"]] = r
         for r in known_rows:
             self.stored.setdefault(r["row_key"], r)

@@ -43,6 +43,14 @@ arguments (:func:`index_args`) by the rules of ``docs/argument-selection.md``:
   scalar also compared with a global-id variable directly: a row length in ``y * width + x``);
 * **R11 window**: a scalar subtracted from the bound of the global id (``i < n - width + 1``)
   takes :data:`WINDOW`; the bound and every global buffer grow by ``WINDOW - 1``.
+* **R13 equality**: integer data tested equal to a scalar or a literal (``levels[v] != cur_level``,
+  ``atomic_cmpxchg(&levels[u], -1, d)``; not in a loop's header, where it is an iteration test,
+  nor through a modulus, mask or shift, which R5 and R9 serve) holds :data:`EQUALITY_VALUES` values around the tested
+  one (``[L - 1, L + 3)``, ``L`` = the literal, or 0 for a scalar, which R3 then sets inside that
+  range), so a quarter of the tests hold instead of about 1 in 1,024;
+* **R12 literal stride**: a literal multiple of the global id (``i = 2 * gid + phase``) compared
+  with a scalar bound (``i + 1 < n``): the bound and every global buffer grow by the literal, so
+  every work-item has its elements (with ``n = gsize`` the work-items past ``gsize / 2`` idle).
 
 Where an expression carries both an index and the value it addressed (``pos[nbr[k]]``), R3-R6
 take the value's buffer.
@@ -79,6 +87,11 @@ ROW_ENTRIES = 4
 CHUNK = 4
 #: the value a scalar window subtracted from the global id's bound gets (R11)
 WINDOW = 8
+#: the largest literal factor of the global id R12 scales a bound by
+MAX_STRIDE = 16
+#: the number of distinct values R13 draws integer data from (one below the tested value, it, and
+#: two above): a quarter of the loads equal it
+EQUALITY_VALUES = 4
 #: index settings tried in turn: (divisor of every index bound, extra elements of every buffer
 #: as a fraction of its count): the first keeps the base sizes, the second leaves slack for
 #: reads one row past the end (``row_ptr[row + 1]``) and indices scaled by a scalar
@@ -111,17 +124,19 @@ class Uses:
     shifts: set[str] = field(default_factory=set)                    # scalar shift counts of data
     chunks: dict[str, set[str]] = field(default_factory=dict)        # R10: chunk scalar -> scalars bounding it
     windows: dict[str, str] = field(default_factory=dict)            # R11: window scalar -> scalar it shrinks
+    strides: dict[str, int] = field(default_factory=dict)            # R12: bound scalar -> literal factor
+    equalities: dict[str, float] = field(default_factory=dict)       # R13: int buffer -> value tested equal
     gid_bounds: set[str] = field(default_factory=set)                # scalars compared with a global id
 
     @property
     def empty(self) -> bool:
         return not (self.indexes or self.thresholds or self.clamps or self.moduli or self.literal_cmp
-                    or self.counters or self.caps or self.shifts or self.work_rules)
+                    or self.counters or self.caps or self.shifts or self.work_rules or self.equalities)
 
     @property
     def work_rules(self) -> bool:
-        """Whether R10 or R11 fire: simple selection's scalars leave most work-items idle."""
-        return bool(self.chunks or self.windows)
+        """Whether R10, R11 or R12 fire: simple selection's scalars leave many work-items idle."""
+        return bool(self.chunks or self.windows or self.strides)
 
     def rules(self) -> list[str]:
         """The rules that fire, as short labels (R1..R6 of the module docstring)."""
@@ -136,6 +151,8 @@ class Uses:
         out += [f"R9 {s}" for s in sorted(self.shifts)]
         out += [f"R10 {s}*<{','.join(sorted(b))}" for s, b in sorted(self.chunks.items())]
         out += [f"R11 {b}-{s}" for s, b in sorted(self.windows.items())]
+        out += [f"R12 {s}*{k}" for s, k in sorted(self.strides.items())]
+        out += [f"R13 {b}=={v:g}" for b, v in sorted(self.equalities.items())]
         return out
 
 
@@ -261,7 +278,7 @@ class _Flow:
 
 
 def analyse_uses(source: str, name: str, params: list[KernelParam]) -> Uses:
-    """Find the patterns of the rules R1-R11 in kernel ``name`` of ``source``."""
+    """Find the patterns of the rules R1-R13 in kernel ``name`` of ``source``."""
     toks = kernel_body(source, name)
     buffers = {p.name for p in params if p.kind == "buffer"}
     scalars = {p.name for p in params if p.kind == "scalar"}
@@ -274,7 +291,27 @@ def analyse_uses(source: str, name: str, params: list[KernelParam]) -> Uses:
     clamps: dict[str, tuple[set[str], str]] = {}
     moduli: dict[str, set[str]] = {}
     signed: list[set[str]] = []
+    equal: list[tuple[set[str], float]] = []      # R13: loaded values tested equal to a scalar or literal
+    cmpxchg: dict[str, float] = {}                # R13: buffer -> the literal a compare-exchange expects
     t = toks
+
+    in_loop_test: set[int] = set()               # tokens of for / while headers (iteration tests)
+    for i, tok in enumerate(t):
+        if tok in ("for", "while") and i + 1 < len(t) and t[i + 1] == "(":
+            in_loop_test.update(range(i + 2, f.expr_end(i + 2, set())))
+
+    def plain(a: int, b: int) -> bool:
+        """Whether ``t[a:b]`` carries loaded values unchanged by a modulus, mask or shift."""
+        return not any(x in ("%", "&", "|", "^", ">>", "<<") for x in t[a:b])
+
+    def literal_at(a: int, b: int) -> float | None:
+        """The value of ``t[a:b]`` when it is a literal, possibly negated."""
+        if b - a == 1:
+            return _literal(t[a])
+        if b - a == 2 and t[a] == "-":
+            v = _literal(t[a + 1])
+            return None if v is None else -v
+        return None
     for i, tok in enumerate(t):
         # R1: loaded values in a buffer's subscript
         if tok in buffers and i + 1 < len(t) and t[i + 1] == "[":
@@ -314,6 +351,11 @@ def analyse_uses(source: str, name: str, params: list[KernelParam]) -> Uses:
                 side = [s for s in t[y0:y1] if s in scalars]
                 if side and not f.sources(y0, y1):
                     thresholds.setdefault(side[0], src)
+                    if tok in ("==", "!=") and i not in in_loop_test and plain(x0, x1):
+                        equal.append((src, 0.0))
+                elif tok in ("==", "!=") and i not in in_loop_test and plain(x0, x1) \
+                        and literal_at(y0, y1) is not None and not f.sources(y0, y1):
+                    equal.append((src, float(literal_at(y0, y1) or 0.0)))
                 elif tok not in ("==", "!=") and y1 - y0 == 1 and _literal(t[y0]) == 0.0:
                     signed.append(src)
         # R4: clamp bounds
@@ -332,6 +374,16 @@ def analyse_uses(source: str, name: str, params: list[KernelParam]) -> Uses:
                     role = roles[min(k, len(roles) - 1)]
                     if role != "x" and b - a == 1 and t[a] in scalars:
                         clamps.setdefault(t[a], (data, role))
+        # R13: ``atomic_cmpxchg(&B[i], L, v)``: B's values are tested equal to the literal L
+        if tok in ("atomic_cmpxchg", "atom_cmpxchg") and i + 1 < len(t) and t[i + 1] == "(":
+            a0 = i + 2
+            a1 = f.expr_end(a0, {","})
+            buf = next((x for x in t[a0:a1] if x in buffers), None)
+            if buf is not None and a1 < len(t) and t[a1] == ",":
+                e1 = f.expr_end(a1 + 1, {","})
+                lit = literal_at(a1 + 1, e1)
+                if lit is not None:
+                    cmpxchg.setdefault(buf, lit)
         # R9: a scalar shift count of loaded data
         if tok in (">>", "<<") and i + 1 < len(t) and t[i + 1] in scalars:
             if f.sources(f.expr_start(i, _STOP | _RELATIONAL | {"+", "-", "*", "/", "&", "|", "^"}), i):
@@ -361,6 +413,13 @@ def analyse_uses(source: str, name: str, params: list[KernelParam]) -> Uses:
         b = data_of(src)
         if b not in u.indexes:
             u.literal_cmp.setdefault(b, 0.0)
+    for src, v in equal:
+        b = data_of(src)
+        if b not in u.indexes and not any(x.startswith("@") for x in src):
+            u.equalities.setdefault(b, v)
+    for b, v in cmpxchg.items():
+        if b not in u.indexes:
+            u.equalities.setdefault(b, v)
     # a scalar both compared and clamped: the clamp role wins
     for s in list(u.thresholds):
         if s in u.clamps or s in u.moduli:
@@ -369,7 +428,7 @@ def analyse_uses(source: str, name: str, params: list[KernelParam]) -> Uses:
 
 
 def _work_patterns(f: _Flow, u: Uses, scalars: set[str]) -> None:
-    """R10 and R11: scalars that, bound like simple selection binds them (to the global size),
+    """R10, R11 and R12: scalars that, bound like simple selection binds them (to the global size),
     leave all but a few work-items idle."""
     t = f.t
     ident = re.compile(r"^[A-Za-z_]\w*$")
@@ -407,6 +466,27 @@ def _work_patterns(f: _Flow, u: Uses, scalars: set[str]) -> None:
                     and any(t[j] in pure or (is_gid(j) and t[j] == ")") for j in range(*other)):
                 direct.add(tok)
     u.gid_bounds = direct
+
+    def product_bounds(i: int, chunk: str | None) -> set[str]:
+        """The scalars (other than ``chunk``) compared with the product at ``t[i]`` or with a
+        variable assigned from it."""
+        sites = [i]
+        s0 = f.expr_start(i, {";", "{", "}", ",", *_ASSIGN})
+        if s0 > 1 and t[s0 - 1] == "=" and ident.match(t[s0 - 2]):
+            prod = {t[s0 - 2]}      # the product's variable and those assigned from it
+            for _ in range(3):
+                for j, x in enumerate(t):
+                    if x == "=" and j > 0 and ident.match(t[j - 1]) and t[j - 1] not in prod:
+                        if any(y in prod for y in t[j + 1:f.expr_end(j + 1, {";", ","})]):
+                            prod.add(t[j - 1])
+            sites += [j for j, x in enumerate(t) if x in prod and not (j + 1 < len(t) and t[j + 1] == "=")]
+        bounds: set[str] = set()
+        for j in sites:
+            other = relation_other_side(j)
+            if other:
+                bounds |= {x for x in t[other[0]:other[1]] if x in scalars and x != chunk}
+        return bounds
+
     # R10: ``start = g * chunk`` compared with a bound (``start >= n``) or starting a loop
     for i, tok in enumerate(t):
         if tok != "*" or i == 0 or i + 1 >= len(t):
@@ -421,23 +501,27 @@ def _work_patterns(f: _Flow, u: Uses, scalars: set[str]) -> None:
             if sc > i and sc + 1 < len(t) and t[sc + 1] in ("[", "("):
                 continue
             chunk = t[sc]
-            sites = [i]
-            s0 = f.expr_start(i, {";", "{", "}", ",", *_ASSIGN})
-            if s0 > 1 and t[s0 - 1] == "=" and ident.match(t[s0 - 2]):
-                prod = {t[s0 - 2]}      # the product's variable and those assigned from it
-                for _ in range(3):
-                    for j, x in enumerate(t):
-                        if x == "=" and j > 0 and ident.match(t[j - 1]) and t[j - 1] not in prod:
-                            if any(y in prod for y in t[j + 1:f.expr_end(j + 1, {";", ","})]):
-                                prod.add(t[j - 1])
-                sites += [j for j, x in enumerate(t) if x in prod and not (j + 1 < len(t) and t[j + 1] == "=")]
-            bounds: set[str] = set()
-            for j in sites:
-                other = relation_other_side(j)
-                if other:
-                    bounds |= {x for x in t[other[0]:other[1]] if x in scalars and x != chunk}
+            bounds = product_bounds(i, chunk)
             if bounds:
                 u.chunks.setdefault(chunk, set()).update(bounds)
+    # R12: ``i = 2 * get_global_id(0) + phase`` compared with a bound (``i + 1 < n``): a literal
+    # number of elements per work-item
+    for i, tok in enumerate(t):
+        if tok != "*" or i == 0 or i + 1 >= len(t):
+            continue
+        for lit, g in ((i - 1, i + 1), (i + 1, i - 1)):
+            if not re.fullmatch(r"\d+[uUlL]*", t[lit]):
+                continue
+            factor = int(re.sub(r"[uUlL]+$", "", t[lit]))
+            if not 2 <= factor <= MAX_STRIDE:
+                continue
+            if not (is_gid(g) or (g > i and t[g] == "get_global_id")):
+                continue
+            if g < i and t[g] != ")" and g > 0 and t[g - 1] in ("*", "/", "%", "[", "."):
+                continue                                            # ``y * width * 2``: not the id itself
+            for b in product_bounds(i, None):
+                if b not in direct:
+                    u.strides[b] = max(u.strides.get(b, 1), factor)
     # R11: ``i < n - width + 1``: a window scalar subtracted from the bound of the global id, or
     # added to the global id (``i + w <= n``)
     for i, tok in enumerate(t):
@@ -503,6 +587,16 @@ def index_args(uses: Uses, params: list[KernelParam], base: list[ArgBinding], se
             out[b] = replace(out[b], count=int(out[b].count) + 1)
         ranges[b] = (0.0, float(hi))
         applied.append(f"{'R2' if kind == 'sorted' else 'R1'} {b}<{hi}")
+    for eq, c in sorted(uses.equalities.items()):
+        if eq in ranges or eq not in by or by[eq].kind != "buffer":
+            continue
+        et = parse_type(by[eq].dtype).numpy
+        if et.kind not in "iu":
+            continue
+        lo = c - 1 if (et.kind == "i" or c >= 1) else c
+        out[eq] = replace(out[eq], init=f"uniform:{lo:g}:{lo + EQUALITY_VALUES:g}")
+        ranges[eq] = (lo, lo + EQUALITY_VALUES)
+        applied.append(f"R13 {eq}~{c:g}")
     for b, c in sorted(uses.literal_cmp.items()):
         if b in ranges or b not in by or by[b].kind != "buffer":
             continue
@@ -555,7 +649,7 @@ def index_args(uses: Uses, params: list[KernelParam], base: list[ArgBinding], se
 
 def _apply_work_rules(uses: Uses, params: list[KernelParam], by: dict[str, ArgBinding],
                       out: dict[str, ArgBinding], applied: list[str]) -> None:
-    """R10 and R11 on ``out`` (``by``: the base arguments; ``applied`` gets their labels)."""
+    """R10, R11 and R12 on ``out`` (``by``: the base arguments; ``applied`` gets their labels)."""
     if not uses.work_rules:
         return
     taken = set(uses.thresholds) | set(uses.clamps) | set(uses.moduli) | uses.caps | uses.shifts
@@ -583,6 +677,12 @@ def _apply_work_rules(uses: Uses, params: list[KernelParam], by: dict[str, ArgBi
         out[b] = replace(out[b], value=int(out[b].value) + WINDOW - 1)
         applied.append(f"R11 {s}={WINDOW} {b}={out[b].value}")
         extra = WINDOW - 1
+    for b, factor in sorted(uses.strides.items()):
+        if not scalar(b) or b in uses.chunks or any(b in (s, w) for s, w in uses.windows.items()):
+            continue
+        out[b] = replace(out[b], value=int(by[b].value) * factor)
+        applied.append(f"R12 {b}={out[b].value}")
+        grow = max(grow, factor)
     if grow == 1 and not extra:
         return
     for p in params:           # every global buffer holds the larger problem

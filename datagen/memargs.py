@@ -47,6 +47,7 @@ Choices made here, beyond the paper:
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import math
@@ -77,6 +78,7 @@ from kernelcast.instrument.rewrite import (
     instrument_kernel,
     measure_instrumented,
 )
+from kernelcast.instrument.state import kernel_body
 
 from kernelcast.clang import KernelParam, ParseError, kernel_signatures
 from kernelcast.cltypes import is_known_type, parse_type
@@ -84,7 +86,7 @@ from kernelcast.schema import ArgBinding, Kernel
 
 log = logging.getLogger(__name__)
 
-ANALYSIS_VERSION = 2
+ANALYSIS_VERSION = 3
 #: the format of the file of verified settings kept beside an analysis (part of its name)
 VERIFIED_FORMAT = 1
 #: the version of the checks behind a stored outcome: a configuration no setting passed under an
@@ -97,13 +99,23 @@ DEFAULT_CANDIDATES: tuple[int | str, ...] = (1, 4, "gsize", "4*gsize", 16, 32, 2
 GOOD_SCORE = 0.9
 DEFAULT_FLOAT_VALUES: tuple[float, ...] = (1.0,)
 DEFAULT_MAX_COMBOS = 64
+#: in nD the validating run doubles the last dimension of the second (square) fitting launch: an
+#: array sized by one dimension (``u[r]``, ``r < rows = gsize1``) or by its square
+#: (``A[r * n + k]`` with ``n = gsize1``) then overruns the total-work-items fit by up to 2x or
+#: 4x; such a setting is kept, sized per configuration by its bounds check
+#: (:attr:`Setting.sized_by_check`), when the run touched at most this many times the fit and at
+#: most this many times a cube of the launch's largest side; a larger overrun (``n = gsize`` of
+#: all work-items, squared) rejects it
+SHAPE_SLACK = 4
 DEFAULT_MEM_CAP_BYTES = 256 << 20
 #: elements each buffer gets in a fitting run: max(MIN, FACTOR * work-items), at most MAX_BYTES
 ANALYSIS_ALLOC_MIN = 4096
 ANALYSIS_ALLOC_FACTOR = 4
 ANALYSIS_ALLOC_MAX_BYTES = 16 << 20
 _FAULTS = ("timeout", "crash")
-_LABEL = re.compile(r"^(?:(\d+(?:\.\d+)?)\*)?gsize(\d)?$")
+_LABEL = re.compile(r"^(?:(\d+(?:\.\d+)?)\*)?([gl])size(\d)?$")
+#: the candidate a kernel that strides by its work-group's size (``get_local_size``) also gets
+LSIZE_CANDIDATE = "lsize"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -114,9 +126,9 @@ _LABEL = re.compile(r"^(?:(\d+(?:\.\d+)?)\*)?gsize(\d)?$")
 class ScalarChoice:
     """A scalar's value: a constant, or a multiple of the global size (total or one dimension)."""
 
-    kind: str = "const"           # "const" or "gsize"
-    value: float = 1.0            # the constant, or the factor of the global size
-    dim: int | None = None        # gsize: None = total work-items, else that dimension
+    kind: str = "const"           # "const", "gsize" or "lsize"
+    value: float = 1.0            # the constant, or the factor of the global (local) size
+    dim: int | None = None        # gsize/lsize: None = total work-items, else that dimension
 
     @property
     def label(self) -> str:
@@ -125,7 +137,7 @@ class ScalarChoice:
             return str(int(v)) if float(v).is_integer() else repr(float(v))
         factor = "" if self.value == 1 else (f"{int(self.value)}*" if float(self.value).is_integer()
                                               else f"{self.value}*")
-        return f"{factor}gsize{'' if self.dim is None else self.dim}"
+        return f"{factor}{self.kind}{'' if self.dim is None else self.dim}"
 
     @classmethod
     def from_label(cls, label: str | int | float) -> ScalarChoice:
@@ -133,13 +145,15 @@ class ScalarChoice:
             return cls("const", float(label))
         m = _LABEL.match(label.strip())
         if m:
-            return cls("gsize", float(m.group(1) or 1), None if m.group(2) is None else int(m.group(2)))
+            return cls(f"{m.group(2)}size", float(m.group(1) or 1), None if m.group(3) is None else int(m.group(3)))
         return cls("const", float(label))
 
-    def resolve(self, gsize: Sequence[int]) -> float:
+    def resolve(self, gsize: Sequence[int], lsize: Sequence[int] | None = None) -> float:
+        """The value at one launch (an ``lsize`` choice without a local size takes the global size)."""
         if self.kind == "const":
             return self.value
-        base = math.prod(gsize) if self.dim is None else (gsize[self.dim] if self.dim < len(gsize) else 1)
+        size = gsize if self.kind == "gsize" or not lsize else lsize
+        base = math.prod(size) if self.dim is None else (size[self.dim] if self.dim < len(size) else 1)
         return self.value * base
 
 
@@ -183,6 +197,10 @@ class Setting:
     per_arg: dict[str, float] = field(default_factory=dict)
     active_fraction: float | None = None     # the validating run's Activity.all_args_fraction
     bytes_per_item: float | None = None
+    #: the validating run touched some arrays past their fitted sizes, within
+    #: :data:`SHAPE_SLACK` x those sizes (a size following one dimension of the launch, or its
+    #: square): usable only with a bounds check per configuration, which sizes them
+    sized_by_check: bool = False
 
     def sizes(self, gsize: Sequence[int]) -> dict[str, int]:
         total = math.prod(gsize)
@@ -252,7 +270,8 @@ class MemoryAnalysis:
         return cls(
             kernel_id=d["kernel_id"], kernel_name=d["kernel_name"], dims=d["dims"],
             settings=[Setting(scal(s["scalars"]), {n: ArrayFit(**f) for n, f in s["arrays"].items()},
-                              dict(s.get("per_arg") or {}), s.get("active_fraction"), s.get("bytes_per_item"))
+                              dict(s.get("per_arg") or {}), s.get("active_fraction"), s.get("bytes_per_item"),
+                              bool(s.get("sized_by_check", False)))
                       for s in d["settings"]],
             rejected=[Rejected(scal(r["scalars"]), r["reason"]) for r in d["rejected"]],
             unsupported=list(d["unsupported"]),
@@ -294,7 +313,7 @@ def scalar_candidates(p: KernelParam, dims: int, candidates: Sequence[int | str]
         if ch.dim is not None or dims == 1:
             out.append(ch)
         else:
-            out += [ScalarChoice("gsize", ch.value, d) for d in range(dims)]
+            out += [ScalarChoice(ch.kind, ch.value, d) for d in range(dims)]
     seen: dict[str, ScalarChoice] = {}
     for ch in out:
         seen.setdefault(ch.label, ch)
@@ -328,12 +347,22 @@ def launch_settings(dims: int, warp: int, max_wg: int, max_items: Sequence[int])
     return [(g1, ls), (g2, ls), (g3, ls)]
 
 
-def _combo_indices(total: int, cap: int, preferred: int, rng: random.Random) -> list[int]:
+def _combo_indices(total: int, cap: int, preferred: int | Sequence[int], rng: random.Random) -> list[int]:
+    """The combinations to try: all of them up to ``cap``, else the first ``preferred`` one, a
+    seeded sample of ``cap - 1`` others, then the other ``preferred`` ones the sample missed."""
     if total <= cap:
         return list(range(total))
-    rest = rng.sample([i for i in range(total) if i != preferred], cap - 1) if total <= 1 << 20 else \
-        list({rng.randrange(total) for _ in range(cap * 2)} - {preferred})[:cap - 1]
-    return [preferred, *sorted(rest)]
+    prefs = list(dict.fromkeys([preferred] if isinstance(preferred, int) else preferred))
+    p0 = prefs[0]
+    rest = rng.sample([i for i in range(total) if i != p0], cap - 1) if total <= 1 << 20 else \
+        list({rng.randrange(total) for _ in range(cap * 2)} - {p0})[:cap - 1]
+    taken = {p0, *rest}
+    return [p0, *sorted(rest), *(i for i in prefs[1:] if i not in taken)]
+
+
+#: at most this many combinations binding every sized scalar to one global dimension each are
+#: tried besides the seeded sample (see :func:`infer_arguments`)
+MAX_DIM_COMBOS = 16
 
 
 def _decode(index: int, radices: list[int]) -> list[int]:
@@ -404,6 +433,12 @@ def infer_arguments(harness: Any, kernel: Kernel, *, device_limits: Any = None, 
         raise ValueError("the two fitting settings must differ in total work-items")
 
     scalars = [p for p in params if p.kind == "scalar"]
+    body = kernel_body(kernel.source, kernel.name) or ""
+    if re.search(r"\bget_local_size\s*\(", body) and LSIZE_CANDIDATE not in candidates:
+        # a per-group problem (``for (c = lid; c < cols; c += get_local_size(0))``, one row per
+        # group): with ``cols`` = the group's size every work-item has its element and the arrays
+        # (rows x cols = groups x local size) stay linear in the work-items
+        candidates = (*candidates, LSIZE_CANDIDATE)
     lists = [scalar_candidates(p, dims, candidates, float_values) for p in scalars]
     radices = [len(cl) for cl in lists]
     an.combos_total = math.prod(radices)
@@ -411,8 +446,20 @@ def infer_arguments(harness: Any, kernel: Kernel, *, device_limits: Any = None, 
     preferred = 0
     for digit, r in zip(preferred_digits, radices):
         preferred = preferred * r + digit
+    # in nD, every assignment of the sized scalars to the global dimensions (``rows = gsize1``,
+    # ``cols = gsize0`` as well as the reverse) is tried besides the sample: a problem that covers
+    # the launch in every dimension is among them
+    per_dim = [[i for i, ch in enumerate(cl) if ch.kind == "gsize" and ch.value == 1 and ch.dim is not None]
+               or [d] for cl, d in zip(lists, preferred_digits)]
+    firsts = [preferred]
+    if dims > 1 and math.prod(len(x) for x in per_dim) <= MAX_DIM_COMBOS:
+        for digits in itertools.product(*per_dim):
+            idx = 0
+            for digit, r in zip(digits, radices):
+                idx = idx * r + digit
+            firsts.append(idx)
     rng = random.Random(int.from_bytes(hashlib.sha256(f"{seed}:{kernel.id}".encode()).digest()[:8], "little"))
-    order = _combo_indices(an.combos_total, max(1, max_combos), preferred, rng)
+    order = _combo_indices(an.combos_total, max(1, max_combos), firsts, rng)
 
     max_const = int(getattr(dev, "max_constant_bytes", 1 << 16))
     faults = 0
@@ -459,7 +506,7 @@ def _try_combo(harness: Any, rr: RewriteResult, params: list[KernelParam], combo
     samples: list[tuple[int, dict[str, int]]] = []
     for gsize, lsize in settings[:2]:
         total = math.prod(gsize)
-        values = {k: typed_value(by_name[k], ch.resolve(gsize)) for k, ch in combo.items()}
+        values = {k: typed_value(by_name[k], ch.resolve(gsize, lsize)) for k, ch in combo.items()}
         alloc = {s.name: _analysis_alloc(total, s.elem_bytes or 1, s.qualifier, max_const) for s in rr.slots.values()}
         an.runs += 1
         try:
@@ -487,7 +534,7 @@ def _try_combo(harness: Any, rr: RewriteResult, params: list[KernelParam], combo
     if validate and len(settings) > 2:
         gsize, lsize = settings[2]
         total = math.prod(gsize)
-        values = {k: typed_value(by_name[k], ch.resolve(gsize)) for k, ch in combo.items()}
+        values = {k: typed_value(by_name[k], ch.resolve(gsize, lsize)) for k, ch in combo.items()}
         sizes = setting.sizes(gsize)
         need = setting.total_bytes(gsize)
         if need > mem_cap_bytes:
@@ -509,6 +556,10 @@ def _try_combo(harness: Any, rr: RewriteResult, params: list[KernelParam], combo
         for name, ext in run.extents.items():
             fits[name].validated = ext.needed
             if ext.out_of_bounds:
+                if len(gsize) > 1 and ext.min_index >= 0 and ext.needed <= SHAPE_SLACK * max(1, sizes[name]) \
+                        and ext.needed <= SHAPE_SLACK * max(gsize) ** len(gsize):
+                    setting.sized_by_check = True
+                    continue
                 what = (f"index {ext.min_index} before the start" if ext.min_index < 0 else
                         f"touches index {ext.max_index} but the fit gives {sizes[name]} elements")
                 return f"{name}: at gsize {gsize} {what} (not linear in gsize)", "ok"
@@ -549,7 +600,7 @@ def memory_args(analysis: MemoryAnalysis, params: list[KernelParam], gsize: tupl
             ch = setting.scalars.get(p.name)
             if ch is None:
                 raise UnsupportedArgument(f"argument {p.name!r}: not in the memory analysis")
-            out.append(ArgBinding(p.name, "scalar", p.dtype, value=typed_value(p, ch.resolve(gsize))))
+            out.append(ArgBinding(p.name, "scalar", p.dtype, value=typed_value(p, ch.resolve(gsize, lsize))))
     return out
 
 
@@ -569,6 +620,14 @@ def _activity_variant(rr: RewriteResult) -> ActivityRewrite | None:
 
 def _fraction(act: Activity | None) -> float:
     return -1.0 if act is None or act.all_args_fraction is None else act.all_args_fraction
+
+
+def _work(act: Activity | None) -> tuple[float, float]:
+    """How fully a configuration's check run worked: its active fraction (the work-items that
+    reached every main input), then its all-arguments fraction."""
+    if act is None:
+        return -1.0, -1.0
+    return (-1.0 if act.active_fraction is None else act.active_fraction), _fraction(act)
 
 
 def setting_scores(analysis: MemoryAnalysis) -> list[float | None]:
@@ -695,8 +754,12 @@ def memory_selector(analysis: MemoryAnalysis, *, seed: int = 0, mem_cap_bytes: i
         else:
             order = ranked_settings(analysis, gsize, seed, mem_cap_bytes, rank)
         if harness is None or rewrite is None:
-            select.last_setting = analysis.settings[order[0]]  # type: ignore[attr-defined]
-            return memory_args(analysis, params, gsize, lsize, order[0])
+            unchecked = [i for i in order if not analysis.settings[i].sized_by_check]
+            if not unchecked:
+                raise UnsupportedArgument(f"{analysis.kernel_name}: every valid setting needs a bounds check per "
+                                          f"configuration to size its arrays")
+            select.last_setting = analysis.settings[unchecked[0]]  # type: ignore[attr-defined]
+            return memory_args(analysis, params, gsize, lsize, unchecked[0])
         key = (tuple(gsize), tuple(lsize) if lsize else None)
         known = verified.get(key)
         if isinstance(known, str):
@@ -728,13 +791,17 @@ def memory_selector(analysis: MemoryAnalysis, *, seed: int = 0, mem_cap_bytes: i
                 log.info("%s gsize %s: setting %d fails the bounds check: %s", analysis.kernel_name, gsize, pick,
                          bad[0])
                 continue
-            if best is None or _fraction(act) > _fraction(best.activity):
+            if best is None or _work(act) > _work(best.activity):
                 best = Verified(pick, act, grown)
             ref = analysis.settings[pick].active_fraction
-            if not rank or act is None or ref is None or _fraction(act) >= GOOD_SCORE * ref:
+            if not rank or act is None or ref is None or (
+                    _fraction(act) >= GOOD_SCORE * ref
+                    and (act.active_fraction is None or act.active_fraction >= GOOD_SCORE)):
                 break
             # the work done here fell well below the validating run's (a scalar tied to one
-            # dimension met another aspect ratio): try the next setting, keep the best
+            # dimension met another aspect ratio), or most work-items stayed idle (a constant
+            # problem size smaller than this launch, ``cols = 256`` at 1,024 work-items per
+            # group): try the next setting, keep the one with the most active work-items
         if best is not None:
             remember(key, best)
             return chosen(params, gsize, lsize, best)

@@ -40,6 +40,8 @@ RULES = {
            "  while (x != 1 && s < cap) { x = (x & 1) ? 3 * x + 1 : x >> 1; ++s; }\n  steps[i] = s;\n}\n", "R8 cap"),
     "R9": ("__kernel void ia_digit(__global const uint* keys, __global uint* digit, const int shift) {\n"
            "  int i = get_global_id(0);\n  digit[i] = (keys[i] >> shift) & 0xFu;\n}\n", "R9 shift"),
+    "R13": ("__kernel void ia_unvisited(__global const int* mark, __global const float* in, __global float* out) {\n"
+            "  int i = get_global_id(0);\n  if (mark[i] == -1) out[i] = 2.0f * in[i];\n}\n", "R13 mark==-1"),
 }
 GSIZE, LSIZE = (64,), (16,)
 
@@ -247,3 +249,61 @@ def test_a_chunk_through_a_cast_and_a_loop_variable() -> None:
                         "  out[get_global_id(0)] = acc;\n}\n")
     u = analyse_uses(k.source, k.name, params)
     assert u.chunks == {"k": {"count"}}
+
+
+#: R12's kernel: each work-item takes the pair starting at ``2 * gid + phase`` (an odd-even
+#: transposition step)
+R12_KERNEL = ("__kernel void ia_pairs(__global const float* in, __global float* out, const int phase,\n"
+              "                       const int n) {\n  int i = 2 * get_global_id(0) + (phase & 1);\n"
+              "  if (i + 1 < n) {\n    float a = in[i], b = in[i + 1];\n"
+              "    out[i] = fmin(a, b);\n    out[i + 1] = fmax(a, b);\n  }\n}\n")
+
+
+def test_a_literal_stride_of_the_global_id_scales_its_bound() -> None:
+    """``i = 2 * gid + phase`` bounded by ``i + 1 < n``: R12 doubles ``n`` and every buffer."""
+    k, params = _kernel(R12_KERNEL)
+    u = analyse_uses(k.source, k.name, params)
+    assert u.strides == {"n": 2} and u.work_rules and "R12 n*2" in u.rules()
+    out, applied = index_args(u, params, simple_args(params, GSIZE, LSIZE))
+    got = {a.name: a for a in out}
+    assert (got["n"].value, got["in"].count, got["out"].count) == (128, 128, 128)
+    assert got["phase"].value == 64 and "R12 n=128" in applied
+
+
+def test_no_stride_rule_on_a_scaled_row_index() -> None:
+    """``out[2 * x]`` bounded by ``x < width``: the bound meets the id itself, not the product."""
+    k, params = _kernel("__kernel void ia_spread(__global const float* in, __global float* out,\n"
+                        "                        const int width) {\n  int x = get_global_id(0);\n"
+                        "  if (x < width) out[2 * x] = in[x];\n}\n")
+    assert not analyse_uses(k.source, k.name, params).strides
+
+
+def test_simple_selection_leaves_half_the_pairs_idle_and_r12_does_not(harness) -> None:
+    """Under simple selection (``n = gsize``) the work-items past ``gsize / 2`` find no pair
+    (active 0.5); with R12 every one has its pair, and the kernel passes validity."""
+    k, params = _kernel(R12_KERNEL)
+    ar = activity_rewrite(instrument_kernel(k))
+    _, before = activity_of_args(harness, ar, GSIZE, LSIZE, simple_args(params, GSIZE, LSIZE))
+    assert before.active_fraction == pytest.approx(0.5)
+    args = index_selector(simple_args, analyse_uses(k.source, k.name, params))(params, GSIZE, LSIZE)
+    bad, after = activity_of_args(harness, ar, GSIZE, LSIZE, args)
+    assert not bad and after.active_fraction == 1.0
+    assert check_validity(harness, k, LaunchConfig(GSIZE, LSIZE, args)).status == "ok"
+
+
+def test_equality_with_a_scalar_and_a_compare_exchange() -> None:
+    """R13: ``level[v] != cur`` and ``atomic_cmpxchg(&owner[u], -1, v)``: the data hold 4 values
+    around the tested one and R3 puts the scalar inside them; a loop's test is not a predicate."""
+    k, params = _kernel("__kernel void ia_frontier(__global const int* level, __global int* owner,\n"
+                        "                          __global const int* nbr, const int cur) {\n"
+                        "  int v = get_global_id(0);\n  if (level[v] != cur) return;\n"
+                        "  int u = nbr[v];\n  atomic_cmpxchg(&owner[u], -1, v);\n}\n")
+    u = analyse_uses(k.source, k.name, params)
+    assert u.equalities == {"level": 0.0, "owner": -1.0}
+    got = {a.name: a for a in index_args(u, params, simple_args(params, GSIZE, LSIZE))[0]}
+    assert got["level"].init == "uniform:-1:3" and got["cur"].value == 1
+    assert got["owner"].init == "uniform:-2:2"
+    loop, lp = _kernel("__kernel void ia_steps(__global const int* start, __global int* steps) {\n"
+                       "  int i = get_global_id(0);\n  int x = start[i];\n  int s = 0;\n"
+                       "  while (x != 1) { x = (x & 1) ? 3 * x + 1 : x / 2; ++s; }\n  steps[i] = s;\n}\n")
+    assert not analyse_uses(loop.source, loop.name, lp).equalities

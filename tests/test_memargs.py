@@ -184,10 +184,16 @@ def test_two_dimensional_kernel_fits_total_work_items(harness):
     an = _analyse(harness, src, "copy2d", dims=2, candidates=("gsize", 256))
     assert an.exe_settings == [((32, 32), (8, 8)), ((64, 64), (8, 8)), ((64, 128), (8, 8))]
     fits = _by_scalars(an)
-    assert fits == {("gsize0",): {"in": (1.0, 0.0), "out": (1.0, 0.0)}}
-    rej = _rejected(an)
-    assert set(rej) == {("gsize1",), ("256",)}                # depend on the aspect ratio
-    assert all("not linear" in r for r in rej.values())
+    assert fits[("gsize0",)] == {"in": (1.0, 0.0), "out": (1.0, 0.0)}
+    # w = gsize1 and w = 256 depend on the aspect ratio: the validating run touches past the
+    # fit, within SHAPE_SLACK, so they are kept for configurations that size them by a check
+    checked = {tuple(ch.label for ch in st.scalars.values()): st.sized_by_check for st in an.settings}
+    assert checked == {("gsize0",): False, ("gsize1",): True, ("256",): True}
+    assert _rejected(an) == {}
+    # without a per-configuration check only the setting the fit sizes is handed out
+    params0 = kernel_signatures(src)["copy2d"]
+    for gs in ((128, 32), (32, 128), (64, 64)):
+        assert {a.name: a.value for a in memory_selector(an)(params0, gs, (8, 8))}["w"] == gs[0]
     # materialized for a target launch of another shape: exact, and in bounds
     params = kernel_signatures(src)["copy2d"]
     args = memory_args(an, params, (128, 32), (8, 8), 0)
@@ -437,3 +443,38 @@ def test_a_failure_found_by_older_checks_is_checked_again(tmp_path):
     assert got[((64,), (8,))].setting == 2 and ((128,), (8,)) not in got
     assert got[((256,), None)] == "k: none"
     assert got[((512,), (8,))].grown == {"a": 9} and len(got) == 3
+
+
+ROW_PER_GROUP = """__kernel void row_sums(__global const float* x, __global float* y, __local float* part,
+                       const int cols) {
+  int row = get_group_id(0);
+  int lid = get_local_id(0);
+  int lsz = get_local_size(0);
+  float acc = 0.0f;
+  for (int c = lid; c < cols; c += lsz)
+    acc += x[row * cols + c];
+  part[lid] = acc;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lid == 0) {
+    float s = 0.0f;
+    for (int i = 0; i < lsz; ++i) s += part[i];
+    y[row] = s;
+  }
+}"""
+
+
+def test_a_per_group_problem_gets_the_local_size(harness):
+    """One row per work-group, its columns strided by the local size: a constant ``cols`` (256)
+    leaves half of 512-item groups idle and ``cols = gsize`` makes ``x`` grow as gsize^2; the
+    ``lsize`` candidate (offered because the kernel calls ``get_local_size``) keeps every work-item
+    busy with ``x`` linear in the work-items, and the per-configuration check picks it."""
+    from kernelcast.datagen.memargs import kernel_selector
+
+    k = Kernel(ROW_PER_GROUP, "row_sums")
+    an = _analyse(harness, ROW_PER_GROUP, "row_sums")
+    labels = {tuple(ch.label for ch in st.scalars.values()) for st in an.settings}
+    assert ("lsize",) in labels and ("gsize",) not in labels
+    select = kernel_selector(harness, k)
+    args = {a.name: a for a in select(kernel_signatures(ROW_PER_GROUP)["row_sums"], (2048,), (512,))}
+    assert args["cols"].value == 512 and args["x"].count >= 2048
+    assert select.last_activity.active_fraction == 1.0

@@ -106,6 +106,26 @@ def test_kill_and_resume_measures_the_uninterrupted_configurations(tmp_path: Pat
     assert len({(p["kernel_id"], p["selection"]) for p in plans}) == len(plans) == len(SOURCES)
 
 
+def test_a_run_killed_after_its_first_row_resumes(tmp_path: Path, device) -> None:
+    """Killed right after its first row (a validity row: the dataset has none of a measured row's
+    columns), the rerun resumes and measures every planned configuration once."""
+    corpus = _corpus(tmp_path)
+    out = tmp_path / "ds"
+    cmd = [sys.executable, "-m", "kernelcast", "datagen", "--corpus", str(corpus), "--out", str(out),
+           "--configs-per-kernel", "2", "--lsizes-per-kernel", "1", "--sweeps-per-kernel", "0", "--rebalance",
+           "none", "--no-activity", "--no-site-counts", "--repeats", "2", "--min-time", "0", "--max-items", "16384",
+           "--meter", "none", "--device", device.spec, "--seed", "7", "--quiet", "--limit", "1"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop(KILL_AFTER_ENV, None)
+    r = subprocess.run(cmd, env={**env, KILL_AFTER_ENV: "1"}, capture_output=True, text=True, timeout=900)
+    assert r.returncode == -signal.SIGKILL
+    assert set(read_dataset(out, resolve=False)["pass"]) == {"validity"}
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr
+    got = configurations(out)
+    assert max(got.values()) == 1 and sum(1 for k in got if k[2] == "sample") == 2
+
+
 def test_pruned_configurations_are_rows(tmp_path: Path, device) -> None:
     """With no time allowed per launch every measured configuration is too slow: the first of a
     local size is measured, the others become ``skipped`` rows; a rerun adds nothing."""
