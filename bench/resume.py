@@ -45,6 +45,8 @@ from typing import Any
 from kernelcast.datagen.dataset import KILL_AFTER_ENV, read_dataset
 from kernelcast.datagen.generate import PLAN_FILE
 
+from kernelcast.options import nonneg_int, positive_float, positive_int
+
 ROOT = Path(__file__).resolve().parent.parent
 #: the passes whose configurations are planned before any measurement (``iqr`` rows are added from
 #: measured times, re-measurements carry ``remeasure_of``)
@@ -364,36 +366,6 @@ def render(r: ResumeReport) -> str:
     return "\n".join(lines)
 
 
-def _positive_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {s!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {v}")
-    return v
-
-
-def _count(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {s!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0: {v}")
-    return v
-
-
-def _seconds(s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {s!r}") from None
-    if not math.isfinite(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {s}")
-    return v
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m kernelcast.bench.resume",
                                 description="Kill a datagen with SIGKILL at random moments, rerun it each time, and "
@@ -401,23 +373,23 @@ def build_parser() -> argparse.ArgumentParser:
                                             "uninterrupted run's (missing, extra, duplicated; processes left).")
     p.add_argument("--corpus", action="append", default=None,
                    help="corpus directory, or 'bundled' (repeatable; default: bundled)")
-    p.add_argument("--limit", type=_count, default=6, help="only the first N kernels (6; 0: all)")
-    p.add_argument("--kills", type=_positive_int, default=10, help="killed runs before the final rerun (10)")
+    p.add_argument("--limit", type=nonneg_int, default=6, help="only the first N kernels (6; 0: all)")
+    p.add_argument("--kills", type=positive_int, default=10, help="killed runs before the final rerun (10)")
     p.add_argument("--seed", type=int, default=0, help="seed of the kill moments (0)")
-    p.add_argument("--span", type=_seconds, default=None,
+    p.add_argument("--span", type=positive_float, default=None,
                    help="draw every kill moment uniformly in [0.2, SPAN] seconds (default: after start-up, within "
                         "twice the work left per kill left)")
     p.add_argument("--datagen-seed", type=int, default=1, help="datagen's --seed, the same for every run (1)")
-    p.add_argument("--configs-per-kernel", type=_positive_int, default=4, help="datagen's (4)")
-    p.add_argument("--lsizes-per-kernel", type=_positive_int, default=1, help="datagen's (1)")
-    p.add_argument("--sweeps-per-kernel", type=_count, default=1, help="datagen's (1)")
-    p.add_argument("--lsizes-per-sweep", type=_positive_int, default=2, help="datagen's (2)")
+    p.add_argument("--configs-per-kernel", type=positive_int, default=4, help="datagen's (4)")
+    p.add_argument("--lsizes-per-kernel", type=positive_int, default=1, help="datagen's (1)")
+    p.add_argument("--sweeps-per-kernel", type=nonneg_int, default=1, help="datagen's (1)")
+    p.add_argument("--lsizes-per-sweep", type=positive_int, default=2, help="datagen's (2)")
     p.add_argument("--rebalance", choices=("iqr", "none"), default="iqr",
                    help="datagen's (iqr: its rows are left out of the comparison)")
-    p.add_argument("--repeats", type=_positive_int, default=2, help="datagen's (2)")
-    p.add_argument("--max-items", type=_positive_int, default=16384, help="datagen's (16384)")
+    p.add_argument("--repeats", type=positive_int, default=2, help="datagen's (2)")
+    p.add_argument("--max-items", type=positive_int, default=16384, help="datagen's (16384)")
     p.add_argument("--device", default="auto", help="datagen's (auto)")
-    p.add_argument("--timeout", type=_seconds, default=1800.0, help="seconds one datagen run may take (1800)")
+    p.add_argument("--timeout", type=positive_float, default=1800.0, help="seconds one datagen run may take (1800)")
     p.add_argument("--work", default=None,
                    help="directory for the two datasets (must not exist; default: a temporary one, removed)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
