@@ -6,7 +6,9 @@ machine), and prints per policy:
 
 - the CV distribution: share of rows with CV <= 5 %, CV quartiles;
 - second-run reproduction: share of configurations whose median in pass 2 is within 3 % of pass 1;
-- the machine during the windows (mean load average, other processes' share of the CPUs).
+- the machine during the windows (mean load average, other processes' share of the CPUs);
+- agreement with one-launch samples: the median over configurations of this policy's median time
+  over the ``legacy`` policy's (a grouped sample is a per-launch time, so ~1.0).
 
 Policies: ``legacy`` (one launch per sample, no re-measurement: datagen's former policy),
 ``grouped`` (short kernels sampled as groups of launches, :class:`instrument.runner.TimingPolicy`
@@ -107,7 +109,7 @@ def run(kernels: int, configs: int, policies: tuple[str, ...], seed: int = 0) ->
     out: dict[str, Any] = {"configurations": len(jobs), "kernels": kernels, "wall_s": round(time.time() - t0, 1),
                            "policies": {}}
     for pol in policies:
-        cvs, same, diffs, load, other, groups = [], [], [], [], [], []
+        cvs, same, diffs, load, other, groups, vs_legacy = [], [], [], [], [], [], []
         for i in range(len(jobs)):
             c = cells.get((i, pol))
             if c is None or any(c.passes.get(p) is None or c.passes[p].status != "ok" for p in (1, 2)):
@@ -119,6 +121,11 @@ def run(kernels: int, configs: int, policies: tuple[str, ...], seed: int = 0) ->
             diffs.append(d)
             same.append(d <= 0.03)
             groups += [a.time.group, b.time.group]
+            ref = cells.get((i, "legacy"))
+            for p_ in (1, 2):
+                r = ref.passes.get(p_) if ref is not None else None
+                if r is not None and r.status == "ok" and r.time is not None and r.time.median_us > 0:
+                    vs_legacy.append(c.passes[p_].time.median_us / r.time.median_us)
             for m in (a, b):
                 load.append(m.machine.get("load_avg_1m", math.nan))
                 f = m.machine.get("other_cpu_frac")
@@ -135,6 +142,7 @@ def run(kernels: int, configs: int, policies: tuple[str, ...], seed: int = 0) ->
             "mean_load_avg": float(np.nanmean(load)) if load else None,
             "mean_other_cpu_frac": float(np.nanmean(other)) if other and not np.all(np.isnan(other)) else None,
             "median_group": float(np.median(groups)) if groups else None,
+            "median_vs_legacy": float(np.median(vs_legacy)) if vs_legacy else None,
         }
     return out
 
@@ -143,15 +151,17 @@ def format_report(r: dict[str, Any]) -> str:
     lines = [f"{r['configurations']} configurations of {r['kernels']} bundled kernels, 2 passes, "
              f"{r['wall_s']:.0f} s (machine shared: see load and other-CPU share)",
              f"{'policy':<20} {'rows':>5} {'CV<=5%':>7} {'CV p25':>7} {'CV med':>7} {'CV p75':>7} "
-             f"{'repro3%':>8} {'med|d|':>7} {'load':>5} {'other':>6} {'group':>6}"]
+             f"{'repro3%':>8} {'med|d|':>7} {'load':>5} {'other':>6} {'group':>6} {'vs legacy':>9}"]
     for pol, p in r["policies"].items():
         if not p["rows"]:
             lines.append(f"{pol:<20} no rows")
             continue
         other = p["mean_other_cpu_frac"]
+        vs = p["median_vs_legacy"]
         lines.append(f"{pol:<20} {p['rows']:5d} {p['share_cv_le_5pct']:7.1%} {p['cv_p25']:7.3f} {p['cv_median']:7.3f} "
                      f"{p['cv_p75']:7.3f} {p['share_reproduced_3pct']:8.1%} {p['median_abs_diff']:7.3f} "
-                     f"{p['mean_load_avg']:5.2f} {'' if other is None else f'{other:6.2f}'} {p['median_group']:6.0f}")
+                     f"{p['mean_load_avg']:5.2f} {'' if other is None else f'{other:6.2f}'} {p['median_group']:6.0f} "
+                     f"{'' if vs is None else f'{vs:9.2f}'}")
     return "\n".join(lines)
 
 

@@ -15,7 +15,7 @@ def test_no_meter_times_the_window() -> None:
     time.sleep(0.02)
     reading = meter.stop()
     assert reading.meter == "none" and reading.method == "none"
-    assert 0.02 <= reading.duration_s < 0.5
+    assert 0.02 <= reading.duration_s < 5.0      # the upper bound only catches a unit error
     assert reading.energy_j is None and reading.avg_power_w is None
     assert reading.idle_power_w is None and reading.dynamic_energy_j is None
     assert reading.samples == 0 and reading.device_state == {}
