@@ -63,7 +63,6 @@ def _config(n: int, degree: int, reset: bool = False) -> LaunchConfig:
 
 
 POLICY = TimingPolicy(warmup=1, min_repeats=15, min_time_s=0.0, max_repeats=15, max_time_s=20)
-SINGLE = TimingPolicy(warmup=0, min_repeats=1, min_time_s=0.0, max_repeats=1, max_time_s=20)
 
 
 def test_bfs_that_clears_its_frontier_is_timed_on_the_intended_state(harness):
@@ -75,22 +74,13 @@ def test_bfs_that_clears_its_frontier_is_timed_on_the_intended_state(harness):
     assert m.state_reset == "restore"
     # frontier is cleared; next/cost change too but next is only stored into; cost is read
     assert set(m.reset_buffers) == {"frontier", "cost"}
-    # the reference: single launches, each on a freshly bound intended state (warm-up 0); the
-    # second launch of such a config is one on the consumed state
-    singles = []
-    for _ in range(5):
-        s = harness.run(k, _config(n, degree), SINGLE, arrays=g)
-        assert s.status == "ok"
-        singles.append(s.time.times_us[0])
-    ref = float(np.median(singles))
-    # with the reset every repeat does the full level's work: within 3x of the intended-state
-    # launch (the machine is shared; the consumed state below is ~50x faster, measured here)
-    assert ref / 3 < m.time.median_us < ref * 3, (m.time.median_us, singles)
-    # without it (as before) the repeats would find an empty frontier: measure that state directly
+    # without the reset (as before) the repeats would find an empty frontier: measure that state
+    # directly. With the reset every repeat does the full level's work, ~50x the consumed state's
+    # on a CPU runtime; 5x leaves room for a shared machine
     consumed = dict(g, frontier=np.zeros(n, np.uint8))
     e = harness.run(k, _config(n, degree), POLICY, arrays=consumed)
     assert e.status == "ok" and e.state_reset == "none"
-    assert e.time.median_us < ref / 10, (e.time.median_us, ref)
+    assert m.time.median_us > 5 * e.time.median_us, (m.time.median_us, e.time.median_us)
 
 
 def test_manifest_flag_forces_a_reset_and_plain_kernels_are_left_alone(harness):
