@@ -178,3 +178,52 @@ def test_the_explanation_shows_each_pipes_share_of_the_compute_part():
     plain = AnalyticalModel(gpu_profile()).predict(frame(UNROLLED, "unrolled", [(n, 128, [buf("a", n), buf("o", n)])]))
     assert "compute_pipes_share" not in plain.explanation[0]
     assert e["time_parts_us"]["compute"] <= plain.explanation[0]["time_parts_us"]["compute"] + 1e-12
+
+
+# a work-group's tile read by unrolled loops: the copies over y and i read rows l + 4y + i, 9 distinct
+# offsets of 10 copies; the weights w[i] are the same 5 addresses for both y
+TILE = """__kernel void tile(__global const float* in, __global const float* w, __global float* out) {
+  __local float t[80];
+  int l = get_local_id(0);
+  t[l] = in[get_global_id(0)];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  float s = 0.0f;
+  #pragma unroll
+  for (int y = 0; y < 2; y++) {
+    #pragma unroll
+    for (int i = 0; i < 5; i++) s += t[l + y * 4 + i] * w[i];
+  }
+  out[get_global_id(0)] = s; }"""
+# the same reads with a store to the tile between them: a copy may read what another wrote
+TILE_STORED = TILE.replace("s += t[l + y * 4 + i] * w[i];", "{ s += t[l + y * 4 + i] * w[i]; t[l] = s; }").replace(
+    "tile(", "tile_stored(")
+# the same reads in a loop that is not unrolled: one load per trip
+TILE_ROLLED = TILE.replace("for (int i = 0; i < 5; i++)", "for (int i = 0; i < n; i++)").replace(
+    "__global float* out)", "__global float* out, int n)").replace("tile(", "tile_rolled(")
+
+
+def _loads(src: str, name: str) -> dict[str, float]:
+    return {a.arg: a.unrolled_distinct for a in analyze_source_text(src, name).accesses if a.kind == "load"}
+
+
+def test_unrolled_copies_that_repeat_an_address_are_recorded():
+    assert _loads(TILE, "tile") == {"in": 1.0, "t": pytest.approx(0.9), "w": pytest.approx(0.5)}
+    # the local store in the unrolled loops: the tile's loads stay; the global weights do not alias it
+    assert _loads(TILE_STORED, "tile_stored") == {"in": 1.0, "t": 1.0, "w": pytest.approx(0.5)}
+    assert _loads(TILE_ROLLED, "tile_rolled") == {"in": 1.0, "t": 1.0, "w": 1.0}
+
+
+def test_gpu_compiler_keeps_repeated_loads_in_registers():
+    env = {k: np.array([v]) for k, v in {"gsize0": 1024.0, "lsize0": 64.0, "ngroups0": 16.0, "warp": 32.0}.items()}
+    f = analyze_source_text(TILE, "tile").evaluate_many(env)
+    assert f["local_loads"][0] == 10 and f["global_loads"][0] == 11          # 10 copies; in[] once and w[] 10 times
+    assert f["repeated:local_loads"][0] == pytest.approx(1.0) and f["repeated:global_loads"][0] == pytest.approx(5.0)
+    got = GPUClass(gpu_profile()).compiled_features(f)
+    assert got["local_loads"][0] == pytest.approx(9.0) and got["global_loads"][0] == pytest.approx(6.0)
+    assert got["local_bytes"][0] == pytest.approx(f["local_bytes"][0] - 4.0)
+    assert got["warp_global_mem"][0] == pytest.approx(f["warp_global_mem"][0] - 5.0)
+    # the CPU runtime class counts every copy (its vectorizer's code keeps no such registers here)
+    from kernelcast.models.analytical.cpu_runtime import CPURuntimeClass
+
+    from tests.profiles import cpu_profile
+    assert CPURuntimeClass(cpu_profile()).compiled_features(f)["local_loads"][0] == 10

@@ -41,7 +41,7 @@ from kernelcast.calib.profile import DeviceProfile
 from kernelcast.models.analytical.hierarchy import average_latency, launch_traffic
 from kernelcast.models.analytical.params import RATE_CLASSES, SharedParams, read_shared
 from kernelcast.models.analytical.registry import DeviceClass, DeviceKind, ItemCosts, operation_seconds, register
-from kernelcast.models.static.features import BUILTIN_CLASSES, UNROLLED_PREFIX
+from kernelcast.models.static.features import BUILTIN_CLASSES, REPEATED_PREFIX, UNROLLED_PREFIX
 
 #: DRAM latency in cycles assumed by the MWP/CWP model when a GPU profile has none measured
 #: (Hong and Kim 2009 use 400-600 cycles; we take the middle)
@@ -133,6 +133,20 @@ class GPUClass(DeviceClass):
         """The warp (wavefront) width: per-warp counts, branch divergence and coalescing are
         counted at the profile's width."""
         return {"warp": float(self.params.warp)}
+
+    def compiled_features(self, f: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Loads that repeat an address within fully unrolled loops with nothing stored in between
+        (``repeated:<count>`` of the static features, ``Access.unrolled_distinct``) are kept in
+        registers by a GPU compiler (common subexpressions of the unrolled body): each count less
+        their share. A convolution's ``sh[ty + yi * 4 + i]`` over an unrolled 17-tap filter ``i``
+        and tile ``yi`` < 4 loads 20 rows, not 68."""
+        out = dict(f)
+        for key, v in f.items():
+            if key.startswith(REPEATED_PREFIX):
+                base = key[len(REPEATED_PREFIX):]
+                if base in out:
+                    out[base] = np.maximum(out[base] - v, 0.0)
+        return out
 
     def residency(self, f: Mapping[str, np.ndarray], g: np.ndarray, lsz: np.ndarray, n_wg: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray]:

@@ -176,7 +176,7 @@ class AnalyticalModel(Predictor):
         fixed = dc.feature_symbols()
         if fixed:
             env = {**env, **{k: np.full_like(env["gsize0"], v, dtype=np.float64) for k, v in fixed.items()}}
-        f = feats.evaluate_many({k: v for k, v in env.items() if not k.startswith("__")})
+        f = dc.compiled_features(feats.evaluate_many({k: v for k, v in env.items() if not k.startswith("__")}))
         g = env["gsize0"] * env["gsize1"] * env["gsize2"]
         lsz = env["lsize0"] * env["lsize1"] * env["lsize2"]
         n_wg = env["ngroups0"] * env["ngroups1"] * env["ngroups2"]

@@ -89,6 +89,11 @@ class DeviceClass(ABC):
         per-warp counts and the coalescing are counted at); the features' defaults otherwise."""
         return {}
 
+    def compiled_features(self, f: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The evaluated static features of the code this device's compiler makes from the source
+        (the facts the static analysis records of what a compiler may remove); as counted by default."""
+        return f
+
     def residency(self, f: Mapping[str, np.ndarray], g: np.ndarray, lsz: np.ndarray, n_wg: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray]:
         """Resident work-groups per compute unit and the occupancy (0-1), per configuration."""

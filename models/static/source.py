@@ -186,6 +186,7 @@ def analyze_source(kernel: Kernel, filename: str = "kernel.cl") -> SourceFeature
     finally:
         WALK_SERIALS.reset(token)
         sys.setrecursionlimit(limit)
+    w.finish_repeats()
     for acc, (pi, pw) in zip(w.accesses, w.acc_polys):
         acc.count = _final(pi, w).to_str()
         acc.count_warp = _final(pw, w).to_str()

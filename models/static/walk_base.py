@@ -149,6 +149,10 @@ class WalkerBase(ABC):
         self._seen_local: set[int] = set()
         self.geo_params: dict[int, tuple[Poly, Fraction]] = {}   # loop id -> (start, factor)
         self.acc_polys: list[tuple[Poly, Poly]] = []              # count polys of self.accesses
+        # the space and the enclosing loops' serials of each store and atomic; the outermost fully
+        # unrolled loop of each load (index in self.accesses) that repeats addresses in them
+        self.store_loops: list[tuple[str, frozenset[int]]] = []
+        self.repeat_nests: dict[int, int] = {}
         self.dead_loops: dict[tuple[int, int, int], str] = {}    # loop key -> why it is dead code
         self.dead_stmts: dict[tuple[int, int, int], str] = {}    # statement key -> why it is dead code
 

@@ -31,10 +31,13 @@ from kernelcast.models.static.expr import DATA, VAR, WI, Atom, Poly
 from kernelcast.models.static.features import Access
 from kernelcast.models.static.guards import shift_guarded
 from kernelcast.models.static.values import UNKNOWN, ZERO, MemRef, Ptr, Val
-from kernelcast.models.static.walk_base import WalkerBase
+from kernelcast.models.static.walk_base import WalkerBase, serials
 
 K = ci.CursorKind
 TK = ci.TypeKind
+
+#: the most copies of a loop body over which :meth:`MemWalker.distinct_share` enumerates addresses
+DISTINCT_MAX_COPIES = 1 << 16
 
 
 class MemWalker(WalkerBase):
@@ -231,6 +234,59 @@ class MemWalker(WalkerBase):
             indirect=indirect, line=c.location.line, via=via, conditional=self.conditional, index_int32=m.signed32,
             index_guarded=m.signed32 and shift_guarded(idx, self.guards)))
         self.acc_polys.append((self.w_item, self.w_warp))
+        if kind != "load":
+            self.store_loops.append((m.space, frozenset(ctx.lid for ctx in self.loop_stack)))
+        elif idx is not None:
+            share, outer = self.distinct_share(idx, m.space)
+            if share < 1.0:
+                self.accesses[-1].unrolled_distinct = share
+                self.repeat_nests[len(self.accesses) - 1] = outer
+
+    def distinct_share(self, idx: Poly, space: str) -> tuple[float, int]:
+        """The share of the executions of a load at ``idx`` in the fully unrolled loops around it
+        (innermost first, up to the first loop that is not unrolled) at an address no earlier copy
+        of the body read, and the serial of the outermost of those loops; (1.0, 0) where the
+        index is not a sum of constant multiples of their counters plus values made outside them,
+        or a barrier in them may change a local buffer (a store does: :meth:`finish_repeats`)."""
+        nest = []
+        for ctx in reversed(self.loop_stack):
+            if ctx.unrolled is None or not ctx.unrolled.is_const():
+                break
+            if ctx.barrier and space == "local":
+                return 1.0, 0
+            nest.append(ctx)
+        if not nest:
+            return 1.0, 0
+        outer = nest[-1].lid
+        lids = {ctx.lid for ctx in nest}
+        made = serials([Val(idx)])
+        if made is None or any(x >= outer and x not in lids for x in made):
+            return 1.0, 0
+        atoms = {a.key: a for a in idx.atoms()}
+        steps: list[tuple[int, int]] = []
+        total = 1
+        for ctx in nest:
+            trips = int(ctx.unrolled.const_value())          # type: ignore[union-attr]
+            total *= trips
+            if total > DISTINCT_MAX_COPIES:
+                return 1.0, 0
+            a = atoms.get(f"i:{ctx.lid}")
+            co = idx.coefficient(a) if a is not None else ZERO
+            if co is None or not co.is_const() or co.const_value().denominator != 1:
+                return 1.0, 0
+            steps.append((int(co.const_value()), trips))
+        seen = {0}
+        for step, trips in steps:
+            seen = {x + step * t for x in seen for t in range(trips)}
+        return len(seen) / total, outer
+
+    def finish_repeats(self) -> None:
+        """Undo :meth:`distinct_share` for loads whose unrolled loops also store to (or update
+        atomically) memory of the load's space: a copy may read what another wrote."""
+        for i, outer in self.repeat_nests.items():
+            a = self.accesses[i]
+            if any(space == a.space and outer in lids for space, lids in self.store_loops):
+                a.unrolled_distinct = 1.0
 
     # --- builtins that access memory --------------------------------------------------------------
     def memory_builtin(self, name: str, args: list[ci.Cursor], c: ci.Cursor) -> Val | None:
