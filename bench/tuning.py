@@ -21,7 +21,9 @@ analytical model with the pair's profile, or the ``analytical_us`` column of ``a
 ``evaluate --folds 0`` run of the same model), ``none`` (no model: the same search from a flat
 prior, i.e. Bayesian optimisation over the tune parameters), ``others`` (the kernel's other devices
 as the model: the measured times of the spec's other pairs of the same kernel, each centred on its
-device's median and averaged; nothing of the device being tuned) or ``oof:COLUMN`` (a column of
+device's median and averaged; nothing of the device being tuned), ``bundled`` (the bundled GPU
+model with the pair's profile, on the dataset's rows: trained on the public yardstick's caches, so
+on those an in-sample figure) or ``oof:COLUMN`` (a column of
 ``kernelcast evaluate``'s ``oof.parquet`` given as ``"oof"``, e.g. ``tabular_us`` of an evaluation
 with ``--group-by gpu``: a model trained on the kernel's other devices). A measurement is a lookup in
 the cache; a failed configuration counts as one.
@@ -166,6 +168,14 @@ def predictions(pair: dict[str, Any], space: Space, searcher: str) -> np.ndarray
     if "kt_key" not in frame.columns:
         raise InputError(f"{pair['dataset']}: not a dataset imported from a Kernel Tuner cache (no kt_key column)")
     device = str(frame["device"].iloc[0]) if "device" in frame.columns and len(frame) else None
+    if searcher == "bundled":
+        from kernelcast.models.bundled import BUNDLED_GPU_DIR, with_profile
+        from kernelcast.models.tabular import TabularPredictor
+
+        profile = load_profile(pair["profile"])
+        model = with_profile(TabularPredictor.load(BUNDLED_GPU_DIR), profile)
+        return space_predictions(space.sim, profile, model, frame=dataset_rows(pair["dataset"]),
+                                 analysis_dirs=tuple(pair.get("analysis_cache") or ()))
     if searcher == "analytical" and not pair.get("analytical_oof"):
         rows = dataset_rows(pair["dataset"])
         return space_predictions(space.sim, load_profile(pair["profile"]), frame=rows,
@@ -177,7 +187,7 @@ def predictions(pair: dict[str, Any], space: Space, searcher: str) -> np.ndarray
             raise InputError(f"pair {pair['name']}: searcher {searcher} needs the pair's oof")
         by_key = _oof_by_key(pair["oof"], searcher[4:], device)
     else:
-        raise UsageError(f"unknown searcher {searcher!r} (analytical, none, others or oof:COLUMN)")
+        raise UsageError(f"unknown searcher {searcher!r} (analytical, bundled, none, others or oof:COLUMN)")
     pred = np.array([by_key.get(str(k), np.nan) for k in frame["row_key"]], dtype=np.float64)
     out = np.full(len(space.keys), np.nan)
     for k, v in zip(frame["kt_key"].astype(str), pred):
@@ -467,8 +477,8 @@ def main(argv: list[str] | None = None) -> int:
         strategies = [s for s in args.strategies.split(",") if s]
         searchers = [s for s in args.searchers.split(",") if s]
         for s in searchers:
-            if s not in ("analytical", "none", "others") and not s.startswith("oof:"):
-                raise UsageError(f"unknown searcher {s!r} (analytical, none, others or oof:COLUMN)")
+            if s not in ("analytical", "bundled", "none", "others") and not s.startswith("oof:"):
+                raise UsageError(f"unknown searcher {s!r} (analytical, bundled, none, others or oof:COLUMN)")
     except InputError as e:
         print(f"bench.tuning: {e}", file=sys.stderr)
         return 2

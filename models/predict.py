@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -410,11 +411,12 @@ class ScoredConfigs:
 
 
 def score_configurations(frame: pd.DataFrame, profile: DeviceProfile,
-                         tabular: Predictor | None = None) -> ScoredConfigs:
+                         tabular: Predictor | None = None,
+                         analysis_dirs: Sequence[str | os.PathLike[str]] = ()) -> ScoredConfigs:
     """Score prediction rows with the analytical model of ``profile``, or with ``tabular`` (a
     :class:`models.tabular.TabularPredictor`; energy from its energy head where it has one, else
-    the analytical energy)."""
-    pa = AnalyticalModel(profile).predict(frame)
+    the analytical energy). Rows naming a shared analysis read it from ``analysis_dirs``."""
+    pa = AnalyticalModel(profile, analysis_dirs=analysis_dirs).predict(frame)
     if tabular is None:
         return ScoredConfigs("analytical", pa.time_us, pa.energy_j, pa.explanation,
                              [e.get("bound") for e in pa.explanation], None,
@@ -423,7 +425,7 @@ def score_configurations(frame: pd.DataFrame, profile: DeviceProfile,
 
     if not isinstance(tabular, TabularPredictor):
         raise TypeError("score_configurations scores with a tabular model only")
-    table = build_table(frame, tabular.profile)
+    table = build_table(frame, tabular.profile, analysis_dirs)
     pt = tabular.predict_table(table)
     energy = np.where(np.isfinite(pt.energy_j), pt.energy_j, pa.energy_j)
     cal = tabular.residual_calibration("tabular")

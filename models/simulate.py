@@ -215,7 +215,7 @@ def space_predictions(space: SimSpace, profile: DeviceProfile | None, model: Pre
     if "kt_key" not in frame.columns:
         raise InputError("the dataset's rows carry no kt_key: not imported from a Kernel Tuner cache")
     if model is not None:
-        pred = np.asarray(score_configurations(frame, profile, model).time_us, dtype=np.float64)
+        pred = np.asarray(score_configurations(frame, profile, model, analysis_dirs).time_us, dtype=np.float64)
     else:
         pred = np.asarray(AnalyticalModel(profile, analysis_dirs=tuple(analysis_dirs)).predict(frame).time_us,
                           dtype=np.float64)

@@ -225,3 +225,36 @@ def test_a_model_confirmed_by_the_measurements_is_followed():
     res = guided_search(t ** 2, params, lambda i: t[i], 3, settle=False)
     assert res.steps[0].index == int(order[0])
     assert res.steps[2].pick == "mean" and res.steps[2].index == int(order[1])
+
+
+def test_the_bundled_gpu_model_as_the_model(tmp_path):
+    """``bundled``: the bundled GPU model with the pair's profile scores the imported rows, matched
+    to the cache's configurations by their keys."""
+    from kernelcast.bench.tuning import predictions, read_spec
+    from kernelcast.calib.profile import load_profile
+    from kernelcast.datagen.frame import load_measured_frame
+    from kernelcast.models.bundled import BUNDLED_GPU_DIR, with_profile
+    from kernelcast.models.predict import score_configurations
+    from kernelcast.models.tabular import TabularPredictor
+
+    from kernelcast.cli import main
+
+    src = tmp_path / "k.cu"
+    src.write_text("__global__ void k(float *a, int n) { int i = blockIdx.x * block_size_x + threadIdx.x;\n"
+                   "  if (i < n) { float x = a[i]; for (int j = 0; j < tile; j++) x = x * 1.5f + 1.0f; a[i] = x; } }\n")
+    cache = _write_cache(tmp_path / "A100.json", {"32,1": 10.0, "32,2": 12.0, "64,1": 9.0, "64,2": 11.0})
+    ds = tmp_path / "ds"
+    assert main(["dataset", "import-kt", cache, "--kernel", str(src), "--out", str(ds), "--arg", "n=4096"]) == 0
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"pairs": [{"name": "k A100", "cache": cache, "dataset": str(ds),
+                                           "profile": "a100-pcie"}]}))
+    pair = read_spec(str(spec))[0]
+    sp = Space(cache)
+    pred = predictions(pair, sp, "bundled")
+    profile = load_profile("a100-pcie")
+    frame, _ = load_measured_frame(str(ds))
+    want = score_configurations(frame, profile, with_profile(TabularPredictor.load(BUNDLED_GPU_DIR), profile)).time_us
+    by_key = dict(zip(frame["kt_key"].astype(str), want))
+    assert pred == pytest.approx([by_key[k] for k in sp.keys]) and np.all(np.isfinite(pred)) and np.all(pred > 0)
+    # not the analytical model's predictions
+    assert not np.allclose(pred, predictions(pair, sp, "analytical"))
