@@ -2,7 +2,8 @@
 configurations (Kernel Tuner's simulation mode).
 
     python -m kernelcast.bench.tuning SPEC.json --out DIR [--seeds 20] [--budget 50]
-        [--strategies random_sample,genetic_algorithm,...] [--searchers analytical,none,oof:COLUMN] [--json]
+        [--strategies random_sample,genetic_algorithm,...]
+        [--searchers analytical,bundled,none,others,oof:COLUMN] [--json]
     python -m kernelcast.bench.tuning --merge DIR [DIR ...] --out DIR
 
 SPEC lists the (kernel, device) pairs: ``{"pairs": [{"name": ..., "cache": CACHE.json[.gz],
@@ -445,8 +446,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=int, default=50, help="measurements per run (50)")
     ap.add_argument("--strategies", default=",".join(DEFAULT_STRATEGIES), help="Kernel Tuner strategies")
     ap.add_argument("--searchers", default=",".join(DEFAULT_SEARCHERS),
-                    help="kernelcast searchers: analytical, none, others (the kernel's other devices), "
-                         "oof:COLUMN (analytical,none)")
+                    help="kernelcast searchers: analytical, bundled (the bundled GPU model), none, others (the "
+                         "kernel's other devices), oof:COLUMN (analytical,none)")
     ap.add_argument("--only", help="run the pairs whose name contains this")
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
