@@ -448,11 +448,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not manifest.is_file():
                 raise InputError(f"--suite {manifest}: no such file")
             suite, specs = select(manifest, [k for k in (a.kernels or "").split(",") if k.strip()] or None)
-        from kernelcast.instrument.backends import select_device
+        info = None
+        if doc is None or not a.profile:
+            from kernelcast.instrument.backends import select_device
 
-        from kernelcast.config import device_spec
+            from kernelcast.config import device_spec
 
-        info = select_device(device_spec(None))
+            info = select_device(device_spec(None))
         if doc is None:
             item = int(info.max_work_item_sizes[0]) if info.max_work_item_sizes else int(info.max_work_group_size)
             insts = instances(suite, specs, a.sizes, a.skip_sizes, int(info.max_work_group_size), item,
@@ -490,7 +492,7 @@ def main(argv: Sequence[str] | None = None) -> int:
              "predicted_us": [float(x) for x in pred], "check": chk, "kernel": inst.kernel.to_dict(),
              "gsize": list(inst.gsize), "args": [vars(x) for x in inst.args], "table": inst.records}
         results.append(r)
-    res = {"benchmark": "cpu_tuning", "device": info.name if doc is None else doc.get("device"),
+    res = {"benchmark": "cpu_tuning", "device": doc.get("device") if doc else getattr(info, "name", ""),
            "profile": getattr(profile, "origin", None) or a.profile or "", "seeds": a.seeds, "budget": a.budget,
            "run": run_info, "instances": results, "overall": overall(results)}
     if out is not None:
