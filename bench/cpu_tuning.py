@@ -79,11 +79,13 @@ def sweep(gsize: int, max_wg: int, max_item: int, lo: int = 1, hi: int = 1024) -
 
 
 def eligible(suite: Any) -> list[Any]:
-    """The suite entries whose local size is a free launch parameter (one-dimensional, plain numbers)."""
+    """The suite entries whose local size is a free launch parameter: one-dimensional, given as plain
+    numbers (no build constant) and no ``__local`` argument (sized for one local size)."""
     out = []
     for spec in suite.kernels:
         fixed = [e for ls in ([spec.lsize] if spec.lsize else []) + (spec.lsizes or []) for e in ls]
-        if len(spec.gsize) == 1 and all(str(e).strip().isdigit() for e in fixed):
+        if len(spec.gsize) == 1 and all(str(e).strip().isdigit() for e in fixed) and \
+                not any(a.kind == "local" for a in spec.args):
             out.append(spec)
     return out
 
@@ -112,7 +114,7 @@ def instances(suite: Any, specs: Sequence[Any], sizes: int, skip: int, max_wg: i
         for n in sorted(spec.sizes)[skip:skip + sizes]:
             inst = spec.instance(n, suite.name, 0)
             ls = sweep(inst.gsize[0], max_wg, max_item, lo, hi)
-            if len(ls) >= 2 and not any(a.kind == "local" for a in inst.args):
+            if len(ls) >= 2:
                 out.append(Instance(f"{spec.id}:n={n}", inst.kernel, inst.gsize, list(inst.args), ls, inst.arrays))
     return out
 
@@ -199,7 +201,7 @@ def random_trace(n: int, budget: int, seed_: int) -> list[int]:
     return [int(i) for i in np.random.default_rng(seed_).permutation(n)[:budget]]
 
 
-def guided_trace(pred: np.ndarray, lsizes: Sequence[int], times: Sequence[float], budget: int,
+def guided_trace(pred: np.ndarray, lsizes: Sequence[int], times: Sequence[float] | np.ndarray, budget: int,
                  seed_: int) -> list[int]:
     """kernelcast's search replayed on ``times``: the configurations it measures, in order."""
     res = guided_search(pred, pd.DataFrame({"lsize": list(lsizes)}), lambda i: float(times[i]), budget,
@@ -207,7 +209,7 @@ def guided_trace(pred: np.ndarray, lsizes: Sequence[int], times: Sequence[float]
     return [s.index for s in res.steps]
 
 
-def trace_stats(seq: Sequence[int], times: Sequence[float]) -> dict[str, Any]:
+def trace_stats(seq: Sequence[int], times: Sequence[float] | np.ndarray) -> dict[str, Any]:
     """Measurements to reach within 5 % and 1 % of the table's best (None: never) and the fraction
     of the optimum found after each of :data:`FRAC_BUDGETS`, of one run visiting ``seq``."""
     t = np.asarray(times, dtype=np.float64)
@@ -305,18 +307,21 @@ def live_check(inst: Instance, pred: np.ndarray, measure: Callable[[Kernel, Laun
     choice = res.best_index
     ratio = float(t[choice] / opt) if choice is not None and np.isfinite(t[choice]) else None
     rp = [t[i] for i in replayed if np.isfinite(t[i])]
+    agree = [lv / t[i] for i, lv in zip(seq, live) if np.isfinite(lv) and np.isfinite(t[i])]
     return {"budget": b, "sequence": seq, "live_us": live,
             "choice_lsize": None if choice is None else inst.lsizes[choice],
             "choice_over_best": ratio, "within5": ratio is not None and ratio <= 1.05,
             "replay_sequence": replayed, "same_prefix": same,
-            "replay_within5": bool(rp) and min(rp) <= opt * 1.05}
+            "replay_within5": bool(rp and min(rp) <= opt * 1.05),
+            "live_over_table_median": float(np.median(agree)) if agree else None,
+            "live_over_table_max_dev": float(np.max(np.abs(np.log(agree)))) if agree else None}
 
 
 # -- report --------------------------------------------------------------------------------------
 
 
-def _f(x: Any, spec: str = ".1f") -> str:
-    return ">B" if x is None else format(x, spec)
+def _f(x: Any, spec: str = ".1f", none: str = ">B") -> str:
+    return none if x is None else format(x, spec)
 
 
 def format_table(res: dict[str, Any]) -> str:
@@ -341,9 +346,10 @@ def format_table(res: dict[str, Any]) -> str:
                      + " ".join(f"{v[f'pooled_median_frac_{b}']:6.3f}" for b in FRAC_BUDGETS))
     if res.get("run"):
         r = res["run"]
-        lines.append(f"table: {r['measurements']} measurements ({r['remeasured']} again) in {r['wall_s']:.0f} s; load "
-                     f"average mean {_f(r['load_avg_1m_mean'], '.2f')}, max {_f(r['load_avg_1m_max'], '.2f')} on "
-                     f"{r['cpus']} CPUs; other processes' CPU share mean {_f(r['other_cpu_frac_mean'], '.2f')}")
+        lines.append(f"table: {r['measurements']} measurements ({r['remeasured']} again) in {r['wall_s']:.0f} s; "
+                     f"load average mean {_f(r['load_avg_1m_mean'], '.2f', '-')}, "
+                     f"max {_f(r['load_avg_1m_max'], '.2f', '-')} on "
+                     f"{r['cpus']} CPUs; other processes' CPU share mean {_f(r['other_cpu_frac_mean'], '.2f', '-')}")
     checks = [(r["instance"], r["check"]) for r in res["instances"] if r.get("check")]
     if checks:
         ok = sum(c["within5"] for _, c in checks)
@@ -352,8 +358,9 @@ def format_table(res: dict[str, Any]) -> str:
                      f"{sum(c['replay_within5'] for _, c in checks)}/{len(checks)}); the same sequence as the replay "
                      f"on {sum(c['same_prefix'] == len(c['sequence']) for _, c in checks)}/{len(checks)}")
         for name, c in checks:
-            lines.append(f"  {name:<26} choice {c['choice_lsize']}, {_f(c['choice_over_best'], '.3f')} x best, "
-                         f"same as replay for {c['same_prefix']}/{len(c['sequence'])} steps")
+            lines.append(f"  {name:<26} choice {c['choice_lsize']}, {_f(c['choice_over_best'], '.3f', '-')} x best, "
+                         f"same as replay for {c['same_prefix']}/{len(c['sequence'])} steps; live / table time "
+                         f"median {_f(c.get('live_over_table_median'), '.2f', '-')}")
     return "\n".join(lines)
 
 
@@ -448,7 +455,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not manifest.is_file():
                 raise InputError(f"--suite {manifest}: no such file")
             suite, specs = select(manifest, [k for k in (a.kernels or "").split(",") if k.strip()] or None)
-        info = None
+        info: Any = None
         if doc is None or not a.profile:
             from kernelcast.instrument.backends import select_device
 

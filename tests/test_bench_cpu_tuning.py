@@ -90,6 +90,7 @@ def test_a_real_run_through_a_lookup_seam_is_the_replay() -> None:
     calls: list[tuple[int, ...]] = []
 
     def lookup(kernel: Kernel, config: LaunchConfig) -> Measurement:
+        assert config.lsize is not None
         calls.append(config.lsize)
         t = TABLE[LSIZES.index(config.lsize[0])]
         return Measurement(kernel.id, kernel.name, "lookup", config.gsize, config.lsize, [], "ok",
@@ -135,6 +136,9 @@ def test_a_small_real_run_on_the_device(tmp_path: Path, capsys: pytest.CaptureFi
     assert ct.main(["--from", str(out / ct.RESULT), "--profile", str(prof), "--seeds", "2", "--json"]) == 0
     again = json.loads(capsys.readouterr().out)["instances"][0]
     assert again["searchers"]["random"] == {k: v for k, v in row["searchers"]["random"].items() if k != "traces"}
+    assert ct.main(["--from", str(out / ct.RESULT), "--profile", str(prof), "--seeds", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "kmeans-assign:n=512" in text and "real guided runs (seed 0, budget 2)" in text
 
 
 @pytest.mark.parametrize("argv", [["--kernels", "nope"], ["--kernels", "reduction"], ["--skip-sizes", "-1"],
