@@ -50,7 +50,7 @@ from kernelcast.schema import ArgBinding, Kernel, LaunchConfig, Measurement
 
 SEARCHERS = ("kernelcast", "none", "random")
 TOLERANCES = (0.05, 0.01)
-SHARE_BUDGETS = (3, 5, 10)
+SHARE_BUDGETS = (1, 3, 5, 10)
 FRAC_BUDGETS = (1, 3, 5, 10)
 RESULT = "cpu_tuning.json"
 DEFAULT_SUITE = Path(__file__).resolve().parent.parent / "suites" / "kernelcast" / "suite.json"
@@ -246,9 +246,10 @@ def summarize(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def replay(times: Sequence[float], pred: np.ndarray, lsizes: Sequence[int], seeds: int, budget: int
-           ) -> dict[str, Any]:
-    """Each searcher ``seeds`` times on one measured table (at most ``budget`` measurements each)."""
+def replay(times: Sequence[float], pred: np.ndarray, lsizes: Sequence[int], seeds: int, budget: int,
+           extra: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
+    """Each searcher ``seeds`` times on one measured table (at most ``budget`` measurements each);
+    ``extra``: more guided searches, each with its own predictions (name -> us per local size)."""
     t = np.asarray(times, dtype=np.float64)
     n, b = len(t), min(budget, len(t))
     good = int((t <= np.nanmin(t) * 1.05).sum())
@@ -257,11 +258,11 @@ def replay(times: Sequence[float], pred: np.ndarray, lsizes: Sequence[int], seed
                            "predicted_best_lsize": int(lsizes[int(np.nanargmin(pred))]) if np.isfinite(pred).any()
                            else None,
                            "random_expected_reach_5": (n + 1) / (good + 1), "searchers": {}}
-    for s in SEARCHERS:
-        if s == "random":
+    models = {"kernelcast": pred, "none": np.ones(n), "random": None, **(extra or {})}
+    for s, p in models.items():
+        if p is None:
             seqs = [random_trace(n, b, k) for k in range(seeds)]
         else:
-            p = pred if s == "kernelcast" else np.ones(n)
             seqs = [guided_trace(p, lsizes, t, b, k) for k in range(seeds)]
         runs = [trace_stats(q, t) for q in seqs]
         out["searchers"][s] = {**summarize(runs), "traces": runs}
@@ -270,15 +271,18 @@ def replay(times: Sequence[float], pred: np.ndarray, lsizes: Sequence[int], seed
 
 def overall(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Per searcher: the median over instances, the pooled figures over every run, and the sum over
-    instances of the median measurements to 5 % (a run that never gets there as budget + 1)."""
+    instances of the median measurements to 5 % (a run that never gets there as budget + 1), over
+    the instances the searcher ran on."""
     out: dict[str, Any] = {}
-    for s in SEARCHERS:
-        ent = [r["searchers"][s] for r in results]
+    for s in dict.fromkeys(k for r in results for k in r["searchers"]):
+        ent = [r["searchers"][s] for r in results if s in r["searchers"]]
+        results_s = [r for r in results if s in r["searchers"]]
         runs = [x for e in ent for x in e["traces"]]
         figs = {f"instances_{k}": _median([e[k] for e in ent]) for k in ("median_reach_5", "median_reach_1")}
         figs.update({f"pooled_{k}": v for k, v in summarize(runs).items()})
         figs["sum_median_reach_5"] = float(sum(e["median_reach_5"] if e["median_reach_5"] is not None
-                                               else r["budget"] + 1 for e, r in zip(ent, results)))
+                                               else r["budget"] + 1 for e, r in zip(ent, results_s)))
+        figs["instances"] = len(ent)
         out[s] = figs
     return out
 
@@ -415,6 +419,9 @@ def build_parser() -> Parser:
     p.add_argument("--suite", default=None, help="suite manifest (default: the project's suite)")
     p.add_argument("--from", dest="from_file", default=None,
                    help=f"replay the table of a previous run's {RESULT} (nothing is measured)")
+    p.add_argument("--reference", default=None,
+                   help=f"another run's {RESULT}: its measured times as a fourth searcher's model ('reference', "
+                        f"the best a model can do on a host as repeatable as this one)")
     p.add_argument("--out", default=None, help=f"write DIR/{RESULT} (the table, every trace, the checks)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--json", action="store_true", help="print the report (without traces) as JSON")
@@ -441,6 +448,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 load_profile(a.profile)
             except (OSError, ValueError) as e:
                 raise InputError(f"--profile {a.profile}: {str(e).splitlines()[0] if str(e) else e}") from None
+        ref: dict[str, dict[int, float]] = {}
+        if a.reference:
+            try:
+                rdoc = json.loads(check_in_file(a.reference, "--reference").read_text())
+                ref = {r["instance"]: {int(x["lsize"]): x["time_us"] or math.nan for x in r["table"]}
+                       for r in rdoc["instances"]}
+            except (ValueError, KeyError, TypeError) as e:
+                raise InputError(f"--reference {a.reference}: not a {RESULT} of this benchmark ({e})") from None
         doc: dict[str, Any] | None = None
         if a.from_file:
             try:
@@ -495,7 +510,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not np.isfinite(inst.times).any():
             say(f"{inst.iid}: no configuration ran; left out")
             continue
-        r = {"instance": inst.iid, **replay(inst.times, pred, inst.lsizes, a.seeds, a.budget),
+        other = ref.get(inst.iid)
+        extra = {"reference": np.array([other.get(s, math.nan) for s in inst.lsizes])} if other else None
+        r = {"instance": inst.iid, **replay(inst.times, pred, inst.lsizes, a.seeds, a.budget, extra),
              "predicted_us": [float(x) for x in pred], "check": chk, "kernel": inst.kernel.to_dict(),
              "gsize": list(inst.gsize), "args": [vars(x) for x in inst.args], "table": inst.records}
         results.append(r)

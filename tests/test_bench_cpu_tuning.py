@@ -37,9 +37,21 @@ def test_a_model_that_ranks_the_best_first_needs_one_measurement() -> None:
     assert r["predicted_best_lsize"] == 32
     k = r["searchers"]["kernelcast"]
     assert [t["reach_5"] for t in k["traces"]] == [1] * 5 and [t["reach_1"] for t in k["traces"]] == [1] * 5
-    assert k["median_frac_1"] == 1.0 and k["within5_at_3_pct"] == 100.0
+    assert k["median_frac_1"] == 1.0 and k["within5_at_1_pct"] == 100.0
     assert len(r["searchers"]["random"]["traces"]) == len(r["searchers"]["none"]["traces"]) == 5
     assert r["random_expected_reach_5"] == pytest.approx(9 / 3)
+
+
+def test_another_measurement_as_the_model() -> None:
+    again = np.array(TABLE) * 1.3
+    again[5], again[4] = 140.0, 120.0          # the other run's best is 16, within 10 % here, not 5 %
+    r = ct.replay(TABLE, np.ones(8), LSIZES, seeds=4, budget=8, extra={"reference": again})
+    assert list(r["searchers"]) == ["kernelcast", "none", "random", "reference"]
+    ref = r["searchers"]["reference"]
+    assert [t["sequence"][0] for t in ref["traces"]] == [4] * 4
+    assert ref["within5_at_1_pct"] == 0.0 and ref["median_frac_1"] == pytest.approx(100.0 / 108.0)
+    o = ct.overall([r, ct.replay(TABLE, np.ones(8), LSIZES, seeds=4, budget=8)])
+    assert o["reference"]["instances"] == 1 and o["random"]["instances"] == 2
 
 
 def test_a_model_that_ranks_the_best_last_starts_at_the_worst() -> None:
@@ -144,7 +156,7 @@ def test_a_small_real_run_on_the_device(tmp_path: Path, capsys: pytest.CaptureFi
 @pytest.mark.parametrize("argv", [["--kernels", "nope"], ["--kernels", "reduction"], ["--skip-sizes", "-1"],
                                   ["--min-lsize", "64", "--max-lsize", "8"], ["--profile", "/nonexistent.json"],
                                   ["--from", "/nonexistent.json"], ["--from", "bogus.json"],
-                                  ["--suite", "/nonexistent.json"], ["--out", "afile"]])
+                                  ["--suite", "/nonexistent.json"], ["--out", "afile"], ["--reference", "bogus.json"]])
 def test_bad_input_is_one_line_and_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str],
                                           tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
