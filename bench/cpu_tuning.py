@@ -45,7 +45,7 @@ import pandas as pd
 from kernelcast.models.search import guided_search
 
 from kernelcast.errors import InputError
-from kernelcast.options import Parser, check_in_file, check_out_dir, positive_int, seed
+from kernelcast.options import Parser, check_in_file, check_out_dir, nonneg_int, positive_int, seed
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig, Measurement
 
 SEARCHERS = ("kernelcast", "none", "random")
@@ -390,27 +390,34 @@ def _profile(name: str | None, info: Any, say: Callable[[str], None]) -> Any:
     return resolve_profile(None, "auto", on_calibrate=say)
 
 
-def _stored(doc: dict[str, Any]) -> list[Instance]:
-    out = []
-    for r in doc["instances"]:
-        inst = Instance(r["instance"], Kernel.from_dict(r["kernel"]), tuple(r["gsize"]),
-                        [ArgBinding(**a) for a in r["args"]], [int(x["lsize"]) for x in r["table"]])
-        inst.records = r["table"]
-        inst.times = [x["time_us"] if x["time_us"] else math.nan for x in r["table"]]
-        out.append(inst)
-    return out
+def _stored(path: str, option: str) -> tuple[dict[str, Any], list[Instance]]:
+    """A previous run's result and its instances with their measured tables."""
+    try:
+        doc = json.loads(check_in_file(path, option).read_text())
+        if not isinstance(doc, dict) or doc.get("benchmark") != "cpu_tuning" or not doc.get("instances"):
+            raise ValueError("no instances")
+        out = []
+        for r in doc["instances"]:
+            inst = Instance(r["instance"], Kernel.from_dict(r["kernel"]), tuple(r["gsize"]),
+                            [ArgBinding(**a) for a in r["args"]], [int(x["lsize"]) for x in r["table"]])
+            inst.records = r["table"]
+            inst.times = [x["time_us"] if x["time_us"] else math.nan for x in r["table"]]
+            out.append(inst)
+    except (ValueError, KeyError, TypeError) as e:
+        raise InputError(f"{option} {path}: not a {RESULT} of this benchmark ({e})") from None
+    return doc, out
 
 
 def build_parser() -> Parser:
     p = Parser(prog="python -m kernelcast.bench.cpu_tuning", description=__doc__.split("\n\n")[0])
     p.add_argument("--kernels", default=None, help="suite kernel ids, comma-separated (default: every eligible one)")
     p.add_argument("--sizes", type=positive_int, default=2, help="problem sizes per kernel (2)")
-    p.add_argument("--skip-sizes", type=int, default=1, help="skip this many of a kernel's smallest sizes (1)")
+    p.add_argument("--skip-sizes", type=nonneg_int, default=1, help="skip this many of a kernel's smallest sizes (1)")
     p.add_argument("--min-lsize", type=positive_int, default=1, help="smallest local size swept (1)")
     p.add_argument("--max-lsize", type=positive_int, default=1024, help="largest local size swept (1024)")
     p.add_argument("--seeds", type=positive_int, default=20, help="replays per searcher and instance (20)")
     p.add_argument("--budget", type=positive_int, default=10, help="measurements per replayed search (10)")
-    p.add_argument("--check-budget", type=int, default=5,
+    p.add_argument("--check-budget", type=nonneg_int, default=5,
                    help="measurements of the real guided run per instance (5; 0: no real run)")
     p.add_argument("--rounds", type=positive_int, default=1, help="measurements of each configuration, pooled (1)")
     p.add_argument("--seed", type=seed, default=0, help="the order of the measurements (0)")
@@ -436,8 +443,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(msg, file=sys.stderr, flush=True)
 
     try:
-        if a.skip_sizes < 0 or a.check_budget < 0:
-            raise InputError("--skip-sizes and --check-budget must be >= 0")
         if a.min_lsize > a.max_lsize:
             raise InputError(f"--min-lsize {a.min_lsize} is above --max-lsize {a.max_lsize}")
         out = check_out_dir(a.out) if a.out else None
@@ -448,23 +453,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 load_profile(a.profile)
             except (OSError, ValueError) as e:
                 raise InputError(f"--profile {a.profile}: {str(e).splitlines()[0] if str(e) else e}") from None
-        ref: dict[str, dict[int, float]] = {}
-        if a.reference:
-            try:
-                rdoc = json.loads(check_in_file(a.reference, "--reference").read_text())
-                ref = {r["instance"]: {int(x["lsize"]): x["time_us"] or math.nan for x in r["table"]}
-                       for r in rdoc["instances"]}
-            except (ValueError, KeyError, TypeError) as e:
-                raise InputError(f"--reference {a.reference}: not a {RESULT} of this benchmark ({e})") from None
+        ref = {i.iid: dict(zip(i.lsizes, i.times)) for i in _stored(a.reference, "--reference")[1]} \
+            if a.reference else {}
         doc: dict[str, Any] | None = None
         if a.from_file:
-            try:
-                doc = json.loads(check_in_file(a.from_file, "--from").read_text())
-                if not isinstance(doc, dict) or doc.get("benchmark") != "cpu_tuning" or not doc.get("instances"):
-                    raise ValueError("no instances")
-                insts = _stored(doc)
-            except (ValueError, KeyError, TypeError) as e:
-                raise InputError(f"--from {a.from_file}: not a {RESULT} of this benchmark ({e})") from None
+            doc, insts = _stored(a.from_file, "--from")
         else:
             manifest = Path(a.suite) if a.suite else DEFAULT_SUITE
             if not manifest.is_file():

@@ -153,7 +153,7 @@ def test_a_small_real_run_on_the_device(tmp_path: Path, capsys: pytest.CaptureFi
     assert "kmeans-assign:n=512" in text and "real guided runs (seed 0, budget 2)" in text
 
 
-@pytest.mark.parametrize("argv", [["--kernels", "nope"], ["--kernels", "reduction"], ["--skip-sizes", "-1"],
+@pytest.mark.parametrize("argv", [["--kernels", "nope"], ["--kernels", "reduction"],
                                   ["--min-lsize", "64", "--max-lsize", "8"], ["--profile", "/nonexistent.json"],
                                   ["--from", "/nonexistent.json"], ["--from", "bogus.json"],
                                   ["--suite", "/nonexistent.json"], ["--out", "afile"], ["--reference", "bogus.json"]])
@@ -169,7 +169,7 @@ def test_bad_input_is_one_line_and_exit_2(argv: list[str], capsys: pytest.Captur
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
-@pytest.mark.parametrize("argv", [["--seeds", "0"], ["--budget", "x"], ["--sizes", "0"]])
+@pytest.mark.parametrize("argv", [["--seeds", "0"], ["--budget", "x"], ["--sizes", "0"], ["--skip-sizes", "-1"]])
 def test_malformed_options_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as e:
         ct.main(argv)
