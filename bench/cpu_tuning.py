@@ -328,10 +328,13 @@ def _f(x: Any, spec: str = ".1f", none: str = ">B") -> str:
     return none if x is None else format(x, spec)
 
 
+def _cols() -> str:
+    return " ".join([f"{'5%@' + str(b):>6}" for b in SHARE_BUDGETS] + [f"{'f@' + str(b):>6}" for b in FRAC_BUDGETS])
+
+
 def format_table(res: dict[str, Any]) -> str:
-    head = (f"{'instance':<26} {'N':>3} {'m5':>3} {'searcher':<10} {'to5%':>5} {'to1%':>5} "
-            + " ".join(f"{'5%@' + str(b):>6}" for b in SHARE_BUDGETS) + " "
-            + " ".join(f"{'f@' + str(b):>6}" for b in FRAC_BUDGETS))
+    """The report: a line per instance and searcher, the overall figures, the table's run and the check."""
+    head = f"{'instance':<26} {'N':>3} {'m5':>3} {'searcher':<10} {'to5%':>5} {'to1%':>5} " + _cols()
     lines = [f"device {res['device']}; profile {res['profile']}; {res['seeds']} seeds, budget {res['budget']}", head]
     for r in res["instances"]:
         for s, v in r["searchers"].items():
@@ -340,9 +343,7 @@ def format_table(res: dict[str, Any]) -> str:
                          + " ".join(f"{v[f'within5_at_{b}_pct']:5.0f}%" for b in SHARE_BUDGETS) + " "
                          + " ".join(f"{v[f'median_frac_{b}']:6.3f}" for b in FRAC_BUDGETS))
     lines.append("")
-    lines.append(f"{'overall':<10} {'sum to5%':>8} {'med to5%':>8} {'med to1%':>8} {'pool to5%':>9} "
-                 + " ".join(f"{'5%@' + str(b):>6}" for b in SHARE_BUDGETS) + " "
-                 + " ".join(f"{'f@' + str(b):>6}" for b in FRAC_BUDGETS))
+    lines.append(f"{'overall':<10} {'sum to5%':>8} {'med to5%':>8} {'med to1%':>8} {'pool to5%':>9} " + _cols())
     for s, v in res["overall"].items():
         lines.append(f"{s:<10} {v['sum_median_reach_5']:8.1f} {_f(v['instances_median_reach_5']):>8} "
                      f"{_f(v['instances_median_reach_1']):>8} {_f(v['pooled_median_reach_5']):>9} "
@@ -457,12 +458,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             if a.reference else {}
         doc: dict[str, Any] | None = None
         if a.from_file:
+            if a.kernels:
+                raise InputError("--kernels chooses what a new run measures; --from replays a stored table whole")
             doc, insts = _stored(a.from_file, "--from")
         else:
             manifest = Path(a.suite) if a.suite else DEFAULT_SUITE
             if not manifest.is_file():
                 raise InputError(f"--suite {manifest}: no such file")
-            suite, specs = select(manifest, [k for k in (a.kernels or "").split(",") if k.strip()] or None)
+            suite, specs = select(manifest, [k.strip() for k in (a.kernels or "").split(",") if k.strip()] or None)
         info: Any = None
         if doc is None or not a.profile:
             from kernelcast.instrument.backends import select_device
@@ -514,11 +517,12 @@ def main(argv: Sequence[str] | None = None) -> int:
            "run": run_info, "instances": results, "overall": overall(results)}
     if out is not None:
         _write(out, res)
-    brief = {**res, "instances": [{k: (v if k != "searchers" else {s: {x: y for x, y in e.items() if x != "traces"}
-                                                                     for s, e in v.items()})
-                                   for k, v in r.items() if k not in ("kernel", "args", "table")}
-                                  for r in results]}
-    print(json.dumps(brief, indent=1, default=str) if a.json else format_table(res))
+    if a.json:
+        for r in results:       # the report without the traces, inputs and table of the file
+            r["searchers"] = {s: {x: y for x, y in e.items() if x != "traces"} for s, e in r["searchers"].items()}
+            for key in ("kernel", "args", "table"):
+                del r[key]
+    print(json.dumps(res, indent=1, default=str) if a.json else format_table(res))
     return 0
 
 

@@ -156,7 +156,8 @@ def test_a_small_real_run_on_the_device(tmp_path: Path, capsys: pytest.CaptureFi
 @pytest.mark.parametrize("argv", [["--kernels", "nope"], ["--kernels", "reduction"],
                                   ["--min-lsize", "64", "--max-lsize", "8"], ["--profile", "/nonexistent.json"],
                                   ["--from", "/nonexistent.json"], ["--from", "bogus.json"],
-                                  ["--suite", "/nonexistent.json"], ["--out", "afile"], ["--reference", "bogus.json"]])
+                                  ["--suite", "/nonexistent.json"], ["--out", "afile"], ["--reference", "bogus.json"],
+                                  ["--from", "bogus.json", "--kernels", "triad"]])
 def test_bad_input_is_one_line_and_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str],
                                           tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
