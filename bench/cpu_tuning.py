@@ -1,29 +1,17 @@
-"""CPU tuning benchmark: kernelcast's model-guided search against random sampling over the local-size
-sweeps of the suite kernels, on a table measured for real on the local OpenCL device.
+"""CPU tuning benchmark: kernelcast's model-guided search against the same search without a model and
+random sampling, over the local-size sweeps of the suite kernels measured for real on the local device.
 
     python -m kernelcast.bench.cpu_tuning [--kernels K,...] [--sizes 2] [--skip-sizes 1] [--seeds 20]
-        [--budget 10] [--profile P] [--rounds 1] [--check-budget 5] [--out DIR] [--json]
-    python -m kernelcast.bench.cpu_tuning --from DIR/cpu_tuning.json [--profile P] [--out DIR] [--json]
+        [--budget 10] [--profile P] [--rounds 1] [--check-budget 5] [--reference FILE] [--out DIR] [--json]
+    python -m kernelcast.bench.cpu_tuning --from DIR/cpu_tuning.json [--profile P] [--reference FILE] [--json]
 
-Instances: every one-dimensional entry of the project's suite whose local size is a launch parameter
-(no build constant, no ``__local`` argument), at ``--sizes`` of its listed problem sizes (after the
-``--skip-sizes`` smallest). An instance's space is the local sizes that are powers of two from
-``--min-lsize`` to ``--max-lsize``, divide its global size and are within the device's maximum
-work-group and work-item sizes (queried from the device).
-
-Measurement: every configuration of every instance measured in the isolated harness with datagen's
-timing policy, in one run, in a seeded shuffled order across all instances (``--rounds`` such
-rounds, pooled), a noisy or loaded measurement taken once more at the end (datagen's rule); each
-measurement records the machine's load (load average, other processes' share of the CPUs).
-
-Replay on that table, ``--seeds`` seeds each: ``kernelcast`` (:func:`models.search.guided_search`
-with the analytical model's predictions), ``none`` (the same search with no model) and ``random``
-(sampling without replacement). Per instance and overall: measurements to come within 5 % and 1 %
-of the measured best (median over seeds; a run that never does counts as more than the budget),
-the share of runs within 5 % after 3, 5 and 10 measurements, the best found as a fraction of the
-optimum (optimum / best) after 1, 3, 5 and 10. A check of the replay: one real guided run per
-instance, measuring on the device as it goes (seed 0, ``--check-budget`` measurements), its choice
-scored against the table. ``DIR/cpu_tuning.json`` holds the table, every trace and the check.
+Instances: the one-dimensional suite entries whose local size is a free launch parameter, each at
+``--sizes`` of its problem sizes after the ``--skip-sizes`` smallest, swept over the powers of two
+that divide the global size and the device allows. The table: every configuration measured in the
+isolated harness with datagen's timing policy, in one run, in a seeded order across all instances,
+with the machine's load. The replay on the table, ``--seeds`` seeds each: measurements to come within
+5 % and 1 % of the best, the share of runs within 5 % and the best found after 1, 3, 5 and 10. The
+check: one real guided run per instance measuring as it goes. Reference: docs/benchmarks.md.
 """
 
 from __future__ import annotations
