@@ -305,8 +305,7 @@ def live_check(inst: Instance, pred: np.ndarray, measure: Callable[[Kernel, Laun
             "choice_over_best": ratio, "within5": ratio is not None and ratio <= 1.05,
             "replay_sequence": replayed, "same_prefix": same,
             "replay_within5": bool(rp and min(rp) <= opt * 1.05),
-            "live_over_table_median": float(np.median(agree)) if agree else None,
-            "live_over_table_max_dev": float(np.max(np.abs(np.log(agree)))) if agree else None}
+            "live_over_table_median": float(np.median(agree)) if agree else None}
 
 
 # -- report --------------------------------------------------------------------------------------
@@ -367,16 +366,19 @@ def _write(out: Path, res: dict[str, Any]) -> None:
 
 def _profile(name: str | None, info: Any, say: Callable[[str], None]) -> Any:
     """The profile named, else the bundled profile measured on this device, else (said on stderr) the
-    cached or a quick calibration of this device."""
+    cached or a quick calibration of this device; a named profile must describe this type of device."""
     from kernelcast.calib.local import resolve_profile
     from kernelcast.calib.profile import bundled_profile_for, load_profile
 
-    if name:
-        return load_profile(name)
-    if bundled_profile_for(info) is None:
+    if name and info is None:           # a stored table: no device to check the profile against
+        try:
+            return load_profile(name)
+        except (OSError, ValueError) as e:
+            raise InputError(f"--profile {name}: {str(e).splitlines()[0] if str(e) else e}") from None
+    if not name and bundled_profile_for(info) is None:
         say(f"no bundled profile (calib/profiles/pocl-local.json included) was measured on this device ({info.name}): "
             f"using its own calibration (give --profile P to choose)")
-    return resolve_profile(None, "auto", on_calibrate=say)
+    return resolve_profile(name, "auto", on_calibrate=say)
 
 
 def _stored(path: str, option: str) -> tuple[dict[str, Any], list[Instance]]:
@@ -435,13 +437,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         if a.min_lsize > a.max_lsize:
             raise InputError(f"--min-lsize {a.min_lsize} is above --max-lsize {a.max_lsize}")
         out = check_out_dir(a.out) if a.out else None
-        if a.profile:
-            from kernelcast.calib.profile import load_profile
-
-            try:
-                load_profile(a.profile)
-            except (OSError, ValueError) as e:
-                raise InputError(f"--profile {a.profile}: {str(e).splitlines()[0] if str(e) else e}") from None
         ref = {i.iid: dict(zip(i.lsizes, i.times)) for i in _stored(a.reference, "--reference")[1]} \
             if a.reference else {}
         doc: dict[str, Any] | None = None
@@ -461,13 +456,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             from kernelcast.config import device_spec
 
             info = select_device(device_spec(None))
+        profile = _profile(a.profile, info, say)
         if doc is None:
             item = int(info.max_work_item_sizes[0]) if info.max_work_item_sizes else int(info.max_work_group_size)
             insts = instances(suite, specs, a.sizes, a.skip_sizes, int(info.max_work_group_size), item,
                               a.min_lsize, a.max_lsize)
             if not insts:
                 raise InputError("no instance has two or more local sizes to choose from")
-        profile = _profile(a.profile, info, say)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

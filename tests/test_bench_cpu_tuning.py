@@ -155,6 +155,7 @@ def test_a_small_real_run_on_the_device(tmp_path: Path, capsys: pytest.CaptureFi
 
 @pytest.mark.parametrize("argv", [["--kernels", "nope"], ["--kernels", "reduction"],
                                   ["--min-lsize", "64", "--max-lsize", "8"], ["--profile", "/nonexistent.json"],
+                                  ["--profile", "a100-pcie"],
                                   ["--from", "/nonexistent.json"], ["--from", "bogus.json"],
                                   ["--suite", "/nonexistent.json"], ["--out", "afile"], ["--reference", "bogus.json"],
                                   ["--from", "bogus.json", "--kernels", "triad"]])
