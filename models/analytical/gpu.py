@@ -139,7 +139,7 @@ class GPUClass(DeviceClass):
         (``repeated:<count>`` of the static features, ``Access.unrolled_distinct``) are kept in
         registers by a GPU compiler (common subexpressions of the unrolled body): each count less
         their share. A convolution's ``sh[ty + yi * 4 + i]`` over an unrolled 17-tap filter ``i``
-        and tile ``yi`` < 4 loads 20 rows, not 68."""
+        and tile rows ``yi`` < 4 loads 29 rows, not 68."""
         out = dict(f)
         for key, v in f.items():
             if key.startswith(REPEATED_PREFIX):
