@@ -63,7 +63,9 @@ class Instance:
 
 def sweep(gsize: int, max_wg: int, max_item: int, lo: int = 1, hi: int = 1024) -> list[int]:
     """Powers of two in [lo, hi] that divide ``gsize`` and the device allows."""
-    return [s for s in (2 ** i for i in range(31)) if lo <= s <= min(hi, max_wg, max_item) and gsize % s == 0]
+    from kernelcast.bench.cpu_lsize import valid_lsizes
+
+    return valid_lsizes(gsize, max_wg, max_item, [2 ** i for i in range(31) if lo <= 2 ** i <= hi])
 
 
 def eligible(suite: Any) -> list[Any]:
@@ -199,19 +201,13 @@ def guided_trace(pred: np.ndarray, lsizes: Sequence[int], times: Sequence[float]
 
 def trace_stats(seq: Sequence[int], times: Sequence[float] | np.ndarray) -> dict[str, Any]:
     """Measurements to reach within 5 % and 1 % of the table's best (None: never) and the fraction
-    of the optimum found after each of :data:`FRAC_BUDGETS`, of one run visiting ``seq``."""
+    of the optimum found after each of :data:`FRAC_BUDGETS`, of one run visiting ``seq``
+    (:func:`kernelcast.bench.tuning.trace_stats` on the times in that order)."""
+    from kernelcast.bench.tuning import trace_stats as stats
+
     t = np.asarray(times, dtype=np.float64)
-    opt = float(np.nanmin(t))
-    got = np.array([t[i] if np.isfinite(t[i]) else np.inf for i in seq])
-    best = np.minimum.accumulate(got) if len(got) else np.array([np.inf])
-    out: dict[str, Any] = {"sequence": [int(i) for i in seq]}
-    for tol in TOLERANCES:
-        hit = np.flatnonzero(best <= opt * (1.0 + tol))
-        out[f"reach_{round(tol * 100)}"] = int(hit[0]) + 1 if len(hit) else None
-    for b in FRAC_BUDGETS:
-        v = best[min(b, len(best)) - 1]
-        out[f"frac_{b}"] = float(opt / v) if np.isfinite(v) else 0.0
-    return out
+    out = stats([float(t[i]) for i in seq], float(np.nanmin(t)), FRAC_BUDGETS)
+    return {"sequence": [int(i) for i in seq], **{k: v for k, v in out.items() if k.startswith(("reach_", "frac_"))}}
 
 
 def _median(vals: Sequence[float | None]) -> float | None:

@@ -198,15 +198,15 @@ def predictions(pair: dict[str, Any], space: Space, searcher: str) -> np.ndarray
     return out
 
 
-def trace_stats(times: Sequence[float], optimum: float) -> dict[str, Any]:
+def trace_stats(times: Sequence[float], optimum: float, budgets: Sequence[int] = BUDGETS) -> dict[str, Any]:
     """Measurements to reach each tolerance (None: never) and the fraction of the optimum found after
-    each budget, of one run's measured times in order (NaN: failed)."""
+    each of ``budgets``, of one run's measured times in order (NaN: failed)."""
     best = np.minimum.accumulate(np.where(np.isfinite(times), times, np.inf)) if len(times) else np.array([])
     out: dict[str, Any] = {"measurements": len(times)}
     for tol in TOLERANCES:
         hit = np.flatnonzero(best <= optimum * (1.0 + tol))
         out[f"reach_{round(tol * 100)}"] = int(hit[0]) + 1 if len(hit) else None
-    for b in BUDGETS:
+    for b in budgets:
         v = best[min(b, len(best)) - 1] if len(best) else np.inf
         out[f"frac_{b}"] = float(optimum / v) if np.isfinite(v) else 0.0
     out["best_so_far"] = [float(x) if np.isfinite(x) else None for x in best]
