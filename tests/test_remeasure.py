@@ -91,15 +91,17 @@ def test_the_plan_takes_busy_configurations_in_their_rounds_and_skips_those_meas
     assert plan_remeasure(raw, None)[0] == []                                      # no share read: none busy
 
 
-def _make(root: Path, harness, configs: int) -> int:
+def _make(root: Path, harness, configs: int, max_items: int = 1 << 14) -> int:
     """A dataset of ``configs`` regime samples of the triad, measured now, then written again as if
     other processes had taken 90 % of the CPUs during every window (``other_cpu_frac``; its manifest
-    names no device, so the load average does not count): the ok rows."""
+    names no device, so the load average does not count): the ok rows. ``max_items`` bounds the global
+    size, so it bounds how many distinct configurations there are (a handful at the default when the
+    local size taken is in the thousands)."""
     from kernelcast.datagen.generate import DatagenOptions, Generator, write_kernels
 
     opts = DatagenOptions(configs_per_kernel=configs, lsizes_per_kernel=1, rebalance=None, sweeps_per_kernel=0,
                           validity=False, activity=False, reference_every_s=0, site_counts=False,
-                          max_total_items=1 << 14,
+                          max_total_items=max_items,
                           timing=TimingPolicy(warmup=0, min_repeats=3, min_time_s=0.0, max_repeats=5))
     m = {"device_identity": harness.device.identity, "seed": 0, "schema_version": 2, "args_selection": "simple",
          "options": {"timing": {"seed": 0, "warmup": 0, "min_repeats": 3, "min_time_s": 0.0, "max_repeats": 5}}}
@@ -179,7 +181,10 @@ def test_bad_input_is_one_line_exit_2(tmp_path, capsys):
 
 def test_remeasure_killed_and_rerun_resumes(tmp_path, harness):
     root = tmp_path / "ds"
-    ok = _make(root, harness, 40)
+    # enough rows that the kill after the third lands well before the last: with a handful, the command
+    # can finish the rest between two polls
+    ok = _make(root, harness, 40, max_items=1 << 17)
+    assert ok >= 12
     journal = root / JOURNAL
     p = subprocess.Popen([sys.executable, "-m", "kernelcast.cli", "dataset", "remeasure", str(root), "--quiet"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
