@@ -227,3 +227,20 @@ def test_gpu_compiler_keeps_repeated_loads_in_registers():
 
     from tests.profiles import cpu_profile
     assert CPURuntimeClass(cpu_profile()).compiled_features(f)["local_loads"][0] == 10
+
+
+def test_a_gpu_profile_without_an_fp32_peak_runs_at_its_lanes_and_clock():
+    """No fp32 peak in the profile: two warps' lanes per compute unit and clock (the profile's clock,
+    else the default), named as a rule; the other classes follow as fractions of it."""
+    from kernelcast.models.analytical.gpu import DEFAULT_CLOCK_HZ, GPUParams
+
+    p = DeviceProfile(DeviceIdentity(name="no-peak", device_type="GPU", compute_units=CU, wg_multiple=32))
+    p.set("warp_size", 32, "threads", "test")
+    d = GPUParams.from_profile(p)
+    assert d.rate("fp32_fma") == pytest.approx(CU * 2 * 32 * DEFAULT_CLOCK_HZ)
+    assert "default clock" in d.rate_sources["fp32_fma"] and "no fp32 peak" in d.rate_sources["fp32_fma"]
+    assert d.rates["int32_mul"] == pytest.approx(0.25 * d.rates["fp32_fma"])
+    p.set("boost_clock_mhz", 2000.0, "MHz", "test")
+    assert GPUParams.from_profile(p).rate("fp32_fma") == pytest.approx(CU * 2 * 32 * 2e9)
+    full = GPUParams.from_profile(gpu_profile())            # a profile's own peak wins
+    assert full.rate("fp32_fma") == pytest.approx(500e9) and full.rate_sources["fp32_fma"] == "rule: 1 x fp32 FMA rate"

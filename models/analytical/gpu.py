@@ -48,6 +48,10 @@ from kernelcast.models.static.features import BUILTIN_CLASSES, REPEATED_PREFIX, 
 DEFAULT_MEM_LATENCY_CYCLES = 500.0
 #: the clock assumed by the MWP/CWP model when a GPU profile has none (Hz)
 DEFAULT_CLOCK_HZ = 1.4e9
+#: fp32 FMA lanes per compute unit and clock, in warps, assumed when a profile has no fp32 peak:
+#: two warps' lanes (64 lanes of 32-wide warps on Volta/Ampere data-centre parts and RDNA compute
+#: units, 128 on Ampere/Ada consumer parts, 64 lanes of 64-wide wavefronts on CDNA)
+FALLBACK_FP32_WARPS_PER_CLK = 2.0
 #: resident work-groups per compute unit assumed when a profile has no ``max_wg_per_cu``
 DEFAULT_MAX_WG_PER_CU = 32.0
 #: L1 and L2 hit latencies in cycles when a profile has none (microbenchmarks of Volta and Turing,
@@ -97,7 +101,14 @@ class GPUParams(SharedParams):
         get = p.get
         dev = getattr(p, "device", None)
         warp = get("warp_size") or getattr(dev, "wg_multiple", None) or cls.default_warp
-        return cls(**read_shared(p, device_info), warp=int(warp), max_warps_per_cu=get("max_warps_per_cu"),
+        cu = (get("compute_units") or getattr(dev, "compute_units", None)
+              or getattr(device_info, "compute_units", None) or 1)
+        mhz = get("boost_clock_mhz") or getattr(dev, "max_clock_mhz", None)
+        clock = mhz * 1e6 if mhz else DEFAULT_CLOCK_HZ
+        fallback = (float(cu) * FALLBACK_FP32_WARPS_PER_CLK * float(warp) * clock,
+                    f"rule: {int(cu)} compute units x {FALLBACK_FP32_WARPS_PER_CLK:g} warps of {int(warp)} lanes"
+                    f" x {clock / 1e9:.3g} GHz{'' if mhz else ' (default clock)'}; the profile has no fp32 peak")
+        return cls(**read_shared(p, device_info, fp32_fallback=fallback), warp=int(warp), max_warps_per_cu=get("max_warps_per_cu"),
                    max_wg_per_cu=get("max_wg_per_cu"), local_mem_per_cu=get("local_mem_per_cu_bytes"),
                    l2_bw=(get("l2_bw_gbs") or 0) * 1e9 or None,
                    l1_latency_cycles=get("l1_latency_cycles") or DEFAULT_L1_LATENCY_CYCLES,

@@ -161,10 +161,13 @@ def profile_levels(p: DeviceProfile) -> list[tuple[float, float, float]]:
     return out
 
 
-def read_shared(p: DeviceProfile, device_info: Any = None) -> dict[str, Any]:
+def read_shared(p: DeviceProfile, device_info: Any = None,
+                fp32_fallback: tuple[float, str] | None = None) -> dict[str, Any]:
     """The :class:`SharedParams` fields of profile ``p`` as keyword arguments: the peak rates (the
     profile's, else :data:`GPU_RULES` fractions of the fp32 FMA peak), the bandwidth levels, the
-    overheads and the energy constants (None without an energy calibration)."""
+    overheads and the energy constants (None without an energy calibration). ``fp32_fallback``
+    (FMA operations per second and the rule that gave them) stands in for the fp32 FMA peak of a
+    profile that has none; without one such a profile's operations run at 1e10 per second."""
     get = p.get
     dev = getattr(p, "device", None)
     cu = (get("compute_units") or getattr(dev, "compute_units", None)
@@ -172,6 +175,9 @@ def read_shared(p: DeviceProfile, device_info: Any = None) -> dict[str, Any]:
     rates: dict[str, float] = {}
     sources: dict[str, str] = {}
     fp32 = get("peak_fp32_fma_gops") or ((get("peak_fp32_gflops") or 0) / 2 or None)
+    fp32_source = "fp32 FMA rate"
+    if fp32 is None and fp32_fallback is not None and get("peak_fp32_fma_gops") is None:
+        fp32, fp32_source = fp32_fallback[0] / 1e9, f"fp32 FMA rate ({fp32_fallback[1]})"
     for cls_ in ("fp32_add", "fp32_mul", "fp32_fma", "fp32_div", "fp64_fma", "int32_add", "int32_mul",
                  "int32_div", "sin", "exp", "sqrt", "sfu"):
         v = get(f"peak_{cls_}_gops")
@@ -187,11 +193,11 @@ def read_shared(p: DeviceProfile, device_info: Any = None) -> dict[str, Any]:
     if fp32:
         for c, frac in GPU_RULES.items():
             if c not in rates:
-                rates[c], sources[c] = fp32 * 1e9 * frac, f"rule: {frac:g} x fp32 FMA rate"
+                rates[c], sources[c] = fp32 * 1e9 * frac, f"rule: {frac:g} x {fp32_source}"
     if "int32_div" not in rates and "int32_mul" in rates:
         rates["int32_div"], sources["int32_div"] = rates["int32_mul"] / 20, "rule: int32 mul / 20"
     if "fp64_fma" not in rates and fp32:
-        rates["fp64_fma"], sources["fp64_fma"] = fp32 * 1e9 / 32, "rule: 1/32 x fp32 (consumer GPUs)"
+        rates["fp64_fma"], sources["fp64_fma"] = fp32 * 1e9 / 32, f"rule: 1/32 x {fp32_source} (consumer GPUs)"
     levels = [(size, bw) for size, bw, _ in profile_levels(p)]
     dram = (get("dram_bw_gbs") or (levels[-1][1] / 1e9 if levels else 100.0)) * 1e9
     clock = get("boost_clock_mhz") or getattr(dev, "max_clock_mhz", None)
