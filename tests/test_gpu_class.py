@@ -244,3 +244,26 @@ def test_a_gpu_profile_without_an_fp32_peak_runs_at_its_lanes_and_clock():
     assert GPUParams.from_profile(p).rate("fp32_fma") == pytest.approx(CU * 2 * 32 * 2e9)
     full = GPUParams.from_profile(gpu_profile())            # a profile's own peak wins
     assert full.rate("fp32_fma") == pytest.approx(500e9) and full.rate_sources["fp32_fma"] == "rule: 1 x fp32 FMA rate"
+
+
+def test_energy_counts_the_operations_of_the_compiled_code():
+    """The operation energy is taken from the same counts as the time: a fully unrolled loop's
+    control and counter arithmetic cost neither time nor energy."""
+    p = gpu_profile()
+    p.set("tdp_w", 100.0, "W", "test")
+    rows = [(1 << 16, 64, [buf("a", 1 << 16), buf("o", 1 << 16)])]
+    model = AnalyticalModel(p)
+    rolled = model.predict(frame(ROLLED, "rolled", rows)).explanation[0]["energy_parts_j"]["compute"]
+    unrolled = model.predict(frame(UNROLLED, "unrolled", rows)).explanation[0]["energy_parts_j"]["compute"]
+    # 16 FMAs and the store's address either way; the rolled loop adds 17 compares, 17 branches and
+    # 16 increments at half an FMA's energy each
+    assert unrolled < rolled * 0.6
+
+
+def test_the_core_clock_slows_everything_but_the_dram():
+    gc = GPUClass(gpu_profile())
+    body, comp = np.array([10.0, 10.0, 10.0]), np.array([2.0, 2.0, 10.0])
+    dram = np.array([10.0, 4.0, 1.0])           # DRAM-bound; L1/L2-bound; compute-bound
+    got = gc.capped_body(body, comp, dram, np.array([0.5, 0.5, 0.5]), np.ones(3))
+    assert got.tolist() == [10.0, 20.0, 20.0]
+    assert gc.capped_body(body, comp, dram, np.ones(3), np.ones(3)).tolist() == body.tolist()

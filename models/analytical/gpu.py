@@ -157,7 +157,7 @@ class GPUClass(DeviceClass):
                 base = key[len(REPEATED_PREFIX):]
                 if base in out:
                     out[base] = np.maximum(out[base] - v, 0.0)
-        return out
+        return compiled_counts(out)
 
     def residency(self, f: Mapping[str, np.ndarray], g: np.ndarray, lsz: np.ndarray, n_wg: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray]:
@@ -179,7 +179,7 @@ class GPUClass(DeviceClass):
         the busiest pipe or the issue where the profile gives the issue rate (:func:`pipe_seconds`;
         each pipe's and the issue's seconds per work-item are parts ``pipe_<name>_s``), else the sum
         over the classes."""
-        counts = compiled_counts(f)
+        counts = f
         comp, flops = operation_seconds(self.params, counts, g, self.count_prefix)
         if not self.params.issue_per_clk:
             return ItemCosts(comp, flops)
@@ -229,8 +229,9 @@ class GPUClass(DeviceClass):
 
     def capped_body(self, body: np.ndarray, comp_t: np.ndarray, mem_t: np.ndarray, freq_ratio: np.ndarray,
                     n_wg: np.ndarray) -> np.ndarray:
-        """A compute-bound body slows with the clock; a memory-bound one does not."""
-        return body / np.where(comp_t >= mem_t, freq_ratio, 1.0)
+        """Everything but the DRAM slows with the core clock: compute, the L1 and shared memory, the
+        L2 and the latency floor; ``mem_t`` is the part that does not (the DRAM level's seconds)."""
+        return np.maximum(np.where(body > mem_t, body, comp_t) / freq_ratio, mem_t)
 
 
 def compiled_counts(f: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

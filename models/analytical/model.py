@@ -247,14 +247,16 @@ class AnalyticalModel(Predictor):
             if cap is not None:
                 limit = np.broadcast_to(np.asarray(cap, dtype=np.float64), g.shape).copy()
             if d.tdp_w:
-                limit = np.where(np.isfinite(limit), limit, np.where(r0 > 1.0, d.tdp_w, np.inf))
+                limit = np.where(np.isfinite(limit), limit, d.tdp_w)
             base_body = body
+            # the part of the body in the memory's own clock domain (the device class's DRAM level)
+            fixed_t = levels.get("level_dram_s", mem_t)
 
             tm = None if measured_time_s is None else np.broadcast_to(np.asarray(measured_time_s, dtype=np.float64),
                                                                         g.shape)
 
             def time_at(r: np.ndarray) -> np.ndarray:
-                t = launch + dc.capped_body(base_body, comp_t, mem_t, r, n_wg) + sync_t
+                t = launch + dc.capped_body(base_body, comp_t, fixed_t, r, n_wg) + sync_t
                 return t if tm is None else np.where(np.isfinite(tm) & (tm > 0), tm, t)
 
             if consts is not None:
