@@ -150,7 +150,9 @@ class GPUClass(DeviceClass):
         (``repeated:<count>`` of the static features, ``Access.unrolled_distinct``) are kept in
         registers by a GPU compiler (common subexpressions of the unrolled body): each count less
         their share. A convolution's ``sh[ty + yi * 4 + i]`` over an unrolled 17-tap filter ``i``
-        and tile rows ``yi`` < 4 loads 29 rows, not 68."""
+        and tile rows ``yi`` < 4 loads 29 rows, not 68. The loops it unrolls fully lose their control
+        and counter arithmetic (:func:`compiled_counts`): every later stage (the time, the energy, the
+        explanation) counts the compiled code's operations."""
         out = dict(f)
         for key, v in f.items():
             if key.startswith(REPEATED_PREFIX):
@@ -175,15 +177,14 @@ class GPUClass(DeviceClass):
 
     def item_costs(self, feats: Any, f: Mapping[str, np.ndarray], env: Mapping[str, Any], g: np.ndarray,
                    n_wg: np.ndarray) -> ItemCosts:
-        """The operations at the peak rates, less what full unrolling removes (:func:`compiled_counts`):
+        """The operations of the compiled code (:meth:`compiled_features`) at the peak rates:
         the busiest pipe or the issue where the profile gives the issue rate (:func:`pipe_seconds`;
         each pipe's and the issue's seconds per work-item are parts ``pipe_<name>_s``), else the sum
         over the classes."""
-        counts = f
-        comp, flops = operation_seconds(self.params, counts, g, self.count_prefix)
+        comp, flops = operation_seconds(self.params, f, g, self.count_prefix)
         if not self.params.issue_per_clk:
             return ItemCosts(comp, flops)
-        terms = pipe_seconds(self.params, counts, g)
+        terms = pipe_seconds(self.params, f, g)
         comp = terms.pop("compute")
         return ItemCosts(comp, flops, parts={f"pipe_{k}_s": v for k, v in terms.items()})
 

@@ -236,8 +236,8 @@ class AnalyticalModel(Predictor):
         energy_terms: dict[str, np.ndarray] = {}
         consts = gpu_energy_constants(d) if d.is_gpu else None
         if d.is_gpu and (consts is not None or clock_mhz is not None):
-            # the clock axis: compute-bound parts scale with the clock; the power limit (the cap,
-            # else the TDP above the boost clock) lowers the clock where the power would exceed it
+            # the clock axis: everything but the DRAM scales with the clock; the power limit (the
+            # cap, else the TDP) lowers the clock where the power would exceed it
             boost = d.clock_hz / 1e6 if d.clock_hz else None
             r0 = np.ones_like(g)
             if clock_mhz is not None and boost:
