@@ -6,9 +6,8 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-import pytest
-
 import kernelcast.bench as bench_pkg
+import pytest
 
 
 def _scripts() -> list[str]:
