@@ -13,17 +13,17 @@ to this device's cached calibration.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 
 import numpy as np
 
 from kernelcast.metrics import spearman
+from kernelcast.options import Parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(prog="python -m kernelcast.bench.analytical", description=__doc__.splitlines()[0])
     ap.add_argument("--data", required=True)
     ap.add_argument("--profile")
     args = ap.parse_args(argv)

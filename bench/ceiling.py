@@ -24,7 +24,6 @@ model's out-of-fold predictions of the same rows are scored beside it.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import math
@@ -37,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from kernelcast.errors import InputError
+from kernelcast.options import Parser
 
 #: the shots scored (evaluate's defaults, less zero: the zero-shot figures are the row figures)
 SHOTS = (1, 3)
@@ -221,7 +221,7 @@ def format_report(r: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m kernelcast.bench.ceiling", description=__doc__.split("\n\n")[0])
+    ap = Parser(prog="python -m kernelcast.bench.ceiling", description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", required=True, help="a dataset made on this device")
     ap.add_argument("--kernels", type=int, default=20, help="kernels sampled (default 20)")
     ap.add_argument("--max-rows", type=int, default=12, help="rows per kernel, whole problem groups (default 12)")

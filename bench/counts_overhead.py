@@ -11,12 +11,13 @@ wall time of the count call.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
 import time
 from typing import Any
+
+from kernelcast.options import Parser
 
 DEFAULT_IDS = ("triad", "reduction", "spmv-csr-scalar", "spmv-csr-vector", "md-lj", "bfs-vertex", "kmeans-assign")
 
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     from kernelcast.bench.suite.compare import default_suite
     from kernelcast.instrument.harness import Harness
 
-    p = argparse.ArgumentParser(prog="python -m kernelcast.bench.counts_overhead", description=__doc__.splitlines()[0])
+    p = Parser(prog="python -m kernelcast.bench.counts_overhead", description=__doc__.splitlines()[0])
     p.add_argument("--kernel", action="append", help="suite entry id (repeatable)")
     p.add_argument("--size-index", type=int, default=2, help="which of each entry's sizes (2: the third)")
     p.add_argument("--json", action="store_true")

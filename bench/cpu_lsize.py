@@ -26,7 +26,6 @@ holds measurements measures only the problems missing there (resumes).
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import logging
@@ -42,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from kernelcast.errors import InputError
+from kernelcast.options import Parser
 from kernelcast.schema import ArgBinding, Kernel, LaunchConfig
 
 log = logging.getLogger(__name__)
@@ -466,7 +466,7 @@ def _pid_hash(pid: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m kernelcast.bench.cpu_lsize", description=__doc__.split("\n\n")[0])
+    ap = Parser(prog="python -m kernelcast.bench.cpu_lsize", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=None, help="measure into this directory (resumes what it holds)")
     ap.add_argument("--from", dest="from_dir", default=None, help="score the measurements of this directory only")
     ap.add_argument("--again", default=None,

@@ -18,7 +18,6 @@ out-of-fold loop (``--group-by kernel|gpu|both``) and writes ``metrics.json``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import sys
@@ -37,6 +36,7 @@ from kernelcast.train.oof import DeviceProfiles, TabularFitter, device_tables
 from kernelcast.train.tabular import fit_tabular
 
 from kernelcast.errors import InputError
+from kernelcast.options import Parser
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +157,7 @@ def evaluate_model(yardstick: Path, out: Path, analysis_dirs: Sequence[str], gro
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m kernelcast.bench.gpu_model", description=__doc__.split("\n\n")[0])
+    ap = Parser(prog="python -m kernelcast.bench.gpu_model", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     for name in ("build", "evaluate"):
         p = sub.add_parser(name)

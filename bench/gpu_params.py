@@ -16,7 +16,6 @@ the order across the other parameters holds when one is fixed.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from dataclasses import asdict, dataclass, field
@@ -27,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from kernelcast.errors import InputError
+from kernelcast.options import Parser
 
 #: the prefix of the tunable-parameter columns of rows imported from a Kernel Tuner cache
 TP_PREFIX = "tp_"
@@ -132,7 +132,7 @@ def render(overall: float | None, rows: int, reports: list[ParamReport]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m kernelcast.bench.gpu_params", description=__doc__.split("\n")[0])
+    ap = Parser(prog="python -m kernelcast.bench.gpu_params", description=__doc__.split("\n")[0])
     ap.add_argument("--data", required=True, help="a dataset imported from a Kernel Tuner cache")
     ap.add_argument("--profile", required=True, help="device profile: bundled name or JSON path")
     ap.add_argument("--analysis-cache", help="cache of the shared static analyses (kernelcast analyze)")

@@ -19,7 +19,6 @@ file; a cache that is absent is reported as such.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -29,6 +28,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from kernelcast.options import Parser
 
 log = logging.getLogger(__name__)
 
@@ -195,7 +196,7 @@ def _fmt(results: list[PairResult]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="gpu_yardstick", description=__doc__.split("\n\n")[0])
+    p = Parser(prog="python -m kernelcast.bench.gpu_yardstick", description=__doc__.split("\n\n")[0])
     p.add_argument("--clones", required=True, help="directory of the repositories' clones (DIR/<name>)")
     p.add_argument("--out", required=True, help="directory of the datasets (OUT/<benchmark>/<GPU>)")
     p.add_argument("--clone-from", default="https://github.com/{repo}.git",

@@ -17,7 +17,6 @@ Needs kernel-tuner (``pip install kernelcast[kt]``).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -28,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from kernelcast.options import Parser
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -77,12 +78,12 @@ def figures(label: str, cache: Path, dataset: Path, tuned: int, seconds: float) 
             "median_abs_log2": float(np.median(np.abs(np.log2(pred / y))))}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = Parser(prog="python -m kernelcast.bench.kt_roundtrip", description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", help="working directory (default: a temporary one)")
     ap.add_argument("--device", default="auto", help="OpenCL device (kernelcast spec)")
     ap.add_argument("--json", action="store_true")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     import kernel_tuner
     from kernelcast.instrument.backends import select_device
 

@@ -10,7 +10,6 @@ the efficient mode.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import sys
@@ -24,10 +23,11 @@ from kernelcast.datagen.frame import load_measured_frame  # noqa: E402
 from kernelcast.train.loop import TrainOptions, fit_frame  # noqa: E402
 
 from kernelcast.console import fmt_table  # noqa: E402
+from kernelcast.options import Parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = Parser(prog="python -m kernelcast.bench.learned_modes", description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", required=True, help="dataset directory")
     ap.add_argument("--out", help="work directory (default: a temporary one)")
     ap.add_argument("--epochs", type=int, default=3)

@@ -39,6 +39,7 @@ from kernelcast.instrument.rewrite import InstrumentedRunError, instrument_kerne
 from kernelcast.instrument.runner import TimingPolicy  # noqa: E402
 
 from kernelcast.clang import kernel_signatures  # noqa: E402
+from kernelcast.options import Parser
 from kernelcast.schema import Kernel, LaunchConfig  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -192,7 +193,7 @@ def report(records: list[dict[str, Any]], sampled: str, wall: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = Parser(prog="python -m kernelcast.bench.memargs", description=__doc__.split("\n\n")[0])
     ap.add_argument("--kernels", type=int, default=None, help="sample this many kernels (default: all)")
     ap.add_argument("--max-combos", type=int, default=16)
     ap.add_argument("--configs", type=int, default=3, help="launch configurations per kernel")

@@ -21,7 +21,6 @@ datagen does).
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -36,6 +35,7 @@ from kernelcast.datagen.generate import DatagenOptions, kernel_rng, needs_remeas
 from kernelcast.datagen.sampler import DeviceLimits, sample_configs
 from kernelcast.instrument.runner import TimingPolicy
 
+from kernelcast.options import Parser
 from kernelcast.schema import Kernel, LaunchConfig, Measurement
 
 POLICIES = ("legacy", "grouped", "grouped+remeasure")
@@ -166,7 +166,7 @@ def format_report(r: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m kernelcast.bench.noise", description=__doc__.split("\n\n")[0])
+    ap = Parser(prog="python -m kernelcast.bench.noise", description=__doc__.split("\n\n")[0])
     ap.add_argument("--kernels", type=int, default=12, help="bundled kernels (first by id)")
     ap.add_argument("--configs", type=int, default=6, help="configurations per kernel")
     ap.add_argument("--policies", default=",".join(POLICIES), help=f"comma-separated of {', '.join(POLICIES)}")

@@ -45,7 +45,7 @@ from typing import Any
 from kernelcast.datagen.dataset import KILL_AFTER_ENV, read_dataset
 from kernelcast.datagen.generate import PLAN_FILE
 
-from kernelcast.options import nonneg_int, positive_float, positive_int
+from kernelcast.options import Parser, nonneg_int, positive_float, positive_int
 
 ROOT = Path(__file__).resolve().parent.parent
 #: the passes whose configurations are planned before any measurement (``iqr`` rows are added from
@@ -366,8 +366,8 @@ def render(r: ResumeReport) -> str:
     return "\n".join(lines)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m kernelcast.bench.resume",
+def build_parser() -> Parser:
+    p = Parser(prog="python -m kernelcast.bench.resume",
                                 description="Kill a datagen with SIGKILL at random moments, rerun it each time, and "
                                             "compare the resumed dataset's planned configurations with an "
                                             "uninterrupted run's (missing, extra, duplicated; processes left).")

@@ -5,7 +5,6 @@ Usage: ``python bench/synth_compile.py --count 10000 --seed 0 [--batch 64] [--ou
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 import time
@@ -23,9 +22,11 @@ from kernelcast.datagen.synth import (  # noqa: E402
     write_synth_corpus,
 )
 
+from kernelcast.options import Parser  # noqa: E402
+
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = Parser(prog="python -m kernelcast.bench.synth_compile", description=__doc__)
     ap.add_argument("--count", type=int, default=10000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--batch", type=int, default=64)

@@ -40,7 +40,6 @@ DIR/best_so_far_<pair>.png the median best-so-far curves. ``--merge`` joins runs
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import logging
@@ -60,6 +59,7 @@ from kernelcast.models.search import guided_search
 from kernelcast.models.simulate import dataset_rows, load_space, restriction_mask, space_predictions
 
 from kernelcast.errors import InputError, UsageError
+from kernelcast.options import Parser
 
 log = logging.getLogger(__name__)
 
@@ -437,7 +437,7 @@ def merge_results(dirs: Sequence[str]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m kernelcast.bench.tuning", description=__doc__.splitlines()[0])
+    ap = Parser(prog="python -m kernelcast.bench.tuning", description=__doc__.splitlines()[0])
     ap.add_argument("spec", nargs="?", help="benchmark spec (JSON): the pairs")
     ap.add_argument("--merge", nargs="+", metavar="DIR",
                     help="instead of running: merge the results of earlier runs (their --out) into --out")

@@ -45,7 +45,10 @@ class Parser(argparse.ArgumentParser):
         return {o for a in self._actions if getattr(a, "dash_value", False) for o in a.option_strings}
 
     def error(self, message: str) -> NoReturn:
+        # ``kernelcast COMMAND``: the command; ``python -m kernelcast.bench.NAME``: the module
         prog = self.prog.split(" ", 1)[1] if " " in self.prog else ""
+        if prog.startswith("-m "):
+            prog = prog[3:].removeprefix("kernelcast.")
         where = f"{prog}: " if prog else ""
         hint = f" (see '{self.prog} --help')"
         self.exit(2, f"kernelcast: error: {where}{message}{hint}\n")

@@ -108,7 +108,8 @@ class GPUParams(SharedParams):
         fallback = (float(cu) * FALLBACK_FP32_WARPS_PER_CLK * float(warp) * clock,
                     f"rule: {int(cu)} compute units x {FALLBACK_FP32_WARPS_PER_CLK:g} warps of {int(warp)} lanes"
                     f" x {clock / 1e9:.3g} GHz{'' if mhz else ' (default clock)'}; the profile has no fp32 peak")
-        return cls(**read_shared(p, device_info, fp32_fallback=fallback), warp=int(warp), max_warps_per_cu=get("max_warps_per_cu"),
+        return cls(**read_shared(p, device_info, fp32_fallback=fallback), warp=int(warp),
+                   max_warps_per_cu=get("max_warps_per_cu"),
                    max_wg_per_cu=get("max_wg_per_cu"), local_mem_per_cu=get("local_mem_per_cu_bytes"),
                    l2_bw=(get("l2_bw_gbs") or 0) * 1e9 or None,
                    l1_latency_cycles=get("l1_latency_cycles") or DEFAULT_L1_LATENCY_CYCLES,
