@@ -267,3 +267,20 @@ def test_the_core_clock_slows_everything_but_the_dram():
     got = gc.capped_body(body, comp, dram, np.array([0.5, 0.5, 0.5]), np.ones(3))
     assert got.tolist() == [10.0, 20.0, 20.0]
     assert gc.capped_body(body, comp, dram, np.ones(3), np.ones(3)).tolist() == body.tolist()
+
+
+def test_a_partial_warp_takes_a_full_warps_issue_slots():
+    """40 work-items per work-group run as two 32-wide warps: their compute costs 64/40 of the
+    same work in work-groups of 64, per work-item; multiples of the warp width pay nothing extra."""
+    from kernelcast.models.analytical.gpu import lane_padding
+
+    assert lane_padding(np.array([640.0, 1280.0, 4096.0]), np.array([16.0, 20.0, 128.0]), 32).tolist() == \
+        [64 / 40, 1.0, 1.0]
+    assert lane_padding(np.array([640.0]), np.array([16.0]), 64)[0] == pytest.approx(64 / 40)
+    gc = GPUClass(gpu_profile())
+    f = analyze_source_text(UNROLLED, "unrolled").evaluate_many(
+        {"gsize0": np.array([640.0, 1280.0]), "lsize0": np.array([40.0, 64.0]), "ngroups0": np.array([16.0, 20.0]),
+         "warp": np.array([32.0, 32.0])})
+    f = gc.compiled_features(f)
+    costs = gc.item_costs(None, f, {}, np.array([640.0, 1280.0]), np.array([16.0, 20.0]))
+    assert costs.seconds[0] == pytest.approx(costs.seconds[1] * 64 / 40)

@@ -182,12 +182,13 @@ class GPUClass(DeviceClass):
         the busiest pipe or the issue where the profile gives the issue rate (:func:`pipe_seconds`;
         each pipe's and the issue's seconds per work-item are parts ``pipe_<name>_s``), else the sum
         over the classes."""
+        pad = lane_padding(g, n_wg, self.params.warp)
         comp, flops = operation_seconds(self.params, f, g, self.count_prefix)
         if not self.params.issue_per_clk:
-            return ItemCosts(comp, flops)
+            return ItemCosts(comp * pad, flops)
         terms = pipe_seconds(self.params, f, g)
-        comp = terms.pop("compute")
-        return ItemCosts(comp, flops, parts={f"pipe_{k}_s": v for k, v in terms.items()})
+        comp = terms.pop("compute") * pad
+        return ItemCosts(comp, flops, parts={f"pipe_{k}_s": v * pad for k, v in terms.items()})
 
     def memory_levels(self, f: Mapping[str, np.ndarray], env: Mapping[str, Any], g: np.ndarray, lsz: np.ndarray,
                       n_wg: np.ndarray, per_cu: np.ndarray, mem_t: np.ndarray
@@ -199,7 +200,7 @@ class GPUClass(DeviceClass):
         d = self.params
         cu, clock = float(d.compute_units), d.clock
         t = launch_traffic(f, env, g)
-        warps = g / d.warp
+        warps = n_wg * np.ceil(g / np.maximum(n_wg, 1.0) / d.warp)          # a partial warp is a warp
         insts_global = f["warp_global_mem"] * warps
         insts_local = f["warp_local_mem"] * f["local_bank_conflict"] * warps
         active = np.minimum(n_wg, cu)
@@ -234,6 +235,14 @@ class GPUClass(DeviceClass):
         """Everything but the DRAM slows with the core clock: compute, the L1 and shared memory, the
         L2 and the latency floor; ``mem_t`` is the part that does not (the DRAM level's seconds)."""
         return np.maximum(np.where(body > mem_t, body, comp_t) / freq_ratio, mem_t)
+
+
+def lane_padding(g: np.ndarray, n_wg: np.ndarray, warp: int) -> np.ndarray:
+    """Issued lanes per work-item: a work-group of ``L`` work-items runs as ``ceil(L / W)`` warps of
+    ``W`` lanes, so a partial warp takes a full warp's issue slots and pipe cycles (``W ceil(L / W) /
+    L``: 1 for multiples of the warp width, 1.6 for 40 work-items in 32-wide warps)."""
+    lsz = g / np.maximum(n_wg, 1.0)
+    return np.ceil(lsz / warp) * warp / np.maximum(lsz, 1.0)
 
 
 def compiled_counts(f: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
