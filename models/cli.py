@@ -792,8 +792,8 @@ def add_parsers(sub: Any) -> None:
                    help="power cap in W (DVFS adjustment; needs tdp_w in the profile)")
     p.add_argument("--clock", type=positive_float, metavar="MHZ",
                    help="GPU core clock in MHz (as Kernel Tuner's nvml_gr_clock): all but DRAM-bound time scales "
-                        "with it, the energy's core voltage follows it, the power limit (--power-cap, else the TDP) "
-                        "may lower it; docs/energy.md")
+                        "with it, the energy's core voltage follows it, the power limit (--power-cap, else the TDP "
+                        "above the boost clock) may lower it; docs/energy.md")
     add_build_options(p)
     p.add_argument("--json", action="store_true", help="print the predictions as JSON")
     p.set_defaults(func=cmd_predict)

@@ -237,7 +237,9 @@ class AnalyticalModel(Predictor):
         consts = gpu_energy_constants(d) if d.is_gpu else None
         if d.is_gpu and (consts is not None or clock_mhz is not None):
             # the clock axis: everything but the DRAM scales with the clock; the power limit (the
-            # cap, else the TDP) lowers the clock where the power would exceed it
+            # cap, else the TDP for clocks above the boost clock: the energy constants derived from
+            # the TDP are upper bounds, so the boost clock itself is not held to it) lowers the
+            # clock where the power would exceed it
             boost = d.clock_hz / 1e6 if d.clock_hz else None
             r0 = np.ones_like(g)
             if clock_mhz is not None and boost:
@@ -247,7 +249,7 @@ class AnalyticalModel(Predictor):
             if cap is not None:
                 limit = np.broadcast_to(np.asarray(cap, dtype=np.float64), g.shape).copy()
             if d.tdp_w:
-                limit = np.where(np.isfinite(limit), limit, d.tdp_w)
+                limit = np.where(np.isfinite(limit), limit, np.where(r0 > 1.0, d.tdp_w, np.inf))
             base_body = body
             # the part of the body in the memory's own clock domain (the device class's DRAM level)
             fixed_t = levels.get("level_dram_s", mem_t)
