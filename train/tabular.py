@@ -97,6 +97,7 @@ from kernelcast.models.tabular import (
     INTERVAL_LEVEL,
     MIN_BOUND_ROWS,
     TARGETS,
+    XFER_COLUMNS,
     IntervalCalibration,
     ResidualCalibration,
     ResidualQuantiles,
@@ -104,7 +105,9 @@ from kernelcast.models.tabular import (
     TabularPredictor,
     bound_names,
     build_table,
+    fill_transfer,
     is_tabular_dir,
+    transfer_table,
 )
 from kernelcast.train.split import group_key
 
@@ -196,7 +199,8 @@ def choose_residual_scale(x: np.ndarray, r: np.ndarray, groups: np.ndarray, feat
 
 def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target = "time", seed: int = 0,
                 params: dict[str, Any] | None = None, scale_folds: int = SCALE_FOLDS,
-                features: Sequence[str] | None = None, residual: bool = True) -> TabularPredictor:
+                features: Sequence[str] | None = None, residual: bool = True,
+                transfer: bool = True, transfer_rows: pd.DataFrame | None = None) -> TabularPredictor:
     """Fit the heads of ``target`` on a :func:`build_table` table (module docstring).
 
     ``params`` override :data:`DEFAULT_PARAMS` (LightGBM names); ``num_boost_round`` among them sets
@@ -204,6 +208,11 @@ def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target =
     ``scale_folds`` inner grouped folds (:func:`choose_residual_scale`; 0: no shrinkage).
     ``features``: a subset of :data:`FEATURE_COLUMNS` to fit on (default all). Without
     ``residual`` only the direct booster (on ``log2(measured)``) is fitted and predicts every row.
+    With ``transfer`` the configuration-transfer table (:mod:`models.xfer`) is built from the
+    table's measured rows and ``transfer_rows`` (:func:`models.tabular.transfer_rows` of more
+    measured rows, e.g. every row of the training devices' datasets), each training row gets the
+    transfer columns of the *other* devices, and the model keeps the table; with fewer than two
+    devices, or no configuration measured on two, the transfer columns are left out of the features.
     :class:`DataError` when the table has no usable rows for a head asked for (e.g. ``energy``
     without measured energy)."""
     if target not in ("time", "energy", "both"):
@@ -214,6 +223,13 @@ def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target =
     if missing:
         raise DataError(f"the table lacks feature column(s) {missing[:3]}: build it with models.tabular.build_table")
     features = list(FEATURE_COLUMNS) if features is None else [c for c in FEATURE_COLUMNS if c in set(features)]
+    xfer = transfer_table(table, transfer_rows) if transfer and any(c in features for c in XFER_COLUMNS) else None
+    if xfer is not None:
+        table = fill_transfer(table, xfer)
+        if not np.isfinite(table["xfer_rel"].to_numpy(dtype=np.float64)).any():
+            xfer = None                             # no configuration of these rows measured on another device
+    if xfer is None:
+        features = [c for c in features if c not in XFER_COLUMNS]
     x_all = table[features].to_numpy(dtype=np.float64)
     kernels = table["kernel_name"].to_numpy() if "kernel_name" in table.columns else None
     wanted = ["time", "energy"] if target == "both" else [target]
@@ -262,7 +278,11 @@ def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target =
                    "profile_device": profile.device.name, "seconds": time.perf_counter() - t0}
     if kernels is not None:
         summary_all["kernels"] = int(pd.Series(kernels).nunique())
-    return TabularPredictor(heads, features, profile, summary_all)
+    if xfer is not None:
+        summary_all["config_transfer"] = {
+            "devices": xfer.devices, "configurations": len(xfer.configs), "problems": len(xfer.levels),
+            "training_rows_with_transfer": int(np.isfinite(table["xfer_rel"].to_numpy(dtype=np.float64)).sum())}
+    return TabularPredictor(heads, features, profile, summary_all, xfer=xfer)
 
 
 # ---------------------------------------------------------------------------------------------
