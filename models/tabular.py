@@ -71,7 +71,8 @@ cannot read):
 * **configuration transfer** (``xfer_``, :mod:`models.xfer`): the same configuration's measured
   time on the *other* devices of the training data (``xfer_rel``: relative to each device's median
   over the problem; ``xfer_devices``: how many; ``xfer_abs_log2``: scaled by the spec ratio;
-  ``xfer_resid``: that minus ``log2_analytical_us``), weighted by device similarity, each row's own
+  ``xfer_resid``: that minus ``log2_analytical_us``; ``xfer_rel_an``: ``xfer_rel`` minus
+  ``log2_analytical_us``), weighted by device similarity, each row's own
   device left out. :func:`build_table` leaves them NaN and passes the keys through (``xfer_problem``,
   ``xfer_config``, ``xfer_device`` = the profile's device name); the model fills them from the table
   of measured times it was fitted with (:func:`fill_transfer`), so they exist only for

@@ -31,7 +31,11 @@ one configuration on one device: their median). A row of device ``d`` gets (:met
   bandwidth and of peak FP32 rate that both profiles state (devices without either are left out;
   NaN when none is left): a time scales inversely with the rate that bounds it;
 * ``xfer_resid``: ``xfer_abs_log2 - log2_analytical_us``, the other devices' estimate of exactly
-  the residual the model learns.
+  the residual the model learns;
+* ``xfer_rel_an``: ``xfer_rel - log2_analytical_us``: the same residual up to one constant per
+  device and problem (its level), without any spec ratio, so that a tree ranks a problem's
+  configurations by it on a device whose profile states neither rate; the constant is left to the
+  level features (device columns, analytical terms).
 
 Weights (:func:`device_weight`) come from the profiles' device columns alone, fixed before any data:
 :data:`FAMILY_WEIGHT` for a device of the same class, vendor and warp width (an architecture family:
@@ -41,8 +45,10 @@ is fitted on the device predicted. A configuration measured on no other device, 
 no other device, has NaN features (LightGBM routes NaN down its own branch).
 
 Saved as ``xfer.json`` next to ``tabular.json`` (:meth:`XferTable.save`): the devices with their
-device columns, and per problem and configuration (keyed by a 16-hex-digit hash) one value per
-device (null where not measured), rounded to 1e-4 in log2.
+device columns and, per problem (keyed by a 16-hex-digit hash), its level on each device and its
+configurations (keyed the same way) with one relative value per device (null where not measured),
+all in log2 rounded to :data:`DECIMALS` decimals (0.07 % of a time; the table is rounded when it
+is built, so a model predicts the same before and after saving).
 """
 
 from __future__ import annotations
@@ -68,7 +74,7 @@ XFER_FILE = "xfer.json"
 XFER_FORMAT = "kernelcast-config-transfer"
 XFER_VERSION = 1
 #: feature columns (appended to ``models.tabular.FEATURE_COLUMNS``)
-XFER_COLUMNS = ("xfer_rel", "xfer_devices", "xfer_abs_log2", "xfer_resid")
+XFER_COLUMNS = ("xfer_rel", "xfer_devices", "xfer_abs_log2", "xfer_resid", "xfer_rel_an")
 #: key columns ``build_table`` passes through (not features)
 XFER_KEY_COLUMNS = ("xfer_config", "xfer_problem", "xfer_device")
 #: weight of a device of the same class, vendor and warp width as the device predicted
@@ -78,6 +84,8 @@ OTHER_CLASS_WEIGHT = 0.25
 #: the device columns a weight or a spec ratio reads
 WEIGHT_COLUMNS = ("dev_class", "dev_vendor", "dev_warp_size")
 SPEC_COLUMNS = ("dev_dram_bw_gbs", "dev_peak_fp32_gflops")
+#: decimals of the saved log2 values
+DECIMALS = 3
 _DEFINE = re.compile(r"-D\s*([A-Za-z_]\w*)(?:=(\S*))?")
 
 
@@ -184,12 +192,13 @@ class XferTable:
         di = {d: i for i, d in enumerate(devices)}
         per = df.groupby(["p", "c", "d"], sort=True)["y"].median().reset_index()
         lev = per.groupby(["p", "d"], sort=True)["y"].median()
+        # rounded as saved: a model predicts the same before and after saving
         for (p, d), v in lev.items():
-            table.levels.setdefault(str(p), np.full(len(devices), np.nan))[di[str(d)]] = float(v)
+            table.levels.setdefault(str(p), np.full(len(devices), np.nan))[di[str(d)]] = round(float(v), DECIMALS)
         for (p, c), g in per.groupby(["p", "c"], sort=True):
             v = np.full(len(devices), np.nan)
             for d, y in zip(g["d"], g["y"]):
-                v[di[str(d)]] = float(y) - table.levels[str(p)][di[str(d)]]
+                v[di[str(d)]] = round(float(y) - table.levels[str(p)][di[str(d)]], DECIMALS)
             table.configs[str(c)] = (str(p), v)
         return table
 
@@ -232,19 +241,22 @@ class XferTable:
         ab = np.where(swa > 0, (np.where(ha, absv, 0.0) * wa).sum(axis=1) / np.where(swa > 0, swa, 1.0), np.nan)
         la = np.asarray(log2_analytical, dtype=np.float64)
         return {"xfer_rel": rel, "xfer_devices": have.sum(axis=1).astype(np.float64), "xfer_abs_log2": ab,
-                "xfer_resid": np.where(np.isfinite(ab) & np.isfinite(la), ab - la, np.nan)}
+                "xfer_resid": np.where(np.isfinite(ab) & np.isfinite(la), ab - la, np.nan),
+                "xfer_rel_an": np.where(np.isfinite(rel) & np.isfinite(la), rel - la, np.nan)}
 
     # -- saving and loading -------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
         def vec(v: np.ndarray) -> list[float | None]:
-            return [None if not np.isfinite(x) else round(float(x), 4) for x in v]
+            return [None if not np.isfinite(x) else round(float(x), DECIMALS) for x in v]
 
+        problems: dict[str, dict[str, Any]] = {p: {"levels": vec(v), "configs": {}} for p, v in self.levels.items()}
+        for c, (p, v) in self.configs.items():
+            problems[p]["configs"][c] = vec(v)
         return {"format": XFER_FORMAT, "version": XFER_VERSION, "devices": self.devices,
                 "device_columns": {d: {c: (v if np.isfinite(v) else None) for c, v in cols.items()}
                                    for d, cols in self.device_columns.items()},
-                "levels": {p: vec(v) for p, v in self.levels.items()},
-                "configs": {c: [p, vec(v)] for c, (p, v) in self.configs.items()}}
+                "problems": problems}
 
     def save(self, directory: str | os.PathLike[str]) -> Path:
         d = Path(directory)
@@ -276,12 +288,12 @@ class XferTable:
                      for d, cols in data["device_columns"].items()}
             if set(dcols) != set(devices):
                 raise ValueError("device columns do not match the devices")
-            levels = {str(p): arr(v) for p, v in data["levels"].items()}
-            configs = {}
-            for c, (p, v) in data["configs"].items():
-                if str(p) not in levels:
-                    raise ValueError(f"configuration {c} names an unknown problem")
-                configs[str(c)] = (str(p), arr(v))
+            levels: dict[str, np.ndarray] = {}
+            configs: dict[str, tuple[str, np.ndarray]] = {}
+            for p, prob in data["problems"].items():
+                levels[str(p)] = arr(prob["levels"])
+                for c, v in prob["configs"].items():
+                    configs[str(c)] = (str(p), arr(v))
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise XferFormatError(f"{where}: cannot read: {e!r}") from None
         return cls(devices, dcols, levels, configs)
