@@ -958,15 +958,28 @@ class TabularHead:
     #: the residual booster's output is multiplied by this (0..1) before it is applied: the shrinkage
     #: toward the analytical model chosen on inner out-of-fold predictions (``train/tabular.py``)
     residual_scale: float = 1.0
+    #: the *transfer* booster, on ``log2(measured) - xfer_rel`` of the rows that have a
+    #: configuration-transfer value: it predicts the device's level on the problem (and what the
+    #: other devices' ordering gets wrong), the other devices' ordering is kept as it is
+    transfer: lgb.Booster | None = None
 
-    def predict(self, x: np.ndarray, base: np.ndarray) -> np.ndarray:
-        """Predictions in the target's unit (us or J), NaN where no booster applies."""
+    def predict(self, x: np.ndarray, base: np.ndarray, rel: np.ndarray | None = None) -> np.ndarray:
+        """Predictions in the target's unit (us or J), NaN where no booster applies. ``rel``: the
+        rows' ``xfer_rel`` (the transfer booster predicts the rows where it is finite)."""
         out = np.full(len(base), np.nan)
+        xf = np.zeros(len(base), dtype=bool)
+        if self.transfer is not None and rel is not None:
+            xf = np.isfinite(rel)
+            if xf.any():
+                out[xf] = np.exp2(rel[xf] + np.asarray(self.transfer.predict(x[xf]), dtype=np.float64))
         ok = np.isfinite(base) & (base > 0)
         if self.residual is not None and ok.any():
             r = np.asarray(self.residual.predict(x[ok]), dtype=np.float64)
-            out[ok] = base[ok] * np.exp2(self.residual_scale * r)
-        rest = ~ok if self.residual is not None else np.ones(len(base), dtype=bool)
+            res = base[ok] * np.exp2(self.residual_scale * r)
+            both = xf[ok]
+            out[ok] = np.where(both, np.sqrt(np.where(both, out[ok], 1.0) * res), res)
+        ok |= xf
+        rest = (~ok if self.residual is not None else np.ones(len(base), dtype=bool)) & ~xf
         if self.direct is not None and rest.any():
             out[rest] = np.exp2(self.direct.predict(x[rest]))
         return out
@@ -1051,7 +1064,8 @@ class TabularPredictor(Predictor):
                 continue
             base = table[head.base].to_numpy(dtype=np.float64) if head.base in table.columns \
                 else np.full(len(table), np.nan)
-            out[t] = head.predict(x, base)
+            rel = table["xfer_rel"].to_numpy(dtype=np.float64) if head.transfer is not None else None
+            out[t] = head.predict(x, base, rel)
         return Predictions(out["time"], out["energy"])
 
     # -- saving and loading -------------------------------------------------------------------
@@ -1062,7 +1076,8 @@ class TabularPredictor(Predictor):
             heads[t] = {"target_column": TARGETS[t], "base_column": h.base, "summary": h.summary,
                         "residual_scale": h.residual_scale,
                         "residual": None if h.residual is None else h.residual.model_to_string(),
-                        "direct": None if h.direct is None else h.direct.model_to_string()}
+                        "direct": None if h.direct is None else h.direct.model_to_string(),
+                        "transfer": None if h.transfer is None else h.transfer.model_to_string()}
         out = {"format": FORMAT, "version": FORMAT_VERSION, "table_version": TABLE_VERSION,
                "features": self.features, "categorical": [c for c in CATEGORICAL_COLUMNS if c in self.features],
                "targets": self.targets, "summary": self.summary, "profile": self.profile.to_dict(), "heads": heads}
@@ -1119,9 +1134,12 @@ class TabularPredictor(Predictor):
                 raise ModelFormatError(f"{p}: unknown head {t!r}")
             res = None if h.get("residual") is None else _booster_from_string(h["residual"], f"{p}: {t} residual")
             dire = None if h.get("direct") is None else _booster_from_string(h["direct"], f"{p}: {t} direct")
+            tra = None if h.get("transfer") is None else _booster_from_string(h["transfer"], f"{p}: {t} transfer")
             if res is None and dire is None:
                 raise ModelFormatError(f"{p}: head {t!r} has no booster")
-            for b in (res, dire):
+            if tra is not None and "xfer_rel" not in features:
+                raise ModelFormatError(f"{p}: head {t!r} has a transfer booster and the model no xfer_rel feature")
+            for b in (res, dire, tra):
                 if b is not None and b.num_feature() != len(features):
                     raise ModelFormatError(f"{p}: head {t!r} has {b.num_feature()} features, the model lists "
                                            f"{len(features)}")
@@ -1129,7 +1147,7 @@ class TabularPredictor(Predictor):
             if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0.0 <= scale <= 1.0:
                 raise ModelFormatError(f"{p}: head {t!r}: residual_scale {scale!r} is not a number in [0, 1]")
             heads[t] = TabularHead(t, str(h.get("base_column", BASES[t])), res, dire, dict(h.get("summary") or {}),
-                                   float(scale))
+                                   float(scale), tra)
         saved_profile = None
         try:
             saved_profile = DeviceProfile.from_dict(data.get("profile"))

@@ -267,6 +267,13 @@ def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target =
             summary["analytical_in_sample"] = _log2_summary(r)
             summary["residual_in_sample"] = _log2_summary(r - fitted)
         head.direct = _fit_booster(x_all[ok], np.log2(y[ok]), w_all, features, p, rounds)
+        if t == "time" and xfer is not None:
+            rel = table["xfer_rel"].to_numpy(dtype=np.float64)
+            has_rel = ok & np.isfinite(rel)
+            if has_rel.sum() >= MIN_ROWS:
+                head.transfer = _fit_booster(x_all[has_rel], np.log2(y[has_rel]) - rel[has_rel], None, features, p,
+                                             rounds)
+                summary["rows_with_transfer"] = int(has_rel.sum())
         summary["seconds"] = time.perf_counter() - th
         head.summary = summary
         heads[t] = head
