@@ -960,13 +960,21 @@ class TabularHead:
     residual_scale: float = 1.0
     #: the *transfer* booster, on ``log2(measured) - xfer_rel`` of the rows that have a
     #: configuration-transfer value: it predicts the device's level on the problem (and what the
-    #: other devices' ordering gets wrong), the other devices' ordering is kept as it is
+    #: other devices' ordering gets wrong), the other devices' ordering is kept as it is. It reads
+    #: every feature; the residual and direct boosters read all but the transfer columns (the
+    #: model's features but its last ones, the transfer columns, when it has them)
     transfer: lgb.Booster | None = None
 
-    def predict(self, x: np.ndarray, base: np.ndarray, rel: np.ndarray | None = None) -> np.ndarray:
-        """Predictions in the target's unit (us or J), NaN where no booster applies. ``rel``: the
-        rows' ``xfer_rel`` (the transfer booster predicts the rows where it is finite)."""
+    def predict(self, x: np.ndarray, base: np.ndarray, rel: np.ndarray | None = None,
+                n_base: int | None = None) -> np.ndarray:
+        """Predictions in the target's unit (us or J), NaN where no booster applies. ``x``: the
+        matrix of the model's features, of which the residual and direct boosters read the first
+        ``n_base`` (default all); ``rel``: the rows' ``xfer_rel``. A row with a transfer
+        value gets the geometric mean of the transfer path (``2**(xfer_rel + transfer)``) and the
+        residual path (the direct booster's where the analytical model has no value); any other
+        row the residual (or direct) path alone."""
         out = np.full(len(base), np.nan)
+        xb = x if n_base is None else x[:, :n_base]
         xf = np.zeros(len(base), dtype=bool)
         if self.transfer is not None and rel is not None:
             xf = np.isfinite(rel)
@@ -974,14 +982,15 @@ class TabularHead:
                 out[xf] = np.exp2(rel[xf] + np.asarray(self.transfer.predict(x[xf]), dtype=np.float64))
         ok = np.isfinite(base) & (base > 0)
         if self.residual is not None and ok.any():
-            r = np.asarray(self.residual.predict(x[ok]), dtype=np.float64)
+            r = np.asarray(self.residual.predict(xb[ok]), dtype=np.float64)
             res = base[ok] * np.exp2(self.residual_scale * r)
             both = xf[ok]
             out[ok] = np.where(both, np.sqrt(np.where(both, out[ok], 1.0) * res), res)
-        ok |= xf
-        rest = (~ok if self.residual is not None else np.ones(len(base), dtype=bool)) & ~xf
+        rest = ~ok if self.residual is not None else np.ones(len(base), dtype=bool)
         if self.direct is not None and rest.any():
-            out[rest] = np.exp2(self.direct.predict(x[rest]))
+            d = np.exp2(np.asarray(self.direct.predict(xb[rest]), dtype=np.float64))
+            both = xf[rest]
+            out[rest] = np.where(both, np.sqrt(np.where(both, out[rest], 1.0) * d), d)
         return out
 
 
@@ -1016,6 +1025,8 @@ class TabularPredictor(Predictor):
         self.calibration = calibration
         #: the configuration-transfer table the model was fitted with (``xfer.json``; None: none)
         self.xfer = xfer
+        #: how many of the features the residual and direct boosters read (all but the transfer columns)
+        self.n_base = len([f for f in self.features if f not in XFER_COLUMNS])
 
     def residual_calibration(self, model: str = "tabular") -> ResidualCalibration | None:
         """The time residual calibration of ``model`` (``tabular`` or ``analytical``, the latter
@@ -1065,7 +1076,7 @@ class TabularPredictor(Predictor):
             base = table[head.base].to_numpy(dtype=np.float64) if head.base in table.columns \
                 else np.full(len(table), np.nan)
             rel = table["xfer_rel"].to_numpy(dtype=np.float64) if head.transfer is not None else None
-            out[t] = head.predict(x, base, rel)
+            out[t] = head.predict(x, base, rel, self.n_base)
         return Predictions(out["time"], out["energy"])
 
     # -- saving and loading -------------------------------------------------------------------
@@ -1139,10 +1150,13 @@ class TabularPredictor(Predictor):
                 raise ModelFormatError(f"{p}: head {t!r} has no booster")
             if tra is not None and "xfer_rel" not in features:
                 raise ModelFormatError(f"{p}: head {t!r} has a transfer booster and the model no xfer_rel feature")
-            for b in (res, dire, tra):
-                if b is not None and b.num_feature() != len(features):
-                    raise ModelFormatError(f"{p}: head {t!r} has {b.num_feature()} features, the model lists "
-                                           f"{len(features)}")
+            n_base = len([f for f in features if f not in XFER_COLUMNS])
+            if features[n_base:] and features[n_base:] != list(XFER_COLUMNS):
+                raise ModelFormatError(f"{p}: the transfer columns are not the model's last features")
+            for b, n in ((res, n_base), (dire, n_base), (tra, len(features))):
+                if b is not None and b.num_feature() != n:
+                    raise ModelFormatError(f"{p}: head {t!r} has a booster of {b.num_feature()} features, the model "
+                                           f"lists {n}")
             scale = h.get("residual_scale", 1.0)
             if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0.0 <= scale <= 1.0:
                 raise ModelFormatError(f"{p}: head {t!r}: residual_scale {scale!r} is not a number in [0, 1]")

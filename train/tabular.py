@@ -228,9 +228,12 @@ def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target =
         table = fill_transfer(table, xfer)
         if not np.isfinite(table["xfer_rel"].to_numpy(dtype=np.float64)).any():
             xfer = None                             # no configuration of these rows measured on another device
-    if xfer is None:
-        features = [c for c in features if c not in XFER_COLUMNS]
+    features = [c for c in features if c not in XFER_COLUMNS] + (list(XFER_COLUMNS) if xfer is not None else [])
     x_all = table[features].to_numpy(dtype=np.float64)
+    # the residual and direct boosters never see the transfer columns (a row without a transfer
+    # value gets the prediction of the model without them); only the transfer booster does
+    base_features = [c for c in features if c not in XFER_COLUMNS]
+    x_base = x_all[:, :len(base_features)]
     kernels = table["kernel_name"].to_numpy() if "kernel_name" in table.columns else None
     wanted = ["time", "energy"] if target == "both" else [target]
     heads: dict[str, TabularHead] = {}
@@ -261,12 +264,12 @@ def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target =
             if t == "time" and kernels is not None:
                 groups = table_groups(table)[has_base]
                 head.residual_scale, summary["residual_scale"] = choose_residual_scale(
-                    x_all[has_base], r, groups, features, p, rounds, scale_folds, seed)
-            head.residual = _fit_booster(x_all[has_base], r, w, features, p, rounds)
-            fitted = head.residual_scale * np.asarray(head.residual.predict(x_all[has_base]), dtype=np.float64)
+                    x_base[has_base], r, groups, base_features, p, rounds, scale_folds, seed)
+            head.residual = _fit_booster(x_base[has_base], r, w, base_features, p, rounds)
+            fitted = head.residual_scale * np.asarray(head.residual.predict(x_base[has_base]), dtype=np.float64)
             summary["analytical_in_sample"] = _log2_summary(r)
             summary["residual_in_sample"] = _log2_summary(r - fitted)
-        head.direct = _fit_booster(x_all[ok], np.log2(y[ok]), w_all, features, p, rounds)
+        head.direct = _fit_booster(x_base[ok], np.log2(y[ok]), w_all, base_features, p, rounds)
         if t == "time" and xfer is not None:
             rel = table["xfer_rel"].to_numpy(dtype=np.float64)
             has_rel = ok & np.isfinite(rel)
