@@ -269,3 +269,22 @@ def test_extra_transfer_rows_reach_the_table(devices_tables):
     model = fit_tabular(train, base, seed=0, transfer_rows=refs[2])
     assert model.xfer is not None and model.xfer.devices == ["dev-a", "dev-b", "dev-c"]
     assert (fill_transfer(train, model.xfer)["xfer_devices"] == 2).all()
+
+
+def test_evaluate_fitter_never_lets_a_held_out_device_into_the_table(devices_tables):
+    from kernelcast.train.oof import TabularFitter
+
+    base, tables, refs = devices_tables
+    table = pd.concat(tables, ignore_index=True)
+    train = np.flatnonzero(table["xfer_device"] != "dev-d")
+    test = np.flatnonzero(table["xfer_device"] == "dev-d")
+
+    def predict(rows: pd.DataFrame | None, transfer: bool = True) -> np.ndarray:
+        f = TabularFitter(base, seed=0, transfer=transfer, transfer_rows=rows)
+        f.table = table
+        return f.fit_predict(train, test)
+
+    # the held-out device's own measured rows among the transfer rows change nothing
+    np.testing.assert_array_equal(predict(pd.concat(refs, ignore_index=True)),
+                                  predict(pd.concat(refs[:3], ignore_index=True)))
+    assert not np.array_equal(predict(None), predict(None, transfer=False))
