@@ -11,9 +11,12 @@ dataset per pair); each GPU directory name maps to a bundled profile (:data:`GPU
 pair is read, its ok rows sampled (``--rows-per-pair``, seeded), each row tagged with its GPU
 (``device``) and its table built with that GPU's profile, so everything the model sees (the
 analytical columns and the residual target included) is recomputed from the datasets and the
-analysis cache. ``build`` fits the model on every row and writes ``tabular.json`` and ``card.json``
-(sources, GPUs, kernels, rows per pair); ``evaluate`` runs ``kernelcast evaluate``'s grouped
-out-of-fold loop (``--group-by kernel|gpu|both``) and writes ``metrics.json``.
+analysis cache. ``build`` fits the model on every row and writes ``tabular.json``, ``xfer.json``
+(the configuration-transfer table of :mod:`models.xfer`, made of every ok row of every pair, sampled
+or not) and ``card.json`` (sources, GPUs, kernels, rows per pair); ``evaluate`` runs ``kernelcast
+evaluate``'s grouped out-of-fold loop (``--group-by kernel|gpu|both``), each fold's transfer table
+holding only the ok rows of its training rows' GPUs and problems, and writes ``metrics.json``.
+``--no-config-transfer`` leaves the transfer columns out (the model before them).
 """
 
 from __future__ import annotations
