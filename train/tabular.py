@@ -45,6 +45,18 @@ Zhang et al. weight a squared error in joules, ``(E_p - E_m)^2 / E_m``, to favou
 kernels; here the error is already relative (log2), so the same weights favour them more strongly
 than in their paper, hence the clipping.
 
+Configuration transfer (:mod:`models.xfer`): when the training rows come from several devices that
+measured the same configurations, :func:`fit_tabular` builds the table of their measured times
+(plus any ``transfer_rows``), fills each training row's ``xfer_*`` columns from the *other* devices,
+and fits the time head's third booster, the transfer booster, on ``log2(measured) - xfer_rel`` of
+the rows that have a value; the residual and direct boosters are fitted without the ``xfer_*``
+columns, so they are the boosters of the model without transfer. Prediction takes the geometric
+mean of the two paths where a row has a transfer value (``models.tabular.TabularHead.predict``).
+Why the mean and not either path alone: GPU-disjoint on the public yardstick the residual booster
+with the transfer columns among its features barely used them (median pair Spearman 0.60), the
+transfer path alone ranked best (0.69) but missed the level of an unseen GPU (median APE 68 %),
+the mean kept 0.63 at 41 % (docs/gpu-model.md).
+
 Intervals (:func:`calibrate_intervals`, run by :func:`train_tabular`): an internal grouped K-fold
 (:data:`INTERVAL_FOLDS`; groups by :func:`kernel_groups`: a synthetic template family, a source
 file, or one kernel, as evaluate's folds) refits the time head on each fold's other rows with the
