@@ -11,9 +11,12 @@ dataset per pair); each GPU directory name maps to a bundled profile (:data:`GPU
 pair is read, its ok rows sampled (``--rows-per-pair``, seeded), each row tagged with its GPU
 (``device``) and its table built with that GPU's profile, so everything the model sees (the
 analytical columns and the residual target included) is recomputed from the datasets and the
-analysis cache. ``build`` fits the model on every row and writes ``tabular.json`` and ``card.json``
-(sources, GPUs, kernels, rows per pair); ``evaluate`` runs ``kernelcast evaluate``'s grouped
-out-of-fold loop (``--group-by kernel|gpu|both``) and writes ``metrics.json``.
+analysis cache. ``build`` fits the model on every row and writes ``tabular.json``, ``xfer.json``
+(the configuration-transfer table of :mod:`models.xfer`, made of every ok row of every pair, sampled
+or not) and ``card.json`` (sources, GPUs, kernels, rows per pair); ``evaluate`` runs ``kernelcast
+evaluate``'s grouped out-of-fold loop (``--group-by kernel|gpu|both``), each fold's transfer table
+holding only the ok rows of its training rows' GPUs and problems, and writes ``metrics.json``.
+``--no-config-transfer`` leaves the transfer columns out (the model before them).
 """
 
 from __future__ import annotations
@@ -31,7 +34,14 @@ import numpy as np
 import pandas as pd
 from kernelcast.calib.profile import DeviceProfile, load_profile
 from kernelcast.datagen.frame import DataError, load_measured_frame
-from kernelcast.models.tabular import DEVICE_COLUMNS, DEVICE_RATIO_COLUMNS, FEATURE_COLUMNS, TABLE_VERSION
+from kernelcast.models.tabular import (
+    DEVICE_COLUMNS,
+    DEVICE_RATIO_COLUMNS,
+    FEATURE_COLUMNS,
+    TABLE_VERSION,
+    XFER_COLUMNS,
+    transfer_rows,
+)
 from kernelcast.train.oof import DeviceProfiles, TabularFitter, device_tables
 from kernelcast.train.tabular import fit_tabular
 
@@ -80,16 +90,21 @@ def find_pairs(yardstick: Path, only_gpus: Sequence[str] = (), skip_gpus: Sequen
     return out
 
 
-def load_pairs(pairs: Sequence[Pair], rows_per_pair: int, seed: int) -> tuple[pd.DataFrame, DeviceProfiles]:
+def load_pairs(pairs: Sequence[Pair], rows_per_pair: int,
+               seed: int) -> tuple[pd.DataFrame, DeviceProfiles, pd.DataFrame]:
     """Every pair's ok rows (measured time > 0), at most ``rows_per_pair`` of each drawn with ``seed``
-    (0: all), as one frame with ``device`` = the GPU, and the profile of each GPU."""
+    (0: all), as one frame with ``device`` = the GPU, the profile of each GPU, and *every* ok row of
+    every pair as configuration-transfer rows (:func:`models.tabular.transfer_rows`: the measured
+    times the transfer features are made of, sampled or not)."""
     frames = []
+    refs = []
     by_device: dict[str, DeviceProfile] = {}
     for i, p in enumerate(pairs):
         df, _ = load_measured_frame(p.path)
         t = pd.to_numeric(df["time_median_us"], errors="coerce")
         df = df[np.isfinite(t) & (t > 0)].reset_index(drop=True)
         p.rows = len(df)
+        refs.append(transfer_rows(df, load_profile(p.profile)))
         if rows_per_pair and len(df) > rows_per_pair:
             df = df.sample(n=rows_per_pair, random_state=seed + i).sort_index().reset_index(drop=True)
         p.sampled = len(df)
@@ -97,19 +112,22 @@ def load_pairs(pairs: Sequence[Pair], rows_per_pair: int, seed: int) -> tuple[pd
         df["row_key"] = f"{p.benchmark}/{p.gpu}:" + df["row_key"].astype(str) if "row_key" in df.columns else None
         frames.append(df)
         by_device[p.gpu] = load_profile(p.profile)
-    return pd.concat(frames, ignore_index=True, sort=False), DeviceProfiles(by_device=by_device)
+    return (pd.concat(frames, ignore_index=True, sort=False), DeviceProfiles(by_device=by_device),
+            pd.concat(refs, ignore_index=True, sort=False))
 
 
 def build_model(yardstick: Path, out: Path, analysis_dirs: Sequence[str], *, rows_per_pair: int = ROWS_PER_PAIR,
-                seed: int = 0, skip_gpus: Sequence[str] = (), skip_benchmarks: Sequence[str] = ()) -> dict[str, Any]:
+                seed: int = 0, skip_gpus: Sequence[str] = (), skip_benchmarks: Sequence[str] = (),
+                transfer: bool = True) -> dict[str, Any]:
     """Fit the bundled GPU model on every pair of the yardstick (but the GPUs and benchmarks
-    skipped); write it and its card to ``out``."""
+    skipped); write it and its card to ``out``. With ``transfer`` its configuration-transfer table
+    holds every ok row of every pair (not only the sampled ones)."""
     t0 = time.perf_counter()
     pairs = find_pairs(yardstick, skip_gpus=skip_gpus, skip_benchmarks=skip_benchmarks)
-    frame, profiles = load_pairs(pairs, rows_per_pair, seed)
+    frame, profiles, ref = load_pairs(pairs, rows_per_pair, seed)
     table = device_tables(frame, profiles, analysis_dirs)
     first = profiles.by_device[pairs[0].gpu]
-    model = fit_tabular(table, first, target="time", seed=seed)
+    model = fit_tabular(table, first, target="time", seed=seed, transfer=transfer, transfer_rows=ref)
     model.summary["devices"] = sorted(profiles.by_device)
     model.summary["device_profiles"] = {g: GPU_PROFILES[g] for g in sorted(profiles.by_device)}
     model.save(out)
@@ -121,6 +139,7 @@ def build_model(yardstick: Path, out: Path, analysis_dirs: Sequence[str], *, row
         "pairs": [{"benchmark": p.benchmark, "gpu": p.gpu, "profile": p.profile, "ok_rows": p.rows,
                    "rows": p.sampled} for p in pairs],
         "rows_with_analytical": int(np.isfinite(table["analytical_us"]).sum()),
+        "config_transfer": model.summary.get("config_transfer"),
         "seconds": round(time.perf_counter() - t0, 1),
     }
     (out / CARD_FILE).write_text(json.dumps(card, indent=1) + "\n", encoding="utf-8")
@@ -130,23 +149,23 @@ def build_model(yardstick: Path, out: Path, analysis_dirs: Sequence[str], *, row
 def evaluate_model(yardstick: Path, out: Path, analysis_dirs: Sequence[str], group_by: str, folds: int, *,
                    rows_per_pair: int = ROWS_PER_PAIR, seed: int = 0, models: str = "analytical,tabular",
                    skip_gpus: Sequence[str] = (), skip_benchmarks: Sequence[str] = (),
-                   device_features: bool = True, residual: bool = True) -> dict[str, Any]:
+                   device_features: bool = True, residual: bool = True, transfer: bool = True) -> dict[str, Any]:
     """``kernelcast evaluate``'s grouped out-of-fold figures on the sampled yardstick; without
-    ``device_features`` the tabular model is fitted without the device columns (the baseline)."""
-    from kernelcast.train.evaluate import EvaluateOptions, evaluate_frame, parse_models
+    ``device_features`` the tabular model is fitted without the device columns (the baseline);
+    without ``transfer`` without the configuration-transfer columns. With them, each fold's
+    transfer table holds every ok row (sampled or not) of its training rows' GPUs and problems."""
+    from kernelcast.train.evaluate import EvaluateOptions, _make_fitters, evaluate_frame, parse_models
 
     pairs = find_pairs(yardstick, skip_gpus=skip_gpus, skip_benchmarks=skip_benchmarks)
-    frame, profiles = load_pairs(pairs, rows_per_pair, seed)
+    frame, profiles, ref = load_pairs(pairs, rows_per_pair, seed)
     opts = EvaluateOptions(models=parse_models(models), folds=folds, seed=seed, group_by=group_by,
                            analysis_dirs=tuple(analysis_dirs))
-    fitters = None
-    if not device_features or not residual:
-        from kernelcast.train.evaluate import _make_fitters
-
-        fitters = _make_fitters(opts.models, profiles, opts)
+    fitters = _make_fitters(opts.models, profiles, opts)
+    if "tabular" in fitters:
         feats = None if device_features else \
-            [c for c in FEATURE_COLUMNS if c not in DEVICE_COLUMNS + DEVICE_RATIO_COLUMNS]
-        fitters["tabular"] = TabularFitter(profiles, seed, tuple(analysis_dirs), feats, residual)
+            [c for c in FEATURE_COLUMNS if c not in DEVICE_COLUMNS + DEVICE_RATIO_COLUMNS + XFER_COLUMNS]
+        fitters["tabular"] = TabularFitter(profiles, seed, tuple(analysis_dirs), feats, residual, transfer,
+                                           ref if transfer else None)
     ev = evaluate_frame(frame, profiles, opts, fitters=fitters, progress=lambda m: log.info("%s", m))
     out.mkdir(parents=True, exist_ok=True)
     ev.metrics["sampling"] = {"rows_per_pair": rows_per_pair, "seed": seed,
@@ -180,6 +199,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                            help="fit the tabular model on log2(measured) alone, not on the analytical residual")
             p.add_argument("--no-device-features", action="store_true",
                            help="fit the tabular model without the device columns (the baseline)")
+        p.add_argument("--no-config-transfer", action="store_true",
+                       help="fit the tabular model without the configuration-transfer columns (the same "
+                            "configuration's times on the other GPUs)")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO if a.verbose else logging.WARNING, format="%(message)s")
     try:
@@ -193,12 +215,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         find_pairs(ys)
         if a.cmd == "build":
             doc = build_model(ys, Path(a.out), caches, rows_per_pair=a.rows_per_pair, seed=a.seed,
-                              skip_gpus=a.skip_gpu, skip_benchmarks=a.skip_benchmark)
+                              skip_gpus=a.skip_gpu, skip_benchmarks=a.skip_benchmark,
+                              transfer=not a.no_config_transfer)
         else:
             doc = evaluate_model(ys, Path(a.out), caches, a.group_by, a.folds, rows_per_pair=a.rows_per_pair,
                                  seed=a.seed, models=a.models, skip_gpus=a.skip_gpu,
                                  skip_benchmarks=a.skip_benchmark, device_features=not a.no_device_features,
-                                 residual=not a.direct)
+                                 residual=not a.direct, transfer=not a.no_config_transfer)
     except (InputError, DataError) as e:
         print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2

@@ -68,6 +68,15 @@ cannot read):
   ``fill_threads``, ``waves_threads``, ``log2_ws_over_l2``, ``local_mem_over_cu``,
   ``n_wg_per_cu_max``. With them one model trained on the rows of several devices (each table built
   with its device's profile) predicts a device it has not seen from its profile.
+* **configuration transfer** (``xfer_``, :mod:`models.xfer`): the same configuration's measured
+  time on the *other* devices of the training data (``xfer_rel``: relative to each device's median
+  over the problem; ``xfer_devices``: how many; ``xfer_abs_log2``: scaled by the spec ratio;
+  ``xfer_resid``: that minus ``log2_analytical_us``; ``xfer_rel_an``: ``xfer_rel`` minus
+  ``log2_analytical_us``), weighted by device similarity, each row's own
+  device left out. :func:`build_table` leaves them NaN and passes the keys through (``xfer_problem``,
+  ``xfer_config``, ``xfer_device`` = the profile's device name); the model fills them from the table
+  of measured times it was fitted with (:func:`fill_transfer`), so they exist only for
+  configurations measured on another device, and a model fitted on one device has none of them.
 
 Besides the features, the table passes through the keys ``kernel_id`` and ``kernel_name`` and the
 targets ``time_median_us`` and ``energy_j`` of the rows that have them.
@@ -98,7 +107,10 @@ Saved as ``tabular.json`` (:meth:`TabularPredictor.save`): format name and versi
 names, the targets, the training summary, the device profile the analytical columns were computed
 with, each booster as LightGBM's own text model (``model_to_string``) and, when calibrated, the
 interval calibration (``intervals``: quantiles and OOF figures; infinite quantiles as null). No
-pickle; loading it imports LightGBM and neither torch nor transformers.
+pickle; loading it imports LightGBM and neither torch nor transformers. A model fitted with the
+configuration-transfer columns has its table of measured times beside it (``xfer.json``,
+:meth:`models.xfer.XferTable.save`). Models of table version 2 (before those columns) still load
+and predict without them.
 """
 
 from __future__ import annotations
@@ -121,6 +133,7 @@ from kernelcast.models.analytical import AnalyticalModel, config_env, stack_envs
 from kernelcast.models.base import Predictions, Predictor
 from kernelcast.models.fewshot import DEFAULT_SHRINK_PRIOR, ShapePrior
 from kernelcast.models.static import analyze_source
+from kernelcast.models.xfer import XFER_COLUMNS, XFER_FILE, XFER_KEY_COLUMNS, XferTable, xfer_keys
 
 from kernelcast.columns import decode_args, decode_counts, decode_sizes
 from kernelcast.cuda import looks_like_cuda
@@ -139,7 +152,10 @@ FORMAT = "kernelcast-tabular"
 FORMAT_VERSION = 1
 MODEL_FILE = "tabular.json"
 #: version of the feature table (a change of columns or of their meaning bumps it)
-TABLE_VERSION = 2
+TABLE_VERSION = 3
+#: older table versions a saved model may have been fitted on: their columns are a subset of this
+#: version's, with the same meaning (version 3 added the configuration-transfer columns)
+READABLE_TABLE_VERSIONS = (2, 3)
 
 #: the columns that name a row's kernel (``kernel_origin``: its corpus origin, e.g. the source file,
 #: which decides its cross-validation group) and are carried into the table when the frame has them
@@ -218,7 +234,7 @@ DEVICE_RATIO_COLUMNS = ("warps_per_wg", "lane_fill", "wg_threads_per_cu_max", "f
                         "log2_ws_over_l2", "local_mem_over_cu", "n_wg_per_cu_max")
 #: every feature column of :func:`build_table`, in order
 FEATURE_COLUMNS: tuple[str, ...] = (LAUNCH_COLUMNS + WORK_COLUMNS + KERNEL_COLUMNS + BUILTIN_COLUMNS
-                                    + ANALYTICAL_COLUMNS + DEVICE_COLUMNS + DEVICE_RATIO_COLUMNS)
+                                    + ANALYTICAL_COLUMNS + DEVICE_COLUMNS + DEVICE_RATIO_COLUMNS + XFER_COLUMNS)
 #: features LightGBM treats as categorical
 CATEGORICAL_COLUMNS = ("an_bound", "dev_vendor")
 BOUND_NAMES: dict[int, str] = {v: k for k, v in BOUND_CODES.items()}
@@ -682,12 +698,65 @@ def build_table(frame: pd.DataFrame, profile: DeviceProfile,
     cols.update(device_ratio_columns(cols, dev))
     table = pd.DataFrame(cols, index=frame.index)
     extra = {c: frame[c].to_numpy() for c in KEY_COLUMNS + tuple(TARGETS.values()) if c in frame.columns}
+    extra["xfer_problem"], extra["xfer_config"] = xfer_keys(frame)
+    extra["xfer_device"] = np.full(n, profile.device.name, dtype=object)
     for c in TARGETS.values():
         if c in extra:
             extra[c] = pd.to_numeric(frame[c], errors="coerce").to_numpy(dtype=np.float64)
     if extra:
         table = pd.concat([table, pd.DataFrame(extra, index=frame.index)], axis=1)
     return table
+
+
+def transfer_rows(frame: pd.DataFrame, profile: DeviceProfile) -> pd.DataFrame:
+    """The measured rows of ``frame`` (one device's, measured with ``profile``'s device) as rows of a
+    configuration-transfer table (:meth:`models.xfer.XferTable.from_rows`): their keys, the
+    profile's device name, the measured time and the profile's device columns; no feature table is
+    built, so every measured row of a dataset can inform the table cheaply."""
+    problems, configs = xfer_keys(frame)
+    t = pd.to_numeric(frame["time_median_us"], errors="coerce").to_numpy(dtype=np.float64) \
+        if "time_median_us" in frame.columns else np.full(len(frame), np.nan)
+    out = pd.DataFrame({"xfer_problem": problems, "xfer_config": configs,
+                        "xfer_device": np.full(len(frame), profile.device.name, dtype=object), "time_median_us": t})
+    for c, v in device_columns(profile).items():
+        out[c] = v
+    return out
+
+
+def transfer_table(table: pd.DataFrame, extra_rows: pd.DataFrame | None = None) -> XferTable | None:
+    """The configuration-transfer table of the measured rows of a :func:`build_table` table and
+    ``extra_rows`` (:func:`transfer_rows`), or ``None`` when they come from fewer than two devices
+    (nothing to transfer)."""
+    cols = list(XFER_KEY_COLUMNS) + ["time_median_us"] + list(DEVICE_COLUMNS)
+    if "time_median_us" not in table.columns or any(c not in table.columns for c in XFER_KEY_COLUMNS):
+        return None
+    parts = [table[cols]]
+    if extra_rows is not None and len(extra_rows):
+        parts.append(extra_rows[cols])
+    rows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0].reset_index(drop=True)
+    if rows["xfer_device"].astype(str).nunique() < 2:
+        return None
+    dcols = {str(d): {c: float(g[c].iloc[0]) for c in DEVICE_COLUMNS} for d, g in rows.groupby("xfer_device")}
+    return XferTable.from_rows(rows, dcols)
+
+
+def fill_transfer(table: pd.DataFrame, xfer: XferTable | None) -> pd.DataFrame:
+    """``table`` with its :data:`~models.xfer.XFER_COLUMNS` from ``xfer`` (each row's own device
+    left out; NaN without a table or without the key columns). A new frame; ``table`` is unchanged."""
+    out = table.copy()
+    if xfer is None or any(c not in table.columns for c in XFER_KEY_COLUMNS):
+        for c in XFER_COLUMNS:
+            out[c] = np.nan
+        return out
+    target = {c: table[c].to_numpy(dtype=np.float64) for c in DEVICE_COLUMNS if c in table.columns}
+    for c in DEVICE_COLUMNS:
+        target.setdefault(c, np.full(len(table), np.nan))
+    la = table["log2_analytical_us"].to_numpy(dtype=np.float64) if "log2_analytical_us" in table.columns \
+        else np.full(len(table), np.nan)
+    feats = xfer.features(table["xfer_config"].tolist(), table["xfer_device"].tolist(), target, la)
+    for c in XFER_COLUMNS:
+        out[c] = feats[c]
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -889,17 +958,39 @@ class TabularHead:
     #: the residual booster's output is multiplied by this (0..1) before it is applied: the shrinkage
     #: toward the analytical model chosen on inner out-of-fold predictions (``train/tabular.py``)
     residual_scale: float = 1.0
+    #: the *transfer* booster, on ``log2(measured) - xfer_rel`` of the rows that have a
+    #: configuration-transfer value: it predicts the device's level on the problem (and what the
+    #: other devices' ordering gets wrong), the other devices' ordering is kept as it is. It reads
+    #: every feature; the residual and direct boosters read all but the transfer columns (the
+    #: model's features but its last ones, the transfer columns, when it has them)
+    transfer: lgb.Booster | None = None
 
-    def predict(self, x: np.ndarray, base: np.ndarray) -> np.ndarray:
-        """Predictions in the target's unit (us or J), NaN where no booster applies."""
+    def predict(self, x: np.ndarray, base: np.ndarray, rel: np.ndarray | None = None,
+                n_base: int | None = None) -> np.ndarray:
+        """Predictions in the target's unit (us or J), NaN where no booster applies. ``x``: the
+        matrix of the model's features, of which the residual and direct boosters read the first
+        ``n_base`` (default all); ``rel``: the rows' ``xfer_rel``. A row with a transfer
+        value gets the geometric mean of the transfer path (``2**(xfer_rel + transfer)``) and the
+        residual path (the direct booster's where the analytical model has no value); any other
+        row the residual (or direct) path alone."""
         out = np.full(len(base), np.nan)
+        xb = x if n_base is None else x[:, :n_base]
+        xf = np.zeros(len(base), dtype=bool)
+        if self.transfer is not None and rel is not None:
+            xf = np.isfinite(rel)
+            if xf.any():
+                out[xf] = np.exp2(rel[xf] + np.asarray(self.transfer.predict(x[xf]), dtype=np.float64))
         ok = np.isfinite(base) & (base > 0)
         if self.residual is not None and ok.any():
-            r = np.asarray(self.residual.predict(x[ok]), dtype=np.float64)
-            out[ok] = base[ok] * np.exp2(self.residual_scale * r)
+            r = np.asarray(self.residual.predict(xb[ok]), dtype=np.float64)
+            res = base[ok] * np.exp2(self.residual_scale * r)
+            both = xf[ok]
+            out[ok] = np.where(both, np.sqrt(np.where(both, out[ok], 1.0) * res), res)
         rest = ~ok if self.residual is not None else np.ones(len(base), dtype=bool)
         if self.direct is not None and rest.any():
-            out[rest] = np.exp2(self.direct.predict(x[rest]))
+            d = np.exp2(np.asarray(self.direct.predict(xb[rest]), dtype=np.float64))
+            both = xf[rest]
+            out[rest] = np.where(both, np.sqrt(np.where(both, out[rest], 1.0) * d), d)
         return out
 
 
@@ -923,7 +1014,8 @@ class TabularPredictor(Predictor):
     name = "tabular"
 
     def __init__(self, heads: Mapping[str, TabularHead], features: list[str], profile: DeviceProfile,
-                 summary: dict[str, Any] | None = None, calibration: IntervalCalibration | None = None):
+                 summary: dict[str, Any] | None = None, calibration: IntervalCalibration | None = None,
+                 xfer: XferTable | None = None):
         if "time" not in heads and "energy" not in heads:
             raise ValueError("a tabular model needs a time or an energy head")
         self.heads = dict(heads)
@@ -931,6 +1023,10 @@ class TabularPredictor(Predictor):
         self.profile = profile
         self.summary = summary or {}
         self.calibration = calibration
+        #: the configuration-transfer table the model was fitted with (``xfer.json``; None: none)
+        self.xfer = xfer
+        #: how many of the features the residual and direct boosters read (all but the transfer columns)
+        self.n_base = len([f for f in self.features if f not in XFER_COLUMNS])
 
     def residual_calibration(self, model: str = "tabular") -> ResidualCalibration | None:
         """The time residual calibration of ``model`` (``tabular`` or ``analytical``, the latter
@@ -966,7 +1062,10 @@ class TabularPredictor(Predictor):
         return table[self.features].to_numpy(dtype=np.float64)
 
     def predict_table(self, table: pd.DataFrame) -> Predictions:
-        """Predictions from a table :func:`build_table` made (the fast path)."""
+        """Predictions from a table :func:`build_table` made (the fast path). The
+        configuration-transfer columns are filled from the model's table (:func:`fill_transfer`)."""
+        if any(c in self.features for c in XFER_COLUMNS):
+            table = fill_transfer(table, self.xfer)
         x = self.matrix(table)
         out = {}
         for t in TARGETS:
@@ -976,7 +1075,8 @@ class TabularPredictor(Predictor):
                 continue
             base = table[head.base].to_numpy(dtype=np.float64) if head.base in table.columns \
                 else np.full(len(table), np.nan)
-            out[t] = head.predict(x, base)
+            rel = table["xfer_rel"].to_numpy(dtype=np.float64) if head.transfer is not None else None
+            out[t] = head.predict(x, base, rel, self.n_base)
         return Predictions(out["time"], out["energy"])
 
     # -- saving and loading -------------------------------------------------------------------
@@ -987,7 +1087,8 @@ class TabularPredictor(Predictor):
             heads[t] = {"target_column": TARGETS[t], "base_column": h.base, "summary": h.summary,
                         "residual_scale": h.residual_scale,
                         "residual": None if h.residual is None else h.residual.model_to_string(),
-                        "direct": None if h.direct is None else h.direct.model_to_string()}
+                        "direct": None if h.direct is None else h.direct.model_to_string(),
+                        "transfer": None if h.transfer is None else h.transfer.model_to_string()}
         out = {"format": FORMAT, "version": FORMAT_VERSION, "table_version": TABLE_VERSION,
                "features": self.features, "categorical": [c for c in CATEGORICAL_COLUMNS if c in self.features],
                "targets": self.targets, "summary": self.summary, "profile": self.profile.to_dict(), "heads": heads}
@@ -1002,6 +1103,10 @@ class TabularPredictor(Predictor):
         p = d / MODEL_FILE
         tmp = d / (MODEL_FILE + ".tmp")
         tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n", encoding="utf-8")
+        if self.xfer is not None:
+            self.xfer.save(d)
+        elif (d / XFER_FILE).is_file():
+            (d / XFER_FILE).unlink()            # a table left by an earlier model is not this model's
         os.replace(tmp, p)
         return p
 
@@ -1023,7 +1128,7 @@ class TabularPredictor(Predictor):
             fmt = data.get("format") if isinstance(data, dict) else None
             raise ModelFormatError(f"{p}: not a {FORMAT} model (format {fmt!r})")
         ver = data.get("version")
-        if ver != FORMAT_VERSION or data.get("table_version") != TABLE_VERSION:
+        if ver != FORMAT_VERSION or data.get("table_version") not in READABLE_TABLE_VERSIONS:
             raise ModelFormatError(f"{p}: {FORMAT} version {ver} (table {data.get('table_version')}); this "
                                    f"kernelcast reads version {FORMAT_VERSION} (table {TABLE_VERSION}): retrain it "
                                    f"with 'kernelcast train --kind tabular'")
@@ -1040,17 +1145,23 @@ class TabularPredictor(Predictor):
                 raise ModelFormatError(f"{p}: unknown head {t!r}")
             res = None if h.get("residual") is None else _booster_from_string(h["residual"], f"{p}: {t} residual")
             dire = None if h.get("direct") is None else _booster_from_string(h["direct"], f"{p}: {t} direct")
+            tra = None if h.get("transfer") is None else _booster_from_string(h["transfer"], f"{p}: {t} transfer")
             if res is None and dire is None:
                 raise ModelFormatError(f"{p}: head {t!r} has no booster")
-            for b in (res, dire):
-                if b is not None and b.num_feature() != len(features):
-                    raise ModelFormatError(f"{p}: head {t!r} has {b.num_feature()} features, the model lists "
-                                           f"{len(features)}")
+            if tra is not None and "xfer_rel" not in features:
+                raise ModelFormatError(f"{p}: head {t!r} has a transfer booster and the model no xfer_rel feature")
+            n_base = len([f for f in features if f not in XFER_COLUMNS])
+            if features[n_base:] and features[n_base:] != list(XFER_COLUMNS):
+                raise ModelFormatError(f"{p}: the transfer columns are not the model's last features")
+            for b, n in ((res, n_base), (dire, n_base), (tra, len(features))):
+                if b is not None and b.num_feature() != n:
+                    raise ModelFormatError(f"{p}: head {t!r} has a booster of {b.num_feature()} features, the model "
+                                           f"lists {n}")
             scale = h.get("residual_scale", 1.0)
             if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0.0 <= scale <= 1.0:
                 raise ModelFormatError(f"{p}: head {t!r}: residual_scale {scale!r} is not a number in [0, 1]")
             heads[t] = TabularHead(t, str(h.get("base_column", BASES[t])), res, dire, dict(h.get("summary") or {}),
-                                   float(scale))
+                                   float(scale), tra)
         saved_profile = None
         try:
             saved_profile = DeviceProfile.from_dict(data.get("profile"))
@@ -1070,7 +1181,10 @@ class TabularPredictor(Predictor):
                 calibration = IntervalCalibration.from_dict(data["intervals"])
             except (KeyError, TypeError, ValueError, AttributeError) as e:
                 raise ModelFormatError(f"{p}: the interval calibration cannot be read: {e!r}") from None
-        return cls(heads, features, prof, dict(data.get("summary") or {}), calibration)
+        xfer = XferTable.load(d)
+        if xfer is None and any(c in features for c in XFER_COLUMNS):
+            raise ModelFormatError(f"{p}: the model uses configuration-transfer features and {d} has no {XFER_FILE}")
+        return cls(heads, features, prof, dict(data.get("summary") or {}), calibration, xfer)
 
 
 def is_tabular_dir(directory: str | os.PathLike[str]) -> bool:

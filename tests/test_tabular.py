@@ -62,10 +62,14 @@ def test_table_columns_and_training_prediction_identity(dataset, profile):
     train = build_table(frame, profile)
     pred = build_table(_prediction_rows(frame), profile)
     keys = ["kernel_id", "kernel_name", "kernel_origin", "time_median_us", "energy_j"]
-    assert list(train.columns) == list(FEATURE_COLUMNS) + keys
-    assert list(pred.columns) == list(FEATURE_COLUMNS) + ["kernel_name"]
+    xkeys = ["xfer_problem", "xfer_config", "xfer_device"]
+    assert list(train.columns) == list(FEATURE_COLUMNS) + keys + xkeys
+    assert list(pred.columns) == list(FEATURE_COLUMNS) + ["kernel_name"] + xkeys
     assert len(train) == len(frame) and (train.index == frame.index).all()
     pd.testing.assert_frame_equal(train[list(FEATURE_COLUMNS)], pred[list(FEATURE_COLUMNS)])
+    # a prediction row of a measured configuration has its configuration-transfer keys
+    pd.testing.assert_frame_equal(train[xkeys], pred[xkeys])
+    assert (train["xfer_device"] == profile.device.name).all() and train["xfer_config"].nunique() == len(train)
     # the analytical columns are the analytical model's own prediction
     pa = AnalyticalModel(profile).predict(frame)
     np.testing.assert_array_equal(train["analytical_us"].to_numpy(), pa.time_us)
@@ -181,7 +185,8 @@ def test_save_load_round_trip(tmp_path, profile):
     model = fit_tabular(table, profile, target="both", seed=0)
     model.save(tmp_path / "m")
     data = json.loads((tmp_path / "m" / MODEL_FILE).read_text())
-    assert data["format"] == FORMAT and data["features"] == list(FEATURE_COLUMNS)
+    # one device: no configuration-transfer columns (models/xfer.py), every other feature
+    assert data["format"] == FORMAT and data["features"] == [c for c in FEATURE_COLUMNS if not c.startswith("xfer_")]
     assert data["heads"]["time"]["residual"].startswith("tree")        # LightGBM's own text format
     assert sorted(p.name for p in (tmp_path / "m").iterdir()) == [MODEL_FILE]
     loaded = TabularPredictor.load(tmp_path / "m")

@@ -362,26 +362,39 @@ def device_tables(frame: pd.DataFrame, profiles: DeviceProfiles,
 
 
 class TabularFitter(Fitter):
-    """The tabular model: its table is built once for the whole dataset and sliced per fold."""
+    """The tabular model: its table is built once for the whole dataset and sliced per fold.
+
+    ``transfer_rows`` (:func:`models.tabular.transfer_rows`): more measured rows for the
+    configuration-transfer table, e.g. the rows of the datasets that were not sampled; each fold
+    uses only those of its training rows' devices and problems, so a held-out device's or kernel's
+    measurements never reach the fold's model."""
 
     name = "tabular"
 
     def __init__(self, profile: DeviceProfile | DeviceProfiles, seed: int = 0, analysis_dirs: Sequence[str] = (),
-                 features: Sequence[str] | None = None, residual: bool = True) -> None:
+                 features: Sequence[str] | None = None, residual: bool = True, transfer: bool = True,
+                 transfer_rows: pd.DataFrame | None = None) -> None:
         self.profiles = DeviceProfiles.of(profile)
         self.profile = self.profiles.default or next(iter(self.profiles.by_device.values()))
         self.seed = seed
         self.analysis_dirs = tuple(analysis_dirs)
         self.features = None if features is None else list(features)
         self.residual = residual
+        self.transfer = transfer
+        self.transfer_rows = transfer_rows
 
     def prepare(self, frame: pd.DataFrame) -> None:
         self.table = device_tables(frame, self.profiles, self.analysis_dirs)
 
     def fit_predict(self, train: np.ndarray, test: np.ndarray) -> np.ndarray:
-        model = fit_tabular(self.table.iloc[train].reset_index(drop=True), self.profile, target="time",
-                            seed=self.seed, features=self.features,
-                            residual=self.residual)
+        tr = self.table.iloc[train].reset_index(drop=True)
+        extra = None
+        if self.transfer and self.transfer_rows is not None and "xfer_device" in tr.columns:
+            ref = self.transfer_rows
+            keep = ref["xfer_device"].isin(set(tr["xfer_device"])) & ref["xfer_problem"].isin(set(tr["xfer_problem"]))
+            extra = ref.loc[keep.to_numpy()]
+        model = fit_tabular(tr, self.profile, target="time", seed=self.seed, features=self.features,
+                            residual=self.residual, transfer=self.transfer, transfer_rows=extra)
         return np.asarray(model.predict_table(self.table.iloc[test].reset_index(drop=True)).time_us,
                           dtype=np.float64)
 

@@ -45,6 +45,18 @@ Zhang et al. weight a squared error in joules, ``(E_p - E_m)^2 / E_m``, to favou
 kernels; here the error is already relative (log2), so the same weights favour them more strongly
 than in their paper, hence the clipping.
 
+Configuration transfer (:mod:`models.xfer`): when the training rows come from several devices that
+measured the same configurations, :func:`fit_tabular` builds the table of their measured times
+(plus any ``transfer_rows``), fills each training row's ``xfer_*`` columns from the *other* devices,
+and fits the time head's third booster, the transfer booster, on ``log2(measured) - xfer_rel`` of
+the rows that have a value; the residual and direct boosters are fitted without the ``xfer_*``
+columns, so they are the boosters of the model without transfer. Prediction takes the geometric
+mean of the two paths where a row has a transfer value (``models.tabular.TabularHead.predict``).
+Why the mean and not either path alone: GPU-disjoint on the public yardstick the residual booster
+with the transfer columns among its features barely used them (median pair Spearman 0.60), the
+transfer path alone ranked best (0.69) but missed the level of an unseen GPU (median APE 68 %),
+the mean kept 0.63 at 41 % (docs/gpu-model.md).
+
 Intervals (:func:`calibrate_intervals`, run by :func:`train_tabular`): an internal grouped K-fold
 (:data:`INTERVAL_FOLDS`; groups by :func:`kernel_groups`: a synthetic template family, a source
 file, or one kernel, as evaluate's folds) refits the time head on each fold's other rows with the
@@ -97,6 +109,7 @@ from kernelcast.models.tabular import (
     INTERVAL_LEVEL,
     MIN_BOUND_ROWS,
     TARGETS,
+    XFER_COLUMNS,
     IntervalCalibration,
     ResidualCalibration,
     ResidualQuantiles,
@@ -104,7 +117,9 @@ from kernelcast.models.tabular import (
     TabularPredictor,
     bound_names,
     build_table,
+    fill_transfer,
     is_tabular_dir,
+    transfer_table,
 )
 from kernelcast.train.split import group_key
 
@@ -196,7 +211,8 @@ def choose_residual_scale(x: np.ndarray, r: np.ndarray, groups: np.ndarray, feat
 
 def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target = "time", seed: int = 0,
                 params: dict[str, Any] | None = None, scale_folds: int = SCALE_FOLDS,
-                features: Sequence[str] | None = None, residual: bool = True) -> TabularPredictor:
+                features: Sequence[str] | None = None, residual: bool = True,
+                transfer: bool = True, transfer_rows: pd.DataFrame | None = None) -> TabularPredictor:
     """Fit the heads of ``target`` on a :func:`build_table` table (module docstring).
 
     ``params`` override :data:`DEFAULT_PARAMS` (LightGBM names); ``num_boost_round`` among them sets
@@ -204,6 +220,11 @@ def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target =
     ``scale_folds`` inner grouped folds (:func:`choose_residual_scale`; 0: no shrinkage).
     ``features``: a subset of :data:`FEATURE_COLUMNS` to fit on (default all). Without
     ``residual`` only the direct booster (on ``log2(measured)``) is fitted and predicts every row.
+    With ``transfer`` the configuration-transfer table (:mod:`models.xfer`) is built from the
+    table's measured rows and ``transfer_rows`` (:func:`models.tabular.transfer_rows` of more
+    measured rows, e.g. every row of the training devices' datasets), each training row gets the
+    transfer columns of the *other* devices, and the model keeps the table; with fewer than two
+    devices, or no configuration measured on two, the transfer columns are left out of the features.
     :class:`DataError` when the table has no usable rows for a head asked for (e.g. ``energy``
     without measured energy)."""
     if target not in ("time", "energy", "both"):
@@ -214,7 +235,17 @@ def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target =
     if missing:
         raise DataError(f"the table lacks feature column(s) {missing[:3]}: build it with models.tabular.build_table")
     features = list(FEATURE_COLUMNS) if features is None else [c for c in FEATURE_COLUMNS if c in set(features)]
+    xfer = transfer_table(table, transfer_rows) if transfer and any(c in features for c in XFER_COLUMNS) else None
+    if xfer is not None:
+        table = fill_transfer(table, xfer)
+        if not np.isfinite(table["xfer_rel"].to_numpy(dtype=np.float64)).any():
+            xfer = None                             # no configuration of these rows measured on another device
+    features = [c for c in features if c not in XFER_COLUMNS] + (list(XFER_COLUMNS) if xfer is not None else [])
     x_all = table[features].to_numpy(dtype=np.float64)
+    # the residual and direct boosters never see the transfer columns (a row without a transfer
+    # value gets the prediction of the model without them); only the transfer booster does
+    base_features = [c for c in features if c not in XFER_COLUMNS]
+    x_base = x_all[:, :len(base_features)]
     kernels = table["kernel_name"].to_numpy() if "kernel_name" in table.columns else None
     wanted = ["time", "energy"] if target == "both" else [target]
     heads: dict[str, TabularHead] = {}
@@ -245,12 +276,19 @@ def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target =
             if t == "time" and kernels is not None:
                 groups = table_groups(table)[has_base]
                 head.residual_scale, summary["residual_scale"] = choose_residual_scale(
-                    x_all[has_base], r, groups, features, p, rounds, scale_folds, seed)
-            head.residual = _fit_booster(x_all[has_base], r, w, features, p, rounds)
-            fitted = head.residual_scale * np.asarray(head.residual.predict(x_all[has_base]), dtype=np.float64)
+                    x_base[has_base], r, groups, base_features, p, rounds, scale_folds, seed)
+            head.residual = _fit_booster(x_base[has_base], r, w, base_features, p, rounds)
+            fitted = head.residual_scale * np.asarray(head.residual.predict(x_base[has_base]), dtype=np.float64)
             summary["analytical_in_sample"] = _log2_summary(r)
             summary["residual_in_sample"] = _log2_summary(r - fitted)
-        head.direct = _fit_booster(x_all[ok], np.log2(y[ok]), w_all, features, p, rounds)
+        head.direct = _fit_booster(x_base[ok], np.log2(y[ok]), w_all, base_features, p, rounds)
+        if t == "time" and xfer is not None:
+            rel = table["xfer_rel"].to_numpy(dtype=np.float64)
+            has_rel = ok & np.isfinite(rel)
+            if has_rel.sum() >= MIN_ROWS:
+                head.transfer = _fit_booster(x_all[has_rel], np.log2(y[has_rel]) - rel[has_rel], None, features, p,
+                                             rounds)
+                summary["rows_with_transfer"] = int(has_rel.sum())
         summary["seconds"] = time.perf_counter() - th
         head.summary = summary
         heads[t] = head
@@ -262,7 +300,11 @@ def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target =
                    "profile_device": profile.device.name, "seconds": time.perf_counter() - t0}
     if kernels is not None:
         summary_all["kernels"] = int(pd.Series(kernels).nunique())
-    return TabularPredictor(heads, features, profile, summary_all)
+    if xfer is not None:
+        summary_all["config_transfer"] = {
+            "devices": xfer.devices, "configurations": len(xfer.configs), "problems": len(xfer.levels),
+            "training_rows_with_transfer": int(np.isfinite(table["xfer_rel"].to_numpy(dtype=np.float64)).sum())}
+    return TabularPredictor(heads, features, profile, summary_all, xfer=xfer)
 
 
 # ---------------------------------------------------------------------------------------------
