@@ -126,39 +126,51 @@ def kernel_of(pair: dict[str, Any]) -> str:
 
 
 def transfer_predictions(pair: dict[str, Any], space: Space) -> np.ndarray:
-    """The kernel's other devices as the model: a configuration's predicted ``log2`` time is the mean,
-    over the other pairs of the same kernel (``pair["others"]``, filled by :func:`read_spec`), of its
-    measured ``log2`` time there less that device's median (its slowest where it failed there), plus
-    the median of those devices' medians (NaN where no other device has it). The device being tuned
-    contributes nothing."""
+    """The kernel's other devices as the model: one row per other pair of the same kernel
+    (``pair["others"]``, filled by :func:`read_spec`), each configuration's measured time there (us;
+    that device's slowest where it failed there: it likely fails here too; NaN where that device's
+    cache lacks it). :func:`kernelcast.models.search.guided_search` takes the rows as sources whose
+    weights it re-estimates from the measurements on the device being tuned, which contributes
+    nothing here."""
     others = pair.get("others") or []
     if not others:
         raise InputError(f"pair {pair['name']}: searcher others needs other pairs of kernel {kernel_of(pair)!r}")
-    total, count, levels = np.zeros(len(space.keys)), np.zeros(len(space.keys)), []
+    rows = []
     for other in others:
         o = load_space(other["cache"])
-        lt = np.log2(np.where(np.isfinite(o.time_us) & (o.time_us > 0), o.time_us, np.nan))
-        if not np.isfinite(lt).any():
+        ok = np.isfinite(o.time_us) & (o.time_us > 0)
+        if not ok.any():
             continue
-        level = float(np.nanmedian(lt))
-        levels.append(level)
-        # a configuration that failed there counts as that device's slowest: it likely fails here too
-        by_key = dict(zip(o.keys, np.where(np.isfinite(lt), lt, float(np.nanmax(lt))) - level))
-        v = np.array([by_key.get(k, np.nan) for k in space.keys], dtype=np.float64)
-        ok = np.isfinite(v)
-        total[ok] += v[ok]
-        count[ok] += 1
-    out = np.full(len(space.keys), np.nan)
-    has = count > 0
-    out[has] = 2.0 ** (total[has] / count[has] + (float(np.median(levels)) if levels else 0.0))
+        by_key = dict(zip(o.keys, np.where(ok, o.time_us, float(np.max(o.time_us[ok])))))
+        rows.append(np.array([by_key.get(k, np.nan) for k in space.keys], dtype=np.float64))
+    if not rows:
+        raise InputError(f"pair {pair['name']}: no other pair of kernel {kernel_of(pair)!r} has a measured time")
+    return np.vstack(rows)
+
+
+def combined_prior(pred: np.ndarray) -> np.ndarray:
+    """One predicted time per configuration: ``pred`` itself, or of several sources (one row each)
+    their unweighted mean in ``log2`` (each centred on its median; NaN where no source predicts it)
+    plus the median of their medians: the search's prior before any measurement."""
+    if pred.ndim == 1:
+        return pred
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lt = np.where(np.isfinite(pred) & (pred > 0), np.log2(pred), np.nan)
+    levels = [float(np.nanmedian(r)) for r in lt if np.isfinite(r).any()]
+    has = np.isfinite(lt).any(axis=0)
+    out = np.full(pred.shape[1], np.nan)
+    if levels:
+        cen = lt - np.array([np.nanmedian(r) if np.isfinite(r).any() else 0.0 for r in lt])[:, None]
+        out[has] = 2.0 ** (np.nanmean(cen[:, has], axis=0) + float(np.median(levels)))
     return out
 
 
 def predictions(pair: dict[str, Any], space: Space, searcher: str) -> np.ndarray:
-    """The predicted time (us) of every configuration of the space (NaN where there is none):
-    ``analytical`` from the pair's ``analytical_oof`` (an ``evaluate --folds 0`` run's oof.parquet,
-    column ``analytical_us``) where given, else the analytical model of the pair's profile on the
-    dataset's rows; ``oof:COLUMN`` from the pair's ``oof``; ``none``: a flat prior."""
+    """The predicted time (us) of every configuration of the space (NaN where there is none; for
+    ``others`` one row per other device, :func:`transfer_predictions`): ``analytical`` from the
+    pair's ``analytical_oof`` (an ``evaluate --folds 0`` run's oof.parquet, column ``analytical_us``)
+    where given, else the analytical model of the pair's profile on the dataset's rows;
+    ``oof:COLUMN`` from the pair's ``oof``; ``none``: a flat prior."""
     if searcher == "none":
         return np.ones(len(space.keys))
     if searcher == "others":
@@ -272,11 +284,12 @@ def run_pair(pair: dict[str, Any], strategies: Sequence[str], searchers: Sequenc
             out["failed"][f"kernelcast:{s}"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             say(f"{pair['name']}: kernelcast:{s} could not run: {out['failed'][f'kernelcast:{s}']}")
             continue
-        ok = np.isfinite(pred) & np.isfinite(space.time_us)
-        rho = float(pd.Series(pred[ok]).rank().corr(pd.Series(space.time_us[ok]).rank())) if ok.sum() > 2 else None
+        flat = combined_prior(pred)
+        ok = np.isfinite(flat) & np.isfinite(space.time_us)
+        rho = float(pd.Series(flat[ok]).rank().corr(pd.Series(space.time_us[ok]).rank())) if ok.sum() > 2 else None
         runs = [trace_stats(run_guided(space, pred, budget, seed), space.optimum) for seed in range(seeds)]
         out["searchers"][f"kernelcast:{s}"] = {**summarize(runs, budget), "spearman": rho,
-                                               "predicted": int(np.isfinite(pred).sum()), "traces": runs,
+                                               "predicted": int(np.isfinite(flat).sum()), "traces": runs,
                                                "seconds": time.perf_counter() - t0}
         say(f"{pair['name']}: kernelcast:{s} done in {time.perf_counter() - t0:.1f} s")
         if checkpoint is not None:
