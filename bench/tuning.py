@@ -3,7 +3,7 @@ configurations (Kernel Tuner's simulation mode).
 
     python -m kernelcast.bench.tuning SPEC.json --out DIR [--seeds 20] [--budget 50]
         [--strategies random_sample,genetic_algorithm,...]
-        [--searchers analytical,bundled,none,others,oof:COLUMN] [--json]
+        [--searchers analytical,bundled,none,others,others:mean,oof:COLUMN] [--json]
     python -m kernelcast.bench.tuning --merge DIR [DIR ...] --out DIR
 
 SPEC lists the (kernel, device) pairs: ``{"pairs": [{"name": ..., "cache": CACHE.json[.gz],
@@ -21,8 +21,10 @@ cannot run in simulation is reported, not fatal), and kernelcast's model-guided 
 analytical model with the pair's profile, or the ``analytical_us`` column of ``analytical_oof``, an
 ``evaluate --folds 0`` run of the same model), ``none`` (no model: the same search from a flat
 prior, i.e. Bayesian optimisation over the tune parameters), ``others`` (the kernel's other devices
-as the model: the measured times of the spec's other pairs of the same kernel, each centred on its
-device's median and averaged; nothing of the device being tuned), ``bundled`` (the bundled GPU
+as the model: the measured times of the spec's other pairs of the same kernel, one source each,
+whose weights the search re-estimates from the measurements so far by Bayesian model averaging, equal
+before them; nothing of the device being tuned; ``others:mean``: one prior, their unweighted mean,
+each device's times centred on its median), ``bundled`` (the bundled GPU
 model with the pair's profile, on the dataset's rows: trained on the public yardstick's caches, so
 on those an in-sample figure) or ``oof:COLUMN`` (a column of
 ``kernelcast evaluate``'s ``oof.parquet`` given as ``"oof"``, e.g. ``tabular_us`` of an evaluation
@@ -56,7 +58,7 @@ import numpy as np
 import pandas as pd
 from kernelcast.calib.profile import load_profile
 from kernelcast.datagen.dataset import read_dataset
-from kernelcast.models.search import guided_search
+from kernelcast.models.search import SearchResult, guided_search
 from kernelcast.models.simulate import dataset_rows, load_space, restriction_mask, space_predictions
 
 from kernelcast.errors import InputError, UsageError
@@ -139,13 +141,13 @@ def transfer_predictions(pair: dict[str, Any], space: Space) -> np.ndarray:
     for other in others:
         o = load_space(other["cache"])
         ok = np.isfinite(o.time_us) & (o.time_us > 0)
-        if not ok.any():
-            continue
-        by_key = dict(zip(o.keys, np.where(ok, o.time_us, float(np.max(o.time_us[ok])))))
+        by_key = dict(zip(o.keys, np.where(ok, o.time_us, float(np.max(o.time_us[ok])) if ok.any() else np.nan)))
         rows.append(np.array([by_key.get(k, np.nan) for k in space.keys], dtype=np.float64))
-    if not rows:
-        raise InputError(f"pair {pair['name']}: no other pair of kernel {kernel_of(pair)!r} has a measured time")
-    return np.vstack(rows)
+    out = np.vstack(rows)
+    if not np.isfinite(out).any():
+        raise InputError(f"pair {pair['name']}: no other pair of kernel {kernel_of(pair)!r} has a configuration "
+                         "of this one measured")
+    return out
 
 
 def combined_prior(pred: np.ndarray) -> np.ndarray:
@@ -167,7 +169,8 @@ def combined_prior(pred: np.ndarray) -> np.ndarray:
 
 def predictions(pair: dict[str, Any], space: Space, searcher: str) -> np.ndarray:
     """The predicted time (us) of every configuration of the space (NaN where there is none; for
-    ``others`` one row per other device, :func:`transfer_predictions`): ``analytical`` from the
+    ``others`` one row per other device, :func:`transfer_predictions`): ``others:mean`` their
+    unweighted mean (:func:`combined_prior`, one prior the search keeps); ``analytical`` from the
     pair's ``analytical_oof`` (an ``evaluate --folds 0`` run's oof.parquet, column ``analytical_us``)
     where given, else the analytical model of the pair's profile on the dataset's rows;
     ``oof:COLUMN`` from the pair's ``oof``; ``none``: a flat prior."""
@@ -175,6 +178,8 @@ def predictions(pair: dict[str, Any], space: Space, searcher: str) -> np.ndarray
         return np.ones(len(space.keys))
     if searcher == "others":
         return transfer_predictions(pair, space)
+    if searcher == "others:mean":
+        return combined_prior(transfer_predictions(pair, space))
     if not pair.get("dataset"):
         raise InputError(f"pair {pair['name']}: searcher {searcher} needs the pair's dataset")
     frame = read_dataset(pair["dataset"])
@@ -200,7 +205,8 @@ def predictions(pair: dict[str, Any], space: Space, searcher: str) -> np.ndarray
             raise InputError(f"pair {pair['name']}: searcher {searcher} needs the pair's oof")
         by_key = _oof_by_key(pair["oof"], searcher[4:], device)
     else:
-        raise UsageError(f"unknown searcher {searcher!r} (analytical, bundled, none, others or oof:COLUMN)")
+        raise UsageError(f"unknown searcher {searcher!r} (analytical, bundled, none, others, others:mean or "
+                         "oof:COLUMN)")
     pred = np.array([by_key.get(str(k), np.nan) for k in frame["row_key"]], dtype=np.float64)
     out = np.full(len(space.keys), np.nan)
     for k, v in zip(frame["kt_key"].astype(str), pred):
@@ -246,9 +252,25 @@ def run_strategy(space: Space, strategy: str, budget: int, seed: int,
     return out[:budget]
 
 
+def guided_run(space: Space, pred: np.ndarray, budget: int, seed: int) -> SearchResult:
+    """kernelcast's search on the cache (``pred``: one prediction per configuration, or one row per source)."""
+    return guided_search(pred, space.params, lambda i: float(space.time_us[i]), budget, seed=seed, settle=False)
+
+
 def run_guided(space: Space, pred: np.ndarray, budget: int, seed: int) -> list[float]:
-    res = guided_search(pred, space.params, lambda i: float(space.time_us[i]), budget, seed=seed, settle=False)
-    return [s.measured_us for s in res.steps]
+    """The measured times (us; NaN: failed) of :func:`guided_run` in order."""
+    return [s.measured_us for s in guided_run(space, pred, budget, seed).steps]
+
+
+def _guided_stats(space: Space, pred: np.ndarray, budget: int, seed: int) -> dict[str, Any]:
+    """:func:`trace_stats` of one guided run, with the sources' weights after 20 measurements and at
+    its end where ``pred`` has several sources."""
+    res = guided_run(space, pred, budget, seed)
+    out = trace_stats([s.measured_us for s in res.steps], space.optimum)
+    if res.steps and res.steps[-1].weights is not None:
+        out["weights_20"] = res.steps[min(20, len(res.steps)) - 1].weights
+        out["weights_end"] = res.steps[-1].weights
+    return out
 
 
 def summarize(runs: list[dict[str, Any]], budget: int) -> dict[str, Any]:
@@ -287,10 +309,15 @@ def run_pair(pair: dict[str, Any], strategies: Sequence[str], searchers: Sequenc
         flat = combined_prior(pred)
         ok = np.isfinite(flat) & np.isfinite(space.time_us)
         rho = float(pd.Series(flat[ok]).rank().corr(pd.Series(space.time_us[ok]).rank())) if ok.sum() > 2 else None
-        runs = [trace_stats(run_guided(space, pred, budget, seed), space.optimum) for seed in range(seeds)]
+        runs = [_guided_stats(space, pred, budget, seed) for seed in range(seeds)]
         out["searchers"][f"kernelcast:{s}"] = {**summarize(runs, budget), "spearman": rho,
                                                "predicted": int(np.isfinite(flat).sum()), "traces": runs,
                                                "seconds": time.perf_counter() - t0}
+        if pred.ndim == 2:
+            # the sources (the other devices) and their median weights over the seeds after 20 measurements
+            out["searchers"][f"kernelcast:{s}"]["sources"] = {
+                o["name"]: float(np.median([r["weights_20"][j] for r in runs]))
+                for j, o in enumerate(pair.get("others") or [])}
         say(f"{pair['name']}: kernelcast:{s} done in {time.perf_counter() - t0:.1f} s")
         if checkpoint is not None:
             checkpoint(out)
@@ -460,7 +487,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--strategies", default=",".join(DEFAULT_STRATEGIES), help="Kernel Tuner strategies")
     ap.add_argument("--searchers", default=",".join(DEFAULT_SEARCHERS),
                     help="kernelcast searchers: analytical, bundled (the bundled GPU model), none, others (the "
-                         "kernel's other devices), oof:COLUMN (analytical,none)")
+                         "kernel's other devices, weighted by how well each explains the measurements), "
+                         "others:mean (their unweighted mean), oof:COLUMN (analytical,none)")
     ap.add_argument("--only", help="run the pairs whose name contains this")
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -491,8 +519,9 @@ def main(argv: list[str] | None = None) -> int:
         strategies = [s for s in args.strategies.split(",") if s]
         searchers = [s for s in args.searchers.split(",") if s]
         for s in searchers:
-            if s not in ("analytical", "bundled", "none", "others") and not s.startswith("oof:"):
-                raise UsageError(f"unknown searcher {s!r} (analytical, bundled, none, others or oof:COLUMN)")
+            if s not in ("analytical", "bundled", "none", "others", "others:mean") and not s.startswith("oof:"):
+                raise UsageError(f"unknown searcher {s!r} (analytical, bundled, none, others, others:mean or "
+                                 "oof:COLUMN)")
     except InputError as e:
         print(f"bench.tuning: {e}", file=sys.stderr)
         return 2

@@ -29,6 +29,15 @@ the best.
 Where the model has no prediction for a configuration (its analysis failed), the prior mean there
 is the median prediction, so the GP and the measurements decide.
 
+Several sources of predictions (e.g. the kernel's measured times on other devices, one row each) make
+the prior their weighted mean in ``log2`` (each source centred on its median), the weights
+re-estimated after every measurement by Bayesian model averaging (:func:`source_weights`): each
+source is a model of this device's ``log2`` times up to an unknown offset and an unknown residual
+spread, and its weight is its prior weight times its marginal likelihood of the measurements so far,
+so a source whose shape the measurements bear out comes to dominate the prior, the trust slope and
+the GP's prior input, and one they contradict fades. Before two measurements succeeded the weights
+are the prior ones (equal unless given). One source is the single-model search above.
+
 ``measure(i)`` is the seam: a real launch of configuration ``i`` on the local device, or a lookup
 in a cache of measurements (a simulation of the search on public data).
 """
