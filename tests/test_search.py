@@ -200,6 +200,7 @@ def test_the_kernels_other_devices_as_the_model(tmp_path):
     assert pred.shape == (1, 4) and pred[0] == pytest.approx([200.0, 50.0, 100.0, 200.0])
     # the prior before any measurement: B's log2 times less B's median (log2 of 100), plus that median
     assert combined_prior(pred) == pytest.approx([200.0, 50.0, 100.0, 200.0])
+    assert predictions(pairs[0], sp, "others:mean") == pytest.approx(combined_prior(pred))
     with pytest.raises(Exception, match="other pairs"):
         predictions(pairs[2], Space(c), "others")
 
@@ -349,3 +350,37 @@ def test_bad_source_arguments():
         guided_search(np.vstack([t, t]), params, lambda i: t[i], 3, source_prior=[1.0, 0.0])
     with pytest.raises(ValueError, match="configurations"):
         guided_search(np.vstack([t, t])[:, :-1], params, lambda i: t[i], 3)
+
+
+def test_the_benchmark_weights_the_other_device_that_agrees(tmp_path):
+    """``others`` on a pair whose kernel has two other devices: one with this device's order (half
+    as fast), one reversed; every run records the weights, the agreeing device's near 1."""
+    from kernelcast.bench.tuning import read_spec, run_pair
+
+    params, t = _bowl()
+
+    def write(name: str, times: np.ndarray) -> str:
+        cache = {f"{bx},{tile}": {"block_size_x": int(bx), "tile": int(tile), "time": float(ti) / 1e3}
+                 for (bx, tile), ti in zip(params.itertuples(index=False), times)}
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"device_name": name, "kernel_name": "k", "problem_size": [4096],
+                                    "tune_params_keys": ["block_size_x", "tile"],
+                                    "tune_params": {"block_size_x": sorted({int(b) for b in params.block_size_x}),
+                                                    "tile": sorted({int(x) for x in params.tile})},
+                                    "objective": "time", "cache": cache}))
+        return str(path)
+
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"pairs": [{"name": "k A", "cache": write("A", t)},
+                                          {"name": "k B", "cache": write("B", 2.0 * t)},
+                                          {"name": "k C", "cache": write("C", 1e6 / t)}]}))
+    pair = read_spec(str(spec))[0]
+    out = run_pair(pair, [], ["others", "others:mean"], 3, 12, lambda msg: None)
+    got = out["searchers"]["kernelcast:others"]
+    assert set(got["sources"]) == {"k B", "k C"} and got["sources"]["k B"] > 0.99
+    assert all(r["weights_end"][0] > 0.99 for r in got["traces"])
+    assert got["median_reach_1"] is not None and got["median_reach_1"] <= 4
+    # one prior, the unweighted mean of an agreeing and a reversed device: no weights, and slower here
+    mean = out["searchers"]["kernelcast:others:mean"]
+    assert "sources" not in mean and "weights_end" not in mean["traces"][0]
+    assert mean["median_reach_1"] is None or mean["median_reach_1"] > got["median_reach_1"]
