@@ -264,8 +264,9 @@ def source_weights(sources: np.ndarray, idx: np.ndarray, z: np.ndarray, prior_we
     proportional to ``RSS ** (-(m - 1) / 2)`` (``RSS``: its residuals' sum of squares about their
     mean, ``m`` measurements), the same constant for every source, so no spread is assumed: a source
     whose shape explains the measurements better gains weight geometrically with each one. ``RSS``
-    is floored at ``m * noise`` (the measurements' own repeatability), so sources that both explain
-    them to within their noise keep equal weight. With fewer than two measurements: the prior weights."""
+    has ``m * noise`` added (the measurements' own repeatability), so sources that both explain them
+    to within their noise keep their prior weights. With fewer than two measurements: the prior
+    weights."""
     w = np.asarray(prior_weights, dtype=np.float64)
     w = w / w.sum()
     m = len(idx)
