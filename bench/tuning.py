@@ -3,7 +3,7 @@ configurations (Kernel Tuner's simulation mode).
 
     python -m kernelcast.bench.tuning SPEC.json --out DIR [--seeds 20] [--budget 50]
         [--strategies random_sample,genetic_algorithm,...]
-        [--searchers analytical,bundled,none,others,oof:COLUMN] [--json]
+        [--searchers analytical,bundled,none,others,others:mean,oof:COLUMN] [--json]
     python -m kernelcast.bench.tuning --merge DIR [DIR ...] --out DIR
 
 SPEC lists the (kernel, device) pairs: ``{"pairs": [{"name": ..., "cache": CACHE.json[.gz],
@@ -21,8 +21,10 @@ cannot run in simulation is reported, not fatal), and kernelcast's model-guided 
 analytical model with the pair's profile, or the ``analytical_us`` column of ``analytical_oof``, an
 ``evaluate --folds 0`` run of the same model), ``none`` (no model: the same search from a flat
 prior, i.e. Bayesian optimisation over the tune parameters), ``others`` (the kernel's other devices
-as the model: the measured times of the spec's other pairs of the same kernel, each centred on its
-device's median and averaged; nothing of the device being tuned), ``bundled`` (the bundled GPU
+as the model: the measured times of the spec's other pairs of the same kernel, one source each,
+whose weights the search re-estimates from the measurements so far by Bayesian model averaging, equal
+before them; nothing of the device being tuned; ``others:mean``: one prior, their unweighted mean,
+each device's times centred on its median), ``bundled`` (the bundled GPU
 model with the pair's profile, on the dataset's rows: trained on the public yardstick's caches, so
 on those an in-sample figure) or ``oof:COLUMN`` (a column of
 ``kernelcast evaluate``'s ``oof.parquet`` given as ``"oof"``, e.g. ``tabular_us`` of an evaluation
@@ -55,7 +57,7 @@ import numpy as np
 import pandas as pd
 from kernelcast.calib.profile import load_profile
 from kernelcast.datagen.dataset import read_dataset
-from kernelcast.models.search import guided_search
+from kernelcast.models.search import SearchResult, guided_search
 from kernelcast.models.simulate import dataset_rows, load_space, restriction_mask, space_predictions
 
 from kernelcast.errors import InputError, UsageError
@@ -126,43 +128,58 @@ def kernel_of(pair: dict[str, Any]) -> str:
 
 
 def transfer_predictions(pair: dict[str, Any], space: Space) -> np.ndarray:
-    """The kernel's other devices as the model: a configuration's predicted ``log2`` time is the mean,
-    over the other pairs of the same kernel (``pair["others"]``, filled by :func:`read_spec`), of its
-    measured ``log2`` time there less that device's median (its slowest where it failed there), plus
-    the median of those devices' medians (NaN where no other device has it). The device being tuned
-    contributes nothing."""
+    """The kernel's other devices as the model: one row per other pair of the same kernel
+    (``pair["others"]``, filled by :func:`read_spec`), each configuration's measured time there (us;
+    that device's slowest where it failed there: it likely fails here too; NaN where that device's
+    cache lacks it). :func:`kernelcast.models.search.guided_search` takes the rows as sources whose
+    weights it re-estimates from the measurements on the device being tuned, which contributes
+    nothing here."""
     others = pair.get("others") or []
     if not others:
         raise InputError(f"pair {pair['name']}: searcher others needs other pairs of kernel {kernel_of(pair)!r}")
-    total, count, levels = np.zeros(len(space.keys)), np.zeros(len(space.keys)), []
+    rows = []
     for other in others:
         o = load_space(other["cache"])
-        lt = np.log2(np.where(np.isfinite(o.time_us) & (o.time_us > 0), o.time_us, np.nan))
-        if not np.isfinite(lt).any():
-            continue
-        level = float(np.nanmedian(lt))
-        levels.append(level)
-        # a configuration that failed there counts as that device's slowest: it likely fails here too
-        by_key = dict(zip(o.keys, np.where(np.isfinite(lt), lt, float(np.nanmax(lt))) - level))
-        v = np.array([by_key.get(k, np.nan) for k in space.keys], dtype=np.float64)
-        ok = np.isfinite(v)
-        total[ok] += v[ok]
-        count[ok] += 1
-    out = np.full(len(space.keys), np.nan)
-    has = count > 0
-    out[has] = 2.0 ** (total[has] / count[has] + (float(np.median(levels)) if levels else 0.0))
+        ok = np.isfinite(o.time_us) & (o.time_us > 0)
+        by_key = dict(zip(o.keys, np.where(ok, o.time_us, float(np.max(o.time_us[ok])) if ok.any() else np.nan)))
+        rows.append(np.array([by_key.get(k, np.nan) for k in space.keys], dtype=np.float64))
+    out = np.vstack(rows)
+    if not np.isfinite(out).any():
+        raise InputError(f"pair {pair['name']}: no other pair of kernel {kernel_of(pair)!r} has a configuration "
+                         "of this one measured")
+    return out
+
+
+def combined_prior(pred: np.ndarray) -> np.ndarray:
+    """One predicted time per configuration: ``pred`` itself, or of several sources (one row each)
+    their unweighted mean in ``log2`` (each centred on its median; NaN where no source predicts it)
+    plus the median of their medians: the search's prior before any measurement."""
+    if pred.ndim == 1:
+        return pred
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lt = np.where(np.isfinite(pred) & (pred > 0), np.log2(pred), np.nan)
+    levels = [float(np.nanmedian(r)) for r in lt if np.isfinite(r).any()]
+    has = np.isfinite(lt).any(axis=0)
+    out = np.full(pred.shape[1], np.nan)
+    if levels:
+        cen = lt - np.array([np.nanmedian(r) if np.isfinite(r).any() else 0.0 for r in lt])[:, None]
+        out[has] = 2.0 ** (np.nanmean(cen[:, has], axis=0) + float(np.median(levels)))
     return out
 
 
 def predictions(pair: dict[str, Any], space: Space, searcher: str) -> np.ndarray:
-    """The predicted time (us) of every configuration of the space (NaN where there is none):
-    ``analytical`` from the pair's ``analytical_oof`` (an ``evaluate --folds 0`` run's oof.parquet,
-    column ``analytical_us``) where given, else the analytical model of the pair's profile on the
-    dataset's rows; ``oof:COLUMN`` from the pair's ``oof``; ``none``: a flat prior."""
+    """The predicted time (us) of every configuration of the space (NaN where there is none; for
+    ``others`` one row per other device, :func:`transfer_predictions`): ``others:mean`` their
+    unweighted mean (:func:`combined_prior`, one prior the search keeps); ``analytical`` from the
+    pair's ``analytical_oof`` (an ``evaluate --folds 0`` run's oof.parquet, column ``analytical_us``)
+    where given, else the analytical model of the pair's profile on the dataset's rows;
+    ``oof:COLUMN`` from the pair's ``oof``; ``none``: a flat prior."""
     if searcher == "none":
         return np.ones(len(space.keys))
     if searcher == "others":
         return transfer_predictions(pair, space)
+    if searcher == "others:mean":
+        return combined_prior(transfer_predictions(pair, space))
     if not pair.get("dataset"):
         raise InputError(f"pair {pair['name']}: searcher {searcher} needs the pair's dataset")
     frame = read_dataset(pair["dataset"])
@@ -188,7 +205,8 @@ def predictions(pair: dict[str, Any], space: Space, searcher: str) -> np.ndarray
             raise InputError(f"pair {pair['name']}: searcher {searcher} needs the pair's oof")
         by_key = _oof_by_key(pair["oof"], searcher[4:], device)
     else:
-        raise UsageError(f"unknown searcher {searcher!r} (analytical, bundled, none, others or oof:COLUMN)")
+        raise UsageError(f"unknown searcher {searcher!r} (analytical, bundled, none, others, others:mean or "
+                         "oof:COLUMN)")
     pred = np.array([by_key.get(str(k), np.nan) for k in frame["row_key"]], dtype=np.float64)
     out = np.full(len(space.keys), np.nan)
     for k, v in zip(frame["kt_key"].astype(str), pred):
@@ -234,9 +252,25 @@ def run_strategy(space: Space, strategy: str, budget: int, seed: int,
     return out[:budget]
 
 
+def guided_run(space: Space, pred: np.ndarray, budget: int, seed: int) -> SearchResult:
+    """kernelcast's search on the cache (``pred``: one prediction per configuration, or one row per source)."""
+    return guided_search(pred, space.params, lambda i: float(space.time_us[i]), budget, seed=seed, settle=False)
+
+
 def run_guided(space: Space, pred: np.ndarray, budget: int, seed: int) -> list[float]:
-    res = guided_search(pred, space.params, lambda i: float(space.time_us[i]), budget, seed=seed, settle=False)
-    return [s.measured_us for s in res.steps]
+    """The measured times (us; NaN: failed) of :func:`guided_run` in order."""
+    return [s.measured_us for s in guided_run(space, pred, budget, seed).steps]
+
+
+def _guided_stats(space: Space, pred: np.ndarray, budget: int, seed: int) -> dict[str, Any]:
+    """:func:`trace_stats` of one guided run, with the sources' weights after 20 measurements and at
+    its end where ``pred`` has several sources."""
+    res = guided_run(space, pred, budget, seed)
+    out = trace_stats([s.measured_us for s in res.steps], space.optimum)
+    if res.steps and res.steps[-1].weights is not None:
+        out["weights_20"] = res.steps[min(20, len(res.steps)) - 1].weights
+        out["weights_end"] = res.steps[-1].weights
+    return out
 
 
 def summarize(runs: list[dict[str, Any]], budget: int) -> dict[str, Any]:
@@ -272,12 +306,18 @@ def run_pair(pair: dict[str, Any], strategies: Sequence[str], searchers: Sequenc
             out["failed"][f"kernelcast:{s}"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             say(f"{pair['name']}: kernelcast:{s} could not run: {out['failed'][f'kernelcast:{s}']}")
             continue
-        ok = np.isfinite(pred) & np.isfinite(space.time_us)
-        rho = float(pd.Series(pred[ok]).rank().corr(pd.Series(space.time_us[ok]).rank())) if ok.sum() > 2 else None
-        runs = [trace_stats(run_guided(space, pred, budget, seed), space.optimum) for seed in range(seeds)]
+        flat = combined_prior(pred)
+        ok = np.isfinite(flat) & np.isfinite(space.time_us)
+        rho = float(pd.Series(flat[ok]).rank().corr(pd.Series(space.time_us[ok]).rank())) if ok.sum() > 2 else None
+        runs = [_guided_stats(space, pred, budget, seed) for seed in range(seeds)]
         out["searchers"][f"kernelcast:{s}"] = {**summarize(runs, budget), "spearman": rho,
-                                               "predicted": int(np.isfinite(pred).sum()), "traces": runs,
+                                               "predicted": int(np.isfinite(flat).sum()), "traces": runs,
                                                "seconds": time.perf_counter() - t0}
+        if pred.ndim == 2:
+            # the sources (the other devices) and their median weights over the seeds after 20 measurements
+            out["searchers"][f"kernelcast:{s}"]["sources"] = {
+                o["name"]: float(np.median([r["weights_20"][j] for r in runs]))
+                for j, o in enumerate(pair.get("others") or [])}
         say(f"{pair['name']}: kernelcast:{s} done in {time.perf_counter() - t0:.1f} s")
         if checkpoint is not None:
             checkpoint(out)
@@ -447,7 +487,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--strategies", default=",".join(DEFAULT_STRATEGIES), help="Kernel Tuner strategies")
     ap.add_argument("--searchers", default=",".join(DEFAULT_SEARCHERS),
                     help="kernelcast searchers: analytical, bundled (the bundled GPU model), none, others (the "
-                         "kernel's other devices), oof:COLUMN (analytical,none)")
+                         "kernel's other devices, weighted by how well each explains the measurements), "
+                         "others:mean (their unweighted mean), oof:COLUMN (analytical,none)")
     ap.add_argument("--only", help="run the pairs whose name contains this")
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -478,8 +519,9 @@ def main(argv: list[str] | None = None) -> int:
         strategies = [s for s in args.strategies.split(",") if s]
         searchers = [s for s in args.searchers.split(",") if s]
         for s in searchers:
-            if s not in ("analytical", "bundled", "none", "others") and not s.startswith("oof:"):
-                raise UsageError(f"unknown searcher {s!r} (analytical, bundled, none, others or oof:COLUMN)")
+            if s not in ("analytical", "bundled", "none", "others", "others:mean") and not s.startswith("oof:"):
+                raise UsageError(f"unknown searcher {s!r} (analytical, bundled, none, others, others:mean or "
+                                 "oof:COLUMN)")
     except InputError as e:
         print(f"bench.tuning: {e}", file=sys.stderr)
         return 2

@@ -29,6 +29,15 @@ the best.
 Where the model has no prediction for a configuration (its analysis failed), the prior mean there
 is the median prediction, so the GP and the measurements decide.
 
+Several sources of predictions (e.g. the kernel's measured times on other devices, one row each) make
+the prior their weighted mean in ``log2`` (each source centred on its median), the weights
+re-estimated after every measurement by Bayesian model averaging (:func:`source_weights`): each
+source is a model of this device's ``log2`` times up to an unknown offset and an unknown residual
+spread, and its weight is its prior weight times its marginal likelihood of the measurements so far,
+so a source whose shape the measurements bear out comes to dominate the prior, the trust slope and
+the GP's prior input, and one they contradict fades. Before two measurements succeeded the weights
+are the prior ones (equal unless given). One source is the single-model search above.
+
 ``measure(i)`` is the seam: a real launch of configuration ``i`` on the local device, or a lookup
 in a cache of measurements (a simulation of the search on public data).
 """
@@ -70,6 +79,7 @@ class SearchStep:
     best_us: float              # the best measured time so far (NaN while none succeeded)
     expected_improvement: float  # in log2 units (inf for the first, the model's pick)
     pick: str = "ei"            # model (the model's best) | mean (corrected best) | ei | local (trust region) | fill
+    weights: list[float] | None = None  # the sources' weights when it was chosen (several sources only)
 
 
 @dataclass
@@ -227,29 +237,99 @@ LOCAL_RADIUS = 0.35
 FILL_CANDIDATES = 2000
 
 
+def source_matrix(predicted_us: np.ndarray) -> np.ndarray:
+    """Several sources' predicted times (us; one row per source, NaN or non-positive where a source
+    has no prediction) as ``log2`` times each centred on its own median: where a source has no
+    prediction for a configuration it takes the mean of the sources that have one there (0, its
+    median, where none has), so with equal weights the mean of the rows is the mean over the sources
+    that predict each configuration."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lt = np.where(np.isfinite(predicted_us) & (predicted_us > 0), np.log2(predicted_us), np.nan)
+    for j in range(len(lt)):
+        ok = np.isfinite(lt[j])
+        if ok.any():
+            lt[j, ok] -= float(np.median(lt[j, ok]))
+    has = np.isfinite(lt)
+    count = has.sum(axis=0)
+    fill = np.where(count > 0, np.where(has, lt, 0.0).sum(axis=0) / np.maximum(count, 1), 0.0)
+    return np.where(has, lt, fill[None, :])
+
+
+def source_weights(sources: np.ndarray, idx: np.ndarray, z: np.ndarray, prior_weights: np.ndarray,
+                   noise: float = NOISE_VAR) -> np.ndarray:
+    """The posterior weight of each source (rows of ``sources``, ``log2`` times) given the measured
+    ``log2`` times ``z`` of the configurations ``idx``: Bayesian model averaging over the sources,
+    each a Gaussian model ``z = offset + source + e`` with a flat prior on the offset and the scale
+    prior ``1/sigma`` on the residual spread. Both integrated out, a source's marginal likelihood is
+    proportional to ``RSS ** (-(m - 1) / 2)`` (``RSS``: its residuals' sum of squares about their
+    mean, ``m`` measurements), the same constant for every source, so no spread is assumed: a source
+    whose shape explains the measurements better gains weight geometrically with each one. ``RSS``
+    has ``m * noise`` added (the measurements' own repeatability), so sources that both explain them
+    to within their noise keep their prior weights. With fewer than two measurements: the prior
+    weights."""
+    w = np.asarray(prior_weights, dtype=np.float64)
+    w = w / w.sum()
+    m = len(idx)
+    if m < 2 or len(sources) < 2:
+        return w
+    r = z[None, :] - sources[:, idx]
+    rss = ((r - r.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
+    logw = np.log(w) - 0.5 * (m - 1) * np.log(rss / m + noise)
+    logw -= logw.max()
+    out = np.exp(logw)
+    return out / out.sum()
+
+
 def guided_search(predicted_us: Sequence[float] | np.ndarray, params: pd.DataFrame,
                   measure: Callable[[int], float], budget: int, *, seed: int = 0, settle: bool = True,
                   settle_ei: float = 0.01, min_var: float = MIN_VAR, noise: float = NOISE_VAR,
-                  explore: bool = True, ard: bool = True,
+                  explore: bool = True, ard: bool = True, source_prior: Sequence[float] | None = None,
                   on_step: Callable[[SearchStep], None] | None = None) -> SearchResult:
     """Search the configurations (rows of ``params``, predicted ``predicted_us``) for the fastest
     with at most ``budget`` calls of ``measure(i)`` (time in us; NaN or a non-positive value: the
     configuration failed). ``seed`` breaks ties between equally promising configurations and draws
     the candidates of space-filling picks; ``explore`` False: expected improvement alone after the
     model's first pick (no space-filling or trust-region steps); ``ard`` False: one length scale
-    shared by every input (else each input's own, once :data:`ARD_MIN_POINTS` measurements succeeded)."""
+    shared by every input (else each input's own, once :data:`ARD_MIN_POINTS` measurements succeeded).
+
+    ``predicted_us`` two-dimensional (one row per source, e.g. the kernel's measured times on other
+    devices, or those and a model's predictions): the prior is the weighted mean of the sources'
+    ``log2`` times (:func:`source_matrix`), the weights re-estimated after every measurement by
+    :func:`source_weights` from ``source_prior`` (equal where not given)."""
     pred = np.asarray(predicted_us, dtype=np.float64)
-    n = len(pred)
+    multi = pred.ndim == 2
+    if pred.ndim not in (1, 2):
+        raise ValueError("predictions must be one array, or one row per source")
+    n = pred.shape[-1]
     if len(params) != n:
         raise ValueError(f"{len(params)} configurations for {n} predictions")
     if budget < 1:
         raise ValueError("the budget must be at least one measurement")
-    ok = np.isfinite(pred) & (pred > 0)
-    has_model = bool(ok.any() and np.ptp(np.log2(pred[ok])) > 0)
-    prior = np.full(n, float(np.median(np.log2(pred[ok]))) if ok.any() else 0.0)
-    prior[ok] = np.log2(pred[ok])
+    sources = np.zeros((0, n))
+    weights = prior_w = np.ones(0)
+    if multi:
+        if len(pred) < 1:
+            raise ValueError("no source of predictions")
+        prior_w = np.ones(len(pred)) if source_prior is None else np.asarray(source_prior, dtype=np.float64)
+        if prior_w.shape != (len(pred),) or not (np.isfinite(prior_w).all() and (prior_w > 0).all()):
+            raise ValueError(f"source_prior needs one positive weight per source ({len(pred)})")
+        sources = source_matrix(pred)
+        weights = prior_w / prior_w.sum()
+        prior = weights @ sources
+        has_model = bool(np.ptp(sources) > 0)
+    else:
+        ok = np.isfinite(pred) & (pred > 0)
+        has_model = bool(ok.any() and np.ptp(np.log2(pred[ok])) > 0)
+        prior = np.full(n, float(np.median(np.log2(pred[ok]))) if ok.any() else 0.0)
+        prior[ok] = np.log2(pred[ok])
     x = encode_params(params)
-    xg = np.column_stack([x, (prior - prior.min()) / np.ptp(prior)]) if has_model else x
+
+    def gp_inputs(prior: np.ndarray) -> np.ndarray:
+        # the prior's own value is one more input of the GP: configurations the model ranks alike are near
+        span = float(np.ptp(prior))
+        return np.column_stack([x, (prior - prior.min()) / span]) if has_model and span > 0 else x
+
+    xg = gp_inputs(prior)
     rng = np.random.default_rng(seed)
     tie = rng.random(n) * 1e-9
     measured = np.zeros(n, dtype=bool)
@@ -261,6 +341,10 @@ def guided_search(predicted_us: Sequence[float] | np.ndarray, params: pd.DataFra
     stopped = "budget"
     for _ in range(min(budget, n)):
         kind = "model"
+        if multi and len(idx) >= 2:
+            weights = source_weights(sources, np.asarray(idx), np.asarray(z), prior_w, noise)
+            prior = weights @ sources
+            xg = gp_inputs(prior)
         if idx:
             b = _trust(prior, np.asarray(idx), np.asarray(z), has_model)
             base = prior * b
@@ -300,7 +384,7 @@ def guided_search(predicted_us: Sequence[float] | np.ndarray, params: pd.DataFra
             if not best_us <= t:
                 best_us, best_i = t, i
         step = SearchStep(i, t if math.isfinite(t) and t > 0 else float("nan"), float(2.0 ** mean[i]), best_us,
-                          float(ei[i]), kind)
+                          float(ei[i]), kind, [float(v) for v in weights] if multi else None)
         steps.append(step)
         if on_step is not None:
             on_step(step)

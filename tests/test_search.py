@@ -181,7 +181,7 @@ def _write_cache(path, times: dict[str, float | str]) -> str:
 
 
 def test_the_kernels_other_devices_as_the_model(tmp_path):
-    from kernelcast.bench.tuning import predictions, read_spec
+    from kernelcast.bench.tuning import combined_prior, predictions, read_spec
 
     # device B is twice as fast as A on every configuration but "64,2", which failed on B
     a = _write_cache(tmp_path / "A.json", {"32,1": 400.0, "32,2": 100.0, "64,1": 200.0, "64,2": 800.0})
@@ -196,8 +196,11 @@ def test_the_kernels_other_devices_as_the_model(tmp_path):
     assert pairs[2]["others"] == []
     sp = Space(a)
     pred = predictions(pairs[0], sp, "others")
-    # B's log2 times less B's median (log2 of 100), plus that median: B's times; its failure as its slowest
-    assert pred == pytest.approx([200.0, 50.0, 100.0, 200.0])
+    # one row per other device: B's times, its failure as its slowest
+    assert pred.shape == (1, 4) and pred[0] == pytest.approx([200.0, 50.0, 100.0, 200.0])
+    # the prior before any measurement: B's log2 times less B's median (log2 of 100), plus that median
+    assert combined_prior(pred) == pytest.approx([200.0, 50.0, 100.0, 200.0])
+    assert predictions(pairs[0], sp, "others:mean") == pytest.approx(combined_prior(pred))
     with pytest.raises(Exception, match="other pairs"):
         predictions(pairs[2], Space(c), "others")
 
@@ -258,3 +261,126 @@ def test_the_bundled_gpu_model_as_the_model(tmp_path):
     assert pred == pytest.approx([by_key[k] for k in sp.keys]) and np.all(np.isfinite(pred)) and np.all(pred > 0)
     # not the analytical model's predictions
     assert not np.allclose(pred, predictions(pair, sp, "analytical"))
+
+
+def test_the_unweighted_prior_of_several_devices():
+    from kernelcast.bench.tuning import combined_prior
+
+    # medians 100 and 20; the last configuration is missing on the second device: the first alone predicts it
+    pred = np.array([[50.0, 100.0, 400.0, 100.0], [20.0, 10.0, 40.0, np.nan]])
+    level = math.sqrt(100.0 * 20.0)                                  # the median of the two medians
+    # log2 less the median: -1, 0, 2, 0 and 0, -1, 1; their means -0.5, -0.5, 1.5, 0
+    assert combined_prior(pred) == pytest.approx([level * 2.0 ** w for w in (-0.5, -0.5, 1.5, 0.0)])
+    assert combined_prior(pred[0]) is not None and combined_prior(pred[0]) == pytest.approx(pred[0])
+
+
+def test_source_matrix_centres_each_source_and_fills_from_the_others():
+    from kernelcast.models.search import source_matrix
+
+    m = source_matrix(np.array([[2.0, 4.0, 8.0, np.nan], [1.0, 4.0, -1.0, np.nan]]))
+    # log2 less each row's median (2 and 1): the second's missing third takes the first's value there
+    assert m == pytest.approx(np.array([[-1.0, 0.0, 1.0, 0.0], [-1.0, 1.0, 1.0, 0.0]]))
+
+
+def test_source_weights_follow_the_source_that_explains_the_measurements():
+    from kernelcast.models.search import source_weights
+
+    _, t = _space()
+    lt = np.log2(t)
+    sources = np.vstack([lt + 3.0, -lt])        # the first orders the space like the device, the second reversed
+    idx = np.array([0, 5, 11])
+    w = source_weights(sources, idx, lt[idx], np.ones(2))
+    # the first's residuals are one offset (RSS 0, floored at the noise); the second's are 2 * log2 t
+    r = 2.0 * lt[idx]
+    ratio = ((float(((r - r.mean()) ** 2).sum()) / 3 + 0.003) / 0.003) ** ((3 - 1) / 2)
+    assert w == pytest.approx([ratio / (1 + ratio), 1 / (1 + ratio)]) and w[0] > 0.99
+    # one measurement says nothing about shape: the prior weights
+    assert source_weights(sources, idx[:1], lt[idx[:1]], np.array([1.0, 3.0])) == pytest.approx([0.25, 0.75])
+    # two sources that both explain the measurements to within their noise keep their prior weights
+    w = source_weights(np.vstack([lt, lt + 0.001 * np.arange(len(lt))]), idx, lt[idx], np.ones(2))
+    assert w == pytest.approx([0.5, 0.5], abs=0.02)
+
+
+def _bowl(n_bx: int = 8, n_t: int = 6) -> tuple[pd.DataFrame, np.ndarray]:
+    """A bigger grid than :func:`_space`: a bowl with its minimum at (256, 3) and a tilt in the tile."""
+    rows, t = [], []
+    for bx in [16 << i for i in range(n_bx)]:
+        for tile in range(1, n_t + 1):
+            rows.append({"block_size_x": bx, "tile": tile})
+            t.append(100.0 * (1.0 + (math.log2(bx) - 8) ** 2 + 0.5 * (tile - 3) ** 2 + 0.1 * tile))
+    return pd.DataFrame(rows), np.asarray(t)
+
+
+def test_the_search_reweights_its_sources_and_follows_the_one_that_agrees():
+    params, t = _bowl()
+    lt = np.log2(t)
+    best = int(np.argmin(t))
+    # two other devices: one ranks the space as this one does (another scale and level), one reversed;
+    # with equal weights their mean ranks nothing
+    sources = np.vstack([2.0 ** (0.5 * lt + 4.0), 2.0 ** (-lt)])
+    res = guided_search(sources, params, lambda i: t[i], 12, settle=False, seed=0)
+    found = [s.index for s in res.steps].index(best) + 1
+    assert res.steps[0].weights == pytest.approx([0.5, 0.5])
+    assert res.steps[3].weights[0] > 0.9 and res.steps[6].weights[0] > 0.99     # the agreeing one leads
+    assert found <= 4
+    # the same search from a flat prior (no sources) needs more measurements
+    flat = guided_search(np.ones(len(t)), params, lambda i: t[i], 12, settle=False, seed=0)
+    flat_found = [s.index for s in flat.steps].index(best) + 1 if best in [s.index for s in flat.steps] else 13
+    assert found < flat_found
+    # the reversed source given the prior weight: it leads until the measurements overrule it
+    res2 = guided_search(sources, params, lambda i: t[i], 12, settle=False, seed=0, source_prior=[1.0, 99.0])
+    assert res2.steps[0].index == int(np.argmax(t)) and res2.steps[0].weights == pytest.approx([0.01, 0.99])
+    assert res2.steps[-1].weights[0] > 0.99 and res2.best_us == t.min()
+
+
+def test_one_source_is_the_single_prediction():
+    params, t = _bowl()
+    pred = t * (1.0 + 0.3 * np.sin(np.arange(len(t))))     # a model with the shape a little wrong
+    one = guided_search(pred, params, lambda i: t[i], 15, settle=False, seed=2)
+    rows = guided_search(pred[None, :], params, lambda i: t[i], 15, settle=False, seed=2)
+    assert [s.index for s in rows.steps] == [s.index for s in one.steps]
+    assert one.steps[0].weights is None and rows.steps[0].weights == [1.0]
+
+
+def test_bad_source_arguments():
+    params, t = _space()
+    with pytest.raises(ValueError, match="source_prior"):
+        guided_search(np.vstack([t, t]), params, lambda i: t[i], 3, source_prior=[1.0])
+    with pytest.raises(ValueError, match="source_prior"):
+        guided_search(np.vstack([t, t]), params, lambda i: t[i], 3, source_prior=[1.0, 0.0])
+    with pytest.raises(ValueError, match="configurations"):
+        guided_search(np.vstack([t, t])[:, :-1], params, lambda i: t[i], 3)
+
+
+def test_the_benchmark_weights_the_other_device_that_agrees(tmp_path):
+    """``others`` on a pair whose kernel has two other devices: one with this device's order (half
+    as fast), one reversed; every run records the weights, the agreeing device's near 1."""
+    from kernelcast.bench.tuning import read_spec, run_pair
+
+    params, t = _bowl()
+
+    def write(name: str, times: np.ndarray) -> str:
+        cache = {f"{bx},{tile}": {"block_size_x": int(bx), "tile": int(tile), "time": float(ti) / 1e3}
+                 for (bx, tile), ti in zip(params.itertuples(index=False), times)}
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"device_name": name, "kernel_name": "k", "problem_size": [4096],
+                                    "tune_params_keys": ["block_size_x", "tile"],
+                                    "tune_params": {"block_size_x": sorted({int(b) for b in params.block_size_x}),
+                                                    "tile": sorted({int(x) for x in params.tile})},
+                                    "objective": "time", "cache": cache}))
+        return str(path)
+
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"pairs": [{"name": "k A", "cache": write("A", t)},
+                                          {"name": "k B", "cache": write("B", 2.0 * t)},
+                                          {"name": "k C", "cache": write("C", 1e6 / t)}]}))
+    pair = read_spec(str(spec))[0]
+    out = run_pair(pair, [], ["others", "others:mean"], 3, 12, lambda msg: None)
+    got = out["searchers"]["kernelcast:others"]
+    assert set(got["sources"]) == {"k B", "k C"} and got["sources"]["k B"] > 0.99
+    assert all(r["weights_end"][0] > 0.99 for r in got["traces"])
+    assert got["median_reach_1"] is not None and got["median_reach_1"] <= 4
+    # one prior, the unweighted mean of an agreeing and a reversed device: no weights, and slower here
+    mean = out["searchers"]["kernelcast:others:mean"]
+    assert "sources" not in mean and "weights_end" not in mean["traces"][0]
+    assert mean["median_reach_1"] is None or mean["median_reach_1"] > got["median_reach_1"]
