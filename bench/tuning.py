@@ -57,7 +57,7 @@ import numpy as np
 import pandas as pd
 from kernelcast.calib.profile import load_profile
 from kernelcast.datagen.dataset import read_dataset
-from kernelcast.models.search import SearchResult, guided_search
+from kernelcast.models.search import SearchResult, guided_search, source_matrix
 from kernelcast.models.simulate import dataset_rows, load_space, restriction_mask, space_predictions
 
 from kernelcast.errors import InputError, UsageError
@@ -156,14 +156,14 @@ def combined_prior(pred: np.ndarray) -> np.ndarray:
     plus the median of their medians: the search's prior before any measurement."""
     if pred.ndim == 1:
         return pred
-    with np.errstate(divide="ignore", invalid="ignore"):
-        lt = np.where(np.isfinite(pred) & (pred > 0), np.log2(pred), np.nan)
-    levels = [float(np.nanmedian(r)) for r in lt if np.isfinite(r).any()]
-    has = np.isfinite(lt).any(axis=0)
+    ok = np.isfinite(pred) & (pred > 0)
+    levels = [float(np.median(np.log2(r[m]))) for r, m in zip(pred, ok) if m.any()]
+    has = ok.any(axis=0)
     out = np.full(pred.shape[1], np.nan)
     if levels:
-        cen = lt - np.array([np.nanmedian(r) if np.isfinite(r).any() else 0.0 for r in lt])[:, None]
-        out[has] = 2.0 ** (np.nanmean(cen[:, has], axis=0) + float(np.median(levels)))
+        # the centred sources, each missing value filled with the others' mean: their mean is the
+        # mean over the sources that predict a configuration
+        out[has] = 2.0 ** (source_matrix(pred).mean(axis=0)[has] + float(np.median(levels)))
     return out
 
 

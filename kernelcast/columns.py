@@ -52,3 +52,10 @@ def decode_args(v: Any) -> list[dict[str, Any]]:
     if isinstance(v, str):
         v = json.loads(v)
     return [dict(a) if isinstance(a, Mapping) else a for a in v]
+
+
+def problem_args(args: list[dict[str, Any]]) -> tuple[tuple[Any, Any], ...]:
+    """The arguments that make a problem, of decoded ``args``: each buffer's name and element count,
+    each scalar's name and value (local-memory arguments belong to the configuration, not the problem)."""
+    return tuple((a.get("name"), a.get("count") if a.get("kind") == "buffer" else a.get("value"))
+                 for a in args if a.get("kind") != "local")

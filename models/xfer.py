@@ -11,7 +11,8 @@ so a prediction row of a measured configuration finds it):
 
 * the **kernel**: its name and the SHA-1 of its source text;
 * the **problem**: the kernel plus its non-local arguments (each buffer's name and element count,
-  each scalar's name and value), as ``train.oof.problem_keys`` names a problem without a problem id;
+  each scalar's name and value: ``kernelcast.columns.problem_args``), as ``train.oof.problem_keys``
+  names a problem without a problem id;
 * the **configuration**: the problem plus the ``-D`` definitions of the build options (sorted; a
   Kernel Tuner import's tunable parameters, so this is its ``kt_key`` in other words), the global
   and the local size, and the local-memory arguments.
@@ -66,7 +67,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kernelcast.columns import decode_args, decode_sizes
+from kernelcast.columns import decode_args, decode_sizes, problem_args
 from kernelcast.errors import InputError
 
 #: the saved table (next to ``tabular.json``), its format name and version
@@ -125,8 +126,7 @@ def xfer_keys(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         if h is None:
             h = src_hash[s] = hashlib.sha1(s.encode("utf-8", "replace")).hexdigest()
         decoded = decode_args(a)
-        prob = tuple((x.get("name"), x.get("count") if x.get("kind") == "buffer" else x.get("value"))
-                     for x in decoded if x.get("kind") != "local")
+        prob = problem_args(decoded)
         local = tuple((x.get("name"), x.get("count")) for x in decoded if x.get("kind") == "local")
         p = _hash(name, h, prob)
         problems.append(p)

@@ -33,7 +33,7 @@ from kernelcast.models.tabular import build_table
 from kernelcast.train.split import group_key
 from kernelcast.train.tabular import fit_tabular
 
-from kernelcast.columns import decode_args, decode_sizes
+from kernelcast.columns import decode_args, decode_sizes, problem_args
 from kernelcast.errors import UsageError
 from kernelcast.metrics import (
     log2_bias,
@@ -590,8 +590,7 @@ def problem_keys(frame: pd.DataFrame) -> np.ndarray:
         if isinstance(pid, str) and pid:        # schema 2: the row's own problem id
             out.append(f"{k}|{pid}")
             continue
-        args = tuple((x.get("name"), x.get("count") if x.get("kind") == "buffer" else x.get("value"))
-                     for x in decode_args(a) if x.get("kind") != "local")
+        args = problem_args(decode_args(a))
         out.append(f"{k}|{decode_sizes(g)}|{args}")
     devices = devices_of(frame)
     if len(pd.unique(devices)) > 1:             # a problem is tuned on one device
