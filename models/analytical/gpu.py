@@ -200,7 +200,7 @@ class GPUClass(DeviceClass):
         d = self.params
         cu, clock = float(d.compute_units), d.clock
         t = launch_traffic(f, env, g)
-        warps = n_wg * np.ceil(g / np.maximum(n_wg, 1.0) / d.warp)          # a partial warp is a warp
+        warps = g / d.warp * lane_padding(g, n_wg, d.warp)                 # a partial warp is a warp
         insts_global = f["warp_global_mem"] * warps
         insts_local = f["warp_local_mem"] * f["local_bank_conflict"] * warps
         active = np.minimum(n_wg, cu)
