@@ -235,6 +235,8 @@ class DeviceIdentity:
     max_clock_mhz: int | None = None
     global_mem_bytes: int | None = None
     local_mem_bytes: int | None = None
+    #: the compiler's name of the device (``gfx90a``, ``gfx1032``, ``sm_80``; empty: unknown)
+    llvm_target: str = ""
 
     @classmethod
     def from_device_info(cls, info: Any) -> DeviceIdentity:

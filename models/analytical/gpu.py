@@ -38,9 +38,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 from kernelcast.calib.profile import DeviceProfile
-from kernelcast.models.analytical.hierarchy import average_latency, launch_traffic
+from kernelcast.models.analytical.hierarchy import Traffic, average_latency, launch_traffic
 from kernelcast.models.analytical.params import RATE_CLASSES, SharedParams, read_shared
 from kernelcast.models.analytical.registry import DeviceClass, DeviceKind, ItemCosts, operation_seconds, register
+from kernelcast.models.static.amdgpu import LANGUAGES as AMDGPU_LANGUAGES
+from kernelcast.models.static.amdgpu import compile_cached
 from kernelcast.models.static.features import BUILTIN_CLASSES, REPEATED_PREFIX, UNROLLED_PREFIX
 
 #: DRAM latency in cycles assumed by the MWP/CWP model when a GPU profile has none measured
@@ -95,6 +97,11 @@ class GPUParams(SharedParams):
     l2_latency_cycles: float = DEFAULT_L2_LATENCY_CYCLES
     #: warp instructions a compute unit issues per clock (None: the classes' times add up)
     issue_per_clk: float | None = None
+    #: 32-bit registers per compute unit (the register file all its warps share)
+    registers_per_cu: float | None = None
+    l2_bytes: float | None = None
+    #: the compiler's name of the device (``gfx90a``, ``gfx1032``: :mod:`models.static.amdgpu`)
+    llvm_target: str = ""
 
     @classmethod
     def from_profile(cls, p: DeviceProfile, device_info: Any = None) -> GPUParams:
@@ -114,7 +121,8 @@ class GPUParams(SharedParams):
                    l2_bw=(get("l2_bw_gbs") or 0) * 1e9 or None,
                    l1_latency_cycles=get("l1_latency_cycles") or DEFAULT_L1_LATENCY_CYCLES,
                    l2_latency_cycles=get("l2_latency_cycles") or DEFAULT_L2_LATENCY_CYCLES,
-                   issue_per_clk=get("warp_issue_per_cu_clk"))
+                   issue_per_clk=get("warp_issue_per_cu_clk"), registers_per_cu=get("registers_per_cu"),
+                   l2_bytes=get("l2_bytes"), llvm_target=str(getattr(dev, "llvm_target", "") or ""))
 
     @property
     def clock(self) -> float:
@@ -162,13 +170,35 @@ class GPUClass(DeviceClass):
                     out[base] = np.maximum(out[base] - v, 0.0)
         return compiled_counts(out)
 
+    def compiled_resources(self, source: str, name: str, language: str, options: str,
+                           cache_dir: str | None = None) -> dict[str, float]:
+        """Registers and scratch spills of the configuration's code as the compiler for the
+        profile's AMD target makes it (:func:`models.static.amdgpu.compile_cached`; NaN where it
+        could not compile it); nothing for other GPUs and for OpenCL sources."""
+        target = self.params.llvm_target
+        if not target.startswith("gfx") or language.lower() not in AMDGPU_LANGUAGES:
+            return {}
+        r = compile_cached(source, name, target, options, language, cache_dir)
+        if r is None:
+            return dict.fromkeys(COMPILED_KEYS, float("nan"))
+        return {"compiled_vgprs": float(r.vgprs + r.agprs), "compiled_private_bytes": float(r.scratch_bytes),
+                "compiled_scratch_per_float": r.scratch_per_float, "compiled_scratch_per_valu": r.scratch_per_valu,
+                "compiled_scratch_op_bytes": r.scratch_op_bytes / r.scratch_ops if r.scratch_ops else 4.0}
+
     def residency(self, f: Mapping[str, np.ndarray], g: np.ndarray, lsz: np.ndarray, n_wg: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray]:
+        """Work-groups per compute unit within its warp, work-group and local-memory limits and,
+        where the compiler reported the kernel's registers, within the register file (a warp holds
+        ``vgprs x warp`` registers; allocation granularity is not modelled)."""
         d = self.params
         warps_per_wg = np.ceil(lsz / d.warp)
         per_cu = np.full_like(g, d.max_wg_per_cu or DEFAULT_MAX_WG_PER_CU)
         if d.max_warps_per_cu:
             per_cu = np.minimum(per_cu, np.floor(d.max_warps_per_cu / np.maximum(warps_per_wg, 1)))
+        vgprs = f.get("compiled_vgprs")
+        if vgprs is not None and d.registers_per_cu:
+            by_regs = np.floor(d.registers_per_cu / (np.maximum(vgprs, 1.0) * d.warp) / np.maximum(warps_per_wg, 1))
+            per_cu = np.where(np.isfinite(vgprs) & (vgprs > 0), np.minimum(per_cu, by_regs), per_cu)
         lm = f["local_mem_bytes"]
         if d.local_mem_per_cu:
             per_cu = np.where(lm > 0, np.minimum(per_cu, np.floor(d.local_mem_per_cu / np.maximum(lm, 1))), per_cu)
@@ -195,18 +225,21 @@ class GPUClass(DeviceClass):
                       ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Each level's bytes at its rate; the memory part is the slowest level (module docstring).
         The parts: ``level_<l1|l2|dram>_s``, ``traffic_<requested|l1|l2|dram>`` (bytes of the
-        launch), ``hit_<l1|l2>`` and the instruction counts of the launch ``warp_insts_global`` /
-        ``warp_insts_local`` (the names the energy model reads)."""
+        launch, register spills included: ``spill_bytes``, :func:`scratch_traffic`), ``hit_<l1|l2>``
+        and the instruction counts of the launch ``warp_insts_global`` / ``warp_insts_local`` (the
+        names the energy model reads); ``compiled_vgprs`` where the compiler reported them."""
         d = self.params
         cu, clock = float(d.compute_units), d.clock
         t = launch_traffic(f, env, g)
         warps = g / d.warp * lane_padding(g, n_wg, d.warp)                 # a partial warp is a warp
-        insts_global = f["warp_global_mem"] * warps
+        scratch, scratch_insts, scratch_dram = scratch_traffic(d, f, g, lsz, per_cu)
+        t = Traffic(t.requested, t.l1 + scratch, t.l2 + scratch, t.dram + scratch_dram)
+        insts_global = (f["warp_global_mem"] + scratch_insts) * warps
         insts_local = f["warp_local_mem"] * f["local_bank_conflict"] * warps
         active = np.minimum(n_wg, cu)
         # the first level takes one 128-byte line of a warp's global access per clock, and the
         # load/store units one warp's lanes per clock; local (shared) accesses are instructions there
-        lines = f.get("global_l1_lines", f["global_fetched_bytes"] / 128.0) * g
+        lines = f.get("global_l1_lines", f["global_fetched_bytes"] / 128.0) * g + scratch / 128.0
         l1_s = np.maximum(np.maximum(t.l1 / L1_BYTES_PER_CLK, lines) + insts_local,
                           (insts_global + insts_local) * d.warp / LSU_LANES_PER_CLK) / (active * clock)
         l2_s = t.l2 / (d.l2_bw or L2_BYTES_PER_CLK * cu * clock)
@@ -215,9 +248,11 @@ class GPUClass(DeviceClass):
         parts = {"level_l1_s": l1_s, "level_l2_s": l2_s, "level_dram_s": dram_s,
                  "traffic_requested": t.requested, "traffic_l1": t.l1, "traffic_l2": t.l2, "traffic_dram": t.dram,
                  "hit_l1": t.l1_hit, "hit_l2": t.l2_hit, "warp_insts_global": insts_global,
-                 "warp_insts_local": insts_local,
+                 "warp_insts_local": insts_local, "spill_bytes": scratch,
                  "latency_cycles": average_latency(t, d.l1_latency_cycles, d.l2_latency_cycles,
                                                    d.dram_latency_cycles)}
+        if "compiled_vgprs" in f:
+            parts["compiled_vgprs"] = f["compiled_vgprs"]
         return mem, parts
 
     def latency_seconds(self, f: Mapping[str, np.ndarray], levels: Mapping[str, np.ndarray], lsz: np.ndarray,
@@ -235,6 +270,42 @@ class GPUClass(DeviceClass):
         """Everything but the DRAM slows with the core clock: compute, the L1 and shared memory, the
         L2 and the latency floor; ``mem_t`` is the part that does not (the DRAM level's seconds)."""
         return np.maximum(np.where(body > mem_t, body, comp_t) / freq_ratio, mem_t)
+
+
+#: the compiler's reports :meth:`GPUClass.compiled_resources` passes on (the features' names)
+COMPILED_KEYS = ("compiled_vgprs", "compiled_private_bytes", "compiled_scratch_per_float",
+                 "compiled_scratch_per_valu", "compiled_scratch_op_bytes")
+#: the operation classes that are the compiled code's floating-point add/multiply/FMA instructions
+FLOAT_CLASSES = ("fp32_add", "fp32_mul", "fp32_fma", "fp64_add", "fp64_mul", "fp64_fma")
+
+
+def scratch_traffic(d: GPUParams, f: Mapping[str, np.ndarray], g: np.ndarray, lsz: np.ndarray, per_cu: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The spill traffic of a launch (bytes through the first level and L2), its load/store
+    instructions per warp, and the bytes of it that reach DRAM.
+
+    The compiler reports scratch bytes per lane per floating-point instruction of its code
+    (``compiled_scratch_per_float``; per vector instruction where the code has no floating-point
+    arithmetic); times the floating-point (else all) operations the source analysis counts per
+    work-item, that is the spill traffic of a work-item as executed. Every spill passes the first
+    level and L2 (the first level holds a few KiB per compute unit, far less than the spills of its
+    resident lanes); the share of the resident lanes' scratch (``compiled_private_bytes`` per lane)
+    that exceeds the L2 reaches DRAM."""
+    zero = np.zeros_like(g, dtype=np.float64)
+    per_float = f.get("compiled_scratch_per_float")
+    if per_float is None:
+        return zero, zero, zero
+    floats = sum((f[c] for c in FLOAT_CLASSES if c in f), zero)
+    ops = sum((f[c] for c in RATE_CLASSES if c in f and c != "branch"), zero)
+    per_item = np.where(floats > 0, per_float * floats, f["compiled_scratch_per_valu"] * ops)
+    per_item = np.where(np.isfinite(per_item), per_item, 0.0)
+    scratch = per_item * g
+    insts = per_item / np.maximum(f["compiled_scratch_op_bytes"], 1.0)
+    insts = np.where(np.isfinite(insts), insts, 0.0)
+    resident = np.minimum(g, per_cu * lsz * float(d.compute_units))
+    footprint = np.nan_to_num(f["compiled_private_bytes"]) * resident
+    miss = np.clip(1.0 - (d.l2_bytes or 0.0) / np.maximum(footprint, 1.0), 0.0, 1.0)
+    return scratch, insts, scratch * miss
 
 
 def lane_padding(g: np.ndarray, n_wg: np.ndarray, warp: int) -> np.ndarray:

@@ -104,10 +104,12 @@ def config_env(gsize: list[int], lsize: list[int] | None, args: list[dict[str, A
 def stack_envs(envs: list[dict[str, float]]) -> dict[str, np.ndarray]:
     """Per-configuration environments of one kernel as arrays: a symbol missing in some of them is
     1 there (an unbound scalar), except a site count, which stays NaN (not measured: the site's
-    default, :meth:`~models.static.features.SourceFeatures.complete`)."""
+    default, :meth:`~models.static.features.SourceFeatures.complete`), and what a compiler reported
+    (``__compiled_<name>``: NaN where it could not compile that configuration)."""
     keys_all = sorted({k for e in envs for k in e})
     env = {k: np.array([e.get(k, np.nan) for e in envs], dtype=np.float64) for k in keys_all}
-    return {k: (v if k.startswith(COUNT_PREFIXES) or not np.isnan(v).any() else np.where(np.isnan(v), 1.0, v))
+    return {k: (v if k.startswith(COUNT_PREFIXES + ("__compiled_",)) or not np.isnan(v).any()
+                else np.where(np.isnan(v), 1.0, v))
             for k, v in env.items()}
 
 
@@ -138,6 +140,9 @@ class AnalyticalModel(Predictor):
         #: GPUs: take each row's measured time (``time_median_us``, else ``time_mean_us``) as the
         #: time of its energy (a tuner that times configurations but has no power meter)
         self.at_measured_time = at_measured_time
+        #: where the device class keeps what its compiler reported per configuration: the first
+        #: analysis directory (a compile per configuration is the slow part of a large dataset)
+        self._compile_cache = str(self.analysis_dirs[0]) if self.analysis_dirs else None
 
     # -- features ---------------------------------------------------------------------------
 
@@ -177,6 +182,8 @@ class AnalyticalModel(Predictor):
         if fixed:
             env = {**env, **{k: np.full_like(env["gsize0"], v, dtype=np.float64) for k, v in fixed.items()}}
         f = dc.compiled_features(feats.evaluate_many({k: v for k, v in env.items() if not k.startswith("__")}))
+        # what the device's compiler reported per configuration (registers, spills; NaN: unknown)
+        f.update({k[2:]: v for k, v in env.items() if k.startswith("__compiled_")})
         g = env["gsize0"] * env["gsize1"] * env["gsize2"]
         lsz = env["lsize0"] * env["lsize1"] * env["lsize2"]
         n_wg = env["ngroups0"] * env["ngroups1"] * env["ngroups2"]
@@ -330,8 +337,7 @@ class AnalyticalModel(Predictor):
             try:
                 if src == "@":
                     r = frame.iloc[idx[0]]
-                    lang = str(r["language"]) if "language" in frame and isinstance(r["language"], str) else \
-                        ("cuda" if looks_like_cuda(str(r["source"])) else "opencl")
+                    lang = _language(frame, idx[0])
                     feats = self.shared_features(name, str(r["source"]), str(r["kernel_name"]), lang,
                                                  str(r.get("analysis_options") or ""))
                 else:
@@ -345,6 +351,11 @@ class AnalyticalModel(Predictor):
                                list(decode_sizes(frame["lsize"].iloc[i]) or ()) or None,
                                decode_args(frame["args"].iloc[i]),
                                decode_counts(counts.iloc[i]) if counts is not None else None) for i in idx]
+            compiled = [self.device_class.compiled_resources(
+                src if src != "@" else str(frame["source"].iloc[i]), str(frame["kernel_name"].iloc[i]),
+                _language(frame, i), str(opts.iloc[i] or ""), self._compile_cache) for i in idx]
+            for e, c in zip(envs, compiled):
+                e.update({"__" + k: v for k, v in c.items()})
             env = stack_envs(envs)
             cap = None if caps is None else np.where(np.isnan(caps[idx]), np.inf, caps[idx])
             res = self.evaluate(feats, env, cap, None if clocks is None else clocks[idx],
@@ -361,6 +372,14 @@ class AnalyticalModel(Predictor):
 
 
 _IDENT = re.compile(r"[A-Za-z_]\w*")
+
+
+def _language(frame: pd.DataFrame, i: int) -> str:
+    """Row ``i``'s source language: its ``language`` column, else what the source looks like."""
+    lang = frame["language"].iloc[i] if "language" in frame else None
+    if isinstance(lang, str) and lang:
+        return lang
+    return "cuda" if looks_like_cuda(str(frame["source"].iloc[i])) else "opencl"
 
 
 def _shared_keys(frame: pd.DataFrame) -> list[str | None]:
@@ -439,6 +458,10 @@ def explain(p: dict[str, Any], t: float) -> dict[str, Any]:
         # share of the compute part's (the largest of them is the compute part)
         top = max(max(pipes.values()), 1e-300)
         out["compute_pipes_share"] = {k: v / top for k, v in pipes.items()}
+    if np.isfinite(float(p.get("compiled_vgprs", np.nan))):
+        # what the device's compiler made of this configuration: registers per work-item and the
+        # bytes its register spills move through the memory hierarchy (in the memory part)
+        out["compiled"] = {"vgprs": int(p["compiled_vgprs"]), "spill_bytes": float(p.get("spill_bytes", 0.0))}
     if float(p.get("strided_lines_s", 0.0)) > 0:
         out["page_strided_us"] = float(p["strided_lines_s"]) * 1e6     # in the memory part
     join = float(p.get("join_s", 0.0))

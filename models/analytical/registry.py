@@ -94,6 +94,13 @@ class DeviceClass(ABC):
         (the facts the static analysis records of what a compiler may remove); as counted by default."""
         return f
 
+    def compiled_resources(self, source: str, name: str, language: str, options: str,
+                           cache_dir: str | None = None) -> dict[str, float]:
+        """What this device's compiler makes of one configuration's code that the source does not
+        show (registers, spills), as ``compiled_<name>`` values the later stages read from the
+        features; none by default (the class cannot compile for its device)."""
+        return {}
+
     def residency(self, f: Mapping[str, np.ndarray], g: np.ndarray, lsz: np.ndarray, n_wg: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray]:
         """Resident work-groups per compute unit and the occupancy (0-1), per configuration."""

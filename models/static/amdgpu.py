@@ -1,0 +1,270 @@
+"""What an AMD GPU compiler makes of a CUDA/HIP kernel: registers, spills and scratch accesses.
+
+A kernel's registers decide how many wavefronts a compute unit holds, and a kernel that needs more
+than the compiler may give it spills to scratch (per-lane private memory in device memory): every
+spilled value is stored and loaded again through the memory hierarchy. Neither shows in the source.
+Tuned kernels hit both: a convolution whose tile of accumulators and re-used inputs grows with two
+tunable parameters goes from 17 to 128 vector registers and from none to hundreds of spilled ones.
+
+:func:`compile_resources` compiles the kernel for the profile's LLVM target (``gfx90a``,
+``gfx1032``, ``gfx1100``...; :attr:`calib.profile.DeviceIdentity.llvm_target`) with a clang that has
+the AMDGPU back-end (the same clang the PTX features use; Debian's ``clang-16`` has it), device code
+only, without the HIP runtime headers: a small prelude maps CUDA's built-in variables and
+intrinsics to clang's AMDGPU builtins. Like HIP's runtime compiler, the kernel is compiled for
+work-groups of up to 1,024 work-items unless it states its own ``__launch_bounds__``, which is what
+limits its registers (128 vector registers per lane on RDNA wave32 and on CDNA). It reads the code
+object's metadata (``.vgpr_count``, ``.sgpr_count``, ``.vgpr_spill_count``,
+``.private_segment_fixed_size``, ``.group_segment_fixed_size``) and counts the kernel's
+instructions: scratch loads and stores (``scratch_*``, ``buffer_*``: without the runtime headers
+every global access is a ``global_``/``flat_`` instruction, so ``buffer_`` ones are scratch) with
+their bytes per lane, and vector ALU instructions.
+
+The counts are static (instructions in the code, not executions): a loop the compiler kept runs
+its body many times. :attr:`AmdgpuResources.scratch_per_float` relates the two: the spill code sits
+in the same bodies as the arithmetic whose values it holds, so a device class scales it by the
+floating-point operations the source analysis counts per work-item (executed, with trip counts).
+
+Compiles are cached per (target, source, the macros it names, kernel) in memory and, given a
+directory, on disk as JSON (:func:`compile_cached`), so a dataset's thousands of configurations
+compile once each; a kernel whose first :data:`FAIL_FAST` compiles all fail is not tried again.
+OpenCL C sources are not compiled here (their built-ins need the device library): ``None``.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import os
+import re
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from kernelcast.models.static.ptx import _run, find_clang
+
+from kernelcast.clang import build_option_defines
+
+log = logging.getLogger(__name__)
+
+#: the version of what :func:`compile_resources` computes; part of every cache key
+AMDGPU_VERSION = 1
+#: languages compiled here
+LANGUAGES = ("cuda", "hip")
+
+#: CUDA's built-in variables and intrinsics over clang's AMDGPU builtins (device code, no HIP
+#: runtime headers). ``__ldg`` is a plain load on AMD GPUs, as HIP defines it.
+PRELUDE = r"""
+#define __global__ __attribute__((global))
+#define __device__ __attribute__((device))
+#define __host__ __attribute__((host))
+#define __shared__ __attribute__((shared))
+#define __constant__ __attribute__((constant))
+#define __forceinline__ __attribute__((always_inline)) inline
+#define __launch_bounds__(n, ...) __attribute__((amdgpu_flat_work_group_size(1, n)))
+struct __kc_dim3 { unsigned x, y, z; };
+#define threadIdx (__kc_dim3{__builtin_amdgcn_workitem_id_x(), __builtin_amdgcn_workitem_id_y(), \
+                              __builtin_amdgcn_workitem_id_z()})
+#define blockIdx (__kc_dim3{__builtin_amdgcn_workgroup_id_x(), __builtin_amdgcn_workgroup_id_y(), \
+                             __builtin_amdgcn_workgroup_id_z()})
+#define blockDim (__kc_dim3{__builtin_amdgcn_workgroup_size_x(), __builtin_amdgcn_workgroup_size_y(), \
+                             __builtin_amdgcn_workgroup_size_z()})
+#define gridDim (__kc_dim3{__builtin_amdgcn_grid_size_x() / __builtin_amdgcn_workgroup_size_x(), \
+                            __builtin_amdgcn_grid_size_y() / __builtin_amdgcn_workgroup_size_y(), \
+                            __builtin_amdgcn_grid_size_z() / __builtin_amdgcn_workgroup_size_z()})
+#define warpSize __builtin_amdgcn_wavefrontsize()
+#define __syncthreads() __builtin_amdgcn_s_barrier()
+#define __threadfence() __builtin_amdgcn_fence(__ATOMIC_SEQ_CST, "agent")
+template <class __KcT> __device__ inline __KcT __ldg(const __KcT* p) { return *p; }
+template <class __KcT> __device__ inline __KcT min(__KcT a, __KcT b) { return a < b ? a : b; }
+template <class __KcT> __device__ inline __KcT max(__KcT a, __KcT b) { return a > b ? a : b; }
+template <class __KcT> __device__ inline __KcT atomicAdd(__KcT* p, __KcT v) {
+    return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+#define sqrtf __builtin_sqrtf
+#define fabsf __builtin_fabsf
+#define fminf __builtin_fminf
+#define fmaxf __builtin_fmaxf
+#define floorf __builtin_floorf
+#define ceilf __builtin_ceilf
+#define fmaf __builtin_fmaf
+#define rsqrtf(x) (1.0f / __builtin_sqrtf(x))
+"""
+
+_META_KEYS = {".vgpr_count": "vgprs", ".sgpr_count": "sgprs", ".vgpr_spill_count": "vgpr_spills",
+              ".sgpr_spill_count": "sgpr_spills", ".private_segment_fixed_size": "scratch_bytes",
+              ".group_segment_fixed_size": "lds_bytes", ".wavefront_size": "wavefront",
+              ".agpr_count": "agprs"}
+_SCRATCH_RE = re.compile(r"^(?:scratch|buffer)_(load|store)_(?:dword|b)(x?\d*)")
+_VALU_RE = re.compile(r"^v_")
+#: floating-point arithmetic: what the source analysis counts as fp32/fp64 operations
+_FLOAT_RE = re.compile(r"^v_(?:pk_)?(?:fma|fmac|mac|mad|mul|add|sub|subrev)(?:k|mk|ak)?_(?:legacy_)?f(?:16|32|64)")
+
+
+@dataclass
+class AmdgpuResources:
+    """One kernel compiled for one AMD target (module docstring)."""
+
+    target: str
+    vgprs: int = 0                # vector registers per lane (architected; CDNA adds ``agprs``)
+    agprs: int = 0                # accumulation registers per lane (CDNA)
+    sgprs: int = 0
+    vgpr_spills: int = 0          # vector registers spilled to scratch
+    sgpr_spills: int = 0
+    scratch_bytes: int = 0        # private segment per work-item
+    lds_bytes: int = 0            # static local (shared) memory per work-group
+    wavefront: int = 0
+    scratch_ops: int = 0          # scratch load/store instructions in the code
+    scratch_op_bytes: int = 0     # their bytes per lane, summed
+    valu_ops: int = 0             # vector ALU instructions in the code
+    float_ops: int = 0            # of them floating-point add/multiply/FMA
+    instructions: int = 0         # every instruction in the kernel's code
+
+    @property
+    def scratch_per_float(self) -> float:
+        """Scratch bytes per lane for each floating-point instruction of the code (0: none)."""
+        return self.scratch_op_bytes / self.float_ops if self.float_ops else 0.0
+
+    @property
+    def scratch_per_valu(self) -> float:
+        """Scratch bytes per lane for each vector ALU instruction of the code (0: none)."""
+        return self.scratch_op_bytes / self.valu_ops if self.valu_ops else 0.0
+
+
+@functools.lru_cache(maxsize=1)
+def find_amdgpu_clang() -> str | None:
+    """The clang of the PTX features if it also has the AMDGPU back-end, else None."""
+    clang = find_clang()
+    if clang is None:
+        return None
+    r = _run([clang, "--print-targets"], timeout=30.0)
+    if r is None or r.returncode != 0 or "amdgcn" not in r.stdout:
+        return None
+    return clang
+
+
+def _symbol_matches(symbol: str, name: str) -> bool:
+    """``name`` is the kernel's plain name; ``symbol`` its (possibly Itanium-mangled) symbol."""
+    return symbol == name or symbol.startswith(f"_Z{len(name)}{name}")
+
+
+def parse_assembly(asm: str, kernel_name: str, target: str) -> AmdgpuResources | None:
+    """The resources of ``kernel_name`` from clang's AMDGPU assembly (metadata and code), or None
+    when the assembly has no such kernel."""
+    meta = asm.split(".amdgpu_metadata", 1)[1] if ".amdgpu_metadata" in asm else ""
+    entries: list[dict[str, str]] = []
+    for line in meta.splitlines():
+        s = line.strip()
+        if line.startswith("  - ."):          # a new kernel entry of ``amdhsa.kernels``
+            entries.append({})
+            s = s[2:]
+        if entries and line.startswith(("  - .", "    .")) and ":" in s:
+            k, _, v = s.partition(":")
+            entries[-1][k.strip()] = v.strip()
+    entry = next((e for e in entries if _symbol_matches(e.get(".name", ""), kernel_name)), None)
+    if entry is None:
+        return None
+    symbol = entry[".name"]
+    res = AmdgpuResources(target=target)
+    for key, attr in _META_KEYS.items():
+        if entry.get(key, "").isdigit():
+            setattr(res, attr, int(entry[key]))
+    body = re.search(rf"^{re.escape(symbol)}:(.*?)^\.Lfunc_end", asm, re.M | re.S)
+    for line in (body.group(1).splitlines() if body else []):
+        op = line.strip().split(None, 1)[0] if line.strip() else ""
+        if not op or op.startswith((".", ";")) or op.endswith(":"):
+            continue
+        res.instructions += 1
+        m = _SCRATCH_RE.match(op)
+        if m:
+            res.scratch_ops += 1
+            width = m.group(2).lstrip("x")
+            n = int(width) if width.isdigit() else 1
+            res.scratch_op_bytes += 4 * n if op.split("_")[2].startswith("dword") else max(n // 8, 1)
+        elif _VALU_RE.match(op):
+            res.valu_ops += 1
+            res.float_ops += bool(_FLOAT_RE.match(op))
+    return res
+
+
+_IDENT_RE = re.compile(r"[A-Za-z_]\w*")
+
+
+def used_defines(source: str, options: str) -> list[str]:
+    """The ``-D`` flags of ``options`` whose macro the source names: a macro it never names cannot
+    change its code (a tuner's parameter that only another version of the kernel reads), so
+    configurations that differ only in such macros share one compile."""
+    names = set(_IDENT_RE.findall(source))
+    return [d for d in build_option_defines(options) if d[2:].split("=", 1)[0] in names]
+
+
+def compile_resources(source: str, kernel_name: str, target: str, options: str = "",
+                      language: str = "cuda") -> AmdgpuResources | None:
+    """Compile ``kernel_name`` of a CUDA/HIP ``source`` for ``target`` with the build ``options``'
+    macros (``-D``), or None: no clang with the AMDGPU back-end, an OpenCL source, or a compile
+    error (logged at debug level)."""
+    if language.lower() not in LANGUAGES or not target:
+        return None
+    clang = find_amdgpu_clang()
+    if clang is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="kc_amdgpu_") as td:
+        pre = os.path.join(td, "prelude.h")
+        src = os.path.join(td, "kernel.cu")
+        out = os.path.join(td, "kernel.s")
+        Path(pre).write_text(PRELUDE)
+        Path(src).write_text(source)
+        cmd = [clang, "-x", "hip", f"--offload-arch={target}", "-nogpulib", "-nogpuinc", "--cuda-device-only",
+               "-O3", "-S", "-w", "-include", pre, *used_defines(source, options), src, "-o", out]
+        r = _run(cmd, cwd=td)
+        if r is None or r.returncode != 0 or not os.path.exists(out):
+            log.debug("clang could not compile %s for %s: %s", kernel_name, target,
+                      (r.stderr.strip()[:500] if r is not None else "did not run"))
+            return None
+        return parse_assembly(Path(out).read_text(), kernel_name, target)
+
+
+def cache_key(source: str, kernel_name: str, target: str, options: str, language: str) -> str:
+    """The key of one compile: the inputs that decide its result, and the versions."""
+    clang = find_amdgpu_clang() or ""
+    return hashlib.sha256("\0".join([str(AMDGPU_VERSION), clang, target, language.lower(), kernel_name,
+                                     " ".join(used_defines(source, options)), source]).encode()).hexdigest()[:32]
+
+
+_MEMO: dict[str, AmdgpuResources | None] = {}
+#: a kernel (source, target) whose first compiles all failed is not compiled again in this process
+#: (a construct this compiler rejects fails every configuration alike): failures, successes
+FAIL_FAST = 3
+_TRIES: dict[str, list[int]] = {}
+
+
+def compile_cached(source: str, kernel_name: str, target: str, options: str = "", language: str = "cuda",
+                   cache_dir: str | os.PathLike[str] | None = None) -> AmdgpuResources | None:
+    """:func:`compile_resources`, remembered in memory and, with ``cache_dir``, on disk (one JSON file
+    per compile under ``cache_dir/amdgpu/``; a failed compile is remembered as ``null``)."""
+    if language.lower() not in LANGUAGES or not target:
+        return None
+    key = cache_key(source, kernel_name, target, options, language)
+    if key in _MEMO:
+        return _MEMO[key]
+    path = Path(cache_dir) / "amdgpu" / f"{key}.json" if cache_dir else None
+    if path is not None and path.is_file():
+        try:
+            d = json.loads(path.read_text())
+            _MEMO[key] = AmdgpuResources(**d) if d else None
+            return _MEMO[key]
+        except (OSError, ValueError, TypeError):
+            log.debug("unreadable compile cache entry %s: compiling again", path)
+    kernel = hashlib.sha256("\0".join([target, kernel_name, source]).encode()).hexdigest()
+    tries = _TRIES.setdefault(kernel, [0, 0])
+    if tries[0] >= FAIL_FAST and not tries[1]:
+        return None
+    got = compile_resources(source, kernel_name, target, options, language)
+    tries[got is not None] += 1
+    _MEMO[key] = got
+    if path is not None and find_amdgpu_clang() is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(got) if got else None))
+        os.replace(tmp, path)
+    return got
