@@ -194,3 +194,13 @@ def test_a_spilling_configuration_is_predicted_slower_and_says_why():
     # (whose registers only lower its occupancy)
     assert with_compiler.time_us[1] > 1.3 * without.time_us[1]
     assert with_compiler.time_us[1] / without.time_us[1] > with_compiler.time_us[0] / without.time_us[0]
+
+
+@needs_clang
+def test_many_configurations_compile_in_parallel_once_each(tmp_path):
+    items = [(ACC, "acc", f"-DTILE={t} -Dunused={u}", "cuda") for t in (1, 2, 3) for u in (0, 1)]
+    # six rows, three distinct compiles (the unnamed macro does not count)
+    assert amdgpu.compile_many(items, "gfx90a", tmp_path, workers=2) == 3
+    assert len(list((tmp_path / "amdgpu").glob("*.json"))) == 3
+    assert amdgpu.compile_many(items, "gfx90a", tmp_path, workers=2) == 0
+    assert compile_cached(ACC, "acc", "gfx90a", "-DTILE=3", "cuda", tmp_path).vgprs > 0

@@ -175,8 +175,8 @@ class GPUClass(DeviceClass):
         """Registers and scratch spills of the configuration's code as the compiler for the
         profile's AMD target makes it (:func:`models.static.amdgpu.compile_cached`; NaN where it
         could not compile it); nothing for other GPUs and for OpenCL sources."""
-        target = self.params.llvm_target
-        if not target.startswith("gfx") or language.lower() not in AMDGPU_LANGUAGES:
+        target = self.compile_target()
+        if not target or language.lower() not in AMDGPU_LANGUAGES:
             return {}
         r = compile_cached(source, name, target, options, language, cache_dir)
         if r is None:
@@ -184,6 +184,10 @@ class GPUClass(DeviceClass):
         return {"compiled_vgprs": float(r.vgprs + r.agprs), "compiled_private_bytes": float(r.scratch_bytes),
                 "compiled_scratch_per_float": r.scratch_per_float, "compiled_scratch_per_valu": r.scratch_per_valu,
                 "compiled_scratch_op_bytes": r.scratch_op_bytes / r.scratch_ops if r.scratch_ops else 4.0}
+
+    def compile_target(self) -> str:
+        """The profile's AMD target (``gfx...``); NVIDIA and unnamed targets are not compiled."""
+        return self.params.llvm_target if self.params.llvm_target.startswith("gfx") else ""
 
     def residency(self, f: Mapping[str, np.ndarray], g: np.ndarray, lsz: np.ndarray, n_wg: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray]:

@@ -56,6 +56,7 @@ from kernelcast.models.analytical.params import SharedParams
 from kernelcast.models.analytical.registry import DeviceClass, device_class_for
 from kernelcast.models.base import Predictions, Predictor
 from kernelcast.models.static import analyze_source
+from kernelcast.models.static.amdgpu import compile_many
 from kernelcast.models.static.batch import analyze_one, load_analyses
 
 from kernelcast.cltypes import parse_type
@@ -333,6 +334,11 @@ class AnalyticalModel(Predictor):
                 if col in frame:
                     v = pd.to_numeric(frame[col], errors="coerce").to_numpy(dtype=float) * 1e-6
                     measured = np.where(np.isfinite(measured), measured, v)
+        target = self.device_class.compile_target()
+        if target:
+            # every configuration the class will ask for, compiled in parallel first
+            compile_many(((str(frame["source"].iloc[i]), str(frame["kernel_name"].iloc[i]), str(opts.iloc[i] or ""),
+                           _language(frame, i)) for i in range(n)), target, self._compile_cache)
         for (src, name, bo), idx in groups.items():
             try:
                 if src == "@":

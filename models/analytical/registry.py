@@ -101,6 +101,10 @@ class DeviceClass(ABC):
         features; none by default (the class cannot compile for its device)."""
         return {}
 
+    def compile_target(self) -> str:
+        """The compiler target :meth:`compiled_resources` compiles for (empty: it does not compile)."""
+        return ""
+
     def residency(self, f: Mapping[str, np.ndarray], g: np.ndarray, lsz: np.ndarray, n_wg: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray]:
         """Resident work-groups per compute unit and the occupancy (0-1), per configuration."""

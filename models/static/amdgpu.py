@@ -39,6 +39,8 @@ import logging
 import os
 import re
 import tempfile
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -268,3 +270,27 @@ def compile_cached(source: str, kernel_name: str, target: str, options: str = ""
         tmp.write_text(json.dumps(asdict(got) if got else None))
         os.replace(tmp, path)
     return got
+
+
+def compile_many(items: Iterable[tuple[str, str, str, str]], target: str,
+                 cache_dir: str | os.PathLike[str] | None = None, workers: int | None = None) -> int:
+    """Compile the distinct ``(source, kernel_name, options, language)`` of ``items`` for ``target``
+    into the caches of :func:`compile_cached`, ``workers`` compiles at a time (default: the CPUs;
+    each is a clang process, so threads suffice). Returns how many were not cached yet."""
+    if not target or find_amdgpu_clang() is None:
+        return 0
+    todo: dict[str, tuple[str, str, str, str]] = {}
+    for source, name, options, language in items:
+        if language.lower() not in LANGUAGES:
+            continue
+        key = cache_key(source, name, target, options, language)
+        path = Path(cache_dir) / "amdgpu" / f"{key}.json" if cache_dir else None
+        if key not in _MEMO and key not in todo and not (path is not None and path.is_file()):
+            todo[key] = (source, name, options, language)
+    if not todo:
+        return 0
+    n = max(1, min(workers or os.cpu_count() or 1, len(todo)))
+    log.info("compiling %d configurations for %s (%d at a time)", len(todo), target, n)
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        list(pool.map(lambda a: compile_cached(a[0], a[1], target, a[2], a[3], cache_dir), todo.values()))
+    return len(todo)
