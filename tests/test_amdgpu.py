@@ -204,3 +204,9 @@ def test_many_configurations_compile_in_parallel_once_each(tmp_path):
     assert len(list((tmp_path / "amdgpu").glob("*.json"))) == 3
     assert amdgpu.compile_many(items, "gfx90a", tmp_path, workers=2) == 0
     assert compile_cached(ACC, "acc", "gfx90a", "-DTILE=3", "cuda", tmp_path).vgprs > 0
+
+
+def test_an_unroll_count_of_zero_leaves_the_loop_to_the_compiler_as_kernel_tuner_does():
+    src = "a\n  #pragma unroll loop_unroll_factor_c\nb\n#pragma unroll 4\n#pragma unroll 0\n#pragma unroll k\n"
+    out = amdgpu.drop_zero_unrolls(src, "-Dloop_unroll_factor_c=0 -Dk=2")
+    assert out == "a\n\nb\n#pragma unroll 4\n\n#pragma unroll k\n"     # line numbers kept

@@ -200,6 +200,17 @@ def used_defines(source: str, options: str) -> list[str]:
     return [d for d in build_option_defines(options) if d[2:].split("=", 1)[0] in names]
 
 
+_UNROLL_RE = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+unroll[ \t]+\(?[ \t]*(\w+)[ \t]*\)?[ \t]*$", re.M)
+
+
+def drop_zero_unrolls(source: str, options: str) -> str:
+    """``source`` without the ``#pragma unroll N`` lines whose ``N`` is 0 (a literal, or a macro
+    ``options`` define as 0): Kernel Tuner's rule for CUDA and HIP, where a ``loop_unroll_factor``
+    of 0 leaves the unrolling to the compiler (clang rejects a count of 0)."""
+    zeros = {d[2:].split("=", 1)[0] for d in build_option_defines(options) if d.split("=", 1)[-1] == "0"}
+    return _UNROLL_RE.sub(lambda m: "" if m.group(1) == "0" or m.group(1) in zeros else m.group(0), source)
+
+
 def compile_resources(source: str, kernel_name: str, target: str, options: str = "",
                       language: str = "cuda") -> AmdgpuResources | None:
     """Compile ``kernel_name`` of a CUDA/HIP ``source`` for ``target`` with the build ``options``'
@@ -215,7 +226,7 @@ def compile_resources(source: str, kernel_name: str, target: str, options: str =
         src = os.path.join(td, "kernel.cu")
         out = os.path.join(td, "kernel.s")
         Path(pre).write_text(PRELUDE)
-        Path(src).write_text(source)
+        Path(src).write_text(drop_zero_unrolls(source, options))
         cmd = [clang, "-x", "hip", f"--offload-arch={target}", "-nogpulib", "-nogpuinc", "--cuda-device-only",
                "-O3", "-S", "-w", "-include", pre, *used_defines(source, options), src, "-o", out]
         r = _run(cmd, cwd=td)
@@ -227,10 +238,12 @@ def compile_resources(source: str, kernel_name: str, target: str, options: str =
 
 
 def cache_key(source: str, kernel_name: str, target: str, options: str, language: str) -> str:
-    """The key of one compile: the inputs that decide its result, and the versions."""
+    """The key of one compile: the inputs that decide its result (the source as compiled), and the
+    versions."""
     clang = find_amdgpu_clang() or ""
     return hashlib.sha256("\0".join([str(AMDGPU_VERSION), clang, target, language.lower(), kernel_name,
-                                     " ".join(used_defines(source, options)), source]).encode()).hexdigest()[:32]
+                                     " ".join(used_defines(source, options)),
+                                     drop_zero_unrolls(source, options)]).encode()).hexdigest()[:32]
 
 
 _MEMO: dict[str, AmdgpuResources | None] = {}
