@@ -49,7 +49,10 @@ cannot read):
   corpus stores it (the kernel with the helpers it calls), so a helper defined but never called
   still counts.
 * **analytical** - the analytical model of the profile at the configuration
-  (:class:`models.analytical.AnalyticalModel`, identical to its ``predict``): ``analytical_us``,
+  (:class:`models.analytical.AnalyticalModel`, identical to its ``predict`` from the source alone:
+  without what a device class's compiler reports per configuration, the registers and spills of
+  AMD profiles with an ``llvm_target``, which the tables of the bundled GPU model were built
+  without; :meth:`~models.analytical.registry.DeviceClass.compiled_resources`): ``analytical_us``,
   ``log2_analytical_us``, its parts ``an_launch_us`` / ``an_compute_us`` / ``an_memory_us`` /
   ``an_sync_us`` with their fractions ``an_frac_*`` and ``an_log2_compute_over_memory``,
   ``an_bound`` (categorical code, :data:`BOUND_CODES`), ``an_occupancy``, ``an_waves``,
