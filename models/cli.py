@@ -333,14 +333,22 @@ def _check_finite(res: pd.DataFrame) -> None:
 
 
 def _count_lines(res: pd.DataFrame) -> list[str]:
-    """Which data-dependent counts the analytical model took from a run on real inputs and which it
+    """What the device's compiler made of the kernel (registers, spills: AMD profiles), which
+    data-dependent counts the analytical model took from a run on real inputs and which it
     assumed (the first configuration's; ``--json`` has every configuration's), the accesses it
     charges as gathers on a CPU device (``cpu_gathers``) and the library routines with a cheaper
     form there (``cpu_calls``)."""
     ex = res["explanation"].iloc[0] if len(res) else None
     if not isinstance(ex, dict):
         return []
-    out = [f"gather:   {x}" for x in ex.get("cpu_gathers", [])]
+    out = []
+    comp = ex.get("compiled")
+    if isinstance(comp, dict):
+        # what the device's compiler made of the first configuration (AMD profiles)
+        out.append(f"compiled: {comp['vgprs']} vector registers per work-item, "
+                   + (f"{comp['spill_bytes'] / 1e6:,.1f} MB of register spills through the memory hierarchy"
+                      if comp["spill_bytes"] > 0 else "no register spills"))
+    out += [f"gather:   {x}" for x in ex.get("cpu_gathers", [])]
     out += [f"call:     {x}" for x in ex.get("cpu_calls", [])]
     out += [f"measured: {x}" for x in ex.get("measured_counts", [])]
     out += [f"assumed:  {x}" for x in ex.get("assumed_counts", [])]

@@ -210,3 +210,19 @@ def test_an_unroll_count_of_zero_leaves_the_loop_to_the_compiler_as_kernel_tuner
     src = "a\n  #pragma unroll loop_unroll_factor_c\nb\n#pragma unroll 4\n#pragma unroll 0\n#pragma unroll k\n"
     out = amdgpu.drop_zero_unrolls(src, "-Dloop_unroll_factor_c=0 -Dk=2")
     assert out == "a\n\nb\n#pragma unroll 4\n\n#pragma unroll k\n"     # line numbers kept
+
+
+@needs_clang
+def test_predict_with_an_amd_profile_says_what_the_compiler_made_of_the_kernel(tmp_path):
+    from tests.cli_run import run_here
+
+    k = tmp_path / "acc.cu"
+    k.write_text(ACC)
+    common = ["predict", "--kernel", str(k), "--gsize", "65536", "--lsize", "256", "--profile", "w6600",
+              "--model", "none", "--arg", "out=buffer:float:1048576", "--arg", "in=buffer:float:65536"]
+    small = run_here(*common, "--build-options", "-DTILE=1")
+    big = run_here(*common, "--build-options", "-DTILE=16")
+    assert small.returncode == 0 and big.returncode == 0, small.stderr + big.stderr
+    assert "no register spills" in small.stdout
+    line = next(ln for ln in big.stdout.splitlines() if ln.startswith("compiled:"))
+    assert "128 vector registers" in line and "MB of register spills" in line
