@@ -357,11 +357,12 @@ class AnalyticalModel(Predictor):
                                list(decode_sizes(frame["lsize"].iloc[i]) or ()) or None,
                                decode_args(frame["args"].iloc[i]),
                                decode_counts(counts.iloc[i]) if counts is not None else None) for i in idx]
-            compiled = [self.device_class.compiled_resources(
-                src if src != "@" else str(frame["source"].iloc[i]), str(frame["kernel_name"].iloc[i]),
-                _language(frame, i), str(opts.iloc[i] or ""), self._compile_cache) for i in idx]
-            for e, c in zip(envs, compiled):
-                e.update({"__" + k: v for k, v in c.items()})
+            if target:
+                for env_i, i in zip(envs, idx):
+                    c = self.device_class.compiled_resources(
+                        str(frame["source"].iloc[i]), str(frame["kernel_name"].iloc[i]), _language(frame, i),
+                        str(opts.iloc[i] or ""), self._compile_cache)
+                    env_i.update({"__" + k: v for k, v in c.items()})
             env = stack_envs(envs)
             cap = None if caps is None else np.where(np.isnan(caps[idx]), np.inf, caps[idx])
             res = self.evaluate(feats, env, cap, None if clocks is None else clocks[idx],

@@ -247,6 +247,8 @@ def cache_key(source: str, kernel_name: str, target: str, options: str, language
 
 
 _MEMO: dict[str, AmdgpuResources | None] = {}
+#: compiles remembered in memory at most (the oldest forgotten first; the disk cache keeps them all)
+MEMO_MAX = 1 << 16
 #: a kernel (source, target) whose first compiles all failed is not compiled again in this process
 #: (a construct this compiler rejects fails every configuration alike): failures, successes
 FAIL_FAST = 3
@@ -276,6 +278,8 @@ def compile_cached(source: str, kernel_name: str, target: str, options: str = ""
         return None
     got = compile_resources(source, kernel_name, target, options, language)
     tries[got is not None] += 1
+    if len(_MEMO) >= MEMO_MAX:
+        _MEMO.pop(next(iter(_MEMO)))
     _MEMO[key] = got
     if path is not None and find_amdgpu_clang() is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
