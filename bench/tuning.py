@@ -58,7 +58,7 @@ import pandas as pd
 from kernelcast.calib.profile import load_profile
 from kernelcast.datagen.dataset import read_dataset
 from kernelcast.models.search import SearchResult, guided_search, source_matrix
-from kernelcast.models.simulate import dataset_rows, load_space, restriction_mask, space_predictions
+from kernelcast.models.simulate import dataset_rows, load_space, prior_times, restriction_mask, space_predictions
 
 from kernelcast.errors import InputError, UsageError
 from kernelcast.options import Parser
@@ -137,13 +137,7 @@ def transfer_predictions(pair: dict[str, Any], space: Space) -> np.ndarray:
     others = pair.get("others") or []
     if not others:
         raise InputError(f"pair {pair['name']}: searcher others needs other pairs of kernel {kernel_of(pair)!r}")
-    rows = []
-    for other in others:
-        o = load_space(other["cache"])
-        ok = np.isfinite(o.time_us) & (o.time_us > 0)
-        by_key = dict(zip(o.keys, np.where(ok, o.time_us, float(np.max(o.time_us[ok])) if ok.any() else np.nan)))
-        rows.append(np.array([by_key.get(k, np.nan) for k in space.keys], dtype=np.float64))
-    out = np.vstack(rows)
+    out = np.vstack([prior_times(space.sim, load_space(other["cache"]), strict=False) for other in others])
     if not np.isfinite(out).any():
         raise InputError(f"pair {pair['name']}: no other pair of kernel {kernel_of(pair)!r} has a configuration "
                          "of this one measured")
@@ -167,6 +161,38 @@ def combined_prior(pred: np.ndarray) -> np.ndarray:
     return out
 
 
+#: the single-model searchers a pair's spec can give (``oof:COLUMN`` besides)
+MODEL_SEARCHERS = ("analytical", "bundled", "none")
+
+
+def model_sources(pair: dict[str, Any], searcher: str) -> list[str]:
+    """The models an ``others+...`` searcher adds to the other devices as sources: ``others+model``
+    the analytical model and, where the pair gives an ``oof`` (a model trained on the kernel's other
+    devices), its ``tabular_us`` column; ``others+A+B`` the searchers A and B (``analytical``,
+    ``bundled``, ``oof:COLUMN``)."""
+    parts = searcher.split("+")[1:]
+    if parts == ["model"]:
+        return ["analytical"] + (["oof:tabular_us"] if pair.get("oof") else [])
+    return parts
+
+
+def valid_searcher(name: str) -> bool:
+    """Whether ``name`` is a searcher :func:`predictions` knows."""
+    if name in MODEL_SEARCHERS or name in ("others", "others:mean") or (name.startswith("oof:") and len(name) > 4):
+        return True
+    parts = name.split("+")
+    if parts[0] != "others" or len(parts) < 2:
+        return False
+    return parts[1:] == ["model"] or all(p in ("analytical", "bundled") or (p.startswith("oof:") and len(p) > 4)
+                                         for p in parts[1:])
+
+
+def source_names(pair: dict[str, Any], searcher: str) -> list[str]:
+    """The names of a several-source searcher's sources, in the order of :func:`predictions`' rows."""
+    names = [str(o["name"]) for o in pair.get("others") or []]
+    return names + model_sources(pair, searcher) if "+" in searcher else names
+
+
 def predictions(pair: dict[str, Any], space: Space, searcher: str) -> np.ndarray:
     """The predicted time (us) of every configuration of the space (NaN where there is none; for
     ``others`` one row per other device, :func:`transfer_predictions`): ``others:mean`` their
@@ -180,6 +206,15 @@ def predictions(pair: dict[str, Any], space: Space, searcher: str) -> np.ndarray
         return transfer_predictions(pair, space)
     if searcher == "others:mean":
         return combined_prior(transfer_predictions(pair, space))
+    if searcher.startswith("others+"):
+        # the other devices and the models of this device, each one more source of the same weighting
+        rows = [transfer_predictions(pair, space)]
+        for m in model_sources(pair, searcher):
+            p = predictions(pair, space, m)
+            if not np.isfinite(p).any():
+                raise InputError(f"pair {pair['name']}: the model {m} predicted none of the configurations")
+            rows.append(p[None, :])
+        return np.vstack(rows)
     if not pair.get("dataset"):
         raise InputError(f"pair {pair['name']}: searcher {searcher} needs the pair's dataset")
     frame = read_dataset(pair["dataset"])
@@ -316,8 +351,8 @@ def run_pair(pair: dict[str, Any], strategies: Sequence[str], searchers: Sequenc
         if pred.ndim == 2:
             # the sources (the other devices) and their median weights over the seeds after 20 measurements
             out["searchers"][f"kernelcast:{s}"]["sources"] = {
-                o["name"]: float(np.median([r["weights_20"][j] for r in runs]))
-                for j, o in enumerate(pair.get("others") or [])}
+                name: float(np.median([r["weights_20"][j] for r in runs]))
+                for j, name in enumerate(source_names(pair, s))}
         say(f"{pair['name']}: kernelcast:{s} done in {time.perf_counter() - t0:.1f} s")
         if checkpoint is not None:
             checkpoint(out)
@@ -488,7 +523,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--searchers", default=",".join(DEFAULT_SEARCHERS),
                     help="kernelcast searchers: analytical, bundled (the bundled GPU model), none, others (the "
                          "kernel's other devices, weighted by how well each explains the measurements), "
-                         "others:mean (their unweighted mean), oof:COLUMN (analytical,none)")
+                         "others:mean (their unweighted mean), others+model (the other devices and the models of "
+                         "this device as sources of the same weighting: the analytical model and the spec's oof "
+                         "tabular_us), others+MODEL[+MODEL] (those models), oof:COLUMN (analytical,none)")
     ap.add_argument("--only", help="run the pairs whose name contains this")
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -519,9 +556,9 @@ def main(argv: list[str] | None = None) -> int:
         strategies = [s for s in args.strategies.split(",") if s]
         searchers = [s for s in args.searchers.split(",") if s]
         for s in searchers:
-            if s not in ("analytical", "bundled", "none", "others", "others:mean") and not s.startswith("oof:"):
-                raise UsageError(f"unknown searcher {s!r} (analytical, bundled, none, others, others:mean or "
-                                 "oof:COLUMN)")
+            if not valid_searcher(s):
+                raise UsageError(f"unknown searcher {s!r} (analytical, bundled, none, others, others:mean, "
+                                 "others+model, others+MODEL[+MODEL] or oof:COLUMN)")
     except InputError as e:
         print(f"bench.tuning: {e}", file=sys.stderr)
         return 2
