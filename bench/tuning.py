@@ -3,7 +3,7 @@ configurations (Kernel Tuner's simulation mode).
 
     python -m kernelcast.bench.tuning SPEC.json --out DIR [--seeds 20] [--budget 50]
         [--strategies random_sample,genetic_algorithm,...]
-        [--searchers analytical,bundled,none,others,others:mean,oof:COLUMN] [--json]
+        [--searchers analytical,bundled,none,others,others:mean,others+model,oof:COLUMN] [--json]
     python -m kernelcast.bench.tuning --merge DIR [DIR ...] --out DIR
 
 SPEC lists the (kernel, device) pairs: ``{"pairs": [{"name": ..., "cache": CACHE.json[.gz],
@@ -24,9 +24,12 @@ prior, i.e. Bayesian optimisation over the tune parameters), ``others`` (the ker
 as the model: the measured times of the spec's other pairs of the same kernel, one source each,
 whose weights the search re-estimates from the measurements so far by Bayesian model averaging, equal
 before them; nothing of the device being tuned; ``others:mean``: one prior, their unweighted mean,
-each device's times centred on its median), ``bundled`` (the bundled GPU
-model with the pair's profile, on the dataset's rows: trained on the public yardstick's caches, so
-on those an in-sample figure) or ``oof:COLUMN`` (a column of
+each device's times centred on its median; ``others+model``: the other devices and the models of the
+device being tuned, the analytical model and, where the pair gives an ``oof``, its ``tabular_us``
+column (a model trained on the kernel's other devices), all sources of the same weighting, equal
+before the measurements; ``others+A[+B]``: the other devices and the models A, B, ...), ``bundled``
+(the bundled GPU model with the pair's profile, on the dataset's rows: trained on the public
+yardstick's caches, so on those an in-sample figure) or ``oof:COLUMN`` (a column of
 ``kernelcast evaluate``'s ``oof.parquet`` given as ``"oof"``, e.g. ``tabular_us`` of an evaluation
 with ``--group-by gpu``: a model trained on the kernel's other devices). A measurement is a lookup in
 the cache; a failed configuration counts as one.
@@ -167,12 +170,14 @@ MODEL_SEARCHERS = ("analytical", "bundled", "none")
 
 def model_sources(pair: dict[str, Any], searcher: str) -> list[str]:
     """The models an ``others+...`` searcher adds to the other devices as sources: ``others+model``
-    the analytical model and, where the pair gives an ``oof`` (a model trained on the kernel's other
-    devices), its ``tabular_us`` column; ``others+A+B`` the searchers A and B (``analytical``,
-    ``bundled``, ``oof:COLUMN``)."""
+    the models the pair has, the analytical model where it gives a ``dataset`` or an
+    ``analytical_oof`` and the ``tabular_us`` column of its ``oof`` (a model trained on the kernel's
+    other devices) where it gives one (none: the searcher is ``others``); ``others+A+B`` the
+    searchers A and B (``analytical``, ``bundled``, ``oof:COLUMN``), which the pair must support."""
     parts = searcher.split("+")[1:]
     if parts == ["model"]:
-        return ["analytical"] + (["oof:tabular_us"] if pair.get("oof") else [])
+        return (["analytical"] if pair.get("dataset") or pair.get("analytical_oof") else []) + \
+            (["oof:tabular_us"] if pair.get("oof") else [])
     return parts
 
 

@@ -427,7 +427,8 @@ def test_the_model_as_one_more_source_where_the_other_devices_disagree(tmp_path)
         {"name": "k B", "cache": b}]}))
     pair = read_spec(str(spec))[0]
     assert model_sources(pair, "others+model") == ["analytical", "oof:tabular_us"]
-    assert model_sources({}, "others+model") == ["analytical"]         # no oof: the analytical model alone
+    assert model_sources({"dataset": "d"}, "others+model") == ["analytical"]    # no oof: the analytical model
+    assert model_sources({}, "others+model") == []                     # no model: the other devices alone
     assert source_names(pair, "others+model") == ["k B", "analytical", "oof:tabular_us"]
     assert source_names(pair, "others") == ["k B"]
     assert valid_searcher("others+model") and valid_searcher("others+analytical+oof:tabular_us")
