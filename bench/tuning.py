@@ -488,15 +488,21 @@ def read_spec(path: str) -> list[dict[str, Any]]:
 
 
 def merge_results(dirs: Sequence[str]) -> dict[str, Any]:
-    """The results of several runs (each DIR/tuning.json) as one: the pairs by name, each pair's
-    searchers from the first run that has them. :class:`InputError` for a run that cannot be read or
-    runs with different budgets."""
+    """The results of several runs (each DIR/tuning.json, a run's or a merge's) as one: the pairs by
+    name, each pair's searchers from the first run that has them. :class:`InputError` for a run that
+    cannot be read, is not a result of this benchmark, or runs with different budgets."""
     runs = []
     for d in dirs:
         try:
-            runs.append(json.loads((Path(d) / "tuning.json").read_text()))
+            r = json.loads((Path(d) / "tuning.json").read_text())
         except (OSError, ValueError) as e:
             raise InputError(f"{d}: cannot read tuning.json: {e}") from None
+        ok = isinstance(r, dict) and all(k in r for k in ("budget", "seeds", "pairs", "kernel_tuner")) and \
+            isinstance(r["pairs"], list) and all(isinstance(p, dict) and "name" in p and isinstance(
+                p.get("searchers"), dict) for p in r["pairs"])
+        if not ok:
+            raise InputError(f"{d}: tuning.json is not a result of this benchmark")
+        runs.append(r)
     if len({r["budget"] for r in runs}) > 1:
         raise InputError(f"the runs have different budgets: {sorted({r['budget'] for r in runs})}")
     pairs: dict[str, dict[str, Any]] = {}
@@ -508,9 +514,10 @@ def merge_results(dirs: Sequence[str]) -> dict[str, Any]:
             for k, v in p.get("failed", {}).items():
                 q["failed"].setdefault(k, v)
     out = {"kernel_tuner": runs[0]["kernel_tuner"], "budget": runs[0]["budget"], "merged_from": list(dirs),
-           "seeds": sorted({r["seeds"] for r in runs}),
-           "strategies": sorted({s for r in runs for s in r["strategies"]}),
-           "searchers": sorted({s for r in runs for s in r["searchers"]}), "pairs": list(pairs.values()),
+           # a merge's seeds are already a list
+           "seeds": sorted({n for r in runs for n in (r["seeds"] if isinstance(r["seeds"], list) else [r["seeds"]])}),
+           "strategies": sorted({s for r in runs for s in r.get("strategies") or ()}),
+           "searchers": sorted({s for r in runs for s in r.get("searchers") or ()}), "pairs": list(pairs.values()),
            "complete": all(r.get("complete", True) for r in runs)}
     out["overall"] = overall(out["pairs"])
     return out

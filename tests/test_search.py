@@ -166,6 +166,15 @@ def test_merged_runs_keep_each_pair_and_searcher(tmp_path):
     assert m["overall"]["kernelcast:none"]["median_reach_5"] == 2
     assert m["overall"]["kt:random_sample"]["pooled_reach_5"] == 3
     assert m["overall"]["best_kernel_tuner_strategy"]["name"] == "kt:random_sample"
+    # a merge merges again (its seeds are a list)
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "tuning.json").write_text(json.dumps(m))
+    again = merge_results([str(tmp_path / "m"), run("c", "q", "kernelcast:none", [300.0, 100.0])])
+    assert [p["name"] for p in again["pairs"]] == ["p", "q"] and again["seeds"] == [1]
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "tuning.json").write_text(json.dumps({"pairs": 3}))
+    with pytest.raises(Exception, match="not a result of this benchmark"):
+        merge_results([a, str(tmp_path / "bad")])
 
 
 def _write_cache(path, times: dict[str, float | str]) -> str:
