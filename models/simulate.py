@@ -6,8 +6,10 @@ kernelcast dataset imported from one (:func:`load_space`); Kernel Tuner-style re
 expressions over the tune parameters, e.g. ``"block_size_x*block_size_y<=1024"``) keep part of it
 (:func:`restriction_mask`, evaluated safely on numpy columns, never with ``eval``); the model ranks
 it (:func:`space_predictions`: the analytical model of a profile or a saved tabular model, on the
-rows of the imported dataset); :func:`simulate` runs the search and returns the trace against the
-space's best.
+rows of the imported dataset); :func:`prior_times` makes the kernel's measurements on another device
+one more source of predictions (several sources are weighted after each measurement by how well
+each explains the measurements, :func:`models.search.source_weights`); :func:`simulate` runs the
+search and returns the trace against the space's best.
 """
 
 from __future__ import annotations
