@@ -3,7 +3,7 @@ configurations (Kernel Tuner's simulation mode).
 
     python -m kernelcast.bench.tuning SPEC.json --out DIR [--seeds 20] [--budget 50]
         [--strategies random_sample,genetic_algorithm,...]
-        [--searchers analytical,bundled,none,others,others:mean,oof:COLUMN] [--json]
+        [--searchers analytical,bundled,none,others,others:mean,others+model,oof:COLUMN] [--json]
     python -m kernelcast.bench.tuning --merge DIR [DIR ...] --out DIR
 
 SPEC lists the (kernel, device) pairs: ``{"pairs": [{"name": ..., "cache": CACHE.json[.gz],
@@ -24,9 +24,12 @@ prior, i.e. Bayesian optimisation over the tune parameters), ``others`` (the ker
 as the model: the measured times of the spec's other pairs of the same kernel, one source each,
 whose weights the search re-estimates from the measurements so far by Bayesian model averaging, equal
 before them; nothing of the device being tuned; ``others:mean``: one prior, their unweighted mean,
-each device's times centred on its median), ``bundled`` (the bundled GPU
-model with the pair's profile, on the dataset's rows: trained on the public yardstick's caches, so
-on those an in-sample figure) or ``oof:COLUMN`` (a column of
+each device's times centred on its median; ``others+model``: the other devices and the models of the
+device being tuned, the analytical model and, where the pair gives an ``oof``, its ``tabular_us``
+column (a model trained on the kernel's other devices), all sources of the same weighting, equal
+before the measurements; ``others+A[+B]``: the other devices and the models A, B, ...), ``bundled``
+(the bundled GPU model with the pair's profile, on the dataset's rows: trained on the public
+yardstick's caches, so on those an in-sample figure) or ``oof:COLUMN`` (a column of
 ``kernelcast evaluate``'s ``oof.parquet`` given as ``"oof"``, e.g. ``tabular_us`` of an evaluation
 with ``--group-by gpu``: a model trained on the kernel's other devices). A measurement is a lookup in
 the cache; a failed configuration counts as one.
@@ -58,7 +61,7 @@ import pandas as pd
 from kernelcast.calib.profile import load_profile
 from kernelcast.datagen.dataset import read_dataset
 from kernelcast.models.search import SearchResult, guided_search, source_matrix
-from kernelcast.models.simulate import dataset_rows, load_space, restriction_mask, space_predictions
+from kernelcast.models.simulate import dataset_rows, load_space, prior_times, restriction_mask, space_predictions
 
 from kernelcast.errors import InputError, UsageError
 from kernelcast.options import Parser
@@ -137,13 +140,7 @@ def transfer_predictions(pair: dict[str, Any], space: Space) -> np.ndarray:
     others = pair.get("others") or []
     if not others:
         raise InputError(f"pair {pair['name']}: searcher others needs other pairs of kernel {kernel_of(pair)!r}")
-    rows = []
-    for other in others:
-        o = load_space(other["cache"])
-        ok = np.isfinite(o.time_us) & (o.time_us > 0)
-        by_key = dict(zip(o.keys, np.where(ok, o.time_us, float(np.max(o.time_us[ok])) if ok.any() else np.nan)))
-        rows.append(np.array([by_key.get(k, np.nan) for k in space.keys], dtype=np.float64))
-    out = np.vstack(rows)
+    out = np.vstack([prior_times(space.sim, load_space(other["cache"]), strict=False) for other in others])
     if not np.isfinite(out).any():
         raise InputError(f"pair {pair['name']}: no other pair of kernel {kernel_of(pair)!r} has a configuration "
                          "of this one measured")
@@ -167,6 +164,40 @@ def combined_prior(pred: np.ndarray) -> np.ndarray:
     return out
 
 
+#: the single-model searchers a pair's spec can give (``oof:COLUMN`` besides)
+MODEL_SEARCHERS = ("analytical", "bundled", "none")
+
+
+def model_sources(pair: dict[str, Any], searcher: str) -> list[str]:
+    """The models an ``others+...`` searcher adds to the other devices as sources: ``others+model``
+    the models the pair has, the analytical model where it gives a ``dataset`` or an
+    ``analytical_oof`` and the ``tabular_us`` column of its ``oof`` (a model trained on the kernel's
+    other devices) where it gives one (none: the searcher is ``others``); ``others+A+B`` the
+    searchers A and B (``analytical``, ``bundled``, ``oof:COLUMN``), which the pair must support."""
+    parts = searcher.split("+")[1:]
+    if parts == ["model"]:
+        return (["analytical"] if pair.get("dataset") or pair.get("analytical_oof") else []) + \
+            (["oof:tabular_us"] if pair.get("oof") else [])
+    return parts
+
+
+def valid_searcher(name: str) -> bool:
+    """Whether ``name`` is a searcher :func:`predictions` knows."""
+    if name in MODEL_SEARCHERS or name in ("others", "others:mean") or (name.startswith("oof:") and len(name) > 4):
+        return True
+    parts = name.split("+")
+    if parts[0] != "others" or len(parts) < 2:
+        return False
+    return parts[1:] == ["model"] or all(p in ("analytical", "bundled") or (p.startswith("oof:") and len(p) > 4)
+                                         for p in parts[1:])
+
+
+def source_names(pair: dict[str, Any], searcher: str) -> list[str]:
+    """The names of a several-source searcher's sources, in the order of :func:`predictions`' rows."""
+    names = [str(o["name"]) for o in pair.get("others") or []]
+    return names + model_sources(pair, searcher) if "+" in searcher else names
+
+
 def predictions(pair: dict[str, Any], space: Space, searcher: str) -> np.ndarray:
     """The predicted time (us) of every configuration of the space (NaN where there is none; for
     ``others`` one row per other device, :func:`transfer_predictions`): ``others:mean`` their
@@ -180,6 +211,15 @@ def predictions(pair: dict[str, Any], space: Space, searcher: str) -> np.ndarray
         return transfer_predictions(pair, space)
     if searcher == "others:mean":
         return combined_prior(transfer_predictions(pair, space))
+    if searcher.startswith("others+"):
+        # the other devices and the models of this device, each one more source of the same weighting
+        rows = [transfer_predictions(pair, space)]
+        for m in model_sources(pair, searcher):
+            p = predictions(pair, space, m)
+            if not np.isfinite(p).any():
+                raise InputError(f"pair {pair['name']}: the model {m} predicted none of the configurations")
+            rows.append(p[None, :])
+        return np.vstack(rows)
     if not pair.get("dataset"):
         raise InputError(f"pair {pair['name']}: searcher {searcher} needs the pair's dataset")
     frame = read_dataset(pair["dataset"])
@@ -316,8 +356,8 @@ def run_pair(pair: dict[str, Any], strategies: Sequence[str], searchers: Sequenc
         if pred.ndim == 2:
             # the sources (the other devices) and their median weights over the seeds after 20 measurements
             out["searchers"][f"kernelcast:{s}"]["sources"] = {
-                o["name"]: float(np.median([r["weights_20"][j] for r in runs]))
-                for j, o in enumerate(pair.get("others") or [])}
+                name: float(np.median([r["weights_20"][j] for r in runs]))
+                for j, name in enumerate(source_names(pair, s))}
         say(f"{pair['name']}: kernelcast:{s} done in {time.perf_counter() - t0:.1f} s")
         if checkpoint is not None:
             checkpoint(out)
@@ -448,15 +488,21 @@ def read_spec(path: str) -> list[dict[str, Any]]:
 
 
 def merge_results(dirs: Sequence[str]) -> dict[str, Any]:
-    """The results of several runs (each DIR/tuning.json) as one: the pairs by name, each pair's
-    searchers from the first run that has them. :class:`InputError` for a run that cannot be read or
-    runs with different budgets."""
+    """The results of several runs (each DIR/tuning.json, a run's or a merge's) as one: the pairs by
+    name, each pair's searchers from the first run that has them. :class:`InputError` for a run that
+    cannot be read, is not a result of this benchmark, or runs with different budgets."""
     runs = []
     for d in dirs:
         try:
-            runs.append(json.loads((Path(d) / "tuning.json").read_text()))
+            r = json.loads((Path(d) / "tuning.json").read_text())
         except (OSError, ValueError) as e:
             raise InputError(f"{d}: cannot read tuning.json: {e}") from None
+        ok = isinstance(r, dict) and all(k in r for k in ("budget", "seeds", "pairs", "kernel_tuner")) and \
+            isinstance(r["pairs"], list) and all(isinstance(p, dict) and "name" in p and isinstance(
+                p.get("searchers"), dict) for p in r["pairs"])
+        if not ok:
+            raise InputError(f"{d}: tuning.json is not a result of this benchmark")
+        runs.append(r)
     if len({r["budget"] for r in runs}) > 1:
         raise InputError(f"the runs have different budgets: {sorted({r['budget'] for r in runs})}")
     pairs: dict[str, dict[str, Any]] = {}
@@ -468,9 +514,10 @@ def merge_results(dirs: Sequence[str]) -> dict[str, Any]:
             for k, v in p.get("failed", {}).items():
                 q["failed"].setdefault(k, v)
     out = {"kernel_tuner": runs[0]["kernel_tuner"], "budget": runs[0]["budget"], "merged_from": list(dirs),
-           "seeds": sorted({r["seeds"] for r in runs}),
-           "strategies": sorted({s for r in runs for s in r["strategies"]}),
-           "searchers": sorted({s for r in runs for s in r["searchers"]}), "pairs": list(pairs.values()),
+           # a merge's seeds are already a list
+           "seeds": sorted({n for r in runs for n in (r["seeds"] if isinstance(r["seeds"], list) else [r["seeds"]])}),
+           "strategies": sorted({s for r in runs for s in r.get("strategies") or ()}),
+           "searchers": sorted({s for r in runs for s in r.get("searchers") or ()}), "pairs": list(pairs.values()),
            "complete": all(r.get("complete", True) for r in runs)}
     out["overall"] = overall(out["pairs"])
     return out
@@ -488,7 +535,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--searchers", default=",".join(DEFAULT_SEARCHERS),
                     help="kernelcast searchers: analytical, bundled (the bundled GPU model), none, others (the "
                          "kernel's other devices, weighted by how well each explains the measurements), "
-                         "others:mean (their unweighted mean), oof:COLUMN (analytical,none)")
+                         "others:mean (their unweighted mean), others+model (the other devices and the models of "
+                         "this device as sources of the same weighting: the analytical model and the spec's oof "
+                         "tabular_us), others+MODEL[+MODEL] (those models), oof:COLUMN (analytical,none)")
     ap.add_argument("--only", help="run the pairs whose name contains this")
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -519,9 +568,9 @@ def main(argv: list[str] | None = None) -> int:
         strategies = [s for s in args.strategies.split(",") if s]
         searchers = [s for s in args.searchers.split(",") if s]
         for s in searchers:
-            if s not in ("analytical", "bundled", "none", "others", "others:mean") and not s.startswith("oof:"):
-                raise UsageError(f"unknown searcher {s!r} (analytical, bundled, none, others, others:mean or "
-                                 "oof:COLUMN)")
+            if not valid_searcher(s):
+                raise UsageError(f"unknown searcher {s!r} (analytical, bundled, none, others, others:mean, "
+                                 "others+model, others+MODEL[+MODEL] or oof:COLUMN)")
     except InputError as e:
         print(f"bench.tuning: {e}", file=sys.stderr)
         return 2

@@ -410,7 +410,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         return cmd_tune_simulate(args)
     sim_only = [f for f, v in (("--budget", args.budget), ("--seed", args.seed), ("--restrictions", args.restrictions),
                                ("--dataset", args.dataset), ("--trace", args.trace), ("--plot", args.plot),
-                               ("--analysis-cache", args.analysis_cache), ("--no-settle", args.no_settle)) if v]
+                               ("--analysis-cache", args.analysis_cache), ("--no-settle", args.no_settle),
+                               ("--prior", args.prior)) if v]
     if sim_only:
         raise UsageError(f"{sim_only[0]} goes with --simulate")
     if not args.kernel or not args.gsize:
@@ -536,8 +537,10 @@ def cmd_tune_simulate(args: argparse.Namespace) -> int:
         dataset_rows,
         load_space,
         plot_simulation,
+        prior_times,
         restriction_mask,
         simulate,
+        source_label,
         space_predictions,
     )
 
@@ -563,6 +566,16 @@ def cmd_tune_simulate(args: argparse.Namespace) -> int:
     if not np.isfinite(space.time_us).any():
         raise UsageError(f"the restrictions leave {len(space.keys)} of {full} configurations and none measured: "
                          f"nothing to search")
+    # other devices' measurements of the kernel: one source each
+    sources: list[str] = []
+    prior_rows: list[np.ndarray] = []
+    for src in args.prior:
+        if Path(src).resolve() == Path(args.simulate).resolve():
+            raise UsageError(f"--prior {src}: the searched cache itself (a prior is another device's measurements)")
+        other = load_space(src)
+        prior_rows.append(prior_times(space, other))
+        name = source_label(other)
+        sources.append(name if name not in sources else f"{name} ({Path(src).name})")
     profile, tab, label = _simulation_model(args)
     rows_from = args.dataset or (args.simulate if space.kind == "dataset" else None)
     if profile is not None and rows_from is None:
@@ -577,13 +590,20 @@ def cmd_tune_simulate(args: argparse.Namespace) -> int:
         if not np.isfinite(pred).any():
             raise InputError(f"{rows_from}: the model predicted none of the cache's configurations (do the "
                              f"dataset's kt_key values match the cache?)")
+    if prior_rows:
+        if profile is not None:
+            prior_rows.append(pred)
+            sources.append(label)
+        pred = np.vstack(prior_rows)
     if not args.json:
+        what = f"model {label or 'none (the measurements alone)'}" if not sources else \
+            f"{len(sources)} sources weighted by the measurements: " + ", ".join(
+                f"{j + 1} {n}" for j, n in enumerate(sources))
         print(f"{space.source}: {len(space.keys)} configurations" + (f" ({full} before the restrictions)"
                                                                     if len(space.keys) < full else "")
-              + f", device {space.device or '?'}; model {label or 'none (the measurements alone)'}; budget "
-              f"{budget}, seed {args.seed or 0}")
+              + f", device {space.device or '?'}; {what}; budget {budget}, seed {args.seed or 0}")
         head = f"{'#':>3} {'pick':<5} {'measured us':>12} {'predicted us':>13} {'error %':>8} {'best us':>11}  config"
-        print(head)
+        print(head + ("  (weights of sources 1..N)" if sources else ""))
 
     def show(r: Any) -> None:
         if args.json:
@@ -593,10 +613,11 @@ def cmd_tune_simulate(args: argparse.Namespace) -> int:
         e = "" if r.error_pct is None else f"{r.error_pct:+.0f}"
         b = "" if r.best_us is None else f"{r.best_us:.4g}"
         pr = f"{r.predicted_us:.4g}" if np.isfinite(r.predicted_us) else "-"
-        print(f"{r.step:>3} {r.pick:<5} {m:>12} {pr:>13} {e:>8} {b:>11}  {cfg}")
+        w = "  (" + " ".join(f"{x:.2f}" for x in r.weights) + ")" if r.weights else ""
+        print(f"{r.step:>3} {r.pick:<5} {m:>12} {pr:>13} {e:>8} {b:>11}  {cfg}{w}")
 
     sim = simulate(space, pred, budget, seed=args.seed or 0, settle=not args.no_settle, restrictions=restrictions,
-                   model=label, on_row=show)
+                   model=label, sources=sources, on_row=show)
     doc = sim.to_dict()
     if args.trace:
         Path(args.trace).write_text(to_json(doc) + "\n")
@@ -613,6 +634,8 @@ def cmd_tune_simulate(args: argparse.Namespace) -> int:
         print(f"choice: {','.join(f'{k}={v}' for k, v in choice['config'].items())}: {choice['measured_us']:.4g} us "
               f"(measurement {choice['step']})")
     print(f"cache's best: {','.join(f'{k}={v}' for k, v in sim.optimum_config.items())}: {sim.optimum_us:.4g} us")
+    if sim.sources and sim.trace and sim.trace[-1].weights:
+        print("final weights: " + ", ".join(f"{n} {w:.2f}" for n, w in zip(sim.sources, sim.trace[-1].weights)))
     to5, to1 = sim.measurements_to(0.05), sim.measurements_to(0.01)
     print(f"fraction of the optimum: {sim.fraction_of_optimum:.3f} (optimum / choice); within 5 % after "
           f"{to5 if to5 else 'not within the budget'}, within 1 % after {to1 if to1 else 'not within the budget'}")
@@ -828,6 +851,12 @@ def add_parsers(sub: Any) -> None:
                    help="with --simulate: a Kernel Tuner-style restriction over the tune parameters, e.g. "
                         "'block_size_x*block_size_y<=1024' (repeatable), or a JSON file: a list of them or a "
                         "tuning benchmark spec (the pair of this cache)")
+    p.add_argument("--prior", action="append", default=[], metavar="CACHE_OR_DATASET",
+                   help="with --simulate: the kernel's measurements on another device (a Kernel Tuner cache, T4 "
+                        "file or imported dataset) as one source of predictions (repeatable; with --profile or "
+                        "--model the model's prediction is one more): the sources are weighted after each "
+                        "measurement by how well each explains the measurements so far, the trace prints the "
+                        "weights")
     p.add_argument("--dataset", metavar="DIR", help="with --simulate CACHE: the cache imported with 'kernelcast "
                                                     "dataset import-kt', the rows the model predicts")
     p.add_argument("--analysis-cache", action="append", default=[], metavar="DIR",

@@ -29,7 +29,8 @@ the best.
 Where the model has no prediction for a configuration (its analysis failed), the prior mean there
 is the median prediction, so the GP and the measurements decide.
 
-Several sources of predictions (e.g. the kernel's measured times on other devices, one row each) make
+Several sources of predictions (e.g. the kernel's measured times on other devices and the models'
+predictions for this device, one row each) make
 the prior their weighted mean in ``log2`` (each source centred on its median), the weights
 re-estimated after every measurement by Bayesian model averaging (:func:`source_weights`): each
 source is a model of this device's ``log2`` times up to an unknown offset and an unknown residual

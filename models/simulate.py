@@ -6,8 +6,10 @@ kernelcast dataset imported from one (:func:`load_space`); Kernel Tuner-style re
 expressions over the tune parameters, e.g. ``"block_size_x*block_size_y<=1024"``) keep part of it
 (:func:`restriction_mask`, evaluated safely on numpy columns, never with ``eval``); the model ranks
 it (:func:`space_predictions`: the analytical model of a profile or a saved tabular model, on the
-rows of the imported dataset); :func:`simulate` runs the search and returns the trace against the
-space's best.
+rows of the imported dataset); :func:`prior_times` makes the kernel's measurements on another device
+one more source of predictions (several sources are weighted after each measurement by how well
+each explains the measurements, :func:`models.search.source_weights`); :func:`simulate` runs the
+search and returns the trace against the space's best.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import ast
 import math
 import operator
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +48,7 @@ class SimSpace:
     time_us: np.ndarray
     keys: list[str]
     frame: pd.DataFrame | None = None   # a dataset's rows, one per configuration
+    kernel: str = ""                    # the kernel's name where the cache or dataset records one
 
     @property
     def names(self) -> list[str]:
@@ -63,7 +66,7 @@ class SimSpace:
         keep = np.flatnonzero(mask)
         return SimSpace(self.source, self.kind, self.device, self.params.iloc[keep].reset_index(drop=True),
                         self.time_us[keep], [self.keys[i] for i in keep],
-                        None if self.frame is None else self.frame.iloc[keep].reset_index(drop=True))
+                        None if self.frame is None else self.frame.iloc[keep].reset_index(drop=True), self.kernel)
 
 
 def load_space(source: str) -> SimSpace:
@@ -82,7 +85,8 @@ def load_space(source: str) -> SimSpace:
         keys = [str(k) for k in frame["kt_key"]] if "kt_key" in frame.columns else \
             [",".join(str(v) for v in row) for row in params.itertuples(index=False)]
         dev = str(frame["device"].iloc[0]) if "device" in frame.columns else ""
-        space = SimSpace(source, "dataset", dev, params, t, keys, frame)
+        kernel = str(frame["kernel_name"].iloc[0]) if "kernel_name" in frame.columns else ""
+        space = SimSpace(source, "dataset", dev, params, t, keys, frame, kernel)
     elif p.is_file():
         try:
             cache = read_kt_cache(p)
@@ -97,12 +101,45 @@ def load_space(source: str) -> SimSpace:
             t = rec.get("time")
             times.append(float(t) * 1e3 if status == "ok" and isinstance(t, (int, float)) else float("nan"))
         space = SimSpace(source, "cache", cache.device_name, pd.DataFrame(rows, columns=names),
-                         np.asarray(times, dtype=np.float64), keys)
+                         np.asarray(times, dtype=np.float64), keys, kernel=cache.kernel_name or "")
     else:
         raise InputError(f"{source}: no such cache file or dataset directory")
     if not np.isfinite(space.time_us).any():
         raise InputError(f"{source}: no configuration was measured")
     return space
+
+
+def prior_times(space: SimSpace, prior: SimSpace, *, strict: bool = True) -> np.ndarray:
+    """Another device's measurements of the same kernel as a source of predictions for ``space``:
+    each configuration's measured time in ``prior`` (us; that device's slowest where it failed
+    there, since it likely fails here too; NaN where ``prior`` lacks it), matched by Kernel Tuner's
+    key (the parameter values in the space's order). ``strict``: :class:`InputError` for a prior of
+    another kernel (other tune parameters, or another kernel name where both record one) or one
+    that has none of the space's configurations."""
+    if strict:
+        if sorted(prior.names) != sorted(space.names):
+            raise InputError(f"{prior.source}: not a prior of this kernel: its tune parameters "
+                             f"({', '.join(prior.names)}) are not those of {space.source} ({', '.join(space.names)})")
+        if prior.kernel and space.kernel and prior.kernel != space.kernel:
+            raise InputError(f"{prior.source}: not a prior of this kernel: kernel {prior.kernel!r}, not "
+                             f"{space.kernel!r}")
+    ok = np.isfinite(prior.time_us) & (prior.time_us > 0)
+    vals = np.where(ok, prior.time_us, float(np.max(prior.time_us[ok])) if ok.any() else np.nan)
+    keys = prior.keys
+    if prior.names != space.names and sorted(prior.names) == sorted(space.names):
+        keys = [space.key_of({c: _plain(prior.params.iat[i, j]) for j, c in enumerate(prior.names)})
+                for i in range(len(prior.keys))]
+    by_key = dict(zip(keys, vals))
+    out = np.array([by_key.get(k, np.nan) for k in space.keys], dtype=np.float64)
+    if strict and not np.isfinite(out).any():
+        raise InputError(f"{prior.source}: no configuration in common with {space.source}")
+    return out
+
+
+def source_label(space: SimSpace) -> str:
+    """A short name of a prior: its device, else its file or directory name."""
+    dev = space.device if space.device and space.device != "unknown" else ""
+    return dev or Path(space.source).name
 
 
 # ---------------------------------------------------------------------------------------------
@@ -247,6 +284,7 @@ class TraceRow:
     best_us: float | None
     error_pct: float | None         # (predicted - measured) / measured * 100
     pick: str
+    weights: list[float] | None = None  # the sources' weights when it was chosen (several sources only)
 
 
 @dataclass
@@ -264,6 +302,7 @@ class Simulation:
     stopped: str
     optimum_us: float
     optimum_config: dict[str, Any]
+    sources: list[str] = field(default_factory=list)    # the sources of predictions (several: weighted)
 
     @property
     def best_us(self) -> float | None:
@@ -292,7 +331,8 @@ class Simulation:
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "device": self.device, "configurations": self.configurations,
                 "budget": self.budget, "seed": self.seed, "restrictions": self.restrictions, "model": self.model,
-                "measurements": len(self.trace), "stopped": self.stopped, "choice": self.choice,
+                "sources": self.sources, "measurements": len(self.trace), "stopped": self.stopped,
+                "choice": self.choice,
                 "optimum": {"config": self.optimum_config, "measured_us": self.optimum_us},
                 "fraction_of_optimum": self.fraction_of_optimum,
                 "measurements_to_5pct": self.measurements_to(0.05), "measurements_to_1pct": self.measurements_to(0.01),
@@ -304,10 +344,19 @@ def _plain(v: Any) -> Any:
 
 
 def simulate(space: SimSpace, pred: np.ndarray, budget: int, *, seed: int = 0, settle: bool = False,
-             restrictions: Sequence[str] = (), model: str = "", on_row: Callable[[TraceRow], None] | None = None
-             ) -> Simulation:
+             restrictions: Sequence[str] = (), model: str = "", sources: Sequence[str] = (),
+             on_row: Callable[[TraceRow], None] | None = None) -> Simulation:
     """Run the guided search on the space with at most ``budget`` lookups (``settle``: stop early
-    when no unmeasured configuration is likely to beat the best)."""
+    when no unmeasured configuration is likely to beat the best). ``pred`` one prediction per
+    configuration, or one row per source (named by ``sources``: e.g. other devices' measurements,
+    :func:`prior_times`, and the model's predictions), weighted after each measurement by how well
+    each explains the measurements (:func:`models.search.source_weights`); each trace row records
+    the weights."""
+    pred = np.asarray(pred, dtype=np.float64)
+    multi = pred.ndim == 2
+    if multi and sources and len(sources) != len(pred):
+        raise ValueError(f"{len(sources)} source names for {len(pred)} sources")
+    names = (list(sources) or [f"source {j + 1}" for j in range(len(pred))]) if multi else []
     cols = space.names
 
     def config(i: int) -> dict[str, Any]:
@@ -320,11 +369,13 @@ def simulate(space: SimSpace, pred: np.ndarray, budget: int, *, seed: int = 0, s
 
     def step(s: SearchStep) -> None:
         m = s.measured_us if math.isfinite(s.measured_us) else None
-        if flat and not rows:       # a flat prior predicts nothing before the first measurement
+        if (flat or multi) and not rows:
+            # a flat prior predicts nothing before the first measurement; several sources, each centred
+            # on its median, predict an order but no time
             s = replace(s, predicted_us=float("nan"))
         err = (s.predicted_us - m) / m * 100.0 if m and math.isfinite(s.predicted_us) else None
         r = TraceRow(len(rows) + 1, config(s.index), m, s.predicted_us,
-                     s.best_us if math.isfinite(s.best_us) else None, err, s.pick)
+                     s.best_us if math.isfinite(s.best_us) else None, err, s.pick, s.weights)
         rows.append(r)
         if on_row is not None:
             on_row(r)
@@ -333,7 +384,8 @@ def simulate(space: SimSpace, pred: np.ndarray, budget: int, *, seed: int = 0, s
                         on_step=step)
     opt_i = int(np.nanargmin(space.time_us))
     return Simulation(space.source, space.device, len(space.keys), budget, seed, list(restrictions), model, rows,
-                      res.stopped, space.optimum, config(opt_i))
+                      res.stopped, space.optimum, config(opt_i),
+                      names)
 
 
 def plot_simulation(sim: Simulation, path: str | Path) -> None:

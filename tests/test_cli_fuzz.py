@@ -195,7 +195,12 @@ _add("tune",
      f"{TU} --format bogus", f"{TU} --out {{out}}", f"{TU} --format kernel-tuner --json",
      f"{TU} --format kernel-tuner --measure-top 2", f"{TU} --format kernel-tuner --out {{fx}}/emptydir",
      f"{TU} --format kernel-tuner --out {{fx}}/nodir/sl.json", f"{TU} --counts {{fx}}/bad.json",
-     f"{TU} --counts {{fx}}/counts_neg.json", f"{TU} --counts {{fx}}/file.txt --measure-counts")
+     f"{TU} --counts {{fx}}/counts_neg.json", f"{TU} --counts {{fx}}/file.txt --measure-counts",
+     f"{TU} --prior {{fx}}/kt_cache.json", "tune --simulate {fx}/kt_cache.json --prior {fx}/missing.json",
+     "tune --simulate {fx}/kt_cache.json --prior {fx}/kt_noblock.json",
+     "tune --simulate {fx}/kt_cache.json --prior {fx}/file.txt",
+     "tune --simulate {fx}/kt_cache.json --prior {fx}/ds_notdataset",
+     "tune --simulate {fx}/kt_cache.json --prior {fx}/kt_cache.json --trace {out}/t.json")
 _add("demo",
      "demo --out {fx}/file.txt", "demo --out {fx}/corpus", "demo --synthetic 0", "demo --epochs=-1",
      "demo --bundled-every x", "demo --meter bogus", "demo --max-sizes 0", "demo --configs-per-kernel=-2")

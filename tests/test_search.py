@@ -166,6 +166,15 @@ def test_merged_runs_keep_each_pair_and_searcher(tmp_path):
     assert m["overall"]["kernelcast:none"]["median_reach_5"] == 2
     assert m["overall"]["kt:random_sample"]["pooled_reach_5"] == 3
     assert m["overall"]["best_kernel_tuner_strategy"]["name"] == "kt:random_sample"
+    # a merge merges again (its seeds are a list)
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "tuning.json").write_text(json.dumps(m))
+    again = merge_results([str(tmp_path / "m"), run("c", "q", "kernelcast:none", [300.0, 100.0])])
+    assert [p["name"] for p in again["pairs"]] == ["p", "q"] and again["seeds"] == [1]
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "tuning.json").write_text(json.dumps({"pairs": 3}))
+    with pytest.raises(Exception, match="not a result of this benchmark"):
+        merge_results([a, str(tmp_path / "bad")])
 
 
 def _write_cache(path, times: dict[str, float | str]) -> str:
@@ -384,3 +393,60 @@ def test_the_benchmark_weights_the_other_device_that_agrees(tmp_path):
     mean = out["searchers"]["kernelcast:others:mean"]
     assert "sources" not in mean and "weights_end" not in mean["traces"][0]
     assert mean["median_reach_1"] is None or mean["median_reach_1"] > got["median_reach_1"]
+
+
+def test_the_model_as_one_more_source_where_the_other_devices_disagree(tmp_path):
+    """``others+model``: the kernel's only other device orders the space in reverse, this device's
+    model (an ``evaluate`` run's out-of-fold analytical predictions of the imported rows) right up
+    to a factor, the GPU-disjoint tabular column flat: the weight goes to the model, the search
+    finds the optimum in a few measurements where the other device alone does not."""
+    from kernelcast.bench.tuning import model_sources, read_spec, run_pair, source_names, valid_searcher
+    from kernelcast.datagen.dataset import read_dataset
+
+    from kernelcast.cli import main
+
+    params, t = _bowl()
+
+    def write(name: str, times: np.ndarray) -> str:
+        cache = {f"{bx},{tile}": {"block_size_x": int(bx), "tile": int(tile), "time": float(ti) / 1e3}
+                 for (bx, tile), ti in zip(params.itertuples(index=False), times)}
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"device_name": name, "kernel_name": "k", "problem_size": [4096],
+                                    "tune_params_keys": ["block_size_x", "tile"],
+                                    "tune_params": {"block_size_x": sorted({int(b) for b in params.block_size_x}),
+                                                    "tile": sorted({int(x) for x in params.tile})},
+                                    "objective": "time", "cache": cache}))
+        return str(path)
+
+    a, b = write("A", t), write("B", 1e6 / t)
+    src = tmp_path / "k.cu"
+    src.write_text("__global__ void k(float *a, int n) { int i = blockIdx.x * block_size_x + threadIdx.x;\n"
+                   "  if (i < n) { float x = a[i]; for (int j = 0; j < tile; j++) x = x * 1.5f + 1.0f; a[i] = x; } }\n")
+    ds = tmp_path / "ds"
+    assert main(["dataset", "import-kt", a, "--kernel", str(src), "--out", str(ds), "--arg", "n=4096"]) == 0
+    frame = read_dataset(ds)
+    truth = dict(zip([f"{bx},{tile}" for bx, tile in params.itertuples(index=False)], t))
+    right = [3.0 * truth[str(k)] for k in frame["kt_key"]]
+    pd.DataFrame({"row_key": frame["row_key"], "analytical_us": right}).to_parquet(tmp_path / "an.parquet")
+    pd.DataFrame({"row_key": frame["row_key"], "tabular_us": 50.0}).to_parquet(tmp_path / "tab.parquet")
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"pairs": [
+        {"name": "k A", "cache": a, "dataset": str(ds), "analytical_oof": str(tmp_path / "an.parquet"),
+         "oof": str(tmp_path / "tab.parquet")},
+        {"name": "k B", "cache": b}]}))
+    pair = read_spec(str(spec))[0]
+    assert model_sources(pair, "others+model") == ["analytical", "oof:tabular_us"]
+    assert model_sources({"dataset": "d"}, "others+model") == ["analytical"]    # no oof: the analytical model
+    assert model_sources({}, "others+model") == []                     # no model: the other devices alone
+    assert source_names(pair, "others+model") == ["k B", "analytical", "oof:tabular_us"]
+    assert source_names(pair, "others") == ["k B"]
+    assert valid_searcher("others+model") and valid_searcher("others+analytical+oof:tabular_us")
+    assert not valid_searcher("others+") and not valid_searcher("others+random") and not valid_searcher("model")
+    out = run_pair(pair, [], ["others", "others+model"], 3, 12, lambda msg: None)
+    got = out["searchers"]["kernelcast:others+model"]
+    assert list(got["sources"]) == ["k B", "analytical", "oof:tabular_us"]
+    assert got["sources"]["analytical"] > 0.99
+    assert all(len(r["weights_end"]) == 3 and r["weights_end"][1] > 0.99 for r in got["traces"])
+    assert got["median_reach_1"] is not None and got["median_reach_1"] <= 4
+    alone = out["searchers"]["kernelcast:others"]
+    assert alone["median_reach_1"] is None or alone["median_reach_1"] > got["median_reach_1"]

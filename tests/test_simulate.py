@@ -138,3 +138,94 @@ def test_tune_simulate_bad_input_exits_2_and_writes_nothing(cache, tmp_path, arg
     assert r.returncode == 2
     assert msg in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
     assert not trace.exists() and r.stdout == ""
+
+
+def _cache_of(path, times: dict[str, float | str], names=("block_size_x", "block_size_y", "tile"), kernel="k",
+              device=None):
+    """A Kernel Tuner cache of the given times (us) by key, the parameters the key's values."""
+    recs = {k: {**{n: int(v) for n, v in zip(names, k.split(","))}, "time": t if isinstance(t, str) else t / 1e3}
+            for k, t in times.items()}
+    doc = {"device_name": device or path.stem, "kernel_name": kernel, "problem_size": [4096],
+           "tune_params_keys": list(names), "tune_params": {}, "objective": "time", "cache": recs}
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _grid_times(f) -> dict[str, float]:
+    return {f"{bx},{by},{tile}": f(_time(bx, by, tile)) for bx, by, tile in itertools.product(BX, BY, TILE)}
+
+
+def test_tune_simulate_weights_several_priors_and_follows_the_one_that_agrees(cache, tmp_path):
+    """Two other devices as priors: B orders the configurations as the searched device does (twice as
+    slow), C in reverse. Their weights start equal and move to B; the optimum is found in a few
+    measurements."""
+    b = _cache_of(tmp_path / "B.json", _grid_times(lambda t: 2.0 * t))
+    c = _cache_of(tmp_path / "C.json", _grid_times(lambda t: 1e6 / t))
+    trace = tmp_path / "t.json"
+    r = run_here("tune", "--simulate", str(cache), "--prior", str(b), "--prior", str(c), "--budget", "8",
+                 "--no-settle", "--trace", str(trace))
+    assert r.returncode == 0, r.stderr
+    assert "2 sources weighted by the measurements: 1 B, 2 C" in r.stdout
+    assert "(0.50 0.50)" in r.stdout                     # equal weights before two measurements
+    assert "final weights: B 1.00, C 0.00" in r.stdout
+    doc = json.loads(trace.read_text())
+    assert doc["sources"] == ["B", "C"] and doc["model"] == ""
+    assert doc["trace"][0]["weights"] == [0.5, 0.5] and math.isnan(doc["trace"][0]["predicted_us"])
+    assert doc["trace"][-1]["weights"][0] > 0.99
+    assert doc["measurements_to_1pct"] is not None and doc["measurements_to_1pct"] <= 4
+    assert doc["choice"]["config"] == {"block_size_x": 128, "block_size_y": 2, "tile": 3}
+    # one prior, no model: one source, its weight 1
+    r = run_here("tune", "--simulate", str(cache), "--prior", str(b), "--budget", "3", "--json")
+    doc = json.loads(r.stdout)
+    assert doc["sources"] == ["B"] and doc["trace"][0]["weights"] == [1.0]
+    assert doc["trace"][0]["config"] == {"block_size_x": 128, "block_size_y": 2, "tile": 3}
+
+
+def test_tune_simulate_the_models_prediction_is_one_more_source(cache, tmp_path):
+    """With --profile (and the imported rows) the analytical model of the searched device is the last
+    source, weighted with the priors."""
+    from kernelcast.calib.profile import load_profile
+    from kernelcast.models.simulate import dataset_rows, load_space, prior_times, space_predictions
+
+    from kernelcast.cli import main
+
+    src = tmp_path / "k.cu"
+    src.write_text("__global__ void k(float *a, int n) { int i = (blockIdx.x * block_size_y + threadIdx.y) * "
+                   "block_size_x + threadIdx.x;\n  if (i < n) { float x = a[i]; for (int j = 0; j < tile; j++) "
+                   "x = x * 1.5f + 1.0f; a[i] = x; } }\n")
+    ds = tmp_path / "ds"
+    assert main(["dataset", "import-kt", str(cache), "--kernel", str(src), "--out", str(ds), "--arg", "n=4096"]) == 0
+    b = _cache_of(tmp_path / "B.json", _grid_times(lambda t: 2.0 * t))
+    r = run_here("tune", "--simulate", str(cache), "--dataset", str(ds), "--profile", "a100-pcie", "--prior", str(b),
+                 "--budget", "4", "--no-settle", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["sources"][0] == "B" and doc["sources"][1].startswith("analytical (") and len(doc["sources"]) == 2
+    assert all(len(s["weights"]) == 2 for s in doc["trace"]) and doc["trace"][0]["weights"] == [0.5, 0.5]
+    # the model's row is its prediction of every configuration
+    sp = load_space(str(cache))
+    pred = space_predictions(sp, load_profile("a100-pcie"), frame=dataset_rows(str(ds)))
+    assert np.isfinite(pred).sum() >= 90 and np.ptp(pred[np.isfinite(pred)]) > 0
+    assert prior_times(sp, load_space(str(b)))[sp.keys.index("128,2,3")] == pytest.approx(100.0)
+
+
+@pytest.mark.parametrize("which, msg", [
+    ("missing", "no such cache file"),
+    ("other_kernel", "not a prior of this kernel: its tune parameters"),
+    ("other_name", "not a prior of this kernel: kernel 'q'"),
+    ("disjoint", "no configuration in common"),
+    ("itself", "the searched cache itself"),
+])
+def test_tune_simulate_bad_priors_exit_2_and_write_nothing(cache, tmp_path, which, msg):
+    paths = {
+        "missing": tmp_path / "missing.json",
+        "other_kernel": _cache_of(tmp_path / "D.json", {"1,2": 5.0, "2,2": 6.0}, names=("x", "y")),
+        "other_name": _cache_of(tmp_path / "E.json", _grid_times(lambda t: t), kernel="q"),
+        "disjoint": _cache_of(tmp_path / "F.json", {"1000,1,1": 5.0, "2000,1,1": 6.0}),
+        "itself": cache,
+    }
+    trace = tmp_path / "t.json"
+    r = run_here("tune", "--simulate", str(cache), "--prior", str(paths[which]), "--budget", "3", "--trace", str(trace))
+    assert r.returncode == 2
+    assert msg in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    assert not trace.exists() and r.stdout == ""
