@@ -90,8 +90,8 @@ typedef int int32_t; typedef unsigned int uint32_t; typedef long long int64_t; t
 struct uint3 { unsigned int x, y, z; };
 struct dim3 {
     unsigned int x, y, z;
-    __host__ __device__ constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1)
-        : x(vx), y(vy), z(vz) {}
+    __host__ __device__ constexpr dim3(unsigned int __kc_x = 1, unsigned int __kc_y = 1, unsigned int __kc_z = 1)
+        : x(__kc_x), y(__kc_y), z(__kc_z) {}
 };
 struct int2 { int x, y; }; struct int4 { int x, y, z, w; };
 struct float2 { float x, y; }; struct float3 { float x, y, z; }; struct float4 { float x, y, z, w; };
@@ -111,26 +111,26 @@ __device__ void __syncwarp(unsigned int mask = 0xffffffffu);
 __device__ void __threadfence();
 __device__ void __threadfence_block();
 __device__ void __threadfence_system();
-template <typename T> __device__ T atomicAdd(T*, T);
-template <typename T> __device__ T atomicSub(T*, T);
-template <typename T> __device__ T atomicExch(T*, T);
-template <typename T> __device__ T atomicMin(T*, T);
-template <typename T> __device__ T atomicMax(T*, T);
-template <typename T> __device__ T atomicAnd(T*, T);
-template <typename T> __device__ T atomicOr(T*, T);
-template <typename T> __device__ T atomicXor(T*, T);
-template <typename T> __device__ T atomicCAS(T*, T, T);
+template <typename __KcT> __device__ __KcT atomicAdd(__KcT*, __KcT);
+template <typename __KcT> __device__ __KcT atomicSub(__KcT*, __KcT);
+template <typename __KcT> __device__ __KcT atomicExch(__KcT*, __KcT);
+template <typename __KcT> __device__ __KcT atomicMin(__KcT*, __KcT);
+template <typename __KcT> __device__ __KcT atomicMax(__KcT*, __KcT);
+template <typename __KcT> __device__ __KcT atomicAnd(__KcT*, __KcT);
+template <typename __KcT> __device__ __KcT atomicOr(__KcT*, __KcT);
+template <typename __KcT> __device__ __KcT atomicXor(__KcT*, __KcT);
+template <typename __KcT> __device__ __KcT atomicCAS(__KcT*, __KcT, __KcT);
 __device__ unsigned int atomicInc(unsigned int*, unsigned int);
 __device__ unsigned int atomicDec(unsigned int*, unsigned int);
-template <typename T> __device__ T __shfl_sync(unsigned int, T, int, int w = 32);
-template <typename T> __device__ T __shfl_up_sync(unsigned int, T, unsigned int, int w = 32);
-template <typename T> __device__ T __shfl_down_sync(unsigned int, T, unsigned int, int w = 32);
-template <typename T> __device__ T __shfl_xor_sync(unsigned int, T, int, int w = 32);
+template <typename __KcT> __device__ __KcT __shfl_sync(unsigned int, __KcT, int, int __kc_w = 32);
+template <typename __KcT> __device__ __KcT __shfl_up_sync(unsigned int, __KcT, unsigned int, int __kc_w = 32);
+template <typename __KcT> __device__ __KcT __shfl_down_sync(unsigned int, __KcT, unsigned int, int __kc_w = 32);
+template <typename __KcT> __device__ __KcT __shfl_xor_sync(unsigned int, __KcT, int, int __kc_w = 32);
 __device__ int __all_sync(unsigned int, int);
 __device__ int __any_sync(unsigned int, int);
 __device__ unsigned int __ballot_sync(unsigned int, int);
 __device__ unsigned int __activemask();
-template <typename T> __device__ T __ldg(const T*);
+template <typename __KcT> __device__ __KcT __ldg(const __KcT*);
 __device__ int __popc(unsigned int);
 __device__ int __clz(int);
 __device__ int __ffs(int);
@@ -272,10 +272,10 @@ inline float4 make_float4(float a, float b, float c, float d) { return (float4)(
 inline double2 make_double2(double a, double b) { return (double2)(a, b); }
 typedef char int8_t; typedef uchar uint8_t; typedef short int16_t; typedef ushort uint16_t;
 typedef int int32_t; typedef uint uint32_t; typedef long int64_t; typedef ulong uint64_t;
-template <typename T> T sub_group_shuffle(T, unsigned int);
-template <typename T> T sub_group_shuffle_up(T, unsigned int);
-template <typename T> T sub_group_shuffle_down(T, unsigned int);
-template <typename T> T sub_group_shuffle_xor(T, unsigned int);
+template <typename __KcT> __KcT sub_group_shuffle(__KcT, unsigned int);
+template <typename __KcT> __KcT sub_group_shuffle_up(__KcT, unsigned int);
+template <typename __KcT> __KcT sub_group_shuffle_down(__KcT, unsigned int);
+template <typename __KcT> __KcT sub_group_shuffle_xor(__KcT, unsigned int);
 #define __kc_shfl(m, v, ...) sub_group_shuffle(v, __VA_ARGS__)
 #define __kc_shfl_up(m, v, ...) sub_group_shuffle_up(v, __VA_ARGS__)
 #define __kc_shfl_down(m, v, ...) sub_group_shuffle_down(v, __VA_ARGS__)

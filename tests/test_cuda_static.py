@@ -213,3 +213,14 @@ template <typename T> __global__ void blocksum(const T* in, T* out, int n) {
     e = f.evaluate({"gsize0": 1 << 20, "lsize0": 256, "n": 1 << 20, "len_buf": 256})
     # 256 doubles of shared memory; the halving loop over blockDim.x = 256 runs log2(256) = 8 times
     assert f.local_args == {"buf": 8} and e["local_mem_bytes"] == 2048 and e["barrier"] == 9
+
+
+def test_a_configuration_macro_named_like_a_template_parameter_does_not_break_the_parse():
+    # Kernel Tuner scripts define their parameters as macros; T or vx must not reach the
+    # declarations the analysis adds for CUDA's built-ins (as they reach none of CUDA's own headers)
+    src = """__global__ void scale(float* o, const float* a) {
+        float s[T];
+        for (int k = 0; k < T; k++) s[k] = a[threadIdx.x * T + k] * 2.0f;
+        o[threadIdx.x] = atomicAdd(o, s[0]) + __ldg(a) + __shfl_sync(0xffffffffu, s[vx], 0); }"""
+    sf = analyze_source(Kernel(source=src, name="scale", language="cuda", build_options="-DT=4 -Dvx=1"))
+    assert sf.evaluate({"gsize0": 64, "lsize0": 64})["fp32_mul"] == pytest.approx(4.0)
