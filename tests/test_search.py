@@ -361,6 +361,19 @@ def test_bad_source_arguments():
         guided_search(np.vstack([t, t])[:, :-1], params, lambda i: t[i], 3)
 
 
+def _write_cache(tmp_path, name: str, params, times: np.ndarray) -> str:
+    """A Kernel Tuner cache of kernel ``k`` on device ``name``: ``times`` in microseconds (the cache's milliseconds)."""
+    cache = {f"{bx},{tile}": {"block_size_x": int(bx), "tile": int(tile), "time": float(ti) / 1e3}
+             for (bx, tile), ti in zip(params.itertuples(index=False), times)}
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps({"device_name": name, "kernel_name": "k", "problem_size": [4096],
+                                "tune_params_keys": ["block_size_x", "tile"],
+                                "tune_params": {"block_size_x": sorted({int(b) for b in params.block_size_x}),
+                                                "tile": sorted({int(x) for x in params.tile})},
+                                "objective": "time", "cache": cache}))
+    return str(path)
+
+
 def test_the_benchmark_weights_the_other_device_that_agrees(tmp_path):
     """``others`` on a pair whose kernel has two other devices: one with this device's order (half
     as fast), one reversed; every run records the weights, the agreeing device's near 1."""
@@ -369,15 +382,7 @@ def test_the_benchmark_weights_the_other_device_that_agrees(tmp_path):
     params, t = _bowl()
 
     def write(name: str, times: np.ndarray) -> str:
-        cache = {f"{bx},{tile}": {"block_size_x": int(bx), "tile": int(tile), "time": float(ti) / 1e3}
-                 for (bx, tile), ti in zip(params.itertuples(index=False), times)}
-        path = tmp_path / f"{name}.json"
-        path.write_text(json.dumps({"device_name": name, "kernel_name": "k", "problem_size": [4096],
-                                    "tune_params_keys": ["block_size_x", "tile"],
-                                    "tune_params": {"block_size_x": sorted({int(b) for b in params.block_size_x}),
-                                                    "tile": sorted({int(x) for x in params.tile})},
-                                    "objective": "time", "cache": cache}))
-        return str(path)
+        return _write_cache(tmp_path, name, params, times)
 
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"pairs": [{"name": "k A", "cache": write("A", t)},
@@ -408,15 +413,7 @@ def test_the_model_as_one_more_source_where_the_other_devices_disagree(tmp_path)
     params, t = _bowl()
 
     def write(name: str, times: np.ndarray) -> str:
-        cache = {f"{bx},{tile}": {"block_size_x": int(bx), "tile": int(tile), "time": float(ti) / 1e3}
-                 for (bx, tile), ti in zip(params.itertuples(index=False), times)}
-        path = tmp_path / f"{name}.json"
-        path.write_text(json.dumps({"device_name": name, "kernel_name": "k", "problem_size": [4096],
-                                    "tune_params_keys": ["block_size_x", "tile"],
-                                    "tune_params": {"block_size_x": sorted({int(b) for b in params.block_size_x}),
-                                                    "tile": sorted({int(x) for x in params.tile})},
-                                    "objective": "time", "cache": cache}))
-        return str(path)
+        return _write_cache(tmp_path, name, params, times)
 
     a, b = write("A", t), write("B", 1e6 / t)
     src = tmp_path / "k.cu"
