@@ -361,7 +361,7 @@ def test_bad_source_arguments():
         guided_search(np.vstack([t, t])[:, :-1], params, lambda i: t[i], 3)
 
 
-def _write_cache(tmp_path, name: str, params, times: np.ndarray) -> str:
+def _write_grid_cache(tmp_path, name: str, params, times: np.ndarray) -> str:
     """A Kernel Tuner cache of kernel ``k`` on device ``name``: ``times`` in microseconds (the cache's milliseconds)."""
     cache = {f"{bx},{tile}": {"block_size_x": int(bx), "tile": int(tile), "time": float(ti) / 1e3}
              for (bx, tile), ti in zip(params.itertuples(index=False), times)}
@@ -382,7 +382,7 @@ def test_the_benchmark_weights_the_other_device_that_agrees(tmp_path):
     params, t = _bowl()
 
     def write(name: str, times: np.ndarray) -> str:
-        return _write_cache(tmp_path, name, params, times)
+        return _write_grid_cache(tmp_path, name, params, times)
 
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"pairs": [{"name": "k A", "cache": write("A", t)},
@@ -413,7 +413,7 @@ def test_the_model_as_one_more_source_where_the_other_devices_disagree(tmp_path)
     params, t = _bowl()
 
     def write(name: str, times: np.ndarray) -> str:
-        return _write_cache(tmp_path, name, params, times)
+        return _write_grid_cache(tmp_path, name, params, times)
 
     a, b = write("A", t), write("B", 1e6 / t)
     src = tmp_path / "k.cu"
