@@ -46,7 +46,7 @@ from pathlib import Path
 
 from kernelcast.models.static.ptx import _run, find_clang
 
-from kernelcast.clang import build_option_defines
+from kernelcast.cuda import defined_macros
 
 log = logging.getLogger(__name__)
 
@@ -192,12 +192,19 @@ def parse_assembly(asm: str, kernel_name: str, target: str) -> AmdgpuResources |
 _IDENT_RE = re.compile(r"[A-Za-z_]\w*")
 
 
+@functools.lru_cache(maxsize=64)
+def _names(source: str) -> frozenset[str]:
+    """The identifiers of a source (one pass per source, not per configuration)."""
+    return frozenset(_IDENT_RE.findall(source))
+
+
 def used_defines(source: str, options: str) -> list[str]:
-    """The ``-D`` flags of ``options`` whose macro the source names: a macro it never names cannot
-    change its code (a tuner's parameter that only another version of the kernel reads), so
-    configurations that differ only in such macros share one compile."""
-    names = set(_IDENT_RE.findall(source))
-    return [d for d in build_option_defines(options) if d[2:].split("=", 1)[0] in names]
+    """The ``-D`` flags of ``options`` (either spelling, ``-DX=1`` or ``-D X=1``) whose macro the
+    source names: a macro it never names cannot change its code (a tuner's parameter that only
+    another version of the kernel reads), so configurations that differ only in such macros share
+    one compile."""
+    names = _names(source)
+    return [f"-D{k}={v}" for k, v in defined_macros(options).items() if k in names]
 
 
 _UNROLL_RE = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+unroll[ \t]+\(?[ \t]*(\w+)[ \t]*\)?[ \t]*$", re.M)
@@ -207,7 +214,7 @@ def drop_zero_unrolls(source: str, options: str) -> str:
     """``source`` without the ``#pragma unroll N`` lines whose ``N`` is 0 (a literal, or a macro
     ``options`` define as 0): Kernel Tuner's rule for CUDA and HIP, where a ``loop_unroll_factor``
     of 0 leaves the unrolling to the compiler (clang rejects a count of 0)."""
-    zeros = {d[2:].split("=", 1)[0] for d in build_option_defines(options) if d.split("=", 1)[-1] == "0"}
+    zeros = {k for k, v in defined_macros(options).items() if v.strip() == "0"}
     return _UNROLL_RE.sub(lambda m: "" if m.group(1) == "0" or m.group(1) in zeros else m.group(0), source)
 
 
