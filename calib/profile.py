@@ -55,6 +55,8 @@ VALUE_NAMES: dict[str, tuple[str, str]] = {
     "max_registers_per_thread": ("32-bit registers", "registers one work-item may use"),
     "local_mem_per_cu_bytes": ("B", "shared/local memory per compute unit"),
     "max_local_mem_per_wg_bytes": ("B", "shared/local memory one work-group may use"),
+    "max_static_local_mem_per_wg_bytes": ("B", "shared/local memory one work-group may declare in fixed-size arrays, "
+                                               "where less than it may use"),
     "boost_clock_mhz": ("MHz", "boost clock"),
     "dram_bytes": ("B", "device memory"),
     "l2_bytes": ("B", "L2 cache"),

@@ -321,13 +321,14 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 def _check_finite(res: pd.DataFrame) -> None:
     """:class:`UsageError` naming the cause when a configuration's analytical time is not finite
-    (the static analysis failed, or the model produced no number): never a printed nan."""
+    (the static analysis failed, the device cannot run the configuration, or the model produced no
+    number): never a printed nan."""
     t = res["analytical_us"].to_numpy(dtype=np.float64)
     bad = np.flatnonzero(~np.isfinite(t))
     if not len(bad):
         return
     ex = res["explanation"].iloc[int(bad[0])]
-    cause = ex.get("error") if isinstance(ex, dict) else None
+    cause = (ex.get("error") or ex.get("unrunnable")) if isinstance(ex, dict) else None
     where = f"configuration {int(bad[0]) + 1}" + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
     raise UsageError(f"{where}: no finite prediction: {cause or 'the analytical model returned no finite time'}")
 

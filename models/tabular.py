@@ -238,6 +238,9 @@ DEVICE_RATIO_COLUMNS = ("warps_per_wg", "lane_fill", "wg_threads_per_cu_max", "f
 #: every feature column of :func:`build_table`, in order
 FEATURE_COLUMNS: tuple[str, ...] = (LAUNCH_COLUMNS + WORK_COLUMNS + KERNEL_COLUMNS + BUILTIN_COLUMNS
                                     + ANALYTICAL_COLUMNS + DEVICE_COLUMNS + DEVICE_RATIO_COLUMNS + XFER_COLUMNS)
+#: 1 where the analytical model found the device cannot run the configuration (not a feature: such a
+#: row gets no prediction from any model, :meth:`TabularPredictor.predict_table`)
+UNRUNNABLE_COLUMN = "an_unrunnable"
 #: features LightGBM treats as categorical
 CATEGORICAL_COLUMNS = ("an_bound", "dev_vendor")
 BOUND_NAMES: dict[int, str] = {v: k for k, v in BOUND_CODES.items()}
@@ -516,6 +519,8 @@ def _analytical_columns(an: Any, sf: Any, env: dict[str, np.ndarray],
     out["an_flops"] = p["flops"]
     out["an_fetched_bytes"] = p["fetched_bytes"]
     out["an_ok"] = np.where(np.isfinite(t_us) & (t_us > 0), 1.0, 0.0)
+    if res.unrunnable is not None:
+        out[UNRUNNABLE_COLUMN] = np.where(res.unrunnable != "", 1.0, 0.0)
     e = np.asarray(res.energy_j, dtype=np.float64)
     out["analytical_energy_j"] = e
     return {k: np.broadcast_to(np.asarray(v, dtype=np.float64), (n,)) for k, v in out.items()}
@@ -622,6 +627,7 @@ def build_table(frame: pd.DataFrame, profile: DeviceProfile,
         if c not in frame.columns:
             raise InputError(f"build_table: the rows have no {c!r} column")
     cols: dict[str, np.ndarray] = {c: np.full(n, np.nan) for c in FEATURE_COLUMNS}
+    cols[UNRUNNABLE_COLUMN] = np.zeros(n)
     an = AnalyticalModel(profile, analysis_dirs=analysis_dirs)
     cu = float(max(1, an.dev.compute_units))
     shared = (frame["analysis_key"].tolist() if "analysis_key" in frame.columns else [None] * n)
@@ -1066,7 +1072,9 @@ class TabularPredictor(Predictor):
 
     def predict_table(self, table: pd.DataFrame) -> Predictions:
         """Predictions from a table :func:`build_table` made (the fast path). The
-        configuration-transfer columns are filled from the model's table (:func:`fill_transfer`)."""
+        configuration-transfer columns are filled from the model's table (:func:`fill_transfer`). A
+        row the device cannot run (:data:`UNRUNNABLE_COLUMN`) gets NaN, as the analytical model
+        gives it."""
         if any(c in self.features for c in XFER_COLUMNS):
             table = fill_transfer(table, self.xfer)
         x = self.matrix(table)
@@ -1080,6 +1088,8 @@ class TabularPredictor(Predictor):
                 else np.full(len(table), np.nan)
             rel = table["xfer_rel"].to_numpy(dtype=np.float64) if head.transfer is not None else None
             out[t] = head.predict(x, base, rel, self.n_base)
+            if UNRUNNABLE_COLUMN in table.columns:
+                out[t] = np.where(table[UNRUNNABLE_COLUMN].to_numpy(dtype=np.float64) > 0, np.nan, out[t])
         return Predictions(out["time"], out["energy"])
 
     # -- saving and loading -------------------------------------------------------------------

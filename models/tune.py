@@ -281,6 +281,10 @@ def tune(kernel: Kernel, space: TuneSpace, profile: DeviceProfile, model: Predic
     sc = score_configurations(pd.DataFrame(rows), profile, model)
     dt = time.perf_counter() - t0
     t_raw, e = sc.time_us, sc.energy_j
+    if not np.isfinite(t_raw).any():
+        why = next((str(x.get("error") or x.get("unrunnable")) for x in sc.explanation
+                    if isinstance(x, dict) and (x.get("error") or x.get("unrunnable"))), "no finite time")
+        raise UsageError(f"no configuration of the search space has a prediction: {why}")
     prior = sc.calibration.prior if sc.calibration is not None else DEFAULT_SHRINK_PRIOR
     within_var = sc.calibration.within_var if sc.calibration is not None else None
     shape = sc.calibration.shape if sc.calibration is not None else None
@@ -307,6 +311,8 @@ def tune(kernel: Kernel, space: TuneSpace, profile: DeviceProfile, model: Predic
     else:
         chosen = pareto(t, e)
         order = np.argsort(t)
+    # a configuration the device cannot run (NaN: ``explanation['unrunnable']``) is never chosen
+    chosen = np.asarray([i for i in chosen if np.isfinite(t[i])], dtype=int)
     label = "Pareto set (time vs energy)" if objective == "pareto" and have_energy else \
         f"best {len(chosen)} by predicted {objective if have_energy else 'time'}"
     result = TuneResult(rows, sc, t_raw, t, e, lo, hi, offset, have_energy, objective, order, chosen, label, dt)
@@ -381,7 +387,10 @@ def measure_feedback(ctx: _Feedback, measure: Measure, measure_top: int, *, top:
     mine: list[int] = []                # the candidates measured so far with a time
     for _ in range(k_max):
         now = ctx.corrected(ctx.correction(shots_us, shots_pred, mine))
-        left = [int(i) for i in ctx.order if int(i) not in got]
+        # never a configuration the device cannot run (no finite prediction)
+        left = [int(i) for i in ctx.order if int(i) not in got and np.isfinite(ctx.t_raw[int(i)])]
+        if not left:
+            break
         if ctx.objective_time:      # stable: ties keep the initial order
             left.sort(key=lambda i: now[i])
         i = left[0]

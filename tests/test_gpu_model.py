@@ -38,9 +38,9 @@ def test_device_columns_state_the_profile_and_leave_the_rest_missing():
     assert d["dev_log2_fp32_per_byte"] == pytest.approx(2.0)           # 1024 / 256
     for missing in ("dev_l2_bytes", "dev_clock_mhz", "dev_tdp_w", "dev_peak_fp64_gflops", "dev_registers_per_cu"):
         assert math.isnan(d[missing]), missing
-    # a bundled AMD profile without published clocks or FP32 rate: NaN, not a guess
+    # a bundled AMD profile without a published FP32 rate: NaN, not a guess; its bandwidth as published
     w = device_columns(load_profile("w7800"))
-    assert w["dev_vendor"] == 1.0 and math.isnan(w["dev_peak_fp32_gflops"]) and math.isnan(w["dev_dram_bw_gbs"])
+    assert w["dev_vendor"] == 1.0 and math.isnan(w["dev_peak_fp32_gflops"]) and w["dev_dram_bw_gbs"] == 576.0
     assert device_columns(load_profile("pocl-local"))["dev_class"] == 0.0
 
 

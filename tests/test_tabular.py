@@ -20,6 +20,7 @@ from kernelcast.models.tabular import (
     FEATURE_COLUMNS,
     FORMAT,
     MODEL_FILE,
+    UNRUNNABLE_COLUMN,
     ModelFormatError,
     TabularPredictor,
     build_table,
@@ -63,8 +64,9 @@ def test_table_columns_and_training_prediction_identity(dataset, profile):
     pred = build_table(_prediction_rows(frame), profile)
     keys = ["kernel_id", "kernel_name", "kernel_origin", "time_median_us", "energy_j"]
     xkeys = ["xfer_problem", "xfer_config", "xfer_device"]
-    assert list(train.columns) == list(FEATURE_COLUMNS) + keys + xkeys
-    assert list(pred.columns) == list(FEATURE_COLUMNS) + ["kernel_name"] + xkeys
+    assert list(train.columns) == list(FEATURE_COLUMNS) + [UNRUNNABLE_COLUMN] + keys + xkeys
+    assert list(pred.columns) == list(FEATURE_COLUMNS) + [UNRUNNABLE_COLUMN, "kernel_name"] + xkeys
+    assert (train[UNRUNNABLE_COLUMN] == 0).all()
     assert len(train) == len(frame) and (train.index == frame.index).all()
     pd.testing.assert_frame_equal(train[list(FEATURE_COLUMNS)], pred[list(FEATURE_COLUMNS)])
     # a prediction row of a measured configuration has its configuration-transfer keys
@@ -346,3 +348,18 @@ def test_residual_scale_is_saved_applied_and_checked(tmp_path, profile):
     (tmp_path / "old" / MODEL_FILE).write_text(json.dumps(data))
     with pytest.raises(ModelFormatError, match="residual_scale 2.0"):
         TabularPredictor.load(tmp_path / "old")
+
+
+def test_a_configuration_the_device_cannot_run_gets_no_prediction(profile):
+    frame, _ = synthetic_rows(n_kernels=4, configs_per_kernel=12)
+    table = build_table(frame, profile)
+    table["time_median_us"] = table["analytical_us"] * 2.0
+    model = fit_tabular(table, profile, params={"min_data_in_leaf": 5})
+    # one row launches more work-items per work-group than the device allows
+    big = frame.iloc[:2].copy()
+    big["lsize"] = [[int(profile.get("max_wg_size") or profile.device.max_work_group_size) * 2]] * 2
+    big["gsize"] = [[int(big["lsize"].iloc[0][0]) * 4]] * 2
+    t_big = build_table(pd.concat([frame.iloc[:2], big], ignore_index=True), profile)
+    assert t_big[UNRUNNABLE_COLUMN].tolist() == [0.0, 0.0, 1.0, 1.0]
+    p = model.predict_table(t_big)
+    assert np.isfinite(p.time_us[:2]).all() and np.isnan(p.time_us[2:]).all()

@@ -177,6 +177,17 @@ def summary_rows(m: Mapping[str, Any]) -> tuple[list[list[Any]], list[str]]:
     return rows, header
 
 
+def unpredicted_note(m: Mapping[str, Any]) -> list[str]:
+    """Which models left rows without a prediction (a configuration the device cannot run, an
+    analysis that failed): those rows are not in that model's figures."""
+    got = [f"{name} {m['metrics'][name].get('rows_without_prediction', 0)}" for name in m["models"]
+           if m["metrics"][name].get("rows_without_prediction")]
+    if not got:
+        return []
+    return ["rows without a prediction (the device cannot run the configuration, or the analysis failed; not "
+            "in that model's figures): " + ", ".join(got)]
+
+
 def decision_rows(m: Mapping[str, Any]) -> tuple[list[list[Any]], list[str]]:
     """The tuning, interval and few-shot table: one row per model."""
     shots = [k for k in m["few_shot"]["shots"] if k > 0]
@@ -271,6 +282,7 @@ def format_summary(m: Mapping[str, Any]) -> str:
         "",
         "zero-shot, every row scored" if scoring else "out-of-fold, zero-shot",
         fmt_table(*summary_rows(m)),
+        *unpredicted_note(m),
         "",
         fmt_table(*decision_rows(m)),
         "",
@@ -430,6 +442,7 @@ def format_report(m: Mapping[str, Any], figures: Sequence[tuple[str, str]] = ())
         "the median log2 ratio (negative: predicts low); kernel MAPE is each kernel's MAPE, averaged over kernels.",
         "",
         _md_table(*summary_rows(m)),
+        *(["", *unpredicted_note(m)] if unpredicted_note(m) else []),
         "",
         "## Tuning, intervals, few-shot",
         "",

@@ -328,7 +328,8 @@ class AnalyticalFitter(Fitter):
         self.frame_rows = n
         failed = int(np.isnan(self.pred).sum())
         if failed:
-            log.warning("the analytical model has no prediction for %d row(s) (static analysis failed)", failed)
+            log.warning("the analytical model has no prediction for %d row(s) (the static analysis failed, or the "
+                        "device cannot run them: see their explanations)", failed)
 
     def fit_predict(self, train: np.ndarray, test: np.ndarray) -> np.ndarray:
         return np.asarray(self.pred[test], dtype=np.float64)

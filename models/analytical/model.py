@@ -119,6 +119,8 @@ class AnalyticalResult:
     time_s: np.ndarray
     energy_j: np.ndarray
     parts: dict[str, np.ndarray]
+    #: why the device cannot run a configuration ("" where it can; its time and energy are NaN)
+    unrunnable: np.ndarray | None = None
 
 
 class AnalyticalModel(Predictor):
@@ -192,6 +194,7 @@ class AnalyticalModel(Predictor):
         ws = np.asarray(env.get("__working_set_bytes", np.zeros_like(g)), dtype=np.float64)
         ws = np.broadcast_to(ws, g.shape)
 
+        blocked = dc.unrunnable(feats, f, lsz)
         # occupancy: resident work-groups per compute unit
         per_cu, occupancy = dc.residency(f, g, lsz, n_wg)
         concurrent = cu * per_cu
@@ -308,7 +311,11 @@ class AnalyticalModel(Predictor):
         balance = energy_balance(d)
         if balance is not None:
             parts["energy_balance"] = np.full_like(g, balance)
-        return AnalyticalResult(time_s, energy, parts)
+        cannot = blocked != ""
+        if cannot.any():
+            time_s = np.where(cannot, np.nan, time_s)
+            energy = np.where(cannot, np.nan, energy)
+        return AnalyticalResult(time_s, energy, parts, blocked)
 
     # -- the predictor interface ----------------------------------------------------------------
 
@@ -371,6 +378,9 @@ class AnalyticalModel(Predictor):
             energy[idx] = res.energy_j
             extra = self.device_class.kernel_assumptions(feats)
             for j, i in enumerate(idx):
+                if res.unrunnable is not None and res.unrunnable[j]:
+                    expl[i] = {"unrunnable": f"the device cannot run this configuration: {res.unrunnable[j]}"}
+                    continue
                 expl[i] = explain({k: v[j] for k, v in res.parts.items()}, res.time_s[j])
                 expl[i].update(extra)
                 expl[i].update(count_assumptions(feats, envs[j]))

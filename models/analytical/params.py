@@ -125,6 +125,13 @@ class SharedParams:
     tdp_w: float | None
     energy: dict[str, float] | None
     builtin_rates: dict[str, float]    # bi_* class -> calls/s, vectorized
+    #: the largest work-group (work-items) and the local memory one work-group may use (bytes): a
+    #: configuration beyond either does not run (None: not known)
+    max_wg_size: float | None = None
+    max_local_mem_per_wg: float | None = None
+    #: the local memory a kernel may declare statically (fixed-size arrays; CUDA: 48 KiB, beyond that
+    #: only dynamic shared memory), where smaller than ``max_local_mem_per_wg``
+    max_static_local_mem_per_wg: float | None = None
 
     @classmethod
     def from_profile(cls, p: DeviceProfile, device_info: Any = None) -> SharedParams:
@@ -213,4 +220,9 @@ def read_shared(p: DeviceProfile, device_info: Any = None,
         launch_s=(get("launch_overhead_us") or 0.0) * 1e-6, wg_overhead_s=(get("wg_overhead_us") or 0.0) * 1e-6,
         barrier_s=(get("barrier_ns") or 0.0) * 1e-9, clock_hz=clock * 1e6 if clock else None,
         mem_latency_s=lat * 1e-9 if lat else None, tdp_w=get("tdp_w"), energy=energy, builtin_rates=builtin_rates,
+        max_wg_size=get("max_wg_size") or getattr(dev, "max_work_group_size", None)
+        or getattr(device_info, "max_work_group_size", None),
+        max_local_mem_per_wg=get("max_local_mem_per_wg_bytes") or getattr(dev, "local_mem_bytes", None)
+        or getattr(device_info, "local_mem_bytes", None),
+        max_static_local_mem_per_wg=get("max_static_local_mem_per_wg_bytes"),
     )

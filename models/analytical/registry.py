@@ -105,6 +105,28 @@ class DeviceClass(ABC):
         """The compiler target :meth:`compiled_resources` compiles for (empty: it does not compile)."""
         return ""
 
+    def unrunnable(self, feats: Any, f: Mapping[str, np.ndarray], lsz: np.ndarray) -> np.ndarray:
+        """Why the device cannot run each configuration ("" where it can): a work-group larger than
+        the device's largest, or more local memory per work-group than it may use
+        (``local_mem_bytes``: the fixed-size arrays and the ``__local`` arguments' lengths), or more
+        in fixed-size arrays than it may declare so (CUDA's 48 KiB). Such a configuration fails to
+        build or to launch on the device, so it gets no time (NaN) and this reason."""
+        d = self.params
+        out = np.full(lsz.shape, "", dtype=object)
+        local = np.broadcast_to(np.asarray(f["local_mem_bytes"], dtype=np.float64), lsz.shape)
+        fixed = float(getattr(feats, "local_mem_bytes", 0) or 0)
+        checks = [(d.max_wg_size, lsz, "a work-group of {v:,.0f} work-items, more than the device's {lim:,.0f}"),
+                  (d.max_local_mem_per_wg, local, "{v:,.0f} B of local memory per work-group, more than the "
+                                                  "device's {lim:,.0f} B"),
+                  (d.max_static_local_mem_per_wg, np.full(lsz.shape, fixed),
+                   "{v:,.0f} B of fixed-size local arrays, more than the {lim:,.0f} B a kernel may declare so")]
+        for lim, v, text in checks:
+            if not lim:
+                continue
+            for i in np.flatnonzero((v > lim) & (out == "")):
+                out[i] = text.format(v=float(v[i]), lim=float(lim))
+        return out
+
     def residency(self, f: Mapping[str, np.ndarray], g: np.ndarray, lsz: np.ndarray, n_wg: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray]:
         """Resident work-groups per compute unit and the occupancy (0-1), per configuration."""
