@@ -353,9 +353,13 @@ def _count_lines(res: pd.DataFrame) -> list[str]:
     regs = ex.get("registers")
     if isinstance(regs, dict):
         # the registers estimated from the static analysis (GPUs the model cannot compile for)
-        out.append(f"registers: {regs['per_work_item']} per work-item (estimated from the source), "
-                   + (f"{regs['spilled']} spilled: {regs['spill_bytes'] / 1e6:,.1f} MB through the memory hierarchy"
-                      if regs["spilled"] > 0 else "no spills"))
+        spills = "no spills"
+        if regs["spilled"] > 0:
+            spills = f"{regs['spilled']} spilled"
+            if regs.get("in_time"):
+                spills += f": {regs['spill_bytes'] / 1e6:,.1f} MB through the memory hierarchy"
+        out.append(f"registers: {regs['per_work_item']} per work-item (estimated from the source"
+                   + ("" if regs.get("in_time") else "; not counted in the time") + f"), {spills}")
     out += [f"gather:   {x}" for x in ex.get("cpu_gathers", [])]
     out += [f"call:     {x}" for x in ex.get("cpu_calls", [])]
     out += [f"measured: {x}" for x in ex.get("measured_counts", [])]

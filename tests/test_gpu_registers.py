@@ -105,14 +105,37 @@ def test_warps_per_compute_unit_follow_the_occupancy_calculators_rule():
     assert warps_by_registers(regs, 65536, 32).tolist() == [64, 48, 48, 32, 8, np.inf, np.inf]
 
 
-def test_estimated_registers_limit_the_resident_work_groups():
+@pytest.fixture
+def in_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU class with the estimated registers counted in the time."""
+    monkeypatch.setattr(GPUClass, "estimate_in_time", True)
+
+
+def test_by_default_the_estimate_is_shown_and_not_counted():
+    n = 1 << 20
+    words = 64
+    src = big_tile(words)
+    args = [buf("a", n + words), buf("o", n * words)]
+    ex = predict_one(nvidia_profile(), src, "big", n, 256, args)
+    assert ex["registers"] == {"per_work_item": 75, "estimated": True, "spilled": 0, "spill_bytes": 0.0,
+                               "in_time": False}
+    assert ex["occupancy"] == 1.0
+    spill = predict_one(nvidia_profile(max_registers_per_thread=64), src, "big", n, 256, args)
+    assert spill["registers"]["spilled"] == 75 - 64 and spill["registers"]["spill_bytes"] == 0.0
+    assert spill["traffic_bytes"] == ex["traffic_bytes"]
+    lines = _count_lines(pd.DataFrame({"explanation": [spill]}))
+    assert lines[0] == "registers: 64 per work-item (estimated from the source; not counted in the time), 11 spilled"
+
+
+def test_estimated_registers_limit_the_resident_work_groups(in_time: None):
     n = 1 << 20
     words = 64
     f = analyze_source_text(big_tile(words), "big")
     need = estimate_registers(f)
     assert register_terms(f)["private_arrays"] == words
     ex = predict_one(nvidia_profile(), big_tile(words), "big", n, 256, [buf("a", n + words), buf("o", n * words)])
-    assert ex["registers"] == {"per_work_item": need, "estimated": True, "spilled": 0, "spill_bytes": 0.0}
+    assert ex["registers"] == {"per_work_item": need, "estimated": True, "spilled": 0, "spill_bytes": 0.0,
+                               "in_time": True}
     # 64 + 2 x 2 pointers + 2 indices + 4 temporaries + 1 load in flight (every loop unrolled, no
     # address repeated) = 75 registers: 75 x 32 = 2,400 -> 2,560 per warp, 6 warps per
     # sub-partition, 24 per unit: 3 work-groups of 8 warps
@@ -120,7 +143,7 @@ def test_estimated_registers_limit_the_resident_work_groups():
     assert ex["occupancy"] == pytest.approx(3 * 8 / 64)
 
 
-def test_registers_beyond_the_per_thread_limit_are_spilled_through_the_hierarchy():
+def test_registers_beyond_the_per_thread_limit_are_spilled_through_the_hierarchy(in_time: None):
     n = 1 << 16
     words = 300
     src = big_tile(words)

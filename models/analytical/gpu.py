@@ -152,6 +152,11 @@ class GPUClass(DeviceClass):
     priority = 20
     count_prefix = "warp_"
     params: GPUParams
+    #: whether registers estimated from the static analysis (:meth:`estimated_resources`) limit the
+    #: resident work-groups and spill; off, they are only shown in the explanation: on the NVIDIA
+    #: yardstick pairs the estimate changes no score (docs/gpu-yardstick.md, "Registers per
+    #: work-item, estimated, and ptxas")
+    estimate_in_time: ClassVar[bool] = False
 
     @classmethod
     def matches(cls, kind: DeviceKind) -> bool:
@@ -203,7 +208,8 @@ class GPUClass(DeviceClass):
         (:func:`.registers.estimated_resources`: ``registers``, capped at the profile's
         ``max_registers_per_thread``, and ``registers_spilled``) for a profile with a register file
         and no compiler path (NVIDIA); nothing where the AMD compile path applies, whatever it
-        reported (its values win where present)."""
+        reported (its values win where present). They limit occupancy and spill only with
+        :attr:`estimate_in_time`."""
         d = self.params
         if not d.registers_per_cu or self.compile_target() or "compiled_vgprs" in f:
             return {}
@@ -216,7 +222,7 @@ class GPUClass(DeviceClass):
         ``vgprs x warp`` of them (allocation granularity is not modelled); where they are estimated
         (``registers``, :meth:`estimated_resources`), the CUDA occupancy calculator's rule
         (:func:`.registers.warps_by_registers`: per-warp allocation units, whole warps per
-        sub-partition)."""
+        sub-partition) when :attr:`estimate_in_time` is set."""
         d = self.params
         warps_per_wg = np.ceil(lsz / d.warp)
         per_cu = np.full_like(g, d.max_wg_per_cu or DEFAULT_MAX_WG_PER_CU)
@@ -227,7 +233,7 @@ class GPUClass(DeviceClass):
             by_regs = np.floor(d.registers_per_cu / (np.maximum(vgprs, 1.0) * d.warp) / np.maximum(warps_per_wg, 1))
             per_cu = np.where(np.isfinite(vgprs) & (vgprs > 0), np.minimum(per_cu, by_regs), per_cu)
         regs = f.get("registers")
-        if vgprs is None and regs is not None and d.registers_per_cu:
+        if vgprs is None and regs is not None and d.registers_per_cu and self.estimate_in_time:
             by_regs = np.floor(warps_by_registers(regs, d.registers_per_cu, d.warp) / np.maximum(warps_per_wg, 1))
             per_cu = np.minimum(per_cu, by_regs)
         lm = f["local_mem_bytes"]
@@ -264,7 +270,7 @@ class GPUClass(DeviceClass):
         cu, clock = float(d.compute_units), d.clock
         t = launch_traffic(f, env, g)
         warps = g / d.warp * lane_padding(g, n_wg, d.warp)                 # a partial warp is a warp
-        scratch, scratch_insts, scratch_dram = scratch_traffic(d, f, g, lsz, per_cu)
+        scratch, scratch_insts, scratch_dram = scratch_traffic(d, f, g, lsz, per_cu, estimated=self.estimate_in_time)
         t = Traffic(t.requested, t.l1 + scratch, t.l2 + scratch, t.dram + scratch_dram)
         insts_global = (f["warp_global_mem"] + scratch_insts) * warps
         insts_local = f["warp_local_mem"] * f["local_bank_conflict"] * warps
@@ -288,6 +294,7 @@ class GPUClass(DeviceClass):
         elif "registers" in f:
             parts["registers"] = f["registers"]
             parts["registers_spilled"] = f["registers_spilled"]
+            parts["registers_in_time"] = np.full(np.shape(f["registers"]), float(self.estimate_in_time))
         return mem, parts
 
     def latency_seconds(self, f: Mapping[str, np.ndarray], levels: Mapping[str, np.ndarray], lsz: np.ndarray,
@@ -314,8 +321,8 @@ COMPILED_KEYS = ("compiled_vgprs", "compiled_private_bytes", "compiled_scratch_p
 FLOAT_CLASSES = ("fp32_add", "fp32_mul", "fp32_fma", "fp64_add", "fp64_mul", "fp64_fma")
 
 
-def scratch_traffic(d: GPUParams, f: Mapping[str, np.ndarray], g: np.ndarray, lsz: np.ndarray, per_cu: np.ndarray
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def scratch_traffic(d: GPUParams, f: Mapping[str, np.ndarray], g: np.ndarray, lsz: np.ndarray, per_cu: np.ndarray,
+                    estimated: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The spill traffic of a launch (bytes through the first level and L2), its load/store
     instructions per warp, and the bytes of it that reach DRAM.
 
@@ -327,14 +334,15 @@ def scratch_traffic(d: GPUParams, f: Mapping[str, np.ndarray], g: np.ndarray, ls
     resident lanes); the share of the resident lanes' scratch (``compiled_private_bytes`` per lane)
     that exceeds the L2 reaches DRAM.
 
-    Where the registers are estimated (``registers_spilled``, :mod:`.registers`), each spilled
+    Where the registers are estimated (``registers_spilled``, :mod:`.registers`) and ``estimated``
+    is set (:attr:`GPUClass.estimate_in_time`), each spilled
     register is stored and loaded once per work-item (:func:`.registers.spill_bytes_per_item`, two
     4-byte accesses), and its 4 bytes per lane are the private footprint."""
     zero = np.zeros_like(g, dtype=np.float64)
     per_float = f.get("compiled_scratch_per_float")
     if per_float is None:
         spilled = f.get("registers_spilled")
-        if spilled is None or not np.any(spilled > 0):
+        if not estimated or spilled is None or not np.any(spilled > 0):
             return zero, zero, zero
         per_item = spill_bytes_per_item(spilled) + zero
         return _spill_levels(d, per_item, per_item / 4.0, spilled * 4.0, g, lsz, per_cu)

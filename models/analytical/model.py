@@ -483,10 +483,12 @@ def explain(p: dict[str, Any], t: float) -> dict[str, Any]:
         out["compiled"] = {"vgprs": int(p["compiled_vgprs"]), "spill_bytes": float(p.get("spill_bytes", 0.0))}
     elif np.isfinite(float(p.get("registers", np.nan))):
         # the registers per work-item estimated from the static analysis (GPUs without a compiler
-        # path), those beyond the per-thread limit spilled, and the bytes the spills move
+        # path), those beyond the per-thread limit spilled, the bytes the spills move, and whether
+        # the time counts them (occupancy, spill traffic)
         out["registers"] = {"per_work_item": int(p["registers"]), "estimated": True,
                             "spilled": int(p.get("registers_spilled", 0)),
-                            "spill_bytes": float(p.get("spill_bytes", 0.0))}
+                            "spill_bytes": float(p.get("spill_bytes", 0.0)),
+                            "in_time": bool(p.get("registers_in_time", 0.0))}
     if float(p.get("strided_lines_s", 0.0)) > 0:
         out["page_strided_us"] = float(p["strided_lines_s"]) * 1e6     # in the memory part
     join = float(p.get("join_s", 0.0))
