@@ -334,7 +334,8 @@ def _check_finite(res: pd.DataFrame) -> None:
 
 
 def _count_lines(res: pd.DataFrame) -> list[str]:
-    """What the device's compiler made of the kernel (registers, spills: AMD profiles), which
+    """What the device's compiler made of the kernel (registers, spills: AMD profiles; estimated
+    registers elsewhere on GPUs), which
     data-dependent counts the analytical model took from a run on real inputs and which it
     assumed (the first configuration's; ``--json`` has every configuration's), the accesses it
     charges as gathers on a CPU device (``cpu_gathers``) and the library routines with a cheaper
@@ -349,6 +350,16 @@ def _count_lines(res: pd.DataFrame) -> list[str]:
         out.append(f"compiled: {comp['vgprs']} vector registers per work-item, "
                    + (f"{comp['spill_bytes'] / 1e6:,.1f} MB of register spills through the memory hierarchy"
                       if comp["spill_bytes"] > 0 else "no register spills"))
+    regs = ex.get("registers")
+    if isinstance(regs, dict):
+        # the registers estimated from the static analysis (GPUs the model cannot compile for)
+        spills = "no spills"
+        if regs["spilled"] > 0:
+            spills = f"{regs['spilled']} spilled"
+            if regs.get("in_time"):
+                spills += f": {regs['spill_bytes'] / 1e6:,.1f} MB through the memory hierarchy"
+        out.append(f"registers: {regs['per_work_item']} per work-item (estimated from the source"
+                   + ("" if regs.get("in_time") else "; not counted in the time") + f"), {spills}")
     out += [f"gather:   {x}" for x in ex.get("cpu_gathers", [])]
     out += [f"call:     {x}" for x in ex.get("cpu_calls", [])]
     out += [f"measured: {x}" for x in ex.get("measured_counts", [])]

@@ -40,6 +40,12 @@ import numpy as np
 from kernelcast.calib.profile import DeviceProfile
 from kernelcast.models.analytical.hierarchy import Traffic, average_latency, launch_traffic
 from kernelcast.models.analytical.params import RATE_CLASSES, SharedParams, read_shared
+from kernelcast.models.analytical.registers import (
+    MAX_REGISTERS_PER_THREAD,
+    estimated_resources,
+    spill_bytes_per_item,
+    warps_by_registers,
+)
 from kernelcast.models.analytical.registry import DeviceClass, DeviceKind, ItemCosts, operation_seconds, register
 from kernelcast.models.static.amdgpu import LANGUAGES as AMDGPU_LANGUAGES
 from kernelcast.models.static.amdgpu import compile_cached
@@ -99,6 +105,8 @@ class GPUParams(SharedParams):
     issue_per_clk: float | None = None
     #: 32-bit registers per compute unit (the register file all its warps share)
     registers_per_cu: float | None = None
+    #: 32-bit registers one thread may use (the rest of what its code needs is spilled)
+    max_registers_per_thread: float = float(MAX_REGISTERS_PER_THREAD)
     l2_bytes: float | None = None
     #: the compiler's name of the device (``gfx90a``, ``gfx1032``: :mod:`models.static.amdgpu`)
     llvm_target: str = ""
@@ -122,6 +130,7 @@ class GPUParams(SharedParams):
                    l1_latency_cycles=get("l1_latency_cycles") or DEFAULT_L1_LATENCY_CYCLES,
                    l2_latency_cycles=get("l2_latency_cycles") or DEFAULT_L2_LATENCY_CYCLES,
                    issue_per_clk=get("warp_issue_per_cu_clk"), registers_per_cu=get("registers_per_cu"),
+                   max_registers_per_thread=get("max_registers_per_thread") or float(MAX_REGISTERS_PER_THREAD),
                    l2_bytes=get("l2_bytes"), llvm_target=str(getattr(dev, "llvm_target", "") or ""))
 
     @property
@@ -143,6 +152,11 @@ class GPUClass(DeviceClass):
     priority = 20
     count_prefix = "warp_"
     params: GPUParams
+    #: whether registers estimated from the static analysis (:meth:`estimated_resources`) limit the
+    #: resident work-groups and spill; off, they are only shown in the explanation: on the NVIDIA
+    #: yardstick pairs the estimate changes no score (docs/gpu-yardstick.md, "Registers per
+    #: work-item, estimated, and ptxas")
+    estimate_in_time: ClassVar[bool] = False
 
     @classmethod
     def matches(cls, kind: DeviceKind) -> bool:
@@ -189,11 +203,26 @@ class GPUClass(DeviceClass):
         """The profile's AMD target (``gfx...``); NVIDIA and unnamed targets are not compiled."""
         return self.params.llvm_target if self.params.llvm_target.startswith("gfx") else ""
 
+    def estimated_resources(self, feats: Any, f: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Registers per work-item estimated from the static analysis
+        (:func:`.registers.estimated_resources`: ``registers``, capped at the profile's
+        ``max_registers_per_thread``, and ``registers_spilled``) for a profile with a register file
+        and no compiler path (NVIDIA); nothing where the AMD compile path applies, whatever it
+        reported (its values win where present). They limit occupancy and spill only with
+        :attr:`estimate_in_time`."""
+        d = self.params
+        if not d.registers_per_cu or self.compile_target() or "compiled_vgprs" in f:
+            return {}
+        return estimated_resources(feats, np.shape(f["local_mem_bytes"]), d.max_registers_per_thread)
+
     def residency(self, f: Mapping[str, np.ndarray], g: np.ndarray, lsz: np.ndarray, n_wg: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray]:
-        """Work-groups per compute unit within its warp, work-group and local-memory limits and,
-        where the compiler reported the kernel's registers, within the register file (a warp holds
-        ``vgprs x warp`` registers; allocation granularity is not modelled)."""
+        """Work-groups per compute unit within its warp, work-group and local-memory limits and
+        within the register file: where the compiler reported the kernel's registers, a warp holds
+        ``vgprs x warp`` of them (allocation granularity is not modelled); where they are estimated
+        (``registers``, :meth:`estimated_resources`), the CUDA occupancy calculator's rule
+        (:func:`.registers.warps_by_registers`: per-warp allocation units, whole warps per
+        sub-partition) when :attr:`estimate_in_time` is set."""
         d = self.params
         warps_per_wg = np.ceil(lsz / d.warp)
         per_cu = np.full_like(g, d.max_wg_per_cu or DEFAULT_MAX_WG_PER_CU)
@@ -203,6 +232,10 @@ class GPUClass(DeviceClass):
         if vgprs is not None and d.registers_per_cu:
             by_regs = np.floor(d.registers_per_cu / (np.maximum(vgprs, 1.0) * d.warp) / np.maximum(warps_per_wg, 1))
             per_cu = np.where(np.isfinite(vgprs) & (vgprs > 0), np.minimum(per_cu, by_regs), per_cu)
+        regs = f.get("registers")
+        if vgprs is None and regs is not None and d.registers_per_cu and self.estimate_in_time:
+            by_regs = np.floor(warps_by_registers(regs, d.registers_per_cu, d.warp) / np.maximum(warps_per_wg, 1))
+            per_cu = np.minimum(per_cu, by_regs)
         lm = f["local_mem_bytes"]
         if d.local_mem_per_cu:
             per_cu = np.where(lm > 0, np.minimum(per_cu, np.floor(d.local_mem_per_cu / np.maximum(lm, 1))), per_cu)
@@ -231,12 +264,13 @@ class GPUClass(DeviceClass):
         The parts: ``level_<l1|l2|dram>_s``, ``traffic_<requested|l1|l2|dram>`` (bytes of the
         launch, register spills included: ``spill_bytes``, :func:`scratch_traffic`), ``hit_<l1|l2>``
         and the instruction counts of the launch ``warp_insts_global`` / ``warp_insts_local`` (the
-        names the energy model reads); ``compiled_vgprs`` where the compiler reported them."""
+        names the energy model reads); ``compiled_vgprs`` where the compiler reported them,
+        ``registers`` and ``registers_spilled`` where they are estimated."""
         d = self.params
         cu, clock = float(d.compute_units), d.clock
         t = launch_traffic(f, env, g)
         warps = g / d.warp * lane_padding(g, n_wg, d.warp)                 # a partial warp is a warp
-        scratch, scratch_insts, scratch_dram = scratch_traffic(d, f, g, lsz, per_cu)
+        scratch, scratch_insts, scratch_dram = scratch_traffic(d, f, g, lsz, per_cu, estimated=self.estimate_in_time)
         t = Traffic(t.requested, t.l1 + scratch, t.l2 + scratch, t.dram + scratch_dram)
         insts_global = (f["warp_global_mem"] + scratch_insts) * warps
         insts_local = f["warp_local_mem"] * f["local_bank_conflict"] * warps
@@ -257,6 +291,10 @@ class GPUClass(DeviceClass):
                                                    d.dram_latency_cycles)}
         if "compiled_vgprs" in f:
             parts["compiled_vgprs"] = f["compiled_vgprs"]
+        elif "registers" in f:
+            parts["registers"] = f["registers"]
+            parts["registers_spilled"] = f["registers_spilled"]
+            parts["registers_in_time"] = np.full(np.shape(f["registers"]), float(self.estimate_in_time))
         return mem, parts
 
     def latency_seconds(self, f: Mapping[str, np.ndarray], levels: Mapping[str, np.ndarray], lsz: np.ndarray,
@@ -283,8 +321,8 @@ COMPILED_KEYS = ("compiled_vgprs", "compiled_private_bytes", "compiled_scratch_p
 FLOAT_CLASSES = ("fp32_add", "fp32_mul", "fp32_fma", "fp64_add", "fp64_mul", "fp64_fma")
 
 
-def scratch_traffic(d: GPUParams, f: Mapping[str, np.ndarray], g: np.ndarray, lsz: np.ndarray, per_cu: np.ndarray
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def scratch_traffic(d: GPUParams, f: Mapping[str, np.ndarray], g: np.ndarray, lsz: np.ndarray, per_cu: np.ndarray,
+                    estimated: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The spill traffic of a launch (bytes through the first level and L2), its load/store
     instructions per warp, and the bytes of it that reach DRAM.
 
@@ -294,20 +332,37 @@ def scratch_traffic(d: GPUParams, f: Mapping[str, np.ndarray], g: np.ndarray, ls
     work-item, that is the spill traffic of a work-item as executed. Every spill passes the first
     level and L2 (the first level holds a few KiB per compute unit, far less than the spills of its
     resident lanes); the share of the resident lanes' scratch (``compiled_private_bytes`` per lane)
-    that exceeds the L2 reaches DRAM."""
+    that exceeds the L2 reaches DRAM.
+
+    Where the registers are estimated (``registers_spilled``, :mod:`.registers`) and ``estimated``
+    is set (:attr:`GPUClass.estimate_in_time`), each spilled
+    register is stored and loaded once per work-item (:func:`.registers.spill_bytes_per_item`, two
+    4-byte accesses), and its 4 bytes per lane are the private footprint."""
     zero = np.zeros_like(g, dtype=np.float64)
     per_float = f.get("compiled_scratch_per_float")
     if per_float is None:
-        return zero, zero, zero
+        spilled = f.get("registers_spilled")
+        if not estimated or spilled is None or not np.any(spilled > 0):
+            return zero, zero, zero
+        per_item = spill_bytes_per_item(spilled) + zero
+        return _spill_levels(d, per_item, per_item / 4.0, spilled * 4.0, g, lsz, per_cu)
     floats = sum((f[c] for c in FLOAT_CLASSES if c in f), zero)
     ops = sum((f[c] for c in RATE_CLASSES if c in f and c != "branch"), zero)
     per_item = np.where(floats > 0, per_float * floats, f["compiled_scratch_per_valu"] * ops)
     per_item = np.where(np.isfinite(per_item), per_item, 0.0)
-    scratch = per_item * g
     insts = per_item / np.maximum(f["compiled_scratch_op_bytes"], 1.0)
     insts = np.where(np.isfinite(insts), insts, 0.0)
+    return _spill_levels(d, per_item, insts, np.nan_to_num(f["compiled_private_bytes"]), g, lsz, per_cu)
+
+
+def _spill_levels(d: GPUParams, per_item: np.ndarray, insts: np.ndarray, private_bytes: np.ndarray, g: np.ndarray,
+                  lsz: np.ndarray, per_cu: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A launch's spill bytes (``per_item`` per work-item), the instructions per work-item, and the
+    bytes that reach DRAM: the share of the resident lanes' private footprint
+    (``private_bytes`` per lane) beyond the L2."""
+    scratch = per_item * g
     resident = np.minimum(g, per_cu * lsz * float(d.compute_units))
-    footprint = np.nan_to_num(f["compiled_private_bytes"]) * resident
+    footprint = private_bytes * resident
     miss = np.clip(1.0 - (d.l2_bytes or 0.0) / np.maximum(footprint, 1.0), 0.0, 1.0)
     return scratch, insts, scratch * miss
 

@@ -187,6 +187,8 @@ class AnalyticalModel(Predictor):
         f = dc.compiled_features(feats.evaluate_many({k: v for k, v in env.items() if not k.startswith("__")}))
         # what the device's compiler reported per configuration (registers, spills; NaN: unknown)
         f.update({k[2:]: v for k, v in env.items() if k.startswith("__compiled_")})
+        # or, where no compiler reported them, the class's estimate from the static analysis
+        f.update(dc.estimated_resources(feats, f))
         g = env["gsize0"] * env["gsize1"] * env["gsize2"]
         lsz = env["lsize0"] * env["lsize1"] * env["lsize2"]
         n_wg = env["ngroups0"] * env["ngroups1"] * env["ngroups2"]
@@ -479,6 +481,14 @@ def explain(p: dict[str, Any], t: float) -> dict[str, Any]:
         # what the device's compiler made of this configuration: registers per work-item and the
         # bytes its register spills move through the memory hierarchy (in the memory part)
         out["compiled"] = {"vgprs": int(p["compiled_vgprs"]), "spill_bytes": float(p.get("spill_bytes", 0.0))}
+    elif np.isfinite(float(p.get("registers", np.nan))):
+        # the registers per work-item estimated from the static analysis (GPUs without a compiler
+        # path), those beyond the per-thread limit spilled, the bytes the spills move, and whether
+        # the time counts them (occupancy, spill traffic)
+        out["registers"] = {"per_work_item": int(p["registers"]), "estimated": True,
+                            "spilled": int(p.get("registers_spilled", 0)),
+                            "spill_bytes": float(p.get("spill_bytes", 0.0)),
+                            "in_time": bool(p.get("registers_in_time", 0.0))}
     if float(p.get("strided_lines_s", 0.0)) > 0:
         out["page_strided_us"] = float(p["strided_lines_s"]) * 1e6     # in the memory part
     join = float(p.get("join_s", 0.0))

@@ -105,6 +105,12 @@ class DeviceClass(ABC):
         """The compiler target :meth:`compiled_resources` compiles for (empty: it does not compile)."""
         return ""
 
+    def estimated_resources(self, feats: Any, f: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """What this device's compiler would make of the code, estimated from the static analysis
+        where no compiler report stands in ``f`` (registers, spills), as features the later stages
+        read; none by default."""
+        return {}
+
     def unrunnable(self, feats: Any, f: Mapping[str, np.ndarray], lsz: np.ndarray) -> np.ndarray:
         """Why the device cannot run each configuration ("" where it can): a work-group larger than
         the device's largest, or more local memory per work-group than it may use
