@@ -107,11 +107,12 @@ def test_warps_per_compute_unit_follow_the_occupancy_calculators_rule():
 
 @pytest.fixture
 def in_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The GPU class with the estimated registers counted in the time."""
+    """The GPU class with the estimated registers counted in the time (the default)."""
     monkeypatch.setattr(GPUClass, "estimate_in_time", True)
 
 
-def test_by_default_the_estimate_is_shown_and_not_counted():
+def test_switched_off_the_estimate_is_shown_and_not_counted(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(GPUClass, "estimate_in_time", False)
     n = 1 << 20
     words = 64
     src = big_tile(words)

@@ -153,10 +153,10 @@ class GPUClass(DeviceClass):
     count_prefix = "warp_"
     params: GPUParams
     #: whether registers estimated from the static analysis (:meth:`estimated_resources`) limit the
-    #: resident work-groups and spill; off, they are only shown in the explanation: on the NVIDIA
-    #: yardstick pairs the estimate changes no score (docs/gpu-yardstick.md, "Registers per
-    #: work-item, estimated, and ptxas")
-    estimate_in_time: ClassVar[bool] = False
+    #: resident work-groups and spill (off: they are only shown in the explanation); on the NVIDIA
+    #: yardstick pairs counting them changes no score (docs/gpu-yardstick.md, "Registers per
+    #: work-item, estimated, and ptxas"), while a kernel that needs many registers loses occupancy
+    estimate_in_time: ClassVar[bool] = True
 
     @classmethod
     def matches(cls, kind: DeviceKind) -> bool:
