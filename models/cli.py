@@ -601,7 +601,8 @@ def cmd_tune_simulate(args: argparse.Namespace) -> int:
     if not args.json:
         what = f"model {label or 'none (the measurements alone)'}" if not sources else \
             f"{len(sources)} sources weighted by the measurements: " + ", ".join(
-                f"{j + 1} {n}" for j, n in enumerate(sources))
+                f"{j + 1} {n}" for j, n in enumerate(sources)) + (
+                " (equal while none explains them)" if args.fallback else "")
         print(f"{space.source}: {len(space.keys)} configurations" + (f" ({full} before the restrictions)"
                                                                     if len(space.keys) < full else "")
               + f", device {space.device or '?'}; {what}; budget {budget}, seed {args.seed or 0}")

@@ -199,6 +199,9 @@ def test_tune_simulate_fallback_keeps_equal_weights_while_both_priors_misfit(cac
                                         _grid_times(lambda t: t).items()})
     args = ("tune", "--simulate", str(cache), "--prior", str(b), "--prior", str(c), "--budget", "12", "--no-settle",
             "--json")
+    text = run_here(*args[:-1], "--fallback")
+    assert text.returncode == 0, text.stderr
+    assert "2 sources weighted by the measurements: 1 B, 2 C (equal while none explains them)" in text.stdout
     r, plain = run_here(*args, "--fallback"), run_here(*args)
     assert r.returncode == 0 and plain.returncode == 0, r.stderr + plain.stderr
     doc, pdoc = json.loads(r.stdout), json.loads(plain.stdout)
