@@ -3,7 +3,7 @@ configurations (Kernel Tuner's simulation mode).
 
     python -m kernelcast.bench.tuning SPEC.json --out DIR [--seeds 20] [--budget 50]
         [--strategies random_sample,genetic_algorithm,...]
-        [--searchers analytical,bundled,none,others,others:mean,others+model,oof:COLUMN] [--json]
+        [--searchers analytical,bundled,none,others,others:mean,others+model,others:fallback,oof:COLUMN] [--json]
     python -m kernelcast.bench.tuning --merge DIR [DIR ...] --out DIR
 
 SPEC lists the (kernel, device) pairs: ``{"pairs": [{"name": ..., "cache": CACHE.json[.gz],
@@ -27,7 +27,10 @@ before them; nothing of the device being tuned; ``others:mean``: one prior, thei
 each device's times centred on its median; ``others+model``: the other devices and the models of the
 device being tuned, the analytical model and, where the pair gives an ``oof``, its ``tabular_us``
 column (a model trained on the kernel's other devices), all sources of the same weighting, equal
-before the measurements; ``others+A[+B]``: the other devices and the models A, B, ...), ``bundled``
+before the measurements; ``others+A[+B]``: the other devices and the models A, B, ...; any of these
+several-source searchers with ``:fallback`` appended, e.g. ``others:fallback``: the same sources, their
+weights the equal prior ones while no source explains the measurements to better than the search's
+least shape variance, :func:`kernelcast.models.search.source_weights`' ``misfit_var``), ``bundled``
 (the bundled GPU model with the pair's profile, on the dataset's rows: trained on the public
 yardstick's caches, so on those an in-sample figure) or ``oof:COLUMN`` (a column of
 ``kernelcast evaluate``'s ``oof.parquet`` given as ``"oof"``, e.g. ``tabular_us`` of an evaluation
@@ -181,8 +184,21 @@ def model_sources(pair: dict[str, Any], searcher: str) -> list[str]:
     return parts
 
 
+#: appended to a several-source searcher's name (``others:fallback``, ``others+model:fallback``): its
+#: weights fall back to the prior ones while every source misfits the measurements
+FALLBACK = ":fallback"
+
+
+def split_fallback(name: str) -> tuple[str, bool]:
+    """A searcher's name without :data:`FALLBACK`, and whether it had it."""
+    return (name[:-len(FALLBACK)], True) if name.endswith(FALLBACK) else (name, False)
+
+
 def valid_searcher(name: str) -> bool:
     """Whether ``name`` is a searcher :func:`predictions` knows."""
+    name, fallback = split_fallback(name)
+    if fallback:
+        return name == "others" or (name.startswith("others+") and valid_searcher(name))
     if name in MODEL_SEARCHERS or name in ("others", "others:mean") or (name.startswith("oof:") and len(name) > 4):
         return True
     parts = name.split("+")
@@ -194,6 +210,7 @@ def valid_searcher(name: str) -> bool:
 
 def source_names(pair: dict[str, Any], searcher: str) -> list[str]:
     """The names of a several-source searcher's sources, in the order of :func:`predictions`' rows."""
+    searcher = split_fallback(searcher)[0]
     names = [str(o["name"]) for o in pair.get("others") or []]
     return names + model_sources(pair, searcher) if "+" in searcher else names
 
@@ -204,7 +221,8 @@ def predictions(pair: dict[str, Any], space: Space, searcher: str) -> np.ndarray
     unweighted mean (:func:`combined_prior`, one prior the search keeps); ``analytical`` from the
     pair's ``analytical_oof`` (an ``evaluate --folds 0`` run's oof.parquet, column ``analytical_us``)
     where given, else the analytical model of the pair's profile on the dataset's rows;
-    ``oof:COLUMN`` from the pair's ``oof``; ``none``: a flat prior."""
+    ``oof:COLUMN`` from the pair's ``oof``; ``none``: a flat prior; ``NAME:fallback``: those of ``NAME``."""
+    searcher = split_fallback(searcher)[0]
     if searcher == "none":
         return np.ones(len(space.keys))
     if searcher == "others":
@@ -292,20 +310,22 @@ def run_strategy(space: Space, strategy: str, budget: int, seed: int,
     return out[:budget]
 
 
-def guided_run(space: Space, pred: np.ndarray, budget: int, seed: int) -> SearchResult:
-    """kernelcast's search on the cache (``pred``: one prediction per configuration, or one row per source)."""
-    return guided_search(pred, space.params, lambda i: float(space.time_us[i]), budget, seed=seed, settle=False)
+def guided_run(space: Space, pred: np.ndarray, budget: int, seed: int, fallback: bool = False) -> SearchResult:
+    """kernelcast's search on the cache (``pred``: one prediction per configuration, or one row per
+    source; ``fallback``: the sources' weights fall back to the prior ones while all misfit)."""
+    return guided_search(pred, space.params, lambda i: float(space.time_us[i]), budget, seed=seed, settle=False,
+                         fallback=fallback)
 
 
-def run_guided(space: Space, pred: np.ndarray, budget: int, seed: int) -> list[float]:
+def run_guided(space: Space, pred: np.ndarray, budget: int, seed: int, fallback: bool = False) -> list[float]:
     """The measured times (us; NaN: failed) of :func:`guided_run` in order."""
-    return [s.measured_us for s in guided_run(space, pred, budget, seed).steps]
+    return [s.measured_us for s in guided_run(space, pred, budget, seed, fallback).steps]
 
 
-def _guided_stats(space: Space, pred: np.ndarray, budget: int, seed: int) -> dict[str, Any]:
+def _guided_stats(space: Space, pred: np.ndarray, budget: int, seed: int, fallback: bool = False) -> dict[str, Any]:
     """:func:`trace_stats` of one guided run, with the sources' weights after 20 measurements and at
     its end where ``pred`` has several sources."""
-    res = guided_run(space, pred, budget, seed)
+    res = guided_run(space, pred, budget, seed, fallback)
     out = trace_stats([s.measured_us for s in res.steps], space.optimum)
     if res.steps and res.steps[-1].weights is not None:
         out["weights_20"] = res.steps[min(20, len(res.steps)) - 1].weights
@@ -349,7 +369,8 @@ def run_pair(pair: dict[str, Any], strategies: Sequence[str], searchers: Sequenc
         flat = combined_prior(pred)
         ok = np.isfinite(flat) & np.isfinite(space.time_us)
         rho = float(pd.Series(flat[ok]).rank().corr(pd.Series(space.time_us[ok]).rank())) if ok.sum() > 2 else None
-        runs = [_guided_stats(space, pred, budget, seed) for seed in range(seeds)]
+        fallback = split_fallback(s)[1]
+        runs = [_guided_stats(space, pred, budget, seed, fallback) for seed in range(seeds)]
         out["searchers"][f"kernelcast:{s}"] = {**summarize(runs, budget), "spearman": rho,
                                                "predicted": int(np.isfinite(flat).sum()), "traces": runs,
                                                "seconds": time.perf_counter() - t0}
@@ -537,7 +558,9 @@ def main(argv: list[str] | None = None) -> int:
                          "kernel's other devices, weighted by how well each explains the measurements), "
                          "others:mean (their unweighted mean), others+model (the other devices and the models of "
                          "this device as sources of the same weighting: the analytical model and the spec's oof "
-                         "tabular_us), others+MODEL[+MODEL] (those models), oof:COLUMN (analytical,none)")
+                         "tabular_us), others+MODEL[+MODEL] (those models), any of the others searchers with "
+                         ":fallback appended (others:fallback: the weights stay equal while no source explains the "
+                         "measurements), oof:COLUMN (analytical,none)")
     ap.add_argument("--only", help="run the pairs whose name contains this")
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -570,7 +593,8 @@ def main(argv: list[str] | None = None) -> int:
         for s in searchers:
             if not valid_searcher(s):
                 raise UsageError(f"unknown searcher {s!r} (analytical, bundled, none, others, others:mean, "
-                                 "others+model, others+MODEL[+MODEL] or oof:COLUMN)")
+                                 "others+model, others+MODEL[+MODEL], others:fallback, others+...:fallback "
+                                 "or oof:COLUMN)")
     except InputError as e:
         print(f"bench.tuning: {e}", file=sys.stderr)
         return 2

@@ -423,7 +423,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     sim_only = [f for f, v in (("--budget", args.budget), ("--seed", args.seed), ("--restrictions", args.restrictions),
                                ("--dataset", args.dataset), ("--trace", args.trace), ("--plot", args.plot),
                                ("--analysis-cache", args.analysis_cache), ("--no-settle", args.no_settle),
-                               ("--prior", args.prior)) if v]
+                               ("--prior", args.prior), ("--fallback", args.fallback)) if v]
     if sim_only:
         raise UsageError(f"{sim_only[0]} goes with --simulate")
     if not args.kernel or not args.gsize:
@@ -560,6 +560,8 @@ def cmd_tune_simulate(args: argparse.Namespace) -> int:
         raise UsageError("--simulate takes no kernel, problem, measurements or output format: the cache is the "
                          "search space (--dataset, --profile or --model give the model its rows)")
     budget = args.budget or 20
+    if args.fallback and not args.prior:
+        raise UsageError("--fallback weighs several sources: give --prior")
     for opt, path in (("--trace", args.trace), ("--plot", args.plot)):
         if path and not Path(path).resolve().parent.is_dir():
             raise UsageError(f"{opt} {path}: no such directory {Path(path).parent}")
@@ -610,7 +612,8 @@ def cmd_tune_simulate(args: argparse.Namespace) -> int:
     if not args.json:
         what = f"model {label or 'none (the measurements alone)'}" if not sources else \
             f"{len(sources)} sources weighted by the measurements: " + ", ".join(
-                f"{j + 1} {n}" for j, n in enumerate(sources))
+                f"{j + 1} {n}" for j, n in enumerate(sources)) + (
+                " (equal while none explains them)" if args.fallback else "")
         print(f"{space.source}: {len(space.keys)} configurations" + (f" ({full} before the restrictions)"
                                                                     if len(space.keys) < full else "")
               + f", device {space.device or '?'}; {what}; budget {budget}, seed {args.seed or 0}")
@@ -629,7 +632,7 @@ def cmd_tune_simulate(args: argparse.Namespace) -> int:
         print(f"{r.step:>3} {r.pick:<5} {m:>12} {pr:>13} {e:>8} {b:>11}  {cfg}{w}")
 
     sim = simulate(space, pred, budget, seed=args.seed or 0, settle=not args.no_settle, restrictions=restrictions,
-                   model=label, sources=sources, on_row=show)
+                   model=label, sources=sources, fallback=args.fallback, on_row=show)
     doc = sim.to_dict()
     if args.trace:
         Path(args.trace).write_text(to_json(doc) + "\n")
@@ -869,6 +872,9 @@ def add_parsers(sub: Any) -> None:
                         "--model the model's prediction is one more): the sources are weighted after each "
                         "measurement by how well each explains the measurements so far, the trace prints the "
                         "weights")
+    p.add_argument("--fallback", action="store_true",
+                   help="with --simulate and --prior: the sources keep their equal weights while none explains the "
+                        "measurements (the best one's residual variance above the search's least shape variance)")
     p.add_argument("--dataset", metavar="DIR", help="with --simulate CACHE: the cache imported with 'kernelcast "
                                                     "dataset import-kt', the rows the model predicts")
     p.add_argument("--analysis-cache", action="append", default=[], metavar="DIR",

@@ -39,6 +39,14 @@ so a source whose shape the measurements bear out comes to dominate the prior, t
 the GP's prior input, and one they contradict fades. Before two measurements succeeded the weights
 are the prior ones (equal unless given). One source is the single-model search above.
 
+With ``fallback``, the weighting admits that every source can be wrong: when even the best source's
+residual variance about its offset (``RSS / m``) exceeds ``min_var`` (the GP's least signal variance:
+the shape error below which the search trusts a model), the measurements are no evidence that one
+source is right and another wrong (their residuals are structured misfit, not the independent noise
+the likelihood assumes, so it would count each one as fresh evidence and swing the weights after
+every measurement): the weights are the prior ones (:func:`source_weights`, ``misfit_var``). The
+prior is then the sources' equally weighted mean, and the GP over the residuals does the rest.
+
 ``measure(i)`` is the seam: a real launch of configuration ``i`` on the local device, or a lookup
 in a cache of measurements (a simulation of the search on public data).
 """
@@ -257,7 +265,7 @@ def source_matrix(predicted_us: np.ndarray) -> np.ndarray:
 
 
 def source_weights(sources: np.ndarray, idx: np.ndarray, z: np.ndarray, prior_weights: np.ndarray,
-                   noise: float = NOISE_VAR) -> np.ndarray:
+                   noise: float = NOISE_VAR, misfit_var: float | None = None) -> np.ndarray:
     """The posterior weight of each source (rows of ``sources``, ``log2`` times) given the measured
     ``log2`` times ``z`` of the configurations ``idx``: Bayesian model averaging over the sources,
     each a Gaussian model ``z = offset + source + e`` with a flat prior on the offset and the scale
@@ -267,7 +275,8 @@ def source_weights(sources: np.ndarray, idx: np.ndarray, z: np.ndarray, prior_we
     whose shape explains the measurements better gains weight geometrically with each one. ``RSS``
     has ``m * noise`` added (the measurements' own repeatability), so sources that both explain them
     to within their noise keep their prior weights. With fewer than two measurements: the prior
-    weights."""
+    weights. ``misfit_var`` given: the prior weights too where every source's ``RSS / m`` exceeds it
+    (no source explains the measurements, so they say nothing about which one is right)."""
     w = np.asarray(prior_weights, dtype=np.float64)
     w = w / w.sum()
     m = len(idx)
@@ -275,6 +284,8 @@ def source_weights(sources: np.ndarray, idx: np.ndarray, z: np.ndarray, prior_we
         return w
     r = z[None, :] - sources[:, idx]
     rss = ((r - r.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
+    if misfit_var is not None and float(np.min(rss)) / m > misfit_var:
+        return w
     logw = np.log(w) - 0.5 * (m - 1) * np.log(rss / m + noise)
     logw -= logw.max()
     out = np.exp(logw)
@@ -285,7 +296,7 @@ def guided_search(predicted_us: Sequence[float] | np.ndarray, params: pd.DataFra
                   measure: Callable[[int], float], budget: int, *, seed: int = 0, settle: bool = True,
                   settle_ei: float = 0.01, min_var: float = MIN_VAR, noise: float = NOISE_VAR,
                   explore: bool = True, ard: bool = True, source_prior: Sequence[float] | None = None,
-                  on_step: Callable[[SearchStep], None] | None = None) -> SearchResult:
+                  fallback: bool = False, on_step: Callable[[SearchStep], None] | None = None) -> SearchResult:
     """Search the configurations (rows of ``params``, predicted ``predicted_us``) for the fastest
     with at most ``budget`` calls of ``measure(i)`` (time in us; NaN or a non-positive value: the
     configuration failed). ``seed`` breaks ties between equally promising configurations and draws
@@ -296,7 +307,8 @@ def guided_search(predicted_us: Sequence[float] | np.ndarray, params: pd.DataFra
     ``predicted_us`` two-dimensional (one row per source, e.g. the kernel's measured times on other
     devices, or those and a model's predictions): the prior is the weighted mean of the sources'
     ``log2`` times (:func:`source_matrix`), the weights re-estimated after every measurement by
-    :func:`source_weights` from ``source_prior`` (equal where not given)."""
+    :func:`source_weights` from ``source_prior`` (equal where not given); ``fallback``: the prior
+    weights while every source's residual variance exceeds ``min_var`` (see the module's docstring)."""
     pred = np.asarray(predicted_us, dtype=np.float64)
     multi = pred.ndim == 2
     if pred.ndim not in (1, 2):
@@ -343,7 +355,8 @@ def guided_search(predicted_us: Sequence[float] | np.ndarray, params: pd.DataFra
     for _ in range(min(budget, n)):
         kind = "model"
         if multi and len(idx) >= 2:
-            weights = source_weights(sources, np.asarray(idx), np.asarray(z), prior_w, noise)
+            weights = source_weights(sources, np.asarray(idx), np.asarray(z), prior_w, noise,
+                                     misfit_var=min_var if fallback else None)
             prior = weights @ sources
             xg = gp_inputs(prior)
         if idx:

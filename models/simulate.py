@@ -303,6 +303,7 @@ class Simulation:
     optimum_us: float
     optimum_config: dict[str, Any]
     sources: list[str] = field(default_factory=list)    # the sources of predictions (several: weighted)
+    fallback: bool = False      # the sources' prior weights while none explains the measurements
 
     @property
     def best_us(self) -> float | None:
@@ -331,7 +332,8 @@ class Simulation:
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "device": self.device, "configurations": self.configurations,
                 "budget": self.budget, "seed": self.seed, "restrictions": self.restrictions, "model": self.model,
-                "sources": self.sources, "measurements": len(self.trace), "stopped": self.stopped,
+                "sources": self.sources, "fallback": self.fallback, "measurements": len(self.trace),
+                "stopped": self.stopped,
                 "choice": self.choice,
                 "optimum": {"config": self.optimum_config, "measured_us": self.optimum_us},
                 "fraction_of_optimum": self.fraction_of_optimum,
@@ -345,13 +347,14 @@ def _plain(v: Any) -> Any:
 
 def simulate(space: SimSpace, pred: np.ndarray, budget: int, *, seed: int = 0, settle: bool = False,
              restrictions: Sequence[str] = (), model: str = "", sources: Sequence[str] = (),
-             on_row: Callable[[TraceRow], None] | None = None) -> Simulation:
+             fallback: bool = False, on_row: Callable[[TraceRow], None] | None = None) -> Simulation:
     """Run the guided search on the space with at most ``budget`` lookups (``settle``: stop early
     when no unmeasured configuration is likely to beat the best). ``pred`` one prediction per
     configuration, or one row per source (named by ``sources``: e.g. other devices' measurements,
     :func:`prior_times`, and the model's predictions), weighted after each measurement by how well
-    each explains the measurements (:func:`models.search.source_weights`); each trace row records
-    the weights."""
+    each explains the measurements (:func:`models.search.source_weights`; ``fallback``: their prior
+    weights while none explains them, as :func:`models.search.guided_search` says); each trace row
+    records the weights."""
     pred = np.asarray(pred, dtype=np.float64)
     multi = pred.ndim == 2
     if multi and sources and len(sources) != len(pred):
@@ -381,11 +384,11 @@ def simulate(space: SimSpace, pred: np.ndarray, budget: int, *, seed: int = 0, s
             on_row(r)
 
     res = guided_search(pred, space.params, lambda i: float(space.time_us[i]), budget, seed=seed, settle=settle,
-                        on_step=step)
+                        fallback=fallback, on_step=step)
     opt_i = int(np.nanargmin(space.time_us))
     return Simulation(space.source, space.device, len(space.keys), budget, seed, list(restrictions), model, rows,
                       res.stopped, space.optimum, config(opt_i),
-                      names)
+                      names, fallback and multi)
 
 
 def plot_simulation(sim: Simulation, path: str | Path) -> None:

@@ -310,6 +310,28 @@ def test_source_weights_follow_the_source_that_explains_the_measurements():
     assert w == pytest.approx([0.5, 0.5], abs=0.02)
 
 
+def test_source_weights_fall_back_to_the_prior_when_every_source_misfits():
+    from kernelcast.models.search import source_weights
+
+    _, t = _space()
+    lt = np.log2(t)
+    idx = np.array([0, 5, 11, 17])
+    z = lt[idx]
+    # residuals about their offset: the first source 0, +-1, 0 (RSS / m = 0.5), the second +-2 (RSS / m = 4)
+    s1, s2 = lt.copy(), lt.copy()
+    s1[idx] += np.array([0.0, 1.0, -1.0, 0.0])
+    s2[idx] += np.array([2.0, -2.0, 2.0, -2.0])
+    sources = np.vstack([s1, s2])
+    plain = source_weights(sources, idx, z, np.ones(2))
+    ratio = ((4.0 + 0.003) / (0.5 + 0.003)) ** ((4 - 1) / 2)
+    assert plain == pytest.approx([ratio / (1 + ratio), 1 / (1 + ratio)])
+    # the best source's RSS / m (0.5) above misfit_var: the measurements say nothing, the prior weights
+    assert source_weights(sources, idx, z, np.array([1.0, 3.0]), misfit_var=0.25) == pytest.approx([0.25, 0.75])
+    # at or below it: the Bayesian weights as without
+    assert source_weights(sources, idx, z, np.ones(2), misfit_var=0.5) == pytest.approx(plain)
+    assert source_weights(sources, idx, z, np.ones(2), misfit_var=1.0) == pytest.approx(plain)
+
+
 def _bowl(n_bx: int = 8, n_t: int = 6) -> tuple[pd.DataFrame, np.ndarray]:
     """A bigger grid than :func:`_space`: a bowl with its minimum at (256, 3) and a tilt in the tile."""
     rows, t = [], []
@@ -340,6 +362,42 @@ def test_the_search_reweights_its_sources_and_follows_the_one_that_agrees():
     res2 = guided_search(sources, params, lambda i: t[i], 12, settle=False, seed=0, source_prior=[1.0, 99.0])
     assert res2.steps[0].index == int(np.argmax(t)) and res2.steps[0].weights == pytest.approx([0.01, 0.99])
     assert res2.steps[-1].weights[0] > 0.99 and res2.best_us == t.min()
+
+
+def test_the_fallback_keeps_the_prior_weights_while_every_source_misfits():
+    """Two sources that each get every configuration wrong by up to a factor of 4 (a different
+    pattern each): once the measurements show both misfitting (the best one's residual variance above
+    the GP's least, ``min_var``) the fallback search keeps the prior weights where the plain one
+    swings; before that, and where a source agrees with the device, it is the plain search."""
+    from kernelcast.models.search import MIN_VAR, source_matrix, source_weights
+
+    params, t = _bowl()
+    lt = np.log2(t)
+    k = np.arange(len(t))
+    pred = np.vstack([t * 2.0 ** (2.0 * np.sin(k)), t * 2.0 ** (2.0 * np.cos(1.7 * k))])
+    plain = guided_search(pred, params, lambda i: t[i], 12, settle=False, seed=1)
+    fb = guided_search(pred, params, lambda i: t[i], 12, settle=False, seed=1, fallback=True)
+    sources = source_matrix(pred)
+    falls = 0
+    for j, step in enumerate(fb.steps):
+        idx = np.array([s.index for s in fb.steps[:j]])
+        if j < 2:
+            assert step.weights == pytest.approx([0.5, 0.5])
+            continue
+        r = lt[idx][None, :] - sources[:, idx]
+        misfit = float((((r - r.mean(axis=1, keepdims=True)) ** 2).sum(axis=1) / len(idx)).min())
+        want = [0.5, 0.5] if misfit > MIN_VAR else source_weights(sources, idx, lt[idx], np.ones(2))
+        assert step.weights == pytest.approx(want)
+        falls += misfit > MIN_VAR
+    assert falls >= 5                                     # both misfit from some measurement on
+    assert [s.index for s in plain.steps[:3]] == [s.index for s in fb.steps[:3]]
+    assert sum(abs(s.weights[0] - 0.5) > 0.1 for s in plain.steps[7:]) >= 3    # the plain weights swing there
+    # one source is right: its residual variance is the noise floor, never above min_var: the same search
+    good = np.vstack([2.0 ** (lt + 3.0), 2.0 ** (-lt)])
+    one = guided_search(good, params, lambda i: t[i], 10, settle=False, seed=0)
+    two = guided_search(good, params, lambda i: t[i], 10, settle=False, seed=0, fallback=True)
+    assert [s.index for s in one.steps] == [s.index for s in two.steps]
+    assert [s.weights for s in one.steps] == [s.weights for s in two.steps]
 
 
 def test_one_source_is_the_single_prediction():
@@ -447,3 +505,13 @@ def test_the_model_as_one_more_source_where_the_other_devices_disagree(tmp_path)
     assert got["median_reach_1"] is not None and got["median_reach_1"] <= 4
     alone = out["searchers"]["kernelcast:others"]
     assert alone["median_reach_1"] is None or alone["median_reach_1"] > got["median_reach_1"]
+    # the fallback variants: the same sources, their names and the same figures where a source agrees
+    assert valid_searcher("others:fallback") and valid_searcher("others+model:fallback")
+    assert valid_searcher("others+analytical+oof:tabular_us:fallback")
+    assert not valid_searcher("analytical:fallback") and not valid_searcher("others:mean:fallback")
+    assert not valid_searcher("none:fallback") and not valid_searcher(":fallback")
+    assert source_names(pair, "others+model:fallback") == ["k B", "analytical", "oof:tabular_us"]
+    fb = run_pair(pair, [], ["others+model:fallback"], 3, 12, lambda msg: None)["searchers"]
+    assert list(fb["kernelcast:others+model:fallback"]["sources"]) == ["k B", "analytical", "oof:tabular_us"]
+    assert [r["best_so_far"] for r in fb["kernelcast:others+model:fallback"]["traces"]] == \
+        [r["best_so_far"] for r in got["traces"]]

@@ -130,11 +130,14 @@ def test_tune_simulate_restrictions_from_a_spec(cache, tmp_path):
     (["--simulate", "{cache}", "--profile", "a100-pcie"], "--dataset"),
     (["--simulate", "{cache}", "--plot", "{tmp}/no/dir/p.png"], "no such directory"),
     (["--budget", "5"], "goes with --simulate"),
+    (["--fallback"], "goes with --simulate"),
+    (["--simulate", "{cache}", "--fallback"], "--fallback weighs several sources: give --prior"),
 ])
 def test_tune_simulate_bad_input_exits_2_and_writes_nothing(cache, tmp_path, args, msg):
     trace = tmp_path / "t.json"
     argv = [a.format(tmp=tmp_path, cache=cache) for a in args]
-    r = run_here("tune", *argv, "--trace", str(trace)) if "--budget" not in args[:1] else run_here("tune", *argv)
+    r = run_here("tune", *argv, "--trace", str(trace)) if args[0] not in ("--budget", "--fallback") else \
+        run_here("tune", *argv)
     assert r.returncode == 2
     assert msg in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
     assert not trace.exists() and r.stdout == ""
@@ -179,6 +182,42 @@ def test_tune_simulate_weights_several_priors_and_follows_the_one_that_agrees(ca
     doc = json.loads(r.stdout)
     assert doc["sources"] == ["B"] and doc["trace"][0]["weights"] == [1.0]
     assert doc["trace"][0]["config"] == {"block_size_x": 128, "block_size_y": 2, "tile": 3}
+
+
+def test_tune_simulate_fallback_keeps_equal_weights_while_both_priors_misfit(cache, tmp_path):
+    """Two priors that each misplace the configurations by up to a factor of 4, in different
+    patterns: with --fallback the weights stay 0.50 0.50 from the step on which the best prior's
+    residual variance exceeds the search's least shape variance; the trace is the library's search
+    with ``fallback`` step for step (the benchmark's ``others:fallback``), and it records the mode."""
+    from kernelcast.models.search import guided_search
+
+    keys = list(_grid_times(lambda t: t))
+    wiggle = {k: j for j, k in enumerate(keys)}
+    b = _cache_of(tmp_path / "B.json", {k: t * 2.0 ** (2.0 * math.sin(wiggle[k])) for k, t in
+                                        _grid_times(lambda t: t).items()})
+    c = _cache_of(tmp_path / "C.json", {k: t * 2.0 ** (2.0 * math.cos(1.7 * wiggle[k])) for k, t in
+                                        _grid_times(lambda t: t).items()})
+    args = ("tune", "--simulate", str(cache), "--prior", str(b), "--prior", str(c), "--budget", "12", "--no-settle",
+            "--json")
+    text = run_here(*args[:-1], "--fallback")
+    assert text.returncode == 0, text.stderr
+    assert "2 sources weighted by the measurements: 1 B, 2 C (equal while none explains them)" in text.stdout
+    r, plain = run_here(*args, "--fallback"), run_here(*args)
+    assert r.returncode == 0 and plain.returncode == 0, r.stderr + plain.stderr
+    doc, pdoc = json.loads(r.stdout), json.loads(plain.stdout)
+    assert doc["fallback"] is True and pdoc["fallback"] is False
+    w = [s["weights"] for s in doc["trace"]]
+    assert w[0] == [0.5, 0.5] and w[1] == [0.5, 0.5]
+    assert sum(x == [0.5, 0.5] for x in w[2:]) >= 5                         # held equal once both misfit
+    assert [s["weights"] for s in pdoc["trace"]] != w
+    sp = load_space(str(cache))
+    from kernelcast.models.simulate import prior_times
+
+    pred = np.vstack([prior_times(sp, load_space(str(b))), prior_times(sp, load_space(str(c)))])
+    lib = guided_search(pred, sp.params, lambda i: float(sp.time_us[i]), 12, settle=False, fallback=True)
+    assert [s["config"] for s in doc["trace"]] == [
+        {n: int(sp.params.iat[s.index, j]) for j, n in enumerate(sp.names)} for s in lib.steps]
+    assert w == [pytest.approx(s.weights) for s in lib.steps]
 
 
 def test_tune_simulate_the_models_prediction_is_one_more_source(cache, tmp_path):
