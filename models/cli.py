@@ -24,6 +24,7 @@ from kernelcast.models.predict import (
     configuration_row,
     load_learned,
     measured_frame,
+    no_prediction_reason,
     predict_frame,
     predict_with_intervals,
     read_site_counts,
@@ -328,7 +329,7 @@ def _check_finite(res: pd.DataFrame) -> None:
     if not len(bad):
         return
     ex = res["explanation"].iloc[int(bad[0])]
-    cause = (ex.get("error") or ex.get("unrunnable")) if isinstance(ex, dict) else None
+    cause = no_prediction_reason(ex)
     where = f"configuration {int(bad[0]) + 1}" + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
     raise UsageError(f"{where}: no finite prediction: {cause or 'the analytical model returned no finite time'}")
 

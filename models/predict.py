@@ -167,6 +167,16 @@ def load_learned(model: str | None) -> tuple[Predictor | None, StackedBlend | No
     return lp, (StackedBlend.load(p) if p.is_dir() else None)
 
 
+def no_prediction_reason(explanation: Any) -> str | None:
+    """Why the analytical model gave a configuration no time: its static analysis failed
+    (``error``) or the device cannot run it (``unrunnable``); None where the explanation says
+    neither."""
+    if not isinstance(explanation, dict):
+        return None
+    why = explanation.get("error") or explanation.get("unrunnable")
+    return str(why) if why else None
+
+
 def predict_frame(frame: pd.DataFrame, profile: DeviceProfile, learned: Predictor | None = None,
                   weights: StackedBlend | None = None) -> pd.DataFrame:
     """Analytical, learned and blended predictions side by side for the rows of ``frame``:

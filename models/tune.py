@@ -36,7 +36,13 @@ from kernelcast.models.fewshot import (
     launch_inputs,
     shape_inputs,
 )
-from kernelcast.models.predict import ScoredConfigs, bind_arguments, configuration_row, score_configurations
+from kernelcast.models.predict import (
+    ScoredConfigs,
+    bind_arguments,
+    configuration_row,
+    no_prediction_reason,
+    score_configurations,
+)
 
 from kernelcast.clang import KernelParam
 from kernelcast.console import json_number
@@ -282,8 +288,7 @@ def tune(kernel: Kernel, space: TuneSpace, profile: DeviceProfile, model: Predic
     dt = time.perf_counter() - t0
     t_raw, e = sc.time_us, sc.energy_j
     if not np.isfinite(t_raw).any():
-        why = next((str(x.get("error") or x.get("unrunnable")) for x in sc.explanation
-                    if isinstance(x, dict) and (x.get("error") or x.get("unrunnable"))), "no finite time")
+        why = next((w for w in map(no_prediction_reason, sc.explanation) if w), "no finite time")
         raise UsageError(f"no configuration of the search space has a prediction: {why}")
     prior = sc.calibration.prior if sc.calibration is not None else DEFAULT_SHRINK_PRIOR
     within_var = sc.calibration.within_var if sc.calibration is not None else None
