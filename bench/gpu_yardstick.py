@@ -112,6 +112,7 @@ def run(clones: Path, out: Path, *, clone_from: str, specs_dir: Path = SPECS, wo
         read_kt_cache,
         records_equal,
         rows_equal_cache,
+        select_records,
     )
     from kernelcast.models.static.batch import analyze_dataset
 
@@ -150,11 +151,14 @@ def run(clones: Path, out: Path, *, clone_from: str, specs_dir: Path = SPECS, wo
             res.import_s = time.perf_counter() - t0
             res.configurations = len(imp.rows)
             res.statuses = dict(imp.statuses)
+            if imp.excluded:
+                res.warnings.append(f"{imp.excluded} configurations left out by where: {' and '.join(imp.where)}")
             if imp.unreferenced:
                 res.warnings.append(f"tune parameters not in the source: {', '.join(imp.unreferenced)}")
             df = read_dataset(ds, resolve=False)
             cache = read_kt_cache(root / c)
-            res.rows_equal, res.mismatch = rows_equal_cache(cache, df)
+            selected, _ = select_records(cache, s.where, s.constants)
+            res.rows_equal, res.mismatch = rows_equal_cache(selected, df)
             t4 = root / c.replace(".json", "_T4.json")
             if t4.is_file() and t4 != root / c:
                 ok, why = records_equal(cache, read_kt_cache(t4, problem_size=cache.problem_size))

@@ -64,10 +64,11 @@ import pandas as pd
 from kernelcast.calib.profile import load_profile
 from kernelcast.datagen.dataset import read_dataset
 from kernelcast.models.search import SearchResult, guided_search, source_matrix
-from kernelcast.models.simulate import dataset_rows, load_space, prior_times, restriction_mask, space_predictions
+from kernelcast.models.simulate import dataset_rows, load_space, prior_times, space_predictions
 
 from kernelcast.errors import InputError, UsageError
 from kernelcast.options import Parser
+from kernelcast.restrictions import restriction_mask
 
 log = logging.getLogger(__name__)
 

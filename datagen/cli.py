@@ -498,7 +498,7 @@ def cmd_import_kt(args: argparse.Namespace) -> int:
     given = [parse_arg(a) for a in args.arg]
     common = dict(root=args.root, kernel_path=args.kernel, name=args.name, include_dirs=args.include,
                   defines=args.define, build_options=args.build_options or "", arg_specs=given, grid=rules,
-                  gpu=args.gpu)
+                  gpu=args.gpu, where=args.where)
     jobs: list[tuple[Path, Any]] = []
     if args.cache or not specs:
         if not args.cache:
@@ -526,6 +526,9 @@ def cmd_import_kt(args: argparse.Namespace) -> int:
         print(f"{cache.path}: {'T4 file' if cache.format.startswith('t4') else 'Kernel Tuner cache'} ({cache.format}"
               f"{'' if cache.closed else ', left open'}), kernel {cache.kernel_name} on {info['gpu']}, "
               f"{len(cache.records)} configurations ({st})")
+        if imp.excluded:
+            print(f"left out {imp.excluded} configurations: imported only those where "
+                  f"{' and '.join(imp.where)}")
         print(f"tune parameters: {', '.join(cache.tune_params_keys)}; observers: "
               f"{', '.join(imp.observer_columns) or 'none'}; energy: {', '.join(imp.energy_columns) or 'none'}")
         if imp.unreferenced:
@@ -670,6 +673,10 @@ def add_parsers(sub: Any) -> None:
                    help="preprocessor macro (of every configuration; repeatable)")
     add_build_options(p)
     p.add_argument("--grid", help="launch rules (see below; override the spec's)")
+    p.add_argument("--where", action="append", default=[], metavar="EXPR",
+                   help="import only the configurations that satisfy EXPR, a restriction as Kernel Tuner takes "
+                        "them over the tune parameters (e.g. 'use_shmem == 1'; repeatable, with the spec's own "
+                        "'where')")
     p.add_argument("--arg", action="append", default=[], metavar="SPEC",
                    help="bind one kernel argument as in 'measure' (others: the spec's args, then simple selection "
                         "over the problem size)")

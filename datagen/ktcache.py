@@ -46,14 +46,15 @@ import os
 import re
 import time
 import zlib
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from kernelcast.clang import KernelParam
-from kernelcast.errors import InputError
+from kernelcast.errors import InputError, UsageError
 from kernelcast.expr import ExprError, evaluate_int
 from kernelcast.schema import SCHEMA_VERSION, ArgBinding, Kernel, kernel_id
 
@@ -527,7 +528,7 @@ def kt_defines(params: dict[str, Any], keys: list[str], launch: Launch, names: l
 SPEC_VERSION = 1
 LANGUAGES = ("cuda", "hip", "opencl")
 _SPEC_KEYS = {"spec_version", "benchmark", "source", "kernel", "launch", "constants", "args", "gpus", "caches",
-              "kernel_tuner_version", "notes"}
+              "kernel_tuner_version", "notes", "where"}
 _KERNEL_KEYS = {"file", "name", "language", "include_dirs", "build_options", "defines"}
 _LAUNCH_KEYS = {"problem_size", "block_size_names", "grid_div_x", "grid_div_y", "grid_div_z"}
 _SOURCE_KEYS = {"repository", "commit", "url"}
@@ -577,6 +578,8 @@ class KTSpec:
     commit: str | None = None
     url: str | None = None
     kernel_tuner_version: str | None = None
+    #: Kernel Tuner restriction expressions: only the records that satisfy every one are imported
+    where: list[str] = field(default_factory=list)
 
     def gpu_of(self, cache_path: str, stated: str) -> tuple[str | None, GpuEntry]:
         """The spec's key and entry of a cache: by its file name (``A100.json.gz``, ``A100_T4.json.gz``
@@ -741,6 +744,14 @@ def load_spec(path: str | os.PathLike[str]) -> KTSpec:
             raise _spec_error(where, f"source.{f_} must be a non-empty string")
     if "commit" in src and not re.fullmatch(r"[0-9a-f]{7,40}", src["commit"]):
         raise _spec_error(where, f"source.commit {src['commit']!r} is not a git commit hash")
+    from kernelcast.restrictions import parse_restriction
+
+    selection = _str_list(data.get("where", []), where, "'where'")
+    for text in selection:
+        try:
+            parse_restriction(text)
+        except UsageError as e:
+            raise _spec_error(where, f"where: {e}") from None
     ktv = data.get("kernel_tuner_version")
     if ktv is not None and not isinstance(ktv, str):
         raise _spec_error(where, "'kernel_tuner_version' must be a string")
@@ -748,7 +759,7 @@ def load_spec(path: str | os.PathLike[str]) -> KTSpec:
                   include_dirs=_str_list(k.get("include_dirs", []), where, "'kernel.include_dirs'"),
                   build_options=bo, defines=defines, constants=constants, rules=rules, args=args, gpus=gpus,
                   caches=_str_list(data.get("caches", []), where, "'caches'"), repository=src.get("repository"),
-                  commit=src.get("commit"), url=src.get("url"), kernel_tuner_version=ktv)
+                  commit=src.get("commit"), url=src.get("url"), kernel_tuner_version=ktv, where=selection)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -807,6 +818,8 @@ class KTImport:
     analysis_groups: int = 0
     symbolic_launch: bool = False
     frontend_error: str | None = None
+    where: list[str] = field(default_factory=list)    # the restrictions the records were selected by
+    excluded: int = 0                                  # records of the cache they left out
 
     def summary(self) -> dict[str, Any]:
         return {**self.cache.summary(), "kernel_id": self.rows[0]["kernel_id"] if self.rows else None,
@@ -816,6 +829,7 @@ class KTImport:
                 "rows_with_energy": sum(1 for r in self.rows if r.get("energy_j") is not None),
                 "unreferenced_tune_params": self.unreferenced, "analysis_groups": self.analysis_groups,
                 "symbolic_launch": self.symbolic_launch, "frontend_error": self.frontend_error,
+                "where": self.where, "records_excluded": self.excluded,
                 "gpu": self.rows[0].get("gpu") if self.rows else None,
                 "benchmark": self.rows[0].get("benchmark") if self.rows else None}
 
@@ -887,6 +901,31 @@ def analysis_key(source_digest: str, name: str, language: str, options: str) -> 
 
     opts = " ".join(sorted(t for t in options.split() if not t.startswith("-I")))
     return hashlib.sha256("\0".join((source_digest, name, language, opts)).encode()).hexdigest()[:32]
+
+
+def select_records(cache: KTCache, where: Sequence[str], constants: Mapping[str, int | float] | None = None
+                   ) -> tuple[KTCache, int]:
+    """The cache with only the records that satisfy every ``where`` expression (Kernel Tuner's
+    restriction syntax over the tune parameters and the spec's constants: ``"use_shmem == 1"``), and
+    how many records it left out. :class:`KTCacheError` for an expression that is not one, names no
+    parameter of the cache, or leaves nothing."""
+    if not where:
+        return cache, 0
+    import pandas as pd
+
+    from kernelcast.restrictions import restriction_mask
+
+    params = pd.DataFrame([{**(constants or {}), **{k: rec.get(k) for k in cache.tune_params_keys}}
+                           for _, rec in cache.records])
+    try:
+        mask = restriction_mask(params, list(where))
+    except UsageError as e:
+        raise KTCacheError(f"{cache.path}: {e}") from None
+    if not mask.any():
+        raise KTCacheError(f"{cache.path}: none of its {len(cache.records)} configurations satisfies "
+                           f"{' and '.join(repr(w) for w in where)}")
+    kept = [r for r, m in zip(cache.records, mask) if m]
+    return replace(cache, records=kept), len(cache.records) - len(kept)
 
 
 def kt_rows(cache: KTCache, *, kernel: Kernel | None = None, params: list[KernelParam] | None = None,
@@ -1272,9 +1311,10 @@ def _rel(path: Path, root: Path) -> str:
 def plan_import(caches: list[str], *, spec: KTSpec | None = None, root: str | os.PathLike[str] = ".",
                 kernel_path: str | None = None, name: str | None = None, include_dirs: list[str] | None = None,
                 defines: list[str] | None = None, build_options: str = "", arg_specs: list[ArgBinding] | None = None,
-                grid: GridRules | None = None, gpu: str | None = None) -> ImportPlan:
+                grid: GridRules | None = None, gpu: str | None = None, where: Sequence[str] = ()) -> ImportPlan:
     """Read every cache (the spec's own when none is given), resolve the kernel through the front
-    end once, and map every record to a row. Raises :class:`KTCacheError` for anything wrong."""
+    end once, and map every record to a row; ``where`` (with the spec's own) selects the records.
+    Raises :class:`KTCacheError` for anything wrong."""
     base = Path(root)
     if spec is not None and not base.is_dir():
         raise KTCacheError(f"--root {base}: no such directory (the clone the spec's paths are relative to)")
@@ -1301,6 +1341,14 @@ def plan_import(caches: list[str], *, spec: KTSpec | None = None, root: str | os
     commit = _git_commit(base) if spec else None
     if spec is not None and spec.commit and commit and not commit.startswith(spec.commit):
         log.warning("%s is at commit %s, the spec names %s", base, commit[:12], spec.commit[:12])
+    from kernelcast.restrictions import parse_restriction
+
+    selection = [*(spec.where if spec else []), *where]
+    for text in selection:
+        try:
+            parse_restriction(text)
+        except UsageError as e:
+            raise KTCacheError(f"--where: {e}") from None
     imports: list[KTImport] = []
     ks: KernelSource | None = None
     for cpath in paths:
@@ -1315,6 +1363,7 @@ def plan_import(caches: list[str], *, spec: KTSpec | None = None, root: str | os
             stated_gpu = cache.stated_device_name or entry.device_name or gpu or cache_stem(str(cpath))
         if not cache.records:
             raise KTCacheError(f"{cpath}: the cache holds no configuration")
+        cache, excluded = select_records(cache, selection, spec.constants if spec else None)
         if kfile is not None and ks is None:
             r = rules or GridRules()
             first = cache.records[0][1]
@@ -1345,6 +1394,7 @@ def plan_import(caches: list[str], *, spec: KTSpec | None = None, root: str | os
                       options=ks.options if ks else options, headers=ks.headers if ks else None, provenance=prov,
                       symbolic=symbolic_check(ks.kernel) if ks is not None and ks.error is None else None,
                       frontend_error=ks.error if ks else None)
+        imp.where, imp.excluded = selection, excluded
         imports.append(imp)
     return ImportPlan(imports, spec)
 

@@ -67,6 +67,7 @@ from kernelcast.options import (
     positive_float,
     positive_int,
 )
+from kernelcast.restrictions import restriction_mask
 from kernelcast.schema import LaunchConfig
 
 log = logging.getLogger(__name__)
@@ -551,7 +552,6 @@ def cmd_tune_simulate(args: argparse.Namespace) -> int:
         load_space,
         plot_simulation,
         prior_times,
-        restriction_mask,
         simulate,
         source_label,
         space_predictions,

@@ -248,6 +248,52 @@ def test_bad_specs_one_line_exit_2_nothing_written(repo: Path, tmp_path: Path, c
     assert not out.exists()
 
 
+def test_where_selects_records_in_the_spec_and_on_the_command_line(repo: Path, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    # use_fast is not in the kernel: without a selection it is an unreferenced parameter
+    imp = plan_import([], spec=load_spec(_spec(tmp_path)), root=repo).imports[0]
+    assert imp.unreferenced == ["use_fast"] and imp.excluded == 0 and len(imp.rows) == 12
+    # the spec keeps the use_fast=0 records (6 of 12): nothing left unreferenced
+    spec = _spec(tmp_path, SPEC + "where: [use_fast == 0]\n")
+    assert load_spec(spec).where == ["use_fast == 0"]
+    imp = plan_import([], spec=load_spec(spec), root=repo).imports[0]
+    assert (len(imp.rows), imp.excluded, imp.unreferenced) == (6, 6, [])
+    assert all(r["tp_use_fast"] == 0 for r in imp.rows)
+    # the command line adds to the spec's: and of both, Kernel Tuner's restriction syntax
+    out = tmp_path / "sel"
+    code = main(["dataset", "import-kt", "--spec", str(spec), "--root", str(repo), "--out", str(out), "--json",
+                 str(repo / "caches" / "G9.json.gz"), "--where", "block_size_x * tile >= 128"])
+    assert code == 0, capsys.readouterr().err
+    info = json.loads(capsys.readouterr().out)
+    assert info["where"] == ["use_fast == 0", "block_size_x * tile >= 128"]
+    assert (info["rows"], info["records_excluded"]) == (3, 9)       # (64, 2), (128, 1), (128, 2)
+    df = read_dataset(out, resolve=False)
+    assert sorted(zip(df["tp_block_size_x"], df["tp_tile"])) == [(64, 2), (128, 1), (128, 2)]
+    assert json.loads((out / "manifest.json").read_text())["imported"][0]["records_excluded"] == 9
+
+
+@pytest.mark.parametrize("where, message", [
+    ("use_fast = 0", "not an expression"),
+    ("nonesuch == 1", "unknown parameter 'nonesuch'"),
+    ("__import__('os')", "Call is not allowed"),
+    ("tile > 5", "none of its 12 configurations satisfies 'tile > 5'"),
+])
+def test_bad_where_one_line_exit_2_nothing_written(repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                   where: str, message: str) -> None:
+    out = tmp_path / "out"
+    code = main(["dataset", "import-kt", "--spec", str(_spec(tmp_path)), "--root", str(repo), "--out", str(out),
+                 "--where", where])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and message in err, err
+    assert not out.exists()
+    # the same expression in a spec is refused when the spec is read, where it can be
+    if message == "not an expression":
+        code = main(["dataset", "import-kt", "--spec", str(_spec(tmp_path, SPEC + f"where: ['{where}']\n")),
+                     "--root", str(repo), "--out", str(out)])
+        err = capsys.readouterr().err
+        assert code == 2 and "where: restriction" in err and not out.exists()
+
+
 def test_bad_yaml_and_missing_root(repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("kernel: [unclosed\n")

@@ -12,9 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 from kernelcast.bench.tuning import Space
-from kernelcast.models.simulate import load_space, restriction_mask, simulate
+from kernelcast.models.simulate import load_space, simulate
 
 from kernelcast.errors import InputError, UsageError
+from kernelcast.restrictions import restriction_mask
 
 from .cli_run import run_here
 
