@@ -80,8 +80,8 @@ L2_BYTES_PER_CLK = 32.0
 #: the pipe each operation class runs in when the pipes run concurrently (:func:`pipe_seconds`);
 #: builtin special functions run in ``sfu``, a class not named here in ``int``. Conversions between
 #: floating point and integers run in a pipe of their own (``conv``) where the profile gives their
-#: rate (``peak_conv_gops``: 16 per clock and SM on NVIDIA GPUs of compute capability 7.0-9.0, a
-#: quarter of the INT32 rate), else in the integer pipe
+#: rate (``peak_conv_gops``: 16 per clock and SM on the NVIDIA GPUs of compute capability 7.5, 8.0
+#: and 8.6 the spec profiles describe, a quarter of their INT32 rate), else in the integer pipe
 PIPES: dict[str, str] = {
     "fp32_add": "fp32", "fp32_mul": "fp32", "fp32_fma": "fp32", "fp32_div": "fp32",
     "fp64_add": "fp64", "fp64_mul": "fp64", "fp64_fma": "fp64", "fp64_div": "fp64",
