@@ -284,3 +284,66 @@ def test_a_partial_warp_takes_a_full_warps_issue_slots():
     f = gc.compiled_features(f)
     costs = gc.item_costs(None, f, {}, np.array([640.0, 1280.0]), np.array([16.0, 20.0]))
     assert costs.seconds[0] == pytest.approx(costs.seconds[1] * 64 / 40)
+
+
+def test_conversions_run_in_a_pipe_of_their_own_where_the_profile_gives_their_rate():
+    """Float <-> integer conversions: in the integer pipe at the INT32 rate without a profile rate;
+    with ``peak_conv_gops`` (NVIDIA: 16 per clock and SM) in a pipe of their own at that rate, beside
+    the integer arithmetic."""
+    from kernelcast.models.analytical.gpu import GPUParams, pipe_seconds
+
+    p = gpu_profile()
+    p.set("peak_int32_add_gops", 640.0, "Gop/s", "test")         # 64 per clock on each of 10 units at 1 GHz
+    p.set("warp_issue_per_cu_clk", 4, "warp instructions", "test")
+    g = np.array([1.0])
+    f = {"warp_int_add": np.array([64.0]), "int_add": np.array([64.0]),
+         "warp_conv": np.array([32.0]), "conv": np.array([32.0])}
+    t = pipe_seconds(GPUParams.from_profile(p), f, g)
+    assert "conv" not in t
+    assert t["int"][0] == pytest.approx((64 + 32) / 64e9)
+    p.set("peak_conv_gops", 160.0, "Gop/s", "test")              # 16 per clock on each of 10 units
+    t = pipe_seconds(GPUParams.from_profile(p), f, g)
+    assert t["int"][0] == pytest.approx(64 / 64e9)
+    assert t["conv"][0] == pytest.approx(32 / 16e9)
+    assert t["compute"][0] == pytest.approx(32 / 16e9)
+
+
+# every trip loads two independent values: nothing in one trip waits for a load of another
+STREAM2 = """__kernel void stream2(__global const float* a, __global const float* b, __global float* o, int n) {
+  int i = get_global_id(0); float s = 0.0f;
+  for (int k = 0; k < n; k++) s += a[k * 4096 + i] * b[k * 4096 + i];
+  o[i] = s; }"""
+
+
+def test_loads_in_flight_overlap_a_warps_latency_unless_an_address_waits_for_a_load():
+    """Two load sites in a kept loop: the compiler's four copies of the body issue 8 loads before
+    their first use, and the latency floor charges each warp's accesses at 1/8 of their latency; a
+    pointer chase (an address loaded by the trip before) keeps them one at a time."""
+    from kernelcast.models.analytical.registers import loads_in_flight
+
+    assert loads_in_flight(analyze_source_text(STREAM2, "stream2")) == 8
+    assert loads_in_flight(analyze_source_text(CHASE, "chase")) == 1
+    assert loads_in_flight(analyze_source_text(COPY, "copy")) == 1
+    m = AnalyticalModel(gpu_profile())
+    n, steps = 4096, 256
+    ex = m.predict(frame(STREAM2, "stream2", [(n, 256, [buf("a", n * steps), buf("b", n * steps), buf("o", n),
+                                                        scal("n", steps)])])).explanation[0]
+    # 16 work-groups of 8 warps on 10 units: at most 2 on a unit, all resident at once (one
+    # repetition of 16 warps); each warp waits for its 2 x 256 + 1 accesses at 1/8 of the average
+    # latency, plus its share of the compute
+    lat_cycles = ex["access_latency_cycles"]
+    one_warp = ex["time_parts_us"]["compute"] * 1e-6 * CLOCK / 16
+    assert ex["time_parts_us"]["latency"] == pytest.approx((one_warp + (2 * steps + 1) * lat_cycles / 8) / CLOCK * 1e6)
+
+
+def test_the_latency_floor_adds_to_the_throughput_bound():
+    """Brent's bound of a greedy scheduler: the time is the busiest pipe or memory level plus the
+    warps' latency floor, not the larger of the two."""
+    m = AnalyticalModel(gpu_profile())
+    n = 1 << 22
+    ex = m.predict(frame(COPY, "copy", [(n, 256, [buf("a", n), buf("b", n), scal("n", n)])])).explanation[0]
+    parts = ex["time_parts_us"]
+    assert m.predict(frame(COPY, "copy", [(n, 256, [buf("a", n), buf("b", n), scal("n", n)])])).time_us[0] == \
+        pytest.approx(parts["launch"] + max(parts["compute"], parts["memory"]) + parts["latency"] + parts["sync"])
+    gc = GPUClass(gpu_profile())
+    assert gc.with_latency(np.array([3.0]), np.array([2.0]))[0] == 5.0

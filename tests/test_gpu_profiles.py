@@ -81,6 +81,12 @@ DERIVED = {
     ("mi250x-gcd", "dram_bw_gbs"): 3200 / 2,
     ("rtx-a4000", "compute_units"): 6144 / 128,
     ("rtx-a6000", "compute_units"): 10752 / 128,
+    # 16 float <-> integer conversions per clock and SM (CUDA C++ Programming Guide throughput table)
+    ("a100-pcie", "peak_conv_gops"): 16 * 108 * 1410 / 1000,
+    ("rtx-a4000", "peak_conv_gops"): 16 * 48 * 1560 / 1000,
+    ("rtx-a6000", "peak_conv_gops"): 16 * 84 * 1800 / 1000,
+    ("rtx-2080ti", "peak_conv_gops"): 16 * 68 * 1545 / 1000,
+    ("rtx-3090", "peak_conv_gops"): 16 * 82 * 1695 / 1000,
 }
 
 

@@ -43,6 +43,7 @@ from kernelcast.models.analytical.params import RATE_CLASSES, SharedParams, read
 from kernelcast.models.analytical.registers import (
     MAX_REGISTERS_PER_THREAD,
     estimated_resources,
+    loads_in_flight,
     spill_bytes_per_item,
     warps_by_registers,
 )
@@ -77,7 +78,10 @@ LSU_LANES_PER_CLK = 32.0
 #: over its 108 SMs (47)
 L2_BYTES_PER_CLK = 32.0
 #: the pipe each operation class runs in when the pipes run concurrently (:func:`pipe_seconds`);
-#: builtin special functions run in ``sfu``, a class not named here in ``int``
+#: builtin special functions run in ``sfu``, a class not named here in ``int``. Conversions between
+#: floating point and integers run in a pipe of their own (``conv``) where the profile gives their
+#: rate (``peak_conv_gops``: 16 per clock and SM on the NVIDIA GPUs of compute capability 7.5, 8.0
+#: and 8.6 the spec profiles describe, a quarter of their INT32 rate), else in the integer pipe
 PIPES: dict[str, str] = {
     "fp32_add": "fp32", "fp32_mul": "fp32", "fp32_fma": "fp32", "fp32_div": "fp32",
     "fp64_add": "fp64", "fp64_mul": "fp64", "fp64_fma": "fp64", "fp64_div": "fp64",
@@ -211,9 +215,13 @@ class GPUClass(DeviceClass):
         reported (its values win where present). They limit occupancy and spill only with
         :attr:`estimate_in_time`."""
         d = self.params
+        shape = np.shape(f["local_mem_bytes"])
+        out: dict[str, np.ndarray] = {}
+        if feats is not None and hasattr(feats, "accesses"):
+            out["loads_in_flight"] = np.full(shape, float(loads_in_flight(feats)))
         if not d.registers_per_cu or self.compile_target() or "compiled_vgprs" in f:
-            return {}
-        return estimated_resources(feats, np.shape(f["local_mem_bytes"]), d.max_registers_per_thread)
+            return out
+        return {**out, **estimated_resources(feats, shape, d.max_registers_per_thread)}
 
     def residency(self, f: Mapping[str, np.ndarray], g: np.ndarray, lsz: np.ndarray, n_wg: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray]:
@@ -306,6 +314,15 @@ class GPUClass(DeviceClass):
         if lat is None:
             return None
         return warp_latency_seconds(self.params, f, lsz, per_cu, n_wg, comp_t, lat)
+
+    def with_latency(self, body: np.ndarray, latency: np.ndarray) -> np.ndarray:
+        """The throughput bound (busiest pipe or memory level) plus the latency floor: Brent's bound
+        for a greedy scheduler, work over throughput plus the critical path. The warp schedulers
+        issue whatever warp is ready, so the resident warps' dependent chains (one warp's compute
+        and its accesses' latency per repetition of the resident set, :func:`warp_latency_seconds`)
+        add what the other warps' work does not cover; with many warps and accesses in flight the
+        floor is small next to the throughput part, with few it is most of the time."""
+        return body + latency
 
     def capped_body(self, body: np.ndarray, comp_t: np.ndarray, mem_t: np.ndarray, freq_ratio: np.ndarray,
                     n_wg: np.ndarray) -> np.ndarray:
@@ -407,6 +424,8 @@ def pipe_seconds(d: GPUParams, f: Mapping[str, np.ndarray], g: np.ndarray) -> di
         if cnt is None or (op == "sfu" and families):
             continue
         pipe = PIPES.get(op, "int")
+        if op == "conv" and "conv" in d.rates:
+            pipe = "conv"          # a unit of its own where the profile gives its rate
         pipes[pipe] = pipes.get(pipe, zero) + cnt / (d.rate(op) / cu)
         lanes = lanes + cnt
     for b in families:
@@ -433,4 +452,5 @@ def warp_latency_seconds(d: GPUParams, f: Mapping[str, np.ndarray], lsz: np.ndar
     n_warps = np.maximum(resident * warps_wg, 1.0)                    # active warps per unit
     reps = np.ceil(wg_per_cu / resident)                              # repetitions of the resident set
     comp_cycles = comp_t * clock / np.maximum(reps * n_warps, 1e-30)                 # one warp's, per repetition
-    return reps * (comp_cycles + f["warp_global_mem"] * latency_cycles) / clock
+    overlap = np.maximum(f.get("loads_in_flight", 1.0), 1.0)                          # its accesses in flight at once
+    return reps * (comp_cycles + f["warp_global_mem"] * latency_cycles / overlap) / clock

@@ -241,7 +241,7 @@ class AnalyticalModel(Predictor):
         body, comp_t, join_t = dc.body(f, lsz, per_cu, n_wg, comp_t, mem_t, busiest_s)
         latency_t = dc.latency_seconds(f, levels, lsz, per_cu, n_wg, comp_t, mem_t)
         if latency_t is not None:
-            body = np.maximum(body, latency_t)
+            body = dc.with_latency(body, latency_t)
         launch = dc.launch_seconds(n_wg, lsz)
 
         cap = power_cap_w if power_cap_w is not None else self.power_cap_w

@@ -29,7 +29,7 @@ RATE_CLASSES: dict[str, tuple[str, ...]] = {
     "int_div": ("int32_div",),
     "sfu": ("sfu", "exp", "sin", "sqrt"),
     "cmp": ("int32_add",),
-    "conv": ("int32_add",),
+    "conv": ("conv", "int32_add"),
     "branch": ("int32_add",),
 }
 
@@ -186,7 +186,7 @@ def read_shared(p: DeviceProfile, device_info: Any = None,
     if fp32 is None and fp32_fallback is not None and get("peak_fp32_fma_gops") is None:
         fp32, fp32_source = fp32_fallback[0] / 1e9, f"fp32 FMA rate ({fp32_fallback[1]})"
     for cls_ in ("fp32_add", "fp32_mul", "fp32_fma", "fp32_div", "fp64_fma", "int32_add", "int32_mul",
-                 "int32_div", "sin", "exp", "sqrt", "sfu"):
+                 "int32_div", "sin", "exp", "sqrt", "sfu", "conv"):
         v = get(f"peak_{cls_}_gops")
         if v:
             rates[cls_], sources[cls_] = v * 1e9, "profile"

@@ -88,13 +88,33 @@ def _is_constant(text: str) -> bool:
     return True
 
 
+def _loads(feats: Any) -> list[Any]:
+    return [a for a in getattr(feats, "accesses", [])
+            if a.kind == "load" and a.space in ("global", "local", "constant", "image")]
+
+
+def loads_in_flight(feats: Any) -> int:
+    """Loads a work-item has issued and not yet used, at most: each load site once, four times
+    where the kernel keeps a loop (the compiler unrolls a kept loop's body
+    :data:`KEPT_LOOP_UNROLL` times and issues the copies' loads together), at most
+    :data:`MAX_LOADS_IN_FLIGHT`; 1 where a load's address depends on loaded data the analysis
+    does not follow (``Access.indirect``: a pointer chase ``p = a[p]`` waits for each load before
+    it can issue the next). The registers that hold them are a term of :func:`register_terms`; the
+    GPU class's latency floor overlaps that many accesses of a warp."""
+    loads = _loads(feats)
+    if any(a.indirect for a in loads):
+        return 1
+    n = len(loads) * (KEPT_LOOP_UNROLL if kept_loops(feats) else 1)
+    return max(min(n, MAX_LOADS_IN_FLIGHT), 1)
+
+
 def register_terms(feats: Any) -> dict[str, int]:
     """The terms of :func:`estimate_registers` for one analysed kernel (module docstring)."""
     accesses = list(getattr(feats, "accesses", []))
     buffers = {a.arg for a in accesses if a.space == "global"}
     dims = max(int(getattr(feats, "dims", 1) or 1), 1)
     private = int(getattr(feats, "private_array_bytes", 0) or 0)
-    loads = [a for a in accesses if a.kind == "load" and a.space in ("global", "local", "constant", "image")]
+    loads = _loads(feats)
     reused = sum(1 for a in loads if a.unrolled_distinct < 1.0)
     kept = kept_loops(feats)
     in_flight = min(len(loads) * (KEPT_LOOP_UNROLL if kept else 1), MAX_LOADS_IN_FLIGHT)

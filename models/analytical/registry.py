@@ -183,6 +183,11 @@ class DeviceClass(ABC):
         body), None where the class does not model it."""
         return None
 
+    def with_latency(self, body: np.ndarray, latency: np.ndarray) -> np.ndarray:
+        """The body given the latency floor of :meth:`latency_seconds`. Default: the floor bounds
+        it from below."""
+        return np.maximum(body, latency)
+
     def capped_body(self, body: np.ndarray, comp_t: np.ndarray, mem_t: np.ndarray, freq_ratio: np.ndarray,
                     n_wg: np.ndarray) -> np.ndarray:
         """The body under a power cap that slows the clock to ``freq_ratio``: compute slows with it."""
