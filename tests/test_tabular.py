@@ -63,7 +63,7 @@ def test_table_columns_and_training_prediction_identity(dataset, profile):
     train = build_table(frame, profile)
     pred = build_table(_prediction_rows(frame), profile)
     keys = ["kernel_id", "kernel_name", "kernel_origin", "time_median_us", "energy_j"]
-    xkeys = ["xfer_problem", "xfer_config", "xfer_device"]
+    xkeys = ["xfer_problem", "xfer_config", "kernel_key", "xfer_device"]
     assert list(train.columns) == list(FEATURE_COLUMNS) + [UNRUNNABLE_COLUMN] + keys + xkeys
     assert list(pred.columns) == list(FEATURE_COLUMNS) + [UNRUNNABLE_COLUMN, "kernel_name"] + xkeys
     assert (train[UNRUNNABLE_COLUMN] == 0).all()
