@@ -118,7 +118,7 @@ def load_pairs(pairs: Sequence[Pair], rows_per_pair: int,
 
 def build_model(yardstick: Path, out: Path, analysis_dirs: Sequence[str], *, rows_per_pair: int = ROWS_PER_PAIR,
                 seed: int = 0, skip_gpus: Sequence[str] = (), skip_benchmarks: Sequence[str] = (),
-                transfer: bool = True, split: bool | None = None) -> dict[str, Any]:
+                transfer: bool = True, split: bool = True) -> dict[str, Any]:
     """Fit the bundled GPU model on every pair of the yardstick (but the GPUs and benchmarks
     skipped); write it and its card to ``out``. With ``transfer`` its configuration-transfer table
     holds every ok row of every pair (not only the sampled ones)."""
@@ -151,7 +151,7 @@ def evaluate_model(yardstick: Path, out: Path, analysis_dirs: Sequence[str], gro
                    rows_per_pair: int = ROWS_PER_PAIR, seed: int = 0, models: str = "analytical,tabular",
                    skip_gpus: Sequence[str] = (), skip_benchmarks: Sequence[str] = (),
                    device_features: bool = True, residual: bool = True, transfer: bool = True,
-                   split: bool | None = None) -> dict[str, Any]:
+                   split: bool = True) -> dict[str, Any]:
     """``kernelcast evaluate``'s grouped out-of-fold figures on the sampled yardstick; without
     ``device_features`` the tabular model is fitted without the device columns (the baseline);
     without ``transfer`` without the configuration-transfer columns. With them, each fold's
@@ -221,13 +221,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if a.cmd == "build":
             doc = build_model(ys, Path(a.out), caches, rows_per_pair=a.rows_per_pair, seed=a.seed,
                               skip_gpus=a.skip_gpu, skip_benchmarks=a.skip_benchmark,
-                              transfer=not a.no_config_transfer, split=False if a.no_level_split else None)
+                              transfer=not a.no_config_transfer, split=not a.no_level_split)
         else:
             doc = evaluate_model(ys, Path(a.out), caches, a.group_by, a.folds, rows_per_pair=a.rows_per_pair,
                                  seed=a.seed, models=a.models, skip_gpus=a.skip_gpu,
                                  skip_benchmarks=a.skip_benchmark, device_features=not a.no_device_features,
                                  residual=not a.direct, transfer=not a.no_config_transfer,
-                                 split=False if a.no_level_split else None)
+                                 split=not a.no_level_split)
     except (InputError, DataError) as e:
         print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2

@@ -25,7 +25,6 @@ from kernelcast.train.tabular import (
     merge_groups,
     pair_keys,
     pair_levels,
-    split_default,
     split_residual,
 )
 
@@ -106,12 +105,13 @@ def split_tables():
     return base, tables
 
 
-def test_split_is_the_default_with_several_devices(split_tables):
+def test_split_is_the_default_and_can_be_turned_off(split_tables):
     base, tables = split_tables
-    assert not split_default(tables["dev-a"])
-    assert split_default(pd.concat([tables["dev-a"], tables["dev-b"]], ignore_index=True))
-    one = fit_tabular(tables["dev-a"], base, seed=0, transfer=False)
+    train = pd.concat([tables["dev-a"], tables["dev-b"]], ignore_index=True)
+    assert fit_tabular(train, base, seed=0, transfer=False).heads["time"].split
+    one = fit_tabular(train, base, seed=0, transfer=False, split=False)
     assert not one.heads["time"].split and one.heads["time"].residual is not None
+    assert one.heads["time"].level is None and one.heads["time"].shape is None
 
 
 def test_levels_shape_and_an_unseen_kernel(split_tables, tmp_path):

@@ -374,7 +374,7 @@ class TabularFitter(Fitter):
 
     def __init__(self, profile: DeviceProfile | DeviceProfiles, seed: int = 0, analysis_dirs: Sequence[str] = (),
                  features: Sequence[str] | None = None, residual: bool = True, transfer: bool = True,
-                 transfer_rows: pd.DataFrame | None = None, split: bool | None = None) -> None:
+                 transfer_rows: pd.DataFrame | None = None, split: bool = True) -> None:
         self.profiles = DeviceProfiles.of(profile)
         self.profile = self.profiles.default or next(iter(self.profiles.by_device.values()))
         self.seed = seed
@@ -383,7 +383,7 @@ class TabularFitter(Fitter):
         self.residual = residual
         self.transfer = transfer
         self.transfer_rows = transfer_rows
-        #: split the residual into a level and a shape (``train.tabular.fit_tabular``; None: its default)
+        #: split the residual into a level and a shape (``train.tabular.fit_tabular``)
         self.split = split
 
     def prepare(self, frame: pd.DataFrame) -> None:

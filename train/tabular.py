@@ -165,9 +165,6 @@ SCALE_FOLDS = 3
 SCALE_GRID = tuple(float(v) for v in np.linspace(0.0, 1.0, 21))
 #: fewest rows with a valid target a head is fitted on
 MIN_ROWS = 2
-#: training rows from at least this many devices split the time residual into a level and a shape
-#: by default (:func:`split_default`; module docstring)
-SPLIT_MIN_DEVICES = 2
 
 
 def _weights(y: np.ndarray) -> np.ndarray:
@@ -307,19 +304,11 @@ def pair_levels(r: np.ndarray, kernels: np.ndarray, devices: np.ndarray) -> dict
     return out
 
 
-def split_default(table: pd.DataFrame) -> bool:
-    """Whether :func:`fit_tabular` splits the residual into a level and a shape by default: when
-    the training rows come from more than one device (:data:`SPLIT_MIN_DEVICES`)."""
-    if "xfer_device" not in table.columns:
-        return False
-    return int(table["xfer_device"].astype(str).nunique()) >= SPLIT_MIN_DEVICES
-
-
 def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target = "time", seed: int = 0,
                 params: dict[str, Any] | None = None, scale_folds: int = SCALE_FOLDS,
                 features: Sequence[str] | None = None, residual: bool = True,
                 transfer: bool = True, transfer_rows: pd.DataFrame | None = None,
-                split: bool | None = None) -> TabularPredictor:
+                split: bool = True) -> TabularPredictor:
     """Fit the heads of ``target`` on a :func:`build_table` table (module docstring).
 
     ``params`` override :data:`DEFAULT_PARAMS` (LightGBM names); ``num_boost_round`` among them sets
@@ -332,8 +321,8 @@ def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target =
     measured rows, e.g. every row of the training devices' datasets), each training row gets the
     transfer columns of the *other* devices, and the model keeps the table; with fewer than two
     devices, or no configuration measured on two, the transfer columns are left out of the features.
-    With ``split`` the time head's residual is learned as a level and a shape (module docstring);
-    ``None``: :func:`split_default`.
+    With ``split`` (the default) the time head's residual is learned as a level per (kernel,
+    device) and a shape within it (module docstring); without it as one booster.
     :class:`DataError` when the table has no usable rows for a head asked for (e.g. ``energy``
     without measured energy)."""
     if target not in ("time", "energy", "both"):
@@ -379,7 +368,7 @@ def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target =
                                    "weighting": "1/E (Zhang et al.)" if t == "energy" else "none"}
         if kernels is not None:
             summary["kernels"] = int(pd.Series(kernels[ok]).nunique())
-        do_split = t == "time" and (split_default(table) if split is None else split)
+        do_split = t == "time" and split
         if residual and has_base.sum() >= MIN_ROWS and do_split:
             r = np.log2(y[has_base] / base[has_base])
             pairs = pair_keys(table)[has_base]
