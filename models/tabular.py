@@ -97,6 +97,20 @@ second, *direct* booster of the head on ``log2(measured)`` fitted on every row; 
 training rows had no analytical value at all (energy with a profile without energy calibration) has
 only the direct booster.
 
+The time head splits the residual (``train/tabular.py``, the default; ``split=False`` fits the one
+residual booster above): the *level* of a (kernel, device) pair is the median residual of its
+training rows, the *shape* a row's residual minus its pair's level. A *shape* booster learns the
+shape (what ranks a kernel's configurations on a device, free of the levels between kernels and
+devices that dominate the raw residual), a *level* booster learns each row's pair level from the
+columns with one value per pair (:data:`LEVEL_COLUMNS`: kernel, builtin and device columns), and
+the head keeps every training pair's level. A row of a kernel the head was fitted on
+(:data:`KERNEL_KEY_COLUMN`) gets the shape plus the kernel's level on its device, or on a device
+the kernel was not measured on the mean of the level booster's and of the kernel's levels weighted
+by device similarity; a row of any other kernel gets the shape and the level booster's level each
+scaled by what inner folds over held-out kernels bore out, both 0 when the training rows hold one
+kernel group (the analytical model's prediction: nothing showed that either carries to another
+kernel).
+
 Intervals: every time prediction carries a 90 % interval from split-conformal quantiles of
 out-of-fold (OOF) residuals ``r = log2(measured / predicted)`` (:class:`IntervalCalibration`,
 computed by ``train/tabular.py`` with a grouped K-fold over the training rows): for the tabular

@@ -45,6 +45,25 @@ Zhang et al. weight a squared error in joules, ``(E_p - E_m)^2 / E_m``, to favou
 kernels; here the error is already relative (log2), so the same weights favour them more strongly
 than in their paper, hence the clipping.
 
+Level and shape (``split``, the default for the time head): the residual of a (kernel, device)
+pair's rows is its *level* (their median) plus a *shape* (the rest). The shape booster is fitted
+on the shapes, the level booster (on :data:`models.tabular.LEVEL_COLUMNS` only, so one value per
+pair) on each row's level, and the training pairs' levels are kept. A kernel the model was fitted
+on gets its own levels (on another device, the mean of the level booster's and of its levels on
+the training devices weighted by :func:`models.xfer.device_weight`); a kernel it was not gets
+``u x level + s x shape`` with ``(s, u)`` chosen on inner folds that hold out kernel groups (the
+groups of :func:`kernel_groups` merged where they share a kernel, e.g. one Kernel Tuner cache per
+device; :func:`choose_split_scales`), both 0 with a single kernel group. Why: with one booster on
+the raw residual, the L1 loss is carried by the levels between kernels and devices (on the GPU
+yardstick convolution's residuals differ by ~5 log2 between NVIDIA and AMD GPUs, a kernel's
+configurations span 1.15-10x), and a model trained on one kernel applies that kernel's level to
+another one (kernel-disjoint median APE 103 %, the analytical model 38 %). Measured
+(docs/gpu-model.md, "Level and shape"): GPU yardstick kernel-disjoint and both-disjoint median
+APE 103 / 97 % -> 38 / 38 % (the analytical model's), GPU-disjoint median pair Spearman 0.57 ->
+0.62 and 3-shot median APE 32 -> 23 % at the same median APE (23 %); CPU yardstick
+(``kernelcast evaluate --data base-ds --folds 3``) tabular MAPE 60.0 -> 50.8 %, median APE 48.0 ->
+42.5 %, top-1 68 -> 74 %, 3-shot MAPE 30.2 -> 27.7 %.
+
 Configuration transfer (:mod:`models.xfer`): when the training rows come from several devices that
 measured the same configurations, :func:`fit_tabular` builds the table of their measured times
 (plus any ``transfer_rows``), fills each training row's ``xfer_*`` columns from the *other* devices,
