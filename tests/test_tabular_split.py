@@ -184,3 +184,13 @@ def test_kernel_key_is_name_and_source():
     keys = kernel_keys(frame)
     assert keys[0] != keys[1] and keys[0] != keys[2] and keys[3] == ""
     assert kernel_keys(frame.assign(build_options="-DX=1"))[0] == keys[0]
+
+
+def test_kernel_tuner_imports_are_grouped_by_kernel():
+    from kernelcast.train.tabular import kernel_groups
+
+    # one Kernel Tuner cache per GPU, each holding both kernels: the groups are the kernels
+    g = kernel_groups(["conv", "dd", "conv"], ["ic", "id", "ic"], ["kt:A100.json.gz", "kt:A100.json.gz",
+                                                                   "kt:W6600.json.gz"])
+    assert list(g) == ["kernel:ic", "kernel:id", "kernel:ic"]
+    assert list(kernel_groups(["k"], ["i"], ["corpus/a.cl"])) == ["file:corpus/a.cl"]

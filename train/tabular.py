@@ -467,7 +467,9 @@ def kernel_groups(names: Sequence[Any] | np.ndarray, ids: Sequence[Any] | np.nda
     """The cross-validation group of each row, by the rule of evaluate's folds
     (:func:`train.split.group_key`): a synthetic kernel belongs to its template family, any other
     kernel with an origin to its source file (kernels of one file share helpers, idioms and often
-    their residual), a kernel without an origin to itself (its id, else its name). The inner folds
+    their residual), a kernel without an origin or imported from a Kernel Tuner cache (origin
+    ``kt:FILE``: the caches of several kernels share file names such as ``A100.json``, as
+    :func:`train.oof.base_group` rules) to itself (its id, else its name). The inner folds
     that choose the residual scale and calibrate the intervals and the few-shot prior hold out what
     the outer folds hold out: a kernel of a file whose siblings were trained on is easier than a new
     one, and scoring on it chooses too large a residual scale and too narrow intervals."""
@@ -476,6 +478,8 @@ def kernel_groups(names: Sequence[Any] | np.ndarray, ids: Sequence[Any] | np.nda
         origin = origins[i] if origins is not None else None
         kid = ids[i] if ids is not None else None
         kid_s = str(kid) if kid is not None and str(kid) not in ("", "nan", "None") else ""
+        if isinstance(origin, str) and origin.startswith("kt:"):
+            origin = None
         key, _ = group_key(str(name), origin if isinstance(origin, str) and origin else None, kid_s)
         out.append(key)
     return np.asarray(out, dtype=object)
