@@ -1332,7 +1332,9 @@ class TabularPredictor(Predictor):
             except (AttributeError, TypeError, ValueError):
                 raise ModelFormatError(f"{p}: head {t!r}: kernel_levels or level_devices cannot be read") from None
             heads[t] = TabularHead(t, str(h.get("base_column", BASES[t])), res, dire, dict(h.get("summary") or {}),
-                                   float(scale), tra, lvl, shp, *split_scales, k_levels, l_devs, level_index)
+                                   float(scale), tra, level=lvl, shape=shp, shape_scale=split_scales[0],
+                                   unseen_shape_scale=split_scales[1], unseen_level_scale=split_scales[2],
+                                   kernel_levels=k_levels, level_devices=l_devs, level_index=level_index)
         saved_profile = None
         try:
             saved_profile = DeviceProfile.from_dict(data.get("profile"))
