@@ -167,7 +167,10 @@ log = logging.getLogger(__name__)
 
 #: name and version of the saved format (``tabular.json``)
 FORMAT = "kernelcast-tabular"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: saved format versions this code reads (version 2 added the level/shape heads: a reader of version
+#: 1 would predict such a model with its direct booster alone, so it refuses it by the version)
+READABLE_FORMAT_VERSIONS = (1, 2)
 MODEL_FILE = "tabular.json"
 #: version of the feature table (a change of columns or of their meaning bumps it)
 TABLE_VERSION = 3
@@ -1275,9 +1278,10 @@ class TabularPredictor(Predictor):
             fmt = data.get("format") if isinstance(data, dict) else None
             raise ModelFormatError(f"{p}: not a {FORMAT} model (format {fmt!r})")
         ver = data.get("version")
-        if ver != FORMAT_VERSION or data.get("table_version") not in READABLE_TABLE_VERSIONS:
+        if ver not in READABLE_FORMAT_VERSIONS or data.get("table_version") not in READABLE_TABLE_VERSIONS:
             raise ModelFormatError(f"{p}: {FORMAT} version {ver} (table {data.get('table_version')}); this "
-                                   f"kernelcast reads version {FORMAT_VERSION} (table {TABLE_VERSION}): retrain it "
+                                   f"kernelcast reads versions {READABLE_FORMAT_VERSIONS[0]}-{FORMAT_VERSION} "
+                                   f"(table {TABLE_VERSION}): retrain it "
                                    f"with 'kernelcast train --kind tabular'")
         features = data.get("features")
         heads_d = data.get("heads")

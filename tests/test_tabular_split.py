@@ -167,6 +167,14 @@ def test_levels_shape_and_an_unseen_kernel(split_tables, tmp_path):
         np.testing.assert_array_equal(loaded.predict_table(t).time_us, model.predict_table(t).time_us)
     data = json.loads((tmp_path / "m" / MODEL_FILE).read_text())
     assert set(data["heads"]["time"]) >= {"level", "shape", "kernel_levels", "level_devices", "unseen_level_scale"}
+    # format 2: a reader of format 1 would predict the split head with its direct booster alone
+    assert data["version"] == 2
+    one = fit_tabular(train, base, seed=0, transfer=False, split=False)
+    one.save(tmp_path / "v1")
+    v1 = json.loads((tmp_path / "v1" / MODEL_FILE).read_text())
+    (tmp_path / "v1" / MODEL_FILE).write_text(json.dumps({**v1, "version": 1}))
+    np.testing.assert_array_equal(TabularPredictor.load(tmp_path / "v1").predict_table(own).time_us,
+                                  one.predict_table(own).time_us)
     bad = json.loads(json.dumps(data))
     bad["heads"]["time"]["unseen_level_scale"] = 2.0
     (tmp_path / "m" / MODEL_FILE).write_text(json.dumps(bad))
