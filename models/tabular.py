@@ -1213,7 +1213,8 @@ class TabularPredictor(Predictor):
                 else np.full(len(table), np.nan)
             rel = table["xfer_rel"].to_numpy(dtype=np.float64) if head.transfer is not None else None
             known = own = None
-            if head.split and KERNEL_KEY_COLUMN in table.columns and "xfer_device" in table.columns:
+            if head.split and KERNEL_KEY_COLUMN in table.columns and "xfer_device" in table.columns \
+                    and table[KERNEL_KEY_COLUMN].astype(str).isin(list(head.kernel_levels)).any():
                 devcols = table[list(DEVICE_COLUMNS)].to_dict("records")
                 known, own = head.known_levels(table[KERNEL_KEY_COLUMN].astype(str).tolist(),
                                                table["xfer_device"].astype(str).tolist(), devcols)

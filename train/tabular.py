@@ -59,7 +59,7 @@ yardstick convolution's residuals differ by ~5 log2 between NVIDIA and AMD GPUs,
 configurations span 1.15-10x), and a model trained on one kernel applies that kernel's level to
 another one (kernel-disjoint median APE 103 %, the analytical model 38 %). Measured
 (docs/gpu-model.md, "Level and shape"): GPU yardstick kernel-disjoint and both-disjoint median
-APE 103 / 97 % -> 38 / 38 % (the analytical model's), GPU-disjoint median pair Spearman 0.57 ->
+APE 103 / 97 % -> 39 / 39 % (the source-only analytical model's), GPU-disjoint median pair Spearman 0.57 ->
 0.62 and 3-shot median APE 32 -> 23 % at the same median APE (23 %); CPU yardstick
 (``kernelcast evaluate --data base-ds --folds 3``) tabular MAPE 60.0 -> 50.8 %, median APE 48.0 ->
 42.5 %, top-1 68 -> 74 %, 3-shot MAPE 30.2 -> 27.7 %.
@@ -243,11 +243,7 @@ def pair_keys(table: pd.DataFrame) -> np.ndarray:
 
 def pair_medians(v: np.ndarray, pairs: np.ndarray) -> np.ndarray:
     """Each row's median of ``v`` over the rows of its pair."""
-    out = np.empty(len(v))
-    s = pd.Series(v)
-    med = s.groupby(pairs).transform("median").to_numpy(dtype=np.float64)
-    out[:] = med
-    return out
+    return pd.Series(v).groupby(pairs).transform("median").to_numpy(dtype=np.float64)
 
 
 def split_residual(r: np.ndarray, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
