@@ -118,7 +118,7 @@ def load_pairs(pairs: Sequence[Pair], rows_per_pair: int,
 
 def build_model(yardstick: Path, out: Path, analysis_dirs: Sequence[str], *, rows_per_pair: int = ROWS_PER_PAIR,
                 seed: int = 0, skip_gpus: Sequence[str] = (), skip_benchmarks: Sequence[str] = (),
-                transfer: bool = True) -> dict[str, Any]:
+                transfer: bool = True, split: bool = True) -> dict[str, Any]:
     """Fit the bundled GPU model on every pair of the yardstick (but the GPUs and benchmarks
     skipped); write it and its card to ``out``. With ``transfer`` its configuration-transfer table
     holds every ok row of every pair (not only the sampled ones)."""
@@ -127,7 +127,7 @@ def build_model(yardstick: Path, out: Path, analysis_dirs: Sequence[str], *, row
     frame, profiles, ref = load_pairs(pairs, rows_per_pair, seed)
     table = device_tables(frame, profiles, analysis_dirs)
     first = profiles.by_device[pairs[0].gpu]
-    model = fit_tabular(table, first, target="time", seed=seed, transfer=transfer, transfer_rows=ref)
+    model = fit_tabular(table, first, target="time", seed=seed, transfer=transfer, transfer_rows=ref, split=split)
     model.summary["devices"] = sorted(profiles.by_device)
     model.summary["device_profiles"] = {g: GPU_PROFILES[g] for g in sorted(profiles.by_device)}
     model.save(out)
@@ -140,6 +140,7 @@ def build_model(yardstick: Path, out: Path, analysis_dirs: Sequence[str], *, row
                    "rows": p.sampled} for p in pairs],
         "rows_with_analytical": int(np.isfinite(table["analytical_us"]).sum()),
         "config_transfer": model.summary.get("config_transfer"),
+        "level_shape_split": model.heads["time"].split,
         "seconds": round(time.perf_counter() - t0, 1),
     }
     (out / CARD_FILE).write_text(json.dumps(card, indent=1) + "\n", encoding="utf-8")
@@ -149,7 +150,8 @@ def build_model(yardstick: Path, out: Path, analysis_dirs: Sequence[str], *, row
 def evaluate_model(yardstick: Path, out: Path, analysis_dirs: Sequence[str], group_by: str, folds: int, *,
                    rows_per_pair: int = ROWS_PER_PAIR, seed: int = 0, models: str = "analytical,tabular",
                    skip_gpus: Sequence[str] = (), skip_benchmarks: Sequence[str] = (),
-                   device_features: bool = True, residual: bool = True, transfer: bool = True) -> dict[str, Any]:
+                   device_features: bool = True, residual: bool = True, transfer: bool = True,
+                   split: bool = True) -> dict[str, Any]:
     """``kernelcast evaluate``'s grouped out-of-fold figures on the sampled yardstick; without
     ``device_features`` the tabular model is fitted without the device columns (the baseline);
     without ``transfer`` without the configuration-transfer columns. With them, each fold's
@@ -165,7 +167,7 @@ def evaluate_model(yardstick: Path, out: Path, analysis_dirs: Sequence[str], gro
         feats = None if device_features else \
             [c for c in FEATURE_COLUMNS if c not in DEVICE_COLUMNS + DEVICE_RATIO_COLUMNS + XFER_COLUMNS]
         fitters["tabular"] = TabularFitter(profiles, seed, tuple(analysis_dirs), feats, residual, transfer,
-                                           ref if transfer else None)
+                                           ref if transfer else None, split)
     ev = evaluate_frame(frame, profiles, opts, fitters=fitters, progress=lambda m: log.info("%s", m))
     out.mkdir(parents=True, exist_ok=True)
     ev.metrics["sampling"] = {"rows_per_pair": rows_per_pair, "seed": seed,
@@ -199,6 +201,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                            help="fit the tabular model on log2(measured) alone, not on the analytical residual")
             p.add_argument("--no-device-features", action="store_true",
                            help="fit the tabular model without the device columns (the baseline)")
+        p.add_argument("--no-level-split", action="store_true",
+                       help="fit the tabular model's residual as one booster, not as a level per (kernel, GPU) "
+                            "and a shape within it")
         p.add_argument("--no-config-transfer", action="store_true",
                        help="fit the tabular model without the configuration-transfer columns (the same "
                             "configuration's times on the other GPUs)")
@@ -216,12 +221,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if a.cmd == "build":
             doc = build_model(ys, Path(a.out), caches, rows_per_pair=a.rows_per_pair, seed=a.seed,
                               skip_gpus=a.skip_gpu, skip_benchmarks=a.skip_benchmark,
-                              transfer=not a.no_config_transfer)
+                              transfer=not a.no_config_transfer, split=not a.no_level_split)
         else:
             doc = evaluate_model(ys, Path(a.out), caches, a.group_by, a.folds, rows_per_pair=a.rows_per_pair,
                                  seed=a.seed, models=a.models, skip_gpus=a.skip_gpu,
                                  skip_benchmarks=a.skip_benchmark, device_features=not a.no_device_features,
-                                 residual=not a.direct, transfer=not a.no_config_transfer)
+                                 residual=not a.direct, transfer=not a.no_config_transfer,
+                                 split=not a.no_level_split)
     except (InputError, DataError) as e:
         print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2

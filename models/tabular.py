@@ -97,6 +97,20 @@ second, *direct* booster of the head on ``log2(measured)`` fitted on every row; 
 training rows had no analytical value at all (energy with a profile without energy calibration) has
 only the direct booster.
 
+The time head splits the residual (``train/tabular.py``, the default; ``split=False`` fits the one
+residual booster above): the *level* of a (kernel, device) pair is the median residual of its
+training rows, the *shape* a row's residual minus its pair's level. A *shape* booster learns the
+shape (what ranks a kernel's configurations on a device, free of the levels between kernels and
+devices that dominate the raw residual), a *level* booster learns each row's pair level from the
+columns with one value per pair (:data:`LEVEL_COLUMNS`: kernel, builtin and device columns), and
+the head keeps every training pair's level. A row of a kernel the head was fitted on
+(:data:`KERNEL_KEY_COLUMN`) gets the shape plus the kernel's level on its device, or on a device
+the kernel was not measured on the mean of the level booster's and of the kernel's levels weighted
+by device similarity; a row of any other kernel gets the shape and the level booster's level each
+scaled by what inner folds over held-out kernels bore out, both 0 when the training rows hold one
+kernel group (the analytical model's prediction: nothing showed that either carries to another
+kernel).
+
 Intervals: every time prediction carries a 90 % interval from split-conformal quantiles of
 out-of-fold (OOF) residuals ``r = log2(measured / predicted)`` (:class:`IntervalCalibration`,
 computed by ``train/tabular.py`` with a grouped K-fold over the training rows): for the tabular
@@ -118,6 +132,7 @@ and predict without them.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -136,7 +151,7 @@ from kernelcast.models.analytical import AnalyticalModel, config_env, stack_envs
 from kernelcast.models.base import Predictions, Predictor
 from kernelcast.models.fewshot import DEFAULT_SHRINK_PRIOR, ShapePrior
 from kernelcast.models.static import analyze_source
-from kernelcast.models.xfer import XFER_COLUMNS, XFER_FILE, XFER_KEY_COLUMNS, XferTable, xfer_keys
+from kernelcast.models.xfer import XFER_COLUMNS, XFER_FILE, XFER_KEY_COLUMNS, XferTable, device_weight, xfer_keys
 
 from kernelcast.columns import decode_args, decode_counts, decode_sizes
 from kernelcast.cuda import looks_like_cuda
@@ -152,7 +167,10 @@ log = logging.getLogger(__name__)
 
 #: name and version of the saved format (``tabular.json``)
 FORMAT = "kernelcast-tabular"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: saved format versions this code reads (version 2 added the level/shape heads: a reader of version
+#: 1 would predict such a model with its direct booster alone, so it refuses it by the version)
+READABLE_FORMAT_VERSIONS = (1, 2)
 MODEL_FILE = "tabular.json"
 #: version of the feature table (a change of columns or of their meaning bumps it)
 TABLE_VERSION = 3
@@ -163,6 +181,9 @@ READABLE_TABLE_VERSIONS = (2, 3)
 #: the columns that name a row's kernel (``kernel_origin``: its corpus origin, e.g. the source file,
 #: which decides its cross-validation group) and are carried into the table when the frame has them
 KEY_COLUMNS = ("kernel_id", "kernel_name", "kernel_origin")
+#: the key of a row's kernel in a table (its name and source; :func:`kernel_keys`): a model split
+#: into level and shape (:class:`TabularHead`) gives the learned level only to a kernel it was fitted on
+KERNEL_KEY_COLUMN = "kernel_key"
 #: target column of each head, and the analytical column its residual is taken against
 TARGETS: dict[str, str] = {"time": "time_median_us", "energy": "energy_j"}
 BASES: dict[str, str] = {"time": "analytical_us", "energy": "analytical_energy_j"}
@@ -232,6 +253,8 @@ DEVICE_COLUMNS = ("dev_class", "dev_vendor", "dev_compute_units", "dev_warp_size
                   "dev_peak_fp32_gflops", "dev_peak_fp64_gflops", "dev_dram_bw_gbs", "dev_l2_bytes",
                   "dev_local_mem_per_cu_bytes", "dev_max_threads_per_cu", "dev_max_wg_per_cu", "dev_registers_per_cu",
                   "dev_tdp_w", "dev_log2_fp32_per_byte", "dev_cache_level0_bytes")
+#: the columns with one value per (kernel, device) pair, which the level booster of a split head reads
+LEVEL_COLUMNS = KERNEL_COLUMNS + BUILTIN_COLUMNS + DEVICE_COLUMNS
 #: the launch relative to the device (:func:`device_ratio_columns`)
 DEVICE_RATIO_COLUMNS = ("warps_per_wg", "lane_fill", "wg_threads_per_cu_max", "fill_threads", "waves_threads",
                         "log2_ws_over_l2", "local_mem_over_cu", "n_wg_per_cu_max")
@@ -708,6 +731,7 @@ def build_table(frame: pd.DataFrame, profile: DeviceProfile,
     table = pd.DataFrame(cols, index=frame.index)
     extra = {c: frame[c].to_numpy() for c in KEY_COLUMNS + tuple(TARGETS.values()) if c in frame.columns}
     extra["xfer_problem"], extra["xfer_config"] = xfer_keys(frame)
+    extra[KERNEL_KEY_COLUMN] = kernel_keys(frame)
     extra["xfer_device"] = np.full(n, profile.device.name, dtype=object)
     for c in TARGETS.values():
         if c in extra:
@@ -715,6 +739,25 @@ def build_table(frame: pd.DataFrame, profile: DeviceProfile,
     if extra:
         table = pd.concat([table, pd.DataFrame(extra, index=frame.index)], axis=1)
     return table
+
+
+def kernel_keys(frame: pd.DataFrame) -> np.ndarray:
+    """The key of every row's kernel: a hash of its name and source (``""`` without either), the same
+    for a dataset row and a prediction row of the same kernel, whatever its build options."""
+    n = len(frame)
+    src = frame["source"].tolist() if "source" in frame.columns else [None] * n
+    names = frame["kernel_name"].tolist() if "kernel_name" in frame.columns else [None] * n
+    memo: dict[tuple[str, str], str] = {}
+    out = []
+    for s, name in zip(src, names):
+        if not isinstance(s, str) or not isinstance(name, str) or not s or not name:
+            out.append("")
+            continue
+        k = memo.get((s, name))
+        if k is None:
+            k = memo[(s, name)] = hashlib.sha1(f"{name}\0{s}".encode("utf-8", "replace")).hexdigest()[:20]
+        out.append(k)
+    return np.asarray(out, dtype=object)
 
 
 def transfer_rows(frame: pd.DataFrame, profile: DeviceProfile) -> pd.DataFrame:
@@ -973,15 +1016,95 @@ class TabularHead:
     #: every feature; the residual and direct boosters read all but the transfer columns (the
     #: model's features but its last ones, the transfer columns, when it has them)
     transfer: lgb.Booster | None = None
+    #: the residual split into a *level* and a *shape* (``train/tabular.py``): the level of a
+    #: (kernel, device) pair is the median residual of its training rows, the shape the residual
+    #: minus it (what ranks a kernel's configurations on a device). A split head has the ``shape``
+    #: booster (on the shape), the ``level`` booster (on each row's pair level: a pooled level from
+    #: the features), and the levels of its training pairs (``kernel_levels``: kernel key ->
+    #: device -> level; ``level_devices``: the device columns of each device). A row of a kernel it
+    #: was fitted on gets ``shape_scale x shape`` plus the kernel's level on the row's device, or,
+    #: on another device, the mean (in log2) of the level booster's and of the kernel's levels on
+    #: the training devices weighted by device similarity (:func:`models.xfer.device_weight`); a
+    #: row of any other kernel gets
+    #: ``unseen_shape_scale x shape + unseen_level_scale x level``: both scales chosen on inner
+    #: folds over held-out kernels, 0 when the training rows hold one kernel group (nothing showed
+    #: that either carries to another kernel), so such a kernel gets the analytical model's
+    #: prediction
+    level: lgb.Booster | None = None
+    shape: lgb.Booster | None = None
+    shape_scale: float = 1.0
+    unseen_shape_scale: float = 0.0
+    unseen_level_scale: float = 0.0
+    kernel_levels: dict[str, dict[str, float]] = field(default_factory=dict)
+    level_devices: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: which of the residual boosters' features the ``level`` booster reads (:data:`LEVEL_COLUMNS`
+    #: among them, in order): columns with one value per kernel and device, so that its prediction
+    #: is one level per pair, as its target is
+    level_index: tuple[int, ...] = ()
+
+    @property
+    def split(self) -> bool:
+        """Whether the residual is predicted as a level and a shape."""
+        return self.level is not None and self.shape is not None
+
+    def known_levels(self, kernels: Sequence[str], devices: Sequence[str],
+                     device_cols: Sequence[Mapping[str, float]]) -> tuple[np.ndarray, np.ndarray]:
+        """The level of each row's kernel on its device (NaN for a kernel the head was not fitted
+        on): its own level where the device is among the kernel's training devices, else the mean of
+        its levels weighted by :func:`models.xfer.device_weight` between the row's device columns
+        and each training device's; and which rows had their own device's level."""
+        out = np.full(len(kernels), np.nan)
+        own = np.zeros(len(kernels), dtype=bool)
+        memo: dict[tuple[str, str], float] = {}
+        for i, (k, d) in enumerate(zip(kernels, devices)):
+            levels = self.kernel_levels.get(str(k))
+            if not levels:
+                continue
+            key = (str(k), str(d))
+            if key not in memo:
+                if str(d) in levels:
+                    memo[key] = levels[str(d)]
+                else:
+                    w = np.array([device_weight(device_cols[i], self.level_devices.get(e, {})) for e in levels])
+                    v = np.array(list(levels.values()))
+                    memo[key] = float(np.sum(w * v) / np.sum(w))
+            out[i] = memo[key]
+            own[i] = str(d) in levels
+        return out, own
+
+    def residual_log2(self, xb: np.ndarray, known: np.ndarray | None = None,
+                      own: np.ndarray | None = None) -> np.ndarray:
+        """The predicted ``log2(measured / base)`` of the rows of ``xb`` (the features the
+        residual boosters read), as :meth:`predict` applies it. A split head: ``known`` are the
+        rows' :meth:`known_levels` (NaN or absent: a kernel it was not fitted on), ``own`` which of
+        them are the kernel's level on the row's own device (absent: all). A known level on another
+        device is averaged with the level booster's (the kernel's levels on similar devices and the
+        level the device columns give, in log2)."""
+        if self.split:
+            assert self.level is not None and self.shape is not None
+            sh = np.asarray(self.shape.predict(xb), dtype=np.float64)
+            kn = np.full(len(xb), np.nan) if known is None else np.asarray(known, dtype=np.float64)
+            seen = np.isfinite(kn)
+            lv = np.asarray(self.level.predict(xb[:, list(self.level_index)]), dtype=np.float64)
+            out = self.unseen_shape_scale * sh + self.unseen_level_scale * lv
+            out[seen] = self.shape_scale * sh[seen] + kn[seen]
+            if own is not None:
+                other = seen & ~np.asarray(own, dtype=bool)
+                out[other] = self.shape_scale * sh[other] + 0.5 * (kn[other] + lv[other])
+            return out
+        assert self.residual is not None
+        return self.residual_scale * np.asarray(self.residual.predict(xb), dtype=np.float64)
 
     def predict(self, x: np.ndarray, base: np.ndarray, rel: np.ndarray | None = None,
-                n_base: int | None = None) -> np.ndarray:
+                n_base: int | None = None, known: np.ndarray | None = None,
+                own: np.ndarray | None = None) -> np.ndarray:
         """Predictions in the target's unit (us or J), NaN where no booster applies. ``x``: the
         matrix of the model's features, of which the residual and direct boosters read the first
         ``n_base`` (default all); ``rel``: the rows' ``xfer_rel``. A row with a transfer
         value gets the geometric mean of the transfer path (``2**(xfer_rel + transfer)``) and the
         residual path (the direct booster's where the analytical model has no value); any other
-        row the residual (or direct) path alone."""
+        row the residual (or direct) path alone. ``known``, ``own``: a split head's
+        :meth:`known_levels` of the rows."""
         out = np.full(len(base), np.nan)
         xb = x if n_base is None else x[:, :n_base]
         xf = np.zeros(len(base), dtype=bool)
@@ -990,12 +1113,14 @@ class TabularHead:
             if xf.any():
                 out[xf] = np.exp2(rel[xf] + np.asarray(self.transfer.predict(x[xf]), dtype=np.float64))
         ok = np.isfinite(base) & (base > 0)
-        if self.residual is not None and ok.any():
-            r = np.asarray(self.residual.predict(xb[ok]), dtype=np.float64)
-            res = base[ok] * np.exp2(self.residual_scale * r)
+        has_residual = self.residual is not None or self.split
+        if has_residual and ok.any():
+            r = self.residual_log2(xb[ok], None if known is None else np.asarray(known, dtype=np.float64)[ok],
+                                   None if own is None else np.asarray(own, dtype=bool)[ok])
+            res = base[ok] * np.exp2(r)
             both = xf[ok]
             out[ok] = np.where(both, np.sqrt(np.where(both, out[ok], 1.0) * res), res)
-        rest = ~ok if self.residual is not None else np.ones(len(base), dtype=bool)
+        rest = ~ok if has_residual else np.ones(len(base), dtype=bool)
         if self.direct is not None and rest.any():
             d = np.exp2(np.asarray(self.direct.predict(xb[rest]), dtype=np.float64))
             both = xf[rest]
@@ -1087,7 +1212,13 @@ class TabularPredictor(Predictor):
             base = table[head.base].to_numpy(dtype=np.float64) if head.base in table.columns \
                 else np.full(len(table), np.nan)
             rel = table["xfer_rel"].to_numpy(dtype=np.float64) if head.transfer is not None else None
-            out[t] = head.predict(x, base, rel, self.n_base)
+            known = own = None
+            if head.split and KERNEL_KEY_COLUMN in table.columns and "xfer_device" in table.columns \
+                    and table[KERNEL_KEY_COLUMN].astype(str).isin(list(head.kernel_levels)).any():
+                devcols = table[list(DEVICE_COLUMNS)].to_dict("records")
+                known, own = head.known_levels(table[KERNEL_KEY_COLUMN].astype(str).tolist(),
+                                               table["xfer_device"].astype(str).tolist(), devcols)
+            out[t] = head.predict(x, base, rel, self.n_base, known, own)
             if UNRUNNABLE_COLUMN in table.columns:
                 out[t] = np.where(table[UNRUNNABLE_COLUMN].to_numpy(dtype=np.float64) > 0, np.nan, out[t])
         return Predictions(out["time"], out["energy"])
@@ -1102,6 +1233,13 @@ class TabularPredictor(Predictor):
                         "residual": None if h.residual is None else h.residual.model_to_string(),
                         "direct": None if h.direct is None else h.direct.model_to_string(),
                         "transfer": None if h.transfer is None else h.transfer.model_to_string()}
+            if h.split:
+                assert h.level is not None and h.shape is not None
+                heads[t].update(level=h.level.model_to_string(), shape=h.shape.model_to_string(),
+                                shape_scale=h.shape_scale, unseen_shape_scale=h.unseen_shape_scale,
+                                unseen_level_scale=h.unseen_level_scale, kernel_levels=h.kernel_levels,
+                                level_devices={d: {c: _num(v) for c, v in cols.items()}
+                                               for d, cols in h.level_devices.items()})
         out = {"format": FORMAT, "version": FORMAT_VERSION, "table_version": TABLE_VERSION,
                "features": self.features, "categorical": [c for c in CATEGORICAL_COLUMNS if c in self.features],
                "targets": self.targets, "summary": self.summary, "profile": self.profile.to_dict(), "heads": heads}
@@ -1141,9 +1279,10 @@ class TabularPredictor(Predictor):
             fmt = data.get("format") if isinstance(data, dict) else None
             raise ModelFormatError(f"{p}: not a {FORMAT} model (format {fmt!r})")
         ver = data.get("version")
-        if ver != FORMAT_VERSION or data.get("table_version") not in READABLE_TABLE_VERSIONS:
+        if ver not in READABLE_FORMAT_VERSIONS or data.get("table_version") not in READABLE_TABLE_VERSIONS:
             raise ModelFormatError(f"{p}: {FORMAT} version {ver} (table {data.get('table_version')}); this "
-                                   f"kernelcast reads version {FORMAT_VERSION} (table {TABLE_VERSION}): retrain it "
+                                   f"kernelcast reads versions {READABLE_FORMAT_VERSIONS[0]}-{FORMAT_VERSION} "
+                                   f"(table {TABLE_VERSION}): retrain it "
                                    f"with 'kernelcast train --kind tabular'")
         features = data.get("features")
         heads_d = data.get("heads")
@@ -1159,22 +1298,48 @@ class TabularPredictor(Predictor):
             res = None if h.get("residual") is None else _booster_from_string(h["residual"], f"{p}: {t} residual")
             dire = None if h.get("direct") is None else _booster_from_string(h["direct"], f"{p}: {t} direct")
             tra = None if h.get("transfer") is None else _booster_from_string(h["transfer"], f"{p}: {t} transfer")
-            if res is None and dire is None:
+            lvl = None if h.get("level") is None else _booster_from_string(h["level"], f"{p}: {t} level")
+            shp = None if h.get("shape") is None else _booster_from_string(h["shape"], f"{p}: {t} shape")
+            if (lvl is None) != (shp is None):
+                raise ModelFormatError(f"{p}: head {t!r} has a level booster without a shape booster or the reverse")
+            if res is None and dire is None and lvl is None:
                 raise ModelFormatError(f"{p}: head {t!r} has no booster")
             if tra is not None and "xfer_rel" not in features:
                 raise ModelFormatError(f"{p}: head {t!r} has a transfer booster and the model no xfer_rel feature")
             n_base = len([f for f in features if f not in XFER_COLUMNS])
             if features[n_base:] and features[n_base:] != list(XFER_COLUMNS):
                 raise ModelFormatError(f"{p}: the transfer columns are not the model's last features")
-            for b, n in ((res, n_base), (dire, n_base), (tra, len(features))):
+            level_index: tuple[int, ...] = ()
+            if lvl is not None:
+                names = list(lvl.feature_name())
+                if any(c not in features[:n_base] for c in names):
+                    raise ModelFormatError(f"{p}: head {t!r}: the level booster reads features the model does not list")
+                level_index = tuple(features.index(c) for c in names)
+            for b, n in ((res, n_base), (dire, n_base), (lvl, len(level_index)), (shp, n_base),
+                         (tra, len(features))):
                 if b is not None and b.num_feature() != n:
                     raise ModelFormatError(f"{p}: head {t!r} has a booster of {b.num_feature()} features, the model "
                                            f"lists {n}")
             scale = h.get("residual_scale", 1.0)
             if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0.0 <= scale <= 1.0:
                 raise ModelFormatError(f"{p}: head {t!r}: residual_scale {scale!r} is not a number in [0, 1]")
+            split_scales = []
+            for key, default in (("shape_scale", 1.0), ("unseen_shape_scale", 0.0), ("unseen_level_scale", 0.0)):
+                v = h.get(key, default)
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
+                    raise ModelFormatError(f"{p}: head {t!r}: {key} {v!r} is not a number in [0, 1]")
+                split_scales.append(float(v))
+            try:
+                k_levels = {str(k): {str(d): float(v) for d, v in dv.items()}
+                            for k, dv in (h.get("kernel_levels") or {}).items()}
+                l_devs = {str(d): {str(c): _unnum(v, math.nan) for c, v in cols.items()}
+                          for d, cols in (h.get("level_devices") or {}).items()}
+            except (AttributeError, TypeError, ValueError):
+                raise ModelFormatError(f"{p}: head {t!r}: kernel_levels or level_devices cannot be read") from None
             heads[t] = TabularHead(t, str(h.get("base_column", BASES[t])), res, dire, dict(h.get("summary") or {}),
-                                   float(scale), tra)
+                                   float(scale), tra, level=lvl, shape=shp, shape_scale=split_scales[0],
+                                   unseen_shape_scale=split_scales[1], unseen_level_scale=split_scales[2],
+                                   kernel_levels=k_levels, level_devices=l_devs, level_index=level_index)
         saved_profile = None
         try:
             saved_profile = DeviceProfile.from_dict(data.get("profile"))

@@ -63,7 +63,7 @@ def test_table_columns_and_training_prediction_identity(dataset, profile):
     train = build_table(frame, profile)
     pred = build_table(_prediction_rows(frame), profile)
     keys = ["kernel_id", "kernel_name", "kernel_origin", "time_median_us", "energy_j"]
-    xkeys = ["xfer_problem", "xfer_config", "xfer_device"]
+    xkeys = ["xfer_problem", "xfer_config", "kernel_key", "xfer_device"]
     assert list(train.columns) == list(FEATURE_COLUMNS) + [UNRUNNABLE_COLUMN] + keys + xkeys
     assert list(pred.columns) == list(FEATURE_COLUMNS) + [UNRUNNABLE_COLUMN, "kernel_name"] + xkeys
     assert (train[UNRUNNABLE_COLUMN] == 0).all()
@@ -148,7 +148,9 @@ def _known_answer_table(profile, seed: int) -> pd.DataFrame:
 
 def test_known_answer_is_recovered(profile):
     train, test = _known_answer_table(profile, 0), _known_answer_table(profile, 7)
-    model = fit_tabular(train, profile, target="both", seed=0)
+    # one booster on the residual (not split into a level and a shape: the test rows' kernels are
+    # new, and a split model gives a new kernel of a single kernel group the analytical level)
+    model = fit_tabular(train, profile, target="both", seed=0, split=False)
     assert model.targets == ["time", "energy"]
     assert model.heads["time"].residual is not None
     assert model.heads["energy"].residual is None      # the profile has no energy calibration: direct head
@@ -159,7 +161,7 @@ def test_known_answer_is_recovered(profile):
     err_t = np.abs(np.log2(p.time_us / test["time_median_us"]))
     assert np.median(err_t) < 0.01 and np.percentile(err_t, 90) < 0.15 and err_t.max() < 1.0
     # with exact thresholds the step is recovered on every row
-    exact = fit_tabular(train, profile, target="time", seed=0, params={"extra_trees": False})
+    exact = fit_tabular(train, profile, target="time", seed=0, params={"extra_trees": False}, split=False)
     np.testing.assert_allclose(np.log2(exact.predict_table(test).time_us / test["time_median_us"]), 0.0, atol=0.1)
     # the 1/E weights slow the energy head's convergence on the heavy-energy rows a little
     err = np.abs(np.log2(p.energy_j / test["energy_j"]))
@@ -171,9 +173,12 @@ def test_known_answer_is_recovered(profile):
 
 def test_fit_is_deterministic_for_a_seed(profile):
     table = _known_answer_table(profile, 0)
-    a = fit_tabular(table, profile, seed=3).heads["time"].residual.model_to_string()
-    b = fit_tabular(table, profile, seed=3).heads["time"].residual.model_to_string()
+    a = fit_tabular(table, profile, seed=3, split=False).heads["time"].residual.model_to_string()
+    b = fit_tabular(table, profile, seed=3, split=False).heads["time"].residual.model_to_string()
     assert a == b
+    sa, sb = (fit_tabular(table, profile, seed=3).heads["time"] for _ in range(2))
+    assert sa.shape.model_to_string() == sb.shape.model_to_string()
+    assert sa.level.model_to_string() == sb.level.model_to_string()
 
 
 def test_energy_head_needs_energy(profile):
@@ -184,7 +189,7 @@ def test_energy_head_needs_energy(profile):
 
 def test_save_load_round_trip(tmp_path, profile):
     table = _known_answer_table(profile, 0)
-    model = fit_tabular(table, profile, target="both", seed=0)
+    model = fit_tabular(table, profile, target="both", seed=0, split=False)
     model.save(tmp_path / "m")
     data = json.loads((tmp_path / "m" / MODEL_FILE).read_text())
     # one device: no configuration-transfer columns (models/xfer.py), every other feature
@@ -328,7 +333,7 @@ def test_residual_scale_is_one_for_a_learnable_residual_and_near_zero_for_noise(
 
 def test_residual_scale_is_saved_applied_and_checked(tmp_path, profile):
     table = _known_answer_table(profile, 0)
-    model = fit_tabular(table, profile, seed=0)
+    model = fit_tabular(table, profile, seed=0, split=False)
     head = model.heads["time"]
     assert 0.0 <= head.residual_scale <= 1.0 and head.summary["residual_scale"]["scale"] == head.residual_scale
     head.residual_scale = 0.0                     # no residual: the analytical prediction itself

@@ -374,7 +374,7 @@ class TabularFitter(Fitter):
 
     def __init__(self, profile: DeviceProfile | DeviceProfiles, seed: int = 0, analysis_dirs: Sequence[str] = (),
                  features: Sequence[str] | None = None, residual: bool = True, transfer: bool = True,
-                 transfer_rows: pd.DataFrame | None = None) -> None:
+                 transfer_rows: pd.DataFrame | None = None, split: bool = True) -> None:
         self.profiles = DeviceProfiles.of(profile)
         self.profile = self.profiles.default or next(iter(self.profiles.by_device.values()))
         self.seed = seed
@@ -383,6 +383,8 @@ class TabularFitter(Fitter):
         self.residual = residual
         self.transfer = transfer
         self.transfer_rows = transfer_rows
+        #: split the residual into a level and a shape (``train.tabular.fit_tabular``)
+        self.split = split
 
     def prepare(self, frame: pd.DataFrame) -> None:
         self.table = device_tables(frame, self.profiles, self.analysis_dirs)
@@ -395,7 +397,7 @@ class TabularFitter(Fitter):
             keep = ref["xfer_device"].isin(set(tr["xfer_device"])) & ref["xfer_problem"].isin(set(tr["xfer_problem"]))
             extra = ref.loc[keep.to_numpy()]
         model = fit_tabular(tr, self.profile, target="time", seed=self.seed, features=self.features,
-                            residual=self.residual, transfer=self.transfer, transfer_rows=extra)
+                            residual=self.residual, transfer=self.transfer, transfer_rows=extra, split=self.split)
         return np.asarray(model.predict_table(self.table.iloc[test].reset_index(drop=True)).time_us,
                           dtype=np.float64)
 

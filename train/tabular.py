@@ -45,6 +45,25 @@ Zhang et al. weight a squared error in joules, ``(E_p - E_m)^2 / E_m``, to favou
 kernels; here the error is already relative (log2), so the same weights favour them more strongly
 than in their paper, hence the clipping.
 
+Level and shape (``split``, the default for the time head): the residual of a (kernel, device)
+pair's rows is its *level* (their median) plus a *shape* (the rest). The shape booster is fitted
+on the shapes, the level booster (on :data:`models.tabular.LEVEL_COLUMNS` only, so one value per
+pair) on each row's level, and the training pairs' levels are kept. A kernel the model was fitted
+on gets its own levels (on another device, the mean of the level booster's and of its levels on
+the training devices weighted by :func:`models.xfer.device_weight`); a kernel it was not gets
+``u x level + s x shape`` with ``(s, u)`` chosen on inner folds that hold out kernel groups (the
+groups of :func:`kernel_groups` merged where they share a kernel, e.g. one Kernel Tuner cache per
+device; :func:`choose_split_scales`), both 0 with a single kernel group. Why: with one booster on
+the raw residual, the L1 loss is carried by the levels between kernels and devices (on the GPU
+yardstick convolution's residuals differ by ~5 log2 between NVIDIA and AMD GPUs, a kernel's
+configurations span 1.15-10x), and a model trained on one kernel applies that kernel's level to
+another one (kernel-disjoint median APE 103 %, the analytical model 38 %). Measured
+(docs/gpu-model.md, "Level and shape"): GPU yardstick kernel-disjoint and both-disjoint median
+APE 103 / 97 % -> 39 / 39 % (the source-only analytical model's), GPU-disjoint median pair Spearman 0.57 ->
+0.62 and 3-shot median APE 32 -> 23 % at the same median APE (23 %); CPU yardstick
+(``kernelcast evaluate --data base-ds --folds 3``) tabular MAPE 60.0 -> 50.8 %, median APE 48.0 ->
+42.5 %, top-1 68 -> 74 %, 3-shot MAPE 30.2 -> 27.7 %.
+
 Configuration transfer (:mod:`models.xfer`): when the training rows come from several devices that
 measured the same configurations, :func:`fit_tabular` builds the table of their measured times
 (plus any ``transfer_rows``), fills each training row's ``xfer_*`` columns from the *other* devices,
@@ -104,9 +123,12 @@ from kernelcast.models.fewshot import (
 from kernelcast.models.tabular import (
     BASES,
     CATEGORICAL_COLUMNS,
+    DEVICE_COLUMNS,
     FEATURE_COLUMNS,
     INTERVAL_KINDS,
     INTERVAL_LEVEL,
+    KERNEL_KEY_COLUMN,
+    LEVEL_COLUMNS,
     MIN_BOUND_ROWS,
     TARGETS,
     XFER_COLUMNS,
@@ -209,10 +231,99 @@ def choose_residual_scale(x: np.ndarray, r: np.ndarray, groups: np.ndarray, feat
                               "inner_median_abs_log2_at_1": scores[-1]}
 
 
+def pair_keys(table: pd.DataFrame) -> np.ndarray:
+    """The (kernel, device) pair of every row of a :func:`build_table` table: its
+    :data:`KERNEL_KEY_COLUMN` and its profile's device name (``xfer_device``)."""
+    n = len(table)
+    k = table[KERNEL_KEY_COLUMN].astype(str).to_numpy() if KERNEL_KEY_COLUMN in table.columns \
+        else np.asarray(table["kernel_name"].astype(str) if "kernel_name" in table.columns else [""] * n, dtype=object)
+    d = table["xfer_device"].astype(str).to_numpy() if "xfer_device" in table.columns else np.full(n, "")
+    return np.asarray([f"{a}|{b}" for a, b in zip(k, d)], dtype=object)
+
+
+def pair_medians(v: np.ndarray, pairs: np.ndarray) -> np.ndarray:
+    """Each row's median of ``v`` over the rows of its pair."""
+    return pd.Series(v).groupby(pairs).transform("median").to_numpy(dtype=np.float64)
+
+
+def split_residual(r: np.ndarray, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(level, shape)`` of the residuals ``r``: each row's pair median, and ``r`` minus it."""
+    lvl = pair_medians(r, pairs)
+    return lvl, r - lvl
+
+
+def choose_split_scales(x: np.ndarray, r: np.ndarray, pairs: np.ndarray, groups: np.ndarray, features: list[str],
+                        params: dict[str, Any], rounds: int, folds: int = SCALE_FOLDS,
+                        seed: int = 0) -> tuple[float, float, dict[str, Any]]:
+    """``(unseen_shape_scale, unseen_level_scale, detail)`` of a split head (module docstring): on
+    at most ``folds`` grouped folds over kernel groups (at least 2) the level and shape boosters are
+    refitted on the other folds and predict the held-out kernels; of :data:`SCALE_GRID`, the pair
+    ``(s, u)`` that leaves the lowest median ``|r - s x shape_hat - u x level_hat|`` wins (the
+    smallest on a tie, shape scale first). With one kernel group nothing shows that either carries
+    to another kernel: both are 0 (an unseen kernel gets the analytical model's prediction)."""
+    n_groups = len(np.unique(groups.astype(str))) if len(groups) else 0
+    k = min(folds, n_groups)
+    if folds < 2 or k < 2:
+        return 0.0, 0.0, {"unseen_shape_scale": 0.0, "unseen_level_scale": 0.0,
+                          "why": f"{n_groups} kernel group(s): no held-out kernel to choose the scales on"}
+    lvl, shp = split_residual(r, pairs)
+    li = [i for i, c in enumerate(features) if c in LEVEL_COLUMNS]
+    level_names = [features[i] for i in li]
+    inner = grouped_folds(groups, k, seed)
+    s_hat, l_hat = np.full(len(r), np.nan), np.full(len(r), np.nan)
+    for f in range(k):
+        tr, te = inner != f, inner == f
+        s_hat[te] = _fit_booster(x[tr], shp[tr], None, features, params, rounds).predict(x[te])
+        l_hat[te] = _fit_booster(x[tr][:, li], lvl[tr], None, level_names, params, rounds).predict(x[te][:, li])
+    grid = np.asarray(SCALE_GRID)
+    scores = np.array([[float(np.median(np.abs(r - g * s_hat - u * l_hat))) for u in grid] for g in grid])
+    i, j = np.unravel_index(int(np.argmin(scores)), scores.shape)     # first minimum: smallest scales
+    return float(grid[i]), float(grid[j]), {
+        "unseen_shape_scale": float(grid[i]), "unseen_level_scale": float(grid[j]), "folds": k,
+        "inner_median_abs_log2": float(scores[i, j]), "inner_median_abs_log2_analytical": float(scores[0, 0])}
+
+
+def merge_groups(groups: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """``groups`` with every two groups that share a kernel key merged (transitively): a kernel
+    measured on several devices whose rows fall into several groups (e.g. one Kernel Tuner cache per
+    device) is held out whole. Rows with an empty key keep their group."""
+    parent: dict[str, str] = {}
+
+    def find(a: str) -> str:
+        while parent.setdefault(a, a) != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    first: dict[str, str] = {}
+    for g, k in zip(groups.astype(str), keys.astype(str)):
+        find(g)
+        if not k:
+            continue
+        if k in first:
+            ra, rb = find(first[k]), find(g)
+            if ra != rb:
+                parent[max(ra, rb)] = min(ra, rb)
+        else:
+            first[k] = g
+    return np.asarray([find(g) for g in groups.astype(str)], dtype=object)
+
+
+def pair_levels(r: np.ndarray, kernels: np.ndarray, devices: np.ndarray) -> dict[str, dict[str, float]]:
+    """The median residual of every (kernel, device) pair: kernel key -> device -> level."""
+    out: dict[str, dict[str, float]] = {}
+    frame = pd.DataFrame({"k": kernels.astype(str), "d": devices.astype(str), "r": r})
+    for (k, d), v in frame.groupby(["k", "d"])["r"].median().items():
+        if k:
+            out.setdefault(str(k), {})[str(d)] = float(v)
+    return out
+
+
 def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target = "time", seed: int = 0,
                 params: dict[str, Any] | None = None, scale_folds: int = SCALE_FOLDS,
                 features: Sequence[str] | None = None, residual: bool = True,
-                transfer: bool = True, transfer_rows: pd.DataFrame | None = None) -> TabularPredictor:
+                transfer: bool = True, transfer_rows: pd.DataFrame | None = None,
+                split: bool = True) -> TabularPredictor:
     """Fit the heads of ``target`` on a :func:`build_table` table (module docstring).
 
     ``params`` override :data:`DEFAULT_PARAMS` (LightGBM names); ``num_boost_round`` among them sets
@@ -225,6 +336,8 @@ def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target =
     measured rows, e.g. every row of the training devices' datasets), each training row gets the
     transfer columns of the *other* devices, and the model keeps the table; with fewer than two
     devices, or no configuration measured on two, the transfer columns are left out of the features.
+    With ``split`` (the default) the time head's residual is learned as a level per (kernel,
+    device) and a shape within it (module docstring); without it as one booster.
     :class:`DataError` when the table has no usable rows for a head asked for (e.g. ``energy``
     without measured energy)."""
     if target not in ("time", "energy", "both"):
@@ -270,7 +383,33 @@ def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target =
                                    "weighting": "1/E (Zhang et al.)" if t == "energy" else "none"}
         if kernels is not None:
             summary["kernels"] = int(pd.Series(kernels[ok]).nunique())
-        if residual and has_base.sum() >= MIN_ROWS:
+        do_split = t == "time" and split
+        if residual and has_base.sum() >= MIN_ROWS and do_split:
+            r = np.log2(y[has_base] / base[has_base])
+            pairs = pair_keys(table)[has_base]
+            lvl, shp = split_residual(r, pairs)
+            kk = table[KERNEL_KEY_COLUMN].astype(str).to_numpy()[has_base] if KERNEL_KEY_COLUMN in table.columns \
+                else np.full(int(has_base.sum()), "")
+            groups = merge_groups(table_groups(table)[has_base], kk)
+            head.unseen_shape_scale, head.unseen_level_scale, summary["split"] = choose_split_scales(
+                x_base[has_base], r, pairs, groups, base_features, p, rounds, scale_folds, seed)
+            head.shape = _fit_booster(x_base[has_base], shp, None, base_features, p, rounds)
+            head.level_index = tuple(i for i, c in enumerate(base_features) if c in LEVEL_COLUMNS)
+            level_names = [base_features[i] for i in head.level_index]
+            head.level = _fit_booster(x_base[has_base][:, list(head.level_index)], lvl, None, level_names, p, rounds)
+            dd = table["xfer_device"].astype(str).to_numpy()[has_base] if "xfer_device" in table.columns \
+                else np.full(int(has_base.sum()), "")
+            head.kernel_levels = pair_levels(r, kk, dd)
+            sub = table.loc[has_base]
+            head.level_devices = {str(d): {c: float(g[c].iloc[0]) for c in DEVICE_COLUMNS if c in g.columns}
+                                  for d, g in sub.groupby(sub["xfer_device"].astype(str))} \
+                if "xfer_device" in sub.columns else {}
+            summary["split"]["pairs"] = int(len(set(pairs.tolist())))
+            summary["split"]["kernels"] = len(head.kernel_levels)
+            fitted = head.residual_log2(x_base[has_base], lvl, np.ones(len(lvl), dtype=bool))
+            summary["analytical_in_sample"] = _log2_summary(r)
+            summary["residual_in_sample"] = _log2_summary(r - fitted)
+        elif residual and has_base.sum() >= MIN_ROWS:
             r = np.log2(y[has_base] / base[has_base])
             w = _weights(y[has_base]) if t == "energy" else None
             if t == "time" and kernels is not None:
@@ -324,7 +463,9 @@ def kernel_groups(names: Sequence[Any] | np.ndarray, ids: Sequence[Any] | np.nda
     """The cross-validation group of each row, by the rule of evaluate's folds
     (:func:`train.split.group_key`): a synthetic kernel belongs to its template family, any other
     kernel with an origin to its source file (kernels of one file share helpers, idioms and often
-    their residual), a kernel without an origin to itself (its id, else its name). The inner folds
+    their residual), a kernel without an origin or imported from a Kernel Tuner cache (origin
+    ``kt:FILE``: the caches of several kernels share file names such as ``A100.json``, as
+    :func:`train.oof.base_group` rules) to itself (its id, else its name). The inner folds
     that choose the residual scale and calibrate the intervals and the few-shot prior hold out what
     the outer folds hold out: a kernel of a file whose siblings were trained on is easier than a new
     one, and scoring on it chooses too large a residual scale and too narrow intervals."""
@@ -333,6 +474,8 @@ def kernel_groups(names: Sequence[Any] | np.ndarray, ids: Sequence[Any] | np.nda
         origin = origins[i] if origins is not None else None
         kid = ids[i] if ids is not None else None
         kid_s = str(kid) if kid is not None and str(kid) not in ("", "nan", "None") else ""
+        if isinstance(origin, str) and origin.startswith("kt:"):
+            origin = None
         key, _ = group_key(str(name), origin if isinstance(origin, str) and origin else None, kid_s)
         out.append(key)
     return np.asarray(out, dtype=object)
