@@ -819,6 +819,7 @@ class KTImport:
     symbolic_launch: bool = False
     frontend_error: str | None = None
     where: list[str] = field(default_factory=list)    # the restrictions the records were selected by
+    times_contradicted: int = 0                        # ok records whose iterations contradict their time
     excluded: int = 0                                  # records of the cache they left out
 
     def summary(self) -> dict[str, Any]:
@@ -830,6 +831,7 @@ class KTImport:
                 "unreferenced_tune_params": self.unreferenced, "analysis_groups": self.analysis_groups,
                 "symbolic_launch": self.symbolic_launch, "frontend_error": self.frontend_error,
                 "where": self.where, "records_excluded": self.excluded,
+                "times_contradicted": self.times_contradicted,
                 "gpu": self.rows[0].get("gpu") if self.rows else None,
                 "benchmark": self.rows[0].get("benchmark") if self.rows else None}
 
@@ -901,6 +903,12 @@ def analysis_key(source_digest: str, name: str, language: str, options: str) -> 
 
     opts = " ".join(sorted(t for t in options.split() if not t.startswith("-I")))
     return hashlib.sha256("\0".join((source_digest, name, language, opts)).encode()).hexdigest()[:32]
+
+
+#: a record's ``time`` over the mean of its ``times`` within which the iterations are taken as its
+#: measurement (Kernel Tuner's ``time`` is their mean; observers and reruns move it a little): outside,
+#: the iterations are of something else, and the row's time statistics are the record's ``time``
+TIMES_AGREE = (0.5, 2.0)
 
 
 def select_records(cache: KTCache, where: Sequence[str], constants: Mapping[str, int | float] | None = None
@@ -982,6 +990,7 @@ def kt_rows(cache: KTCache, *, kernel: Kernel | None = None, params: list[Kernel
                                f"({', '.join(p.name for p in params)})")
     prov = provenance or Provenance()
     energy_cols: set[str] = set()
+    contradicted = 0                  # records whose iterations contradict their time
     observer_cols: set[str] = set()
     rows: list[dict[str, Any]] = []
     statuses: dict[str, int] = {}
@@ -1012,7 +1021,12 @@ def kt_rows(cache: KTCache, *, kernel: Kernel | None = None, params: list[Kernel
                                                "time_q1_us", "time_q3_us", "time_iqr_us", "time_cv"))
         if status == "ok" and t_ms is not None:
             stats["time_mean_us"] = t_ms * 1e3
-            if times_us:
+            if times_us and not TIMES_AGREE[0] <= t_ms * 1e3 / max(float(np.mean(times_us)), 1e-30) <= TIMES_AGREE[1]:
+                contradicted += 1         # the iterations stay in the row as written; the time decides
+                times_stats = False
+            else:
+                times_stats = bool(times_us)
+            if times_stats and times_us:
                 t = np.asarray(times_us)
                 q1, med, q3 = (float(x) for x in np.percentile(t, [25, 50, 75]))
                 stats.update(repeats=len(t), time_median_us=med, time_min_us=float(t.min()), time_q1_us=q1,
@@ -1114,8 +1128,14 @@ def kt_rows(cache: KTCache, *, kernel: Kernel | None = None, params: list[Kernel
                 row[col] = json.dumps([float(x) for x in v])
                 observer_cols.add(k)
         rows.append(row)
-    return KTImport(cache, kernel, rows, statuses, sorted(energy_cols), sorted(observer_cols), unreferenced,
-                    len(groups), any_symbolic, frontend_error)
+    if contradicted:
+        log.warning("%s: %d configurations' iterations ('times') are not about their 'time' (their mean "
+                    "differs by more than %gx): their time is taken as the measurement", cache.path,
+                    contradicted, TIMES_AGREE[1])
+    imp = KTImport(cache, kernel, rows, statuses, sorted(energy_cols), sorted(observer_cols), unreferenced,
+                   len(groups), any_symbolic, frontend_error)
+    imp.times_contradicted = contradicted
+    return imp
 
 
 #: what stands for a block-size / grid-size macro in a symbolic analysis, per language

@@ -92,6 +92,20 @@ def test_1x_cache_rows_launch_times_observers(tmp_path: Path) -> None:
     assert {"ps_power", "nvml_power", "core_freq", "mem_freq", "temperature", "GFLOP/s"} <= set(imp.observer_columns)
 
 
+def test_iterations_that_contradict_the_time_leave_the_time_to_decide(tmp_path: Path) -> None:
+    # a record whose iterations average 500x below its time (iterations of something else): the
+    # row keeps them as written, its time statistics are the record's time; a record within 2x
+    # (observers move Kernel Tuner's time a little) keeps the median of its iterations
+    recs = [_rec(16, 4, 1, time=50.0, times=[0.1, 0.1, 0.1]), _rec(32, 4, 1, time=1.2, times=[1.0, 1.1, 1.3])]
+    imp = kt_rows(read_kt_cache(_write(tmp_path / "c.json", _header(problem_size=[1000, 500]), recs)))
+    rows = {r["kt_key"]: r for r in imp.rows}
+    bad, good = rows["16,4,1"], rows["32,4,1"]
+    assert bad["time_median_us"] == pytest.approx(50000.0) and bad["time_mean_us"] == pytest.approx(50000.0)
+    assert bad["times_us"] == pytest.approx([100.0, 100.0, 100.0]) and bad["repeats"] is None
+    assert good["time_median_us"] == pytest.approx(1100.0) and good["repeats"] == 3
+    assert imp.times_contradicted == 1 and imp.summary()["times_contradicted"] == 1
+
+
 def test_04_cache_sentinel_and_problem_size_rule(tmp_path: Path) -> None:
     """Kernel Tuner 0.4: no problem_size, no objective, a failure stored as time = 1e20."""
     hdr = {"device_name": "GeForce GTX TITAN X", "kernel_name": "vector_add", "tune_params_keys": ["block_size_x"],

@@ -117,6 +117,24 @@ def test_loop_counting_from_zero_by_one(loop, from_zero):
     assert lp.from_zero is from_zero
 
 
+def test_loop_stepped_inside_an_assignment():
+    """``k = j++`` (a polygon's edge loop: ``k`` trails ``j``) steps ``j``: the trip count is exact."""
+    src = """
+    #define VERTICES 600
+    __kernel void edges(__global const float2 *v, __global float *out) {
+        int gid = get_global_id(0);
+        float s = 0.0f;
+        int k = VERTICES - 1;
+        for (int j = 0; j < VERTICES; k = j++)
+            s += v[j].x * v[k].y;
+        out[gid] = s;
+    }"""
+    f = feats(src, "edges")
+    (lp,) = f.loops
+    assert (lp.var, lp.trip_kind, lp.assumed) == ("j", "affine", "")
+    assert f.evaluate(ENV)["global_loads"] == 2 * 600
+
+
 def test_nested_loops_multiply():
     src = """
     #define REPS 3

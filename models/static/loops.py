@@ -272,6 +272,20 @@ def _base_var(c: ci.Cursor) -> int | None:
     return None
 
 
+def assigned_step(s: ci.Cursor) -> ci.Cursor | None:
+    """The step an assignment's value makes, as in the increment ``k = j++`` (the edge loop of a
+    polygon: ``k`` trails ``j``), which steps ``j``; None for any other statement."""
+    s = unwrap(s)
+    if s.kind != K.BINARY_OPERATOR or _cx.binary_op(s) != "=":
+        return None
+    rhs = unwrap(list(s.get_children())[1])
+    if rhs.kind == K.UNARY_OPERATOR and _cx.unary_op(rhs) in ("post++", "pre++", "post--", "pre--"):
+        return rhs
+    if rhs.kind == K.COMPOUND_ASSIGNMENT_OPERATOR:
+        return rhs
+    return None
+
+
 def induction_candidates(inc: ci.Cursor | None, body: ci.Cursor,
                          carried: dict[int, list[ci.Cursor | None]]) -> dict[int, Induction]:
     """Induction candidates among the ``carried`` variables: stepped once, in the increment or by a
@@ -279,7 +293,11 @@ def induction_candidates(inc: ci.Cursor | None, body: ci.Cursor,
     cands: dict[int, Induction] = {}
     inc_stmts: list[ci.Cursor] = []
     if inc is not None:
-        inc_stmts += comma_split(inc)
+        for s in comma_split(inc):
+            inc_stmts.append(s)
+            nested = assigned_step(s)
+            if nested is not None:
+                inc_stmts.append(nested)
     top_body = list(body.get_children()) if body.kind == K.COMPOUND_STMT else [body]
     for s in inc_stmts + top_body:
         r = step_of(s)
