@@ -1021,12 +1021,11 @@ def kt_rows(cache: KTCache, *, kernel: Kernel | None = None, params: list[Kernel
                                                "time_q1_us", "time_q3_us", "time_iqr_us", "time_cv"))
         if status == "ok" and t_ms is not None:
             stats["time_mean_us"] = t_ms * 1e3
-            if times_us and not TIMES_AGREE[0] <= t_ms * 1e3 / max(float(np.mean(times_us)), 1e-30) <= TIMES_AGREE[1]:
+            agree = bool(times_us) and \
+                TIMES_AGREE[0] <= t_ms * 1e3 / max(float(np.mean(times_us)), 1e-30) <= TIMES_AGREE[1]
+            if times_us and not agree:
                 contradicted += 1         # the iterations stay in the row as written; the time decides
-                times_stats = False
-            else:
-                times_stats = bool(times_us)
-            if times_stats and times_us:
+            if agree and times_us:
                 t = np.asarray(times_us)
                 q1, med, q3 = (float(x) for x in np.percentile(t, [25, 50, 75]))
                 stats.update(repeats=len(t), time_median_us=med, time_min_us=float(t.min()), time_q1_us=q1,
@@ -1364,7 +1363,7 @@ def plan_import(caches: list[str], *, spec: KTSpec | None = None, root: str | os
     from kernelcast.restrictions import parse_restriction
 
     selection = [*(spec.where if spec else []), *where]
-    for text in selection:
+    for text in where:                 # the spec's were checked when it was read
         try:
             parse_restriction(text)
         except UsageError as e:
