@@ -109,7 +109,10 @@ the kernel was not measured on the mean of the level booster's and of the kernel
 by device similarity; a row of any other kernel gets the shape and the level booster's level each
 scaled by what inner folds over held-out kernels bore out, both 0 when the training rows hold one
 kernel group (the analytical model's prediction: nothing showed that either carries to another
-kernel).
+kernel). A split head fitted with the configuration-transfer columns reads them in the shape alone:
+its *transfer shape* booster (the shape booster on every feature, the transfer columns included)
+gives the shape of a row that has a transfer value, on the same level as any row; it has no
+transfer booster.
 
 Intervals: every time prediction carries a 90 % interval from split-conformal quantiles of
 out-of-fold (OOF) residuals ``r = log2(measured / predicted)`` (:class:`IntervalCalibration`,
@@ -167,10 +170,12 @@ log = logging.getLogger(__name__)
 
 #: name and version of the saved format (``tabular.json``)
 FORMAT = "kernelcast-tabular"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 #: saved format versions this code reads (version 2 added the level/shape heads: a reader of version
-#: 1 would predict such a model with its direct booster alone, so it refuses it by the version)
-READABLE_FORMAT_VERSIONS = (1, 2)
+#: 1 would predict such a model with its direct booster alone, so it refuses it by the version;
+#: version 3 added the transfer shape booster of a split head, which a reader of version 2 would
+#: leave out)
+READABLE_FORMAT_VERSIONS = (1, 2, 3)
 MODEL_FILE = "tabular.json"
 #: version of the feature table (a change of columns or of their meaning bumps it)
 TABLE_VERSION = 3
@@ -1010,7 +1015,7 @@ class TabularHead:
     #: the residual booster's output is multiplied by this (0..1) before it is applied: the shrinkage
     #: toward the analytical model chosen on inner out-of-fold predictions (``train/tabular.py``)
     residual_scale: float = 1.0
-    #: the *transfer* booster, on ``log2(measured) - xfer_rel`` of the rows that have a
+    #: the *transfer* booster of an unsplit head, on ``log2(measured) - xfer_rel`` of the rows that have a
     #: configuration-transfer value: it predicts the device's level on the problem (and what the
     #: other devices' ordering gets wrong), the other devices' ordering is kept as it is. It reads
     #: every feature; the residual and direct boosters read all but the transfer columns (the
@@ -1032,6 +1037,12 @@ class TabularHead:
     #: prediction
     level: lgb.Booster | None = None
     shape: lgb.Booster | None = None
+    #: a split head's *transfer shape* booster: the shape booster fitted on every feature, the
+    #: transfer columns included, on the rows that have a configuration-transfer value. Such a row
+    #: gets its shape from it (the other devices' ordering of the configuration) and its level from
+    #: the level path as any other row: the transfer columns never set a level. A split head has no
+    #: ``transfer`` booster
+    transfer_shape: lgb.Booster | None = None
     shape_scale: float = 1.0
     unseen_shape_scale: float = 0.0
     unseen_level_scale: float = 0.0
@@ -1073,16 +1084,23 @@ class TabularHead:
         return out, own
 
     def residual_log2(self, xb: np.ndarray, known: np.ndarray | None = None,
-                      own: np.ndarray | None = None) -> np.ndarray:
+                      own: np.ndarray | None = None, x: np.ndarray | None = None,
+                      has_transfer: np.ndarray | None = None) -> np.ndarray:
         """The predicted ``log2(measured / base)`` of the rows of ``xb`` (the features the
         residual boosters read), as :meth:`predict` applies it. A split head: ``known`` are the
         rows' :meth:`known_levels` (NaN or absent: a kernel it was not fitted on), ``own`` which of
         them are the kernel's level on the row's own device (absent: all). A known level on another
         device is averaged with the level booster's (the kernel's levels on similar devices and the
-        level the device columns give, in log2)."""
+        level the device columns give, in log2). ``x``: the same rows with every feature of the
+        model (the transfer columns last) and ``has_transfer`` which of them have a transfer value:
+        those take their shape from the :attr:`transfer_shape` booster."""
         if self.split:
             assert self.level is not None and self.shape is not None
             sh = np.asarray(self.shape.predict(xb), dtype=np.float64)
+            if self.transfer_shape is not None and x is not None and has_transfer is not None:
+                hx = np.asarray(has_transfer, dtype=bool)
+                if hx.any():
+                    sh[hx] = np.asarray(self.transfer_shape.predict(x[hx]), dtype=np.float64)
             kn = np.full(len(xb), np.nan) if known is None else np.asarray(known, dtype=np.float64)
             seen = np.isfinite(kn)
             lv = np.asarray(self.level.predict(xb[:, list(self.level_index)]), dtype=np.float64)
@@ -1104,7 +1122,9 @@ class TabularHead:
         value gets the geometric mean of the transfer path (``2**(xfer_rel + transfer)``) and the
         residual path (the direct booster's where the analytical model has no value); any other
         row the residual (or direct) path alone. ``known``, ``own``: a split head's
-        :meth:`known_levels` of the rows."""
+        :meth:`known_levels` of the rows. A split head with a :attr:`transfer_shape` booster has
+        no transfer path: a row with a transfer value gets that booster's shape on its level
+        (:meth:`residual_log2`)."""
         out = np.full(len(base), np.nan)
         xb = x if n_base is None else x[:, :n_base]
         xf = np.zeros(len(base), dtype=bool)
@@ -1115,8 +1135,10 @@ class TabularHead:
         ok = np.isfinite(base) & (base > 0)
         has_residual = self.residual is not None or self.split
         if has_residual and ok.any():
+            hx = np.isfinite(rel[ok]) if self.transfer_shape is not None and rel is not None else None
             r = self.residual_log2(xb[ok], None if known is None else np.asarray(known, dtype=np.float64)[ok],
-                                   None if own is None else np.asarray(own, dtype=bool)[ok])
+                                   None if own is None else np.asarray(own, dtype=bool)[ok],
+                                   x[ok] if hx is not None else None, hx)
             res = base[ok] * np.exp2(r)
             both = xf[ok]
             out[ok] = np.where(both, np.sqrt(np.where(both, out[ok], 1.0) * res), res)
@@ -1211,7 +1233,8 @@ class TabularPredictor(Predictor):
                 continue
             base = table[head.base].to_numpy(dtype=np.float64) if head.base in table.columns \
                 else np.full(len(table), np.nan)
-            rel = table["xfer_rel"].to_numpy(dtype=np.float64) if head.transfer is not None else None
+            rel = table["xfer_rel"].to_numpy(dtype=np.float64) \
+                if head.transfer is not None or head.transfer_shape is not None else None
             known = own = None
             if head.split and KERNEL_KEY_COLUMN in table.columns and "xfer_device" in table.columns \
                     and table[KERNEL_KEY_COLUMN].astype(str).isin(list(head.kernel_levels)).any():
@@ -1236,6 +1259,8 @@ class TabularPredictor(Predictor):
             if h.split:
                 assert h.level is not None and h.shape is not None
                 heads[t].update(level=h.level.model_to_string(), shape=h.shape.model_to_string(),
+                                transfer_shape=None if h.transfer_shape is None
+                                else h.transfer_shape.model_to_string(),
                                 shape_scale=h.shape_scale, unseen_shape_scale=h.unseen_shape_scale,
                                 unseen_level_scale=h.unseen_level_scale, kernel_levels=h.kernel_levels,
                                 level_devices={d: {c: _num(v) for c, v in cols.items()}
@@ -1300,8 +1325,13 @@ class TabularPredictor(Predictor):
             tra = None if h.get("transfer") is None else _booster_from_string(h["transfer"], f"{p}: {t} transfer")
             lvl = None if h.get("level") is None else _booster_from_string(h["level"], f"{p}: {t} level")
             shp = None if h.get("shape") is None else _booster_from_string(h["shape"], f"{p}: {t} shape")
+            tsh = None if h.get("transfer_shape") is None \
+                else _booster_from_string(h["transfer_shape"], f"{p}: {t} transfer shape")
             if (lvl is None) != (shp is None):
                 raise ModelFormatError(f"{p}: head {t!r} has a level booster without a shape booster or the reverse")
+            if tsh is not None and (shp is None or tra is not None or "xfer_rel" not in features):
+                raise ModelFormatError(f"{p}: head {t!r} has a transfer shape booster without a level and a shape "
+                                       f"booster, beside a transfer booster, or without the xfer_rel feature")
             if res is None and dire is None and lvl is None:
                 raise ModelFormatError(f"{p}: head {t!r} has no booster")
             if tra is not None and "xfer_rel" not in features:
@@ -1316,7 +1346,7 @@ class TabularPredictor(Predictor):
                     raise ModelFormatError(f"{p}: head {t!r}: the level booster reads features the model does not list")
                 level_index = tuple(features.index(c) for c in names)
             for b, n in ((res, n_base), (dire, n_base), (lvl, len(level_index)), (shp, n_base),
-                         (tra, len(features))):
+                         (tra, len(features)), (tsh, len(features))):
                 if b is not None and b.num_feature() != n:
                     raise ModelFormatError(f"{p}: head {t!r} has a booster of {b.num_feature()} features, the model "
                                            f"lists {n}")
@@ -1337,7 +1367,8 @@ class TabularPredictor(Predictor):
             except (AttributeError, TypeError, ValueError):
                 raise ModelFormatError(f"{p}: head {t!r}: kernel_levels or level_devices cannot be read") from None
             heads[t] = TabularHead(t, str(h.get("base_column", BASES[t])), res, dire, dict(h.get("summary") or {}),
-                                   float(scale), tra, level=lvl, shape=shp, shape_scale=split_scales[0],
+                                   float(scale), tra, level=lvl, shape=shp, transfer_shape=tsh,
+                                   shape_scale=split_scales[0],
                                    unseen_shape_scale=split_scales[1], unseen_level_scale=split_scales[2],
                                    kernel_levels=k_levels, level_devices=l_devs, level_index=level_index)
         saved_profile = None

@@ -66,15 +66,26 @@ APE 103 / 97 % -> 39 / 39 % (the source-only analytical model's), GPU-disjoint m
 
 Configuration transfer (:mod:`models.xfer`): when the training rows come from several devices that
 measured the same configurations, :func:`fit_tabular` builds the table of their measured times
-(plus any ``transfer_rows``), fills each training row's ``xfer_*`` columns from the *other* devices,
-and fits the time head's third booster, the transfer booster, on ``log2(measured) - xfer_rel`` of
-the rows that have a value; the residual and direct boosters are fitted without the ``xfer_*``
-columns, so they are the boosters of the model without transfer. Prediction takes the geometric
+(plus any ``transfer_rows``) and fills each training row's ``xfer_*`` columns from the *other*
+devices. A split time head (the default) reads them in its shape alone: a *transfer shape* booster
+is the shape booster fitted on every feature, the transfer columns included, on the training rows
+that have a transfer value, and a row with one gets its shape from it and its level from the level
+path as any row (the kernel's levels, the level booster). The level and the level booster never
+see the transfer columns. Why: the other devices' times of a configuration tell how it ranks among
+its problem's configurations, not how fast an unseen device runs the problem; the earlier transfer
+path (below) predicted that absolute level from the features and missed it on unseen GPUs by up to
+2.5x (median signed log2 error +1.34 on one held-out GPU), and its geometric mean with the split
+head's better level cost the level split's gain: GPU-disjoint on the public yardstick (12 pairs,
+600 rows each) median APE 21.9 % without transfer, 36.1 % with that path, 24.5 % with the transfer
+shape, at a median pair Spearman of 0.79, 0.85 and 0.84 (docs/gpu-model.md, "Transfer into the
+shape"). An unsplit head (``split=False``) keeps that path: its residual and direct boosters are
+fitted without the ``xfer_*`` columns and a third booster, the transfer booster, on
+``log2(measured) - xfer_rel`` of the rows that have a value, and prediction takes the geometric
 mean of the two paths where a row has a transfer value (``models.tabular.TabularHead.predict``).
-Why the mean and not either path alone: GPU-disjoint on the public yardstick the residual booster
-with the transfer columns among its features barely used them (median pair Spearman 0.60), the
-transfer path alone ranked best (0.69) but missed the level of an unseen GPU (median APE 68 %),
-the mean kept 0.63 at 41 % (docs/gpu-model.md).
+Why the mean and not either path alone (before the split): GPU-disjoint on the public yardstick
+the residual booster with the transfer columns among its features barely used them (median pair
+Spearman 0.60), the transfer path alone ranked best (0.69) but missed the level of an unseen GPU
+(median APE 68 %), the mean kept 0.63 at 41 % (docs/gpu-model.md).
 
 Intervals (:func:`calibrate_intervals`, run by :func:`train_tabular`): an internal grouped K-fold
 (:data:`INTERVAL_FOLDS`; groups by :func:`kernel_groups`: a synthetic template family, a source
@@ -406,7 +417,16 @@ def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target =
                 if "xfer_device" in sub.columns else {}
             summary["split"]["pairs"] = int(len(set(pairs.tolist())))
             summary["split"]["kernels"] = len(head.kernel_levels)
-            fitted = head.residual_log2(x_base[has_base], lvl, np.ones(len(lvl), dtype=bool))
+            hx = None
+            if xfer is not None:
+                hx = np.isfinite(table["xfer_rel"].to_numpy(dtype=np.float64))[has_base]
+                if hx.sum() >= MIN_ROWS:
+                    head.transfer_shape = _fit_booster(x_all[has_base][hx], shp[hx], None, features, p, rounds)
+                    summary["rows_with_transfer"] = int(hx.sum())
+                else:
+                    hx = None
+            fitted = head.residual_log2(x_base[has_base], lvl, np.ones(len(lvl), dtype=bool),
+                                        x_all[has_base] if hx is not None else None, hx)
             summary["analytical_in_sample"] = _log2_summary(r)
             summary["residual_in_sample"] = _log2_summary(r - fitted)
         elif residual and has_base.sum() >= MIN_ROWS:
@@ -421,7 +441,7 @@ def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target =
             summary["analytical_in_sample"] = _log2_summary(r)
             summary["residual_in_sample"] = _log2_summary(r - fitted)
         head.direct = _fit_booster(x_base[ok], np.log2(y[ok]), w_all, base_features, p, rounds)
-        if t == "time" and xfer is not None:
+        if t == "time" and xfer is not None and not head.split:
             rel = table["xfer_rel"].to_numpy(dtype=np.float64)
             has_rel = ok & np.isfinite(rel)
             if has_rel.sum() >= MIN_ROWS:
