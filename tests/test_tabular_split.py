@@ -20,7 +20,10 @@ from kernelcast.models.tabular import (
 )
 from kernelcast.train.synthetic import synthetic_rows
 from kernelcast.train.tabular import (
+    FAST_SHARE,
+    FAST_WEIGHT,
     choose_split_scales,
+    fast_weights,
     fit_tabular,
     merge_groups,
     pair_keys,
@@ -38,6 +41,20 @@ def test_level_and_shape_of_known_residuals():
     levels = pair_levels(r, np.array(["k1", "k1", "k1", "k2", "k2"], dtype=object),
                          np.array(["d", "d", "d", "d", "e"], dtype=object))
     assert levels == {"k1": {"d": 2.0}, "k2": {"d": -1.0, "e": 0.0}}
+
+
+def test_fast_weights_of_known_times():
+    # two pairs of five rows: the fastest fifth of each (one row) weighs 4, the others 1, mean 1
+    t = np.array([3.0, 1.0, 2.0, 5.0, 4.0, 50.0, 40.0, 10.0, 30.0, 20.0])
+    pairs = np.array(["a"] * 5 + ["b"] * 5, dtype=object)
+    assert (FAST_WEIGHT, FAST_SHARE) == (4.0, 0.2)
+    w = fast_weights(t, pairs)
+    assert w is not None
+    np.testing.assert_allclose(w, np.where(np.isin(np.arange(10), [1, 7]), 4.0, 1.0) / 1.6)
+    # any offset per pair ranks the same; a weight of 1 is no weighting
+    np.testing.assert_allclose(fast_weights(t + np.where(pairs == "a", 100.0, -7.0), pairs), w)
+    assert fast_weights(t, pairs, 1.0) is None
+    np.testing.assert_allclose(fast_weights(t, pairs, 9.0, 0.4)[[1, 2, 7, 9]], 9.0 / 4.2)
 
 
 def test_groups_sharing_a_kernel_are_merged():
@@ -112,6 +129,23 @@ def test_split_is_the_default_and_can_be_turned_off(split_tables):
     one = fit_tabular(train, base, seed=0, transfer=False, split=False)
     assert not one.heads["time"].split and one.heads["time"].residual is not None
     assert one.heads["time"].level is None and one.heads["time"].shape is None
+    # trained on several devices, the shape booster weighs each pair's fastest rows more; a weight of
+    # 1 fits it unweighted, and only the shape moves (the levels and the level booster are the same)
+    weighted = fit_tabular(train, base, seed=0, transfer=False)
+    plain = fit_tabular(train, base, seed=0, transfer=False, fast_weight=1.0)
+    hw, hp = weighted.heads["time"], plain.heads["time"]
+    assert hw.summary["split"]["fast_weight"] == {"weight": FAST_WEIGHT, "share": FAST_SHARE}
+    assert hp.summary["split"]["fast_weight"]["weight"] == 1.0
+    # one device: unweighted unless asked
+    one_dev = fit_tabular(tables["dev-a"], base, seed=0, transfer=False).heads["time"]
+    assert one_dev.summary["split"]["fast_weight"]["weight"] == 1.0
+    assert fit_tabular(tables["dev-a"], base, seed=0, transfer=False,
+                       fast_weight=4.0).heads["time"].summary["split"]["fast_weight"]["weight"] == 4.0
+    assert hw.kernel_levels == hp.kernel_levels
+    x = weighted.matrix(train)
+    np.testing.assert_array_equal(hw.level.predict(x[:, list(hw.level_index)]),
+                                  hp.level.predict(x[:, list(hp.level_index)]))
+    assert not np.allclose(hw.shape.predict(x), hp.shape.predict(x))
 
 
 def test_levels_shape_and_an_unseen_kernel(split_tables, tmp_path):
