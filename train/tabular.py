@@ -73,8 +73,11 @@ slow half no tuner visits. Measured on the GPU yardstick (12 pairs x 600 rows, G
 docs/gpu-model.md "Transfer into the shape"): without the transfer median APE 21.9 -> 20.9 %,
 median pair Spearman 0.793 -> 0.848, regret 1.21 -> 1.14, top-1 within 5 % in 5 -> 4 of 12 pairs;
 with it 24.5 -> 22.7 %, 0.837 -> 0.838, 1.17 -> 1.23, 2 -> 4 pairs; kernel- and both-disjoint
-unchanged. Weighting by the rank of the *shape* rather than of the time, a linear or a steeper
-weight (the fastest tenth at 10x) moved the figures by as much in either direction (the doc).
+unchanged. On two more samples of the pairs (seeds 1, 2) the Spearman and level gains held, and
+with the transfer the regret got worse on all three (1.06-1.17 -> 1.14-1.24): the first pick of the
+transfer shape, which follows the other devices' ordering, does not gain from the weighting.
+Weighting by the rank of the *shape* rather than of the time, a linear or a steeper weight (the
+fastest tenth at 10x) moved the figures by as much in either direction (the doc).
 One device (the CPU yardstick, 4 kernel groups) is left unweighted: there the weighting made the
 tabular MAPE worse (50.82 -> 52.88 %) for a median APE of 42.45 -> 42.04 % and the same top-1.
 
