@@ -165,6 +165,7 @@ class GPUClass(DeviceClass):
     #: kernel's work (:func:`.registry.working_groups`): a work-group whose work-items all fail the
     #: kernel's guards exits at once, and the block scheduler fills the slot it leaves with the next
     waves_of_working_groups: ClassVar[bool] = True
+    full_tail_wave: ClassVar[bool] = True
 
     @classmethod
     def matches(cls, kind: DeviceKind) -> bool:

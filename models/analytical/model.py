@@ -239,6 +239,8 @@ class AnalyticalModel(Predictor):
         rem = n_run - full * concurrent
         c1, m1, s1 = wave(np.minimum(concurrent, n_run))
         c2, m2, s2 = wave(rem)
+        if dc.full_tail_wave:
+            c2 = np.where(full > 0, c1, c2)     # the last, partial wave computes as long as a full one
         c2, m2, s2 = (np.where(rem > 0, x, 0.0) for x in (c2, m2, s2))
         comp_t = np.where(full > 0, full * c1, 0.0) + c2
         mem_t = np.where(full > 0, full * m1, 0.0) + m2

@@ -74,6 +74,8 @@ class DeviceClass(ABC):
     count_prefix: ClassVar[str] = ""
     #: whether the waves are counted over the working work-groups only (:meth:`working_groups`)
     waves_of_working_groups: ClassVar[bool] = False
+    #: whether the compute part of a partial last wave after full ones is that of a full wave
+    full_tail_wave: ClassVar[bool] = False
 
     def __init__(self, profile: DeviceProfile, device_info: Any = None) -> None:
         self.profile = profile
