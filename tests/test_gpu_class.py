@@ -379,6 +379,12 @@ def test_the_waves_count_the_work_groups_that_do_the_kernels_work(monkeypatch: p
     # work-items' loop over their guards)
     assert over["time_parts_us"]["memory"] == pytest.approx(exact["time_parts_us"]["memory"], rel=1e-3)
     assert over["time_parts_us"]["latency"] == pytest.approx(exact["time_parts_us"]["latency"], rel=0.05)
+    # the last wave (40 groups: 4 per unit) computes as long as the first (16 per unit): 32 rounds of
+    # a work-group per unit, not 16 + 4
+    monkeypatch.setattr(GPUClass, "full_tail_wave", False)
+    prorated = AnalyticalModel(gpu_profile()).predict(rows).explanation[1]
+    assert exact["time_parts_us"]["compute"] == pytest.approx(prorated["time_parts_us"]["compute"] * 32 / 20)
+    monkeypatch.setattr(GPUClass, "full_tail_wave", True)
     # counting every launched group instead: 5 waves, and 5 repetitions of the resident set whose
     # warps each wait for a quarter of a working warp's accesses (the average over all warps): 5/8
     # of the floor of 2 repetitions of working warps

@@ -99,3 +99,30 @@ def test_work_outside_any_guard_runs_in_every_work_group() -> None:
 def test_a_guard_on_loaded_data_tells_nothing() -> None:
     f = analyze_source_text(DATA, "on_data")
     assert f.group_share == ["1", "1", "1"]
+
+
+# a CUDA kernel whose block sizes are the launch's own (a tuner's -Dblock_size_x=blockDim.x) and
+# whose tiles are macros, launched over a grid of one thread per element
+CUDA_TILED = """extern "C" __global__ void tiles(const float* in, float* out, int w, int h) {
+    int x = blockIdx.x * block_size_x * tile_x + threadIdx.x;
+    int y = blockIdx.y * block_size_y * tile_y + threadIdx.y * tile_y;
+    for (int i = 0; i < tile_x; i++) {
+        if (x + i * block_size_x < w) {
+            for (int j = 0; j < tile_y; j++) {
+                if (y + j < h) out[(y + j) * w + x + i * block_size_x] = in[(y + j) * w + x + i * block_size_x];
+            }
+        }
+    }
+}"""
+
+
+def test_a_cuda_kernel_with_the_launchs_block_sizes() -> None:
+    from kernelcast.models.static.batch import analyze_one
+
+    opts = "-Dblock_size_x=blockDim.x -Dblock_size_y=blockDim.y -Dtile_x=2 -Dtile_y=4"
+    f = analyze_one("test", CUDA_TILED, "tiles", "cuda", opts)
+    assert not isinstance(f, str), f
+    # 1000 x 500 elements, blocks of 32 x 8, a grid of ceil(1000 / 32) x ceil(500 / 8) = 32 x 63
+    # blocks: ceil(1000 / 64) = 16 columns and ceil(500 / 32) = 16 rows of blocks work
+    v = f.evaluate({"gsize0": 1024, "lsize0": 32, "gsize1": 504, "lsize1": 8, "w": 1000, "h": 500})
+    assert (v["group_share0"], v["group_share1"], v["group_share2"]) == pytest.approx((16 / 32, 16 / 63, 1.0))
