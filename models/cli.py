@@ -362,6 +362,12 @@ def _count_lines(res: pd.DataFrame) -> list[str]:
                 spills += f": {regs['spill_bytes'] / 1e6:,.1f} MB through the memory hierarchy"
         out.append(f"registers: {regs['per_work_item']} per work-item (estimated from the source"
                    + ("" if regs.get("in_time") else "; not counted in the time") + f"), {spills}")
+    wg = ex.get("work_groups")
+    if isinstance(wg, dict) and wg["working"] < wg["launched"]:
+        # a grid larger than the kernel's work: the waves count the work-groups that do it
+        out.append(f"work-groups: {wg['working']:,.0f} of {wg['launched']:,.0f} launched do the kernel's work (the "
+                   f"others fail its guards and exit); {ex['waves']:,.0f} waves of them, the last "
+                   f"{100 * ex.get('last_wave_fill', 1.0):.0f} % full")
     out += [f"gather:   {x}" for x in ex.get("cpu_gathers", [])]
     out += [f"call:     {x}" for x in ex.get("cpu_calls", [])]
     out += [f"measured: {x}" for x in ex.get("measured_counts", [])]

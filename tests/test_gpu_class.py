@@ -17,6 +17,7 @@ from kernelcast.models.analytical.gpu import (
     compiled_counts,
 )
 from kernelcast.models.analytical.hierarchy import average_latency, launch_traffic
+from kernelcast.models.cli import _count_lines
 from kernelcast.models.static.source import analyze_source_text
 
 CU, CLOCK, DRAM, L2 = 10, 1e9, 100e9, 400e9
@@ -347,3 +348,52 @@ def test_the_latency_floor_adds_to_the_throughput_bound():
         pytest.approx(parts["launch"] + max(parts["compute"], parts["memory"]) + parts["latency"] + parts["sync"])
     gc = GPUClass(gpu_profile())
     assert gc.with_latency(np.array([3.0]), np.array([2.0]))[0] == 5.0
+
+
+
+# four elements per work-item: a grid sized for one element per work-item leaves 3 in 4 groups empty
+TILED = """__kernel void tiled(__global const float* a, __global float* b, int n) {
+  int x = get_group_id(0) * get_local_size(0) * 4 + get_local_id(0);
+  for (int t = 0; t < 4; t++) {
+    int i = x + t * get_local_size(0);
+    if (i < n) b[i] = 2.0f * a[i];
+  } }"""
+
+
+def test_the_waves_count_the_work_groups_that_do_the_kernels_work(monkeypatch: pytest.MonkeyPatch):
+    m = AnalyticalModel(gpu_profile())
+    n = 64 * 4 * 200                    # 200 tiles of 4 x 64 elements
+    args = [buf("a", n), buf("b", n), scal("n", n)]
+    rows = frame(TILED, "tiled", [(n, 64, args), (n // 4, 64, args)])
+    p = m.predict(rows)
+    over, exact = p.explanation
+    # 800 work-groups of 2 warps launched, 200 of them working; 16 resident per compute unit
+    # (the work-group limit) on 10 units: waves of 160, the second holding 40
+    assert over["work_groups"] == {"launched": 800.0, "working": 200.0}
+    assert over["waves"] == 2.0 and over["last_wave_fill"] == pytest.approx(40 / 160)
+    assert exact["work_groups"] == {"launched": 200.0, "working": 200.0}
+    assert exact["waves"] == 2.0 and exact["last_wave_fill"] == pytest.approx(40 / 160)
+    # the empty work-groups exit at once and the profile gives a work-group no cost of its own: the
+    # memory part and the latency floor (2 repetitions of the resident set on the busiest unit) are
+    # those of the grid of the 200 working groups alone (the compute part keeps the empty
+    # work-items' loop over their guards)
+    assert over["time_parts_us"]["memory"] == pytest.approx(exact["time_parts_us"]["memory"], rel=1e-3)
+    assert over["time_parts_us"]["latency"] == pytest.approx(exact["time_parts_us"]["latency"], rel=0.05)
+    # the last wave (40 groups: 4 per unit) computes as long as the first (16 per unit): 32 rounds of
+    # a work-group per unit, not 16 + 4
+    monkeypatch.setattr(GPUClass, "full_tail_wave", False)
+    prorated = AnalyticalModel(gpu_profile()).predict(rows).explanation[1]
+    assert exact["time_parts_us"]["compute"] == pytest.approx(prorated["time_parts_us"]["compute"] * 32 / 20)
+    monkeypatch.setattr(GPUClass, "full_tail_wave", True)
+    # counting every launched group instead: 5 waves, and 5 repetitions of the resident set whose
+    # warps each wait for a quarter of a working warp's accesses (the average over all warps): 5/8
+    # of the floor of 2 repetitions of working warps
+    monkeypatch.setattr(GPUClass, "waves_of_working_groups", False)
+    every = AnalyticalModel(gpu_profile()).predict(rows).explanation[0]
+    assert every["waves"] == 5.0 and "work_groups" not in every
+    assert every["time_parts_us"]["latency"] == pytest.approx(5 / 8 * over["time_parts_us"]["latency"], rel=0.03)
+    # and the predict command says so under its table
+    lines = _count_lines(pd.DataFrame({"explanation": [over, exact]}))
+    assert lines == ["work-groups: 200 of 800 launched do the kernel's work (the others fail its guards and exit); "
+                     "2 waves of them, the last 25 % full"]
+    assert _count_lines(pd.DataFrame({"explanation": [exact]})) == []

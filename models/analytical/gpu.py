@@ -161,6 +161,11 @@ class GPUClass(DeviceClass):
     #: yardstick pairs counting them changes no score (docs/gpu-yardstick.md, "Registers per
     #: work-item, estimated, and ptxas"), while a kernel that needs many registers loses occupancy
     estimate_in_time: ClassVar[bool] = True
+    #: the waves, the active compute units and the latency floor count the work-groups that do the
+    #: kernel's work (:func:`.registry.working_groups`): a work-group whose work-items all fail the
+    #: kernel's guards exits at once, and the block scheduler fills the slot it leaves with the next
+    waves_of_working_groups: ClassVar[bool] = True
+    full_tail_wave: ClassVar[bool] = True
 
     @classmethod
     def matches(cls, kind: DeviceKind) -> bool:
@@ -282,7 +287,7 @@ class GPUClass(DeviceClass):
         t = Traffic(t.requested, t.l1 + scratch, t.l2 + scratch, t.dram + scratch_dram)
         insts_global = (f["warp_global_mem"] + scratch_insts) * warps
         insts_local = f["warp_local_mem"] * f["local_bank_conflict"] * warps
-        active = np.minimum(n_wg, cu)
+        active = np.minimum(f.get("working_groups", n_wg), cu)
         # the first level takes one 128-byte line of a warp's global access per clock, and the
         # load/store units one warp's lanes per clock; local (shared) accesses are instructions there
         lines = f.get("global_l1_lines", f["global_fetched_bytes"] / 128.0) * g + scratch / 128.0
@@ -447,10 +452,14 @@ def warp_latency_seconds(d: GPUParams, f: Mapping[str, np.ndarray], lsz: np.ndar
     cu = float(d.compute_units)
     clock = d.clock
     warps_wg = np.ceil(lsz / d.warp)
-    wg_per_cu = np.ceil(n_wg / cu)                                   # work-groups the busiest unit runs
+    # the work-groups that do the kernel's work (the others exit at once), their warps' accesses
+    # all of the launch's
+    n_run = f.get("working_groups", n_wg)
+    spread = n_wg / np.maximum(n_run, 1.0)
+    wg_per_cu = np.ceil(n_run / cu)                                  # work-groups the busiest unit runs
     resident = np.maximum(np.minimum(per_cu, wg_per_cu), 1.0)         # of them at once
     n_warps = np.maximum(resident * warps_wg, 1.0)                    # active warps per unit
     reps = np.ceil(wg_per_cu / resident)                              # repetitions of the resident set
     comp_cycles = comp_t * clock / np.maximum(reps * n_warps, 1e-30)                 # one warp's, per repetition
     overlap = np.maximum(f.get("loads_in_flight", 1.0), 1.0)                          # its accesses in flight at once
-    return reps * (comp_cycles + f["warp_global_mem"] * latency_cycles / overlap) / clock
+    return reps * (comp_cycles + f["warp_global_mem"] * spread * latency_cycles / overlap) / clock

@@ -192,6 +192,11 @@ class AnalyticalModel(Predictor):
         g = env["gsize0"] * env["gsize1"] * env["gsize2"]
         lsz = env["lsize0"] * env["lsize1"] * env["lsize2"]
         n_wg = env["ngroups0"] * env["ngroups1"] * env["ngroups2"]
+        # the work-groups the waves count (the device class's: all, or those that do the kernel's
+        # work), and how much more than the average work-item's a work-item of them does
+        n_run = dc.working_groups(f, env, n_wg)
+        spread = n_wg / np.maximum(n_run, 1.0)
+        f["working_groups"] = n_run
         cu = float(d.compute_units)
         ws = np.asarray(env.get("__working_set_bytes", np.zeros_like(g)), dtype=np.float64)
         ws = np.broadcast_to(ws, g.shape)
@@ -221,17 +226,21 @@ class AnalyticalModel(Predictor):
         barrier_s = dc.barrier_seconds(lsz)
 
         def wave(w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            # w working work-groups, each work-item of them doing `spread` times the average's work
             active = np.minimum(w, cu)
             rounds = np.ceil(w / cu)
-            comp = rounds * lsz * comp_s_item
-            mem = w * lsz * streamed / np.maximum(bw * active / cu, 1.0) + rounds * lsz * strided_s_item
-            sync = rounds * barriers * barrier_s
-            return comp, mem + rounds * lsz * local_s_item, sync
+            comp = rounds * lsz * comp_s_item * spread
+            mem = (w * lsz * streamed * spread / np.maximum(bw * active / cu, 1.0)
+                   + rounds * lsz * strided_s_item * spread)
+            sync = rounds * barriers * spread * barrier_s
+            return comp, mem + rounds * lsz * local_s_item * spread, sync
 
-        full = np.floor(n_wg / concurrent)
-        rem = n_wg - full * concurrent
-        c1, m1, s1 = wave(np.minimum(concurrent, n_wg))
+        full = np.floor(n_run / concurrent)
+        rem = n_run - full * concurrent
+        c1, m1, s1 = wave(np.minimum(concurrent, n_run))
         c2, m2, s2 = wave(rem)
+        if dc.full_tail_wave:
+            c2 = np.where(full > 0, c1, c2)     # the last, partial wave computes as long as a full one
         c2, m2, s2 = (np.where(rem > 0, x, 0.0) for x in (c2, m2, s2))
         comp_t = np.where(full > 0, full * c1, 0.0) + c2
         mem_t = np.where(full > 0, full * m1, 0.0) + m2
@@ -296,11 +305,15 @@ class AnalyticalModel(Predictor):
             "launch_s": launch * np.ones_like(g), "compute_s": comp_t, "memory_s": mem_t, "sync_s": sync_t,
             "occupancy": occupancy, "eta_coal": f["eta_coal"], "bandwidth_Bps": bw, "memory_level": level,
             "arithmetic_intensity": intensity, "time_balance": np.full_like(g, peak_flops / d.dram_bw),
-            "waves": np.ceil(n_wg / concurrent), "resident_wg_per_cu": per_cu, "global_items": g,
+            "waves": np.ceil(n_run / concurrent), "resident_wg_per_cu": per_cu, "global_items": g,
+            "last_wave_fill": np.where(rem > 0, rem / concurrent, np.where(n_run > 0, 1.0, 0.0)),
             "flops": flops * g, "fetched_bytes": fetched * g, "strided_lines_s": strided_s_item * g / cu,
             "busiest_item_s": busiest_s if busiest_s is not None else np.zeros_like(g),
             "join_s": join_t,
         }
+        if dc.waves_of_working_groups:
+            parts["working_groups"] = n_run
+            parts["launched_groups"] = n_wg
         if energy_terms:
             parts.update({f"energy_{k}_j": v for k, v in energy_terms.items()})
             parts["clock_ratio"] = freq_ratio * np.ones_like(g)
@@ -455,6 +468,13 @@ def explain(p: dict[str, Any], t: float) -> dict[str, Any]:
         "time_balance": float(p["time_balance"]),
         "fetched_bytes": float(p["fetched_bytes"]),
     }
+    if "last_wave_fill" in p:
+        # the share of a full wave the last one holds (1: the work-groups fill whole waves)
+        out["last_wave_fill"] = float(p["last_wave_fill"])
+    if "working_groups" in p:
+        # the waves count the work-groups in which some work-item does the kernel's work; the others
+        # exit at once and cost only their share of the launch
+        out["work_groups"] = {"launched": float(p["launched_groups"]), "working": float(p["working_groups"])}
     if "energy_balance" in p:
         out["energy_balance"] = float(p["energy_balance"])
     terms = {k[len("energy_"):-2]: float(v) for k, v in p.items() if k.startswith("energy_") and k.endswith("_j")}

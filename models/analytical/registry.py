@@ -24,7 +24,7 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 from kernelcast.calib.profile import DeviceProfile
 from kernelcast.models.analytical.params import RATE_CLASSES, SharedParams
-from kernelcast.models.static.features import BUILTIN_CLASSES
+from kernelcast.models.static.features import BUILTIN_CLASSES, GROUP_SHARE
 
 #: profile keys of the atomic benchmark (``calib --only atomic``)
 ATOMIC_KEY = re.compile(r"^atomic_(global|local)(_b\d+)?_gops$")
@@ -72,6 +72,10 @@ class DeviceClass(ABC):
     priority: ClassVar[int] = 0
     #: prefix of the per-work-item counts the operation costs read (``warp_``: counts per warp)
     count_prefix: ClassVar[str] = ""
+    #: whether the waves are counted over the working work-groups only (:meth:`working_groups`)
+    waves_of_working_groups: ClassVar[bool] = False
+    #: whether the compute part of a partial last wave after full ones is that of a full wave
+    full_tail_wave: ClassVar[bool] = False
 
     def __init__(self, profile: DeviceProfile, device_info: Any = None) -> None:
         self.profile = profile
@@ -110,6 +114,13 @@ class DeviceClass(ABC):
         where no compiler report stands in ``f`` (registers, spills), as features the later stages
         read; none by default."""
         return {}
+
+    def working_groups(self, f: Mapping[str, np.ndarray], env: Mapping[str, np.ndarray], n_wg: np.ndarray
+                       ) -> np.ndarray:
+        """The work-groups the waves are counted over: with :attr:`waves_of_working_groups`, those in
+        which some work-item does the kernel's work (:func:`working_groups`), the others exiting
+        at once; else all of them (default)."""
+        return working_groups(f, env, n_wg) if self.waves_of_working_groups else n_wg
 
     def unrunnable(self, feats: Any, f: Mapping[str, np.ndarray], lsz: np.ndarray) -> np.ndarray:
         """Why the device cannot run each configuration ("" where it can): a work-group larger than
@@ -213,6 +224,23 @@ class DeviceClass(ABC):
         return {"atomics": "charged as memory bytes only: " + (
             "atomic rates are charged on CPU devices only" if has_rates
             else "the profile has no atomic rates (calib --only atomic)")}
+
+
+def working_groups(f: Mapping[str, np.ndarray], env: Mapping[str, np.ndarray], n_wg: np.ndarray) -> np.ndarray:
+    """The work-groups of a launch in which some work-item does the kernel's work: per dimension,
+    the share the static analysis reports (``group_share<d>``: the group ids for which the guards
+    around the kernel's accesses and loops can hold, :mod:`models.static.groups`) of that
+    dimension's groups, at least one; all of them where the features have no share."""
+    n = np.ones_like(np.asarray(n_wg, dtype=np.float64))
+    for d in range(3):
+        ng = np.asarray(env.get(f"ngroups{d}", 1.0), dtype=np.float64)
+        share = f.get(f"{GROUP_SHARE}{d}")
+        if share is None:
+            n = n * ng
+            continue
+        # the share is a count of group ids over their number: an integer up to rounding
+        n = n * np.clip(np.ceil(ng * share - 1e-6), 1.0, np.maximum(ng, 1.0))
+    return np.minimum(n, n_wg)
 
 
 def operation_seconds(d: SharedParams, f: Mapping[str, np.ndarray], g: np.ndarray, prefix: str = ""

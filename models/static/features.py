@@ -66,6 +66,9 @@ UNROLLED_PREFIX = "unrolled:"
 #: ``evaluate_many``'s output; a device class whose compiler keeps such values in registers
 #: subtracts them
 REPEATED_PREFIX = "repeated:"
+#: key prefix of the share of the work-groups of dimension ``d`` in which some work-item does the
+#: kernel's work (``group_share0`` ... ``group_share2``, :attr:`SourceFeatures.group_share`)
+GROUP_SHARE = "group_share"
 #: the key of those loops' loads in ``loopvec_ops``
 LOOPVEC_LOADS = "loads"
 
@@ -260,6 +263,9 @@ class SourceFeatures:
     # "<builtin family class>:<builtin>" (``bi_tanh:asinh``) -> its call sites (each inlined path
     # counted), however often they run
     call_sites: dict[str, int] = field(default_factory=dict)
+    # per dimension, the share of the work-groups in which some work-item does the kernel's work
+    # (passes the guards around its accesses and loops: models.static.groups); "1" where all do
+    group_share: list[str] = field(default_factory=lambda: ["1", "1", "1"])
     version: int = FEATURES_VERSION
 
     # --- (de)serialization --------------------------------------------------------------------
@@ -292,6 +298,7 @@ class SourceFeatures:
             out += [s for s in (a.stride0, a.stride1) if s is not None]
         out += [lp.trip for lp in self.loops]
         out += [s.default_expr for s in self.sites if s.default_expr]
+        out += list(self.group_share)
         return out
 
     def symbols(self) -> set[str]:
@@ -467,6 +474,8 @@ class SourceFeatures:
         }
         for k, v in static.items():
             out[k] = np.full(shape, v)
+        for d, text in enumerate(self.group_share):
+            out[f"{GROUP_SHARE}{d}"] = np.clip(ev(text), 0.0, 1.0)
         return out
 
 

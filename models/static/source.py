@@ -214,6 +214,7 @@ def analyze_source(kernel: Kernel, filename: str = "kernel.cl") -> SourceFeature
         notes=w.notes,
         lane_mixing=sorted(w.lane_mixing),
         call_sites=dict(sorted(w.call_sites.items())),
+        group_share=w.work_groups.shares(),
     )
     return feats
 

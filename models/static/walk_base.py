@@ -25,6 +25,7 @@ import clang.cindex as ci
 from kernelcast.models.static.affine import deriv
 from kernelcast.models.static.expr import DATA, VAR, WI, Atom, Poly
 from kernelcast.models.static.features import BUILTIN_CLASSES, Access, BranchInfo, LoopInfo, SiteInfo
+from kernelcast.models.static.groups import WorkGroups
 from kernelcast.models.static.guards import Fact
 from kernelcast.models.static.values import ONE, ZERO, MemRef, Ptr, Val, retype_ptr
 
@@ -119,6 +120,9 @@ class WalkerBase(ABC):
         self.unrolled_control = False
         self.accesses: list[Access] = []
         self.loops: list[LoopInfo] = []
+        # the comparisons around each work site (models.static.groups): the share of the work-groups
+        # in which some work-item does the kernel's work
+        self.work_groups = WorkGroups()
         self.branches: list[BranchInfo] = []
         self.sites: list[SiteInfo] = []
         self._site_names: set[str] = set()

@@ -231,6 +231,8 @@ class LoopWalker(WalkerBase):
         if closed:
             assumed, trip, trip_kind = closed, ONE, "closed_form"
         if not self.mute:
+            if all(a.space == "private" for a in self.accesses[before[2]:]):
+                self.work_groups.add_site(self.guards)      # a loop of its own work (models.static.groups)
             self.loops.append(LoopInfo(
                 line=line, kind=kind, var=var_name, trip=trip.to_str(), trip_kind=trip_kind, depth=depth,
                 data_dependent=data_dep, divergent=divergent, has_break=ctx.has_break, early_exit=early,

@@ -234,6 +234,8 @@ class MemWalker(WalkerBase):
             indirect=indirect, line=c.location.line, via=via, conditional=self.conditional, index_int32=m.signed32,
             index_guarded=m.signed32 and shift_guarded(idx, self.guards)))
         self.acc_polys.append((self.w_item, self.w_warp))
+        if m.space != "private":
+            self.work_groups.add_site(self.guards)
         if kind != "load":
             self.store_loops.append((m.space, frozenset(ctx.lid for ctx in self.loop_stack)))
         elif idx is not None:
