@@ -13,7 +13,8 @@ pair is read, its ok rows sampled (``--rows-per-pair``, seeded), each row tagged
 analytical columns and the residual target included) is recomputed from the datasets and the
 analysis cache. ``build`` fits the model on every row and writes ``tabular.json``, ``xfer.json``
 (the configuration-transfer table of :mod:`models.xfer`, made of every ok row of every pair, sampled
-or not) and ``card.json`` (sources, GPUs, kernels, rows per pair); ``evaluate`` runs ``kernelcast
+or not, with each row's analytical time: the table of every ok row is built for it) and
+``card.json`` (sources, GPUs, kernels, rows per pair); ``evaluate`` runs ``kernelcast
 evaluate``'s grouped out-of-fold loop (``--group-by kernel|gpu|both``), each fold's transfer table
 holding only the ok rows of its training rows' GPUs and problems, and writes ``metrics.json``.
 ``--no-config-transfer`` leaves the transfer columns out (the model before them).
@@ -40,6 +41,8 @@ from kernelcast.models.tabular import (
     FEATURE_COLUMNS,
     TABLE_VERSION,
     XFER_COLUMNS,
+    build_table,
+    table_transfer_rows,
     transfer_rows,
 )
 from kernelcast.train.oof import DeviceProfiles, TabularFitter, device_tables
@@ -90,12 +93,15 @@ def find_pairs(yardstick: Path, only_gpus: Sequence[str] = (), skip_gpus: Sequen
     return out
 
 
-def load_pairs(pairs: Sequence[Pair], rows_per_pair: int,
-               seed: int) -> tuple[pd.DataFrame, DeviceProfiles, pd.DataFrame]:
+def load_pairs(pairs: Sequence[Pair], rows_per_pair: int, seed: int,
+               analysis_dirs: Sequence[str] | None = None) -> tuple[pd.DataFrame, DeviceProfiles, pd.DataFrame]:
     """Every pair's ok rows (measured time > 0), at most ``rows_per_pair`` of each drawn with ``seed``
     (0: all), as one frame with ``device`` = the GPU, the profile of each GPU, and *every* ok row of
     every pair as configuration-transfer rows (:func:`models.tabular.transfer_rows`: the measured
-    times the transfer features are made of, sampled or not)."""
+    times the transfer features are made of, sampled or not). With ``analysis_dirs`` (the analysis
+    caches) the transfer rows carry each row's analytical time (the feature table of every ok row is
+    built: :func:`models.tabular.table_transfer_rows`), which the transfer's residual shape
+    (``xfer_shape``) needs."""
     frames = []
     refs = []
     by_device: dict[str, DeviceProfile] = {}
@@ -104,7 +110,9 @@ def load_pairs(pairs: Sequence[Pair], rows_per_pair: int,
         t = pd.to_numeric(df["time_median_us"], errors="coerce")
         df = df[np.isfinite(t) & (t > 0)].reset_index(drop=True)
         p.rows = len(df)
-        refs.append(transfer_rows(df, load_profile(p.profile)))
+        prof = load_profile(p.profile)
+        refs.append(transfer_rows(df, prof) if analysis_dirs is None
+                    else table_transfer_rows(build_table(df, prof, analysis_dirs)))
         if rows_per_pair and len(df) > rows_per_pair:
             df = df.sample(n=rows_per_pair, random_state=seed + i).sort_index().reset_index(drop=True)
         p.sampled = len(df)
@@ -124,7 +132,7 @@ def build_model(yardstick: Path, out: Path, analysis_dirs: Sequence[str], *, row
     holds every ok row of every pair (not only the sampled ones)."""
     t0 = time.perf_counter()
     pairs = find_pairs(yardstick, skip_gpus=skip_gpus, skip_benchmarks=skip_benchmarks)
-    frame, profiles, ref = load_pairs(pairs, rows_per_pair, seed)
+    frame, profiles, ref = load_pairs(pairs, rows_per_pair, seed, analysis_dirs if transfer else None)
     table = device_tables(frame, profiles, analysis_dirs)
     first = profiles.by_device[pairs[0].gpu]
     model = fit_tabular(table, first, target="time", seed=seed, transfer=transfer, transfer_rows=ref, split=split)
@@ -159,7 +167,7 @@ def evaluate_model(yardstick: Path, out: Path, analysis_dirs: Sequence[str], gro
     from kernelcast.train.evaluate import EvaluateOptions, _make_fitters, evaluate_frame, parse_models
 
     pairs = find_pairs(yardstick, skip_gpus=skip_gpus, skip_benchmarks=skip_benchmarks)
-    frame, profiles, ref = load_pairs(pairs, rows_per_pair, seed)
+    frame, profiles, ref = load_pairs(pairs, rows_per_pair, seed, analysis_dirs if transfer else None)
     opts = EvaluateOptions(models=parse_models(models), folds=folds, seed=seed, group_by=group_by,
                            analysis_dirs=tuple(analysis_dirs))
     fitters = _make_fitters(opts.models, profiles, opts)

@@ -75,7 +75,9 @@ cannot read):
   time on the *other* devices of the training data (``xfer_rel``: relative to each device's median
   over the problem; ``xfer_devices``: how many; ``xfer_abs_log2``: scaled by the spec ratio;
   ``xfer_resid``: that minus ``log2_analytical_us``; ``xfer_rel_an``: ``xfer_rel`` minus
-  ``log2_analytical_us``), weighted by device similarity, each row's own
+  ``log2_analytical_us``; ``xfer_shape``: the other devices' *residual shape* of the
+  configuration, its relative log2 time there minus its relative analytical log2 time there),
+  weighted by device similarity, each row's own
   device left out. :func:`build_table` leaves them NaN and passes the keys through (``xfer_problem``,
   ``xfer_config``, ``xfer_device`` = the profile's device name); the model fills them from the table
   of measured times it was fitted with (:func:`fill_transfer`), so they exist only for
@@ -112,7 +114,11 @@ kernel group (the analytical model's prediction: nothing showed that either carr
 kernel). A split head fitted with the configuration-transfer columns reads them in the shape alone:
 its *transfer shape* booster (the shape booster on every feature, the transfer columns included)
 gives the shape of a row that has a transfer value, on the same level as any row; it has no
-transfer booster.
+transfer booster. When the model's transfer table has the analytical times of its rows (so that
+``xfer_shape`` exists), the transfer shape is *offset* by it (``transfer_shape_offset``): the
+booster learns the shape minus the row's ``xfer_shape`` (0 where the row has none) and adds it
+back, so a row's shape is the other devices' residual shape of the configuration plus what the
+features say the held-out device does differently.
 
 Intervals: every time prediction carries a 90 % interval from split-conformal quantiles of
 out-of-fold (OOF) residuals ``r = log2(measured / predicted)`` (:class:`IntervalCalibration`,
@@ -154,7 +160,15 @@ from kernelcast.models.analytical import AnalyticalModel, config_env, stack_envs
 from kernelcast.models.base import Predictions, Predictor
 from kernelcast.models.fewshot import DEFAULT_SHRINK_PRIOR, ShapePrior
 from kernelcast.models.static import analyze_source
-from kernelcast.models.xfer import XFER_COLUMNS, XFER_FILE, XFER_KEY_COLUMNS, XferTable, device_weight, xfer_keys
+from kernelcast.models.xfer import (
+    XFER_COLUMNS,
+    XFER_COLUMNS_V1,
+    XFER_FILE,
+    XFER_KEY_COLUMNS,
+    XferTable,
+    device_weight,
+    xfer_keys,
+)
 
 from kernelcast.columns import decode_args, decode_counts, decode_sizes
 from kernelcast.cuda import looks_like_cuda
@@ -170,18 +184,20 @@ log = logging.getLogger(__name__)
 
 #: name and version of the saved format (``tabular.json``)
 FORMAT = "kernelcast-tabular"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 #: saved format versions this code reads (version 2 added the level/shape heads: a reader of version
 #: 1 would predict such a model with its direct booster alone, so it refuses it by the version;
 #: version 3 added the transfer shape booster of a split head, which a reader of version 2 would
-#: leave out)
-READABLE_FORMAT_VERSIONS = (1, 2, 3)
+#: leave out; version 4 its offset by the other devices' residual shape, ``transfer_shape_offset``,
+#: which a reader of version 3 would not add back)
+READABLE_FORMAT_VERSIONS = (1, 2, 3, 4)
 MODEL_FILE = "tabular.json"
 #: version of the feature table (a change of columns or of their meaning bumps it)
-TABLE_VERSION = 3
+TABLE_VERSION = 4
 #: older table versions a saved model may have been fitted on: their columns are a subset of this
-#: version's, with the same meaning (version 3 added the configuration-transfer columns)
-READABLE_TABLE_VERSIONS = (2, 3)
+#: version's, with the same meaning (version 3 added the configuration-transfer columns, version 4
+#: ``xfer_shape``)
+READABLE_TABLE_VERSIONS = (2, 3, 4)
 
 #: the columns that name a row's kernel (``kernel_origin``: its corpus origin, e.g. the source file,
 #: which decides its cross-validation group) and are carried into the table when the frame has them
@@ -780,16 +796,35 @@ def transfer_rows(frame: pd.DataFrame, profile: DeviceProfile) -> pd.DataFrame:
     return out
 
 
+def table_transfer_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a :func:`build_table` table as configuration-transfer rows *with* their
+    analytical log2 time (:func:`transfer_rows` has none): what gives the table's configurations
+    their residual shape on each device (``xfer_shape``, :mod:`models.xfer`). The table costs the
+    static analyses of its rows; :func:`transfer_rows` costs none."""
+    cols = list(XFER_KEY_COLUMNS) + ["time_median_us", "log2_analytical_us"] + list(DEVICE_COLUMNS)
+    missing = [c for c in cols if c not in table.columns]
+    if missing:
+        raise ValueError(f"not a build_table table: no column(s) {missing[:3]}")
+    return table[cols].reset_index(drop=True)
+
+
 def transfer_table(table: pd.DataFrame, extra_rows: pd.DataFrame | None = None) -> XferTable | None:
     """The configuration-transfer table of the measured rows of a :func:`build_table` table and
-    ``extra_rows`` (:func:`transfer_rows`), or ``None`` when they come from fewer than two devices
-    (nothing to transfer)."""
+    ``extra_rows`` (:func:`transfer_rows` or :func:`table_transfer_rows`), or ``None`` when they come
+    from fewer than two devices (nothing to transfer). The table's rows and any extra rows with
+    ``log2_analytical_us`` bring their analytical times."""
     cols = list(XFER_KEY_COLUMNS) + ["time_median_us"] + list(DEVICE_COLUMNS)
     if "time_median_us" not in table.columns or any(c not in table.columns for c in XFER_KEY_COLUMNS):
         return None
-    parts = [table[cols]]
+
+    def part(rows: pd.DataFrame) -> pd.DataFrame:
+        out = rows[cols]
+        return out.assign(log2_analytical_us=rows["log2_analytical_us"].to_numpy(dtype=np.float64)
+                          if "log2_analytical_us" in rows.columns else np.nan)
+
+    parts = [part(table)]
     if extra_rows is not None and len(extra_rows):
-        parts.append(extra_rows[cols])
+        parts.append(part(extra_rows))
     rows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0].reset_index(drop=True)
     if rows["xfer_device"].astype(str).nunique() < 2:
         return None
@@ -1043,6 +1078,10 @@ class TabularHead:
     #: the level path as any other row: the transfer columns never set a level. A split head has no
     #: ``transfer`` booster
     transfer_shape: lgb.Booster | None = None
+    #: whether the :attr:`transfer_shape` booster is offset by the row's ``xfer_shape`` (the other
+    #: devices' residual shape of the configuration, :mod:`models.xfer`): it was fitted on the shape
+    #: minus ``xfer_shape`` (0 where a row has none), which is added back to its prediction
+    transfer_shape_offset: bool = False
     shape_scale: float = 1.0
     unseen_shape_scale: float = 0.0
     unseen_level_scale: float = 0.0
@@ -1085,7 +1124,7 @@ class TabularHead:
 
     def residual_log2(self, xb: np.ndarray, known: np.ndarray | None = None,
                       own: np.ndarray | None = None, x: np.ndarray | None = None,
-                      has_transfer: np.ndarray | None = None) -> np.ndarray:
+                      has_transfer: np.ndarray | None = None, offset: np.ndarray | None = None) -> np.ndarray:
         """The predicted ``log2(measured / base)`` of the rows of ``xb`` (the features the
         residual boosters read), as :meth:`predict` applies it. A split head: ``known`` are the
         rows' :meth:`known_levels` (NaN or absent: a kernel it was not fitted on), ``own`` which of
@@ -1093,7 +1132,8 @@ class TabularHead:
         device is averaged with the level booster's (the kernel's levels on similar devices and the
         level the device columns give, in log2). ``x``: the same rows with every feature of the
         model (the transfer columns last) and ``has_transfer`` which of them have a transfer value:
-        those take their shape from the :attr:`transfer_shape` booster."""
+        those take their shape from the :attr:`transfer_shape` booster, plus the rows' ``offset``
+        (their ``xfer_shape``; NaN counts as 0) when it is :attr:`transfer_shape_offset`."""
         if self.split:
             assert self.level is not None and self.shape is not None
             sh = np.asarray(self.shape.predict(xb), dtype=np.float64)
@@ -1101,6 +1141,10 @@ class TabularHead:
                 hx = np.asarray(has_transfer, dtype=bool)
                 if hx.any():
                     sh[hx] = np.asarray(self.transfer_shape.predict(x[hx]), dtype=np.float64)
+                    if self.transfer_shape_offset:
+                        if offset is None:
+                            raise ValueError("a transfer shape with an offset needs the rows' xfer_shape")
+                        sh[hx] += np.nan_to_num(np.asarray(offset, dtype=np.float64)[hx], nan=0.0)
             kn = np.full(len(xb), np.nan) if known is None else np.asarray(known, dtype=np.float64)
             seen = np.isfinite(kn)
             lv = np.asarray(self.level.predict(xb[:, list(self.level_index)]), dtype=np.float64)
@@ -1115,7 +1159,7 @@ class TabularHead:
 
     def predict(self, x: np.ndarray, base: np.ndarray, rel: np.ndarray | None = None,
                 n_base: int | None = None, known: np.ndarray | None = None,
-                own: np.ndarray | None = None) -> np.ndarray:
+                own: np.ndarray | None = None, offset: np.ndarray | None = None) -> np.ndarray:
         """Predictions in the target's unit (us or J), NaN where no booster applies. ``x``: the
         matrix of the model's features, of which the residual and direct boosters read the first
         ``n_base`` (default all); ``rel``: the rows' ``xfer_rel``. A row with a transfer
@@ -1124,7 +1168,8 @@ class TabularHead:
         row the residual (or direct) path alone. ``known``, ``own``: a split head's
         :meth:`known_levels` of the rows. A split head with a :attr:`transfer_shape` booster has
         no transfer path: a row with a transfer value gets that booster's shape on its level
-        (:meth:`residual_log2`)."""
+        (:meth:`residual_log2`; ``offset``: the rows' ``xfer_shape``, for a
+        :attr:`transfer_shape_offset` booster)."""
         out = np.full(len(base), np.nan)
         xb = x if n_base is None else x[:, :n_base]
         xf = np.zeros(len(base), dtype=bool)
@@ -1138,7 +1183,8 @@ class TabularHead:
             hx = np.isfinite(rel[ok]) if self.transfer_shape is not None and rel is not None else None
             r = self.residual_log2(xb[ok], None if known is None else np.asarray(known, dtype=np.float64)[ok],
                                    None if own is None else np.asarray(own, dtype=bool)[ok],
-                                   x[ok] if hx is not None else None, hx)
+                                   x[ok] if hx is not None else None, hx,
+                                   None if offset is None else np.asarray(offset, dtype=np.float64)[ok])
             res = base[ok] * np.exp2(r)
             both = xf[ok]
             out[ok] = np.where(both, np.sqrt(np.where(both, out[ok], 1.0) * res), res)
@@ -1241,7 +1287,9 @@ class TabularPredictor(Predictor):
                 devcols = table[list(DEVICE_COLUMNS)].to_dict("records")
                 known, own = head.known_levels(table[KERNEL_KEY_COLUMN].astype(str).tolist(),
                                                table["xfer_device"].astype(str).tolist(), devcols)
-            out[t] = head.predict(x, base, rel, self.n_base, known, own)
+            off = table["xfer_shape"].to_numpy(dtype=np.float64) \
+                if head.transfer_shape_offset and "xfer_shape" in table.columns else None
+            out[t] = head.predict(x, base, rel, self.n_base, known, own, off)
             if UNRUNNABLE_COLUMN in table.columns:
                 out[t] = np.where(table[UNRUNNABLE_COLUMN].to_numpy(dtype=np.float64) > 0, np.nan, out[t])
         return Predictions(out["time"], out["energy"])
@@ -1261,6 +1309,7 @@ class TabularPredictor(Predictor):
                 heads[t].update(level=h.level.model_to_string(), shape=h.shape.model_to_string(),
                                 transfer_shape=None if h.transfer_shape is None
                                 else h.transfer_shape.model_to_string(),
+                                transfer_shape_offset=h.transfer_shape_offset,
                                 shape_scale=h.shape_scale, unseen_shape_scale=h.unseen_shape_scale,
                                 unseen_level_scale=h.unseen_level_scale, kernel_levels=h.kernel_levels,
                                 level_devices={d: {c: _num(v) for c, v in cols.items()}
@@ -1337,8 +1386,14 @@ class TabularPredictor(Predictor):
             if tra is not None and "xfer_rel" not in features:
                 raise ModelFormatError(f"{p}: head {t!r} has a transfer booster and the model no xfer_rel feature")
             n_base = len([f for f in features if f not in XFER_COLUMNS])
-            if features[n_base:] and features[n_base:] != list(XFER_COLUMNS):
+            if features[n_base:] and features[n_base:] not in (list(XFER_COLUMNS), list(XFER_COLUMNS_V1)):
                 raise ModelFormatError(f"{p}: the transfer columns are not the model's last features")
+            t_off = h.get("transfer_shape_offset", False)
+            if not isinstance(t_off, bool):
+                raise ModelFormatError(f"{p}: head {t!r}: transfer_shape_offset {t_off!r} is not true or false")
+            if t_off and (tsh is None or "xfer_shape" not in features):
+                raise ModelFormatError(f"{p}: head {t!r} has a transfer shape offset without a transfer shape "
+                                       f"booster or without the xfer_shape feature")
             level_index: tuple[int, ...] = ()
             if lvl is not None:
                 names = list(lvl.feature_name())
@@ -1368,6 +1423,7 @@ class TabularPredictor(Predictor):
                 raise ModelFormatError(f"{p}: head {t!r}: kernel_levels or level_devices cannot be read") from None
             heads[t] = TabularHead(t, str(h.get("base_column", BASES[t])), res, dire, dict(h.get("summary") or {}),
                                    float(scale), tra, level=lvl, shape=shp, transfer_shape=tsh,
+                                   transfer_shape_offset=t_off,
                                    shape_scale=split_scales[0],
                                    unseen_shape_scale=split_scales[1], unseen_level_scale=split_scales[2],
                                    kernel_levels=k_levels, level_devices=l_devs, level_index=level_index)

@@ -36,7 +36,15 @@ one configuration on one device: their median). A row of device ``d`` gets (:met
 * ``xfer_rel_an``: ``xfer_rel - log2_analytical_us``: the same residual up to one constant per
   device and problem (its level), without any spec ratio, so that a tree ranks a problem's
   configurations by it on a device whose profile states neither rate; the constant is left to the
-  level features (device columns, analytical terms).
+  level features (device columns, analytical terms);
+* ``xfer_shape``: the weighted mean over the same devices of the configuration's *residual shape*
+  there: its relative log2 time minus its relative log2 *analytical* time on that device (the
+  analytical model's log2 time of the configuration with that device's profile, minus its median
+  over that device's configurations of the problem). It is the other devices' estimate of exactly
+  the shape the tabular model learns (``log2(measured / analytical)`` minus its median over the
+  problem), with no constant left per device or problem. It needs the analytical times of the
+  table's rows (``log2_analytical_us`` among the rows :meth:`XferTable.from_rows` is given); NaN
+  where none of the other devices has one for the configuration.
 
 Weights (:func:`device_weight`) come from the profiles' device columns alone, fixed before any data:
 :data:`FAMILY_WEIGHT` for a device of the same class, vendor and warp width (an architecture family:
@@ -46,10 +54,12 @@ is fitted on the device predicted. A configuration measured on no other device, 
 no other device, has NaN features (LightGBM routes NaN down its own branch).
 
 Saved as ``xfer.json`` next to ``tabular.json`` (:meth:`XferTable.save`): the devices with their
-device columns and, per problem (keyed by a 16-hex-digit hash), its level on each device and its
-configurations (keyed the same way) with one relative value per device (null where not measured),
-all in log2 rounded to :data:`DECIMALS` decimals (0.07 % of a time; the table is rounded when it
-is built, so a model predicts the same before and after saving).
+device columns and, per problem (keyed by a 16-hex-digit hash), its level on each device, its
+configurations (keyed the same way) with one relative value per device (null where not measured)
+and, for the configurations with an analytical time, their relative analytical log2 times per
+device (``analytical``), all in log2 rounded to :data:`DECIMALS` decimals (0.07 % of a time; the
+table is rounded when it is built, so a model predicts the same before and after saving). Version 1
+files (before the analytical times) still load; their ``xfer_shape`` is NaN.
 """
 
 from __future__ import annotations
@@ -73,9 +83,15 @@ from kernelcast.errors import InputError
 #: the saved table (next to ``tabular.json``), its format name and version
 XFER_FILE = "xfer.json"
 XFER_FORMAT = "kernelcast-config-transfer"
-XFER_VERSION = 1
+XFER_VERSION = 2
+#: the table versions this kernelcast reads (1: without the analytical times)
+READABLE_XFER_VERSIONS = (1, 2)
 #: feature columns (appended to ``models.tabular.FEATURE_COLUMNS``)
-XFER_COLUMNS = ("xfer_rel", "xfer_devices", "xfer_abs_log2", "xfer_resid", "xfer_rel_an")
+XFER_COLUMNS = ("xfer_rel", "xfer_devices", "xfer_abs_log2", "xfer_resid", "xfer_rel_an", "xfer_shape")
+#: the feature columns of models saved before ``xfer_shape`` (they still load)
+XFER_COLUMNS_V1 = XFER_COLUMNS[:5]
+#: the optional column of :meth:`XferTable.from_rows`' rows with the analytical log2 time
+ANALYTICAL_COLUMN = "log2_analytical_us"
 #: key columns ``build_table`` passes through (not features)
 XFER_KEY_COLUMNS = ("xfer_config", "xfer_problem", "xfer_device")
 #: weight of a device of the same class, vendor and warp width as the device predicted
@@ -167,20 +183,27 @@ class XferTable:
     levels: dict[str, np.ndarray] = field(default_factory=dict)
     #: configuration key -> (problem key, relative log2 time per device)
     configs: dict[str, tuple[str, np.ndarray]] = field(default_factory=dict)
+    #: configuration key -> relative log2 analytical time per device (the analytical log2 time with
+    #: that device's profile minus its median over the device's configurations of the problem; NaN
+    #: where the device has no analytical time for it); configurations without any are absent
+    analytical: dict[str, np.ndarray] = field(default_factory=dict)
 
     @classmethod
     def from_rows(cls, rows: pd.DataFrame, device_columns: Mapping[str, Mapping[str, float]]) -> XferTable:
         """The table of measured rows: ``xfer_problem``, ``xfer_config``, ``xfer_device`` and
-        ``time_median_us`` (rows without a positive time or a key are skipped); ``device_columns``
-        has the device columns of every device of the rows."""
+        ``time_median_us`` (rows without a positive time or a key are skipped), optionally
+        :data:`ANALYTICAL_COLUMN` (the row's analytical log2 time with its device's profile; NaN
+        where none); ``device_columns`` has the device columns of every device of the rows."""
         t = pd.to_numeric(rows["time_median_us"], errors="coerce").to_numpy(dtype=np.float64) if len(rows) \
             else np.zeros(0)
         ok = np.isfinite(t) & (t > 0) & (rows["xfer_config"].astype(str) != "").to_numpy() if len(rows) \
             else np.zeros(0, dtype=bool)
+        a = pd.to_numeric(rows[ANALYTICAL_COLUMN], errors="coerce").to_numpy(dtype=np.float64) \
+            if len(rows) and ANALYTICAL_COLUMN in rows.columns else np.full(len(t), np.nan)
         df = pd.DataFrame({"p": rows["xfer_problem"].astype(str).to_numpy()[ok] if len(rows) else [],
                            "c": rows["xfer_config"].astype(str).to_numpy()[ok] if len(rows) else [],
                            "d": rows["xfer_device"].astype(str).to_numpy()[ok] if len(rows) else [],
-                           "y": np.log2(t[ok])})
+                           "y": np.log2(t[ok]), "a": a[ok]})
         devices = sorted(pd.unique(df["d"]).tolist())
         missing = [d for d in devices if d not in device_columns]
         if missing:
@@ -190,16 +213,23 @@ class XferTable:
         if df.empty:
             return table
         di = {d: i for i, d in enumerate(devices)}
-        per = df.groupby(["p", "c", "d"], sort=True)["y"].median().reset_index()
+        per = df.groupby(["p", "c", "d"], sort=True)[["y", "a"]].median().reset_index()
         lev = per.groupby(["p", "d"], sort=True)["y"].median()
+        # the analytical level: the median over the configurations with an analytical time
+        per["la"] = per.groupby(["p", "d"], sort=True)["a"].transform("median")
         # rounded as saved: a model predicts the same before and after saving
         for (p, d), v in lev.items():
             table.levels.setdefault(str(p), np.full(len(devices), np.nan))[di[str(d)]] = round(float(v), DECIMALS)
         for (p, c), g in per.groupby(["p", "c"], sort=True):
             v = np.full(len(devices), np.nan)
-            for d, y in zip(g["d"], g["y"]):
+            an = np.full(len(devices), np.nan)
+            for d, y, ya, la in zip(g["d"], g["y"], g["a"], g["la"]):
                 v[di[str(d)]] = round(float(y) - table.levels[str(p)][di[str(d)]], DECIMALS)
+                if np.isfinite(ya) and np.isfinite(la):
+                    an[di[str(d)]] = round(float(ya) - float(la), DECIMALS)
             table.configs[str(c)] = (str(p), v)
+            if np.isfinite(an).any():
+                table.analytical[str(c)] = an
         return table
 
     def features(self, configs: Sequence[Any], devices: Sequence[Any],
@@ -211,11 +241,15 @@ class XferTable:
         nd = len(self.devices)
         vals = np.full((n, nd), np.nan)
         lev = np.full((n, nd), np.nan)
+        anv = np.full((n, nd), np.nan)
         for i, c in enumerate(configs):
             hit = self.configs.get(str(c)) if isinstance(c, str) and c else None
             if hit is not None:
                 vals[i] = hit[1]
                 lev[i] = self.levels[hit[0]]
+                a = self.analytical.get(str(c))
+                if a is not None:
+                    anv[i] = a
         own = np.array([[str(d) == e for e in self.devices] for d in devices], dtype=bool).reshape(n, nd)
         w = np.zeros((n, nd))
         shift = np.full((n, nd), np.nan)
@@ -239,10 +273,16 @@ class XferTable:
         wa = np.where(ha, w, 0.0)
         swa = wa.sum(axis=1)
         ab = np.where(swa > 0, (np.where(ha, absv, 0.0) * wa).sum(axis=1) / np.where(swa > 0, swa, 1.0), np.nan)
+        hs = have & np.isfinite(anv)
+        ws = np.where(hs, w, 0.0)
+        sws = ws.sum(axis=1)
+        shape = np.where(sws > 0, (np.where(hs, vals - anv, 0.0) * ws).sum(axis=1) / np.where(sws > 0, sws, 1.0),
+                         np.nan)
         la = np.asarray(log2_analytical, dtype=np.float64)
         return {"xfer_rel": rel, "xfer_devices": have.sum(axis=1).astype(np.float64), "xfer_abs_log2": ab,
                 "xfer_resid": np.where(np.isfinite(ab) & np.isfinite(la), ab - la, np.nan),
-                "xfer_rel_an": np.where(np.isfinite(rel) & np.isfinite(la), rel - la, np.nan)}
+                "xfer_rel_an": np.where(np.isfinite(rel) & np.isfinite(la), rel - la, np.nan),
+                "xfer_shape": shape}
 
     # -- saving and loading -------------------------------------------------------------------
 
@@ -253,6 +293,9 @@ class XferTable:
         problems: dict[str, dict[str, Any]] = {p: {"levels": vec(v), "configs": {}} for p, v in self.levels.items()}
         for c, (p, v) in self.configs.items():
             problems[p]["configs"][c] = vec(v)
+            a = self.analytical.get(c)
+            if a is not None:
+                problems[p].setdefault("analytical", {})[c] = vec(a)
         return {"format": XFER_FORMAT, "version": XFER_VERSION, "devices": self.devices,
                 "device_columns": {d: {c: (v if np.isfinite(v) else None) for c, v in cols.items()}
                                    for d, cols in self.device_columns.items()},
@@ -271,9 +314,9 @@ class XferTable:
     def from_dict(cls, data: Any, where: str = XFER_FILE) -> XferTable:
         if not isinstance(data, dict) or data.get("format") != XFER_FORMAT:
             raise XferFormatError(f"{where}: not a {XFER_FORMAT} table")
-        if data.get("version") != XFER_VERSION:
+        if data.get("version") not in READABLE_XFER_VERSIONS:
             raise XferFormatError(f"{where}: {XFER_FORMAT} version {data.get('version')}; this kernelcast reads "
-                                  f"version {XFER_VERSION}")
+                                  f"versions {READABLE_XFER_VERSIONS[0]}-{XFER_VERSION}")
         try:
             devices = [str(d) for d in data["devices"]]
             nd = len(devices)
@@ -290,13 +333,18 @@ class XferTable:
                 raise ValueError("device columns do not match the devices")
             levels: dict[str, np.ndarray] = {}
             configs: dict[str, tuple[str, np.ndarray]] = {}
+            analytical: dict[str, np.ndarray] = {}
             for p, prob in data["problems"].items():
                 levels[str(p)] = arr(prob["levels"])
                 for c, v in prob["configs"].items():
                     configs[str(c)] = (str(p), arr(v))
+                for c, v in (prob.get("analytical") or {}).items():
+                    if str(c) not in configs or configs[str(c)][0] != str(p):
+                        raise ValueError(f"analytical times of configuration {c} not in problem {p}")
+                    analytical[str(c)] = arr(v)
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise XferFormatError(f"{where}: cannot read: {e!r}") from None
-        return cls(devices, dcols, levels, configs)
+        return cls(devices, dcols, levels, configs, analytical)
 
     @classmethod
     def load(cls, directory: str | os.PathLike[str]) -> XferTable | None:

@@ -25,6 +25,7 @@ from kernelcast.models.xfer import (
     FAMILY_WEIGHT,
     OTHER_CLASS_WEIGHT,
     XFER_COLUMNS,
+    XFER_COLUMNS_V1,
     XFER_FILE,
     XferFormatError,
     XferTable,
@@ -34,6 +35,8 @@ from kernelcast.models.xfer import (
 )
 from kernelcast.train.synthetic import synthetic_rows
 from kernelcast.train.tabular import fit_tabular
+
+from kernelcast.metrics import tuning_scores
 
 NV = {"dev_class": 1.0, "dev_vendor": 0.0, "dev_warp_size": 32.0, "dev_dram_bw_gbs": 1000.0,
       "dev_peak_fp32_gflops": math.nan}
@@ -134,6 +137,53 @@ def test_nan_where_no_other_device_has_the_configuration():
     np.testing.assert_allclose(g["xfer_rel"], [math.log2(3) - (1 + math.log2(3)) / 2], atol=2e-3)
 
 
+# analytical log2 times of TIMES' rows: A the same for every configuration (relative 0 each), B
+# 0, 1, 2 (median 1: relative -1, 0, 1), C none
+ANALYTICAL = {"A": {"c1": 0.0, "c2": 0.0, "c3": 0.0, "c4": 0.0}, "B": {"c1": 0.0, "c2": 1.0, "c3": 2.0}}
+
+
+def _table_with_analytical() -> XferTable:
+    rows = _rows(TIMES)
+    rows["log2_analytical_us"] = [ANALYTICAL.get(d, {}).get(c, math.nan)
+                                  for d, c in zip(rows["xfer_device"], rows["xfer_config"])]
+    return XferTable.from_rows(rows, {"A": NV, "B": NV2, "C": AMD})
+
+
+def test_residual_shape_of_known_analytical_times():
+    t = _table_with_analytical()
+    la = (1 + math.log2(3)) / 2                       # A's level
+    # the relative analytical times: A 0 everywhere, B -1, 0, 1, C none
+    np.testing.assert_allclose(t.analytical["c1"][:2], [0.0, -1.0])
+    np.testing.assert_allclose(t.analytical["c3"][:2], [0.0, 1.0])
+    assert np.isnan(t.analytical["c1"][2])
+    # residual shapes (relative time - relative analytical): A c1 -la, c3 2 - la; B c1 0 - (-1) = 1,
+    # c3 2 - 1 = 1; C has no analytical time and gives none
+    f = t.features(["c3", "c1", "c1", "c4"], ["A", "new", "C", "B"], _target(AMD, 4), np.zeros(4))
+    # c3 on A: B only (C has none); c1 on an AMD device: A and B weigh 1 each (C would weigh 4)
+    np.testing.assert_allclose(f["xfer_shape"][:3], [1.0, (-la + 1.0) / 2, (-la + 1.0) / 2], atol=2e-3)
+    # c4 (measured on A alone) on B: A's shape, log2 3 - la
+    np.testing.assert_allclose(f["xfer_shape"][3], math.log2(3) - la, atol=2e-3)
+    # the ranking columns are those of the table without analytical times
+    g = _table().features(["c3", "c1", "c1", "c4"], ["A", "new", "C", "B"], _target(AMD, 4), np.zeros(4))
+    for c in XFER_COLUMNS_V1:
+        np.testing.assert_array_equal(f[c], g[c])
+    # without analytical times there is no residual shape
+    assert not _table().analytical and np.isnan(g["xfer_shape"]).all()
+    # saved and loaded (version 2), the same; a version 1 file (no analytical times) still loads
+    with_a = t.to_dict()
+    assert with_a["version"] == 2 and "analytical" in with_a["problems"]["p"]
+    u = XferTable.from_dict(json.loads(json.dumps(with_a)))
+    h = u.features(["c3", "c1", "c1", "c4"], ["A", "new", "C", "B"], _target(AMD, 4), np.zeros(4))
+    np.testing.assert_array_equal(h["xfer_shape"], f["xfer_shape"])
+    v1 = _table().to_dict()
+    v1["version"] = 1
+    assert not XferTable.from_dict(v1).analytical
+    bad = json.loads(json.dumps(with_a))
+    bad["problems"]["p"]["analytical"]["zz"] = [0.0, 0.0, 0.0]
+    with pytest.raises(XferFormatError, match="zz"):
+        XferTable.from_dict(bad)
+
+
 def test_table_round_trip_and_bad_files(tmp_path):
     t = _table()
     t.save(tmp_path)
@@ -208,9 +258,12 @@ def test_model_learns_the_configuration_effect_from_other_devices(devices_tables
     # path is the one of the model without them, so the two models differ by the shapes alone
     assert head.split and head.transfer is None and head.transfer_shape is not None
     x = with_x.matrix(filled)
-    tsh = head.transfer_shape.predict(x)
+    # the table has the training rows' analytical times: the transfer shape is offset by the other
+    # devices' residual shape of the configuration
+    assert head.transfer_shape_offset and with_x.xfer.analytical
+    tsh = head.transfer_shape.predict(x) + filled["xfer_shape"].to_numpy()
     sh = head0.shape.predict(without.matrix(test))
-    assert np.isfinite(filled["xfer_rel"]).all()
+    assert np.isfinite(filled["xfer_rel"]).all() and np.isfinite(filled["xfer_shape"]).all()
     np.testing.assert_allclose(np.log2(p_x / p_0), head.shape_scale * (tsh - sh), atol=1e-9)
     # the other devices measured the factor: the transfer shape recovers most of it on the held-out
     # device (it learns it relative to the analytical model, up to one constant per kernel);
@@ -241,6 +294,39 @@ def test_model_learns_the_configuration_effect_from_other_devices(devices_tables
     with_x.save(tmp_path / "m")
     without.save(tmp_path / "m")
     assert not (tmp_path / "m" / XFER_FILE).exists()
+
+
+def test_a_device_shaped_as_the_others_is_ranked_exactly(devices_tables, tmp_path):
+    """The held-out device's times have the training devices' residual shape exactly (equal
+    profiles, equal times): with the transfer shape offset by ``xfer_shape`` its configurations are
+    ranked as measured; the booster alone, with the same columns among its features, ranks them
+    less well."""
+    base, tables, _ = devices_tables
+    train = pd.concat(tables[:3], ignore_index=True)
+    test = tables[3]
+    y = test["time_median_us"].to_numpy()
+    problems = test["xfer_problem"].to_numpy()
+    offset = fit_tabular(train, base, seed=0)
+    plain = fit_tabular(train, base, seed=0, transfer_offset=False)
+    assert offset.heads["time"].transfer_shape_offset and not plain.heads["time"].transfer_shape_offset
+    assert offset.features == plain.features and "xfer_shape" in offset.features
+    got = tuning_scores(offset.predict_table(test).time_us, y, problems)
+    ref = tuning_scores(plain.predict_table(test).time_us, y, problems)
+    assert got["groups"] == 4 and got["top1_within"] == 1.0
+    assert got["spearman_mean"] > 0.995 and got["spearman_mean"] > ref["spearman_mean"]
+    # saved (format 4) and loaded with its offset: the same predictions
+    offset.save(tmp_path / "m")
+    data = json.loads((tmp_path / "m" / MODEL_FILE).read_text())
+    assert data["version"] == 4 and data["heads"]["time"]["transfer_shape_offset"] is True
+    np.testing.assert_array_equal(TabularPredictor.load(tmp_path / "m").predict_table(test).time_us,
+                                  offset.predict_table(test).time_us)
+    # an offset that is not true or false, or without a transfer shape booster, is refused
+    for change in ({"transfer_shape_offset": "yes"}, {"transfer_shape": None}):
+        bad = json.loads(json.dumps(data))
+        bad["heads"]["time"].update(change)
+        (tmp_path / "m" / MODEL_FILE).write_text(json.dumps(bad))
+        with pytest.raises(ModelFormatError, match="transfer_shape_offset|transfer shape offset"):
+            TabularPredictor.load(tmp_path / "m")
 
 
 def test_training_rows_use_only_the_other_devices(devices_tables):

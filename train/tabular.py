@@ -370,7 +370,8 @@ def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target =
                 params: dict[str, Any] | None = None, scale_folds: int = SCALE_FOLDS,
                 features: Sequence[str] | None = None, residual: bool = True,
                 transfer: bool = True, transfer_rows: pd.DataFrame | None = None,
-                split: bool = True, fast_weight: float | None = None) -> TabularPredictor:
+                split: bool = True, fast_weight: float | None = None,
+                transfer_offset: bool = True) -> TabularPredictor:
     """Fit the heads of ``target`` on a :func:`build_table` table (module docstring).
 
     ``params`` override :data:`DEFAULT_PARAMS` (LightGBM names); ``num_boost_round`` among them sets
@@ -387,6 +388,9 @@ def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target =
     device) and a shape within it (module docstring); without it as one booster. ``fast_weight``: the
     weight of a pair's fastest rows in the shape boosters (:func:`fast_weights`; 1: unweighted;
     default :data:`FAST_WEIGHT` when the table's rows come from several devices, else 1).
+    ``transfer_offset``: a split head's transfer shape booster learns the shape minus the rows'
+    ``xfer_shape`` (the other devices' residual shape) when any training row has one (module
+    docstring); without it, the shape itself.
     :class:`DataError` when the table has no usable rows for a head asked for (e.g. ``energy``
     without measured energy)."""
     if target not in ("time", "energy", "both"):
@@ -463,14 +467,21 @@ def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target =
             hx = None
             if xfer is not None:
                 hx = np.isfinite(table["xfer_rel"].to_numpy(dtype=np.float64))[has_base]
+                xs = table["xfer_shape"].to_numpy(dtype=np.float64)[has_base] if "xfer_shape" in features \
+                    else np.full(int(has_base.sum()), np.nan)
                 if hx.sum() >= MIN_ROWS:
-                    head.transfer_shape = _fit_booster(x_all[has_base][hx], shp[hx], None if sw is None else sw[hx],
-                                                       features, p, rounds)
+                    head.transfer_shape_offset = bool(transfer_offset and np.isfinite(xs[hx]).any())
+                    off = np.nan_to_num(xs[hx], nan=0.0) if head.transfer_shape_offset else 0.0
+                    head.transfer_shape = _fit_booster(x_all[has_base][hx], shp[hx] - off,
+                                                       None if sw is None else sw[hx], features, p, rounds)
                     summary["rows_with_transfer"] = int(hx.sum())
+                    summary["transfer_shape_offset"] = {"on": head.transfer_shape_offset,
+                                                        "rows_with_xfer_shape": int(np.isfinite(xs[hx]).sum())}
                 else:
                     hx = None
             fitted = head.residual_log2(x_base[has_base], lvl, np.ones(len(lvl), dtype=bool),
-                                        x_all[has_base] if hx is not None else None, hx)
+                                        x_all[has_base] if hx is not None else None, hx,
+                                        xs if hx is not None else None)
             summary["analytical_in_sample"] = _log2_summary(r)
             summary["residual_in_sample"] = _log2_summary(r - fitted)
         elif residual and has_base.sum() >= MIN_ROWS:
