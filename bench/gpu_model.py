@@ -33,8 +33,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import yaml
+from kernelcast.bench.gpu_yardstick import SPECS
 from kernelcast.calib.profile import DeviceProfile, load_profile
 from kernelcast.datagen.frame import DataError, load_measured_frame
+from kernelcast.models.static.batch import ANALYSIS_VERSION
 from kernelcast.models.tabular import (
     DEVICE_COLUMNS,
     DEVICE_RATIO_COLUMNS,
@@ -147,12 +150,27 @@ def build_model(yardstick: Path, out: Path, analysis_dirs: Sequence[str], *, row
         "pairs": [{"benchmark": p.benchmark, "gpu": p.gpu, "profile": p.profile, "ok_rows": p.rows,
                    "rows": p.sampled} for p in pairs],
         "rows_with_analytical": int(np.isfinite(table["analytical_us"]).sum()),
+        "analysis_version": ANALYSIS_VERSION,
+        "sources": spec_sources(sorted({p.benchmark for p in pairs})),
         "config_transfer": model.summary.get("config_transfer"),
         "level_shape_split": model.heads["time"].split,
         "seconds": round(time.perf_counter() - t0, 1),
     }
     (out / CARD_FILE).write_text(json.dumps(card, indent=1) + "\n", encoding="utf-8")
     return card
+
+
+def spec_sources(benchmarks: Sequence[str], specs: Path = SPECS) -> list[dict[str, str]]:
+    """Where each benchmark's kernel and caches come from (repository, commit, kernel file), as its
+    yardstick spec (``bench/gpu/specs``) names them; a benchmark without a spec is left out."""
+    out = []
+    for f in sorted(specs.glob("*.yaml")):
+        spec = yaml.safe_load(f.read_text(encoding="utf-8")) or {}
+        if spec.get("benchmark") in benchmarks:
+            src, kernel = spec.get("source") or {}, spec.get("kernel") or {}
+            out.append({"benchmark": str(spec["benchmark"]), "repository": str(src.get("repository", "")),
+                        "commit": str(src.get("commit", "")), "kernel": str(kernel.get("file", ""))})
+    return out
 
 
 def evaluate_model(yardstick: Path, out: Path, analysis_dirs: Sequence[str], group_by: str, folds: int, *,

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from kernelcast.calib.profile import DeviceIdentity, DeviceProfile, load_profile
 from kernelcast.models.bundled import BUNDLED_GPU_DIR, bundled_card, choose_model, default_model_for
+from kernelcast.models.static.batch import ANALYSIS_VERSION
 from kernelcast.models.tabular import DEVICE_COLUMNS, TabularPredictor, build_table, device_columns
 
 from tests.cli_run import run_here
@@ -78,6 +79,11 @@ def test_bundled_model_loads_and_matches_its_card():
     assert sorted(card["gpus"]) == m.summary["devices"]
     assert {p["gpu"] for p in card["pairs"]} == set(card["gpus"])
     assert all(c in m.features for c in DEVICE_COLUMNS)
+    # its residual is on the analytical model of the current static analysis: a new analysis
+    # version needs the model rebuilt (docs/gpu-model.md, "Rebuilding it")
+    assert card["analysis_version"] == ANALYSIS_VERSION
+    assert {s["benchmark"] for s in card["sources"]} == {p["benchmark"] for p in card["pairs"]}
+    assert all(s["repository"] and len(s["commit"]) == 40 for s in card["sources"])
     size = sum(f.stat().st_size for f in BUNDLED_GPU_DIR.iterdir() if f.is_file())
     assert size < 2.5e6
 

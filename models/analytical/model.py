@@ -345,7 +345,7 @@ class AnalyticalModel(Predictor):
         shared = _shared_keys(frame)
         groups: dict[tuple[str, str, str], list[int]] = {}
         for i, k in enumerate(keys):
-            groups.setdefault(("@", shared[i], "") if shared[i] else k, []).append(i)
+            groups.setdefault(("@", str(shared[i]), "") if shared[i] else k, []).append(i)
         caps = frame["power_cap_w"].to_numpy(dtype=float) if "power_cap_w" in frame else None
         clocks = pd.to_numeric(frame["gr_clock_mhz"], errors="coerce").to_numpy(dtype=float) \
             if "gr_clock_mhz" in frame else None
