@@ -19,9 +19,10 @@ pick / measured best), whether that is within 5 %, and the regret of fixed local
 256; overall, the share of problems within 5 % and the median regrets, on all problems and on the
 two halves of a seeded split by kernel (``design`` and ``check``).
 
-``DIR/measurements.jsonl`` holds one line per measured (problem, local size) with the kernel and
-arguments, so ``--from DIR`` scores a model again without measuring; a run into a DIR that already
-holds measurements measures only the problems missing there (resumes).
+``DIR/measurements.jsonl`` holds one line per measured (problem, local size) with the kernel,
+arguments and the host's 1-minute load average as the problem's rounds ended, so ``--from DIR``
+scores a model again without measuring; a run into a DIR that already holds measurements measures
+only the problems missing there (resumes).
 """
 
 from __future__ import annotations
