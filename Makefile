@@ -26,17 +26,18 @@ opencl: $(STAMP)
 	  $(BIN)/python -m kernelcast.opencl_check || \
 	    { echo "no OpenCL device can build kernels; install an OpenCL driver (e.g. pocl-opencl-icd)"; exit 1; }; }
 
-# OpenCL C -> PTX for the static PTX features: a clang with the NVPTX back-end; where there is none
-# and apt and root are available, Debian's clang-16 is installed (without one the PTX features are
-# left out and their tests skip)
+# OpenCL C -> PTX for the static PTX features, and the AMD register counts of AMD profiles: a clang
+# with the NVPTX back-end, 16 or newer (MIN_CLANG_MAJOR: an older one's AMD register counts differ);
+# where there is none and apt and root are available, Debian's clang-16 is installed (without any
+# clang the PTX features are left out and their tests skip)
 ptx: $(STAMP)
-	@$(BIN)/python -c "import sys; from kernelcast.models.static.ptx import find_clang; sys.exit(find_clang() is None)" || { \
+	@$(BIN)/python -c "import sys; from kernelcast.models.static.ptx import MIN_CLANG_MAJOR, clang_major, find_clang; c = find_clang(); sys.exit(c is None or (clang_major(c) or 0) < MIN_CLANG_MAJOR)" || { \
 	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
-	    echo "installing Debian's clang-16 (OpenCL C -> PTX)" && \
+	    echo "installing Debian's clang-16 (OpenCL C -> PTX, AMD register counts)" && \
 	    { apt-get install -y -qq clang-16 >/dev/null 2>&1 || \
 	      { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq clang-16 >/dev/null 2>&1; } || \
-	      echo "could not install clang-16: the PTX features are left out"; }; \
-	  else echo "no clang with the NVPTX back-end: the PTX features are left out"; fi; }
+	      echo "could not install clang-16: the clang found, if any, is used"; }; \
+	  else echo "no clang 16 or newer with the NVPTX back-end: the clang found, if any, is used"; fi; }
 
 demo: opencl ptx
 	$(BIN)/kernelcast demo

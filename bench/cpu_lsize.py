@@ -19,9 +19,10 @@ pick / measured best), whether that is within 5 %, and the regret of fixed local
 256; overall, the share of problems within 5 % and the median regrets, on all problems and on the
 two halves of a seeded split by kernel (``design`` and ``check``).
 
-``DIR/measurements.jsonl`` holds one line per measured (problem, local size) with the kernel and
-arguments, so ``--from DIR`` scores a model again without measuring; a run into a DIR that already
-holds measurements measures only the problems missing there (resumes).
+``DIR/measurements.jsonl`` holds one line per measured (problem, local size) with the kernel,
+arguments and the host's 1-minute load average as the problem's rounds ended, so ``--from DIR``
+scores a model again without measuring; a run into a DIR that already holds measurements measures
+only the problems missing there (resumes).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import hashlib
 import json
 import logging
 import math
+import os
 import random
 import sys
 import time
@@ -286,13 +288,14 @@ def measure(problems: Sequence[Problem], out: Path, *, rounds: int = 3, min_time
                         dead.update(ls)     # a problem too slow for the launch timeout is abandoned
                     elif m.status != "ok":
                         dead.add(s)         # a failed configuration is not run again
+            load = round(os.getloadavg()[0], 2)      # the host's load as the problem's rounds end
             for s in ls:
                 if not runs[s]:
                     fh.write(json.dumps({"problem": p.pid, "origin": p.origin, "kernel": p.kernel.to_dict(),
                                          "gsize": list(p.gsize), "lsize": s,
                                          "args": [_binding_dict(b) for b in p.args[s]], "status": "abandoned",
                                          "time_us": None, "round_us": [], "device": dev.name,
-                                         "max_work_group_size": max_wg}) + "\n")
+                                         "max_work_group_size": max_wg, "load_avg_1m": load}) + "\n")
                     continue
                 m = pool_rounds(runs[s])
                 t = m.time.median_us if (m.status == "ok" and m.time is not None) else None
@@ -300,7 +303,8 @@ def measure(problems: Sequence[Problem], out: Path, *, rounds: int = 3, min_time
                 fh.write(json.dumps({"problem": p.pid, "origin": p.origin, "kernel": p.kernel.to_dict(),
                                      "gsize": list(p.gsize), "lsize": s, "args": [_binding_dict(b) for b in p.args[s]],
                                      "status": m.status, "time_us": t, "round_us": rt,
-                                     "device": dev.name, "max_work_group_size": max_wg}) + "\n")
+                                     "device": dev.name, "max_work_group_size": max_wg,
+                                     "load_avg_1m": load}) + "\n")
             fh.flush()
             measured += 1
             if progress:
@@ -356,7 +360,23 @@ def score_dir(out: Path, profile: Any, seed: int = 0) -> dict[str, Any]:
     res = score_table(table, predictions(rows, profile), keys, seed)
     res["measurements"] = str(out)
     res["device"] = rows[0].get("device")
+    res["load_avg_1m"] = load_summary(rows)
     return res
+
+
+def load_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The host's 1-minute load average while the problems of ``rows`` were measured (one value per
+    problem, taken as its rounds ended): mean, minimum and maximum over the problems, None where the
+    lines do not record it."""
+    per: dict[str, float] = {}
+    for r in rows:
+        v = r.get("load_avg_1m")
+        if isinstance(v, (int, float)) and math.isfinite(v):
+            per[str(r.get("problem"))] = float(v)
+    if not per:
+        return None
+    v = list(per.values())
+    return {"problems": len(v), "mean": float(np.mean(v)), "min": float(np.min(v)), "max": float(np.max(v))}
 
 
 def stability(first: Mapping[str, Mapping[int, float]], second: Mapping[str, Mapping[int, float]],
@@ -413,6 +433,7 @@ def score_runs(dirs: Sequence[Path], profile: Any, seed: int = 0) -> dict[str, A
             keys.update(k)
         preds = predictions([x for r in rows for x in r], profile)
         res["again"] = str(dirs[1])
+        res["again_load_avg_1m"] = load_summary(rows[1])
         res["stability"] = stability(tables[0], tables[1], preds, keys)
         common = set(tables[0]) & set(tables[1])
         comb = combined_table([{p: t[p] for p in common} for t in tables[:2]])
@@ -443,6 +464,11 @@ def format_table(res: Mapping[str, Any]) -> str:
                      f"{s['fixed256_within_pct']:7.1f}% {f(s['fixed128_median_regret']):>8} "
                      f"{f(s['fixed64_median_regret']):>8}")
     lines.append(f"model picks: {res['all'].get('picks')}; measured bests: {res['all'].get('bests')}")
+    for key, what in (("load_avg_1m", "measurements"), ("again_load_avg_1m", "second measurements")):
+        ld = res.get(key)
+        if ld:
+            lines.append(f"1-minute load average during the {what}: mean {ld['mean']:.2f}, "
+                         f"{ld['min']:.2f}-{ld['max']:.2f} over {ld['problems']} problems")
     st = res.get("stability")
     if st and st.get("problems"):
         lines.append(f"again ({res['again']}), {st['problems']} problems measured twice: model median regret "

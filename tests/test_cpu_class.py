@@ -336,6 +336,38 @@ def test_uniform_loop_in_a_barrier_kernel_is_vectorized_and_its_variants_are_not
         assert pred[k].time_us[0] > 2 * pred["mc_bar"].time_us[0], k
 
 
+def test_throughput_loops_run_at_the_one_chain_rates_in_unrolled_groups():
+    """In a group of at most ``barrier_unrolled_items`` (16, with the measured barrier curve) the
+    runtime unrolls the work-items instead of running the work-item loop inside the uniform loop:
+    with every one-chain rate a quarter of its peak the loop's computation costs 4x in groups of 8
+    and 16, and the same as before in groups of 32 and 64; without one-chain rates (they default to
+    the peaks), or without the unrolled size, nothing changes."""
+    g, n = 512, 400
+
+    def rows(ls: int) -> list:
+        return [(g, ls, [{"name": "seeds", "kind": "buffer", "dtype": "uint", "count": g},
+                         {"name": "out", "kind": "buffer", "dtype": "uint", "count": g},
+                         {"name": "l", "kind": "local", "dtype": "uint", "count": ls},
+                         {"name": "samples", "kind": "scalar", "dtype": "int", "value": str(n)}])]
+
+    def compute(**extra: float) -> list[float]:
+        prof = cpu_profile(barrier_wi_ns=1.0, **extra)
+        prof.curves["barrier_vs_local_size"] = Curve([8, 16, 32, 64], [1.0, 1.5, 2.0, 138.0], "work-items", "ns",
+                                                     "test")
+        m = AnalyticalModel(prof)
+        return [m.predict(frame(MC, "mc_bar", rows(ls))).explanation[0]["time_parts_us"]["compute"]
+                for ls in (8, 16, 32, 64)]
+
+    quarter = {"wi_fp32_fma_gops": 25.0, "wi_fp32_add_gops": 25.0, "wi_int32_add_gops": 25.0,
+               "wi_int32_mul_gops": 12.5}
+    peak = compute()
+    assert peak == pytest.approx([peak[0]] * 4, rel=1e-12)
+    assert compute(**quarter) == pytest.approx(peak, rel=1e-12)            # no unrolled size measured
+    assert compute(barrier_unrolled_items=16) == pytest.approx(peak, rel=1e-12)
+    got = compute(barrier_unrolled_items=16, **quarter)
+    assert got == pytest.approx([4 * peak[0], 4 * peak[0], peak[0], peak[0]], rel=1e-9)
+
+
 STRAIGHT = """__kernel void poly(__global const float* a, __global float* b) {
   int i = get_global_id(0); float x = a[i];
   x = fma(x, 0.5f, 1.0f); x = fma(x, 0.5f, 1.0f); x = fma(x, 0.5f, 1.0f); x = fma(x, 0.5f, 1.0f);

@@ -96,7 +96,8 @@ def test_scores_stored_measurements_without_a_device(tmp_path: Path, capsys: pyt
     args = [{"name": "a", "kind": "buffer", "dtype": "float", "count": 65536, "value": None, "init": "random"},
             {"name": "b", "kind": "buffer", "dtype": "float", "count": 65536, "value": None, "init": "random"}]
     rows = [{"problem": "bundled:k:g=65536", "origin": "bundled", "kernel": kern, "gsize": [65536], "lsize": s,
-             "args": args, "status": "ok", "time_us": t} for s, t in ((64, 30.0), (256, 20.0), (1024, 25.0))]
+             "args": args, "status": "ok", "time_us": t, "load_avg_1m": 2.5}
+            for s, t in ((64, 30.0), (256, 20.0), (1024, 25.0))]
     _write(tmp_path, rows)
     assert len(cl.read_measurements(tmp_path)) == 3          # the truncated last line is dropped
     assert cl.main(["--from", str(tmp_path), "--json"]) == 0
@@ -104,6 +105,14 @@ def test_scores_stored_measurements_without_a_device(tmp_path: Path, capsys: pyt
     p = res["problems"][0]
     assert p["best"] == 256 and p["lsizes"] == [64, 256, 1024]
     assert p["regret"] == pytest.approx({64: 1.5, 256: 1.0, 1024: 1.25}[p["pick"]])
+    assert res["load_avg_1m"] == {"problems": 1, "mean": 2.5, "min": 2.5, "max": 2.5}
+
+
+def test_load_average_is_one_value_per_problem() -> None:
+    rows = [{"problem": "a", "lsize": 16, "load_avg_1m": 1.0}, {"problem": "a", "lsize": 64, "load_avg_1m": 1.0},
+            {"problem": "b", "lsize": 16, "load_avg_1m": 4.0}, {"problem": "c", "lsize": 16}]
+    assert cl.load_summary(rows) == {"problems": 2, "mean": 2.5, "min": 1.0, "max": 4.0}
+    assert cl.load_summary([{"problem": "c", "lsize": 16}]) is None       # lines written without it
 
 
 @pytest.mark.parametrize("argv", [[], ["--out", "x", "--from", "y"], ["--from", "/nonexistent"],

@@ -196,3 +196,20 @@ def test_cuda_to_ptx_vector_add():
 def test_extract_without_ptx_never_raises():
     sf = extract(Kernel(source="__kernel void k( {", name="k"), ptx=False)
     assert sf.source is None and sf.errors and sf.errors[0].startswith("source:")
+
+
+@pytest.mark.parametrize("banner, major", [
+    ("Debian clang version 16.0.6 (15~deb12u1)\nTarget: x86_64-pc-linux-gnu", 16),
+    ("Ubuntu clang version 15.0.7\n", 15),
+    ("clang version 19.1.0 (https://github.com/llvm/llvm-project a4bf6cd7)", 19),
+    ("not a compiler\n", None),
+])
+def test_clang_major_reads_the_version_banner(tmp_path, banner, major):
+    fake = tmp_path / "clang"
+    fake.write_text("#!/bin/sh\ncat <<'EOF'\n" + banner + "\nEOF\n")
+    fake.chmod(0o755)
+    assert P.clang_major(str(fake)) == major
+
+
+def test_clang_major_of_a_missing_binary_is_none(tmp_path):
+    assert P.clang_major(str(tmp_path / "no-such-clang")) is None

@@ -5,7 +5,8 @@ around the kernel's body (the work-item loop) and vectorizes that loop across wo
 vectorizer can (:func:`~.cpu_vectorizer.cpu_vectorizable`). Vectorized code runs at the rates of
 one dependent chain per work-item (``wi_<class>_gops``, else the peaks), or at the peaks where the
 work-item loop runs inside a uniform loop the runtime gives an implicit barrier
-(:func:`~.cpu_vectorizer.cpu_throughput_loops`); it pays each gathered access
+(:func:`~.cpu_vectorizer.cpu_throughput_loops`; not in a group small enough for the runtime to
+unroll, :meth:`CPURuntimeClass._grouped_seconds`); it pays each gathered access
 (:func:`~.cpu_costs.gather_seconds`). Scalar code runs at the scalar rates (``scalar_<class>_gops``),
 issues each load and store as an instruction of its own, runs operations on OpenCL vector values
 and the innermost loops the loop vectorizer takes at their SIMD rates
@@ -76,7 +77,7 @@ class CPURuntimeClass(DeviceClass):
         cu = float(d.compute_units)
         vec, _why = d.vectorizable(feats)
         throughput = vec and bool(cpu_throughput_loops(feats))
-        comp_s_item, flops = self._item_seconds(feats, f, env, vec, throughput)
+        comp_s_item, flops = self._grouped_seconds(feats, f, env, vec, throughput)
         busiest_s = None
         ratio = uneven_ratio(env)
         if ratio is not None:
@@ -88,15 +89,33 @@ class CPURuntimeClass(DeviceClass):
             # fewer busy work-items than cores: their atomics do not contend either
             few = uneven & (g / np.maximum(ratio, 1.0) < cu)
             if np.any(few):
-                alone_s, _ = self._item_seconds(feats, f, env, vec, throughput, alone=True)
+                alone_s, _ = self._grouped_seconds(feats, f, env, vec, throughput, alone=True)
                 comp_s_item = np.where(few, alone_s, comp_s_item)
         if cu > 1 and any(a.kind == "atomic" for a in getattr(feats, "accesses", [])):
             # one work-group runs on one core, and so does a launch whose work one core finishes
             # before the others join it (cu_join_us): its atomics contend with no other core
-            alone_s, _ = self._item_seconds(feats, f, env, vec, throughput, alone=True)
+            alone_s, _ = self._grouped_seconds(feats, f, env, vec, throughput, alone=True)
             single = (n_wg <= 1) | (g * alone_s <= d.join_s)
             comp_s_item = np.where(single, alone_s, comp_s_item)
         return ItemCosts(comp_s_item, flops, busiest_s)
+
+    def _grouped_seconds(self, feats: Any, f: Mapping[str, np.ndarray], env: Mapping[str, Any], vec: bool,
+                         throughput: bool, alone: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_item_seconds` by work-group size: the uniform loops that run at the throughput
+        rates do so because the runtime puts the work-item loop inside them (their implicit
+        barrier); in a group of at most ``barrier_unrolled_items`` it unrolls the group's work-items
+        instead (calib barrier), so no work-item loop runs inside the loop and its trips run at the
+        one-chain-per-work-item rates (the measurement behind it: docs/analytical-model.md)."""
+        d = self.params
+        comp, flops = self._item_seconds(feats, f, env, vec, throughput, alone=alone)
+        if not (throughput and d.barrier_unrolled_items > 0):
+            return comp, flops
+        lsz = env["lsize0"] * env["lsize1"] * env["lsize2"]
+        unrolled = lsz <= d.barrier_unrolled_items
+        if not np.any(unrolled):
+            return comp, flops
+        chain, _ = self._item_seconds(feats, f, env, vec, False, alone=alone)
+        return np.where(unrolled, chain, comp), flops
 
     def _item_seconds(self, feats: Any, f: Mapping[str, np.ndarray], env: Mapping[str, Any], vec: bool,
                       throughput: bool, alone: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -247,8 +266,10 @@ def kernel_assumptions(feats: Any, dev: CPUParams) -> dict[str, Any]:
     out["cpu_vectorized_because"] = why
     if vec and dev.wi_rates:
         lines = cpu_throughput_loops(feats)
+        unrolled = (f" in groups of more than {dev.barrier_unrolled_items:g} work-items (the runtime unrolls "
+                    f"smaller groups: one dependent chain per work-item there)" if dev.barrier_unrolled_items else "")
         out["cpu_rates"] = (f"peak: the work-item loop runs inside the loop(s) at line(s) "
-                            f"{', '.join(map(str, lines))}" if lines else
+                            f"{', '.join(map(str, lines))}{unrolled}" if lines else
                             "one dependent chain per work-item (wi_<class>_gops)")
     if vec and dev.gather_rate:
         gathers = gather_sites(feats, dev)

@@ -78,6 +78,21 @@ def find_clang() -> str | None:
     return None
 
 
+#: the oldest clang the set-up accepts without installing a newer one: LLVM 15 compiles for gfx1100
+#: with at most 128 VGPRs a work-item and spills what clang 16 keeps in up to 192, so an older
+#: clang's AMD register counts (models.static.amdgpu) are not those the figures were made with
+MIN_CLANG_MAJOR = 16
+
+_VERSION_RE = re.compile(r"clang version (\d+)\.")
+
+
+def clang_major(clang: str) -> int | None:
+    """The major version of a clang binary (``clang --version``), None when it does not say."""
+    r = _run([clang, "--version"], timeout=20)
+    m = _VERSION_RE.search(r.stdout) if r is not None and r.returncode == 0 else None
+    return int(m.group(1)) if m else None
+
+
 @functools.lru_cache(maxsize=1)
 def find_nvcc() -> str | None:
     c = shutil.which("nvcc")
