@@ -125,6 +125,51 @@ def test_compiles_are_cached_on_disk_and_macros_the_source_never_names_share_one
     assert compile_cached(ACC, "acc", "gfx1032", "-DTILE=2 -Dunused=7", "cuda", tmp_path) == first
 
 
+def test_writers_of_one_cache_entry_at_once_each_write_their_own_temporary_file(tmp_path, monkeypatch):
+    """Two compiles of the same configuration finishing together (threads of one process, or
+    processes sharing the cache) must not move each other's temporary file away."""
+    import os
+    import threading
+
+    got = amdgpu.AmdgpuResources(target="gfx1032", vgprs=9, agprs=0, sgprs=8, vgpr_spills=0, sgpr_spills=0,
+                                 scratch_bytes=0, lds_bytes=0, wavefront=32)
+    both = threading.Barrier(2, timeout=30)
+    monkeypatch.setattr(amdgpu, "find_amdgpu_clang", lambda: "/fake/clang")
+    def compile_resources(*a, **k):
+        both.wait()                     # both compiled before either writes
+        return got
+
+    monkeypatch.setattr(amdgpu, "compile_resources", compile_resources)
+    moved: list[str] = []
+    real_replace = os.replace
+
+    def replace(src, dst):
+        moved.append(str(src))
+        both_written.wait()
+        real_replace(src, dst)
+
+    both_written = threading.Barrier(2, timeout=30)
+    monkeypatch.setattr(amdgpu.os, "replace", replace)
+    amdgpu._MEMO.clear()
+    errors: list[BaseException] = []
+
+    def one():
+        try:
+            assert compile_cached(ACC, "acc", "gfx1032", "-DTILE=3", "cuda", tmp_path) == got
+        except BaseException as e:      # noqa: BLE001 - reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=one) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    amdgpu._MEMO.clear()
+    assert not errors and len(set(moved)) == 2
+    files = list((tmp_path / "amdgpu").iterdir())
+    assert len(files) == 1 and json.loads(files[0].read_text())["vgprs"] == 9
+
+
 @needs_clang
 def test_a_kernel_whose_first_compiles_fail_is_not_compiled_again(monkeypatch):
     bad = "__global__ void k(float* o) { o[0] = undeclared + X; }"

@@ -39,6 +39,7 @@ import logging
 import os
 import re
 import tempfile
+import threading
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -289,10 +290,15 @@ def compile_cached(source: str, kernel_name: str, target: str, options: str = ""
         _MEMO.pop(next(iter(_MEMO)))
     _MEMO[key] = got
     if path is not None and find_amdgpu_clang() is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(got) if got else None))
-        os.replace(tmp, path)
+        # a temporary name of this writer's own (processes and threads sharing the cache may compile
+        # the same configuration at once); a cache that cannot be written only costs a compile later
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(asdict(got) if got else None))
+            os.replace(tmp, path)
+        except OSError as e:
+            log.debug("could not write the compile cache entry %s: %s", path, e)
     return got
 
 
