@@ -33,10 +33,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 from kernelcast.bench.gpu_yardstick import SPECS
 from kernelcast.calib.profile import DeviceProfile, load_profile
 from kernelcast.datagen.frame import DataError, load_measured_frame
+from kernelcast.datagen.ktcache import load_spec
 from kernelcast.models.static.batch import ANALYSIS_VERSION
 from kernelcast.models.tabular import (
     DEVICE_COLUMNS,
@@ -164,12 +164,11 @@ def spec_sources(benchmarks: Sequence[str], specs: Path = SPECS) -> list[dict[st
     """Where each benchmark's kernel and caches come from (repository, commit, kernel file), as its
     yardstick spec (``bench/gpu/specs``) names them; a benchmark without a spec is left out."""
     out = []
-    for f in sorted(specs.glob("*.yaml")):
-        spec = yaml.safe_load(f.read_text(encoding="utf-8")) or {}
-        if spec.get("benchmark") in benchmarks:
-            src, kernel = spec.get("source") or {}, spec.get("kernel") or {}
-            out.append({"benchmark": str(spec["benchmark"]), "repository": str(src.get("repository", "")),
-                        "commit": str(src.get("commit", "")), "kernel": str(kernel.get("file", ""))})
+    for f in sorted(specs.glob("*.yaml")) + sorted(specs.glob("*.json")):
+        spec = load_spec(f)
+        if spec.benchmark in benchmarks:
+            out.append({"benchmark": spec.benchmark, "repository": spec.repository or "",
+                        "commit": spec.commit or "", "kernel": spec.kernel_file})
     return out
 
 
