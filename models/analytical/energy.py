@@ -98,6 +98,9 @@ OP_ENERGY_FACTOR: dict[str, float] = {
 #: idle (static) power as a share of the TDP where the profile has no measured idle power: the
 #: A100's 80 W idle at boost clock over its 400 W TDP (Delestrac et al., ASAP 2024), transferred
 IDLE_SHARE_OF_TDP = 0.2
+#: the dynamic power of a kernel that runs fp32 FMAs at the peak rate at the boost clock, as a share
+#: of the TDP, where the profile has no energy per FMA
+FMA_POWER_SHARE_OF_TDP = 0.8
 #: energy per byte (pJ) of each memory level where the profile has none: Delestrac et al.'s A100
 #: per-sector figures (DRAM 2090, L2 368, shared memory 82.1 pJ per 32-byte sector), transferred
 DEFAULT_BYTE_PJ: dict[str, float] = {"dram": 2090.0 / 32, "l2": 368.0 / 32, "shared": 82.1 / 32}
@@ -127,6 +130,7 @@ class GPUEnergyConstants:
     op_pj: dict[str, float]
     byte_pj: dict[str, float]
     sources: dict[str, str] = field(default_factory=dict)
+    voltage_floor: float = VOLTAGE_FLOOR_RATIO
 
 
 def gpu_energy_constants(d: SharedParams) -> GPUEnergyConstants | None:
@@ -150,8 +154,14 @@ def gpu_energy_constants(d: SharedParams) -> GPUEnergyConstants | None:
         rate = d.rates.get("fp32_fma")
         if not d.tdp_w or not rate:
             return None
-        fma = max(d.tdp_w - idle, 0.0) / rate * 1e12
-        src["energy_per_op_fp32_fma_pj"] = "derived: (TDP - idle) / fp32 FMA rate"
+        fma = FMA_POWER_SHARE_OF_TDP * d.tdp_w / rate * 1e12
+        src["energy_per_op_fp32_fma_pj"] = f"derived: {FMA_POWER_SHARE_OF_TDP:g} x TDP / fp32 FMA rate"
+    floor = e.get("voltage_floor_ratio")
+    if floor is not None:
+        src["voltage_floor_ratio"] = "profile"
+    else:
+        floor = VOLTAGE_FLOOR_RATIO
+        src["voltage_floor_ratio"] = f"rule: {VOLTAGE_FLOOR_RATIO:g}"
     op_pj: dict[str, float] = {}
     for op, factor in OP_ENERGY_FACTOR.items():
         own = next((e[f"energy_per_op_{c}_pj"] for c in RATE_CLASSES.get(op, ()) if f"energy_per_op_{c}_pj" in e),
@@ -167,27 +177,29 @@ def gpu_energy_constants(d: SharedParams) -> GPUEnergyConstants | None:
             src[f"{level}_pj_per_byte"] = "profile"
         else:
             src[f"{level}_pj_per_byte"] = "transferred: Delestrac et al. (A100)"
-    return GPUEnergyConstants(float(idle), float(fma), op_pj, byte_pj, src)
+    return GPUEnergyConstants(float(idle), float(fma), op_pj, byte_pj, src, float(floor))
 
 
-def voltage_ratio(clock_ratio: np.ndarray) -> np.ndarray:
-    """Core voltage relative to the boost clock's at a clock ``clock_ratio`` x boost."""
-    return np.maximum(VOLTAGE_FLOOR_RATIO, np.asarray(clock_ratio, dtype=np.float64))
+def voltage_ratio(clock_ratio: np.ndarray, floor: float = VOLTAGE_FLOOR_RATIO) -> np.ndarray:
+    """Core voltage relative to the boost clock's at a clock ``clock_ratio`` x boost (``floor``: the
+    voltage at the lowest clocks over the boost clock's)."""
+    return np.maximum(floor, np.asarray(clock_ratio, dtype=np.float64))
 
 
-def idle_clock_share() -> float:
+def idle_clock_share(floor: float = VOLTAGE_FLOOR_RATIO) -> float:
     """The share of the idle power (at the boost clock) that scales with ``f V^2``: from
-    ``P(boost) = c + s`` and ``P(base) = c + s r V(r)^2`` (:data:`IDLE_AT_BOOST_W`, ...)."""
+    ``P(boost) = c + s`` and ``P(base) = c + s r V(r)^2`` (:data:`IDLE_AT_BOOST_W`, ...), with the
+    voltage floor ``floor``."""
     r = IDLE_BASE_CLOCK_RATIO
-    scale = r * float(voltage_ratio(np.array(r))) ** 2
+    scale = r * float(voltage_ratio(np.array(r), floor)) ** 2
     return (IDLE_AT_BOOST_W - IDLE_AT_BASE_W) / (1.0 - scale) / IDLE_AT_BOOST_W
 
 
 def idle_power(c: GPUEnergyConstants, clock_ratio: np.ndarray) -> np.ndarray:
     """Idle power (W) at ``clock_ratio`` x the boost clock: the constant part and the ``f V^2`` part."""
     r = np.asarray(clock_ratio, dtype=np.float64)
-    s = idle_clock_share()
-    return c.idle_w * ((1.0 - s) + s * r * voltage_ratio(r) ** 2)
+    s = idle_clock_share(c.voltage_floor)
+    return c.idle_w * ((1.0 - s) + s * r * voltage_ratio(r, c.voltage_floor) ** 2)
 
 
 def _term(f: Mapping[str, np.ndarray], names: tuple[str, ...], like: np.ndarray) -> np.ndarray:
@@ -238,7 +250,7 @@ def gpu_energy(c: GPUEnergyConstants, dyn: Mapping[str, np.ndarray], time_at: An
 
     def power(r: np.ndarray) -> np.ndarray:
         t = np.maximum(time_at(r), 1e-15)
-        return idle_power(c, r) + (core * voltage_ratio(r) ** 2 + dram) / t
+        return idle_power(c, r) + (core * voltage_ratio(r, c.voltage_floor) ** 2 + dram) / t
 
     r = np.asarray(clock_ratio, dtype=np.float64).copy()
     if limit_w is not None:
@@ -253,7 +265,7 @@ def gpu_energy(c: GPUEnergyConstants, dyn: Mapping[str, np.ndarray], time_at: An
                 lo = np.where(above, lo, mid)
             r = np.where(over, lo, r)
     t = time_at(r)
-    v2 = voltage_ratio(r) ** 2
+    v2 = voltage_ratio(r, c.voltage_floor) ** 2
     terms = {"static": idle_power(c, r) * t, "compute": dyn["compute"] * v2, "l2": dyn["l2"] * v2,
              "shared": dyn["shared"] * v2, "dram": dram}
     return sum(terms.values()), t, r, terms
