@@ -3,7 +3,8 @@
 Each ``--sweep DATASET=PROFILE`` is a dataset with measured energy over a clock axis (Kernel Tuner's
 synthetic fp32 kernel, imported with ``dataset import-kt``): its profile's GPU energy constants are
 fitted to it (:func:`calib.energy_fit.fit_energy_constants`) and expressed relative to the GPU's
-specification (idle power / TDP, the power of fp32 FMAs at the peak rate / TDP, the voltage floor).
+specification (the idle power's constant part / TDP, the power of fp32 FMAs at the peak rate / TDP,
+the voltage floor; the idle power's part that follows the clock is never fitted).
 Every sweep and every ``--score DATASET=PROFILE`` (measured energy, no fit) is then scored with:
 
 * ``rule``: the profile as it is (the model's default constants where it has none);
@@ -39,7 +40,7 @@ from kernelcast.options import Parser
 class Shares:
     """GPU energy constants relative to the GPU's specification."""
 
-    idle_of_tdp: float
+    idle_constant_of_tdp: float
     fma_power_of_tdp: float
     floor: float
 
@@ -51,18 +52,24 @@ def _spec(profile: Any) -> tuple[float, float]:
     return float(tdp), float(gflops) * 1e9 / 2.0
 
 
-def shares_of(profile: Any, idle_w: float, fma_pj: float, floor: float) -> Shares:
-    """The constants of ``profile`` relative to its TDP and fp32 FMA rate."""
+def shares_of(profile: Any, fit: Any) -> Shares:
+    """A fit's constants relative to its GPU's TDP and fp32 FMA rate: the idle power's constant part,
+    the power of fp32 FMAs at the peak rate, the voltage floor."""
     tdp, rate = _spec(profile)
-    return Shares(idle_w / tdp, fma_pj * 1e-12 * rate / tdp, floor)
+    return Shares((1.0 - fit.idle_share) * fit.idle_w / tdp, fit.fma_pj * 1e-12 * rate / tdp, fit.floor)
 
 
 def with_shares(profile: Any, s: Shares, source: str) -> Any:
-    """``profile`` with constants from relative ones."""
+    """``profile`` with constants from relative ones; the clock tree's watts (the idle power's part
+    that follows the clock, never fitted) are the profile's own at that floor."""
     from kernelcast.calib.energy_fit import _with_constants
+    from kernelcast.models.analytical import AnalyticalModel
+    from kernelcast.models.analytical.energy import clock_tree_w
 
     tdp, rate = _spec(profile)
-    return _with_constants(profile, s.idle_of_tdp * tdp, s.fma_power_of_tdp * tdp / rate * 1e12, s.floor, {},
+    clock_w = clock_tree_w(AnalyticalModel(profile).dev, s.floor)
+    idle = s.idle_constant_of_tdp * tdp + clock_w
+    return _with_constants(profile, idle, clock_w / idle, s.fma_power_of_tdp * tdp / rate * 1e12, s.floor, {},
                            source)
 
 
@@ -107,7 +114,7 @@ def run(sweeps: list[tuple[str, str]], others: list[tuple[str, str]], analysis_d
     for name, (rows, prof, is_sweep) in loaded.items():
         if is_sweep:
             fp, fit = fit_energy_constants(prof, rows, analysis_dirs, source=f"fitted: {name}")
-            fitted[name] = (fp, shares_of(prof, fit.idle_w, fit.fma_pj, fit.floor),
+            fitted[name] = (fp, shares_of(prof, fit),
                             {"rms_log": fit.rms_log, "rms_log_before": fit.rms_log_before})
     out: dict[str, Any] = {"shares": {n: vars(s) | extra for n, (_, s, extra) in fitted.items()}, "targets": {}}
     for name, (rows, prof, _) in loaded.items():
@@ -123,9 +130,11 @@ def run(sweeps: list[tuple[str, str]], others: list[tuple[str, str]], analysis_d
 
 
 def format_result(res: dict[str, Any]) -> str:
-    lines = ["relative constants fitted on each sweep (idle / TDP, fp32 FMA power at peak rate / TDP, voltage floor):"]
+    lines = ["relative constants fitted on each sweep (the idle power's constant part / TDP, fp32 FMAs' power at "
+             "the peak rate / TDP, voltage floor):"]
     for n, s in res["shares"].items():
-        lines.append(f"  {n:<28} idle {s['idle_of_tdp']:.3f}  FMA power {s['fma_power_of_tdp']:.3f}  floor "
+        lines.append(f"  {n:<28} idle constant {s['idle_constant_of_tdp']:.3f}  FMA power {s['fma_power_of_tdp']:.3f}"
+                     f"  floor "
                      f"{s['floor']:.2f}  (rms log error {s['rms_log_before']:.3f} -> {s['rms_log']:.3f})")
     lines.append("")
     lines.append(f"{'dataset':<28} {'constants':<28} {'at predicted time: rho  top-k  medAPE':>38}   "

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 from kernelcast.calib.profile import DeviceProfile
 from kernelcast.models.analytical import AnalyticalModel
-from kernelcast.models.analytical.energy import OP_ENERGY_FACTOR, gpu_energy_constants
+from kernelcast.models.analytical.energy import OP_ENERGY_FACTOR, clock_tree_w, gpu_energy_constants
 
 from kernelcast.errors import InputError
 
@@ -48,6 +48,7 @@ class EnergyFit:
     """The fitted constants, what they replaced and how well they fit."""
 
     idle_w: float
+    idle_share: float
     fma_pj: float
     floor: float
     before: dict[str, float]
@@ -63,6 +64,8 @@ class EnergyFit:
                else "no clock column")
         lines = [f"fitted on {self.rows} rows with measured energy ({clk})",
                  f"  idle_power_w               {self.before['idle_w']:10.4g} -> {self.idle_w:10.4g} W",
+                 f"  idle_clock_share           {self.before['idle_share']:10.4g} -> {self.idle_share:10.4g} "
+                 "(the clock tree's watts kept)",
                  f"  energy_per_op_fp32_fma_pj  {self.before['fma_pj']:10.4g} -> {self.fma_pj:10.4g} pJ",
                  f"  voltage_floor_ratio        {self.before['floor']:10.4g} -> {self.floor:10.4g}"
                  + ("" if self.floor_fitted else f" (kept: fewer than {MIN_CLOCKS} clocks)")]
@@ -86,10 +89,11 @@ def energy_rows(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[keep.to_numpy()].reset_index(drop=True)
 
 
-def _with_constants(profile: DeviceProfile, idle_w: float, fma_pj: float, floor: float,
+def _with_constants(profile: DeviceProfile, idle_w: float, idle_share: float, fma_pj: float, floor: float,
                     scaled: dict[str, float], source: str) -> DeviceProfile:
     p = DeviceProfile.from_dict(profile.to_dict())
     p.set("idle_power_w", float(idle_w), "W", source)
+    p.set("idle_clock_share", float(idle_share), "1", source)
     p.set("energy_per_op_fp32_fma_pj", float(fma_pj), "pJ", source)
     p.set("voltage_floor_ratio", float(floor), "1", source)
     for k, v in scaled.items():
@@ -97,27 +101,32 @@ def _with_constants(profile: DeviceProfile, idle_w: float, fma_pj: float, floor:
     return p
 
 
-def _terms(profile: DeviceProfile, frame: pd.DataFrame, analysis_dirs: Sequence[str]) -> np.ndarray:
-    """Per row (static, operations, memory) energy (J) of the model at the row's measured time."""
+def _terms(profile: DeviceProfile, frame: pd.DataFrame, analysis_dirs: Sequence[str], idle_w: float,
+           idle_share: float) -> np.ndarray:
+    """Per row the energy (J) of the model at the row's measured time, split as (the idle power's
+    constant part, its part that follows the clock, the operations, the memory)."""
     model = AnalyticalModel(profile, analysis_dirs=analysis_dirs, at_measured_time=True)
     pred = model.predict(frame)
-    out = np.full((len(frame), 3), np.nan)
+    out = np.full((len(frame), 4), np.nan)
     for i, ex in enumerate(pred.explanation):
         parts = ex.get("energy_parts_j") or {}
-        if parts:
-            out[i] = (parts.get("static", np.nan), parts.get("compute", np.nan),
+        t = float(pred.time_us[i]) * 1e-6
+        if parts and np.isfinite(t):
+            const = (1.0 - idle_share) * idle_w * t
+            out[i] = (const, float(parts.get("static", np.nan)) - const, parts.get("compute", np.nan),
                       sum(float(parts.get(k, 0.0)) for k in ("l2", "shared", "dram")))
     return out
 
 
 def _scales(terms: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """``a, b >= 0`` of ``y = a const + clock + b ops + mem`` in relative error, each pulled to 1."""
     from scipy.optimize import nnls
 
     ok = np.isfinite(terms).all(axis=1)
-    s, d, m = terms[ok, 0] / y[ok], terms[ok, 1] / y[ok], terms[ok, 2] / y[ok]
+    c, f, d, m = (terms[ok, j] / y[ok] for j in range(4))
     lam = PRIOR_WEIGHT
-    a_mat = np.vstack([np.c_[s, d], [[lam, 0.0], [0.0, lam]]])
-    coef, _ = nnls(a_mat, np.r_[1.0 - m, lam, lam])
+    a_mat = np.vstack([np.c_[c, d], [[lam, 0.0], [0.0, lam]]])
+    coef, _ = nnls(a_mat, np.r_[1.0 - f - m, lam, lam])
     return float(coef[0]), float(coef[1])
 
 
@@ -130,8 +139,11 @@ def _rms_log(terms: np.ndarray, y: np.ndarray) -> float:
 def fit_energy_constants(profile: DeviceProfile, frame: pd.DataFrame, analysis_dirs: Sequence[str] = (),
                          source: str = "fitted") -> tuple[DeviceProfile, EnergyFit]:
     """``profile`` with its GPU energy constants fitted to ``frame``'s measured energy (rows of one
-    device), and the fit. :class:`InputError` for a profile that is not a GPU's or has no energy
-    constants (no TDP), or a frame without measured energy the model can split."""
+    device), and the fit. The idle power's part that follows the clock (the clock tree) is kept at
+    the profile's: a kernel's sweep cannot tell it from the dynamic energy of its operations, which
+    follow ``f V^2`` alike; the constant part, the energy per operation and the floor are fitted.
+    :class:`InputError` for a profile that is not a GPU's or has no energy constants (no TDP), or a
+    frame without measured energy the model can split."""
     model = AnalyticalModel(profile, analysis_dirs=analysis_dirs)
     if not model.dev.is_gpu:
         raise InputError(f"{profile.describe()}: not a GPU profile; the fit is of the GPU energy model")
@@ -150,32 +162,41 @@ def fit_energy_constants(profile: DeviceProfile, frame: pd.DataFrame, analysis_d
     floor_fitted = len(clocks) >= MIN_CLOCKS
     own = {f"energy_per_op_{c}_pj": v for c in OP_ENERGY_FACTOR
            if c != "fp32_fma" and (v := profile.get(f"energy_per_op_{c}_pj")) is not None}
-    before = {"idle_w": consts.idle_w, "fma_pj": consts.fma_pj, "floor": consts.voltage_floor, **own}
-    base_terms = _terms(profile, rows, analysis_dirs)
+    share0 = consts.clock_share()
+    before = {"idle_w": consts.idle_w, "idle_share": share0, "fma_pj": consts.fma_pj, "floor": consts.voltage_floor,
+              **own}
+    base_terms = _terms(profile, rows, analysis_dirs, consts.idle_w, share0)
     if not np.isfinite(base_terms).all(axis=1).any():
         raise InputError("the model gives no energy terms for these rows (no kernel source or analysis?)")
-    best: tuple[float, float, float, float, dict[str, float]] | None = None
+    best: tuple[float, float, float, float, float, dict[str, float]] | None = None
     for floor in (FLOOR_GRID if floor_fitted else (consts.voltage_floor,)):
+        # the clock tree's watts at the boost clock, as the profile (or its rule at this floor) has them
+        clock_w = clock_tree_w(model.dev, floor)
         idle, fma, scale = consts.idle_w, consts.fma_pj, 1.0
         for _ in range(ITERATIONS):
-            trial = _with_constants(profile, idle, fma, floor, {k: v * scale for k, v in own.items()}, source)
-            a, b = _scales(_terms(trial, rows, analysis_dirs), y)
-            idle, fma, scale = idle * a, fma * b, scale * b
+            share = clock_w / idle
+            trial = _with_constants(profile, idle, share, fma, floor, {k: v * scale for k, v in own.items()},
+                                    source)
+            a, b = _scales(_terms(trial, rows, analysis_dirs, idle, share), y)
+            idle, fma, scale = clock_w + a * (idle - clock_w), fma * b, scale * b
             if abs(a - 1) < 1e-4 and abs(b - 1) < 1e-4:
                 break
+        share = clock_w / idle
         scaled = {k: v * scale for k, v in own.items()}
-        err = _rms_log(_terms(_with_constants(profile, idle, fma, floor, scaled, source), rows, analysis_dirs), y)
-        if best is None or err < best[3] - 1e-9:
-            best = (idle, fma, float(floor), err, scaled)
+        err = _rms_log(_terms(_with_constants(profile, idle, share, fma, floor, scaled, source), rows,
+                              analysis_dirs, idle, share), y)
+        if best is None or err < best[4] - 1e-9:
+            best = (idle, share, fma, float(floor), err, scaled)
     assert best is not None
-    idle, fma, floor, err, scaled = best
-    fit = EnergyFit(idle_w=idle, fma_pj=fma, floor=floor, before=before, rows=len(rows), clocks=clocks,
-                    floor_fitted=floor_fitted, rms_log=err, rms_log_before=_rms_log(base_terms, y), scaled=scaled)
-    return _with_constants(profile, idle, fma, floor, scaled, source), fit
+    idle, share, fma, floor, err, scaled = best
+    fit = EnergyFit(idle_w=idle, idle_share=share, fma_pj=fma, floor=floor, before=before, rows=len(rows),
+                    clocks=clocks, floor_fitted=floor_fitted, rms_log=err, rms_log_before=_rms_log(base_terms, y),
+                    scaled=scaled)
+    return _with_constants(profile, idle, share, fma, floor, scaled, source), fit
 
 
 def fit_summary(fit: EnergyFit) -> dict[str, Any]:
     """The fit as JSON-ready values."""
-    return {"idle_power_w": fit.idle_w, "energy_per_op_fp32_fma_pj": fit.fma_pj, "voltage_floor_ratio": fit.floor,
+    return {"idle_power_w": fit.idle_w, "idle_clock_share": fit.idle_share, "energy_per_op_fp32_fma_pj": fit.fma_pj, "voltage_floor_ratio": fit.floor,
             "floor_fitted": fit.floor_fitted, "rows": fit.rows, "clocks_mhz": fit.clocks, "rms_log": fit.rms_log,
             "rms_log_before": fit.rms_log_before, "before": fit.before, "scaled": fit.scaled}

@@ -14,7 +14,7 @@ from kernelcast.calib.profile import DeviceProfile, load_profile
 from kernelcast.datagen.dataset import read_dataset
 from kernelcast.datagen.frame import load_measured_frame
 from kernelcast.models.analytical import AnalyticalModel
-from kernelcast.models.analytical.energy import gpu_energy_constants
+from kernelcast.models.analytical.energy import clock_tree_w, gpu_energy_constants
 
 from kernelcast.cli import main
 
@@ -48,9 +48,13 @@ def _sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
     return out
 
 
-def _with(profile: DeviceProfile, idle: float, fma: float, floor: float) -> DeviceProfile:
+def _with(profile: DeviceProfile, constant_w: float, fma: float, floor: float) -> DeviceProfile:
+    """``profile`` whose idle power is ``constant_w`` plus the clock tree's watts of ``profile``'s
+    rule at ``floor`` (the part the fit keeps)."""
+    clock_w = clock_tree_w(AnalyticalModel(profile).dev, floor)
     p = DeviceProfile.from_dict(profile.to_dict())
-    p.set("idle_power_w", idle, "W", "test")
+    p.set("idle_power_w", constant_w + clock_w, "W", "test")
+    p.set("idle_clock_share", clock_w / (constant_w + clock_w), "1", "test")
     p.set("energy_per_op_fp32_fma_pj", fma, "pJ", "test")
     p.set("voltage_floor_ratio", floor, "1", "test")
     return p
@@ -61,18 +65,22 @@ def test_fit_recovers_the_constants_of_a_sweep(tmp_path: Path, capsys: pytest.Ca
     constants finds them again, and the profile it writes predicts those energies."""
     frame, _ = load_measured_frame(_sweep(tmp_path, capsys))
     base = load_profile("rtx-a4000")
-    truth = _with(base, 55.0, 4.0, 0.8)
+    truth = _with(base, 40.0, 12.0, 0.72)
+    want = gpu_energy_constants(AnalyticalModel(truth).dev)
     frame = frame.assign(energy_j=AnalyticalModel(truth, at_measured_time=True).predict(frame).energy_j)
     start = gpu_energy_constants(AnalyticalModel(base).dev)
-    assert start is not None and (start.idle_w, start.voltage_floor) != (55.0, 0.8)
+    assert want is not None and start is not None and start.voltage_floor != 0.72 and start.fma_pj < 8.0
+    assert want.voltage_floor == 0.72 and want.sources["voltage_floor_ratio"] == "profile"
+    assert want.idle_w * want.clock_share() == pytest.approx(clock_tree_w(AnalyticalModel(base).dev, 0.72))
     fitted, fit = fit_energy_constants(base, frame)
-    assert fit.floor_fitted and fit.floor == pytest.approx(0.8)
-    assert fit.idle_w == pytest.approx(55.0, rel=2e-3) and fit.fma_pj == pytest.approx(4.0, rel=2e-3)
+    assert fit.floor_fitted and fit.floor == pytest.approx(0.72)
+    assert fit.idle_w == pytest.approx(want.idle_w, rel=2e-3) and fit.fma_pj == pytest.approx(12.0, rel=2e-3)
+    assert fit.idle_share == pytest.approx(want.clock_share(), rel=2e-3)
     assert fit.rms_log < 1e-3 < fit.rms_log_before
     assert fit.clocks == [float(c) for c in CLOCKS] and fit.rows == len(CLOCKS)
     again = AnalyticalModel(fitted, at_measured_time=True).predict(frame).energy_j
     np.testing.assert_allclose(again, frame["energy_j"], rtol=1e-3)
-    assert fitted.entry("voltage_floor_ratio") is not None and fitted.get("voltage_floor_ratio") == pytest.approx(0.8)
+    assert fitted.entry("voltage_floor_ratio") is not None and fitted.get("voltage_floor_ratio") == pytest.approx(0.72)
 
 
 def test_fit_without_a_clock_axis_keeps_the_floor(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -80,7 +88,7 @@ def test_fit_without_a_clock_axis_keeps_the_floor(tmp_path: Path, capsys: pytest
     frame = frame[frame["gr_clock_mhz"] == 1000].reset_index(drop=True)
     frame = pd.concat([frame, frame.assign(row_key=frame["row_key"] + "b")], ignore_index=True)
     base = load_profile("rtx-a4000")
-    frame = frame.assign(energy_j=AnalyticalModel(_with(base, 55.0, 4.0, 0.8), at_measured_time=True)
+    frame = frame.assign(energy_j=AnalyticalModel(_with(base, 40.0, 4.0, 0.72), at_measured_time=True)
                          .predict(frame).energy_j * 1.0)
     start = gpu_energy_constants(AnalyticalModel(base).dev)
     assert start is not None
