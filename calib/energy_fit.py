@@ -1,22 +1,26 @@
 """GPU energy constants fitted to measured energy: ``kernelcast calib --from-data DATASET --profile P``.
 
-The GPU energy model (:mod:`models.analytical.energy`) has three constants a profile can set:
+The GPU energy model (:mod:`models.analytical.energy`) has four constants a profile can set:
 
-* ``idle_power_w``: the power at the boost clock with nothing but the kernel's static part (a part
-  of it follows ``f V^2``: :func:`~models.analytical.energy.idle_power`);
+* ``idle_power_w``: the power at the boost clock with nothing but the kernel's static part, of which
+  ``idle_clock_share`` follows ``f V^2`` (the clock tree: :func:`~models.analytical.energy.idle_power`)
+  and the rest is constant;
 * ``energy_per_op_fp32_fma_pj``: the energy of one fp32 FMA (the other operation classes follow it
   by :data:`~models.analytical.energy.OP_ENERGY_FACTOR`, or scale with it where the profile has
   their own values);
 * ``voltage_floor_ratio``: the core voltage at the lowest clocks over the boost clock's.
 
 A clock sweep of a compute-bound kernel (Kernel Tuner's synthetic fp32 kernel, the one its energy
-module fits a power-frequency model on, imported with ``dataset import-kt``) determines all three:
-for each candidate floor the model's energy of every row at its measured time is split into the
-static part ``S``, the operations' part ``D`` and the memory's part ``M``, and ``E = a S + b D + M``
-is fitted in relative error (non-negative least squares, a weak prior pulling ``a`` and ``b`` to 1,
-repeated until the power limit's clock settles); the floor with the smallest residual wins. Without
-a clock axis (fewer than :data:`MIN_CLOCKS` distinct clocks) the floor is kept and only ``a``,
-``b`` are fitted, which one kernel at one clock barely separates: the prior keeps the model's split.
+module fits a power-frequency model on, imported with ``dataset import-kt``) determines three of
+them: for each candidate floor the model's energy of every row at its measured time is split into
+the idle power's constant part ``C``, its clock tree's part ``F``, the operations' part ``D`` and
+the memory's part ``M``, and ``E = a C + F + b D + M`` is fitted in relative error (non-negative
+least squares, a weak prior pulling ``a`` and ``b`` to 1, repeated until the power limit's clock
+settles); the floor with the smallest residual wins. The clock tree's watts are kept as the profile
+(or its rule, :func:`~models.analytical.energy.clock_tree_w`) has them: one kernel's sweep cannot
+tell them from its operations' energy, which follows ``f V^2`` alike. Without a clock axis (fewer
+than :data:`MIN_CLOCKS` distinct clocks) the floor is kept and only ``a``, ``b`` are fitted, which
+one kernel at one clock barely separates: the prior keeps the model's split.
 """
 
 from __future__ import annotations
@@ -197,6 +201,7 @@ def fit_energy_constants(profile: DeviceProfile, frame: pd.DataFrame, analysis_d
 
 def fit_summary(fit: EnergyFit) -> dict[str, Any]:
     """The fit as JSON-ready values."""
-    return {"idle_power_w": fit.idle_w, "idle_clock_share": fit.idle_share, "energy_per_op_fp32_fma_pj": fit.fma_pj, "voltage_floor_ratio": fit.floor,
-            "floor_fitted": fit.floor_fitted, "rows": fit.rows, "clocks_mhz": fit.clocks, "rms_log": fit.rms_log,
-            "rms_log_before": fit.rms_log_before, "before": fit.before, "scaled": fit.scaled}
+    return {"idle_power_w": fit.idle_w, "idle_clock_share": fit.idle_share, "energy_per_op_fp32_fma_pj": fit.fma_pj,
+            "voltage_floor_ratio": fit.floor, "floor_fitted": fit.floor_fitted, "rows": fit.rows,
+            "clocks_mhz": fit.clocks, "rms_log": fit.rms_log, "rms_log_before": fit.rms_log_before,
+            "before": fit.before, "scaled": fit.scaled}
