@@ -2,7 +2,7 @@
 
 Each ``--sweep DATASET=PROFILE`` is a dataset with measured energy over a clock axis (Kernel Tuner's
 synthetic fp32 kernel, imported with ``dataset import-kt``): its profile's GPU energy constants are
-fitted to it (:func:`calib.energy_fit.fit_energy_constants`) and expressed relative to the GPU's
+fitted to it (:func:`models.analytical.energy_fit.fit_energy_constants`) and expressed relative to the GPU's
 specification (the idle power's constant part / TDP, the power of fp32 FMAs at the peak rate / TDP,
 the voltage floor; the idle power's part that follows the clock is never fitted).
 Every sweep and every ``--score DATASET=PROFILE`` (measured energy, no fit) is then scored with:
@@ -62,9 +62,9 @@ def shares_of(profile: Any, fit: Any) -> Shares:
 def with_shares(profile: Any, s: Shares, source: str) -> Any:
     """``profile`` with constants from relative ones; the clock tree's watts (the idle power's part
     that follows the clock, never fitted) are the profile's own at that floor."""
-    from kernelcast.calib.energy_fit import _with_constants
     from kernelcast.models.analytical import AnalyticalModel
     from kernelcast.models.analytical.energy import clock_tree_w
+    from kernelcast.models.analytical.energy_fit import _with_constants
 
     tdp, rate = _spec(profile)
     clock_w = clock_tree_w(AnalyticalModel(profile).dev, s.floor)
@@ -97,9 +97,9 @@ def _pair(text: str, option: str) -> tuple[str, str]:
 
 
 def run(sweeps: list[tuple[str, str]], others: list[tuple[str, str]], analysis_dirs: list[str]) -> dict[str, Any]:
-    from kernelcast.calib.energy_fit import energy_rows, fit_energy_constants
     from kernelcast.calib.profile import load_profile
     from kernelcast.datagen.frame import load_measured_frame
+    from kernelcast.models.analytical.energy_fit import energy_rows, fit_energy_constants
 
     loaded: dict[str, tuple[pd.DataFrame, Any, bool]] = {}
     for (d, p), is_sweep in [(x, True) for x in sweeps] + [(x, False) for x in others]:

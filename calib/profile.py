@@ -116,7 +116,7 @@ VALUE_NAMES: dict[str, tuple[str, str]] = {
     "idle_clock_share": ("1", "GPU: the share of idle_power_w that follows f V^2 (the clock tree; default: solved from "
                               "Delestrac et al.'s two A100 idle powers)"),
     "voltage_floor_ratio": ("1", "GPU core voltage at the lowest clocks over the boost clock's (dynamic energy per "
-                                 "operation ~ V^2; calib --from-data fits it to a clock sweep)"),
+                                 "operation ~ V^2; kernelcast fit-energy fits it to a clock sweep)"),
     "power_short_w": ("W", "average power of a short kernel launched back to back"),
     "power_sustained_w": ("W", "average power of a long kernel"),
 }

@@ -404,6 +404,8 @@ STAGE_COMMANDS: dict[str, tuple[str, str, str]] = {
               "fit the analytical+learned blend on out-of-fold predictions (stacking)"),
     "evaluate": ("kernelcast.train.cli", "add_parser",
                  "the accuracy yardstick: grouped K-fold out-of-fold figures of every model on a dataset"),
+    "fit-energy": ("kernelcast.train.cli", "add_parser",
+                   "fit a GPU profile's energy constants to measured energy (e.g. a clock sweep)"),
 }
 
 

@@ -1,4 +1,4 @@
-"""Fitting a GPU profile's energy constants to measured energy (``calib --from-data``): the constants
+"""Fitting a GPU profile's energy constants to measured energy (``kernelcast fit-energy``): the constants
 that made a clock sweep's energies come back, and bad input refused before any work."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from kernelcast.calib.energy_fit import fit_energy_constants
 from kernelcast.calib.profile import DeviceProfile, load_profile
 from kernelcast.datagen.dataset import read_dataset
 from kernelcast.datagen.frame import load_measured_frame
 from kernelcast.models.analytical import AnalyticalModel
 from kernelcast.models.analytical.energy import clock_tree_w, gpu_energy_constants
+from kernelcast.models.analytical.energy_fit import fit_energy_constants
 
 from kernelcast.cli import main
 
@@ -97,41 +97,39 @@ def test_fit_without_a_clock_axis_keeps_the_floor(tmp_path: Path, capsys: pytest
     assert fit.rms_log < 0.01          # one clock: the level is fitted, the split is the prior's
 
 
-def test_calib_from_data_writes_the_fitted_profile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_fit_energy_writes_the_fitted_profile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ds = _sweep(tmp_path, capsys)
     out = tmp_path / "fitted.json"
-    assert main(["calib", "--out", str(out), "--from-data", str(ds), "--profile", "rtx-a4000", "--json"]) == 0
+    assert main(["fit-energy", "--out", str(out), "--data", str(ds), "--profile", "rtx-a4000", "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
     assert got["rows"] == len(CLOCKS) and got["floor_fitted"]
     prof = load_profile(str(out))
     assert prof.get("idle_power_w") == pytest.approx(got["idle_power_w"])
     assert prof.get("voltage_floor_ratio") == pytest.approx(got["voltage_floor_ratio"])
-    assert "calib --from-data" in prof.entry("idle_power_w").source  # type: ignore[union-attr]
+    assert "kernelcast fit-energy" in prof.entry("idle_power_w").source  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--profile", "rtx-a4000"], "no such dataset directory"),
-    (["--profile", "pocl-local", "DS"], "not a GPU profile"),
-    (["DS"], "needs --profile"),
-    (["--profile", "no-such-profile", "DS"], "no bundled profile of that name"),
-    (["--profile", "rtx-a4000", "--analysis-cache", "MISSING", "DS"], "no such directory"),
+    (["--profile", "rtx-a4000", "--data", "MISSING"], "no such dataset directory"),
+    (["--profile", "pocl-local", "--data", "DS"], "not a GPU profile"),
+    (["--profile", "no-such-profile", "--data", "DS"], "no bundled profile of that name"),
+    (["--profile", "rtx-a4000", "--analysis-cache", "MISSING", "--data", "DS"], "no such directory"),
 ])
-def test_calib_from_data_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str],
-                                   message: str) -> None:
+def test_fit_energy_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str],
+                              message: str) -> None:
     ds = _sweep(tmp_path, capsys)
     out = tmp_path / "p.json"
-    data = str(ds) if "DS" in args else str(tmp_path / "missing")
-    argv = ["calib", "--out", str(out)] + [a.replace("MISSING", str(tmp_path / "nope")) for a in args if a != "DS"]
-    argv += ["--from-data", data]
+    argv = ["fit-energy", "--out", str(out)] + [a.replace("MISSING", str(tmp_path / "nope")).replace("DS", str(ds))
+                                                for a in args]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err
     assert not out.exists()
 
 
-def test_calib_from_data_needs_measured_energy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A sweep imported without a power column has no energy to fit; --profile alone is refused too."""
-    ds = _sweep(tmp_path, capsys)
+def test_fit_energy_needs_measured_energy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A sweep imported without a power column has no energy to fit."""
+    _sweep(tmp_path, capsys)
     cache = json.loads((tmp_path / "c.json").read_text())
     for rec in cache["cache"].values():
         del rec["nvml_power"]
@@ -142,9 +140,6 @@ def test_calib_from_data_needs_measured_energy(tmp_path: Path, capsys: pytest.Ca
     capsys.readouterr()
     assert "energy_j" not in read_dataset(plain).columns or read_dataset(plain)["energy_j"].isna().all()
     out = tmp_path / "p.json"
-    assert main(["calib", "--out", str(out), "--from-data", str(plain), "--profile", "rtx-a4000"]) == 2
+    assert main(["fit-energy", "--out", str(out), "--data", str(plain), "--profile", "rtx-a4000"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "0 row(s) with a measured energy" in err and not out.exists()
-    assert main(["calib", "--out", str(out), "--profile", "rtx-a4000"]) == 2
-    assert "go with --from-data" in capsys.readouterr().err and not out.exists()
-    assert ds.is_dir()

@@ -220,6 +220,59 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print metrics.json instead of the summary")
     p.set_defaults(func=cmd_evaluate)
 
+    p = subparsers.add_parser(
+        "fit-energy", help="fit a GPU profile's energy constants to measured energy (e.g. a clock sweep)",
+        description="Fit the GPU energy constants of a profile (the idle power's constant part, the energy per fp32 "
+                    "FMA and the voltage floor; the clock tree's watts are kept) to the measured energy of a dataset, "
+                    "typically Kernel Tuner's synthetic fp32 kernel swept over clocks on that GPU and imported with "
+                    "'dataset import-kt', and write the profile with them. No device is used.")
+    p.add_argument("--data", required=True, metavar="DATASET", help="dataset with measured energy and time")
+    p.add_argument("--profile", required=True, help="the GPU profile to fit (bundled name or JSON path)")
+    p.add_argument("--out", required=True, metavar="PROFILE.json", help="where to write the fitted profile (JSON)")
+    p.add_argument("--analysis-cache", action="append", default=[], metavar="DIR",
+                   help="a cache of the shared static analyses of imported rows (kernelcast analyze --cache; the "
+                        "dataset's own DATASET/analysis is read too); repeatable")
+    p.add_argument("--json", action="store_true", help="print the fit as JSON instead of the table")
+    p.set_defaults(func=cmd_fit_energy)
+
+
+def cmd_fit_energy(args: argparse.Namespace) -> int:
+    """``kernelcast fit-energy``: the profile with its GPU energy constants fitted to the dataset."""
+    import json
+
+    from kernelcast.calib.profile import ProfileError, load_profile
+    from kernelcast.datagen.frame import DataError, load_measured_frame
+    from kernelcast.models.analytical.energy_fit import energy_rows, fit_energy_constants, fit_summary
+
+    out = Path(args.out)
+    if out.is_dir():
+        raise UsageError(f"--out {args.out}: is a directory; give a file name such as profile.json")
+    if not out.parent.is_dir():
+        raise UsageError(f"--out {args.out}: directory {out.parent} does not exist")
+    for d in args.analysis_cache:
+        check_in_dir(d, "--analysis-cache")
+    try:
+        profile = load_profile(args.profile)
+    except (ProfileError, OSError, ValueError) as e:
+        raise UsageError(f"--profile {args.profile}: {e}") from None
+    try:
+        frame = load_measured_frame(args.data)[0]
+    except DataError as e:
+        raise UsageError(f"--data {args.data}: {e}") from None
+    rows = energy_rows(frame)
+    if len(rows) < 2:
+        raise UsageError(f"--data {args.data}: {len(rows)} row(s) with a measured energy and time; the fit needs "
+                         "at least 2")
+    fitted, fit = fit_energy_constants(profile, rows, list(args.analysis_cache),
+                                       source=f"fitted: kernelcast fit-energy --data {Path(args.data).name}")
+    fitted.save(out)
+    if args.json:
+        print(json.dumps(fit_summary(fit), indent=1))
+    else:
+        print(fit.table())
+        print(f"\nprofile written to {out}")
+    return 0
+
 
 def run(args: argparse.Namespace) -> int:
     out = check_out_dir(args.out)

@@ -15,7 +15,7 @@ GPUs (:func:`gpu_energy`): static power x time, with an idle power whose clock-t
 ``f V^2``, + the dynamic energy of the operations and of the bytes at DRAM, L2 and shared memory, the
 core-side part scaled by ``(V(f) / V_boost)^2``, under the power limit; constants from the profile,
 else derived from its TDP and fp32 rate or transferred with their sources
-(:func:`gpu_energy_constants`); :mod:`calib.energy_fit` fits them to a measured clock sweep.
+(:func:`gpu_energy_constants`); :mod:`.energy_fit` fits them to a measured clock sweep.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ IDLE_SHARE_OF_TDP = 0.2
 #: power as a share of the TDP, and the dynamic power of fp32 FMAs at the peak rate and the boost
 #: clock as a share of the TDP; with :data:`VOLTAGE_FLOOR_RATIO`, the means of the fits of Kernel
 #: Tuner's synthetic fp32 clock sweeps of an A100 PCIe (0.127, 0.360, floor 0.74) and an RTX A4000
-#: (0.212, 0.408, floor 0.86) (``calib --from-data``; ``bench/gpu_energy.py`` scores each GPU with the
+#: (0.212, 0.408, floor 0.86) (``kernelcast fit-energy``; ``bench/gpu_energy.py`` scores each GPU with the
 #: other's values)
 RUNNING_CONSTANT_SHARE_OF_TDP = 0.17
 FMA_POWER_SHARE_OF_TDP = 0.38

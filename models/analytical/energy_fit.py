@@ -1,4 +1,4 @@
-"""GPU energy constants fitted to measured energy: ``kernelcast calib --from-data DATASET --profile P``.
+"""GPU energy constants fitted to measured energy: ``kernelcast fit-energy --data DATASET --profile P``.
 
 The GPU energy model (:mod:`models.analytical.energy`) has four constants a profile can set:
 
