@@ -64,10 +64,10 @@ UNROLLED_PREFIX = "unrolled:"
 #: key prefix of the innermost loops the compiler keeps (``partial_loops``) in ``evaluate_many``'s
 #: output: ``partial:<n>:<class>`` the control and counter arithmetic of the loop ``n`` (what a full
 #: unrolling would remove), ``partial:<n>:trip`` its trips per entry, ``partial:<n>:const`` 1 where
-#: they are a constant the compiler sees, ``partial:<n>:size`` the operations and accesses of one trip (``partial:<n>:loads`` of them
-#: loads from memory other than private), ``partial:<n>:pragma`` its
-#: ``#pragma unroll`` count (NaN without one); a device class whose compiler unrolls such loops in
-#: part by a factor U subtracts (1 - 1/U) of the counts
+#: they are a constant the compiler sees, ``partial:<n>:size`` the operations and accesses of one
+#: trip, ``partial:<n>:loads`` the loads among them (memory other than private),
+#: ``partial:<n>:pragma`` its ``#pragma unroll`` count (NaN without one); a device class whose
+#: compiler unrolls such loops in part by a factor U leaves 1/U of the control
 PARTIAL_PREFIX = "partial:"
 #: key prefix of the memory counts (``global_loads``, ``local_bytes``, ...) that loads repeating an
 #: address within fully unrolled loops contribute (``Access.unrolled_distinct``), in
