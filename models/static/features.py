@@ -66,8 +66,9 @@ UNROLLED_PREFIX = "unrolled:"
 #: unrolling would remove), ``partial:<n>:trip`` its trips per entry, ``partial:<n>:const`` 1 where
 #: they are a constant the compiler sees, ``partial:<n>:size`` the operations and accesses of one
 #: trip, ``partial:<n>:loads`` the loads among them (memory other than private),
-#: ``partial:<n>:pragma`` its ``#pragma unroll`` count (NaN without one); a device class whose
-#: compiler unrolls such loops in part by a factor U leaves 1/U of the control
+#: ``partial:<n>:pragma`` its ``#pragma unroll`` count (0 without one; ``trip`` is 0 where the
+#: analysis has no expression for it); a device class whose compiler unrolls such loops in part by
+#: a factor U leaves 1/U of the control
 PARTIAL_PREFIX = "partial:"
 #: key prefix of the memory counts (``global_loads``, ``local_bytes``, ...) that loads repeating an
 #: address within fully unrolled loops contribute (``Access.unrolled_distinct``), in
@@ -384,10 +385,9 @@ class SourceFeatures:
             pre = f"{PARTIAL_PREFIX}{n}:"
             for k, text in lp.get("ops", {}).items():
                 out[pre + k] = ev(text)
-            out[pre + "trip"] = ev(lp["trip"]) if lp.get("trip") else np.full(shape, np.nan)
+            out[pre + "trip"] = ev(lp["trip"]) if lp.get("trip") else zeros
             for k in ("const", "size", "loads", "pragma"):
-                v = lp.get(k)
-                out[pre + k] = np.full(shape, np.nan if v is None else float(v))
+                out[pre + k] = np.full(shape, float(lp.get(k) or 0.0))
 
         mem_keys = ("global_loads", "global_stores", "global_atomics", "global_load_bytes",
                     "global_store_bytes", "global_atomic_bytes", "global_fetched_bytes",
