@@ -31,7 +31,7 @@ from kernelcast.models.static.ptx import _run
 
 #: fp32 arithmetic in PTX and in AMDGPU assembly (a packed ``v_pk_`` instruction does two lanes)
 _PTX_FP = re.compile(r"^\s*(?:@%p\d+\s+)?(?:fma\.rn|add|sub|mul)(?:\.rn)?\.f32\b", re.M)
-_AMD_FP = re.compile(r"^\s*(v_(?:pk_)?(?:fma|fmac|fmamk|fmaak|add|sub|mul|mac)_f32)\b", re.M)
+_AMD_FP = re.compile(r"^\s*(v_(?:pk_)?(?:fma|fmac|fmamk|fmaak|add|sub|mul|mac)_f32)(?:_e32|_e64|_sdwa|_dpp)?\b", re.M)
 
 
 def probe_source(ops: int, loads: int, trip: str) -> str:

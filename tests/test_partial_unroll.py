@@ -108,3 +108,25 @@ def test_the_gpu_class_takes_its_profiles_compiler():
 
     from tests.profiles import cpu_profile
     assert CPURuntimeClass(cpu_profile()).compiled_features(dict(f))["cmp"][0] == f["cmp"][0] == 101
+
+
+def test_the_probe_reads_the_unroll_factor_off_the_code():
+    from kernelcast.bench.unroll_probe import _AMD_FP, _PTX_FP, loop_factor
+
+    ptx = "\n".join(["$L__BB0_1:", *["\tfma.rn.f32 \t%f1, %f1, %f2, %f3;"] * 8, "\tadd.s32 \t%r1, %r1, 2;",
+                     "\tsetp.ne.s32 \t%p1, %r1, 64;", "\t@%p1 bra \t$L__BB0_1;", "\tret;"])
+    assert loop_factor(ptx, r"^(\$L__BB\d+_\d+):", r"\bbra(?:\.uni)?\s+(\$L__BB\d+_\d+);", _PTX_FP, 4) == "2"
+    # a packed instruction does two lanes; no backward branch left: unrolled fully
+    amd = "\n".join([".LBB0_2:", "\tv_pk_fma_f32 v[0:1], v[0:1], v[2:3], v[4:5]", "\tv_fmac_f32_e32 v6, v7, v8",
+                     "\ts_cbranch_scc0 .LBB0_2"])
+    assert loop_factor(amd, r"^(\.LBB\d+_\d+):", r"\bs_cbranch_\w+\s+(\.LBB\d+_\d+)", _AMD_FP, 1) == "3"
+    assert loop_factor("\tv_fmac_f32_e32 v6, v7, v8\n\ts_endpgm", r"^(\.LBB\d+_\d+):",
+                       r"\bs_cbranch_\w+\s+(\.LBB\d+_\d+)", _AMD_FP, 1) == "full"
+
+
+def test_the_probe_rejects_bad_arguments(capsys):
+    from kernelcast.bench.unroll_probe import main
+
+    assert main(["--trips", "17,x"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--trips" in err
