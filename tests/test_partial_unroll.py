@@ -130,3 +130,14 @@ def test_the_probe_rejects_bad_arguments(capsys):
     assert main(["--trips", "17,x"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--trips" in err
+
+
+def test_arithmetic_on_loaded_data_is_not_loop_control():
+    src = """__kernel void dd(__global const uchar* in, __global float* out, __global const float* shifts, float x) {
+      int sample = get_global_id(0); float acc = 0.0f;
+      for (int c = 0; c < 1536; c++) { unsigned int s = x * shifts[c]; acc += in[c * 25650 + (sample + s)]; }
+      out[sample] = acc; }"""
+    lp = analyze_source_text(src, "dd").partial_loops[0]
+    # the increment and c * 25650 are the counter's; sample + s and the index sum read a load
+    assert lp["ops"] == {"int_add": "1536", "int_mul": "1536", "cmp": "1537", "branch": "1537"}
+    assert lp["size"] == 12 and lp["loads"] == 2

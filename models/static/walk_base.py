@@ -280,13 +280,14 @@ class WalkerBase(ABC):
         """The loop (:attr:`LoopCtx.partial`) in whose partly unrolled copies integer arithmetic on
         ``vals`` is constant, as :meth:`folds_in_unrolled` for full unrolling: the innermost loop the
         compiler keeps, where some value depends on its counter (or on those of the fully unrolled
-        loops inside it) and nothing on another value made in it; -1 where there is none."""
+        loops inside it) and nothing on another value made in it or on loaded data (``sample +
+        shift[c]`` is computed in every copy); -1 where there is none."""
         if self.mute or not self.loop_stack:
             return -1
         i = len(self.loop_stack) - 1
         while i >= 0 and self.loop_stack[i].unrolled is not None:
             i -= 1
-        if i < 0 or self.loop_stack[i].partial < 0:
+        if i < 0 or self.loop_stack[i].partial < 0 or any(DATA in v.deps for v in vals):
             return -1
         made = serials(vals)
         if not made:
