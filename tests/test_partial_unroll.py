@@ -141,3 +141,10 @@ def test_arithmetic_on_loaded_data_is_not_loop_control():
     # the increment and c * 25650 are the counter's; sample + s and the index sum read a load
     assert lp["ops"] == {"int_add": "1536", "int_mul": "1536", "cmp": "1537", "branch": "1537"}
     assert lp["size"] == 12 and lp["loads"] == 2
+
+
+def test_the_partial_unrolling_can_be_switched_off(monkeypatch):
+    f = _features(LOOP, "loop4", 100)
+    assert compiled_counts(f, partial=False)["cmp"][0] == f["cmp"][0] == 101
+    monkeypatch.setattr(GPUClass, "partial_unrolling", False)
+    assert GPUClass(gpu_profile()).compiled_features(dict(f))["cmp"][0] == 101

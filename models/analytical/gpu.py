@@ -166,6 +166,10 @@ class GPUClass(DeviceClass):
     #: kernel's guards exits at once, and the block scheduler fills the slot it leaves with the next
     waves_of_working_groups: ClassVar[bool] = True
     full_tail_wave: ClassVar[bool] = True
+    #: the innermost loops the compiler keeps lose the control a partial unrolling removes
+    #: (:func:`compiled_counts`; off: their control is counted on every trip, as before analysis
+    #: version 8): docs/gpu-yardstick.md, "Loops unrolled in part", has the figures of both
+    partial_unrolling: ClassVar[bool] = True
 
     @classmethod
     def matches(cls, kind: DeviceKind) -> bool:
@@ -191,7 +195,7 @@ class GPUClass(DeviceClass):
                 base = key[len(REPEATED_PREFIX):]
                 if base in out:
                     out[base] = np.maximum(out[base] - v, 0.0)
-        return compiled_counts(out, amd=self.params.llvm_target.startswith("gfx"))
+        return compiled_counts(out, amd=self.params.llvm_target.startswith("gfx"), partial=self.partial_unrolling)
 
     def compiled_resources(self, source: str, name: str, language: str, options: str,
                            cache_dir: str | None = None) -> dict[str, float]:
@@ -470,13 +474,14 @@ def _scalar(v: np.ndarray | None) -> float | None:
     return float(a[0]) if a.size and np.isfinite(a[0]) else None
 
 
-def compiled_counts(f: Mapping[str, np.ndarray], amd: bool = False) -> dict[str, np.ndarray]:
+def compiled_counts(f: Mapping[str, np.ndarray], amd: bool = False, partial: bool = True) -> dict[str, np.ndarray]:
     """The operation counts of the code a GPU compiler makes: the loops it unrolls fully lose their
     control (condition, branch, counter increment) and the integer arithmetic on their counters,
     which becomes constant offsets (``unrolled:<class>`` of the static features); the innermost
     loops it keeps, unrolled in part by a factor ``U`` (:func:`partial_unroll_factor`, ``amd``:
     clang's AMDGPU rule, else NVIDIA's), keep one ``U``-th of them (``partial:<n>:<class>``); what is
-    left of each class, per work-item and per warp."""
+    left of each class, per work-item and per warp (``partial`` False: the kept loops' control is
+    left whole)."""
     out = dict(f)
     for key, v in f.items():
         if not key.startswith(UNROLLED_PREFIX):
@@ -485,7 +490,8 @@ def compiled_counts(f: Mapping[str, np.ndarray], amd: bool = False) -> dict[str,
         for k in (cls, "warp_" + cls):
             if k in out:
                 out[k] = np.maximum(out[k] - v, 0.0)
-    loops = sorted({key[len(PARTIAL_PREFIX):].split(":", 1)[0] for key in f if key.startswith(PARTIAL_PREFIX)})
+    loops = sorted({key[len(PARTIAL_PREFIX):].split(":", 1)[0] for key in f
+                    if partial and key.startswith(PARTIAL_PREFIX)})
     for n in loops:
         pre = f"{PARTIAL_PREFIX}{n}:"
         size = _scalar(f.get(pre + "size"))
