@@ -148,7 +148,7 @@ class WalkerBase(ABC):
         # unrolled in part, by a factor the device class's compiler rule decides), per loop
         # (LoopCtx.partial); partial_control: the loop whose control is being counted, else -1
         self.ops_partial: dict[int, dict[str, Poly]] = {}
-        self.partial_control = -1
+        self.partial_control: int = -1
         self._partial_serial = 0
         self._sizing = True       # off while counting a computation hoisted out of the loop
         self.partial_loops: list[PartialLoop] = []

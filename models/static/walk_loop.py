@@ -175,7 +175,8 @@ class LoopWalker(WalkerBase):
         walk_trip = ONE if closed else trip      # the weight of one pass over the body
         n_checks = walk_trip if kind == "do" or closed else trip + 1
         control, self.unrolled_control = self.unrolled_control, ctx.unrolled is not None
-        kept, self.partial_control = self.partial_control, ctx.partial
+        kept = int(self.partial_control)
+        self.partial_control = ctx.partial
         try:
             with self.scaled(n_checks, n_checks):
                 if cond is not None:
@@ -190,7 +191,8 @@ class LoopWalker(WalkerBase):
             self.walk_stmt(body)
             if inc is not None:
                 control, self.unrolled_control = self.unrolled_control, ctx.unrolled is not None
-                kept, self.partial_control = self.partial_control, ctx.partial
+                kept = int(self.partial_control)
+                self.partial_control = ctx.partial
                 try:
                     self.ev(inc)
                 finally:
