@@ -17,7 +17,6 @@ factors follow.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -28,6 +27,8 @@ from pathlib import Path
 
 from kernelcast.models.static.amdgpu import PRELUDE, find_amdgpu_clang
 from kernelcast.models.static.ptx import _run
+
+from kernelcast.options import Parser
 
 #: fp32 arithmetic in PTX and in AMDGPU assembly (a packed ``v_pk_`` instruction does two lanes)
 _PTX_FP = re.compile(r"^\s*(?:@%p\d+\s+)?(?:fma\.rn|add|sub|mul)(?:\.rn)?\.f32\b", re.M)
@@ -107,7 +108,7 @@ def _ints(text: str) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m kernelcast.bench.unroll_probe", description=__doc__.split("\n")[0])
+    ap = Parser(prog="python -m kernelcast.bench.unroll_probe", description=__doc__.split("\n")[0])
     ap.add_argument("--ops", default="1,4,16,64", help="fp32 operations per trip (comma-separated)")
     ap.add_argument("--loads", default="0,1,4", help="global loads per trip, at most --ops (comma-separated)")
     ap.add_argument("--trips", default="17,64,1000,n", help="trip counts: constants, or n for a kernel argument")
@@ -120,9 +121,7 @@ def main(argv: list[str] | None = None) -> int:
                 any(t != "n" and not (t.isdigit() and int(t) > 0) for t in trips):
             raise ValueError
     except ValueError:
-        print("unroll_probe: --ops must be positive integers, --loads non-negative integers, --trips positive "
-              "integers or n", file=sys.stderr)
-        return 2
+        ap.error("--ops takes positive integers, --loads non-negative integers, --trips positive integers or n")
     rows = []
     for ops in ops_l:
         for loads in loads_l:
