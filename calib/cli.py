@@ -3,11 +3,15 @@
 Registered by the main command line through :func:`add_parser`; also runnable on its own::
 
     python -m kernelcast.calib.cli --out calib/profiles/pocl-local.json [--quick] [--device auto] [--meter auto]
+
+With ``--from-data DATASET --profile P`` no device is used: the GPU energy constants of ``P`` are
+fitted to the dataset's measured energy (:mod:`calib.energy_fit`).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import math
 import sys
@@ -70,6 +74,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_alias(p, "--runs", "--rounds")
     p.add_argument("--json", action="store_true", help="print the profile JSON instead of the table")
     add_quiet(p, dest="no_progress", old="--no-progress")
+    g = p.add_argument_group("fitting a GPU profile's energy constants to measured energy (no device is used)")
+    g.add_argument("--from-data", metavar="DATASET",
+                   help="fit the GPU energy constants of --profile (idle power, energy per fp32 FMA, voltage floor) "
+                        "to the measured energy of DATASET, e.g. a clock sweep of Kernel Tuner's synthetic fp32 "
+                        "kernel imported with 'dataset import-kt', and write the profile with them to --out")
+    g.add_argument("--profile", metavar="PROFILE",
+                   help="with --from-data: the GPU profile to fit (bundled name or JSON path)")
+    g.add_argument("--analysis-cache", action="append", default=[], metavar="DIR",
+                   help="with --from-data: a cache of the shared static analyses of imported rows "
+                        "(kernelcast analyze --cache); repeatable")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -81,7 +95,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                     "energy meter idle power, energy per operation and per access, power against busy "
                     "compute units and the transient ratio) and write them as a device profile (JSON).",
         epilog="Values are printed with units and the r^2 of the fit that produced them. Energy values are "
-               "absent when no meter exists (meter none).")
+               "absent when no meter exists (meter none). With --from-data no device is used: a GPU profile's "
+               "energy constants are fitted to measured energy.")
     add_arguments(p)
     p.set_defaults(func=run)
     return p
@@ -98,12 +113,50 @@ def _benches(only: str | None) -> tuple[str, ...]:
     return chosen
 
 
+def run_from_data(args: argparse.Namespace, out: Path) -> int:
+    """``calib --from-data DATASET --profile P``: P with its GPU energy constants fitted to DATASET."""
+    from kernelcast.calib.energy_fit import energy_rows, fit_energy_constants, fit_summary
+    from kernelcast.calib.profile import ProfileError, load_profile
+    from kernelcast.datagen.frame import DataError, load_measured_frame
+
+    if not args.profile:
+        raise UsageError("--from-data needs --profile: the GPU profile whose energy constants are fitted")
+    for d in args.analysis_cache:
+        if not Path(d).is_dir():
+            raise UsageError(f"--analysis-cache {d}: no such directory")
+    try:
+        profile = load_profile(args.profile)
+    except (ProfileError, OSError, ValueError) as e:
+        raise UsageError(f"--profile {args.profile}: {e}") from None
+    try:
+        frame = load_measured_frame(args.from_data)[0]
+    except DataError as e:
+        raise UsageError(f"--from-data {args.from_data}: {e}") from None
+    rows = energy_rows(frame)
+    if len(rows) < 2:
+        raise UsageError(f"--from-data {args.from_data}: {len(rows)} row(s) with a measured energy and time; "
+                         "the fit needs at least 2")
+    fitted, fit = fit_energy_constants(profile, rows, list(args.analysis_cache),
+                                       source=f"fitted: kernelcast calib --from-data {Path(args.from_data).name}")
+    fitted.save(out)
+    if args.json:
+        print(json.dumps(fit_summary(fit), indent=1))
+    else:
+        print(fit.table())
+        print(f"\nprofile written to {out}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.is_dir():
         raise UsageError(f"--out {args.out}: is a directory; give a file name such as profile.json")
     if not out.parent.is_dir():
         raise UsageError(f"--out {args.out}: directory {out.parent} does not exist")
+    if args.from_data is not None:
+        return run_from_data(args, out)
+    if args.profile or args.analysis_cache:
+        raise UsageError("--profile and --analysis-cache go with --from-data")
     benches = _benches(args.only)
     max_bytes = _parse_bytes(args.max_bytes) if args.max_bytes else None
     if args.timeout <= 0:

@@ -113,6 +113,10 @@ VALUE_NAMES: dict[str, tuple[str, str]] = {
     "power_cu_beta": ("1", "beta of P(n) = alpha n^beta + delta"),
     "power_cu_delta_w": ("W", "delta of P(n) = alpha n^beta + delta"),
     "transient_ratio": ("1", "FlipFlop r = P_short / P_sustained"),
+    "idle_clock_share": ("1", "GPU: the share of idle_power_w that follows f V^2 (the clock tree; default: solved from "
+                              "Delestrac et al.'s two A100 idle powers)"),
+    "voltage_floor_ratio": ("1", "GPU core voltage at the lowest clocks over the boost clock's (dynamic energy per "
+                                 "operation ~ V^2; calib --from-data fits it to a clock sweep)"),
     "power_short_w": ("W", "average power of a short kernel launched back to back"),
     "power_sustained_w": ("W", "average power of a long kernel"),
 }

@@ -12,7 +12,9 @@ import pytest
 from kernelcast.datagen.dataset import read_dataset
 from kernelcast.models.analytical.energy import (
     DEFAULT_BYTE_PJ,
+    FMA_POWER_SHARE_OF_TDP,
     IDLE_SHARE_OF_TDP,
+    RUNNING_CONSTANT_SHARE_OF_TDP,
     VOLTAGE_FLOOR_RATIO,
     GPUEnergyConstants,
     gpu_dynamic_terms,
@@ -47,10 +49,15 @@ def _params(**kw: object) -> GPUParams:
 def test_constants_derived_from_tdp_and_rate() -> None:
     c = gpu_energy_constants(_params())
     assert c is not None
-    assert c.idle_w == pytest.approx(IDLE_SHARE_OF_TDP * 100.0)
-    # (100 W - 20 W) / 1e12 FMA/s = 80 pJ per FMA
-    assert c.fma_pj == pytest.approx(80.0)
-    assert c.op_pj["fp64_fma"] == pytest.approx(160.0) and c.op_pj["int_add"] == pytest.approx(40.0)
+    # the running board's constant 0.17 x 100 W, plus the clock tree of an idle GPU: 0.2 x 100 W x
+    # the share that follows f V^2, (80 - 55) / (1 - (1065 / 1410) 0.8^2) / 80 = 0.60492 with the floor 0.8
+    assert (RUNNING_CONSTANT_SHARE_OF_TDP, IDLE_SHARE_OF_TDP, VOLTAGE_FLOOR_RATIO) == (0.17, 0.2, 0.8)
+    assert idle_clock_share() == pytest.approx(0.60492, abs=1e-5)
+    assert c.idle_w == pytest.approx(17.0 + 20.0 * 0.60492, abs=1e-3)
+    assert c.clock_share() == pytest.approx(20.0 * 0.60492 / c.idle_w, abs=1e-4)
+    # 0.38 x 100 W / 1e12 FMA/s = 38 pJ per FMA
+    assert FMA_POWER_SHARE_OF_TDP == 0.38 and c.fma_pj == pytest.approx(38.0)
+    assert c.op_pj["fp64_fma"] == pytest.approx(76.0) and c.op_pj["int_add"] == pytest.approx(19.0)
     assert c.byte_pj["dram"] == pytest.approx(DEFAULT_BYTE_PJ["dram"])
     # profile values win over the derived ones
     c2 = gpu_energy_constants(_params(energy={"idle_power_w": 30.0, "energy_per_op_fp32_fma_pj": 10.0,

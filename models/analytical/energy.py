@@ -15,7 +15,7 @@ GPUs (:func:`gpu_energy`): static power x time, with an idle power whose clock-t
 ``f V^2``, + the dynamic energy of the operations and of the bytes at DRAM, L2 and shared memory, the
 core-side part scaled by ``(V(f) / V_boost)^2``, under the power limit; constants from the profile,
 else derived from its TDP and fp32 rate or transferred with their sources
-(:func:`gpu_energy_constants`).
+(:func:`gpu_energy_constants`); :mod:`calib.energy_fit` fits them to a measured clock sweep.
 """
 
 from __future__ import annotations
@@ -95,9 +95,18 @@ OP_ENERGY_FACTOR: dict[str, float] = {
     "int_add": 0.5, "int_bit": 0.5, "int_mul": 1.0, "int_div": 4.0, "sfu": 2.0,
     "cmp": 0.5, "conv": 0.5, "branch": 0.5,
 }
-#: idle (static) power as a share of the TDP where the profile has no measured idle power: the
-#: A100's 80 W idle at boost clock over its 400 W TDP (Delestrac et al., ASAP 2024), transferred
+#: an idle GPU's power at the boost clock as a share of its TDP: the A100's 80 W idle at boost clock
+#: over its 400 W TDP (Delestrac et al., ASAP 2024), transferred; only its clock tree's part (the
+#: part that follows ``f V^2``, :func:`idle_clock_share`) enters the derived idle power
 IDLE_SHARE_OF_TDP = 0.2
+#: where the profile has no idle power: the constant (clock-independent) part of a running board's
+#: power as a share of the TDP, and the dynamic power of fp32 FMAs at the peak rate and the boost
+#: clock as a share of the TDP; with :data:`VOLTAGE_FLOOR_RATIO`, the means of the fits of Kernel
+#: Tuner's synthetic fp32 clock sweeps of an A100 PCIe (0.127, 0.360, floor 0.74) and an RTX A4000
+#: (0.212, 0.408, floor 0.86) (``calib --from-data``; ``bench/gpu_energy.py`` scores each GPU with the
+#: other's values)
+RUNNING_CONSTANT_SHARE_OF_TDP = 0.17
+FMA_POWER_SHARE_OF_TDP = 0.38
 #: energy per byte (pJ) of each memory level where the profile has none: Delestrac et al.'s A100
 #: per-sector figures (DRAM 2090, L2 368, shared memory 82.1 pJ per 32-byte sector), transferred
 DEFAULT_BYTE_PJ: dict[str, float] = {"dram": 2090.0 / 32, "l2": 368.0 / 32, "shared": 82.1 / 32}
@@ -106,9 +115,9 @@ DEFAULT_BYTE_PJ: dict[str, float] = {"dram": 2090.0 / 32, "l2": 368.0 / 32, "sha
 #: dynamic power (clock tree, ``f V^2``); :func:`idle_clock_share` solves for that part's share
 IDLE_AT_BOOST_W, IDLE_AT_BASE_W, IDLE_BASE_CLOCK_RATIO = 80.0, 55.0, 1065.0 / 1410.0
 #: the core voltage at the lowest clocks relative to the voltage at the boost clock: GPUs lower the
-#: voltage with the clock down to a floor (about 0.7 V against about 1.05-1.1 V at boost), below
-#: which only the clock drops (a rule; dynamic energy per operation ~ V^2)
-VOLTAGE_FLOOR_RATIO = 0.65
+#: voltage with the clock down to a floor, below which only the clock drops (dynamic energy per
+#: operation ~ V^2); the mean of the two fits above
+VOLTAGE_FLOOR_RATIO = 0.80
 #: where the model reads its traffic terms (bytes per work-item), first name present wins: DRAM,
 #: L2 (every global access passes it) and shared (local) memory
 TRAFFIC_TERMS: dict[str, tuple[str, ...]] = {
@@ -127,20 +136,41 @@ class GPUEnergyConstants:
     op_pj: dict[str, float]
     byte_pj: dict[str, float]
     sources: dict[str, str] = field(default_factory=dict)
+    voltage_floor: float = VOLTAGE_FLOOR_RATIO
+    #: the share of ``idle_w`` that follows ``f V^2`` (None: :func:`idle_clock_share` of the floor)
+    idle_share: float | None = None
+
+    def clock_share(self) -> float:
+        """The share of the idle power at the boost clock that follows ``f V^2``."""
+        return idle_clock_share(self.voltage_floor) if self.idle_share is None else self.idle_share
 
 
 def gpu_energy_constants(d: SharedParams) -> GPUEnergyConstants | None:
-    """The profile's energy values where it has them, else derived from its TDP and fp32 FMA rate
-    (FlipFlop's rule: the power above idle at the peak rate, ``(TDP - P_idle) / rate``, an upper
-    bound per operation); None without a TDP and without an energy calibration."""
+    """The profile's energy values where it has them, else derived from its TDP and fp32 FMA rate:
+    the idle power a constant share of the TDP (:data:`RUNNING_CONSTANT_SHARE_OF_TDP`) plus an idle
+    GPU's clock tree, the energy per FMA a share of the TDP (:data:`FMA_POWER_SHARE_OF_TDP`) over
+    the peak rate; None without a TDP and without an energy calibration."""
     e = d.energy or {}
     src: dict[str, str] = {}
+    floor = e.get("voltage_floor_ratio")
+    if floor is not None:
+        src["voltage_floor_ratio"] = "profile"
+    else:
+        floor = VOLTAGE_FLOOR_RATIO
+        src["voltage_floor_ratio"] = f"rule: {VOLTAGE_FLOOR_RATIO:g}"
+    share = e.get("idle_clock_share")
     idle = e.get("idle_power_w")
     if idle is not None:
         src["idle_power_w"] = "profile"
+        if share is not None:
+            src["idle_clock_share"] = "profile"
     elif d.tdp_w:
-        idle = IDLE_SHARE_OF_TDP * d.tdp_w
-        src["idle_power_w"] = f"derived: {IDLE_SHARE_OF_TDP:g} x TDP"
+        # the constant part of a running board plus the clock tree of an idle GPU
+        clock_w = clock_tree_w(d, floor)
+        idle = RUNNING_CONSTANT_SHARE_OF_TDP * d.tdp_w + clock_w
+        share = clock_w / idle
+        src["idle_power_w"] = (f"derived: {RUNNING_CONSTANT_SHARE_OF_TDP:g} x TDP + the clock tree's "
+                               f"{IDLE_SHARE_OF_TDP:g} x TDP x {idle_clock_share(floor):.3f}")
     else:
         return None
     fma = e.get("energy_per_op_fp32_fma_pj")
@@ -150,8 +180,8 @@ def gpu_energy_constants(d: SharedParams) -> GPUEnergyConstants | None:
         rate = d.rates.get("fp32_fma")
         if not d.tdp_w or not rate:
             return None
-        fma = max(d.tdp_w - idle, 0.0) / rate * 1e12
-        src["energy_per_op_fp32_fma_pj"] = "derived: (TDP - idle) / fp32 FMA rate"
+        fma = FMA_POWER_SHARE_OF_TDP * d.tdp_w / rate * 1e12
+        src["energy_per_op_fp32_fma_pj"] = f"derived: {FMA_POWER_SHARE_OF_TDP:g} x TDP / fp32 FMA rate"
     op_pj: dict[str, float] = {}
     for op, factor in OP_ENERGY_FACTOR.items():
         own = next((e[f"energy_per_op_{c}_pj"] for c in RATE_CLASSES.get(op, ()) if f"energy_per_op_{c}_pj" in e),
@@ -167,27 +197,43 @@ def gpu_energy_constants(d: SharedParams) -> GPUEnergyConstants | None:
             src[f"{level}_pj_per_byte"] = "profile"
         else:
             src[f"{level}_pj_per_byte"] = "transferred: Delestrac et al. (A100)"
-    return GPUEnergyConstants(float(idle), float(fma), op_pj, byte_pj, src)
+    return GPUEnergyConstants(float(idle), float(fma), op_pj, byte_pj, src, float(floor),
+                              None if share is None else float(share))
 
 
-def voltage_ratio(clock_ratio: np.ndarray) -> np.ndarray:
-    """Core voltage relative to the boost clock's at a clock ``clock_ratio`` x boost."""
-    return np.maximum(VOLTAGE_FLOOR_RATIO, np.asarray(clock_ratio, dtype=np.float64))
+def voltage_ratio(clock_ratio: np.ndarray, floor: float = VOLTAGE_FLOOR_RATIO) -> np.ndarray:
+    """Core voltage relative to the boost clock's at a clock ``clock_ratio`` x boost (``floor``: the
+    voltage at the lowest clocks over the boost clock's)."""
+    return np.maximum(floor, np.asarray(clock_ratio, dtype=np.float64))
 
 
-def idle_clock_share() -> float:
+def idle_clock_share(floor: float = VOLTAGE_FLOOR_RATIO) -> float:
     """The share of the idle power (at the boost clock) that scales with ``f V^2``: from
-    ``P(boost) = c + s`` and ``P(base) = c + s r V(r)^2`` (:data:`IDLE_AT_BOOST_W`, ...)."""
+    ``P(boost) = c + s`` and ``P(base) = c + s r V(r)^2`` (:data:`IDLE_AT_BOOST_W`, ...), with the
+    voltage floor ``floor``."""
     r = IDLE_BASE_CLOCK_RATIO
-    scale = r * float(voltage_ratio(np.array(r))) ** 2
+    scale = r * float(voltage_ratio(np.array(r), floor)) ** 2
     return (IDLE_AT_BOOST_W - IDLE_AT_BASE_W) / (1.0 - scale) / IDLE_AT_BOOST_W
+
+
+def clock_tree_w(d: SharedParams, floor: float) -> float:
+    """The watts of the idle power at the boost clock that follow ``f V^2`` (the clock tree) with
+    the voltage floor ``floor``: the profile's idle power times its ``idle_clock_share`` (else the
+    share :func:`idle_clock_share` solves), or without an idle power an idle GPU's share of the TDP
+    (:data:`IDLE_SHARE_OF_TDP`) times that share; 0 with neither an idle power nor a TDP."""
+    e = d.energy or {}
+    idle = e.get("idle_power_w")
+    if idle is not None:
+        share = e.get("idle_clock_share")
+        return float(idle) * (float(share) if share is not None else idle_clock_share(floor))
+    return IDLE_SHARE_OF_TDP * float(d.tdp_w or 0.0) * idle_clock_share(floor)
 
 
 def idle_power(c: GPUEnergyConstants, clock_ratio: np.ndarray) -> np.ndarray:
     """Idle power (W) at ``clock_ratio`` x the boost clock: the constant part and the ``f V^2`` part."""
     r = np.asarray(clock_ratio, dtype=np.float64)
-    s = idle_clock_share()
-    return c.idle_w * ((1.0 - s) + s * r * voltage_ratio(r) ** 2)
+    s = c.clock_share()
+    return c.idle_w * ((1.0 - s) + s * r * voltage_ratio(r, c.voltage_floor) ** 2)
 
 
 def _term(f: Mapping[str, np.ndarray], names: tuple[str, ...], like: np.ndarray) -> np.ndarray:
@@ -238,7 +284,7 @@ def gpu_energy(c: GPUEnergyConstants, dyn: Mapping[str, np.ndarray], time_at: An
 
     def power(r: np.ndarray) -> np.ndarray:
         t = np.maximum(time_at(r), 1e-15)
-        return idle_power(c, r) + (core * voltage_ratio(r) ** 2 + dram) / t
+        return idle_power(c, r) + (core * voltage_ratio(r, c.voltage_floor) ** 2 + dram) / t
 
     r = np.asarray(clock_ratio, dtype=np.float64).copy()
     if limit_w is not None:
@@ -253,7 +299,7 @@ def gpu_energy(c: GPUEnergyConstants, dyn: Mapping[str, np.ndarray], time_at: An
                 lo = np.where(above, lo, mid)
             r = np.where(over, lo, r)
     t = time_at(r)
-    v2 = voltage_ratio(r) ** 2
+    v2 = voltage_ratio(r, c.voltage_floor) ** 2
     terms = {"static": idle_power(c, r) * t, "compute": dyn["compute"] * v2, "l2": dyn["l2"] * v2,
              "shared": dyn["shared"] * v2, "dram": dram}
     return sum(terms.values()), t, r, terms
