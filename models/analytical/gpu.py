@@ -50,7 +50,7 @@ from kernelcast.models.analytical.registers import (
 from kernelcast.models.analytical.registry import DeviceClass, DeviceKind, ItemCosts, operation_seconds, register
 from kernelcast.models.static.amdgpu import LANGUAGES as AMDGPU_LANGUAGES
 from kernelcast.models.static.amdgpu import compile_cached
-from kernelcast.models.static.features import BUILTIN_CLASSES, REPEATED_PREFIX, UNROLLED_PREFIX
+from kernelcast.models.static.features import BUILTIN_CLASSES, PARTIAL_PREFIX, REPEATED_PREFIX, UNROLLED_PREFIX
 
 #: DRAM latency in cycles assumed by the MWP/CWP model when a GPU profile has none measured
 #: (Hong and Kim 2009 use 400-600 cycles; we take the middle)
@@ -166,6 +166,10 @@ class GPUClass(DeviceClass):
     #: kernel's guards exits at once, and the block scheduler fills the slot it leaves with the next
     waves_of_working_groups: ClassVar[bool] = True
     full_tail_wave: ClassVar[bool] = True
+    #: the innermost loops the compiler keeps lose the control a partial unrolling removes
+    #: (:func:`compiled_counts`; off: their control is counted on every trip, as before analysis
+    #: version 8): docs/gpu-yardstick.md, "Loops unrolled in part", has the figures of both
+    partial_unrolling: ClassVar[bool] = True
 
     @classmethod
     def matches(cls, kind: DeviceKind) -> bool:
@@ -191,7 +195,7 @@ class GPUClass(DeviceClass):
                 base = key[len(REPEATED_PREFIX):]
                 if base in out:
                     out[base] = np.maximum(out[base] - v, 0.0)
-        return compiled_counts(out)
+        return compiled_counts(out, amd=self.params.llvm_target.startswith("gfx"), partial=self.partial_unrolling)
 
     def compiled_resources(self, source: str, name: str, language: str, options: str,
                            cache_dir: str | None = None) -> dict[str, float]:
@@ -397,11 +401,87 @@ def lane_padding(g: np.ndarray, n_wg: np.ndarray, warp: int) -> np.ndarray:
     return np.ceil(lsz / warp) * warp / np.maximum(lsz, 1.0)
 
 
-def compiled_counts(f: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+#: NVIDIA's compiler (``nvcc``, CUDA 13, ``sm_86``) unrolls a loop it keeps by the largest power of
+#: two ``U`` with ``U * (size - 2)`` at most this, ``size`` the operations and accesses of one trip
+#: as the static analysis counts them (``partial:<n>:size``; the condition and branch are not
+#: copied), and that divides a constant trip count (:func:`partial_unroll_factor`)
+NVIDIA_UNROLL_BUDGET = 128.0
+#: NVIDIA's count for a trip count not known at compile time, or an odd constant one (with a
+#: remainder loop), when the budget allows it
+NVIDIA_RUNTIME_UNROLL = 4
+#: clang's AMDGPU back-end (LLVM 16, ``gfx90a``) unrolls a loop it keeps by the largest divisor ``U``
+#: of its constant trip count with ``U * (size + AMD_UNROLL_LOAD_WEIGHT * loads)`` at most this, a
+#: power of two with a remainder loop where no divisor but 1 fits; never a loop whose trip count is
+#: not known at compile time
+AMD_UNROLL_BUDGET = 192.0
+AMD_UNROLL_LOAD_WEIGHT = 3.0
+
+
+def _pow2_floor(x: float) -> int:
+    return 1 << max(int(np.floor(np.log2(x))), 0) if x >= 1.0 else 1
+
+
+def partial_unroll_factor(trip: float | None, size: float, loads: float = 0.0, pragma: float | None = None,
+                          amd: bool = False) -> int:
+    """How many trips of a loop it keeps a GPU compiler puts in one pass of its code (the factor it
+    unrolls the loop by in part): ``trip`` its constant trip count (None or NaN: not known at compile
+    time), ``size`` the operations and accesses of one trip and ``loads`` the loads among them (as
+    the static analysis counts them), ``pragma`` its ``#pragma unroll N`` (N > 1 unrolls by N;
+    None, NaN or 0: the compiler's rule), ``amd`` clang's AMDGPU back-end, else NVIDIA's compiler.
+    The rules and their budgets (:data:`NVIDIA_UNROLL_BUDGET`, :data:`AMD_UNROLL_BUDGET`) are what
+    ``python -m kernelcast.bench.unroll_probe`` finds for loops of 1 to 64 operations and 0 to 4
+    loads per trip (docs/analytical-model.md, "Loops unrolled in part")."""
+    const = trip is not None and np.isfinite(trip) and trip >= 1
+    if pragma is not None and np.isfinite(pragma) and pragma > 1:
+        return int(min(pragma, trip)) if const and trip is not None else int(pragma)
+    if amd:
+        if not const or trip is None:
+            return 1
+        cap = int(AMD_UNROLL_BUDGET // max(size + AMD_UNROLL_LOAD_WEIGHT * loads, 1.0))
+        t = int(trip)
+        best = max((d for d in range(1, min(cap, t) + 1) if t % d == 0), default=1)
+        return best if best > 1 or cap < 2 else min(_pow2_floor(cap), t)
+    cap = _pow2_floor(NVIDIA_UNROLL_BUDGET / max(size - 2.0, 1.0))
+    if not const or trip is None:
+        return min(cap, NVIDIA_RUNTIME_UNROLL)
+    t = int(trip)
+    return min(cap, t & -t if t % 2 == 0 else min(NVIDIA_RUNTIME_UNROLL, t))
+
+
+def control_kept(trips: np.ndarray, const: bool, size: float, loads: float = 0.0, pragma: float | None = None,
+                 amd: bool = False) -> np.ndarray:
+    """The share of a loop's control (condition, branch, counter arithmetic) left in the code of a
+    loop unrolled in part by :func:`partial_unroll_factor`, per configuration (``trips``: its trips
+    per entry; ``const``: a constant the compiler sees): ``T`` trips run ``floor(T / U)`` passes of the
+    unrolled body and ``T mod U`` of the remainder loop, so a loop of fewer trips than ``U`` saves
+    nothing."""
+    t = np.nan_to_num(np.asarray(trips, dtype=np.float64), nan=0.0)
+    out = np.ones_like(t)
+    for v in np.unique(t):
+        if v < 2.0:
+            continue
+        u = partial_unroll_factor(float(v) if const else None, size, loads, pragma, amd)
+        if u > 1:
+            out[t == v] = (np.floor(v / u) + np.mod(v, u)) / v
+    return out
+
+
+def _scalar(v: np.ndarray | None) -> float | None:
+    """The value of a per-kernel constant column (NaN or missing: None)."""
+    if v is None:
+        return None
+    a = np.asarray(v, dtype=np.float64).reshape(-1)
+    return float(a[0]) if a.size and np.isfinite(a[0]) else None
+
+
+def compiled_counts(f: Mapping[str, np.ndarray], amd: bool = False, partial: bool = True) -> dict[str, np.ndarray]:
     """The operation counts of the code a GPU compiler makes: the loops it unrolls fully lose their
     control (condition, branch, counter increment) and the integer arithmetic on their counters,
-    which becomes constant offsets (``unrolled:<class>`` of the static features); what is left of
-    each class, per work-item and per warp."""
+    which becomes constant offsets (``unrolled:<class>`` of the static features); the innermost
+    loops it keeps, unrolled in part by a factor ``U`` (:func:`partial_unroll_factor`, ``amd``:
+    clang's AMDGPU rule, else NVIDIA's), keep one ``U``-th of them (``partial:<n>:<class>``); what is
+    left of each class, per work-item and per warp (``partial`` False: the kept loops' control is
+    left whole)."""
     out = dict(f)
     for key, v in f.items():
         if not key.startswith(UNROLLED_PREFIX):
@@ -410,6 +490,23 @@ def compiled_counts(f: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         for k in (cls, "warp_" + cls):
             if k in out:
                 out[k] = np.maximum(out[k] - v, 0.0)
+    loops = sorted({key[len(PARTIAL_PREFIX):].split(":", 1)[0] for key in f
+                    if partial and key.startswith(PARTIAL_PREFIX)})
+    for n in loops:
+        pre = f"{PARTIAL_PREFIX}{n}:"
+        size = _scalar(f.get(pre + "size"))
+        trips = f.get(pre + "trip")
+        if size is None or trips is None:
+            continue
+        kept = control_kept(np.asarray(trips, dtype=np.float64), bool(_scalar(f.get(pre + "const"))), size,
+                            _scalar(f.get(pre + "loads")) or 0.0, _scalar(f.get(pre + "pragma")), amd)
+        for key, v in f.items():
+            cls = key[len(pre):] if key.startswith(pre) else ""
+            if cls in ("", "trip", "const", "size", "loads", "pragma"):
+                continue
+            for k in (cls, "warp_" + cls):
+                if k in out:
+                    out[k] = np.maximum(out[k] - v * (1.0 - kept), 0.0)
     return out
 
 

@@ -61,6 +61,15 @@ ARG_STORE_SUFFIX = "@store"   # arg_bytes:<name>@store: the bytes stored (or ato
 L1_LINE_BYTES = 128.0
 #: key prefix of the operations full unrolling removes (``unrolled_ops``) in ``evaluate_many``'s output
 UNROLLED_PREFIX = "unrolled:"
+#: key prefix of the innermost loops the compiler keeps (``partial_loops``) in ``evaluate_many``'s
+#: output: ``partial:<n>:<class>`` the control and counter arithmetic of the loop ``n`` (what a full
+#: unrolling would remove), ``partial:<n>:trip`` its trips per entry, ``partial:<n>:const`` 1 where
+#: they are a constant the compiler sees, ``partial:<n>:size`` the operations and accesses of one
+#: trip, ``partial:<n>:loads`` the loads among them (memory other than private),
+#: ``partial:<n>:pragma`` its ``#pragma unroll`` count (0 without one; ``trip`` is 0 where the
+#: analysis has no expression for it); a device class whose compiler unrolls such loops in part by
+#: a factor U leaves 1/U of the control
+PARTIAL_PREFIX = "partial:"
 #: key prefix of the memory counts (``global_loads``, ``local_bytes``, ...) that loads repeating an
 #: address within fully unrolled loops contribute (``Access.unrolled_distinct``), in
 #: ``evaluate_many``'s output; a device class whose compiler keeps such values in registers
@@ -252,6 +261,13 @@ class SourceFeatures:
     # unrolled loops' control and the integer arithmetic on their counters (UNROLLED_PREFIX keys of
     # evaluate_many; a device class whose compiler unrolls so subtracts them)
     unrolled_ops: dict[str, str] = field(default_factory=dict)
+    # the innermost loops the compiler keeps, which it may unroll in part (PARTIAL_PREFIX keys of
+    # evaluate_many): {"line", "trip" (trips per entry, an expression or None), "const" (whether they
+    # are a constant the compiler sees), "size"
+    # (operations and accesses of one trip as compiled), "loads" (of them, the loads from memory other
+    # than private), "pragma" (its #pragma unroll count or None),
+    # "ops" (class -> its control and counter arithmetic per work-item, counted in ops too)}
+    partial_loops: list[dict[str, Any]] = field(default_factory=list)
     accesses: list[Access] = field(default_factory=list)
     loops: list[LoopInfo] = field(default_factory=list)
     branches: list[BranchInfo] = field(default_factory=list)
@@ -293,6 +309,7 @@ class SourceFeatures:
         """Every expression string the features hold (for checks and pre-compilation)."""
         out = list(self.ops.values()) + list(self.ops_warp.values()) + list(self.vec_ops.values())
         out += list(self.loopvec_ops.values()) + list(self.chain_ops.values()) + list(self.unrolled_ops.values())
+        out += [t for lp in self.partial_loops for t in [*lp.get("ops", {}).values(), lp.get("trip") or "0"]]
         for a in self.accesses:
             out += [a.count, a.count_warp]
             out += [s for s in (a.stride0, a.stride1) if s is not None]
@@ -364,6 +381,13 @@ class SourceFeatures:
             out[CHAIN_PREFIX + k] = ev(text)
         for k, text in self.unrolled_ops.items():
             out[UNROLLED_PREFIX + k] = ev(text)
+        for n, lp in enumerate(self.partial_loops):
+            pre = f"{PARTIAL_PREFIX}{n}:"
+            for k, text in lp.get("ops", {}).items():
+                out[pre + k] = ev(text)
+            out[pre + "trip"] = ev(lp["trip"]) if lp.get("trip") else zeros
+            for k in ("const", "size", "loads", "pragma"):
+                out[pre + k] = np.full(shape, float(lp.get(k) or 0.0))
 
         mem_keys = ("global_loads", "global_stores", "global_atomics", "global_load_bytes",
                     "global_store_bytes", "global_atomic_bytes", "global_fetched_bytes",

@@ -81,6 +81,7 @@ from __future__ import annotations
 import keyword
 import sys
 from collections.abc import Iterable
+from typing import Any
 
 import clang.cindex as ci
 from kernelcast.models.static.affine import average
@@ -89,7 +90,7 @@ from kernelcast.models.static.deadcode import closed_form_loops, dead_loops, dea
 from kernelcast.models.static.expr import Poly
 from kernelcast.models.static.features import BUILTIN_CLASSES, LIBCALL, OP_CLASSES, RESERVED, SourceFeatures
 from kernelcast.models.static.values import WALK_SERIALS, ZERO, Ptr, Val
-from kernelcast.models.static.walk_base import Frame
+from kernelcast.models.static.walk_base import Frame, PartialLoop
 from kernelcast.models.static.walk_call import CallWalker
 from kernelcast.models.static.walk_expr import ExprWalker
 from kernelcast.models.static.walk_loop import LoopWalker
@@ -205,6 +206,7 @@ def analyze_source(kernel: Kernel, filename: str = "kernel.cl") -> SourceFeature
         loopvec_ops=_op_strings(w.ops_loopvec, w, sorted(w.ops_loopvec)),
         chain_ops=_op_strings(w.ops_chain, w, sorted(w.ops_chain)),
         unrolled_ops=_op_strings(w.ops_unrolled, w),
+        partial_loops=[_partial_loop(lp, w) for lp in w.partial_loops if _op_strings(lp.ops, w)],
         accesses=w.accesses,
         loops=w.loops,
         branches=w.branches,
@@ -235,6 +237,9 @@ def analyze_cuda_source(kernel: Kernel, filename: str = "kernel.cu") -> SourceFe
         for x in seq:
             if getattr(x, "line", 0) > shift:
                 x.line = x.line - shift
+    for lp in feats.partial_loops:
+        if lp["line"] > shift:
+            lp["line"] -= shift
     feats.kernel_name = kernel.name
     feats.notes = [*tr.notes, *feats.notes]
     return feats
@@ -250,6 +255,16 @@ def _final(p: Poly, w: _Walker) -> Poly:
         return q
     w.note(f"count {p.to_str()[:80]} not expressible; using 0")  # pragma: no cover
     return ZERO  # pragma: no cover
+
+
+def _partial_loop(lp: PartialLoop, w: _Walker) -> dict[str, Any]:
+    """One of :attr:`SourceFeatures.partial_loops`: the trips per entry as an expression (its mean
+    over the outer loops' iterations; None where it has none), whether they are a constant the
+    compiler sees."""
+    trip = lp.trip if lp.trip.printable else average(lp.trip)
+    return {"line": lp.line, "trip": trip.to_str() if trip is not None and trip.printable else None,
+            "const": lp.trip.is_const(), "size": float(lp.size), "loads": float(lp.loads), "pragma": lp.pragma,
+            "ops": _op_strings(lp.ops, w)}
 
 
 def _op_strings(ops: dict[str, Poly], w: _Walker, keys: Iterable[str] = OP_CLASSES + BUILTIN_CLASSES + (LIBCALL,)

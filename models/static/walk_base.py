@@ -55,6 +55,32 @@ class LoopCtx:
     unrolled: Poly | None = None
     #: whether the loop's body calls a work-group barrier
     barrier: bool = False
+    #: a loop the compiler keeps (not unrolled fully) that may be unrolled in part: its index in
+    #: :attr:`WalkerBase.ops_partial`, else -1
+    partial: int = -1
+    #: the operations and memory accesses of one trip of its body as compiled (each site once,
+    #: times the trips of the loops inside it that are unrolled fully), while ``partial`` >= 0
+    size: Fraction = Fraction(0)
+    #: of them, the loads from memory other than private (registers)
+    loads: Fraction = Fraction(0)
+    #: whether a loop the compiler keeps is nested in it (it is then not innermost)
+    kept_inner: bool = False
+
+
+@dataclass
+class PartialLoop:
+    """An innermost loop the compiler keeps (not unrolled fully) and may unroll in part: affine trips
+    without an exit, barrier or kept loop inside, and no ``#pragma unroll 1``. ``trip``: its trips
+    per entry, ``size``: the operations and accesses of one trip as compiled (:attr:`LoopCtx.size`),
+    ``ops``: its control and counter arithmetic per work-item, by class (what unrolling it fully
+    would remove)."""
+
+    line: int
+    trip: Poly
+    size: Fraction
+    loads: Fraction
+    pragma: int | None
+    ops: dict[str, Poly]
 
 
 # the serial numbers in atom keys: ``v:name#N`` / ``u:N`` (unknown values), ``i:N`` / ``g:N``
@@ -118,6 +144,14 @@ class WalkerBase(ABC):
         # an immediate offset); counted in ops too, subtracted where a device class compiles so
         self.ops_unrolled: dict[str, Poly] = {}
         self.unrolled_control = False
+        # the same operations of the innermost loops the compiler keeps (walk_loop: which may be
+        # unrolled in part, by a factor the device class's compiler rule decides), per loop
+        # (LoopCtx.partial); partial_control: the loop whose control is being counted, else -1
+        self.ops_partial: dict[int, dict[str, Poly]] = {}
+        self.partial_control: int = -1
+        self._partial_serial = 0
+        self._sizing = True       # off while counting a computation hoisted out of the loop
+        self.partial_loops: list[PartialLoop] = []
         self.accesses: list[Access] = []
         self.loops: list[LoopInfo] = []
         # the comparisons around each work site (models.static.groups): the share of the work-groups
@@ -185,6 +219,10 @@ class WalkerBase(ABC):
         self.ops_warp[cls] = self.ops_warp.get(cls, ZERO) + self.w_warp * n
         if self.unrolled_control:
             self.ops_unrolled[cls] = self.ops_unrolled.get(cls, ZERO) + self.w_item * n
+        elif self.partial_control >= 0 and self.partial_control in self.ops_partial:
+            got = self.ops_partial[self.partial_control]
+            got[cls] = got.get(cls, ZERO) + self.w_item * n
+        self.count_size(n)
         if width > 1 and (cls in VECTOR_OP_CLASSES or cls in BUILTIN_CLASSES):
             key = f"{cls}@{width}"
             self.ops_vec[key] = self.ops_vec.get(key, ZERO) + self.w_item * n
@@ -199,16 +237,65 @@ class WalkerBase(ABC):
                 return self.op_of(cls, n, vals, width)
             finally:
                 self.unrolled_control = False
+        if cls in UNROLL_FOLDED and not self.unrolled_control and self.partial_control < 0:
+            kept = self.folds_in_partial(vals)
+            if kept >= 0:
+                self.partial_control = kept
+                try:
+                    return self.op_of(cls, n, vals, width)
+                finally:
+                    self.partial_control = -1
         hoist = self.hoisted(vals)
         if hoist is None:
             self.op(cls, n, width)
             return 0
         saved, (self.w_item, self.w_warp) = (self.w_item, self.w_warp), hoist[0]
+        sizing, self._sizing = self._sizing, False
         try:
             self.op(cls, n, width)
         finally:
             self.w_item, self.w_warp = saved
+            self._sizing = sizing
         return hoist[1]
+
+    def count_size(self, n: int | Fraction = 1, load: bool = False) -> None:
+        """Add ``n`` operations (or accesses; ``load``: loads, :attr:`LoopCtx.loads`) to the body
+        size of the innermost loop the compiler keeps (:attr:`LoopCtx.size`), times the trips of the
+        fully unrolled loops between."""
+        if self.mute or not self._sizing:
+            return
+        mult = Fraction(1)
+        for ctx in reversed(self.loop_stack):
+            if ctx.unrolled is None:
+                if ctx.partial >= 0:
+                    ctx.size += mult * n
+                    if load:
+                        ctx.loads += mult * n
+                return
+            if not ctx.unrolled.is_const():
+                return
+            mult *= Fraction(ctx.unrolled.const_value())
+
+    def folds_in_partial(self, vals: list[Val]) -> int:
+        """The loop (:attr:`LoopCtx.partial`) in whose partly unrolled copies integer arithmetic on
+        ``vals`` is constant, as :meth:`folds_in_unrolled` for full unrolling: the innermost loop the
+        compiler keeps, where some value depends on its counter (or on those of the fully unrolled
+        loops inside it) and nothing on another value made in it or on loaded data (``sample +
+        shift[c]`` is computed in every copy); -1 where there is none."""
+        if self.mute or not self.loop_stack:
+            return -1
+        i = len(self.loop_stack) - 1
+        while i >= 0 and self.loop_stack[i].unrolled is not None:
+            i -= 1
+        if i < 0 or self.loop_stack[i].partial < 0 or any(DATA in v.deps for v in vals):
+            return -1
+        made = serials(vals)
+        if not made:
+            return -1
+        first = self.loop_stack[i].lid
+        inside = {x for x in made if x >= first}
+        counters = {ctx.lid for ctx in self.loop_stack[i:]}
+        return self.loop_stack[i].partial if inside and inside <= counters else -1
 
     def branch(self, line: int, kind: str, deps: frozenset[str]) -> None:
         if self.mute:

@@ -45,7 +45,7 @@ from kernelcast.models.static.loops import (
 )
 from kernelcast.models.static.trips import Trip, induction_trip, integrate_geo
 from kernelcast.models.static.values import AVG_TRIP, ONE, ZERO, Ptr, Val
-from kernelcast.models.static.walk_base import VECTOR_OP_CLASSES, LoopCtx, WalkerBase
+from kernelcast.models.static.walk_base import VECTOR_OP_CLASSES, LoopCtx, PartialLoop, WalkerBase
 
 K = ci.CursorKind
 
@@ -161,6 +161,12 @@ class LoopWalker(WalkerBase):
                       unrolled=trip if not closed and not early and self._unrolls_fully(trip, trip_kind, pragma, body)
                       else None,
                       barrier=_calls_barrier(body))
+        if ctx.unrolled is None and not closed and not early and trip_kind == "affine" and pragma != 1 \
+                and not self.mute:
+            # a loop the compiler keeps: its control may be unrolled in part (walk_base.ops_partial)
+            ctx.partial = self._partial_serial
+            self._partial_serial += 1
+            self.ops_partial[ctx.partial] = {}
         w_entry = self.w_item
         self.loop_stack.append(ctx)
         depth = len(self.loop_stack)
@@ -169,6 +175,8 @@ class LoopWalker(WalkerBase):
         walk_trip = ONE if closed else trip      # the weight of one pass over the body
         n_checks = walk_trip if kind == "do" or closed else trip + 1
         control, self.unrolled_control = self.unrolled_control, ctx.unrolled is not None
+        kept = int(self.partial_control)
+        self.partial_control = ctx.partial
         try:
             with self.scaled(n_checks, n_checks):
                 if cond is not None:
@@ -176,16 +184,20 @@ class LoopWalker(WalkerBase):
                 self.op("branch")
         finally:
             self.unrolled_control = control
+            self.partial_control = kept
         with self.scaled(walk_trip, walk_trip):
             if trip_kind != "geometric":
                 ctx.body = (self.w_item, self.w_warp)
             self.walk_stmt(body)
             if inc is not None:
                 control, self.unrolled_control = self.unrolled_control, ctx.unrolled is not None
+                kept = int(self.partial_control)
+                self.partial_control = ctx.partial
                 try:
                     self.ev(inc)
                 finally:
                     self.unrolled_control = control
+                    self.partial_control = kept
             if not closed and not self.mute:
                 # the operations each trip waits for the trip before on (models.static.chains): the
                 # arithmetic in a loop whose trips differ between work-items, which no runtime can
@@ -220,6 +232,14 @@ class LoopWalker(WalkerBase):
                     if w is not None:
                         self.ops_chain[cls] = self.ops_chain.get(cls, ZERO) + w * n
         self.loop_stack.pop()
+        if ctx.unrolled is None:
+            for o in self.loop_stack:
+                o.kept_inner = True
+        if ctx.partial >= 0:
+            got = self.ops_partial.pop(ctx.partial)
+            if not (ctx.has_break or ctx.kept_inner or ctx.barrier or data_exit) and got:
+                self.partial_loops.append(PartialLoop(
+                    line=line, trip=trip, size=ctx.size, loads=ctx.loads, pragma=pragma, ops=got))
         if not self.mute and trip_kind == "affine" and not closed and not early and not ctx.has_break and \
                 reduction_only([body], set(carried) - {ind_key}):
             self._record_independent_trip_loop(before, lid, carried, ind_key)

@@ -234,6 +234,7 @@ class MemWalker(WalkerBase):
             indirect=indirect, line=c.location.line, via=via, conditional=self.conditional, index_int32=m.signed32,
             index_guarded=m.signed32 and shift_guarded(idx, self.guards)))
         self.acc_polys.append((self.w_item, self.w_warp))
+        self.count_size(load=kind == "load" and m.space != "private")
         if m.space != "private":
             self.work_groups.add_site(self.guards)
         if kind != "load":
@@ -366,6 +367,7 @@ class MemWalker(WalkerBase):
                 count="", count_warp="", stride0=None, stride1=None,
                 affine=False, line=c.location.line, via=name, conditional=self.conditional))
             self.acc_polys.append((self.w_item, self.w_warp))
+            self.count_size(load=kind == "load")
         deps: set[str] = {DATA}
         for v in vals:
             deps |= v.deps
