@@ -53,6 +53,7 @@ def test_constants_derived_from_tdp_and_rate() -> None:
     # the share that follows f V^2, (80 - 55) / (1 - (1065 / 1410) 0.8^2) / 80 = 0.60492 with the floor 0.8
     assert (RUNNING_CONSTANT_SHARE_OF_TDP, IDLE_SHARE_OF_TDP, VOLTAGE_FLOOR_RATIO) == (0.17, 0.2, 0.8)
     assert idle_clock_share() == pytest.approx(0.60492, abs=1e-5)
+    assert idle_clock_share(1.0) == 1.0        # (80 - 55) / (1 - 1065 / 1410) / 80 = 1.28, capped
     assert c.idle_w == pytest.approx(17.0 + 20.0 * 0.60492, abs=1e-3)
     assert c.clock_share() == pytest.approx(20.0 * 0.60492 / c.idle_w, abs=1e-4)
     # 0.38 x 100 W / 1e12 FMA/s = 38 pJ per FMA

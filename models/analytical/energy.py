@@ -210,10 +210,11 @@ def voltage_ratio(clock_ratio: np.ndarray, floor: float = VOLTAGE_FLOOR_RATIO) -
 def idle_clock_share(floor: float = VOLTAGE_FLOOR_RATIO) -> float:
     """The share of the idle power (at the boost clock) that scales with ``f V^2``: from
     ``P(boost) = c + s`` and ``P(base) = c + s r V(r)^2`` (:data:`IDLE_AT_BOOST_W`, ...), with the
-    voltage floor ``floor``."""
+    voltage floor ``floor``; at most 1 (a floor near the boost voltage leaves the two idle powers
+    more apart than the clock alone explains)."""
     r = IDLE_BASE_CLOCK_RATIO
     scale = r * float(voltage_ratio(np.array(r), floor)) ** 2
-    return (IDLE_AT_BOOST_W - IDLE_AT_BASE_W) / (1.0 - scale) / IDLE_AT_BOOST_W
+    return min(1.0, (IDLE_AT_BOOST_W - IDLE_AT_BASE_W) / (1.0 - scale) / IDLE_AT_BOOST_W)
 
 
 def clock_tree_w(d: SharedParams, floor: float) -> float:
