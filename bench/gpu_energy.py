@@ -64,12 +64,12 @@ def with_shares(profile: Any, s: Shares, source: str) -> Any:
     that follows the clock, never fitted) are the profile's own at that floor."""
     from kernelcast.models.analytical import AnalyticalModel
     from kernelcast.models.analytical.energy import clock_tree_w
-    from kernelcast.models.analytical.energy_fit import _with_constants
+    from kernelcast.models.analytical.energy_fit import with_constants
 
     tdp, rate = _spec(profile)
     clock_w = clock_tree_w(AnalyticalModel(profile).dev, s.floor)
     idle = s.idle_constant_of_tdp * tdp + clock_w
-    return _with_constants(profile, idle, clock_w / idle, s.fma_power_of_tdp * tdp / rate * 1e12, s.floor, {},
+    return with_constants(profile, idle, clock_w / idle, s.fma_power_of_tdp * tdp / rate * 1e12, s.floor, {},
                            source)
 
 

@@ -17,6 +17,7 @@ from kernelcast.options import (
     bounded_int,
     check_in_dir,
     check_out_dir,
+    check_out_file,
     fraction,
     nonneg_float,
     nonneg_int,
@@ -244,11 +245,7 @@ def cmd_fit_energy(args: argparse.Namespace) -> int:
     from kernelcast.datagen.frame import DataError, load_measured_frame
     from kernelcast.models.analytical.energy_fit import energy_rows, fit_energy_constants, fit_summary
 
-    out = Path(args.out)
-    if out.is_dir():
-        raise UsageError(f"--out {args.out}: is a directory; give a file name such as profile.json")
-    if not out.parent.is_dir():
-        raise UsageError(f"--out {args.out}: directory {out.parent} does not exist")
+    out = check_out_file(args.out)
     for d in args.analysis_cache:
         check_in_dir(d, "--analysis-cache")
     try:

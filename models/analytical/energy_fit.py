@@ -93,8 +93,9 @@ def energy_rows(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[keep.to_numpy()].reset_index(drop=True)
 
 
-def _with_constants(profile: DeviceProfile, idle_w: float, idle_share: float, fma_pj: float, floor: float,
+def with_constants(profile: DeviceProfile, idle_w: float, idle_share: float, fma_pj: float, floor: float,
                     scaled: dict[str, float], source: str) -> DeviceProfile:
+    """``profile`` with the four GPU energy constants (and ``scaled`` energies per operation) set."""
     p = DeviceProfile.from_dict(profile.to_dict())
     p.set("idle_power_w", float(idle_w), "W", source)
     p.set("idle_clock_share", float(idle_share), "1", source)
@@ -179,7 +180,7 @@ def fit_energy_constants(profile: DeviceProfile, frame: pd.DataFrame, analysis_d
         idle, fma, scale = consts.idle_w, consts.fma_pj, 1.0
         for _ in range(ITERATIONS):
             share = clock_w / idle
-            trial = _with_constants(profile, idle, share, fma, floor, {k: v * scale for k, v in own.items()},
+            trial = with_constants(profile, idle, share, fma, floor, {k: v * scale for k, v in own.items()},
                                     source)
             a, b = _scales(_terms(trial, rows, analysis_dirs, idle, share), y)
             idle, fma, scale = clock_w + a * (idle - clock_w), fma * b, scale * b
@@ -187,7 +188,7 @@ def fit_energy_constants(profile: DeviceProfile, frame: pd.DataFrame, analysis_d
                 break
         share = clock_w / idle
         scaled = {k: v * scale for k, v in own.items()}
-        err = _rms_log(_terms(_with_constants(profile, idle, share, fma, floor, scaled, source), rows,
+        err = _rms_log(_terms(with_constants(profile, idle, share, fma, floor, scaled, source), rows,
                               analysis_dirs, idle, share), y)
         if best is None or err < best[4] - 1e-9:
             best = (idle, share, fma, float(floor), err, scaled)
@@ -196,7 +197,7 @@ def fit_energy_constants(profile: DeviceProfile, frame: pd.DataFrame, analysis_d
     fit = EnergyFit(idle_w=idle, idle_share=share, fma_pj=fma, floor=floor, before=before, rows=len(rows),
                     clocks=clocks, floor_fitted=floor_fitted, rms_log=err, rms_log_before=_rms_log(base_terms, y),
                     scaled=scaled)
-    return _with_constants(profile, idle, share, fma, floor, scaled, source), fit
+    return with_constants(profile, idle, share, fma, floor, scaled, source), fit
 
 
 def fit_summary(fit: EnergyFit) -> dict[str, Any]:
