@@ -48,10 +48,11 @@ one configuration on one device: their median). A row of device ``d`` gets (:met
 
 Weights (:func:`device_weight`) come from the profiles' device columns alone, fixed before any data:
 :data:`FAMILY_WEIGHT` for a device of the same class, vendor and warp width (an architecture family:
-NVIDIA warps of 32, AMD CDNA wavefronts of 64, AMD RDNA wavefronts of 32), 1 for another device of
-the same class, :data:`OTHER_CLASS_WEIGHT` for a device of another class (a CPU for a GPU). Nothing
-is fitted on the device predicted. A configuration measured on no other device, or a kernel seen on
-no other device, has NaN features (LightGBM routes NaN down its own branch).
+NVIDIA warps of 32, AMD CDNA wavefronts of 64, AMD RDNA wavefronts of 32), :data:`VENDOR_WEIGHT`
+for a device of the same class and vendor with another warp width (CDNA for RDNA), 1 for another
+device of the same class, :data:`OTHER_CLASS_WEIGHT` for a device of another class (a CPU for a
+GPU). Nothing is fitted on the device predicted. A configuration measured on no other device, or a
+kernel seen on no other device, has NaN features (LightGBM routes NaN down its own branch).
 
 Saved as ``xfer.json`` next to ``tabular.json`` (:meth:`XferTable.save`): the devices with their
 device columns and, per problem (keyed by a 16-hex-digit hash), its level on each device, its
@@ -95,7 +96,9 @@ ANALYTICAL_COLUMN = "log2_analytical_us"
 #: key columns ``build_table`` passes through (not features)
 XFER_KEY_COLUMNS = ("xfer_config", "xfer_problem", "xfer_device")
 #: weight of a device of the same class, vendor and warp width as the device predicted
-FAMILY_WEIGHT = 4.0
+FAMILY_WEIGHT = 16.0
+#: weight of a device of the same class and vendor, another warp width (AMD CDNA for RDNA)
+VENDOR_WEIGHT = 4.0
 #: weight of a device of another class (a CPU's times for a GPU)
 OTHER_CLASS_WEIGHT = 0.25
 #: the device columns a weight or a spec ratio reads
@@ -159,7 +162,9 @@ def device_weight(target: Mapping[str, float], source: Mapping[str, float]) -> f
 
     if not same("dev_class"):
         return OTHER_CLASS_WEIGHT
-    return FAMILY_WEIGHT if same("dev_vendor") and same("dev_warp_size") else 1.0
+    if not same("dev_vendor"):
+        return 1.0
+    return FAMILY_WEIGHT if same("dev_warp_size") else VENDOR_WEIGHT
 
 
 def spec_log2_ratio(target: Mapping[str, float], source: Mapping[str, float]) -> float:

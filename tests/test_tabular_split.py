@@ -18,6 +18,7 @@ from kernelcast.models.tabular import (
     build_table,
     kernel_keys,
 )
+from kernelcast.models.xfer import FAMILY_WEIGHT
 from kernelcast.train.synthetic import synthetic_rows
 from kernelcast.train.tabular import (
     FAST_SHARE,
@@ -71,8 +72,9 @@ def test_known_levels_on_own_similar_and_other_devices():
     head = TabularHead("time", "analytical_us", kernel_levels={"k": {"n1": 1.0, "a1": 6.0}},
                        level_devices={"n1": nv, "a1": amd})
     lv, own = head.known_levels(["k", "k", "k", "other"], ["n1", "n2", "a2", "n1"], [nv, nv, amd, nv])
-    # its own device: its own level; another NVIDIA GPU: weights 4 (same family) and 1
-    np.testing.assert_allclose(lv[:3], [1.0, (4 * 1.0 + 6.0) / 5, (1.0 + 4 * 6.0) / 5])
+    # its own device: its own level; another GPU: FAMILY_WEIGHT for the same family, 1 for the other
+    F = FAMILY_WEIGHT
+    np.testing.assert_allclose(lv[:3], [1.0, (F * 1.0 + 6.0) / (F + 1), (1.0 + F * 6.0) / (F + 1)])
     assert np.isnan(lv[3]) and list(own) == [True, False, False, False]
 
 

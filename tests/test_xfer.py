@@ -24,6 +24,7 @@ from kernelcast.models.tabular import (
 from kernelcast.models.xfer import (
     FAMILY_WEIGHT,
     OTHER_CLASS_WEIGHT,
+    VENDOR_WEIGHT,
     XFER_COLUMNS,
     XFER_COLUMNS_V1,
     XFER_FILE,
@@ -81,18 +82,22 @@ def test_levels_and_relative_times_are_known():
 
 def test_weights_from_device_columns():
     assert device_weight(NV, NV2) == FAMILY_WEIGHT           # same class, vendor and warp width
-    assert device_weight(NV, AMD) == 1.0                     # another GPU family
+    assert device_weight(AMD, {**AMD, "dev_warp_size": 32.0}) == VENDOR_WEIGHT   # CDNA and RDNA
+    assert device_weight(NV, AMD) == 1.0                     # another vendor
     assert device_weight(NV, CPU) == OTHER_CLASS_WEIGHT
+    assert FAMILY_WEIGHT > VENDOR_WEIGHT > 1.0 > OTHER_CLASS_WEIGHT
     # a column a profile does not state is no match
-    assert device_weight(NV, {**NV2, "dev_warp_size": math.nan}) == 1.0
+    assert device_weight(NV, {**NV2, "dev_warp_size": math.nan}) == VENDOR_WEIGHT
+    assert device_weight(NV, {**NV2, "dev_vendor": math.nan}) == 1.0
 
 
 def test_a_row_never_sees_its_own_device():
     t = _table()
     f = t.features(["c3", "c3", "c3"], ["A", "B", "C"], _target(NV, 3), np.zeros(3))
     ra, rb, rc = t.configs["c3"][1]
-    # A (NVIDIA): B weighted 4 (same family), C 1; B (NVIDIA): A 4, C 1; C (AMD): A and B 1 each
-    np.testing.assert_allclose(f["xfer_rel"], [(4 * rb + rc) / 5, (4 * ra + rc) / 5, (4 * ra + 4 * rb) / 8])
+    # every row has NVIDIA's device columns: the other NVIDIA device weighs F (same family), C 1
+    F = FAMILY_WEIGHT
+    np.testing.assert_allclose(f["xfer_rel"], [(F * rb + rc) / (F + 1), (F * ra + rc) / (F + 1), (ra + rb) / 2])
     np.testing.assert_array_equal(f["xfer_devices"], [2, 2, 2])
     # changing A's own time moves nothing in A's features
     times = {**TIMES, "A": {**TIMES["A"], "c3": 400.0}}
@@ -104,10 +109,15 @@ def test_a_row_never_sees_its_own_device():
 
 def test_the_weights_follow_the_row_device_columns():
     t = _table()
-    # a row of an unseen AMD device: every device of the table counts, C (same family) 4x
+    # a row of an unseen AMD device: every device of the table counts, C (same family) F times
     f = t.features(["c3"], ["new"], _target(AMD, 1), np.zeros(1))
     ra, rb, rc = t.configs["c3"][1]
-    np.testing.assert_allclose(f["xfer_rel"], [(ra + rb + 4 * rc) / 6])
+    F = FAMILY_WEIGHT
+    np.testing.assert_allclose(f["xfer_rel"], [(ra + rb + F * rc) / (F + 2)])
+    # an AMD device of another wavefront width: C weighs VENDOR_WEIGHT
+    g = t.features(["c3"], ["new"], _target({**AMD, "dev_warp_size": 32.0}, 1), np.zeros(1))
+    V = VENDOR_WEIGHT
+    np.testing.assert_allclose(g["xfer_rel"], [(ra + rb + V * rc) / (V + 2)])
     assert f["xfer_devices"][0] == 3
 
 
