@@ -53,6 +53,9 @@ VALUE_NAMES: dict[str, tuple[str, str]] = {
     "warp_issue_per_cu_clk": ("warp instructions", "instructions a compute unit's warp schedulers issue per clock "
                                                    "(GPUs: its pipes then run concurrently)"),
     "max_registers_per_thread": ("32-bit registers", "registers one work-item may use"),
+    "l1_bytes_per_clk": ("B", "GPU: bytes one compute unit's L1 delivers per clock (default 128, NVIDIA's)"),
+    "lsu_lanes_per_clk": ("lanes", "GPU: lanes of load/store instructions one compute unit takes per clock "
+                                   "(default 32, NVIDIA's)"),
     "local_mem_per_cu_bytes": ("B", "shared/local memory per compute unit"),
     "max_local_mem_per_wg_bytes": ("B", "shared/local memory one work-group may use"),
     "max_static_local_mem_per_wg_bytes": ("B", "shared/local memory one work-group may declare in fixed-size arrays, "

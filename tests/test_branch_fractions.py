@@ -84,3 +84,32 @@ def test_a_tiled_guard_counts_the_groups_it_holds_for(n: int, lsize: int, ngroup
     assert got["global_load_bytes"] == pytest.approx(4 * brute, rel=0.03)
     assert got["global_store_bytes"] == pytest.approx(4 * brute, rel=0.03)
     assert got["global_fetched_bytes"] > 0
+
+
+# Kernel Tuner's way: the block size is a literal define, so the group stride is a number the
+# analysis cannot tie to the local size; a tile of T elements per work-item, strided by T
+LITERAL = """#define BX {bx}
+#define T 4
+__kernel void lit(__global const float* in, __global float* out, const int n) {{
+  int x = get_group_id(0) * BX * T + get_local_id(0) * T;
+  for (int t = 0; t < T; t++) {{
+    int i = x + t;
+    if (i < n) out[i] = in[i] * 2.0f;
+  }}
+}}"""
+
+
+@pytest.mark.parametrize("bx,n,ngroups", [(1, 25000, 25000), (64, 4096, 64), (64, 1000, 64), (16, 20000, 1250)])
+def test_a_literal_group_stride_counts_the_groups_it_holds_for(bx: int, n: int, ngroups: int):
+    """A launch of one work-item per element with a tile of four per work-item and the block size
+    a literal: the guard holds for the first quarter of the work-items. Taken one id at a time with
+    the group id at its mean it held for none (a tile of 4 and more) or for all (a tile of 2)."""
+    f = analyze_source_text(LITERAL.format(bx=bx), "lit")
+    env = {"gsize0": float(bx * ngroups), "lsize0": float(bx), "ngroups0": float(ngroups),
+           "gsize1": 1.0, "lsize1": 1.0, "ngroups1": 1.0, "gsize2": 1.0, "lsize2": 1.0, "ngroups2": 1.0,
+           "n": float(n), "warp": 32.0}
+    got = f.evaluate(env)
+    hits = sum(1 for g in range(ngroups) for lid in range(bx) for t in range(4) if g * bx * 4 + lid * 4 + t < n)
+    brute = hits / (bx * ngroups)
+    assert got["global_load_bytes"] == pytest.approx(4 * brute, rel=0.03)
+    assert got["global_store_bytes"] == pytest.approx(4 * brute, rel=0.03)

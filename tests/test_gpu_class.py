@@ -397,3 +397,25 @@ def test_the_waves_count_the_work_groups_that_do_the_kernels_work(monkeypatch: p
     assert lines == ["work-groups: 200 of 800 launched do the kernel's work (the others fail its guards and exit); "
                      "2 waves of them, the last 25 % full"]
     assert _count_lines(pd.DataFrame({"explanation": [exact]})) == []
+
+
+def test_the_first_levels_rates_are_the_profiles_where_it_states_them():
+    """A GCN/CDNA compute unit takes 16 lanes of load/store instructions and 64 bytes per clock
+    (NVIDIA's 32 and 128 are the defaults): the table kernel's 17 load/store instructions per warp
+    (16 loads of the table, one store) take twice the clocks, the copy's 8 bytes per work-item too."""
+    n = 1 << 20
+    warps = n / 32
+
+    def l1_us(src: str, name: str, args: list, **rates: float) -> float:
+        p = gpu_profile()
+        for k, v in rates.items():
+            p.set(k, v, "test", "test")
+        return AnalyticalModel(p).predict(frame(src, name, [(n, 256, args)])).explanation[0]["memory_levels_us"]["l1"]
+
+    table = [buf("t", 16), buf("o", n)]
+    us = 1e6 / (CU * CLOCK)
+    assert l1_us(TABLE, "table", table) == pytest.approx(17 * warps * 32 / 32 * us)
+    assert l1_us(TABLE, "table", table, lsu_lanes_per_clk=16) == pytest.approx(17 * warps * 32 / 16 * us)
+    copy = [buf("a", n), buf("b", n), scal("n", n)]
+    assert l1_us(COPY, "copy", copy) == pytest.approx(8 * n / 128 * us)
+    assert l1_us(COPY, "copy", copy, l1_bytes_per_clk=64) == pytest.approx(8 * n / 64 * us)

@@ -10,7 +10,8 @@ Memory (:meth:`GPUClass.memory_levels`): the launch's global traffic is split ov
 the hierarchy (:mod:`.hierarchy`: the segments warps fetch, L1 hits of warps of one work-group
 reading the same segments, each buffer past the last-level cache at most once), and each level
 takes its bytes at its own rate: the first level (L1 and local memory, one unit per compute unit)
-``L1_BYTES_PER_CLK`` bytes and ``LSU_LANES_PER_CLK`` lanes of load/store instructions per clock,
+``l1_bytes_per_clk`` bytes and ``lsu_lanes_per_clk`` lanes of load/store instructions per clock
+(the profile's, else :data:`L1_BYTES_PER_CLK` and :data:`LSU_LANES_PER_CLK`, NVIDIA's since Volta),
 local accesses times their bank-conflict degree; L2 at ``l2_bw_gbs`` (else ``L2_BYTES_PER_CLK`` per
 compute unit and clock); DRAM at ``dram_bw_gbs``. The levels pipeline: the memory part is the
 slowest of them.
@@ -68,10 +69,10 @@ DEFAULT_MAX_WG_PER_CU = 32.0
 DEFAULT_L1_LATENCY_CYCLES = 32.0
 DEFAULT_L2_LATENCY_CYCLES = 200.0
 #: bytes per clock one compute unit's L1 / local memory delivers (32 banks of 4 bytes), one
-#: 128-byte line looked up per clock
+#: 128-byte line looked up per clock, when the profile has no ``l1_bytes_per_clk``
 L1_BYTES_PER_CLK = 128.0
 #: lanes of load/store instructions one compute unit issues per clock (32 load/store units per SM
-#: from Volta on: one warp instruction per clock)
+#: from Volta on: one warp instruction per clock), when the profile has no ``lsu_lanes_per_clk``
 LSU_LANES_PER_CLK = 32.0
 #: L2 bytes per clock and compute unit when a profile has no ``l2_bw_gbs``: between the about 20
 #: measured on Volta and Turing (Jia et al.) and the 5,120 bytes per clock of the A100 whitepaper
@@ -112,6 +113,9 @@ class GPUParams(SharedParams):
     #: 32-bit registers one thread may use (the rest of what its code needs is spilled)
     max_registers_per_thread: float = float(MAX_REGISTERS_PER_THREAD)
     l2_bytes: float | None = None
+    #: bytes one compute unit's L1 delivers and lanes of load/store instructions it takes per clock
+    l1_bytes_per_clk: float = L1_BYTES_PER_CLK
+    lsu_lanes_per_clk: float = LSU_LANES_PER_CLK
     #: the compiler's name of the device (``gfx90a``, ``gfx1032``: :mod:`models.static.amdgpu`)
     llvm_target: str = ""
 
@@ -135,7 +139,9 @@ class GPUParams(SharedParams):
                    l2_latency_cycles=get("l2_latency_cycles") or DEFAULT_L2_LATENCY_CYCLES,
                    issue_per_clk=get("warp_issue_per_cu_clk"), registers_per_cu=get("registers_per_cu"),
                    max_registers_per_thread=get("max_registers_per_thread") or float(MAX_REGISTERS_PER_THREAD),
-                   l2_bytes=get("l2_bytes"), llvm_target=str(getattr(dev, "llvm_target", "") or ""))
+                   l2_bytes=get("l2_bytes"), l1_bytes_per_clk=get("l1_bytes_per_clk") or L1_BYTES_PER_CLK,
+                   lsu_lanes_per_clk=get("lsu_lanes_per_clk") or LSU_LANES_PER_CLK,
+                   llvm_target=str(getattr(dev, "llvm_target", "") or ""))
 
     @property
     def clock(self) -> float:
@@ -293,10 +299,11 @@ class GPUClass(DeviceClass):
         insts_local = f["warp_local_mem"] * f["local_bank_conflict"] * warps
         active = np.minimum(f.get("working_groups", n_wg), cu)
         # the first level takes one 128-byte line of a warp's global access per clock, and the
-        # load/store units one warp's lanes per clock; local (shared) accesses are instructions there
+        # load/store units lsu_lanes_per_clk lanes per clock; local (shared) accesses are
+        # instructions there
         lines = f.get("global_l1_lines", f["global_fetched_bytes"] / 128.0) * g + scratch / 128.0
-        l1_s = np.maximum(np.maximum(t.l1 / L1_BYTES_PER_CLK, lines) + insts_local,
-                          (insts_global + insts_local) * d.warp / LSU_LANES_PER_CLK) / (active * clock)
+        l1_s = np.maximum(np.maximum(t.l1 / d.l1_bytes_per_clk, lines) + insts_local,
+                          (insts_global + insts_local) * d.warp / d.lsu_lanes_per_clk) / (active * clock)
         l2_s = t.l2 / (d.l2_bw or L2_BYTES_PER_CLK * cu * clock)
         dram_s = t.dram / d.dram_bw
         mem = np.maximum(np.maximum(l1_s, l2_s), dram_s)

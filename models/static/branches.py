@@ -134,10 +134,6 @@ def _linear_index(d: Poly) -> tuple[Poly, Poly, Poly] | None:
     return c, stride, rest
 
 
-#: the largest tile (work-items' elements per dimension) :func:`_two_level_fraction` recognises
-MAX_TILE = 64
-
-
 def _ramp2(x: Poly) -> Poly:
     """``max(x, 0)**2``."""
     m = p_max(x, ZERO)
@@ -146,12 +142,14 @@ def _ramp2(x: Poly) -> Poly:
 
 def _two_level_fraction(op: str, d: Poly) -> Frac | None:
     """The fractions of ``cl * lid_k + cg * grp_k + u  op  0`` with the local and the group id of
-    one dimension both in the condition and ``cg = tile * cl * lsize_k`` (a tiled index ``grp *
-    lsize * tile + lid``, tile 2 to :data:`MAX_TILE`): the two ids
-    are taken as independent uniform variables and the condition's share is the distribution of
-    their sum, ``u`` at its mean. Taking one id at a time with the other at its mean decides a
-    guard that cuts across the work-groups (``dm < n`` true for the first groups only) for all
-    work-items alike: 0 or 1 instead of the share of groups it holds for.
+    one dimension both in the condition, with positive coefficients: ``cg = cl * lsize_k`` is the
+    global id (exact); any other ``cg`` (a tiled index ``grp * lsize * tile + lid``, or a group
+    stride written as a literal, ``blockIdx.x * 64 * 4 + threadIdx.x * 4`` with Kernel Tuner's
+    ``-Dblock_size_x=64``, which the analysis cannot tie to ``lsize_k``): the two ids are taken as
+    independent uniform variables (over the work-items they are) and the condition's share is the
+    distribution of their sum, ``u`` at its mean. Taking one id at a time with the other at its
+    mean decides a guard that cuts across the work-groups (``dm < n`` true for the first groups
+    only) for all work-items alike: 0 or 1 instead of the share of groups it holds for.
 
     With ``X`` uniform on ``[0, A]`` and ``Y`` on ``[0, B]`` (``A = cl * lsize``, ``B = cg *
     ngroups``, the group id shifted half a step),
@@ -174,8 +172,9 @@ def _two_level_fraction(op: str, d: Poly) -> Frac | None:
         if (cg - cl * lid.rng).is_zero():
             # cl * (grp * lsize + lid): the global id, one id over all work-items (exact)
             return _affine_fraction(op, cl, lid.rng * grp.rng, u, lane=True)
-        if not any((cg - cl * lid.rng * k).is_zero() for k in range(2, MAX_TILE + 1)):
-            continue          # not a tiled index
+        # otherwise a tiled index (``grp * lsize * tile + lid``) or an index whose group stride is a
+        # literal (a Kernel Tuner ``block_size_x`` define): lid and grp are independent and uniform
+        # over the work-items whatever their coefficients
         ua = geo_printable(average(u, keep_geo=True))
         cla, cga = geo_printable(average(cl, keep_geo=True)), geo_printable(average(cg, keep_geo=True))
         if ua is None or cla is None or cga is None:
