@@ -419,3 +419,18 @@ def test_the_first_levels_rates_are_the_profiles_where_it_states_them():
     copy = [buf("a", n), buf("b", n), scal("n", n)]
     assert l1_us(COPY, "copy", copy) == pytest.approx(8 * n / 128 * us)
     assert l1_us(COPY, "copy", copy, l1_bytes_per_clk=64) == pytest.approx(8 * n / 64 * us)
+
+
+def test_full_unrolling_folds_counter_arithmetic_but_not_arithmetic_on_loaded_data():
+    """In a fully unrolled loop ``i + c`` is an immediate offset in each copy; ``i + shifts[c]``
+    reads a load and is computed in every copy."""
+    src = """__kernel void k(__global const float* in, __global const int* shifts, __global float* o) {
+      int i = get_global_id(0); float acc = 0.0f;
+      #pragma unroll
+      for (int c = 0; c < 8; c++) acc += in[i + IDX];
+      o[i] = acc; }"""
+    env = {k: np.array([v]) for k, v in {"gsize0": 1024.0, "lsize0": 64.0, "ngroups0": 16.0, "warp": 32.0}.items()}
+    counter = compiled_counts(analyze_source_text(src.replace("IDX", "c"), "k").evaluate_many(env))
+    loaded = compiled_counts(analyze_source_text(src.replace("IDX", "shifts[c]"), "k").evaluate_many(env))
+    assert counter["warp_int_add"][0] == 0 and counter["warp_global_mem"][0] == 9
+    assert loaded["warp_int_add"][0] == 8 and loaded["warp_global_mem"][0] == 17

@@ -344,8 +344,10 @@ class WalkerBase(ABC):
         """Whether integer arithmetic on ``vals`` in the innermost loop is constant in each copy of
         the fully unrolled loops around it: some value depends on their counters and nothing on a
         value made in a loop that is not unrolled (``ty + yi * 16 + i`` over unrolled ``yi``, ``i``:
-        an immediate offset from ``ty``'s address)."""
-        if self.mute or not self.loop_stack or self.loop_stack[-1].unrolled is None:
+        an immediate offset from ``ty``'s address) or on loaded data (``sample + shift[i]`` is
+        computed in every copy)."""
+        if self.mute or not self.loop_stack or self.loop_stack[-1].unrolled is None \
+                or any(DATA in v.deps for v in vals):
             return False
         made = serials(vals)
         if not made:
