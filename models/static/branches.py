@@ -134,26 +134,16 @@ def _linear_index(d: Poly) -> tuple[Poly, Poly, Poly] | None:
     return c, stride, rest
 
 
-def _ramp2(x: Poly) -> Poly:
-    """``max(x, 0)**2``."""
-    m = p_max(x, ZERO)
-    return m * m
-
-
 def _two_level_fraction(op: str, d: Poly) -> Frac | None:
     """The fractions of ``cl * lid_k + cg * grp_k + u  op  0`` with the local and the group id of
     one dimension both in the condition, with positive coefficients: ``cg = cl * lsize_k`` is the
     global id (exact); any other ``cg`` (a tiled index ``grp * lsize * tile + lid``, or a group
     stride written as a literal, ``blockIdx.x * 64 * 4 + threadIdx.x * 4`` with Kernel Tuner's
-    ``-Dblock_size_x=64``, which the analysis cannot tie to ``lsize_k``): the two ids are taken as
-    independent uniform variables (over the work-items they are) and the condition's share is the
-    distribution of their sum, ``u`` at its mean. Taking one id at a time with the other at its
-    mean decides a guard that cuts across the work-groups (``dm < n`` true for the first groups
-    only) for all work-items alike: 0 or 1 instead of the share of groups it holds for.
-
-    With ``X`` uniform on ``[0, A]`` and ``Y`` on ``[0, B]`` (``A = cl * lsize``, ``B = cg *
-    ngroups``, the group id shifted half a step),
-    ``P(X + Y < t) = (r(t) - r(t - A) - r(t - B) + r(t - A - B)) / (2 A B)`` with ``r(x) = max(x, 0)**2``."""
+    ``-Dblock_size_x=64``, which the analysis cannot tie to ``lsize_k``): the share of the
+    work-items for which the condition holds is counted group by group (:func:`_groups_below`),
+    ``u`` at its mean. Taking one id at a time with the other at its mean decides a guard that
+    cuts across the work-groups (``dm < n`` true for the first groups only) for all work-items
+    alike: 0 or 1 instead of the share of groups it holds for."""
     if op not in ("<", "<=", ">", ">="):
         return None
     ids = {(a.name[:3], a.dim): a for a in d.atoms() if a.kind == "wi" and a.name[:3] in ("lid", "grp")}
@@ -179,13 +169,23 @@ def _two_level_fraction(op: str, d: Poly) -> Frac | None:
         cla, cga = geo_printable(average(cl, keep_geo=True)), geo_printable(average(cg, keep_geo=True))
         if ua is None or cla is None or cga is None:
             return None
-        a = cla * lid.rng
-        b = cga * grp.rng
-        t = -ua + cga * Fraction(1, 2)
-        cdf = p_clamp01(p_div(_ramp2(t) - _ramp2(t - a) - _ramp2(t - b) + _ramp2(t - a - b), a * b * 2))
+        # the sum below ``t`` (``<``), or at most ``t`` (``<=``: below floor(t) + 1 for integers)
+        t = -ua if op in ("<", ">=") else p_unary("floor", -ua) + 1
+        cdf = _groups_below(t, cla, cga, lid.rng, grp.rng)
         it = cdf if op in ("<", "<=") else ONE - cdf
         return Frac(it, ONE - it, it, ONE - it)
     return None
+
+
+def _groups_below(t: Poly, cl: Poly, cg: Poly, lsize: Poly, ngroups: Poly) -> Poly:
+    """The share of work-items with ``cl * lid + cg * grp < t``: the groups whose every lane is
+    below ``t`` (``cg * k + cl * (lsize - 1) < t``), plus the lanes of the next group below it.
+    Exact where a group's lanes span no more than its stride (``cl * lsize <= cg``: a tiled index,
+    or the global id with the block size a literal); where they span more, the groups after the
+    next one that also hold some lanes below ``t`` are not counted."""
+    full = p_min(ngroups, p_max(ZERO, p_unary("ceil", p_div(t - cl * lsize + cl, cg))))
+    next_lanes = p_clamp01(p_div(p_unary("ceil", p_div(t - cg * full, cl)), lsize))
+    return p_clamp01(p_div(full + next_lanes * p_min(ONE, ngroups - full), ngroups))
 
 
 def _affine_fraction(op: str, coef: Poly, rng: Poly, u: Poly, lane: bool) -> Frac | None:
