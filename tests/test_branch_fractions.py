@@ -113,3 +113,27 @@ def test_a_literal_group_stride_counts_the_groups_it_holds_for(bx: int, n: int, 
     brute = hits / (bx * ngroups)
     assert got["global_load_bytes"] == pytest.approx(4 * brute, rel=0.03)
     assert got["global_store_bytes"] == pytest.approx(4 * brute, rel=0.03)
+
+
+# the tile strided by the (literal) block size, as dedispersion's y tiles: the tile loop's counter
+# spreads each group's indices over its whole stride
+STRIDED = """#define BX {bx}
+#define T 5
+__kernel void strided(__global const float* in, __global float* out, const int n) {{
+  int y = get_group_id(0) * BX * T + get_local_id(0);
+  for (int t = 0; t < T; t++) {{
+    int i = y + t * BX;
+    if (i < n) out[i] = in[i] * 2.0f;
+  }}
+}}"""
+
+
+@pytest.mark.parametrize("bx,n,ngroups", [(224, 2048, 10), (64, 1000, 8), (32, 4096, 40)])
+def test_a_tile_strided_by_a_literal_block_counts_each_copy(bx: int, n: int, ngroups: int):
+    f = analyze_source_text(STRIDED.format(bx=bx), "strided")
+    env = {"gsize0": float(bx * ngroups), "lsize0": float(bx), "ngroups0": float(ngroups),
+           "gsize1": 1.0, "lsize1": 1.0, "ngroups1": 1.0, "gsize2": 1.0, "lsize2": 1.0, "ngroups2": 1.0,
+           "n": float(n), "warp": 32.0}
+    got = f.evaluate(env)
+    hits = sum(1 for g in range(ngroups) for lid in range(bx) for t in range(5) if g * bx * 5 + lid + t * bx < n)
+    assert got["global_load_bytes"] == pytest.approx(4 * hits / (bx * ngroups), rel=1e-6)

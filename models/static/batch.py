@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 CACHE_FORMAT = 1
 #: the static analysis's own version: raised whenever what an analysis computes changes, so that a
 #: cache entry written by an older analysis is analysed again, not reused
-ANALYSIS_VERSION = 11
+ANALYSIS_VERSION = 12
 
 
 @dataclass

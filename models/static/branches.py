@@ -18,6 +18,7 @@ from kernelcast.models.static.affine import average, geo_printable
 from kernelcast.models.static.expr import (
     DATA,
     GRP,
+    ITER,
     VAR,
     WI,
     Atom,
@@ -165,27 +166,43 @@ def _two_level_fraction(op: str, d: Poly) -> Frac | None:
         # otherwise a tiled index (``grp * lsize * tile + lid``) or an index whose group stride is a
         # literal (a Kernel Tuner ``block_size_x`` define): lid and grp are independent and uniform
         # over the work-items whatever their coefficients
+        # the counters of loops from 0 in the index (a tile loop's ``tj * block_size``) spread each
+        # group's values as its lanes do, not at their mean
+        spread = ZERO
+        for x in sorted(u.atoms(), key=lambda a: a.key):
+            if x.kind != "iter" or x.rng is None or x.avg is None or not (x.avg - (x.rng - 1) * HALF).is_zero():
+                continue
+            c = u.coefficient(x)
+            if c is None or c.is_zero() or c.deps & {WI, DATA, VAR, GRP, ITER} \
+                    or (c.is_const() and c.const_value() < 0):
+                continue
+            spread = spread + c * (x.rng - 1)
+            u = u - c * Poly.atom(x)
         ua = geo_printable(average(u, keep_geo=True))
         cla, cga = geo_printable(average(cl, keep_geo=True)), geo_printable(average(cg, keep_geo=True))
-        if ua is None or cla is None or cga is None:
+        spa = geo_printable(average(spread, keep_geo=True))
+        if ua is None or cla is None or cga is None or spa is None:
             return None
         # the sum below ``t`` (``<``), or at most ``t`` (``<=``: below floor(t) + 1 for integers)
         t = -ua if op in ("<", ">=") else p_unary("floor", -ua) + 1
-        cdf = _groups_below(t, cla, cga, lid.rng, grp.rng)
+        # a group's values: its lanes ``cl`` apart, or every integer of its span with counters in it
+        step = cla if spread.is_zero() else ONE
+        cdf = _groups_below(t, step, cla * lid.rng + spa, cga, grp.rng)
         it = cdf if op in ("<", "<=") else ONE - cdf
         return Frac(it, ONE - it, it, ONE - it)
     return None
 
 
-def _groups_below(t: Poly, cl: Poly, cg: Poly, lsize: Poly, ngroups: Poly) -> Poly:
-    """The share of work-items with ``cl * lid + cg * grp < t``: the groups whose every lane is
-    below ``t`` (``cg * k + cl * (lsize - 1) < t``), plus the lanes of the next group below it.
-    Exact where a group's lanes span no more than its stride (``cl * lsize <= cg``: a tiled index,
-    or the global id with the block size a literal); where they span more, the groups after the
-    next one that also hold some lanes below ``t`` are not counted."""
-    full = p_min(ngroups, p_max(ZERO, p_unary("ceil", p_div(t - cl * lsize + cl, cg))))
-    next_lanes = p_clamp01(p_div(p_unary("ceil", p_div(t - cg * full, cl)), lsize))
-    return p_clamp01(p_div(full + next_lanes * p_min(ONE, ngroups - full), ngroups))
+def _groups_below(t: Poly, step: Poly, span: Poly, cg: Poly, ngroups: Poly) -> Poly:
+    """The share of work-items with ``w + cg * grp < t``, each group's ``w`` taking the values
+    ``0, step, ..., span - step`` alike: the groups whose every value is below ``t`` (``cg * k +
+    span - step < t``), plus the share of the next group's values below it. Exact where a group's
+    values span no more than its stride (``span <= cg``: a tiled index, or the global id with the
+    block size a literal); where they span more, the groups after the next one that also hold some
+    values below ``t`` are not counted."""
+    full = p_min(ngroups, p_max(ZERO, p_unary("ceil", p_div(t - span + step, cg))))
+    next_share = p_clamp01(p_div(p_unary("ceil", p_div(t - cg * full, step)) * step, span))
+    return p_clamp01(p_div(full + next_share * p_min(ONE, ngroups - full), ngroups))
 
 
 def _affine_fraction(op: str, coef: Poly, rng: Poly, u: Poly, lane: bool) -> Frac | None:
