@@ -164,10 +164,9 @@ def _two_level_fraction(op: str, d: Poly) -> Frac | None:
             # cl * (grp * lsize + lid): the global id, one id over all work-items (exact)
             return _affine_fraction(op, cl, lid.rng * grp.rng, u, lane=True)
         # otherwise a tiled index (``grp * lsize * tile + lid``) or an index whose group stride is a
-        # literal (a Kernel Tuner ``block_size_x`` define): lid and grp are independent and uniform
-        # over the work-items whatever their coefficients
-        # the counters of loops from 0 in the index (a tile loop's ``tj * block_size``) spread each
-        # group's values as its lanes do, not at their mean
+        # literal (a Kernel Tuner ``block_size_x`` define), counted group by group; the counters of
+        # loops from 0 in it (a tile loop's ``tj * block_size``) spread each group's values as its
+        # lanes do, not at their mean
         spread = ZERO
         for x in sorted(u.atoms(), key=lambda a: a.key):
             if x.kind != "iter" or x.rng is None or x.avg is None or not (x.avg - (x.rng - 1) * HALF).is_zero():
