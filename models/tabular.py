@@ -429,12 +429,15 @@ def _ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _group_env(gsizes: list[tuple[int, ...] | None], lsizes: list[tuple[int, ...] | None],
-               args: list[list[dict[str, Any]]], counts: list[dict[str, float]] | None = None
-               ) -> dict[str, np.ndarray]:
-    """The configuration symbols of a kernel's rows, exactly as ``AnalyticalModel.predict`` builds them."""
+               args: list[list[dict[str, Any]]], counts: list[dict[str, float]] | None = None,
+               compiled: list[dict[str, float]] | None = None) -> dict[str, np.ndarray]:
+    """The configuration symbols of a kernel's rows, exactly as ``AnalyticalModel.predict`` builds
+    them (``compiled``: the rows' ``AnalyticalModel.compiled_envs``)."""
     cs = counts if counts is not None else [None] * len(gsizes)
-    return stack_envs([config_env(list(g or ()), list(ls or ()) or None, a, c)
-                       for g, ls, a, c in zip(gsizes, lsizes, args, cs)])
+    envs = [config_env(list(g or ()), list(ls or ()) or None, a, c) for g, ls, a, c in zip(gsizes, lsizes, args, cs)]
+    for e, c in zip(envs, compiled or ()):
+        e.update(c)
+    return stack_envs(envs)
 
 
 class _Evaluated:
@@ -699,10 +702,11 @@ def build_table(frame: pd.DataFrame, profile: DeviceProfile,
         for k, v in values.items():
             cols[k][idx] = v
 
+    compiled = an.compiled_envs(frame)
     for (src, name, bo), rows in groups.items():
         idx = np.asarray(rows, dtype=np.intp)
         env = _group_env([gsizes[i] for i in rows], [lsizes[i] for i in rows], [args[i] for i in rows],
-                         [counts[i] for i in rows])
+                         [counts[i] for i in rows], [compiled[i] for i in rows])
         items = env["gsize0"] * env["gsize1"] * env["gsize2"]
         wg_items = env["lsize0"] * env["lsize1"] * env["lsize2"]
         n_wg = env["ngroups0"] * env["ngroups1"] * env["ngroups2"]

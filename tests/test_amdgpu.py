@@ -276,3 +276,20 @@ def test_predict_with_an_amd_profile_says_what_the_compiler_made_of_the_kernel(t
 def test_both_spellings_of_a_define_reach_the_compiler():
     assert used_defines(ACC, "-D TILE=4 -DTILE2") == ["-DTILE=4"]
     assert amdgpu.drop_zero_unrolls("#pragma unroll u\n", "-D u=0") == "\n"
+
+
+@needs_clang
+def test_the_tabular_table_charges_the_compiled_registers_and_spills_as_predict_does(tmp_path):
+    from kernelcast.models.tabular import build_table
+
+    rows = [{"source": ACC, "kernel_name": "acc", "language": "cuda", "build_options": f"-DTILE={t}",
+             "gsize": [1 << 20], "lsize": [256],
+             "args": [{"name": "out", "kind": "buffer", "dtype": "float", "count": (1 << 20) * t},
+                      {"name": "in", "kind": "buffer", "dtype": "float", "count": 1 << 20}]} for t in (1, 16)]
+    frame = pd.DataFrame(rows)
+    pred = AnalyticalModel(amd_profile()).predict(frame).time_us
+    table = build_table(frame, amd_profile())
+    without = build_table(frame, amd_profile(target=""))
+    assert table["analytical_us"].to_numpy() == pytest.approx(pred, rel=1e-9)
+    # the spilling tile is slower than the source alone says: the table saw the compiler's report
+    assert table["analytical_us"].iloc[1] > 1.3 * without["analytical_us"].iloc[1]

@@ -334,6 +334,26 @@ class AnalyticalModel(Predictor):
 
     # -- the predictor interface ----------------------------------------------------------------
 
+    def compiled_envs(self, frame: pd.DataFrame) -> list[dict[str, float]]:
+        """What the compiler for the profile's AMD target reports of each row's configuration, as
+        configuration symbols (``__compiled_<name>``: registers and spills,
+        ``GPUClass.compiled_resources``); every configuration is compiled first, in parallel, into
+        the compile cache. Empty for every row where the device class compiles nothing (NVIDIA,
+        CPUs). ``predict`` and the tabular model's table (``models.tabular.build_table``) both take
+        their compiled resources from here, so their analytical times agree."""
+        n = len(frame)
+        target = self.device_class.compile_target()
+        if not target:
+            return [{} for _ in range(n)]
+        opts = frame["build_options"].fillna("").astype(str) if "build_options" in frame \
+            else pd.Series([""] * n, index=frame.index)
+        rows = [(str(frame["source"].iloc[i]), str(frame["kernel_name"].iloc[i]), str(opts.iloc[i] or ""),
+                 _language(frame, i)) for i in range(n)]
+        compile_many(iter(rows), target, self._compile_cache)
+        return [{"__" + k: v for k, v in self.device_class.compiled_resources(src, name, lang, bo,
+                                                                             self._compile_cache).items()}
+                for src, name, bo, lang in rows]
+
     def predict(self, frame: pd.DataFrame) -> Predictions:
         """One prediction per row; rows need ``source``, ``kernel_name``, ``gsize``, ``lsize``, ``args``."""
         n = len(frame)
@@ -356,11 +376,7 @@ class AnalyticalModel(Predictor):
                 if col in frame:
                     v = pd.to_numeric(frame[col], errors="coerce").to_numpy(dtype=float) * 1e-6
                     measured = np.where(np.isfinite(measured), measured, v)
-        target = self.device_class.compile_target()
-        if target:
-            # every configuration the class will ask for, compiled in parallel first
-            compile_many(((str(frame["source"].iloc[i]), str(frame["kernel_name"].iloc[i]), str(opts.iloc[i] or ""),
-                           _language(frame, i)) for i in range(n)), target, self._compile_cache)
+        compiled = self.compiled_envs(frame)
         for (src, name, bo), idx in groups.items():
             try:
                 if src == "@":
@@ -379,12 +395,8 @@ class AnalyticalModel(Predictor):
                                list(decode_sizes(frame["lsize"].iloc[i]) or ()) or None,
                                decode_args(frame["args"].iloc[i]),
                                decode_counts(counts.iloc[i]) if counts is not None else None) for i in idx]
-            if target:
-                for env_i, i in zip(envs, idx):
-                    c = self.device_class.compiled_resources(
-                        str(frame["source"].iloc[i]), str(frame["kernel_name"].iloc[i]), _language(frame, i),
-                        str(opts.iloc[i] or ""), self._compile_cache)
-                    env_i.update({"__" + k: v for k, v in c.items()})
+            for env_i, i in zip(envs, idx):
+                env_i.update(compiled[i])
             env = stack_envs(envs)
             cap = None if caps is None else np.where(np.isnan(caps[idx]), np.inf, caps[idx])
             res = self.evaluate(feats, env, cap, None if clocks is None else clocks[idx],
