@@ -114,11 +114,12 @@ kernel group (the analytical model's prediction: nothing showed that either carr
 kernel). A split head fitted with the configuration-transfer columns reads them in the shape alone:
 its *transfer shape* booster (the shape booster on every feature, the transfer columns included)
 gives the shape of a row that has a transfer value, on the same level as any row; it has no
-transfer booster. When the model's transfer table has the analytical times of its rows (so that
-``xfer_shape`` exists), the transfer shape is *offset* by it (``transfer_shape_offset``): the
-booster learns the shape minus the row's ``xfer_shape`` (0 where the row has none) and adds it
-back, so a row's shape is the other devices' residual shape of the configuration plus what the
-features say the held-out device does differently.
+transfer booster. A head fitted with ``transfer_offset`` (``train.tabular.fit_tabular``; not the
+default) whose transfer table has the analytical times of its rows (so that ``xfer_shape``
+exists) has its transfer shape *offset* by it (``transfer_shape_offset``): the booster learns the
+shape minus the row's ``xfer_shape`` (0 where the row has none) and adds it back, so a row's shape
+is the other devices' residual shape of the configuration plus what the features say the held-out
+device does differently.
 
 Intervals: every time prediction carries a 90 % interval from split-conformal quantiles of
 out-of-fold (OOF) residuals ``r = log2(measured / predicted)`` (:class:`IntervalCalibration`,
@@ -131,7 +132,8 @@ Energy predictions have no interval.
 
 Saved as ``tabular.json`` (:meth:`TabularPredictor.save`): format name and version, the feature
 names, the targets, the training summary, the device profile the analytical columns were computed
-with, each booster as LightGBM's own text model (``model_to_string``) and, when calibrated, the
+with, each booster as LightGBM's own text model (``model_to_string``; a :class:`BoosterMean` as the
+list of its boosters' texts) and, when calibrated, the
 interval calibration (``intervals``: quantiles and OOF figures; infinite quantiles as null). No
 pickle; loading it imports LightGBM and neither torch nor transformers. A model fitted with the
 configuration-transfer columns has its table of measured times beside it (``xfer.json``,
@@ -184,14 +186,17 @@ log = logging.getLogger(__name__)
 
 #: name and version of the saved format (``tabular.json``)
 FORMAT = "kernelcast-tabular"
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 #: saved format versions this code reads (version 2 added the level/shape heads: a reader of version
 #: 1 would predict such a model with its direct booster alone, so it refuses it by the version;
 #: version 3 added the transfer shape booster of a split head, which a reader of version 2 would
 #: leave out; version 4 its offset by the other devices' residual shape, ``transfer_shape_offset``,
-#: which a reader of version 3 would not add back)
-READABLE_FORMAT_VERSIONS = (1, 2, 3, 4)
+#: which a reader of version 3 would not add back; version 5 boosters saved as a list of model
+#: texts, :class:`BoosterMean`)
+READABLE_FORMAT_VERSIONS = (1, 2, 3, 4, 5)
 MODEL_FILE = "tabular.json"
+#: most boosters one saved booster may be the mean of (:class:`BoosterMean`)
+MAX_SAVED_SEEDS = 64
 #: version of the feature table (a change of columns or of their meaning bumps it)
 TABLE_VERSION = 4
 #: older table versions a saved model may have been fitted on: their columns are a subset of this
@@ -1048,8 +1053,8 @@ class TabularHead:
 
     target: str
     base: str
-    residual: lgb.Booster | None = None
-    direct: lgb.Booster | None = None
+    residual: lgb.Booster | BoosterMean | None = None
+    direct: lgb.Booster | BoosterMean | None = None
     summary: dict[str, Any] = field(default_factory=dict)
     #: the residual booster's output is multiplied by this (0..1) before it is applied: the shrinkage
     #: toward the analytical model chosen on inner out-of-fold predictions (``train/tabular.py``)
@@ -1059,7 +1064,7 @@ class TabularHead:
     #: other devices' ordering gets wrong), the other devices' ordering is kept as it is. It reads
     #: every feature; the residual and direct boosters read all but the transfer columns (the
     #: model's features but its last ones, the transfer columns, when it has them)
-    transfer: lgb.Booster | None = None
+    transfer: lgb.Booster | BoosterMean | None = None
     #: the residual split into a *level* and a *shape* (``train/tabular.py``): the level of a
     #: (kernel, device) pair is the median residual of its training rows, the shape the residual
     #: minus it (what ranks a kernel's configurations on a device). A split head has the ``shape``
@@ -1074,14 +1079,14 @@ class TabularHead:
     #: folds over held-out kernels, 0 when the training rows hold one kernel group (nothing showed
     #: that either carries to another kernel), so such a kernel gets the analytical model's
     #: prediction
-    level: lgb.Booster | None = None
-    shape: lgb.Booster | None = None
+    level: lgb.Booster | BoosterMean | None = None
+    shape: lgb.Booster | BoosterMean | None = None
     #: a split head's *transfer shape* booster: the shape booster fitted on every feature, the
     #: transfer columns included, on the rows that have a configuration-transfer value. Such a row
     #: gets its shape from it (the other devices' ordering of the configuration) and its level from
     #: the level path as any other row: the transfer columns never set a level. A split head has no
     #: ``transfer`` booster
-    transfer_shape: lgb.Booster | None = None
+    transfer_shape: lgb.Booster | BoosterMean | None = None
     #: whether the :attr:`transfer_shape` booster is offset by the row's ``xfer_shape`` (the other
     #: devices' residual shape of the configuration, :mod:`models.xfer`): it was fitted on the shape
     #: minus ``xfer_shape`` (0 where a row has none), which is added back to its prediction
@@ -1200,7 +1205,45 @@ class TabularHead:
         return out
 
 
-def _booster_from_string(text: Any, what: str) -> lgb.Booster:
+class BoosterMean:
+    """Several LightGBM boosters fitted alike but for their seed (``train/tabular.py``,
+    ``HEAD_SEEDS``), read as one: :meth:`predict` is the mean of theirs, so the variance that one
+    booster's randomness (random thresholds, row bagging, feature fractions) adds to its predictions
+    is averaged out. Saved as the list of its boosters' model texts (:meth:`texts`)."""
+
+    def __init__(self, boosters: Sequence[Any]) -> None:
+        if not boosters:
+            raise ValueError("a booster mean needs at least one booster")
+        self.boosters = list(boosters)
+
+    def predict(self, x: Any) -> np.ndarray:
+        return np.mean([np.asarray(b.predict(x), dtype=np.float64) for b in self.boosters], axis=0)
+
+    def num_feature(self) -> int:
+        return int(self.boosters[0].num_feature())
+
+    def feature_name(self) -> list[str]:
+        return list(self.boosters[0].feature_name())
+
+    def texts(self) -> list[str]:
+        return [b.model_to_string() for b in self.boosters]
+
+
+def _booster_text(b: Any) -> str | list[str] | None:
+    """How a booster (a LightGBM one, a :class:`BoosterMean` or none) is saved."""
+    if b is None:
+        return None
+    return b.texts() if isinstance(b, BoosterMean) else str(b.model_to_string())
+
+
+def _booster_from_string(text: Any, what: str) -> Any:
+    """The booster saved as ``text`` (:func:`_booster_text`): LightGBM's model text, or a list of them
+    (a :class:`BoosterMean`)."""
+    if isinstance(text, list):
+        if not text or len(text) > MAX_SAVED_SEEDS:
+            raise ModelFormatError(f"{what}: {len(text)} boosters (1-{MAX_SAVED_SEEDS})")
+        return BoosterMean([_booster_from_string(t, what) for t in text]) if len(text) > 1 \
+            else _booster_from_string(text[0], what)
     import lightgbm as lgb  # deferred: lightgbm is a heavy import
 
     if not isinstance(text, str) or not text.strip():
@@ -1305,14 +1348,12 @@ class TabularPredictor(Predictor):
         for t, h in self.heads.items():
             heads[t] = {"target_column": TARGETS[t], "base_column": h.base, "summary": h.summary,
                         "residual_scale": h.residual_scale,
-                        "residual": None if h.residual is None else h.residual.model_to_string(),
-                        "direct": None if h.direct is None else h.direct.model_to_string(),
-                        "transfer": None if h.transfer is None else h.transfer.model_to_string()}
+                        "residual": _booster_text(h.residual), "direct": _booster_text(h.direct),
+                        "transfer": _booster_text(h.transfer)}
             if h.split:
                 assert h.level is not None and h.shape is not None
-                heads[t].update(level=h.level.model_to_string(), shape=h.shape.model_to_string(),
-                                transfer_shape=None if h.transfer_shape is None
-                                else h.transfer_shape.model_to_string(),
+                heads[t].update(level=_booster_text(h.level), shape=_booster_text(h.shape),
+                                transfer_shape=_booster_text(h.transfer_shape),
                                 transfer_shape_offset=h.transfer_shape_offset,
                                 shape_scale=h.shape_scale, unseen_shape_scale=h.unseen_shape_scale,
                                 unseen_level_scale=h.unseen_level_scale, kernel_levels=h.kernel_levels,

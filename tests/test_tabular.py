@@ -21,6 +21,7 @@ from kernelcast.models.tabular import (
     FORMAT,
     MODEL_FILE,
     UNRUNNABLE_COLUMN,
+    BoosterMean,
     ModelFormatError,
     TabularPredictor,
     build_table,
@@ -28,7 +29,7 @@ from kernelcast.models.tabular import (
     clear_static_cache,
 )
 from kernelcast.train.synthetic import synthetic_rows, write_synthetic_dataset
-from kernelcast.train.tabular import fit_tabular
+from kernelcast.train.tabular import HEAD_SEEDS, fit_tabular
 
 import kernelcast.cli as cli
 from kernelcast.columns import decode_args, decode_sizes
@@ -173,12 +174,37 @@ def test_known_answer_is_recovered(profile):
 
 def test_fit_is_deterministic_for_a_seed(profile):
     table = _known_answer_table(profile, 0)
-    a = fit_tabular(table, profile, seed=3, split=False).heads["time"].residual.model_to_string()
-    b = fit_tabular(table, profile, seed=3, split=False).heads["time"].residual.model_to_string()
+    a = fit_tabular(table, profile, seed=3, split=False).heads["time"].residual.texts()
+    b = fit_tabular(table, profile, seed=3, split=False).heads["time"].residual.texts()
     assert a == b
     sa, sb = (fit_tabular(table, profile, seed=3).heads["time"] for _ in range(2))
-    assert sa.shape.model_to_string() == sb.shape.model_to_string()
-    assert sa.level.model_to_string() == sb.level.model_to_string()
+    assert sa.shape.texts() == sb.shape.texts()
+    assert sa.level.texts() == sb.level.texts()
+
+
+def test_each_time_booster_is_the_mean_of_boosters_fitted_with_other_seeds(tmp_path, profile):
+    table = _known_answer_table(profile, 0)
+    head = fit_tabular(table, profile, seed=3, split=False).heads["time"]
+    mean = head.residual
+    assert isinstance(mean, BoosterMean) and len(mean.boosters) == HEAD_SEEDS["time"] == head.summary["seeds"]
+    texts = mean.texts()
+    assert len(set(texts)) == len(texts)                # extra trees: every seed draws other thresholds
+    x = table[[c for c in FEATURE_COLUMNS if not c.startswith("xfer_")]].to_numpy(dtype=np.float64)
+    np.testing.assert_allclose(mean.predict(x), np.mean([b.predict(x) for b in mean.boosters], axis=0))
+    # one seed: a plain booster, the first of the mean (its seed is the head's)
+    one = fit_tabular(table, profile, seed=3, split=False, seeds=1).heads["time"].residual
+    assert not isinstance(one, BoosterMean) and one.model_to_string() == texts[0]
+    # saved as the list of texts and loaded back as the same mean; an empty list is refused
+    model = fit_tabular(table, profile, seed=3, split=False)
+    model.save(tmp_path / "m")
+    data = json.loads((tmp_path / "m" / MODEL_FILE).read_text())
+    assert data["heads"]["time"]["residual"] == texts
+    np.testing.assert_array_equal(TabularPredictor.load(tmp_path / "m").predict_table(table).time_us,
+                                  model.predict_table(table).time_us)
+    data["heads"]["time"]["residual"] = []
+    (tmp_path / "m" / MODEL_FILE).write_text(json.dumps(data))
+    with pytest.raises(ModelFormatError, match="0 boosters"):
+        TabularPredictor.load(tmp_path / "m")
 
 
 def test_energy_head_needs_energy(profile):
@@ -194,7 +220,9 @@ def test_save_load_round_trip(tmp_path, profile):
     data = json.loads((tmp_path / "m" / MODEL_FILE).read_text())
     # one device: no configuration-transfer columns (models/xfer.py), every other feature
     assert data["format"] == FORMAT and data["features"] == [c for c in FEATURE_COLUMNS if not c.startswith("xfer_")]
-    assert data["heads"]["time"]["residual"].startswith("tree")        # LightGBM's own text format
+    # LightGBM's own text format: the time head's boosters are means of several (a list of texts)
+    assert all(t.startswith("tree") for t in data["heads"]["time"]["residual"])
+    assert data["heads"]["energy"]["direct"].startswith("tree")
     assert sorted(p.name for p in (tmp_path / "m").iterdir()) == [MODEL_FILE]
     loaded = TabularPredictor.load(tmp_path / "m")
     a, b = model.predict_table(table), loaded.predict_table(table)

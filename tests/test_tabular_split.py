@@ -203,9 +203,10 @@ def test_levels_shape_and_an_unseen_kernel(split_tables, tmp_path):
         np.testing.assert_array_equal(loaded.predict_table(t).time_us, model.predict_table(t).time_us)
     data = json.loads((tmp_path / "m" / MODEL_FILE).read_text())
     assert set(data["heads"]["time"]) >= {"level", "shape", "kernel_levels", "level_devices", "unseen_level_scale"}
-    # format 4 (2 added the split head, 3 its transfer shape booster, 4 that booster's offset): a
-    # reader of format 1 would predict the split head with its direct booster alone
-    assert data["version"] == 4 and data["heads"]["time"]["transfer_shape"] is None
+    # format 5 (2 added the split head, 3 its transfer shape booster, 4 that booster's offset, 5
+    # boosters saved as lists of texts): a reader of format 1 would predict the split head with its
+    # direct booster alone
+    assert data["version"] == 5 and data["heads"]["time"]["transfer_shape"] is None
     assert data["heads"]["time"]["transfer_shape_offset"] is False
     one = fit_tabular(train, base, seed=0, transfer=False, split=False)
     one.save(tmp_path / "v1")

@@ -268,10 +268,10 @@ def test_model_learns_the_configuration_effect_from_other_devices(devices_tables
     # path is the one of the model without them, so the two models differ by the shapes alone
     assert head.split and head.transfer is None and head.transfer_shape is not None
     x = with_x.matrix(filled)
-    # the table has the training rows' analytical times: the transfer shape is offset by the other
-    # devices' residual shape of the configuration
-    assert head.transfer_shape_offset and with_x.xfer.analytical
-    tsh = head.transfer_shape.predict(x) + filled["xfer_shape"].to_numpy()
+    # the table has the training rows' analytical times (xfer_shape, among the booster's features);
+    # by default the transfer shape is not offset by them
+    assert not head.transfer_shape_offset and with_x.xfer.analytical
+    tsh = head.transfer_shape.predict(x)
     sh = head0.shape.predict(without.matrix(test))
     assert np.isfinite(filled["xfer_rel"]).all() and np.isfinite(filled["xfer_shape"]).all()
     np.testing.assert_allclose(np.log2(p_x / p_0), head.shape_scale * (tsh - sh), atol=1e-9)
@@ -333,18 +333,18 @@ def test_a_device_shaped_as_the_others_is_ranked_exactly(shaped_tables, tmp_path
     test = tables[3]
     y = test["time_median_us"].to_numpy()
     problems = test["xfer_problem"].to_numpy()
-    offset = fit_tabular(train, base, seed=0)
-    plain = fit_tabular(train, base, seed=0, transfer_offset=False)
+    offset = fit_tabular(train, base, seed=0, transfer_offset=True)
+    plain = fit_tabular(train, base, seed=0)                             # the default: no offset
     assert offset.heads["time"].transfer_shape_offset and not plain.heads["time"].transfer_shape_offset
     assert offset.features == plain.features and "xfer_shape" in offset.features
     got = tuning_scores(offset.predict_table(test).time_us, y, problems)
     ref = tuning_scores(plain.predict_table(test).time_us, y, problems)
     assert got["groups"] == 3 and got["top1_within"] == 1.0 and got["spearman_mean"] == pytest.approx(1.0)
     assert ref["spearman_mean"] < 0.999                                  # 0.992
-    # saved (format 4) and loaded with its offset: the same predictions
+    # saved (format 5) and loaded with its offset: the same predictions
     offset.save(tmp_path / "m")
     data = json.loads((tmp_path / "m" / MODEL_FILE).read_text())
-    assert data["version"] == 4 and data["heads"]["time"]["transfer_shape_offset"] is True
+    assert data["version"] == 5 and data["heads"]["time"]["transfer_shape_offset"] is True
     np.testing.assert_array_equal(TabularPredictor.load(tmp_path / "m").predict_table(test).time_us,
                                   offset.predict_table(test).time_us)
     # a model of format 3 (no offset) still loads, as the model fitted without the offset

@@ -104,6 +104,27 @@ the residual booster with the transfer columns among its features barely used th
 Spearman 0.60), the transfer path alone ranked best (0.69) but missed the level of an unseen GPU
 (median APE 68 %), the mean kept 0.63 at 41 % (docs/gpu-model.md).
 
+The transfer shape is not offset by ``xfer_shape`` by default (``transfer_offset``; the column is
+among the booster's features either way). With an AMD profile the table charges the compiler's
+registers and spills (``models.tabular.build_table``), and the other devices' residual shape then
+carries each AMD target's own spill decisions: GPU-disjoint on the GPU yardstick (12 pairs x 600
+rows, three booster seeds, five boosters each, below) the offset ranks worse, median pair Spearman
+0.855-0.861 against 0.882-0.886 without it, median APE 20.0-22.5 % against 17.2-18.7 %, top-1
+within 5 % in 25 % of pairs on every seed against 33-50 %. The offset had ranked better while the
+table was built from the source alone (docs/gpu-model.md, "The other GPUs' residual shape").
+
+Seeds (:data:`HEAD_SEEDS`): each booster of the time head (and of the inner fits that choose its
+scales) is the mean of five boosters fitted alike but for their seed (:class:`models.tabular.
+BoosterMean`). Why: random thresholds, row bagging and feature fractions make one booster's ranking
+of a kernel's configurations depend on its seed; on the GPU yardstick (GPU-disjoint, 12 pairs x 600
+rows, with the transfer) one booster's median pair Spearman was 0.885, 0.871 and 0.872 for seeds
+0-2, and pairs whose rows did not change moved by up to 0.03 between refits. Means of boosters,
+same evaluation: 3 seeds 0.888, 5 seeds 0.893 (0.893 again with other seeds), 10 seeds 0.893; five
+also lowered the median APE (25.2 -> 20.4 %; the level booster's share: 23.4 % with the shape
+boosters alone averaged). On the table that charges AMD compiles: with the transfer 0.834 -> 0.856
+(offset) and without it 0.833 -> 0.859, median APE 20.0 -> 16.7 %; kernel-disjoint unchanged. The
+cost is five times the fitting time and the file size of the time head.
+
 Intervals (:func:`calibrate_intervals`, run by :func:`train_tabular`): an internal grouped K-fold
 (:data:`INTERVAL_FOLDS`; groups by :func:`kernel_groups`: a synthetic template family, a source
 file, or one kernel, as evaluate's folds) refits the time head on each fold's other rows with the
@@ -120,8 +141,9 @@ intervals from the other folds' quantiles.
 
 Defaults (:data:`DEFAULT_PARAMS`, :data:`DEFAULT_ROUNDS`) are generic settings for a few thousand
 rows (31 leaves, at least 20 rows per leaf, learning rate 0.1 for 100 rounds, feature and row
-bagging, one thread, deterministic for a seed); fitting takes about a second per thousand rows. Few
-trees keep prediction fast (the booster's cost grows with the number of trees).
+bagging, one thread, deterministic for a seed); fitting one booster takes about a second per thousand
+rows, the time head five of each (:data:`HEAD_SEEDS`). Few trees keep prediction fast (the
+booster's cost grows with the number of trees).
 """
 
 from __future__ import annotations
@@ -160,6 +182,7 @@ from kernelcast.models.tabular import (
     MIN_BOUND_ROWS,
     TARGETS,
     XFER_COLUMNS,
+    BoosterMean,
     IntervalCalibration,
     ResidualCalibration,
     ResidualQuantiles,
@@ -202,6 +225,13 @@ HEAD_PARAMS: dict[str, dict[str, Any]] = {
     "time": {"objective": "regression_l1", "extra_trees": True},
     "energy": {},
 }
+#: how many boosters, fitted alike but for their seed, each booster of a head is the mean of
+#: (module docstring, "Seeds"): the time head's random thresholds, row bagging and feature fractions
+#: make one booster's ranking of a kernel's configurations depend on its seed; the energy head keeps
+#: one (no dataset here has energy to measure a change on)
+HEAD_SEEDS: dict[str, int] = {"time": 5, "energy": 1}
+#: the seed of a head's k-th booster is its first booster's plus k times this
+SEED_STRIDE = 1000
 #: 100 rounds at learning rate 0.1 with 31 leaves: as accurate in grouped 5-fold CV on a PoCL dataset
 #: (two fold seeds) as 300 rounds at 0.05 with 15 leaves, and three times faster to fit and to predict
 DEFAULT_ROUNDS = 100
@@ -227,13 +257,22 @@ def _weights(y: np.ndarray) -> np.ndarray:
 
 
 def _fit_booster(x: np.ndarray, y: np.ndarray, w: np.ndarray | None, features: list[str], params: dict[str, Any],
-                 rounds: int) -> Any:
+                 rounds: int, seeds: int = 1) -> Any:
+    """A LightGBM booster on ``x`` / ``y``; with ``seeds`` > 1 a :class:`models.tabular.BoosterMean`
+    of that many, the k-th with the seed ``params["seed"] + k x`` :data:`SEED_STRIDE`."""
     import lightgbm as lgb
 
     cats = [c for c in CATEGORICAL_COLUMNS if c in features]
-    ds = lgb.Dataset(x, label=y, weight=w, feature_name=features, categorical_feature=cats or "auto",
-                     free_raw_data=True, params={"verbose": -1})
-    return lgb.train(params, ds, num_boost_round=rounds)
+
+    def fit(p: dict[str, Any]) -> Any:
+        ds = lgb.Dataset(x, label=y, weight=w, feature_name=features, categorical_feature=cats or "auto",
+                         free_raw_data=True, params={"verbose": -1})
+        return lgb.train(p, ds, num_boost_round=rounds)
+
+    if seeds <= 1:
+        return fit(params)
+    first = int(params.get("seed", 0))
+    return BoosterMean([fit({**params, "seed": first + k * SEED_STRIDE}) for k in range(seeds)])
 
 
 def _log2_summary(r: np.ndarray) -> dict[str, float]:
@@ -244,19 +283,19 @@ def _log2_summary(r: np.ndarray) -> dict[str, float]:
 
 def choose_residual_scale(x: np.ndarray, r: np.ndarray, groups: np.ndarray, features: list[str],
                           params: dict[str, Any], rounds: int, folds: int = SCALE_FOLDS,
-                          seed: int = 0) -> tuple[float, dict[str, Any]]:
+                          seed: int = 0, seeds: int = 1) -> tuple[float, dict[str, Any]]:
     """The residual scale of a head (module docstring): the residual booster is refitted on
     ``folds`` grouped folds of its rows ``x`` / ``r`` (``groups``: :func:`kernel_groups`), and the
     scale in :data:`SCALE_GRID` whose inner out-of-fold predictions ``s x r_hat`` leave the lowest
     median ``|r - s x r_hat|`` wins (the smallest on a tie). 1 with the reason when there are fewer
-    than ``folds`` groups (or ``folds`` < 2)."""
+    than ``folds`` groups (or ``folds`` < 2). ``seeds``: boosters per fit (:func:`_fit_booster`)."""
     n_groups = len(np.unique(groups.astype(str))) if len(groups) else 0
     if folds < 2 or n_groups < folds:
         return 1.0, {"scale": 1.0, "why": f"{n_groups} kernel group(s) for {folds} inner folds"}
     inner = grouped_folds(groups, folds, seed)
     r_hat = np.full(len(r), np.nan)
     for f in range(folds):
-        b = _fit_booster(x[inner != f], r[inner != f], None, features, params, rounds)
+        b = _fit_booster(x[inner != f], r[inner != f], None, features, params, rounds, seeds)
         r_hat[inner == f] = b.predict(x[inner == f])
     scores = [float(np.median(np.abs(r - s * r_hat))) for s in SCALE_GRID]
     best = int(np.argmin(scores))              # argmin keeps the first (smallest scale) of equals
@@ -299,14 +338,16 @@ def split_residual(r: np.ndarray, pairs: np.ndarray) -> tuple[np.ndarray, np.nda
 
 def choose_split_scales(x: np.ndarray, r: np.ndarray, pairs: np.ndarray, groups: np.ndarray, features: list[str],
                         params: dict[str, Any], rounds: int, folds: int = SCALE_FOLDS,
-                        seed: int = 0, weights: np.ndarray | None = None) -> tuple[float, float, dict[str, Any]]:
+                        seed: int = 0, weights: np.ndarray | None = None,
+                        seeds: int = 1) -> tuple[float, float, dict[str, Any]]:
     """``(unseen_shape_scale, unseen_level_scale, detail)`` of a split head (module docstring): on
     at most ``folds`` grouped folds over kernel groups (at least 2) the level and shape boosters are
     refitted on the other folds and predict the held-out kernels; of :data:`SCALE_GRID`, the pair
     ``(s, u)`` that leaves the lowest median ``|r - s x shape_hat - u x level_hat|`` wins (the
     smallest on a tie, shape scale first). With one kernel group nothing shows that either carries
     to another kernel: both are 0 (an unseen kernel gets the analytical model's prediction).
-    ``weights``: the shape booster's row weights (:func:`fast_weights`), also in the inner fits."""
+    ``weights``: the shape booster's row weights (:func:`fast_weights`), also in the inner fits;
+    ``seeds``: boosters per fit (:func:`_fit_booster`)."""
     n_groups = len(np.unique(groups.astype(str))) if len(groups) else 0
     k = min(folds, n_groups)
     if folds < 2 or k < 2:
@@ -320,8 +361,9 @@ def choose_split_scales(x: np.ndarray, r: np.ndarray, pairs: np.ndarray, groups:
     for f in range(k):
         tr, te = inner != f, inner == f
         s_hat[te] = _fit_booster(x[tr], shp[tr], None if weights is None else weights[tr], features, params,
-                                 rounds).predict(x[te])
-        l_hat[te] = _fit_booster(x[tr][:, li], lvl[tr], None, level_names, params, rounds).predict(x[te][:, li])
+                                 rounds, seeds).predict(x[te])
+        l_hat[te] = _fit_booster(x[tr][:, li], lvl[tr], None, level_names, params, rounds,
+                                 seeds).predict(x[te][:, li])
     grid = np.asarray(SCALE_GRID)
     scores = np.array([[float(np.median(np.abs(r - g * s_hat - u * l_hat))) for u in grid] for g in grid])
     i, j = np.unravel_index(int(np.argmin(scores)), scores.shape)     # first minimum: smallest scales
@@ -371,7 +413,7 @@ def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target =
                 features: Sequence[str] | None = None, residual: bool = True,
                 transfer: bool = True, transfer_rows: pd.DataFrame | None = None,
                 split: bool = True, fast_weight: float | None = None,
-                transfer_offset: bool = True) -> TabularPredictor:
+                transfer_offset: bool = False, seeds: int | None = None) -> TabularPredictor:
     """Fit the heads of ``target`` on a :func:`build_table` table (module docstring).
 
     ``params`` override :data:`DEFAULT_PARAMS` (LightGBM names); ``num_boost_round`` among them sets
@@ -389,8 +431,10 @@ def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target =
     weight of a pair's fastest rows in the shape boosters (:func:`fast_weights`; 1: unweighted;
     default :data:`FAST_WEIGHT` when the table's rows come from several devices, else 1).
     ``transfer_offset``: a split head's transfer shape booster learns the shape minus the rows'
-    ``xfer_shape`` (the other devices' residual shape) when any training row has one (module
-    docstring); without it, the shape itself.
+    ``xfer_shape`` (the other devices' residual shape) when any training row has one; without it
+    (the default, module docstring), the shape itself, with ``xfer_shape`` among its features.
+    ``seeds``: how many boosters each booster of a head is the mean of (default :data:`HEAD_SEEDS`
+    of the head).
     :class:`DataError` when the table has no usable rows for a head asked for (e.g. ``energy``
     without measured energy)."""
     if target not in ("time", "energy", "both"):
@@ -430,9 +474,10 @@ def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target =
         w_all = _weights(y[ok]) if t == "energy" else None
         th = time.perf_counter()
         p = {**DEFAULT_PARAMS, **HEAD_PARAMS[t], **given, "seed": seed}
+        ns = max(1, int(HEAD_SEEDS[t] if seeds is None else seeds))
         head = TabularHead(t, BASES[t])
         summary: dict[str, Any] = {"rows": int(ok.sum()), "rows_with_analytical": int(has_base.sum()),
-                                   "rounds": rounds, "params": {**p, "num_boost_round": rounds},
+                                   "rounds": rounds, "params": {**p, "num_boost_round": rounds}, "seeds": ns,
                                    "weighting": "1/E (Zhang et al.)" if t == "energy" else "none"}
         if kernels is not None:
             summary["kernels"] = int(pd.Series(kernels[ok]).nunique())
@@ -449,12 +494,13 @@ def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target =
                 fast_weight = FAST_WEIGHT if several else 1.0
             sw = fast_weights(np.log2(y[has_base]), pairs, fast_weight)
             head.unseen_shape_scale, head.unseen_level_scale, summary["split"] = choose_split_scales(
-                x_base[has_base], r, pairs, groups, base_features, p, rounds, scale_folds, seed, sw)
-            head.shape = _fit_booster(x_base[has_base], shp, sw, base_features, p, rounds)
+                x_base[has_base], r, pairs, groups, base_features, p, rounds, scale_folds, seed, sw, ns)
+            head.shape = _fit_booster(x_base[has_base], shp, sw, base_features, p, rounds, ns)
             summary["split"]["fast_weight"] = {"weight": fast_weight, "share": FAST_SHARE}
             head.level_index = tuple(i for i, c in enumerate(base_features) if c in LEVEL_COLUMNS)
             level_names = [base_features[i] for i in head.level_index]
-            head.level = _fit_booster(x_base[has_base][:, list(head.level_index)], lvl, None, level_names, p, rounds)
+            head.level = _fit_booster(x_base[has_base][:, list(head.level_index)], lvl, None, level_names, p, rounds,
+                                      ns)
             dd = table["xfer_device"].astype(str).to_numpy()[has_base] if "xfer_device" in table.columns \
                 else np.full(int(has_base.sum()), "")
             head.kernel_levels = pair_levels(r, kk, dd)
@@ -473,7 +519,7 @@ def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target =
                     head.transfer_shape_offset = bool(transfer_offset and np.isfinite(xs[hx]).any())
                     off = np.nan_to_num(xs[hx], nan=0.0) if head.transfer_shape_offset else 0.0
                     head.transfer_shape = _fit_booster(x_all[has_base][hx], shp[hx] - off,
-                                                       None if sw is None else sw[hx], features, p, rounds)
+                                                       None if sw is None else sw[hx], features, p, rounds, ns)
                     summary["rows_with_transfer"] = int(hx.sum())
                     summary["transfer_shape_offset"] = {"on": head.transfer_shape_offset,
                                                         "rows_with_xfer_shape": int(np.isfinite(xs[hx]).sum())}
@@ -490,18 +536,18 @@ def fit_tabular(table: pd.DataFrame, profile: DeviceProfile, *, target: Target =
             if t == "time" and kernels is not None:
                 groups = table_groups(table)[has_base]
                 head.residual_scale, summary["residual_scale"] = choose_residual_scale(
-                    x_base[has_base], r, groups, base_features, p, rounds, scale_folds, seed)
-            head.residual = _fit_booster(x_base[has_base], r, w, base_features, p, rounds)
+                    x_base[has_base], r, groups, base_features, p, rounds, scale_folds, seed, ns)
+            head.residual = _fit_booster(x_base[has_base], r, w, base_features, p, rounds, ns)
             fitted = head.residual_scale * np.asarray(head.residual.predict(x_base[has_base]), dtype=np.float64)
             summary["analytical_in_sample"] = _log2_summary(r)
             summary["residual_in_sample"] = _log2_summary(r - fitted)
-        head.direct = _fit_booster(x_base[ok], np.log2(y[ok]), w_all, base_features, p, rounds)
+        head.direct = _fit_booster(x_base[ok], np.log2(y[ok]), w_all, base_features, p, rounds, ns)
         if t == "time" and xfer is not None and not head.split:
             rel = table["xfer_rel"].to_numpy(dtype=np.float64)
             has_rel = ok & np.isfinite(rel)
             if has_rel.sum() >= MIN_ROWS:
                 head.transfer = _fit_booster(x_all[has_rel], np.log2(y[has_rel]) - rel[has_rel], None, features, p,
-                                             rounds)
+                                             rounds, ns)
                 summary["rows_with_transfer"] = int(has_rel.sum())
         summary["seconds"] = time.perf_counter() - th
         head.summary = summary
