@@ -42,6 +42,7 @@ from kernelcast.models.tabular import (
     DEVICE_COLUMNS,
     DEVICE_RATIO_COLUMNS,
     FEATURE_COLUMNS,
+    MAX_SAVED_SEEDS,
     TABLE_VERSION,
     XFER_COLUMNS,
     build_table,
@@ -129,16 +130,18 @@ def load_pairs(pairs: Sequence[Pair], rows_per_pair: int, seed: int,
 
 def build_model(yardstick: Path, out: Path, analysis_dirs: Sequence[str], *, rows_per_pair: int = ROWS_PER_PAIR,
                 seed: int = 0, skip_gpus: Sequence[str] = (), skip_benchmarks: Sequence[str] = (),
-                transfer: bool = True, split: bool = True) -> dict[str, Any]:
+                transfer: bool = True, split: bool = True, seeds: int | None = None) -> dict[str, Any]:
     """Fit the bundled GPU model on every pair of the yardstick (but the GPUs and benchmarks
     skipped); write it and its card to ``out``. With ``transfer`` its configuration-transfer table
-    holds every ok row of every pair (not only the sampled ones)."""
+    holds every ok row of every pair (not only the sampled ones). ``seeds``: boosters per booster of
+    the time head (``train.tabular.HEAD_SEEDS`` by default)."""
     t0 = time.perf_counter()
     pairs = find_pairs(yardstick, skip_gpus=skip_gpus, skip_benchmarks=skip_benchmarks)
     frame, profiles, ref = load_pairs(pairs, rows_per_pair, seed, analysis_dirs if transfer else None)
     table = device_tables(frame, profiles, analysis_dirs)
     first = profiles.by_device[pairs[0].gpu]
-    model = fit_tabular(table, first, target="time", seed=seed, transfer=transfer, transfer_rows=ref, split=split)
+    model = fit_tabular(table, first, target="time", seed=seed, transfer=transfer, transfer_rows=ref, split=split,
+                        seeds=seeds)
     model.summary["devices"] = sorted(profiles.by_device)
     model.summary["device_profiles"] = {g: GPU_PROFILES[g] for g in sorted(profiles.by_device)}
     model.save(out)
@@ -176,7 +179,7 @@ def evaluate_model(yardstick: Path, out: Path, analysis_dirs: Sequence[str], gro
                    rows_per_pair: int = ROWS_PER_PAIR, seed: int = 0, models: str = "analytical,tabular",
                    skip_gpus: Sequence[str] = (), skip_benchmarks: Sequence[str] = (),
                    device_features: bool = True, residual: bool = True, transfer: bool = True,
-                   split: bool = True) -> dict[str, Any]:
+                   split: bool = True, seeds: int | None = None) -> dict[str, Any]:
     """``kernelcast evaluate``'s grouped out-of-fold figures on the sampled yardstick; without
     ``device_features`` the tabular model is fitted without the device columns (the baseline);
     without ``transfer`` without the configuration-transfer columns. With them, each fold's
@@ -192,7 +195,7 @@ def evaluate_model(yardstick: Path, out: Path, analysis_dirs: Sequence[str], gro
         feats = None if device_features else \
             [c for c in FEATURE_COLUMNS if c not in DEVICE_COLUMNS + DEVICE_RATIO_COLUMNS + XFER_COLUMNS]
         fitters["tabular"] = TabularFitter(profiles, seed, tuple(analysis_dirs), feats, residual, transfer,
-                                           ref if transfer else None, split)
+                                           ref if transfer else None, split, seeds)
     ev = evaluate_frame(frame, profiles, opts, fitters=fitters, progress=lambda m: log.info("%s", m))
     out.mkdir(parents=True, exist_ok=True)
     ev.metrics["sampling"] = {"rows_per_pair": rows_per_pair, "seed": seed,
@@ -229,6 +232,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.add_argument("--no-level-split", action="store_true",
                        help="fit the tabular model's residual as one booster, not as a level per (kernel, GPU) "
                             "and a shape within it")
+        p.add_argument("--seeds", type=int, default=None,
+                       help="boosters each booster of the time head is the mean of (default: the tabular model's, 5)")
         p.add_argument("--no-config-transfer", action="store_true",
                        help="fit the tabular model without the configuration-transfer columns (the same "
                             "configuration's times on the other GPUs)")
@@ -237,6 +242,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if a.rows_per_pair < 0:
             raise InputError("--rows-per-pair must be >= 0")
+        if a.seeds is not None and not 1 <= a.seeds <= MAX_SAVED_SEEDS:
+            raise InputError(f"--seeds must be in 1-{MAX_SAVED_SEEDS}")
         ys = Path(a.yardstick)
         caches = a.analysis_cache or ([str(ys / "analysis-cache")] if (ys / "analysis-cache").is_dir() else [])
         for c in caches:
@@ -246,13 +253,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if a.cmd == "build":
             doc = build_model(ys, Path(a.out), caches, rows_per_pair=a.rows_per_pair, seed=a.seed,
                               skip_gpus=a.skip_gpu, skip_benchmarks=a.skip_benchmark,
-                              transfer=not a.no_config_transfer, split=not a.no_level_split)
+                              transfer=not a.no_config_transfer, split=not a.no_level_split, seeds=a.seeds)
         else:
             doc = evaluate_model(ys, Path(a.out), caches, a.group_by, a.folds, rows_per_pair=a.rows_per_pair,
                                  seed=a.seed, models=a.models, skip_gpus=a.skip_gpu,
                                  skip_benchmarks=a.skip_benchmark, device_features=not a.no_device_features,
                                  residual=not a.direct, transfer=not a.no_config_transfer,
-                                 split=not a.no_level_split)
+                                 split=not a.no_level_split, seeds=a.seeds)
     except (InputError, DataError) as e:
         print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2

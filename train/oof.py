@@ -374,10 +374,12 @@ class TabularFitter(Fitter):
 
     def __init__(self, profile: DeviceProfile | DeviceProfiles, seed: int = 0, analysis_dirs: Sequence[str] = (),
                  features: Sequence[str] | None = None, residual: bool = True, transfer: bool = True,
-                 transfer_rows: pd.DataFrame | None = None, split: bool = True) -> None:
+                 transfer_rows: pd.DataFrame | None = None, split: bool = True, seeds: int | None = None) -> None:
         self.profiles = DeviceProfiles.of(profile)
         self.profile = self.profiles.default or next(iter(self.profiles.by_device.values()))
         self.seed = seed
+        #: boosters per booster of the time head (``train.tabular.fit_tabular``; None: its default)
+        self.seeds = seeds
         self.analysis_dirs = tuple(analysis_dirs)
         self.features = None if features is None else list(features)
         self.residual = residual
@@ -397,7 +399,8 @@ class TabularFitter(Fitter):
             keep = ref["xfer_device"].isin(set(tr["xfer_device"])) & ref["xfer_problem"].isin(set(tr["xfer_problem"]))
             extra = ref.loc[keep.to_numpy()]
         model = fit_tabular(tr, self.profile, target="time", seed=self.seed, features=self.features,
-                            residual=self.residual, transfer=self.transfer, transfer_rows=extra, split=self.split)
+                            residual=self.residual, transfer=self.transfer, transfer_rows=extra, split=self.split,
+                            seeds=self.seeds)
         return np.asarray(model.predict_table(self.table.iloc[test].reset_index(drop=True)).time_us,
                           dtype=np.float64)
 
