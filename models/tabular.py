@@ -1242,6 +1242,8 @@ def _booster_from_string(text: Any, what: str) -> Any:
     if isinstance(text, list):
         if not text or len(text) > MAX_SAVED_SEEDS:
             raise ModelFormatError(f"{what}: {len(text)} boosters (1-{MAX_SAVED_SEEDS})")
+        if not all(isinstance(t, str) for t in text):
+            raise ModelFormatError(f"{what}: a list of boosters holds something other than model texts")
         return BoosterMean([_booster_from_string(t, what) for t in text]) if len(text) > 1 \
             else _booster_from_string(text[0], what)
     import lightgbm as lgb  # deferred: lightgbm is a heavy import

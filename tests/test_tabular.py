@@ -201,10 +201,11 @@ def test_each_time_booster_is_the_mean_of_boosters_fitted_with_other_seeds(tmp_p
     assert data["heads"]["time"]["residual"] == texts
     np.testing.assert_array_equal(TabularPredictor.load(tmp_path / "m").predict_table(table).time_us,
                                   model.predict_table(table).time_us)
-    data["heads"]["time"]["residual"] = []
-    (tmp_path / "m" / MODEL_FILE).write_text(json.dumps(data))
-    with pytest.raises(ModelFormatError, match="0 boosters"):
-        TabularPredictor.load(tmp_path / "m")
+    for bad, match in (([], "0 boosters"), ([texts], "other than model texts")):
+        data["heads"]["time"]["residual"] = bad
+        (tmp_path / "m" / MODEL_FILE).write_text(json.dumps(data))
+        with pytest.raises(ModelFormatError, match=match):
+            TabularPredictor.load(tmp_path / "m")
 
 
 def test_energy_head_needs_energy(profile):
