@@ -194,7 +194,7 @@ def test_each_time_booster_is_the_mean_of_boosters_fitted_with_other_seeds(tmp_p
     # one seed: a plain booster, the first of the mean (its seed is the head's)
     one = fit_tabular(table, profile, seed=3, split=False, seeds=1).heads["time"].residual
     assert not isinstance(one, BoosterMean) and one.model_to_string() == texts[0]
-    # saved as the list of texts and loaded back as the same mean; an empty list is refused
+    # saved as the list of texts and loaded back as the same mean; an empty or a nested list is refused
     model = fit_tabular(table, profile, seed=3, split=False)
     model.save(tmp_path / "m")
     data = json.loads((tmp_path / "m" / MODEL_FILE).read_text())
