@@ -8,6 +8,11 @@ Three runs of one small configuration, each from freshly initialised buffers:
   such as a Mandelbrot image, cannot be);
 * A must change at least one non-const global buffer, or the kernel has *no output*.
 
+A kernel that appends through an atomic counter (``s = atomic_inc(count); out[s] = v``) writes
+its values in an order the schedule decides: for it, outputs are compared as multisets (each
+buffer's elements in sorted order), so an append is not nondeterministic and a race that changes
+values still is.
+
 A kernel that fails a check is recorded with status ``invalid_output`` and the reason; one that
 crashes, hangs, fails to build or writes out of bounds in A gets that status instead.
 
@@ -22,6 +27,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kernelcast.datagen.indexargs import analyse_uses
 from kernelcast.instrument.runner import TimingPolicy
 from kernelcast.instrument.state import maybe_read_buffers
 
@@ -47,8 +53,21 @@ class Validity:
         return asdict(self)
 
 
-def _digests(m: Any) -> dict[str, str]:
-    return {n: o["sha256"] for n, o in m.outputs.items() if o.get("output_candidate")}
+def _digests(m: Any, order_free: bool = False) -> dict[str, str]:
+    """Each output buffer's digest; with ``order_free``, of its elements in sorted order."""
+    key = "sorted_sha256" if order_free else "sha256"
+    return {n: o.get(key, o["sha256"]) for n, o in m.outputs.items() if o.get("output_candidate")}
+
+
+def _appends_through_a_counter(kernel: Kernel) -> bool:
+    """Whether the kernel stores through slots an atomic counter hands out (rule R7:
+    ``s = atomic_inc(count); out[s] = v``): which work-item gets which slot depends on the
+    schedule, so two correct runs write the same values in another order."""
+    try:
+        params = kernel_signatures(kernel.source, kernel.build_options).get(kernel.name) or []
+        return bool(analyse_uses(kernel.source, kernel.name, params).counters)
+    except ParseError:
+        return False
 
 
 def check_validity(harness: Any, kernel: Kernel, config: LaunchConfig, seed: int = VALIDITY_SEED,
@@ -62,13 +81,14 @@ def check_validity(harness: Any, kernel: Kernel, config: LaunchConfig, seed: int
     b = harness.run(kernel, config, TimingPolicy(**{**asdict(_ONCE), "seed": seed}), want_outputs=True)
     if b.status != "ok":
         return Validity(b.status, f"second run: {b.reason}", changed_outputs=changed)
-    nondet = _digests(a) != _digests(b)
+    order_free = _appends_through_a_counter(kernel)
+    nondet = _digests(a, order_free) != _digests(b, order_free)
     c = harness.run(kernel, config, TimingPolicy(**{**asdict(_ONCE), "seed": seed + 1}), want_outputs=True)
     if c.status != "ok":
         return Validity(c.status, f"run with other inputs: {c.reason}", nondeterministic=nondet,
                         changed_outputs=changed)
     # compare only the buffers the kernel changed: an untouched buffer differs because its inputs did
-    insensitive = all(_digests(a)[n] == _digests(c)[n] for n in changed)
+    insensitive = all(_digests(a, order_free)[n] == _digests(c, order_free)[n] for n in changed)
     if insensitive and not _reads_a_buffer(kernel, config):
         # a generator (Mandelbrot over scalar bounds): it has no input buffer, so no input could
         # change its outputs; the check does not apply
@@ -79,7 +99,7 @@ def check_validity(harness: Any, kernel: Kernel, config: LaunchConfig, seed: int
     elif insensitive:
         v.status, v.reason = "invalid_output", "input-insensitive: different inputs gave the same outputs"
     elif concurrent is not None:
-        _check_concurrent(harness, kernel, concurrent, seed, v)
+        _check_concurrent(harness, kernel, concurrent, seed, v, order_free)
     return v
 
 
@@ -96,7 +116,8 @@ def _reads_a_buffer(kernel: Kernel, config: LaunchConfig) -> bool:
     return bool(names) and bool(maybe_read_buffers(kernel.source, kernel.name, names))
 
 
-def _check_concurrent(harness: Any, kernel: Kernel, config: LaunchConfig, seed: int, v: Validity) -> None:
+def _check_concurrent(harness: Any, kernel: Kernel, config: LaunchConfig, seed: int, v: Validity,
+                      order_free: bool = False) -> None:
     """Run ``config`` from the same inputs :data:`CONCURRENT_RUNS` times; differing outputs make
     ``v`` nondeterministic. A run that fails leaves ``v`` as it is (the sampled configurations will
     show the failure with its status)."""
@@ -105,7 +126,7 @@ def _check_concurrent(harness: Any, kernel: Kernel, config: LaunchConfig, seed: 
         m = harness.run(kernel, config, TimingPolicy(**{**asdict(_ONCE), "seed": seed}), want_outputs=True)
         if m.status != "ok":
             return
-        d = {n: h for n, h in _digests(m).items() if n in v.changed_outputs}
+        d = {n: h for n, h in _digests(m, order_free).items() if n in v.changed_outputs}
         if first is None:
             first = d
             v.concurrent_gsize = list(config.gsize)

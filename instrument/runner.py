@@ -224,8 +224,8 @@ def _launches(backend: Backend, knl: Driver, bound: BoundArgs, m: Measurement, p
             m.readback[b.name] = whole[b.front:b.front + b.nbytes].view(b.cltype.numpy).copy()
     if want_outputs:
         m.outputs = {
-            b.name: {"sha256": digests[b.name].hex(),
-                     "changed": digests[b.name] != b.host_digest, "output_candidate": b.is_output_candidate}
+            b.name: {"sha256": digests[b.name][0].hex(), "sorted_sha256": digests[b.name][1].hex(),
+                     "changed": digests[b.name][0] != b.host_digest, "output_candidate": b.is_output_candidate}
             for b in bound.buffers
         }
 

@@ -59,6 +59,21 @@ def test_binding_every_kind_and_type(harness):
     assert m.outputs["outf"]["sha256"] == _sha(expf)
 
 
+def test_sorted_digest_is_blind_to_the_order_of_elements(harness):
+    """Two kernels that write the same int2 elements in opposite orders: their buffers' digests
+    differ, the digests of their elements in sorted order do not."""
+    src = ("__kernel void fwd(__global int2* o) { int g = get_global_id(0); o[g] = (int2)(g, -g); }\n"
+           "__kernel void rev(__global int2* o) { int g = get_global_id(0); int n = get_global_size(0);\n"
+           "  o[n - 1 - g] = (int2)(g, -g); }\n")
+    n = 64
+    cfg = LaunchConfig((n,), (16,), [ArgBinding("o", "buffer", "int2", n, init="zeros")])
+    fwd, rev = (harness.run(Kernel(src, name), cfg, FAST, want_outputs=True).outputs["o"] for name in ("fwd", "rev"))
+    g = np.arange(n, dtype=np.int32)
+    elems = np.stack([g, -g], axis=1)
+    assert fwd["sha256"] == _sha(elems) and rev["sha256"] == _sha(elems[::-1])
+    assert fwd["sorted_sha256"] == rev["sorted_sha256"] and fwd["sha256"] != rev["sha256"]
+
+
 def test_timing_statistics(harness):
     k = Kernel("__kernel void inc(__global float* a, int n) { int i = get_global_id(0); if (i < n) a[i] += 1.0f; }",
                "inc")

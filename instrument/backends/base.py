@@ -426,10 +426,13 @@ class Backend(ABC):
         """The whole allocation of a buffer (guards and data) as bytes."""
         return self.read_range(buf, 0, buf.front + buf.nbytes + buf.back)
 
-    def check_guards(self, bound: BoundArgs, digests: bool = False) -> tuple[str, dict[str, bytes]]:
-        """Check every canary; returns (reason or "", sha256 of each buffer's data if ``digests``)."""
+    def check_guards(self, bound: BoundArgs, digests: bool = False
+                     ) -> tuple[str, dict[str, tuple[bytes, bytes]]]:
+        """Check every canary; returns (reason or "", and if ``digests``, per buffer the sha256 of
+        its data and the sha256 of its elements in sorted order: equal for two runs that wrote the
+        same values in another order, as an append through an atomic counter does)."""
         problems = []
-        out: dict[str, bytes] = {}
+        out: dict[str, tuple[bytes, bytes]] = {}
         for b in bound.buffers:
             front = self.read_range(b, 0, b.front)
             back_off = b.front + b.nbytes
@@ -445,8 +448,10 @@ class Backend(ABC):
             if bad:
                 problems.append(f"{b.name}: write {' and '.join(bad)} ({b.count} x {b.cltype.name})")
             if digests:
-                data = self.read_range(b, b.front, b.nbytes)
-                out[b.name] = hashlib.sha256(data.tobytes()).digest()
+                data = np.ascontiguousarray(self.read_range(b, b.front, b.nbytes)).view(np.uint8)
+                elems = data[:data.size - data.size % b.cltype.itemsize].view(np.dtype(("V", b.cltype.itemsize)))
+                out[b.name] = (hashlib.sha256(data.tobytes()).digest(),
+                               hashlib.sha256(np.sort(elems).tobytes()).digest())
         return "; ".join(problems), out
 
     @abstractmethod
