@@ -35,6 +35,7 @@ from kernelcast.datagen.dataset import (
     _read_journal,
     counts_current,
     fsync_dir,
+    kill_point,
     load_manifest,
     read_dataset,
 )
@@ -182,6 +183,7 @@ class _Sidecar:
                 if old is None or old.get("status") != "ok":     # an ok entry is never replaced
                     self.entries[r["row_key"]] = r
         self._lock = threading.Lock()
+        self.appended = 0
         self._f: TextIO = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - held for the run
 
     def append(self, entry: dict[str, Any]) -> None:
@@ -192,6 +194,8 @@ class _Sidecar:
             old = self.entries.get(entry["row_key"])
             if old is None or old.get("status") != "ok":
                 self.entries[entry["row_key"]] = entry
+            self.appended += 1
+            kill_point(self.appended)
 
     def close(self) -> None:
         self._f.close()

@@ -209,6 +209,15 @@ def existing_dataset(root: Path) -> tuple[dict[str, Any] | None, set[str]]:
 KILL_AFTER_ENV = "KERNELCAST_DATAGEN_KILL_AFTER_ROWS"
 
 
+def kill_point(appended: int) -> None:
+    """Kill this process with SIGKILL when :data:`KILL_AFTER_ENV` is ``appended`` (the rows a
+    journal writer of this process has appended and fsync'd so far)."""
+    kill_after = os.environ.get(KILL_AFTER_ENV)
+    if kill_after and kill_after.isdigit() and appended == int(kill_after):
+        log.warning("%s=%s: killing this process (SIGKILL) after its row %d", KILL_AFTER_ENV, kill_after, appended)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 class DatasetWriter:
     """Appends measurement rows to a dataset directory, resuming one that exists."""
 
@@ -263,11 +272,7 @@ class DatasetWriter:
         self.appended += 1
         if self._journal_rows >= self.shard_rows:
             self.compact()
-        kill_after = os.environ.get(KILL_AFTER_ENV)
-        if kill_after and kill_after.isdigit() and self.appended == int(kill_after):
-            log.warning("%s=%s: killing this process (SIGKILL) after its row %d", KILL_AFTER_ENV, kill_after,
-                        self.appended)
-            os.kill(os.getpid(), signal.SIGKILL)
+        kill_point(self.appended)
         return True
 
     def append_many(self, rows: list[dict[str, Any]]) -> int:

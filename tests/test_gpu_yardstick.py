@@ -190,6 +190,26 @@ def test_devices_held_out_with_a_profile_each(two_devices, tmp_path, capsys):
         assert f["training_rows"] == 8
 
 
+def test_shots_correct_a_kernel_on_its_own_device(two_devices, tmp_path, capsys):
+    """One kernel on two devices, GPU-B 3x slower than GPU-A on every configuration: a shot is
+    measured on one device and corrects that device's rows only, so each pair's 1-shot median APE
+    is one a shot of its own device gives (a shot of the other device would carry its 3x along)."""
+    out = tmp_path / "ev"
+    assert cli.main(["evaluate", "--data", str(two_devices[0]), "--data", str(two_devices[1]), "--folds", "0",
+                     "--profile", "GPU-A=a100", "--profile", "GPU-B=rtx4090", "--shots", "0,1", "--out", str(out),
+                     "--no-plots", "--quiet", "--json"]) == 0
+    m = json.loads(capsys.readouterr().out)
+    oof = pd.read_parquet(out / "oof.parquet")
+    for pair in m["pairs"]["list"]:
+        rows = oof[oof["device"] == pair["device"]]
+        assert len(rows) == 8
+        pred, true = rows["analytical_us"].to_numpy(), rows["measured_us"].to_numpy()
+        own = [float(np.median(np.abs(np.delete(pred * true[j] / pred[j], j) / np.delete(true, j) - 1)) * 100)
+               for j in range(len(rows))]
+        got = pair["models"]["analytical"]["shot1_median_ape"]
+        assert min(abs(got - x) for x in own) < 1e-6, (pair["pair"], got, own)
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--folds", "0", "--models", "tabular"], "fitted per fold"),
     (["--folds", "1"], "at least 2"),

@@ -10,13 +10,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 from kernelcast.datagen.counts import backfill_counts, row_config
-from kernelcast.datagen.dataset import SITE_COUNTS, DatasetWriter, read_dataset
+from kernelcast.datagen.dataset import KILL_AFTER_ENV, SITE_COUNTS, DatasetWriter, read_dataset
 from kernelcast.datagen.generate import DatagenOptions, Generator
 from kernelcast.instrument.runner import TimingPolicy
 
@@ -153,20 +152,14 @@ def test_backfill_killed_and_rerun_resumes(tmp_path, harness):
     _make(root, harness, False, configs=24)
     ok = int((read_dataset(root)["status"] == "ok").sum())
     side = root / SITE_COUNTS
-    p = subprocess.Popen([sys.executable, "-m", "kernelcast.cli", "dataset", "counts", str(root), "--quiet"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    killed = False
-    deadline = time.time() + 240
-    while time.time() < deadline and p.poll() is None:
-        if side.is_file() and side.read_text().count("\n") >= 3:
-            os.killpg(p.pid, signal.SIGKILL)
-            killed = True
-            break
-        time.sleep(0.02)
-    p.wait(timeout=60)
-    assert killed, "the backfill ended before it could be killed"
+    # killed with SIGKILL right after its third line is on disk (the kill point of the journal
+    # writers: deterministic, unlike a timer racing a fast backfill)
+    p = subprocess.run([sys.executable, "-m", "kernelcast.cli", "dataset", "counts", str(root), "--quiet"],
+                       env={**os.environ, KILL_AFTER_ENV: "3"}, capture_output=True, timeout=240,
+                       start_new_session=True)
+    assert p.returncode == -signal.SIGKILL, p.stderr
     done = side.read_text().count("\n")
-    assert 3 <= done < ok
+    assert done == 3 < ok
     r = _cli(str(root), "--json", "--quiet")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)

@@ -229,8 +229,9 @@ def few_shot(pred: np.ndarray, true: np.ndarray, kernels: np.ndarray, k: int,
              seed: int = 0, folds: np.ndarray | None = None, launch: np.ndarray | None = None,
              priors: Mapping[int, tuple[float, float | None, Any]] | None = None,
              design: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Few-shot updating (:mod:`models.fewshot`): for each kernel, ``k`` of its rows chosen at
-    random (seeded by ``seed`` and the kernel, the same rows for every model that predicts them;
+    """Few-shot updating (:mod:`models.fewshot`): for each kernel (``kernels``: the problem of each
+    row; :func:`evaluate_frame` passes a kernel on one device when the rows span devices), ``k`` of
+    its rows chosen at random (seeded by ``seed`` and the kernel, the same rows for every model that predicts them;
     the shots of k are among those of any larger k) are "measured", and the correction they give
     scales the kernel's other rows. With ``folds`` the correction is the one ``predict`` applies: the
     offset's prior strength and the pooled within-kernel variance are estimated
@@ -602,6 +603,9 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile | DeviceProfiles,
         splits = make_splits(frame, grouping, opts.folds, opts.seed, opts.group_by)
     folds = splits.folds
     n_dev = len(pd.unique(devices))
+    # few-shot problems: a kernel on one device (its shots are measured there, and its offset is
+    # that device's); a kernel measured on several devices is as many problems
+    shot_ids = kernel_ids if n_dev <= 1 else np.array([f"{k}@{d}" for k, d in zip(kernel_ids, devices)])
     say(f"{len(frame)} rows of {len(per_kernel)} kernels in {len(grouping.groups)} kernel groups "
         f"({len(grouping.near_duplicates)} near-duplicate merge(s))" + (f" on {n_dev} devices" if n_dev > 1 else "")
         + (", scored without folds" if opts.scoring else
@@ -661,7 +665,7 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile | DeviceProfiles,
             str(k): measured_top_scores(p / basis.scale, y / basis.scale, basis.groups, k, tol=opts.tuning_tolerance)
             for k in MEASURE_TOP}
         # without folds there is no other fold to estimate priors on: plain offsets
-        priors = fold_priors(p, y, kernel_ids, folds, launch, opts.seed) if not opts.scoring else {}
+        priors = fold_priors(p, y, shot_ids, folds, launch, opts.seed) if not opts.scoring else {}
         tuning["models"][m]["measure_top_adaptive"] = {
             str(k): adaptive_top_scores(p, y, basis.groups, k, launch, folds, priors, scale=basis.scale,
                                         tol=opts.tuning_tolerance)
@@ -673,7 +677,7 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile | DeviceProfiles,
         shots[m], offset_shots[m] = {}, {}
         no_shape = {f: (a, b, None) for f, (a, b, _) in priors.items()}
         for k in opts.shots:
-            pk, scored = few_shot(p, y, kernel_ids, k, opts.seed, None if opts.scoring else folds, launch, priors)
+            pk, scored = few_shot(p, y, shot_ids, k, opts.seed, None if opts.scoring else folds, launch, priors)
             shot_preds.setdefault(m, {})[str(k)] = np.where(scored, pk, np.nan)
             shots[m][str(k)] = row_metrics(np.where(scored, pk, np.nan), y, kernel_ids)
             # tuning after k shots: a measured configuration counts with its measured time
@@ -686,16 +690,16 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile | DeviceProfiles,
                     name: row_metrics(np.where(scored & sel, pk, np.nan), y, kernel_ids)
                     for name, sel in (("agree", ~disagree), ("disagree", disagree))}
             if k > 0:
-                po, so = few_shot(p, y, kernel_ids, k, opts.seed, None if opts.scoring else folds, priors=no_shape)
+                po, so = few_shot(p, y, shot_ids, k, opts.seed, None if opts.scoring else folds, priors=no_shape)
                 offset_shots[m][str(k)] = row_metrics(np.where(so, po, np.nan), y, kernel_ids)
             if k > 0 and priors and all(v[2] is not None for v in priors.values()):
                 # the shots the model would ask for (models.fewshot.choose_shots) instead of random ones
-                pd_, sd_ = few_shot(p, y, kernel_ids, k, opts.seed, folds, launch, priors, design=True)
+                pd_, sd_ = few_shot(p, y, shot_ids, k, opts.seed, folds, launch, priors, design=True)
                 shots[m][str(k)]["designed"] = row_metrics(np.where(sd_, pd_, np.nan), y, kernel_ids)
                 known = np.where(sd_, pd_, np.where(np.isfinite(p) & (p > 0), y, np.nan))
                 shots[m][str(k)]["designed"]["tuning"] = tuning_scores(known / basis.scale, y / basis.scale,
                                                                        basis.groups, tol=opts.tuning_tolerance)
-        floors[m] = row_metrics(offset_floor(p, y, kernel_ids), y, kernel_ids)
+        floors[m] = row_metrics(offset_floor(p, y, shot_ids), y, kernel_ids)
         if opts.scoring:         # intervals are calibrated on other folds' residuals: none without folds
             intervals["models"][m], lo, hi = None, np.full(len(p), np.nan), np.full(len(p), np.nan)
         else:
