@@ -7,11 +7,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
-from kernelcast.datagen.dataset import JOURNAL, DatasetMismatch, DatasetWriter, read_dataset, row_key
+from kernelcast.datagen.dataset import JOURNAL, KILL_AFTER_ENV, DatasetMismatch, DatasetWriter, read_dataset, row_key
 from kernelcast.datagen.prompt import render_prompt
 
 
@@ -154,22 +153,13 @@ def test_datagen_end_to_end_with_kill_and_resume(tmp_path, device):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     out = tmp_path / "ds"
-    # first run: killed with SIGKILL as soon as some rows are in the journal
-    p = subprocess.Popen(_datagen(corpus, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         start_new_session=True)
-    journal = out / JOURNAL
-    killed = False
-    deadline = time.time() + 240
-    while time.time() < deadline and p.poll() is None:
-        if journal.is_file() and journal.read_text().count("\n") >= 6:
-            os.killpg(p.pid, signal.SIGKILL)
-            killed = True
-            break
-        time.sleep(0.05)
-    p.wait(timeout=60)
-    assert killed, "the first datagen run ended before it could be killed"
+    # first run: killed with SIGKILL right after its sixth row is in the journal (the writer's kill
+    # point: deterministic, unlike a timer racing a fast run)
+    p = subprocess.run(_datagen(corpus, out), env={**os.environ, KILL_AFTER_ENV: "6"}, capture_output=True,
+                       text=True, timeout=300, start_new_session=True)
+    assert p.returncode == -signal.SIGKILL, p.stderr
     before = read_dataset(out)
-    assert len(before) >= 6                               # every complete journal line survives the kill
+    assert len(before) == 6                               # every complete journal line survives the kill
     # second run: resumes, measures the rest, duplicates nothing
     r = subprocess.run(_datagen(corpus, out), capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr

@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +17,7 @@ import pandas as pd
 import pytest
 from kernelcast.datagen.dataset import (
     JOURNAL,
+    KILL_AFTER_ENV,
     DatasetWriter,
     busy_load_limit,
     busy_rows,
@@ -186,20 +186,13 @@ def test_remeasure_killed_and_rerun_resumes(tmp_path, harness):
     ok = _make(root, harness, 40, max_items=1 << 17)
     assert ok >= 12
     journal = root / JOURNAL
-    p = subprocess.Popen([sys.executable, "-m", "kernelcast.cli", "dataset", "remeasure", str(root), "--quiet"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    killed = False
-    deadline = time.time() + 240
-    while time.time() < deadline and p.poll() is None:
-        if journal.is_file() and journal.read_text().count("\n") >= 3:
-            os.killpg(p.pid, signal.SIGKILL)
-            killed = True
-            break
-        time.sleep(0.01)
-    p.wait(timeout=60)
-    assert killed, "the re-measurement ended before it could be killed"
+    # killed with SIGKILL right after its third row is in the journal (the writer's kill point)
+    p = subprocess.run([sys.executable, "-m", "kernelcast.cli", "dataset", "remeasure", str(root), "--quiet"],
+                       env={**os.environ, KILL_AFTER_ENV: "3"}, capture_output=True, timeout=240,
+                       start_new_session=True)
+    assert p.returncode == -signal.SIGKILL, p.stderr
     done = sum(1 for line in journal.read_text().splitlines() if line.strip())
-    assert 3 <= done < ok
+    assert done == 3 < ok
     # a re-measurement that itself recorded other work (a shared host) is taken once more: known from its row
     before = read_dataset(root, resolve=False)
     before = before[before["remeasure_reason"] == "load"]
