@@ -228,6 +228,10 @@ def test_tuning_basis_falls_back_to_per_work_item():
     # the same configuration measured twice (e.g. under two argument selections) is no tuning group
     b3 = tuning_basis(pd.concat([f, f], ignore_index=True))
     assert b3.basis == "per_work_item" and b3.problem_groups == 0
+    # on two devices a kernel's configurations are compared per device
+    b4 = tuning_basis(pd.concat([f.assign(device="A"), f.assign(device="B")], ignore_index=True))
+    assert b4.basis == "per_work_item" and len(set(b4.groups)) == 4
+    assert b4.groups[0] == b4.groups[1] != b4.groups[3]
 
 
 # ---------------------------------------------------------------------------------------------

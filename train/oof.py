@@ -624,9 +624,9 @@ class TuningBasis:
 def tuning_basis(frame: pd.DataFrame) -> TuningBasis:
     """Groups of configurations of one problem when at least a quarter of the kernels have one with
     two or more distinct launch configurations (local sizes); else each kernel's configurations
-    compared per work-item. A problem measured twice with the same configuration (e.g. under two
-    argument selections that gave the same sizes) is no tuning question: its rows are left out of
-    the problem groups."""
+    compared per work-item (on each device apart, in a frame of several). A problem measured twice
+    with the same configuration (e.g. under two argument selections that gave the same sizes) is
+    no tuning question: its rows are left out of the problem groups."""
     raw = problem_keys(frame)
     kern = frame["kernel_id"].to_numpy()
     lsizes = [str(decode_sizes(v)) for v in frame["lsize"]] if "lsize" in frame.columns else [""] * len(frame)
@@ -637,4 +637,8 @@ def tuning_basis(frame: pd.DataFrame) -> TuningBasis:
     p_kernels = int(len({k for k, key in zip(kern, keys) if key in multi}))
     if multi and p_kernels * 4 >= n_kernels:
         return TuningBasis("problem", keys, np.ones(len(frame)), len(multi), p_kernels, n_kernels, keys)
-    return TuningBasis("per_work_item", kern, global_items(frame), len(multi), p_kernels, n_kernels, keys)
+    devices = devices_of(frame)
+    # per work-item, a kernel's configurations are compared on one device
+    groups = kern if len(pd.unique(devices)) <= 1 else np.array([f"{d}|{k}" for d, k in zip(devices, kern)],
+                                                                 dtype=object)
+    return TuningBasis("per_work_item", groups, global_items(frame), len(multi), p_kernels, n_kernels, keys)
