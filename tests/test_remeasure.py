@@ -181,8 +181,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path, capsys):
 
 def test_remeasure_killed_and_rerun_resumes(tmp_path, harness):
     root = tmp_path / "ds"
-    # enough rows that the kill after the third lands well before the last: with a handful, the command
-    # can finish the rest between two polls
+    # enough rows that the rerun after the kill still has most of them to re-measure
     ok = _make(root, harness, 40, max_items=1 << 17)
     assert ok >= 12
     journal = root / JOURNAL

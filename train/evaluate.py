@@ -231,10 +231,10 @@ def few_shot(pred: np.ndarray, true: np.ndarray, kernels: np.ndarray, k: int,
              design: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Few-shot updating (:mod:`models.fewshot`): for each kernel (``kernels``: the problem of each
     row; :func:`evaluate_frame` passes a kernel on one device when the rows span devices), ``k`` of
-    its rows chosen at random (seeded by ``seed`` and the kernel, the same rows for every model that predicts them;
-    the shots of k are among those of any larger k) are "measured", and the correction they give
-    scales the kernel's other rows. With ``folds`` the correction is the one ``predict`` applies: the
-    offset's prior strength and the pooled within-kernel variance are estimated
+    its rows chosen at random (seeded by ``seed`` and the kernel, the same rows for every model that
+    predicts them; the shots of k are among those of any larger k) are "measured", and the
+    correction they give scales the kernel's other rows. With ``folds`` the correction is the one
+    ``predict`` applies: the offset's prior strength and the pooled within-kernel variance are estimated
     (:func:`models.fewshot.estimate_prior`) on the residuals ``log2(true / pred)`` of the rows of the
     other folds, never on the kernel's own fold, and with ``launch`` (rows of
     :func:`models.fewshot.launch_inputs`) the shape prior too (:func:`models.fewshot.fit_shape_prior`),
