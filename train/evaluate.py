@@ -74,6 +74,7 @@ from kernelcast.train.oof import (  # noqa: F401 - re-exported: the evaluation's
     kernel_table,
     make_splits,
     near_duplicate_pairs,
+    on_device,
     oof_predictions,
     problem_keys,
     row_folds,
@@ -605,7 +606,7 @@ def evaluate_frame(frame: pd.DataFrame, profile: DeviceProfile | DeviceProfiles,
     n_dev = len(pd.unique(devices))
     # few-shot problems: a kernel on one device (its shots are measured there, and its offset is
     # that device's); a kernel measured on several devices is as many problems
-    shot_ids = kernel_ids if n_dev <= 1 else np.array([f"{k}@{d}" for k, d in zip(kernel_ids, devices)])
+    shot_ids = on_device(kernel_ids, devices, "{k}@{d}")
     say(f"{len(frame)} rows of {len(per_kernel)} kernels in {len(grouping.groups)} kernel groups "
         f"({len(grouping.near_duplicates)} near-duplicate merge(s))" + (f" on {n_dev} devices" if n_dev > 1 else "")
         + (", scored without folds" if opts.scoring else

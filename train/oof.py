@@ -585,6 +585,15 @@ def row_metrics(pred: np.ndarray, true: np.ndarray, kernels: np.ndarray) -> dict
     }
 
 
+def on_device(keys: Any, devices: np.ndarray, fmt: str = "{d}|{k}") -> np.ndarray:
+    """``keys`` made per device (``fmt`` of the device ``d`` and the key ``k``) when ``devices``
+    holds several; as they are on one device. A problem, a tuning group or a few-shot kernel is
+    measured on one device."""
+    if len(pd.unique(devices)) <= 1:
+        return np.asarray(keys, dtype=object)
+    return np.array([fmt.format(d=d, k=k) for d, k in zip(devices, keys)], dtype=object)
+
+
 def problem_keys(frame: pd.DataFrame) -> np.ndarray:
     """One key per row naming its problem: the kernel plus ``problem_id`` where the row has one
     (dataset schema 2), else the kernel, the global size and the argument sizes (buffer element counts and scalar
@@ -598,10 +607,7 @@ def problem_keys(frame: pd.DataFrame) -> np.ndarray:
             continue
         args = problem_args(decode_args(a))
         out.append(f"{k}|{decode_sizes(g)}|{args}")
-    devices = devices_of(frame)
-    if len(pd.unique(devices)) > 1:             # a problem is tuned on one device
-        out = [f"{d}|{k}" for d, k in zip(devices, out)]
-    return np.array(out, dtype=object)
+    return on_device(out, devices_of(frame))
 
 
 def global_items(frame: pd.DataFrame) -> np.ndarray:
@@ -637,8 +643,5 @@ def tuning_basis(frame: pd.DataFrame) -> TuningBasis:
     p_kernels = int(len({k for k, key in zip(kern, keys) if key in multi}))
     if multi and p_kernels * 4 >= n_kernels:
         return TuningBasis("problem", keys, np.ones(len(frame)), len(multi), p_kernels, n_kernels, keys)
-    devices = devices_of(frame)
-    # per work-item, a kernel's configurations are compared on one device
-    groups = kern if len(pd.unique(devices)) <= 1 else np.array([f"{d}|{k}" for d, k in zip(devices, kern)],
-                                                                 dtype=object)
-    return TuningBasis("per_work_item", groups, global_items(frame), len(multi), p_kernels, n_kernels, keys)
+    return TuningBasis("per_work_item", on_device(kern, devices_of(frame)), global_items(frame), len(multi),
+                       p_kernels, n_kernels, keys)
