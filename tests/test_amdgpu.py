@@ -53,6 +53,9 @@ _Z3accPfPKf:                            ; @_Z3accPfPKf
 \tbuffer_load_dword v1, off, s[0:3], 0 offset:4
 \tscratch_store_dwordx4 off, v[8:11], off offset:16
 \tscratch_load_b64 v[2:3], off, off offset:32
+\tglobal_load_dwordx4 v[8:11], v0, s[4:5]
+\tglobal_load_ubyte v12, v0, s[4:5] offset:3
+\tglobal_store_b64 v0, v[2:3], s[6:7]
 \ts_endpgm
 .Lfunc_end0:
 \t.amdgpu_metadata
@@ -81,10 +84,50 @@ def test_the_assembly_gives_registers_spills_and_the_scratch_bytes_per_lane():
     assert (r.vgprs, r.sgprs, r.vgpr_spills, r.scratch_bytes, r.lds_bytes, r.wavefront) == (128, 20, 7, 48, 8192, 32)
     # a dword each way, 16 bytes stored and 8 loaded: 4 scratch instructions, 32 bytes per lane
     assert (r.scratch_ops, r.scratch_op_bytes) == (4, 32)
-    assert (r.valu_ops, r.float_ops, r.instructions) == (3, 2, 8)
+    assert (r.valu_ops, r.float_ops, r.instructions) == (3, 2, 11)
     assert r.scratch_per_float == 16.0
+    # global vector memory: 4 + 1 + 2 values per lane in three instructions, 3.5 per fp instruction
+    assert (r.vmem_ops, r.vmem_dwords, r.vmem_per_float) == (3, 7, 3.5)
     # the argument named "out" inside the entry is not the kernel
     assert parse_assembly(ASM, "out", "gfx1032") is None
+
+
+@pytest.mark.parametrize("op, values", [
+    ("global_load_dwordx4", 4), ("global_load_b128", 4), ("global_load_dwordx3", 3), ("global_load_b96", 3),
+    ("flat_load_dwordx2", 2), ("global_store_b64", 2), ("global_atomic_add_x2", 2), ("global_atomic_add_u64", 2),
+    ("global_atomic_cmpswap_b64", 2), ("global_load_dword", 1), ("global_load_b32", 1), ("global_load_ubyte", 1),
+    ("global_load_u8", 1), ("global_load_short_d16_hi", 1), ("global_load_d16_b16", 1),
+    ("global_atomic_add_f32", 1), ("global_store_byte", 1),
+    ("v_add_f32_e32", 0), ("s_load_dwordx8", 0), ("buffer_load_dwordx4", 0), ("scratch_load_b64", 0)])
+def test_each_vector_memory_instruction_moves_its_values_per_lane(op, values):
+    assert amdgpu.vmem_dwords(op) == values
+
+
+# a work-item sums TILE rows, each over 512 channels read at a per-channel delay: the same work and
+# the same loads per row for every TILE
+ROWS = """
+__global__ void sweep(float* out, const unsigned char* in, const float* delay, int n, int m) {
+    int x = (blockIdx.x * blockDim.x + threadIdx.x) * TILE;
+    for (int t = 0; t < TILE; t++) {
+        int i = x + t;
+        if (i < n) {
+            float acc = 0.0f;
+            for (int c = 0; c < 512; c++) acc += in[c * m + i + (unsigned int)(i * 0.5f * delay[c])];
+            out[i] = acc;
+        }
+    }
+}
+"""
+
+
+@needs_clang
+def test_the_compiler_loads_a_table_per_lane_in_the_copies_of_a_tile_loop_it_unrolls():
+    one, four = (compile_resources(ROWS, "sweep", "gfx90a", f"-DTILE={t}") for t in (1, 4))
+    assert one is not None and four is not None
+    # the first copy reads delay[c] through the scalar unit, the others with per-lane vector loads:
+    # more vector values per floating-point instruction for four rows than for one
+    assert four.float_ops >= 4 * one.float_ops * 0.9
+    assert four.vmem_per_float > 1.4 * one.vmem_per_float
 
 
 def test_only_the_macros_the_source_names_reach_the_compiler():
@@ -293,3 +336,28 @@ def test_the_tabular_table_charges_the_compiled_registers_and_spills_as_predict_
     assert table["analytical_us"].to_numpy() == pytest.approx(pred, rel=1e-9)
     # the spilling tile is slower than the source alone says: the table saw the compiler's report
     assert table["analytical_us"].iloc[1] > 1.3 * without["analytical_us"].iloc[1]
+
+
+@needs_clang
+def test_the_per_lane_table_loads_of_an_unrolled_tile_loop_are_charged_to_the_load_store_path():
+    n = 1 << 16
+    rows = [{"source": ROWS, "kernel_name": "sweep", "language": "cuda", "build_options": f"-DTILE={t}",
+             "gsize": [n // t], "lsize": [64],
+             "args": [{"name": "out", "kind": "buffer", "dtype": "float", "count": n},
+                      {"name": "in", "kind": "buffer", "dtype": "uchar", "count": 512 * n * 2},
+                      {"name": "delay", "kind": "buffer", "dtype": "float", "count": 512},
+                      {"name": "n", "kind": "scalar", "dtype": "int", "value": n},
+                      {"name": "m", "kind": "scalar", "dtype": "int", "value": n}]} for t in (1, 4)]
+    frame = pd.DataFrame(rows)
+    with_compiler = AnalyticalModel(amd_profile(target="gfx90a")).predict(frame)
+    without = AnalyticalModel(amd_profile(target="")).predict(frame)
+    insts = [[e["warp_insts"]["global"] for e in p.explanation] for p in (with_compiler, without)]
+    # the same rows and channels either way: the source counts as many load/store instructions for
+    # one row per work-item as for four (a gather and a delay per channel and row); the compiled
+    # code loads the delays of one row through the scalar unit, fewer instructions than the source's,
+    # and those of the other rows per lane, more for four rows than for one
+    assert insts[1][1] == pytest.approx(insts[1][0], rel=0.05)
+    assert insts[0][0] < 0.75 * insts[1][0]
+    assert insts[0][1] > 1.4 * insts[0][0]
+    four = with_compiler.explanation[1]["compiled"]["vector_memory_insts"]
+    assert four == pytest.approx(insts[0][1])

@@ -216,7 +216,8 @@ class GPUClass(DeviceClass):
             return dict.fromkeys(COMPILED_KEYS, float("nan"))
         return {"compiled_vgprs": float(r.vgprs + r.agprs), "compiled_private_bytes": float(r.scratch_bytes),
                 "compiled_scratch_per_float": r.scratch_per_float, "compiled_scratch_per_valu": r.scratch_per_valu,
-                "compiled_scratch_op_bytes": r.scratch_op_bytes / r.scratch_ops if r.scratch_ops else 4.0}
+                "compiled_scratch_op_bytes": r.scratch_op_bytes / r.scratch_ops if r.scratch_ops else 4.0,
+                "compiled_vmem_per_float": r.vmem_per_float, "compiled_vmem_per_valu": r.vmem_per_valu}
 
     def compile_target(self) -> str:
         """The profile's AMD target (``gfx...``); NVIDIA and unnamed targets are not compiled."""
@@ -295,7 +296,10 @@ class GPUClass(DeviceClass):
         warps = g / d.warp * lane_padding(g, n_wg, d.warp)                 # a partial warp is a warp
         scratch, scratch_insts, scratch_dram = scratch_traffic(d, f, g, lsz, per_cu, estimated=self.estimate_in_time)
         t = Traffic(t.requested, t.l1 + scratch, t.l2 + scratch, t.dram + scratch_dram)
-        insts_global = (f["warp_global_mem"] + scratch_insts) * warps
+        vmem = compiled_vmem_insts(f, np.zeros_like(g, dtype=np.float64))
+        global_insts = f["warp_global_mem"] if vmem is None else np.where(np.isfinite(vmem), vmem,
+                                                                             f["warp_global_mem"])
+        insts_global = (global_insts + scratch_insts) * warps
         insts_local = f["warp_local_mem"] * f["local_bank_conflict"] * warps
         active = np.minimum(f.get("working_groups", n_wg), cu)
         # the first level takes one 128-byte line of a warp's global access per clock, and the
@@ -315,6 +319,8 @@ class GPUClass(DeviceClass):
                                                    d.dram_latency_cycles)}
         if "compiled_vgprs" in f:
             parts["compiled_vgprs"] = f["compiled_vgprs"]
+        if vmem is not None:
+            parts["compiled_vmem_insts"] = vmem * warps         # NaN where it did not compile
         elif "registers" in f:
             parts["registers"] = f["registers"]
             parts["registers_spilled"] = f["registers_spilled"]
@@ -349,7 +355,8 @@ class GPUClass(DeviceClass):
 
 #: the compiler's reports :meth:`GPUClass.compiled_resources` passes on (the features' names)
 COMPILED_KEYS = ("compiled_vgprs", "compiled_private_bytes", "compiled_scratch_per_float",
-                 "compiled_scratch_per_valu", "compiled_scratch_op_bytes")
+                 "compiled_scratch_per_valu", "compiled_scratch_op_bytes", "compiled_vmem_per_float",
+                 "compiled_vmem_per_valu")
 #: the operation classes that are the compiled code's floating-point add/multiply/FMA instructions
 FLOAT_CLASSES = ("fp32_add", "fp32_mul", "fp32_fma", "fp64_add", "fp64_mul", "fp64_fma")
 
@@ -379,13 +386,40 @@ def scratch_traffic(d: GPUParams, f: Mapping[str, np.ndarray], g: np.ndarray, ls
             return zero, zero, zero
         per_item = spill_bytes_per_item(spilled) + zero
         return _spill_levels(d, per_item, per_item / 4.0, spilled * 4.0, g, lsz, per_cu)
-    floats = sum((f[c] for c in FLOAT_CLASSES if c in f), zero)
-    ops = sum((f[c] for c in RATE_CLASSES if c in f and c != "branch"), zero)
-    per_item = np.where(floats > 0, per_float * floats, f["compiled_scratch_per_valu"] * ops)
+    per_item = per_item_from_code(f, per_float, f["compiled_scratch_per_valu"], zero)
     per_item = np.where(np.isfinite(per_item), per_item, 0.0)
     insts = per_item / np.maximum(f["compiled_scratch_op_bytes"], 1.0)
     insts = np.where(np.isfinite(insts), insts, 0.0)
     return _spill_levels(d, per_item, insts, np.nan_to_num(f["compiled_private_bytes"]), g, lsz, per_cu)
+
+
+def per_item_from_code(f: Mapping[str, np.ndarray], per_float: np.ndarray, per_valu: np.ndarray,
+                       zero: np.ndarray) -> np.ndarray:
+    """A count the compiler's code has per floating-point instruction (``per_float``; per vector
+    instruction, ``per_valu``, where the code has no floating-point arithmetic) as executed by a
+    work-item: times the floating-point (else all) operations the source analysis counts per
+    work-item; NaN where nothing was compiled."""
+    floats = sum((f[c] for c in FLOAT_CLASSES if c in f), zero)
+    ops = sum((f[c] for c in RATE_CLASSES if c in f and c != "branch"), zero)
+    return np.where(floats > 0, per_float * floats, per_valu * ops)
+
+
+def compiled_vmem_insts(f: Mapping[str, np.ndarray], zero: np.ndarray) -> np.ndarray | None:
+    """The global vector memory instructions of a work-item as the compiler for the profile's AMD
+    target makes them, each counted once per 32-bit value it moves per lane
+    (:attr:`models.static.amdgpu.AmdgpuResources.vmem_per_float` scaled like the spills,
+    :func:`per_item_from_code`); None for a profile without the compile path, NaN where a
+    configuration did not compile. They replace the source's count of global accesses in the
+    load/store path's part of the first level: a warp's instruction moving four values per lane
+    takes the path four times as long as one moving one, a load of one address by every lane as
+    long as any other, and a load the compiler makes through the scalar unit (a value the same for
+    the whole wavefront) not at all. The source counts one warp instruction per access it
+    executes, whether the compiler makes it a scalar load, a per-lane load, or one wide load for
+    several accesses."""
+    per_float = f.get("compiled_vmem_per_float")
+    if per_float is None:
+        return None
+    return per_item_from_code(f, per_float, f["compiled_vmem_per_valu"], zero)
 
 
 def _spill_levels(d: GPUParams, per_item: np.ndarray, insts: np.ndarray, private_bytes: np.ndarray, g: np.ndarray,

@@ -503,6 +503,10 @@ def explain(p: dict[str, Any], t: float) -> dict[str, Any]:
         out["hit_rates"] = {k[len("hit_"):]: float(v) for k, v in p.items() if k.startswith("hit_")}
         if "latency_cycles" in p:
             out["access_latency_cycles"] = float(p["latency_cycles"])
+        if "warp_insts_global" in p:
+            # the launch's load/store instructions per warp (the load/store path's part of the first
+            # level), global with spills and local
+            out["warp_insts"] = {"global": float(p["warp_insts_global"]), "local": float(p["warp_insts_local"])}
     pipes = {k[len("pipe_"):-2]: float(v) for k, v in p.items() if k.startswith("pipe_") and k.endswith("_s")}
     if pipes:
         # GPUs whose pipes run concurrently: each pipe's and the time per work-item as a
@@ -513,6 +517,10 @@ def explain(p: dict[str, Any], t: float) -> dict[str, Any]:
         # what the device's compiler made of this configuration: registers per work-item and the
         # bytes its register spills move through the memory hierarchy (in the memory part)
         out["compiled"] = {"vgprs": int(p["compiled_vgprs"]), "spill_bytes": float(p.get("spill_bytes", 0.0))}
+        if np.isfinite(float(p.get("compiled_vmem_insts", np.nan))):
+            # its global vector memory instructions per warp, one per 32-bit value per lane (more
+            # than the source's where it loads per lane what the source loads once per warp)
+            out["compiled"]["vector_memory_insts"] = float(p["compiled_vmem_insts"])
     elif np.isfinite(float(p.get("registers", np.nan))):
         # the registers per work-item estimated from the static analysis (GPUs without a compiler
         # path), those beyond the per-thread limit spilled, the bytes the spills move, and whether

@@ -17,12 +17,19 @@ object's metadata (``.vgpr_count``, ``.sgpr_count``, ``.vgpr_spill_count``,
 ``.private_segment_fixed_size``, ``.group_segment_fixed_size``) and counts the kernel's
 instructions: scratch loads and stores (``scratch_*``, ``buffer_*``: without the runtime headers
 every global access is a ``global_``/``flat_`` instruction, so ``buffer_`` ones are scratch) with
-their bytes per lane, and vector ALU instructions.
+their bytes per lane, global vector memory instructions (``global_*``/``flat_*`` loads, stores and
+atomics) with the 32-bit values each moves per lane, and vector ALU instructions. The values per
+lane are what the compute unit's vector memory path returns (a GCN/CDNA compute unit 16 per clock):
+a load that every lane makes from one address still returns its values to each lane, and the
+compiler turns some of the loads the source shows as one per work-group into such per-lane vector
+loads (a tile loop it unrolls fully loads a table through the scalar unit in its first copy and
+with ``global_load_dwordx4`` in the others).
 
 The counts are static (instructions in the code, not executions): a loop the compiler kept runs
 its body many times. :attr:`AmdgpuResources.scratch_per_float` relates the two: the spill code sits
 in the same bodies as the arithmetic whose values it holds, so a device class scales it by the
 floating-point operations the source analysis counts per work-item (executed, with trip counts).
+:attr:`AmdgpuResources.vmem_per_float` scales the vector memory values the same way.
 
 Compiles are cached per (target, source, the macros it names, kernel) in memory and, given a
 directory, on disk as JSON (:func:`compile_cached`), so a dataset's thousands of configurations
@@ -52,7 +59,7 @@ from kernelcast.cuda import defined_macros
 log = logging.getLogger(__name__)
 
 #: the version of what :func:`compile_resources` computes; part of every cache key
-AMDGPU_VERSION = 1
+AMDGPU_VERSION = 2
 #: languages compiled here
 LANGUAGES = ("cuda", "hip")
 
@@ -99,6 +106,9 @@ _META_KEYS = {".vgpr_count": "vgprs", ".sgpr_count": "sgprs", ".vgpr_spill_count
               ".group_segment_fixed_size": "lds_bytes", ".wavefront_size": "wavefront",
               ".agpr_count": "agprs"}
 _SCRATCH_RE = re.compile(r"^(?:scratch|buffer)_(load|store)_(?:dword|b)(x?\d*)")
+#: global (and flat) vector memory instructions: loads, stores and atomics, and their data type
+_VMEM_RE = re.compile(r"^(?:global|flat)_(?:load|store|atomic)_(\w+)")
+_VMEM_WIDTH_RE = re.compile(r"^(?:dwordx?(\d*)|[buif](\d+)|x(\d+))$")
 _VALU_RE = re.compile(r"^v_")
 #: floating-point arithmetic: what the source analysis counts as fp32/fp64 operations
 _FLOAT_RE = re.compile(r"^v_(?:pk_)?(?:fma|fmac|mac|mad|mul|add|sub|subrev)(?:k|mk|ak)?_(?:legacy_)?f(?:16|32|64)")
@@ -119,6 +129,8 @@ class AmdgpuResources:
     wavefront: int = 0
     scratch_ops: int = 0          # scratch load/store instructions in the code
     scratch_op_bytes: int = 0     # their bytes per lane, summed
+    vmem_ops: int = 0             # global/flat vector load, store and atomic instructions in the code
+    vmem_dwords: int = 0          # their 32-bit values per lane, summed (a byte or a short: one)
     valu_ops: int = 0             # vector ALU instructions in the code
     float_ops: int = 0            # of them floating-point add/multiply/FMA
     instructions: int = 0         # every instruction in the kernel's code
@@ -132,6 +144,37 @@ class AmdgpuResources:
     def scratch_per_valu(self) -> float:
         """Scratch bytes per lane for each vector ALU instruction of the code (0: none)."""
         return self.scratch_op_bytes / self.valu_ops if self.valu_ops else 0.0
+
+    @property
+    def vmem_per_float(self) -> float:
+        """Global vector-memory values per lane for each floating-point instruction of the code."""
+        return self.vmem_dwords / self.float_ops if self.float_ops else 0.0
+
+    @property
+    def vmem_per_valu(self) -> float:
+        """Global vector-memory values per lane for each vector ALU instruction of the code."""
+        return self.vmem_dwords / self.valu_ops if self.valu_ops else 0.0
+
+
+def vmem_dwords(op: str) -> int:
+    """The 32-bit values per lane a global/flat vector memory instruction moves, or 0 for another
+    instruction: ``global_load_dwordx4`` and ``global_load_b128`` 4, ``global_atomic_add_x2``,
+    ``global_atomic_add_u64`` and ``global_load_b64`` 2, a byte, a short or a dword 1."""
+    m = _VMEM_RE.match(op)
+    if not m:
+        return 0
+    n = 1
+    for token in m.group(1).split("_"):
+        w = _VMEM_WIDTH_RE.match(token)
+        if w is None:
+            continue
+        if w.group(1) is not None:                      # dword, dwordxN
+            n = max(n, int(w.group(1) or 1))
+        elif w.group(2):                                 # bN / uN / iN / fN: bits
+            n = max(n, int(w.group(2)) // 32)
+        else:                                            # xN: N dwords (64-bit atomics)
+            n = max(n, int(w.group(3)))
+    return n
 
 
 @functools.lru_cache(maxsize=1)
@@ -184,6 +227,9 @@ def parse_assembly(asm: str, kernel_name: str, target: str) -> AmdgpuResources |
             width = m.group(2).lstrip("x")
             n = int(width) if width.isdigit() else 1
             res.scratch_op_bytes += 4 * n if op.split("_")[2].startswith("dword") else max(n // 8, 1)
+        elif _VMEM_RE.match(op):
+            res.vmem_ops += 1
+            res.vmem_dwords += vmem_dwords(op)
         elif _VALU_RE.match(op):
             res.valu_ops += 1
             res.float_ops += bool(_FLOAT_RE.match(op))
