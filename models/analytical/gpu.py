@@ -288,7 +288,9 @@ class GPUClass(DeviceClass):
         The parts: ``level_<l1|l2|dram>_s``, ``traffic_<requested|l1|l2|dram>`` (bytes of the
         launch, register spills included: ``spill_bytes``, :func:`scratch_traffic`), ``hit_<l1|l2>``
         and the instruction counts of the launch ``warp_insts_global`` / ``warp_insts_local`` (the
-        names the energy model reads); ``compiled_vgprs`` where the compiler reported them,
+        names the energy model reads; ``warp_insts_global`` counts the compiled code's vector memory
+        values, ``compiled_vmem_insts``, where the profile's AMD target compiled the configuration:
+        :func:`compiled_vmem_insts`); ``compiled_vgprs`` where the compiler reported them,
         ``registers`` and ``registers_spilled`` where they are estimated."""
         d = self.params
         cu, clock = float(d.compute_units), d.clock
@@ -317,10 +319,10 @@ class GPUClass(DeviceClass):
                  "warp_insts_local": insts_local, "spill_bytes": scratch,
                  "latency_cycles": average_latency(t, d.l1_latency_cycles, d.l2_latency_cycles,
                                                    d.dram_latency_cycles)}
-        if "compiled_vgprs" in f:
-            parts["compiled_vgprs"] = f["compiled_vgprs"]
         if vmem is not None:
             parts["compiled_vmem_insts"] = vmem * warps         # NaN where it did not compile
+        if "compiled_vgprs" in f:
+            parts["compiled_vgprs"] = f["compiled_vgprs"]
         elif "registers" in f:
             parts["registers"] = f["registers"]
             parts["registers_spilled"] = f["registers_spilled"]
