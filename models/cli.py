@@ -351,7 +351,9 @@ def _count_lines(res: pd.DataFrame) -> list[str]:
         # what the device's compiler made of the first configuration (AMD profiles)
         out.append(f"compiled: {comp['vgprs']} vector registers per work-item, "
                    + (f"{comp['spill_bytes'] / 1e6:,.1f} MB of register spills through the memory hierarchy"
-                      if comp["spill_bytes"] > 0 else "no register spills"))
+                      if comp["spill_bytes"] > 0 else "no register spills")
+                   + (f", {comp['vector_memory_insts']:,.0f} warp instructions of global vector memory "
+                      "(one per 32-bit value per lane)" if "vector_memory_insts" in comp else ""))
     regs = ex.get("registers")
     if isinstance(regs, dict):
         # the registers estimated from the static analysis (GPUs the model cannot compile for)

@@ -314,6 +314,7 @@ def test_predict_with_an_amd_profile_says_what_the_compiler_made_of_the_kernel(t
     assert "no register spills" in small.stdout
     line = next(ln for ln in big.stdout.splitlines() if ln.startswith("compiled:"))
     assert "128 vector registers" in line and "MB of register spills" in line
+    assert "warp instructions of global vector memory" in line
 
 
 def test_both_spellings_of_a_define_reach_the_compiler():
