@@ -16,7 +16,8 @@ analysis cache. ``build`` fits the model on every row and writes ``tabular.json`
 or not, with each row's analytical time: the table of every ok row is built for it) and
 ``card.json`` (sources, GPUs, kernels, rows per pair); ``evaluate`` runs ``kernelcast
 evaluate``'s grouped out-of-fold loop (``--group-by kernel|gpu|both``), each fold's transfer table
-holding only the ok rows of its training rows' GPUs and problems, and writes ``metrics.json``.
+holding only the ok rows of its training rows' GPUs and problems, and writes ``metrics.json``,
+``oof.parquet`` (every scored row's out-of-fold predictions, with its ``device``) and ``REPORT.md``.
 ``--no-config-transfer`` leaves the transfer columns out (the model before them).
 """
 
@@ -185,6 +186,7 @@ def evaluate_model(yardstick: Path, out: Path, analysis_dirs: Sequence[str], gro
     without ``transfer`` without the configuration-transfer columns. With them, each fold's
     transfer table holds every ok row (sampled or not) of its training rows' GPUs and problems."""
     from kernelcast.train.evaluate import EvaluateOptions, _make_fitters, evaluate_frame, parse_models
+    from kernelcast.train.evaluate_report import write_evaluation
 
     pairs = find_pairs(yardstick, skip_gpus=skip_gpus, skip_benchmarks=skip_benchmarks)
     frame, profiles, ref = load_pairs(pairs, rows_per_pair, seed, analysis_dirs if transfer else None)
@@ -197,11 +199,10 @@ def evaluate_model(yardstick: Path, out: Path, analysis_dirs: Sequence[str], gro
         fitters["tabular"] = TabularFitter(profiles, seed, tuple(analysis_dirs), feats, residual, transfer,
                                            ref if transfer else None, split, seeds)
     ev = evaluate_frame(frame, profiles, opts, fitters=fitters, progress=lambda m: log.info("%s", m))
-    out.mkdir(parents=True, exist_ok=True)
     ev.metrics["sampling"] = {"rows_per_pair": rows_per_pair, "seed": seed,
                               "pairs": [{"benchmark": p.benchmark, "gpu": p.gpu, "ok_rows": p.rows,
                                          "rows": p.sampled} for p in pairs]}
-    (out / "metrics.json").write_text(json.dumps(ev.metrics, indent=1, default=str) + "\n", encoding="utf-8")
+    write_evaluation(ev, out, plots=False)
     return ev.metrics
 
 

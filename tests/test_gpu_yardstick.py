@@ -5,8 +5,10 @@ evaluate`` end to end on Kernel Tuner caches of two devices written here and imp
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
+import kernelcast.bench.gpu_model as gpu_model
 import numpy as np
 import pandas as pd
 import pytest
@@ -231,3 +233,20 @@ def test_several_devices_without_their_profiles_is_refused(two_devices, tmp_path
                      "GPU-A=a100", "--out", str(out), "--quiet"])
     assert code == 2 and "no profile for device" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_gpu_model_evaluate_writes_every_scored_row(two_devices, tmp_path):
+    ys = tmp_path / "ys"
+    for ds, gpu in zip(two_devices, ("A100", "A4000")):
+        shutil.copytree(ds, ys / "scale" / gpu)
+    out = tmp_path / "ev"
+    m = gpu_model.evaluate_model(ys, out, [], "gpu", 2, rows_per_pair=0, models="analytical")
+    assert m["sampling"]["pairs"] == [{"benchmark": "scale", "gpu": g, "ok_rows": 8, "rows": 8}
+                                      for g in ("A100", "A4000")]
+    assert sorted(p.name for p in out.iterdir()) == ["REPORT.md", "metrics.json", "oof.parquet"]
+    oof = pd.read_parquet(out / "oof.parquet")
+    assert sorted(oof["device"]) == ["A100"] * 8 + ["A4000"] * 8
+    assert oof["row_key"].str.startswith(("scale/A100:", "scale/A4000:")).all()
+    slow = oof.groupby("device")["measured_us"].median()
+    assert slow["A4000"] == pytest.approx(3 * slow["A100"])
+    assert np.isfinite(oof["analytical_us"]).all()
