@@ -54,6 +54,7 @@ VALUE_NAMES: dict[str, tuple[str, str]] = {
                                                    "(GPUs: its pipes then run concurrently)"),
     "max_registers_per_thread": ("32-bit registers", "registers one work-item may use"),
     "l1_bytes_per_clk": ("B", "GPU: bytes one compute unit's L1 delivers per clock (default 128, NVIDIA's)"),
+    "l1_line_bytes": ("B", "GPU: the line one compute unit's L1 looks up per clock (default 128, NVIDIA's)"),
     "lsu_lanes_per_clk": ("lanes", "GPU: lanes of load/store instructions one compute unit takes per clock "
                                    "(default 32, NVIDIA's)"),
     "local_mem_per_cu_bytes": ("B", "shared/local memory per compute unit"),

@@ -29,6 +29,9 @@ TABLE = """__kernel void table(__global const float* t, __global float* o) {
   int i = get_global_id(0); float s = 0.0f;
   for (int k = 0; k < 16; k++) s += t[k];
   o[i] = s; }"""
+# each work-item reads a float 64 bytes past its neighbour's
+STRIDED = """__kernel void strided(__global const float* a, __global float* o) {
+  int i = get_global_id(0); o[i] = a[16 * i]; }"""
 # a dependent chain of loads: one warp, nothing to hide the latency behind
 CHASE = """__kernel void chase(__global const int* a, __global int* o, int steps) {
   int p = get_global_id(0);
@@ -400,9 +403,10 @@ def test_the_waves_count_the_work_groups_that_do_the_kernels_work(monkeypatch: p
 
 
 def test_the_first_levels_rates_are_the_profiles_where_it_states_them():
-    """A GCN/CDNA compute unit takes 16 lanes of load/store instructions and 64 bytes per clock
-    (NVIDIA's 32 and 128 are the defaults): the table kernel's 17 load/store instructions per warp
-    (16 loads of the table, one store) take twice the clocks, the copy's 8 bytes per work-item too."""
+    """A GCN/CDNA compute unit takes 16 lanes of load/store instructions and 64 bytes per clock and
+    looks up 64-byte lines (NVIDIA's 32, 128 and 128 are the defaults): the table kernel's 17
+    load/store instructions per warp (16 loads of the table, one store) take twice the clocks, the
+    copy's 8 bytes per work-item too, and a strided load's lines twice as many."""
     n = 1 << 20
     warps = n / 32
 
@@ -419,6 +423,15 @@ def test_the_first_levels_rates_are_the_profiles_where_it_states_them():
     copy = [buf("a", n), buf("b", n), scal("n", n)]
     assert l1_us(COPY, "copy", copy) == pytest.approx(8 * n / 128 * us)
     assert l1_us(COPY, "copy", copy, l1_bytes_per_clk=64) == pytest.approx(8 * n / 64 * us)
+
+    # lanes 64 bytes apart: a warp's load touches 16 lines of 128 bytes (two lanes each) or 32 of 64,
+    # its store one or two; the first level looks up one line per clock, which binds over the two
+    # instructions' 2 clocks and the 1,152 bytes' 9
+    strided = [buf("a", 16 * n), buf("o", n)]
+    assert l1_us(STRIDED, "strided", strided) == pytest.approx(17 * warps * us)
+    assert l1_us(STRIDED, "strided", strided, l1_line_bytes=64) == pytest.approx(34 * warps * us)
+    # a 64-byte line per clock is 64 bytes per clock: the copy's lines bind as its bytes do at 64
+    assert l1_us(COPY, "copy", copy, l1_line_bytes=64) == pytest.approx(8 * n / 64 * us)
 
 
 def test_full_unrolling_folds_counter_arithmetic_but_not_arithmetic_on_loaded_data():

@@ -10,11 +10,12 @@ Memory (:meth:`GPUClass.memory_levels`): the launch's global traffic is split ov
 the hierarchy (:mod:`.hierarchy`: the segments warps fetch, L1 hits of warps of one work-group
 reading the same segments, each buffer past the last-level cache at most once), and each level
 takes its bytes at its own rate: the first level (L1 and local memory, one unit per compute unit)
-``l1_bytes_per_clk`` bytes and ``lsu_lanes_per_clk`` lanes of load/store instructions per clock
-(the profile's, else :data:`L1_BYTES_PER_CLK` and :data:`LSU_LANES_PER_CLK`, NVIDIA's since Volta),
-local accesses times their bank-conflict degree; L2 at ``l2_bw_gbs`` (else ``L2_BYTES_PER_CLK`` per
-compute unit and clock); DRAM at ``dram_bw_gbs``. The levels pipeline: the memory part is the
-slowest of them.
+``l1_bytes_per_clk`` bytes, one ``l1_line_bytes`` line of a warp's global access and
+``lsu_lanes_per_clk`` lanes of load/store instructions per clock (the profile's, else
+:data:`L1_BYTES_PER_CLK`, :data:`models.static.features.L1_LINE_BYTES` and :data:`LSU_LANES_PER_CLK`,
+NVIDIA's since Volta: 128-byte lines; GCN and CDNA look up 64-byte lines), local accesses times
+their bank-conflict degree; L2 at ``l2_bw_gbs`` (else ``L2_BYTES_PER_CLK`` per compute unit and
+clock); DRAM at ``dram_bw_gbs``. The levels pipeline: the memory part is the slowest of them.
 
 Compute (:meth:`GPUClass.item_costs`): each operation class at its peak rate. Where the profile
 gives the warp instructions a compute unit issues per clock (``warp_issue_per_cu_clk``: its warp
@@ -51,7 +52,13 @@ from kernelcast.models.analytical.registers import (
 from kernelcast.models.analytical.registry import DeviceClass, DeviceKind, ItemCosts, operation_seconds, register
 from kernelcast.models.static.amdgpu import LANGUAGES as AMDGPU_LANGUAGES
 from kernelcast.models.static.amdgpu import compile_cached
-from kernelcast.models.static.features import BUILTIN_CLASSES, PARTIAL_PREFIX, REPEATED_PREFIX, UNROLLED_PREFIX
+from kernelcast.models.static.features import (
+    BUILTIN_CLASSES,
+    L1_LINE_BYTES,
+    PARTIAL_PREFIX,
+    REPEATED_PREFIX,
+    UNROLLED_PREFIX,
+)
 
 #: DRAM latency in cycles assumed by the MWP/CWP model when a GPU profile has none measured
 #: (Hong and Kim 2009 use 400-600 cycles; we take the middle)
@@ -116,6 +123,8 @@ class GPUParams(SharedParams):
     #: bytes one compute unit's L1 delivers and lanes of load/store instructions it takes per clock
     l1_bytes_per_clk: float = L1_BYTES_PER_CLK
     lsu_lanes_per_clk: float = LSU_LANES_PER_CLK
+    #: the line the first level looks up per clock (``global_l1_lines``)
+    l1_line_bytes: float = L1_LINE_BYTES
     #: the compiler's name of the device (``gfx90a``, ``gfx1032``: :mod:`models.static.amdgpu`)
     llvm_target: str = ""
 
@@ -141,6 +150,7 @@ class GPUParams(SharedParams):
                    max_registers_per_thread=get("max_registers_per_thread") or float(MAX_REGISTERS_PER_THREAD),
                    l2_bytes=get("l2_bytes"), l1_bytes_per_clk=get("l1_bytes_per_clk") or L1_BYTES_PER_CLK,
                    lsu_lanes_per_clk=get("lsu_lanes_per_clk") or LSU_LANES_PER_CLK,
+                   l1_line_bytes=get("l1_line_bytes") or L1_LINE_BYTES,
                    llvm_target=str(getattr(dev, "llvm_target", "") or ""))
 
     @property
@@ -183,9 +193,10 @@ class GPUClass(DeviceClass):
         return "max_warps_per_cu" in kind.values or "GPU" in kind.device_type
 
     def feature_symbols(self) -> dict[str, float]:
-        """The warp (wavefront) width: per-warp counts, branch divergence and coalescing are
-        counted at the profile's width."""
-        return {"warp": float(self.params.warp)}
+        """The warp (wavefront) width and the first level's line: per-warp counts, branch divergence
+        and coalescing are counted at the profile's width, the lines a warp's access touches at its
+        line."""
+        return {"warp": float(self.params.warp), "l1_line_bytes": float(self.params.l1_line_bytes)}
 
     def compiled_features(self, f: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Loads that repeat an address within fully unrolled loops with nothing stored in between
@@ -304,10 +315,11 @@ class GPUClass(DeviceClass):
         insts_global = (global_insts + scratch_insts) * warps
         insts_local = f["warp_local_mem"] * f["local_bank_conflict"] * warps
         active = np.minimum(f.get("working_groups", n_wg), cu)
-        # the first level takes one 128-byte line of a warp's global access per clock, and the
-        # load/store units lsu_lanes_per_clk lanes per clock; local (shared) accesses are
+        # the first level takes one line (l1_line_bytes) of a warp's global access per clock, and
+        # the load/store units lsu_lanes_per_clk lanes per clock; local (shared) accesses are
         # instructions there
-        lines = f.get("global_l1_lines", f["global_fetched_bytes"] / 128.0) * g + scratch / 128.0
+        line = d.l1_line_bytes
+        lines = f.get("global_l1_lines", f["global_fetched_bytes"] / line) * g + scratch / line
         l1_s = np.maximum(np.maximum(t.l1 / d.l1_bytes_per_clk, lines) + insts_local,
                           (insts_global + insts_local) * d.warp / d.lsu_lanes_per_clk) / (active * clock)
         l2_s = t.l2 / (d.l2_bw or L2_BYTES_PER_CLK * cu * clock)

@@ -19,8 +19,8 @@ Every count in :class:`SourceFeatures` is an expression string in the grammar of
 Missing symbols take these defaults (:data:`DEFAULTS`, :func:`complete_env`): ``gsize0`` 1024,
 ``gsize1``/``gsize2`` 1, ``lsize0`` ``min(64, gsize0)``, other ``lsize`` 1,
 ``ngroups = ceil(gsize / lsize)`` (or ``gsize = ngroups * lsize`` when ``ngroups`` is given),
-``avg_trip`` 8, ``warp`` 32, ``seg_bytes`` 32, site symbols as above, and any other symbol (an
-unbound scalar argument) 1.
+``avg_trip`` 8, ``warp`` 32, ``seg_bytes`` 32, ``l1_line_bytes`` 128, site symbols as above, and any
+other symbol (an unbound scalar argument) 1.
 """
 
 from __future__ import annotations
@@ -56,8 +56,9 @@ CHAIN_PREFIX = "chain:"
 #: as the work-group's warps fetch them (``global_block_bytes`` of that argument's accesses)
 ARG_BYTES_PREFIX = "arg_bytes:"
 ARG_STORE_SUFFIX = "@store"   # arg_bytes:<name>@store: the bytes stored (or atomically updated)
-#: the line a first-level cache looks up per cycle (``global_l1_lines``: the lines per work-item a
-#: warp's global accesses touch, lanes sharing one counting it once)
+#: the line a first-level cache looks up per cycle where the device states none (symbol
+#: ``l1_line_bytes``; ``global_l1_lines``: the lines per work-item a warp's global accesses touch,
+#: lanes sharing one counting it once)
 L1_LINE_BYTES = 128.0
 #: key prefix of the operations full unrolling removes (``unrolled_ops``) in ``evaluate_many``'s output
 UNROLLED_PREFIX = "unrolled:"
@@ -90,6 +91,7 @@ DEFAULTS: dict[str, float] = {
     "avg_trip": DEFAULT_AVG_TRIP,
     "warp": float(DEFAULT_WARP),
     "seg_bytes": float(DEFAULT_SEGMENT_BYTES),
+    "l1_line_bytes": L1_LINE_BYTES,
     "work_dim": 1.0,
 }
 #: default for any other missing symbol (e.g. a scalar argument not given)
@@ -126,7 +128,7 @@ BUILTIN_CLASSES = tuple(f"bi_{v}{f}" for v in ("", "native_", "half_") for f in 
 LIBCALL = "libcall"
 RESERVED = frozenset({
     "gsize0", "gsize1", "gsize2", "lsize0", "lsize1", "lsize2", "ngroups0", "ngroups1", "ngroups2",
-    "avg_trip", "warp", "seg_bytes", "work_dim", "min", "max", "log2", "ceil", "floor", "abs",
+    "avg_trip", "warp", "seg_bytes", "l1_line_bytes", "work_dim", "min", "max", "log2", "ceil", "floor", "abs",
 })
 
 
@@ -402,7 +404,7 @@ class SourceFeatures:
         bank_num = zeros.copy()
         bank_den = zeros.copy()
         l0, l1, l2 = env["lsize0"], env["lsize1"], env["lsize2"]
-        warp, seg = env["warp"], env["seg_bytes"]
+        warp, seg, line = env["warp"], env["seg_bytes"], env["l1_line_bytes"]
         repeated: dict[str, np.ndarray] = {}
         for a in self.accesses:
             c = ev(a.count)
@@ -430,8 +432,8 @@ class SourceFeatures:
                 sector = b / np.maximum(share, 1e-9)
                 part["global_sector_bytes"] = sector
                 lines = np.broadcast_to(coalescing_efficiency(s0, s1, a.elem_bytes, a.unit_bytes, l0, l1, l2,
-                                                              warp=warp, segment=L1_LINE_BYTES, shared=True), shape)
-                part["global_l1_lines"] = b / np.maximum(lines, 1e-9) / L1_LINE_BYTES
+                                                              warp=warp, segment=line, shared=True), shape)
+                part["global_l1_lines"] = b / np.maximum(lines, 1e-9) / line
                 block = sector / block_reuse(a, l0, l1, l2, warp) if a.kind == "load" else sector
                 part["global_block_bytes"] = block
                 # loads and stores of one buffer apart: each direction moves the buffer at most once
