@@ -23,9 +23,13 @@ def _pyproject() -> dict:
     return tomllib.loads((ROOT / "pyproject.toml").read_text())
 
 
+#: folders of data alone (no ``__init__.py``), listed as packages so that setuptools installs them
+DATA_PACKAGES = {"kernelcast.datagen.bundled", "kernelcast.models.bundled.gpu"}
+
+
 def test_every_package_folder_is_listed():
     listed = set(_pyproject()["tool"]["setuptools"]["packages"])
-    found = set()
+    found = set(DATA_PACKAGES)
     for top in ("kernelcast", *kernelcast.STAGES):
         for init in (ROOT / top).rglob("__init__.py"):
             rel = init.parent.relative_to(ROOT).parts
@@ -66,6 +70,8 @@ def test_installed_wheel_holds_the_stages_inside_kernelcast(wheel_site: Path):
         assert not (wheel_site / stage).exists(), f"{stage} installed as a top-level package"
     assert (wheel_site / "kernelcast" / "calib" / "profiles" / "a100.json").is_file()
     assert list((wheel_site / "kernelcast" / "datagen" / "bundled").glob("*.cl"))
+    assert sorted(p.name for p in (wheel_site / "kernelcast" / "models" / "bundled" / "gpu").iterdir()) == \
+        sorted(p.name for p in (ROOT / "models" / "bundled" / "gpu").glob("*.json"))
 
 
 def test_user_models_folder_does_not_collide(wheel_site: Path, tmp_path: Path):
