@@ -203,7 +203,7 @@ def test_features_are_counted_at_the_profiles_warp_width():
         for width, per_item in ((32, 1 / 8), (64, 1 / 4)):
             RecordingGPU.seen = []
             m = AnalyticalModel(profile("GPU", vendor="recording", warp_size=float(width), max_warps_per_cu=64.0))
-            assert m.device_class.feature_symbols() == {"warp": float(width)}
+            assert m.device_class.feature_symbols() == {"warp": float(width), "l1_line_bytes": 128.0}
             m.predict(frame)
             assert RecordingGPU.seen == [per_item]
     finally:
