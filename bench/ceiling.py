@@ -18,8 +18,18 @@ against the first as well (the ceiling of data measured under the chosen policy,
 the stored rows). With ``--oof EVAL/oof.parquet`` (an evaluation of the same dataset) every
 model's out-of-fold predictions of the same rows are scored beside it.
 
+With ``--split-half`` nothing is measured and any dataset will do, one imported from another
+machine's tuning cache included: every row whose stored samples (``times_us``) number at least
+:data:`MIN_SPLIT_SAMPLES` is split in two, and the median of one half is scored as a prediction of
+the median of the other, twice: the odd-numbered samples against the even-numbered ones
+(interleaved: the noise between samples taken together) and the second half against the first
+(sequential: that noise plus any drift while the configuration was timed). A model scored no better
+than that on the same rows is at the data's own noise; the distance to it is the model's.
+
     PYTHONPATH=. python -m kernelcast.bench.ceiling --data DATASET [--kernels 20] [--max-rows 12] [--passes 1]
         [--min-time S] [--rounds 1] [--oof EVAL/oof.parquet] [--seed 0] [--out DIR] [--json]
+    PYTHONPATH=. python -m kernelcast.bench.ceiling --data DATASET --split-half [--oof EVAL/oof.parquet]
+        [--out DIR] [--json]
 """
 
 from __future__ import annotations
@@ -40,6 +50,8 @@ from kernelcast.options import Parser
 
 #: the shots scored (evaluate's defaults, less zero: the zero-shot figures are the row figures)
 SHOTS = (1, 3)
+#: fewest stored samples of a row that ``--split-half`` splits (two per half)
+MIN_SPLIT_SAMPLES = 4
 
 
 def sample_rows(frame: pd.DataFrame, groups: np.ndarray, kernels: int, max_rows: int, seed: int) -> np.ndarray:
@@ -82,6 +94,7 @@ def score(pred: np.ndarray, true: np.ndarray, kernels: np.ndarray, groups: np.nd
     out["tuning_groups"] = t["groups"]
     out["top1_pct"] = 100.0 * t["top1_within"] if t["groups"] else math.nan
     out["regret_geomean"] = t["regret_geomean"] if t["groups"] else math.nan
+    out["spearman_mean"] = t["spearman_mean"]
     return out
 
 
@@ -112,14 +125,21 @@ def check_inputs(data: Path, oof: Path | None, kernels: int, max_rows: int, pass
         raise InputError(f"no such file: {oof} (an evaluation's oof.parquet)")
 
 
-def _oof_columns(oof: Path, keys: np.ndarray) -> dict[str, np.ndarray]:
+def _oof_columns(oof: Path, keys: np.ndarray, data: Path | None = None) -> dict[str, np.ndarray]:
     """Each model's OOF predictions (``<model>_us``) of the rows ``keys``; an evaluation of several
-    datasets prefixes its keys with the dataset's position (``0:``), matched on the key after it."""
+    datasets prefixes its keys with the dataset's position (``0:``), matched on the key after it, and
+    one of the GPU yardstick (``bench.gpu_model evaluate``) with ``<benchmark>/<GPU>:``, of which
+    only the rows of ``data`` (a dataset directory ``.../<benchmark>/<GPU>``) are read."""
     o = pd.read_parquet(oof)
     if "row_key" not in o.columns:
         raise InputError(f"{oof}: not an evaluation's oof.parquet (no row_key column)")
-    o = o.assign(key=o["row_key"].astype(str).str.replace(r"^\d+:", "", regex=True)).drop_duplicates("key")
-    o = o.set_index("key")
+    parts = o["row_key"].astype(str).str.extract(r"^(?:(\d+|[^/:]+/[^/:]+):)?(.*)$")
+    prefix, key = parts[0].fillna(""), parts[1]
+    named = prefix.str.contains("/")
+    if named.any() and data is not None:
+        keep = ~named | (prefix == f"{data.parent.name}/{data.name}")
+        o, key = o[keep.to_numpy()], key[keep]
+    o = o.assign(key=key.to_numpy()).drop_duplicates("key").set_index("key")
     if not pd.Index(keys).isin(o.index).any():
         raise InputError(f"{oof}: none of the sampled rows are in this evaluation (another dataset?)")
     models = [c[:-3] for c in o.columns if c.endswith("_us") and not c.endswith(("_lo_us", "_hi_us"))
@@ -154,7 +174,7 @@ def run(data: Path, *, kernels: int = 20, max_rows: int = 12, passes: int = 1, m
     if len(pick) == 0:
         raise InputError(f"{data}: no kernel with four or more ok rows to measure again")
     sub = frame.iloc[pick].reset_index(drop=True)
-    models = _oof_columns(oof, sub["row_key"].to_numpy()) if oof is not None else {}
+    models = _oof_columns(oof, sub["row_key"].to_numpy(), data) if oof is not None else {}
     policy = _policy(manifest, min_time_s)
     # the problem groups in a shuffled order; within one, its configurations in `rounds` interleaved rounds
     sub_groups = basis.groups[pick].astype(str)
@@ -201,20 +221,91 @@ def run(data: Path, *, kernels: int = 20, max_rows: int = 12, passes: int = 1, m
     return res
 
 
+def half_medians(samples: Any) -> np.ndarray:
+    """The medians of a row's stored samples split in two (columns: odd-numbered, even-numbered,
+    first half, second half; the sequential halves of an odd count leave the middle sample out);
+    NaN when fewer than :data:`MIN_SPLIT_SAMPLES` are finite and positive."""
+    x = np.asarray(samples if samples is not None else [], dtype=np.float64).ravel()
+    x = x[np.isfinite(x) & (x > 0)]
+    if len(x) < MIN_SPLIT_SAMPLES:
+        return np.full(4, np.nan)
+    h = len(x) // 2
+    return np.array([np.median(x[1::2]), np.median(x[0::2]), np.median(x[:h]), np.median(x[len(x) - h:])])
+
+
+def split_half(data: Path, *, oof: Path | None = None, seed: int = 0, out: Path | None = None) -> dict[str, Any]:
+    """The ``--split-half`` ceiling of a dataset (module docstring): no device, no measurement."""
+    from kernelcast.datagen.frame import load_measured_frame
+    from kernelcast.train.evaluate import tuning_basis
+
+    check_inputs(data, oof, 1, 2, 1, None)
+    t0 = time.time()
+    frame, _ = load_measured_frame(data)
+    if "times_us" not in frame.columns:
+        raise InputError(f"{data}: its rows keep no samples (times_us) to split")
+    frame = frame[frame["time_median_us"].astype(float) > 0].reset_index(drop=True)
+    halves = np.array([half_medians(v) for v in frame["times_us"]]).reshape(len(frame), 4)
+    ok = np.isfinite(halves).all(axis=1)
+    if ok.sum() < 2:
+        raise InputError(f"{data}: fewer than two ok rows with {MIN_SPLIT_SAMPLES} or more stored samples")
+    basis = tuning_basis(frame)
+    sub, halves = frame[ok].reset_index(drop=True), halves[ok]
+    groups, scale = basis.groups[ok], basis.scale[ok]
+    kid = sub["kernel_id"].to_numpy()
+    stored = sub["time_median_us"].to_numpy(dtype=np.float64)
+    models = _oof_columns(oof, sub["row_key"].to_numpy(), data) if oof is not None else {}
+    n = sub["times_us"].map(lambda v: int(np.size(v)))
+    res: dict[str, Any] = {
+        "mode": "split-half", "dataset": str(data), "rows": len(frame), "rows_split": len(sub),
+        "kernels": int(len(np.unique(kid))), "seed": seed, "samples_median": float(n.median()),
+        "stored_cv_median": float(np.nanmedian(sub["time_cv"].astype(float))) if "time_cv" in sub else None,
+        "scores": {}}
+    res["scores"]["odd vs even samples"] = score(halves[:, 0], halves[:, 1], kid, groups, scale, seed)
+    res["scores"]["second vs first half"] = score(halves[:, 3], halves[:, 2], kid, groups, scale, seed)
+    for name, pred in models.items():
+        res["scores"][f"{name} (OOF) vs stored"] = score(pred, stored, kid, groups, scale, seed)
+    scored = np.any([np.isfinite(p) for p in models.values()], axis=0) if models else np.ones(len(sub), bool)
+    if not scored.all() and scored.sum() >= 2:
+        # the models' rows alone (an evaluation samples some of a dataset's rows)
+        res["scores"]["odd vs even, OOF rows"] = score(np.where(scored, halves[:, 0], np.nan), halves[:, 1],
+                                                       kid, groups, scale, seed)
+    res["wall_s"] = round(time.time() - t0, 1)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        sub[["row_key", "kernel_name"]].assign(
+            stored_us=stored, odd_us=halves[:, 0], even_us=halves[:, 1], first_us=halves[:, 2],
+            second_us=halves[:, 3]).to_csv(out / "halves.csv", index=False)
+        (out / "ceiling.json").write_text(json.dumps(res, indent=2, default=str) + "\n")
+    return res
+
+
+def _score_lines(scores: dict[str, dict[str, Any]]) -> list[str]:
+    lines = [f"{'scored':<28} {'rows':>5} {'medAPE%':>8} {'MAPE%':>7} {'p90%':>7} {'med|log2|':>9} {'1-shot%':>8} "
+             f"{'3-shot%':>8} {'floor%':>7} {'groups':>6} {'top1%':>6} {'regret':>7} {'rho':>6}"]
+    for name, s in scores.items():
+        lines.append(f"{name:<28} {s['rows']:5d} {s['median_ape']:8.1f} {s['mape']:7.1f} {s['p90_ape']:7.1f} "
+                     f"{s['median_abs_log2']:9.3f} {s['shot1_mape']:8.1f} {s['shot3_mape']:8.1f} "
+                     f"{s['offset_floor_mape']:7.1f} {s['tuning_groups']:6d} {s['top1_pct']:6.1f} "
+                     f"{s['regret_geomean']:7.3f} {s['spearman_mean']:6.3f}")
+    return lines
+
+
 def format_report(r: dict[str, Any]) -> str:
+    if r.get("mode") == "split-half":
+        cv = r["stored_cv_median"]
+        return "\n".join(
+            [f"{r['dataset']}: {r['rows_split']} of {r['rows']} ok rows of {r['kernels']} kernels with "
+             f"{MIN_SPLIT_SAMPLES}+ stored samples (median {r['samples_median']:.0f}; CV median "
+             f"{'-' if cv is None else round(cv, 4)}), split in two halves"]
+            + _score_lines(r["scores"])
+            + ["one half of each row's samples scored as a prediction of the other: the data's own noise"])
     pol = r["policy"]
     lines = [f"{r['dataset']}: {r['rows_remeasured']} of {r['rows']} rows of {r['kernels']} kernels measured again "
              f"({r['passes']} pass(es), {r['rounds']} interleaved round(s) per problem, window >= "
              f"{pol['min_time_s']} s and {pol['min_repeats']} samples; "
              f"{r['wall_s']:.0f} s); CV of a configuration's samples, median {r['cv_median']:.3f} (stored rows "
-             f"{r['stored_cv_median'] if r['stored_cv_median'] is None else round(r['stored_cv_median'], 3)})",
-             f"{'scored':<28} {'rows':>5} {'medAPE%':>8} {'MAPE%':>7} {'p90%':>7} {'med|log2|':>9} {'1-shot%':>8} "
-             f"{'3-shot%':>8} {'floor%':>7} {'groups':>6} {'top1%':>6} {'regret':>7}"]
-    for name, s in r["scores"].items():
-        lines.append(f"{name:<28} {s['rows']:5d} {s['median_ape']:8.1f} {s['mape']:7.1f} {s['p90_ape']:7.1f} "
-                     f"{s['median_abs_log2']:9.3f} {s['shot1_mape']:8.1f} {s['shot3_mape']:8.1f} "
-                     f"{s['offset_floor_mape']:7.1f} {s['tuning_groups']:6d} {s['top1_pct']:6.1f} "
-                     f"{s['regret_geomean']:7.3f}")
+             f"{r['stored_cv_median'] if r['stored_cv_median'] is None else round(r['stored_cv_median'], 3)})"]
+    lines += _score_lines(r["scores"])
     lines.append("a re-measurement scored as a prediction of the stored one: what a perfect model of this "
                  "machine would score")
     return "\n".join(lines)
@@ -223,23 +314,35 @@ def format_report(r: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = Parser(prog="python -m kernelcast.bench.ceiling", description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", required=True, help="a dataset made on this device")
-    ap.add_argument("--kernels", type=int, default=20, help="kernels sampled (default 20)")
-    ap.add_argument("--max-rows", type=int, default=12, help="rows per kernel, whole problem groups (default 12)")
-    ap.add_argument("--passes", type=int, default=1, help="1, or 2 to score a second pass against the first")
+    ap.add_argument("--kernels", type=int, default=None, help="kernels sampled (default 20)")
+    ap.add_argument("--max-rows", type=int, default=None, help="rows per kernel, whole problem groups (default 12)")
+    ap.add_argument("--passes", type=int, default=None, help="1, or 2 to score a second pass against the first")
     ap.add_argument("--min-time", type=float, default=None, help="timing window in seconds (default: the dataset's)")
-    ap.add_argument("--rounds", type=int, default=1,
+    ap.add_argument("--rounds", type=int, default=None,
                     help="measure each problem's configurations in N interleaved rounds, pooled (default 1)")
+    ap.add_argument("--split-half", action="store_true",
+                    help="measure nothing: score one half of each row's stored samples against the other")
     ap.add_argument("--oof", default=None, help="an evaluation's oof.parquet of the same dataset")
-    ap.add_argument("--device", default="auto")
+    ap.add_argument("--device", default=None, help="the device to measure on (default: auto)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None, help="write remeasured.csv and ceiling.json here")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
+    measuring = {"--kernels": a.kernels, "--max-rows": a.max_rows, "--passes": a.passes, "--min-time": a.min_time,
+                 "--rounds": a.rounds, "--device": a.device}
+    oof = None if a.oof is None else Path(a.oof)
+    out = None if a.out is None else Path(a.out)
     try:
-        r = run(Path(a.data), kernels=a.kernels, max_rows=a.max_rows, passes=a.passes, min_time_s=a.min_time,
-                rounds=a.rounds,
-                oof=None if a.oof is None else Path(a.oof), seed=a.seed, device=a.device,
-                out=None if a.out is None else Path(a.out))
+        if a.split_half:
+            given = [k for k, v in measuring.items() if v is not None]
+            if given:
+                raise InputError(f"--split-half measures nothing: {', '.join(given)} do(es) not apply")
+            r = split_half(Path(a.data), oof=oof, seed=a.seed, out=out)
+        else:
+            r = run(Path(a.data), kernels=20 if a.kernels is None else a.kernels,
+                    max_rows=12 if a.max_rows is None else a.max_rows, passes=1 if a.passes is None else a.passes,
+                    min_time_s=a.min_time, rounds=1 if a.rounds is None else a.rounds, oof=oof, seed=a.seed,
+                    device="auto" if a.device is None else a.device, out=out)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

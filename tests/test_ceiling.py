@@ -120,3 +120,82 @@ def test_a_tiny_dataset_measured_again_agrees_with_itself(tmp_path: Path, harnes
     assert len(table) == r["rows"] and table["pass2_us"].gt(0).all()
     saved = json.loads((tmp_path / "out" / "ceiling.json").read_text())
     assert saved["rows"] == r["rows"] and saved["rounds"] == 2
+
+
+# --split-half: the stored samples of an imported tuning cache split in two, no device
+
+def test_half_medians_by_hand() -> None:
+    from kernelcast.bench.ceiling import half_medians
+
+    np.testing.assert_allclose(half_medians([1, 2, 3, 4, 5, 6]), [4, 3, 2, 5])      # odd, even, first, second
+    np.testing.assert_allclose(half_medians([1, 9, 2, 8, 3]), [8.5, 2, 5, 5.5])       # the middle sample left out
+    assert np.isnan(half_medians([1.0, 2.0, np.nan, -1.0, 3.0])).all()                # 3 usable samples
+    assert np.isnan(half_medians(None)).all()
+
+
+def _kt_dataset(tmp_path: Path, noisy: bool) -> Path:
+    import kernelcast.cli as cli
+
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / "k.cl").write_text("__kernel void scale(__global float *out, __global const float *in) {\n"
+                                   "  int i = get_global_id(0);\n  out[i] = in[i] * (float)tile;\n}\n")
+    cache = {}
+    for i, (bx, tile) in enumerate((b, t) for b in (32, 64, 128, 256) for t in (1, 2)):
+        t_ms = 1.0 + 0.25 * i
+        # noisy: the odd-numbered samples of the slowest configuration are the fastest of all
+        runs = [t_ms, 0.5 if noisy and i == 7 else t_ms] * 3
+        cache[f"{bx},{tile}"] = {"block_size_x": bx, "tile": tile, "time": float(np.mean(runs)), "times": runs}
+    (tmp_path / "c.json").write_text(json.dumps({
+        "device_name": "GPU-A", "kernel_name": "scale", "problem_size": [65536],
+        "tune_params_keys": ["block_size_x", "tile"],
+        "tune_params": {"block_size_x": [32, 64, 128, 256], "tile": [1, 2]},
+        "objective": "time", "cache": cache}))
+    ds = tmp_path / "ds"
+    assert cli.main(["dataset", "import-kt", str(tmp_path / "c.json"), "--kernel", str(tmp_path / "k.cl"),
+                     "--out", str(ds)]) == 0
+    return ds
+
+
+def test_split_half_of_steady_samples_is_perfect_and_of_a_flipped_one_is_not(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kernelcast.bench.ceiling import split_half
+
+    steady = split_half(_kt_dataset(tmp_path / "a", noisy=False))
+    assert steady["rows"] == steady["rows_split"] == 8 and steady["samples_median"] == 6
+    for name in ("odd vs even samples", "second vs first half"):
+        s = steady["scores"][name]
+        assert s["median_ape"] == 0 and s["top1_pct"] == 100.0 and s["spearman_mean"] == pytest.approx(1.0)
+    noisy = split_half(_kt_dataset(tmp_path / "b", noisy=True), out=tmp_path / "out")
+    s = noisy["scores"]["odd vs even samples"]                  # the odd halves put the slowest first
+    assert s["top1_pct"] == 0.0 and s["regret_geomean"] == pytest.approx(2.75)   # 2.75 ms for 1 ms
+    assert s["spearman_mean"] == pytest.approx(1 - 6 * (7 ** 2 + 7) / (8 * (64 - 1)))  # one rank off by 7
+    halves = pd.read_csv(tmp_path / "out" / "halves.csv")
+    assert len(halves) == 8 and sorted(halves["odd_us"])[0] == pytest.approx(500.0)
+    assert main(["--data", str(tmp_path / "b" / "ds"), "--split-half"]) == 0
+    assert "odd vs even samples" in capsys.readouterr().out
+
+
+def test_split_half_scores_a_gpu_evaluations_rows_of_this_dataset(tmp_path: Path) -> None:
+    from kernelcast.bench.ceiling import split_half
+    from kernelcast.datagen.frame import load_measured_frame
+
+    ds = _kt_dataset(tmp_path, noisy=False)
+    keys = load_measured_frame(ds)[0]["row_key"].astype(str).tolist()
+    tag = f"{ds.parent.name}/{ds.name}"
+    # the same keys under another dataset's name must not be read
+    pd.DataFrame({"row_key": [f"{tag}:{k}" for k in keys[:4]] + [f"other/GPU:{k}" for k in keys[4:]],
+                  "measured_us": 1.0, "analytical_us": 1000.0}).to_parquet(tmp_path / "oof.parquet")
+    r = split_half(ds, oof=tmp_path / "oof.parquet")
+    assert r["scores"]["analytical (OOF) vs stored"]["rows"] == 4
+    assert r["scores"]["odd vs even, OOF rows"]["rows"] == 4
+
+
+@pytest.mark.parametrize("extra", [["--passes", "2"], ["--kernels", "3"], ["--device", "cpu"], ["--rounds", "2"]])
+def test_split_half_refuses_measuring_options(tmp_path: Path, extra: list[str],
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "ds").mkdir()
+    (tmp_path / "ds" / "manifest.json").write_text("{}")
+    assert main(["--data", str(tmp_path / "ds"), "--split-half", "--out", str(tmp_path / "out")] + extra) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --split-half measures nothing") and err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
