@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -206,6 +207,67 @@ def evaluate_model(yardstick: Path, out: Path, analysis_dirs: Sequence[str], gro
     return ev.metrics
 
 
+#: the pair figures :func:`sample_summary` averages (``metrics["pairs"]["overall"][model]``)
+SAMPLE_FIGURES = ("median_ape", "within_2x_pct", "spearman", "pairs_top1_pct", "regret_median", "shot3_median_ape")
+#: most samples one ``evaluate --samples`` runs
+MAX_SAMPLES = 20
+
+
+def sample_summary(metrics: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The figures of several samples' evaluations of the same pairs (each a ``metrics.json``): per
+    model, each sample's pair figures (:data:`SAMPLE_FIGURES`), their mean and standard deviation,
+    and the first picks within 5 % counted over every sample's pairs (``top1_pairs`` of
+    ``pairs_scored``)."""
+    out: dict[str, Any] = {"kind": "kernelcast-gpu-samples", "version": 1, "samples": len(metrics),
+                           "seeds": [m.get("sampling", {}).get("seed") for m in metrics], "models": {}}
+    models = [k for k in (metrics[0].get("pairs", {}).get("overall") or {}) if
+              all(k in (m.get("pairs", {}).get("overall") or {}) for m in metrics)]
+    for model in models:
+        per = [{f: m["pairs"]["overall"][model].get(f) for f in SAMPLE_FIGURES} for m in metrics]
+        doc: dict[str, Any] = {"per_sample": per, "mean": {}, "sd": {}}
+        for f in SAMPLE_FIGURES:
+            v = np.array([np.nan if p[f] is None else float(p[f]) for p in per])
+            ok = np.isfinite(v)
+            doc["mean"][f] = float(v[ok].mean()) if ok.any() else None
+            doc["sd"][f] = float(v[ok].std(ddof=1)) if ok.sum() > 1 else None
+        hits = scored = 0
+        for m in metrics:
+            for r in m["pairs"].get("list", []):
+                top = ((r.get("models") or {}).get(model) or {}).get("top1_within")
+                if top is not None and np.isfinite(top):
+                    scored += 1
+                    hits += int(top >= 1.0)     # as train.pairs counts a pair's first pick
+        doc["top1_pairs"], doc["pairs_scored"] = hits, scored
+        out["models"][model] = doc
+    return out
+
+
+def format_samples(doc: dict[str, Any]) -> str:
+    """One line per model: the mean (and sd) of each figure over the samples."""
+    lines = [f"{doc['samples']} samples (seeds {', '.join(str(s) for s in doc['seeds'])}); median over pairs, "
+             "mean +- sd over samples"]
+    for model, d in doc["models"].items():
+        parts = [f"{f} {d['mean'][f]:.3g}" + (f" +- {d['sd'][f]:.2g}" if d["sd"][f] is not None else "")
+                 for f in SAMPLE_FIGURES if d["mean"][f] is not None]
+        lines.append(f"{model}: " + ", ".join(parts) + f"; first pick within 5 % in {d['top1_pairs']} of "
+                     f"{d['pairs_scored']} pairs")
+    return "\n".join(lines)
+
+
+def evaluate_samples(yardstick: Path, out: Path, analysis_dirs: Sequence[str], group_by: str, folds: int,
+                     samples: int, *, seed: int = 0, **kw: Any) -> dict[str, Any]:
+    """:func:`evaluate_model` on ``samples`` samples of the pairs' rows (seeds ``seed`` ..
+    ``seed + samples - 1``), each into ``out/sample-<seed>``, and their :func:`sample_summary`
+    into ``out/samples.json`` (written last, whole)."""
+    metrics = [evaluate_model(yardstick, out / f"sample-{s}", analysis_dirs, group_by, folds, seed=s, **kw)
+               for s in range(seed, seed + samples)]
+    doc = sample_summary(metrics)
+    tmp = out / ".samples.json.tmp"
+    tmp.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    os.replace(tmp, out / "samples.json")
+    return doc
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = Parser(prog="python -m kernelcast.bench.gpu_model", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -230,6 +292,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                            help="fit the tabular model on log2(measured) alone, not on the analytical residual")
             p.add_argument("--no-device-features", action="store_true",
                            help="fit the tabular model without the device columns (the baseline)")
+            p.add_argument("--samples", type=int, default=1,
+                           help="evaluate this many samples of the rows (seeds --seed, --seed + 1, ...), each "
+                                "into OUT/sample-<seed>, with their mean figures in OUT/samples.json (default 1: "
+                                "one sample, into OUT)")
         p.add_argument("--no-level-split", action="store_true",
                        help="fit the tabular model's residual as one booster, not as a level per (kernel, GPU) "
                             "and a shape within it")
@@ -245,6 +311,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise InputError("--rows-per-pair must be >= 0")
         if a.seeds is not None and not 1 <= a.seeds <= MAX_SAVED_SEEDS:
             raise InputError(f"--seeds must be in 1-{MAX_SAVED_SEEDS}")
+        if a.cmd == "evaluate" and not 1 <= a.samples <= MAX_SAMPLES:
+            raise InputError(f"--samples must be in 1-{MAX_SAMPLES}")
+        if a.cmd == "evaluate" and a.samples > 1 and a.rows_per_pair == 0:
+            raise InputError("--samples > 1 with --rows-per-pair 0 would score every row each time")
         ys = Path(a.yardstick)
         caches = a.analysis_cache or ([str(ys / "analysis-cache")] if (ys / "analysis-cache").is_dir() else [])
         for c in caches:
@@ -256,11 +326,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                               skip_gpus=a.skip_gpu, skip_benchmarks=a.skip_benchmark,
                               transfer=not a.no_config_transfer, split=not a.no_level_split, seeds=a.seeds)
         else:
-            doc = evaluate_model(ys, Path(a.out), caches, a.group_by, a.folds, rows_per_pair=a.rows_per_pair,
-                                 seed=a.seed, models=a.models, skip_gpus=a.skip_gpu,
-                                 skip_benchmarks=a.skip_benchmark, device_features=not a.no_device_features,
-                                 residual=not a.direct, transfer=not a.no_config_transfer,
-                                 split=not a.no_level_split, seeds=a.seeds)
+            kw = dict(rows_per_pair=a.rows_per_pair, models=a.models, skip_gpus=a.skip_gpu,
+                      skip_benchmarks=a.skip_benchmark, device_features=not a.no_device_features,
+                      residual=not a.direct, transfer=not a.no_config_transfer, split=not a.no_level_split,
+                      seeds=a.seeds)
+            if a.samples > 1:
+                doc = evaluate_samples(ys, Path(a.out), caches, a.group_by, a.folds, a.samples, seed=a.seed, **kw)
+                if not a.json:
+                    print(format_samples(doc))
+            else:
+                doc = evaluate_model(ys, Path(a.out), caches, a.group_by, a.folds, seed=a.seed, **kw)
     except (InputError, DataError) as e:
         print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2

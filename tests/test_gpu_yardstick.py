@@ -250,3 +250,50 @@ def test_gpu_model_evaluate_writes_every_scored_row(two_devices, tmp_path):
     slow = oof.groupby("device")["measured_us"].median()
     assert slow["A4000"] == pytest.approx(3 * slow["A100"])
     assert np.isfinite(oof["analytical_us"]).all()
+
+
+def test_sample_summary_by_hand():
+    def metrics(seed, rho, tops):
+        return {"sampling": {"seed": seed},
+                "pairs": {"overall": {"tabular": {"spearman": rho, "median_ape": 10.0 + seed,
+                                                  "pairs_top1_pct": 100.0 * sum(tops) / len(tops)}},
+                          "list": [{"models": {"tabular": {"top1_within": float(t)}}} for t in tops]}}
+    doc = gpu_model.sample_summary([metrics(0, 0.8, [1, 0, 0]), metrics(1, 0.9, [1, 1, 0]),
+                                    metrics(2, 0.85, [0, 0, float("nan")])])
+    t = doc["models"]["tabular"]
+    assert doc["seeds"] == [0, 1, 2] and [p["spearman"] for p in t["per_sample"]] == [0.8, 0.9, 0.85]
+    assert t["mean"]["spearman"] == pytest.approx(0.85) and t["sd"]["spearman"] == pytest.approx(0.05)
+    assert t["mean"]["median_ape"] == pytest.approx(11.0)
+    assert t["mean"]["within_2x_pct"] is None                   # no sample has it
+    assert (t["top1_pairs"], t["pairs_scored"]) == (3, 8)      # a pair without a first pick is not scored
+    assert "first pick within 5 % in 3 of 8 pairs" in gpu_model.format_samples(doc)
+
+
+def test_gpu_model_evaluate_over_samples(two_devices, tmp_path, capsys):
+    ys = tmp_path / "ys"
+    for ds, gpu in zip(two_devices, ("A100", "A4000")):
+        shutil.copytree(ds, ys / "scale" / gpu)
+    out = tmp_path / "ev"
+    assert gpu_model.main(["evaluate", "--yardstick", str(ys), "--out", str(out), "--models", "analytical",
+                           "--folds", "2", "--rows-per-pair", "6", "--samples", "2", "--seed", "3"]) == 0
+    assert "2 samples (seeds 3, 4)" in capsys.readouterr().out
+    assert sorted(p.name for p in out.iterdir()) == ["sample-3", "sample-4", "samples.json"]
+    doc = json.loads((out / "samples.json").read_text())
+    each = [json.loads((out / f"sample-{s}" / "metrics.json").read_text()) for s in (3, 4)]
+    assert [m["sampling"]["seed"] for m in each] == [3, 4]
+    rho = [m["pairs"]["overall"]["analytical"]["spearman"] for m in each]
+    assert doc["models"]["analytical"]["mean"]["spearman"] == pytest.approx(np.mean(rho))
+    assert doc["models"]["analytical"]["pairs_scored"] == 4
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--samples", "0"], "--samples must be in 1-"),
+    (["--samples", "2", "--rows-per-pair", "0"], "would score every row each time"),
+])
+def test_bad_samples_exit_2_and_write_nothing(two_devices, tmp_path, capsys, argv, message):
+    ys = tmp_path / "ys"
+    shutil.copytree(two_devices[0], ys / "scale" / "A100")
+    out = tmp_path / "ev"
+    assert gpu_model.main(["evaluate", "--yardstick", str(ys), "--out", str(out)] + argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and not out.exists()
