@@ -39,6 +39,13 @@ ENERGY_TOP_K = 20
 ENERGY = "energy_j"
 
 
+def _finite_median(values: Sequence[Any]) -> float:
+    """The median of the finite values, NaN when there is none (without numpy's all-NaN warning)."""
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    return float(np.median(v)) if len(v) else float("nan")
+
+
 def pair_keys(frame: pd.DataFrame, grouping: Grouping, devices: np.ndarray) -> tuple[np.ndarray, dict[str, str]]:
     """The pair of every row (``group|device``) and a readable label per pair (kernel names @ device)."""
     kernel_ids = frame["kernel_id"].astype(str).to_numpy()
@@ -168,7 +175,7 @@ def pair_figures(frame: pd.DataFrame, oof: Mapping[str, np.ndarray], models: Seq
     en = [r["energy"] for r in rows if "energy" in r]
     if en:
         overall["energy_analytical"] = {
-            k: float(np.nanmedian([e.get(k, np.nan) for e in en]))
+            k: _finite_median([e.get(k, np.nan) for e in en])
             for k in ("spearman_mean", "top_k_share_pct") if any(k in e for e in en)}
     return {"count": len(rows), "list": rows, "overall": overall,
             "note": "per pair: a kernel group on one device; overall: the median over pairs"}
