@@ -313,7 +313,8 @@ def format_report(r: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = Parser(prog="python -m kernelcast.bench.ceiling", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", required=True, help="a dataset made on this device")
+    ap.add_argument("--data", required=True,
+                    help="a dataset made on this device (with --split-half: any dataset)")
     ap.add_argument("--kernels", type=int, default=None, help="kernels sampled (default 20)")
     ap.add_argument("--max-rows", type=int, default=None, help="rows per kernel, whole problem groups (default 12)")
     ap.add_argument("--passes", type=int, default=None, help="1, or 2 to score a second pass against the first")
@@ -336,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.split_half:
             given = [k for k, v in measuring.items() if v is not None]
             if given:
-                raise InputError(f"--split-half measures nothing: {', '.join(given)} do(es) not apply")
+                raise InputError(f"--split-half measures nothing: leave out {', '.join(given)}")
             r = split_half(Path(a.data), oof=oof, seed=a.seed, out=out)
         else:
             r = run(Path(a.data), kernels=20 if a.kernels is None else a.kernels,
