@@ -28,7 +28,17 @@ than that on the same rows is at the data's own noise; the distance to it is the
 
     PYTHONPATH=. python -m kernelcast.bench.ceiling --data DATASET [--kernels 20] [--max-rows 12] [--passes 1]
         [--min-time S] [--rounds 1] [--oof EVAL/oof.parquet] [--seed 0] [--out DIR] [--json]
+With ``--against OTHER`` nothing is measured either: ``OTHER`` is another measurement of the same
+kernel's configurations (another tuning run, another machine of the same model, a cache made
+months apart) and its times are scored as a prediction of ``DATA``'s, configuration by
+configuration (rows matched on the tune parameters both datasets have, ``tp_*``). A model that
+ranks ``DATA``'s configurations as well as ``OTHER``'s measurements do is as good as a measurement
+made elsewhere; where the two differ in more than the measurement (a changed problem, compiler or
+driver), the figure is the agreement of the two setups, not a noise floor.
+
     PYTHONPATH=. python -m kernelcast.bench.ceiling --data DATASET --split-half [--oof EVAL/oof.parquet]
+        [--out DIR] [--json]
+    PYTHONPATH=. python -m kernelcast.bench.ceiling --data DATASET --against OTHER [--oof EVAL/oof.parquet]
         [--out DIR] [--json]
 """
 
@@ -279,6 +289,74 @@ def split_half(data: Path, *, oof: Path | None = None, seed: int = 0, out: Path 
     return res
 
 
+def match_rows(frame: pd.DataFrame, other: pd.DataFrame) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The tune-parameter columns (``tp_*``) both frames have, and the positions of the rows of each
+    that share a configuration (aligned). A configuration that two rows of one frame share makes
+    the match ambiguous: :class:`InputError`."""
+    cols = sorted(c for c in frame.columns if c.startswith("tp_") and c in other.columns)
+    if not cols:
+        raise InputError("--against: the datasets share no tune parameter (tp_*) to match configurations on")
+
+    def keys(f: pd.DataFrame, which: str) -> pd.Series:
+        k = f[cols].astype(str).agg(",".join, axis=1)
+        dup = k[k.duplicated()]
+        if len(dup):
+            raise InputError(f"--against: {which} has several rows of configuration {dup.iloc[0]} "
+                             f"({', '.join(c[3:] for c in cols)}); a tune parameter the other lacks varies")
+        return k
+
+    ka, kb = keys(frame, "--data"), keys(other, "--against")
+    pos_b = pd.Series(np.arange(len(other)), index=kb.to_numpy())
+    inb = ka.isin(pos_b.index).to_numpy()
+    ia = np.flatnonzero(inb)
+    return cols, ia, pos_b.loc[ka[inb].to_numpy()].to_numpy()
+
+
+def against(data: Path, other: Path, *, oof: Path | None = None, seed: int = 0,
+            out: Path | None = None) -> dict[str, Any]:
+    """The ``--against`` score (module docstring): ``other``'s measured times as a prediction of
+    ``data``'s, on the configurations both measured ok; no device, no measurement."""
+    from kernelcast.datagen.frame import load_measured_frame
+    from kernelcast.train.evaluate import tuning_basis
+
+    check_inputs(data, oof, 1, 2, 1, None)
+    if not (other / "manifest.json").is_file():
+        raise InputError(f"{other}: not a dataset (no manifest.json)")
+    t0 = time.time()
+    frames = []
+    for d in (data, other):
+        f, _ = load_measured_frame(d)
+        frames.append(f[f["time_median_us"].astype(float) > 0].reset_index(drop=True))
+    frame, oth = frames
+    cols, ia, ib = match_rows(frame, oth)
+    if len(ia) < 2:
+        raise InputError(f"--against: fewer than two configurations measured ok in both ({len(ia)})")
+    basis = tuning_basis(frame)
+    sub = frame.iloc[ia].reset_index(drop=True)
+    groups, scale = basis.groups[ia], basis.scale[ia]
+    kid = sub["kernel_id"].to_numpy()
+    stored = sub["time_median_us"].to_numpy(dtype=np.float64)
+    theirs = oth["time_median_us"].to_numpy(dtype=np.float64)[ib]
+    ratio = np.log2(theirs / stored)
+    res: dict[str, Any] = {
+        "mode": "against", "dataset": str(data), "against": str(other), "rows": len(frame),
+        "rows_other": len(oth), "rows_matched": len(sub), "matched_on": [c[3:] for c in cols],
+        "kernels": int(len(np.unique(kid))), "seed": seed,
+        "log2_other_over_data": {"median": float(np.median(ratio)), "p10": float(np.percentile(ratio, 10)),
+                                 "p90": float(np.percentile(ratio, 90))},
+        "scores": {"other dataset vs stored": score(theirs, stored, kid, groups, scale, seed)}}
+    models = _oof_columns(oof, sub["row_key"].to_numpy(), data) if oof is not None else {}
+    for name, pred in models.items():
+        res["scores"][f"{name} (OOF) vs stored"] = score(pred, stored, kid, groups, scale, seed)
+    res["wall_s"] = round(time.time() - t0, 1)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        sub[["row_key", "kernel_name", *cols]].assign(stored_us=stored, other_us=theirs).to_csv(
+            out / "against.csv", index=False)
+        (out / "ceiling.json").write_text(json.dumps(res, indent=2, default=str) + "\n")
+    return res
+
+
 def _score_lines(scores: dict[str, dict[str, Any]]) -> list[str]:
     lines = [f"{'scored':<28} {'rows':>5} {'medAPE%':>8} {'MAPE%':>7} {'p90%':>7} {'med|log2|':>9} {'1-shot%':>8} "
              f"{'3-shot%':>8} {'floor%':>7} {'groups':>6} {'top1%':>6} {'regret':>7} {'rho':>6}"]
@@ -291,6 +369,14 @@ def _score_lines(scores: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def format_report(r: dict[str, Any]) -> str:
+    if r.get("mode") == "against":
+        q = r["log2_other_over_data"]
+        return "\n".join(
+            [f"{r['dataset']}: {r['rows_matched']} of its {r['rows']} ok rows matched in {r['against']} "
+             f"({r['rows_other']} ok rows) on {', '.join(r['matched_on'])}; log2(other / stored) median "
+             f"{q['median']:+.3f}, p10 {q['p10']:+.3f}, p90 {q['p90']:+.3f}"]
+            + _score_lines(r["scores"])
+            + ["the other dataset's times scored as a prediction of this one's: the agreement of two measurements"])
     if r.get("mode") == "split-half":
         cv = r["stored_cv_median"]
         return "\n".join(
@@ -323,6 +409,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="measure each problem's configurations in N interleaved rounds, pooled (default 1)")
     ap.add_argument("--split-half", action="store_true",
                     help="measure nothing: score one half of each row's stored samples against the other")
+    ap.add_argument("--against", default=None, metavar="OTHER",
+                    help="measure nothing: score another dataset of the same kernel's configurations (matched "
+                         "on their tune parameters) as a prediction of this one")
     ap.add_argument("--oof", default=None, help="an evaluation's oof.parquet of the same dataset")
     ap.add_argument("--device", default=None, help="the device to measure on (default: auto)")
     ap.add_argument("--seed", type=int, default=0)
@@ -334,11 +423,15 @@ def main(argv: list[str] | None = None) -> int:
     oof = None if a.oof is None else Path(a.oof)
     out = None if a.out is None else Path(a.out)
     try:
-        if a.split_half:
+        if a.split_half or a.against is not None:
+            mode = "--split-half" if a.split_half else "--against"
             given = [k for k, v in measuring.items() if v is not None]
+            if a.split_half and a.against is not None:
+                raise InputError("give --split-half or --against, not both")
             if given:
-                raise InputError(f"--split-half measures nothing: leave out {', '.join(given)}")
-            r = split_half(Path(a.data), oof=oof, seed=a.seed, out=out)
+                raise InputError(f"{mode} measures nothing: leave out {', '.join(given)}")
+            r = (split_half(Path(a.data), oof=oof, seed=a.seed, out=out) if a.split_half
+                 else against(Path(a.data), Path(a.against), oof=oof, seed=a.seed, out=out))
         else:
             r = run(Path(a.data), kernels=20 if a.kernels is None else a.kernels,
                     max_rows=12 if a.max_rows is None else a.max_rows, passes=1 if a.passes is None else a.passes,

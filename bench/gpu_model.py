@@ -62,7 +62,7 @@ log = logging.getLogger(__name__)
 #: GPU directory name of the yardstick -> bundled profile
 GPU_PROFILES: dict[str, str] = {
     "A100": "a100-pcie", "A4000": "rtx-a4000", "A6000": "rtx-a6000", "MI250X": "mi250x-gcd", "W6600": "w6600",
-    "W7800": "w7800", "RTX_2080_Ti": "rtx-2080ti", "RTX_3090": "rtx-3090",
+    "W7800": "w7800", "RTX_2080_Ti": "rtx-2080ti", "RTX_3090": "rtx-3090", "MI50": "mi50",
 }
 #: default rows sampled per (benchmark, GPU) pair
 ROWS_PER_PAIR = 1000
@@ -82,12 +82,16 @@ class Pair:
 
 def find_pairs(yardstick: Path, only_gpus: Sequence[str] = (), skip_gpus: Sequence[str] = (),
                skip_benchmarks: Sequence[str] = ()) -> list[Pair]:
-    """The (benchmark, GPU) datasets under ``yardstick`` whose GPU has a profile."""
+    """The (benchmark, GPU) datasets under ``yardstick`` whose GPU has a profile, less the
+    benchmarks a spec keeps aside as check data (:func:`bench.gpu_yardstick.kept_aside`)."""
+    from kernelcast.bench.gpu_yardstick import kept_aside
+
     if not yardstick.is_dir():
         raise InputError(f"--yardstick {yardstick}: not a directory")
+    aside = kept_aside()
     out = []
     for bench in sorted(p for p in yardstick.iterdir() if p.is_dir() and p.name != "analysis-cache"):
-        if bench.name in skip_benchmarks:
+        if bench.name in skip_benchmarks or bench.name in aside:
             continue
         for g in sorted(p for p in bench.iterdir() if (p / "manifest.json").is_file()):
             if g.name not in GPU_PROFILES or g.name in skip_gpus or (only_gpus and g.name not in only_gpus):

@@ -14,7 +14,9 @@ holds the same records, failed configurations by status, analyses (distinct / ca
 failed, and why), and the analysis wall time.
 
 A clone whose pinned commit lacks some file contents (a partial mirror) is checked out file by
-file; a cache that is absent is reported as such.
+file; a cache that is absent is reported as such. A spec with ``kept_aside`` holds check data: its
+pairs are imported and analysed like the others, marked so in the table, and
+:mod:`bench.gpu_model` leaves them out of what it fits and evaluates.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ PINS: dict[str, str] = {
     "AutoTuningAssociation/benchmark_hub": "8eeb99e7179e6838af95d392ac6c60cebfd8c434",
     "NTNU-HPC-Lab/BAT": "06e0be2412e174a32323ecd8054f33fd188540e3",
     "KernelTuner/kernel_tuner": "96a6abc1019179397753c4afede9149a80aec369",
+    "MiloLurati/AutoTuning_AMD_vs_Nvidia_GPUs": "a156f1201b62d6a25d0452edb66096d2eb6cc22b",
 }
 SPECS = Path(__file__).resolve().parent / "gpu" / "specs"
 
@@ -63,6 +66,7 @@ class PairResult:
     analysis_error: str = ""
     error: str = ""
     warnings: list[str] = field(default_factory=list)
+    kept_aside: bool = False
 
 
 def _git(args: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -105,7 +109,6 @@ def run(clones: Path, out: Path, *, clone_from: str, specs_dir: Path = SPECS, wo
     from kernelcast.datagen.dataset import read_dataset
     from kernelcast.datagen.ktcache import (
         KTCacheError,
-        cache_stem,
         import_kt,
         load_spec,
         plan_import,
@@ -132,13 +135,13 @@ def run(clones: Path, out: Path, *, clone_from: str, specs_dir: Path = SPECS, wo
     for s in specs:
         root, notes = roots[s.repository]
         for c in s.caches:
-            res = PairResult(benchmark=s.benchmark, gpu=cache_stem(c), cache=c)
+            res = PairResult(benchmark=s.benchmark, gpu=s.pair_name(c), cache=c, kept_aside=bool(s.kept_aside))
             results.append(res)
             missing = [n for n in notes if n.startswith(f"{c}:")]
             if missing or not (root / c).is_file():
                 res.error = "cache absent at the pinned commit (blob not in the clone)"
                 continue
-            ds = out / s.benchmark / cache_stem(c)
+            ds = out / s.benchmark / s.pair_name(c)
             res.dataset = str(ds)
             t0 = time.perf_counter()
             try:
@@ -177,6 +180,14 @@ def run(clones: Path, out: Path, *, clone_from: str, specs_dir: Path = SPECS, wo
     return results
 
 
+def kept_aside(specs_dir: Path = SPECS) -> dict[str, str]:
+    """The benchmarks whose spec keeps their caches aside as check data, and why."""
+    from kernelcast.datagen.ktcache import load_spec
+
+    specs = [load_spec(p) for p in sorted(specs_dir.glob("*.yaml")) + sorted(specs_dir.glob("*.json"))]
+    return {s.benchmark: s.kept_aside for s in specs if s.kept_aside}
+
+
 def _one_cache(spec: Any, cache: str) -> Any:
     from dataclasses import replace
 
@@ -189,7 +200,8 @@ def _fmt(results: list[PairResult]) -> str:
     rows = []
     for r in results:
         failed = ", ".join(f"{k} {v}" for k, v in sorted(r.statuses.items()) if k != "ok")
-        rows.append([r.benchmark, r.gpu, r.configurations, "" if r.import_s is None else f"{r.import_s:.1f}",
+        rows.append([r.benchmark + (" (kept aside)" if r.kept_aside else ""), r.gpu, r.configurations,
+                     "" if r.import_s is None else f"{r.import_s:.1f}",
                      {True: "yes", False: f"no ({r.mismatch})", None: ""}[r.rows_equal],
                      {True: "yes", False: "no", None: "-"}[r.t4_equal], failed or "-",
                      f"{r.analyses}/{r.analyses_cached}/{r.analyses_failed}" if r.analysis_s is not None else "-",

@@ -35,7 +35,6 @@ from kernelcast.datagen.generate import DatagenInterrupted, DatagenOptions, run_
 from kernelcast.datagen.integrity import check_dataset, repair_dataset
 from kernelcast.datagen.ktcache import (
     GridRules,
-    cache_stem,
     import_kt,
     load_spec,
     plan_import,
@@ -510,7 +509,7 @@ def cmd_import_kt(args: argparse.Namespace) -> int:
         plans = [plan_import([], spec=sp, **common) for sp in specs]     # every spec checked before writing
         for sp, plan in zip(specs, plans):
             for imp in plan.imports:
-                ds = out / sp.benchmark / cache_stem(imp.cache.path)
+                ds = out / sp.benchmark / sp.pair_name(imp.cache.path)
                 existing_dataset(ds)
                 jobs.append((ds, imp))
     infos = []

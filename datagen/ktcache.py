@@ -528,7 +528,7 @@ def kt_defines(params: dict[str, Any], keys: list[str], launch: Launch, names: l
 SPEC_VERSION = 1
 LANGUAGES = ("cuda", "hip", "opencl")
 _SPEC_KEYS = {"spec_version", "benchmark", "source", "kernel", "launch", "constants", "args", "gpus", "caches",
-              "kernel_tuner_version", "notes", "where"}
+              "kernel_tuner_version", "notes", "where", "kept_aside"}
 _KERNEL_KEYS = {"file", "name", "language", "include_dirs", "build_options", "defines"}
 _LAUNCH_KEYS = {"problem_size", "block_size_names", "grid_div_x", "grid_div_y", "grid_div_z"}
 _SOURCE_KEYS = {"repository", "commit", "url"}
@@ -580,15 +580,31 @@ class KTSpec:
     kernel_tuner_version: str | None = None
     #: Kernel Tuner restriction expressions: only the records that satisfy every one are imported
     where: list[str] = field(default_factory=list)
+    #: why the benchmark's caches are check data: left out of what is fitted or tuned on the yardstick
+    kept_aside: str | None = None
+
+    def gpu_key(self, cache_path: str) -> str | None:
+        """The ``gpus`` key a cache's file name names: its stem (``A100.json.gz``, ``A100_T4.json.gz``
+        -> ``A100``), else the longest key the stem ends with after an underscore
+        (``convolution_MI50.json`` -> ``MI50``)."""
+        stem = cache_stem(cache_path)
+        if stem in self.gpus:
+            return stem
+        ends = [k for k in self.gpus if stem.endswith("_" + k)]
+        return max(ends, key=len) if ends else None
+
+    def pair_name(self, cache_path: str) -> str:
+        """The directory a cache's dataset is written to under ``<benchmark>/``: its GPU key, else
+        its stem."""
+        return self.gpu_key(cache_path) or cache_stem(cache_path)
 
     def gpu_of(self, cache_path: str, stated: str) -> tuple[str | None, GpuEntry]:
-        """The spec's key and entry of a cache: by its file name (``A100.json.gz``, ``A100_T4.json.gz``
-        -> ``A100``), else by the device name the cache states."""
-        stem = cache_stem(cache_path)
-        for key in (stem, stated):
-            if key and key in self.gpus:
-                return key, self.gpus[key]
-        return None, GpuEntry()
+        """The spec's key and entry of a cache: by its file name (:meth:`gpu_key`), else by the
+        device name the cache states."""
+        key = self.gpu_key(cache_path)
+        if key is None and stated and stated in self.gpus:
+            key = stated
+        return (key, self.gpus[key]) if key is not None else (None, GpuEntry())
 
     def resolve(self, rel: str, root: Path) -> Path:
         q = Path(rel)
@@ -755,11 +771,15 @@ def load_spec(path: str | os.PathLike[str]) -> KTSpec:
     ktv = data.get("kernel_tuner_version")
     if ktv is not None and not isinstance(ktv, str):
         raise _spec_error(where, "'kernel_tuner_version' must be a string")
+    aside = data.get("kept_aside")
+    if aside is not None and (not isinstance(aside, str) or not aside.strip()):
+        raise _spec_error(where, "'kept_aside' must be a non-empty string (why the caches are check data)")
     return KTSpec(path=where, benchmark=bench, kernel_file=k["file"], kernel_name=name, language=lang,
                   include_dirs=_str_list(k.get("include_dirs", []), where, "'kernel.include_dirs'"),
                   build_options=bo, defines=defines, constants=constants, rules=rules, args=args, gpus=gpus,
                   caches=_str_list(data.get("caches", []), where, "'caches'"), repository=src.get("repository"),
-                  commit=src.get("commit"), url=src.get("url"), kernel_tuner_version=ktv, where=selection)
+                  commit=src.get("commit"), url=src.get("url"), kernel_tuner_version=ktv, where=selection,
+                  kept_aside=aside)
 
 
 # ---------------------------------------------------------------------------------------------

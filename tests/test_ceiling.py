@@ -14,6 +14,8 @@ import pandas as pd
 import pytest
 from kernelcast.bench.ceiling import _oof_columns, main, run, sample_rows, score
 
+from kernelcast.errors import InputError
+
 
 def _frame() -> tuple[pd.DataFrame, np.ndarray]:
     # kernel a: 2 problems of 3 configurations; kernel b: 1 problem of 4; kernel c: 2 rows only
@@ -133,15 +135,20 @@ def test_half_medians_by_hand() -> None:
     assert np.isnan(half_medians(None)).all()
 
 
-def _kt_dataset(tmp_path: Path, noisy: bool) -> Path:
+CONFIGS = [(b, t) for b in (32, 64, 128, 256) for t in (1, 2)]
+
+
+def _kt_dataset(tmp_path: Path, noisy: bool, times_ms: list[float] | None = None) -> Path:
+    """A Kernel Tuner cache of 8 configurations imported; ``times_ms``: each one's time (every
+    sample alike), in the order of :data:`CONFIGS`."""
     import kernelcast.cli as cli
 
     tmp_path.mkdir(exist_ok=True)
     (tmp_path / "k.cl").write_text("__kernel void scale(__global float *out, __global const float *in) {\n"
                                    "  int i = get_global_id(0);\n  out[i] = in[i] * (float)tile;\n}\n")
     cache = {}
-    for i, (bx, tile) in enumerate((b, t) for b in (32, 64, 128, 256) for t in (1, 2)):
-        t_ms = 1.0 + 0.25 * i
+    for i, (bx, tile) in enumerate(CONFIGS):
+        t_ms = 1.0 + 0.25 * i if times_ms is None else times_ms[i]
         # noisy: the odd-numbered samples of the slowest configuration are the fastest of all
         runs = [t_ms, 0.5 if noisy and i == 7 else t_ms] * 3
         cache[f"{bx},{tile}"] = {"block_size_x": bx, "tile": tile, "time": float(np.mean(runs)), "times": runs}
@@ -199,3 +206,54 @@ def test_split_half_refuses_measuring_options(tmp_path: Path, extra: list[str],
     err = capsys.readouterr().err
     assert err.startswith("error: --split-half measures nothing") and err.count("\n") == 1
     assert not (tmp_path / "out").exists()
+
+
+# --against: another dataset's measurements of the same configurations as the prediction
+
+def test_against_scores_another_measurement_of_the_same_configurations(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kernelcast.bench.ceiling import against
+
+    mine = _kt_dataset(tmp_path / "a", noisy=False)                     # 1.00, 1.25, ... 2.75 ms
+    # the other setup: everything twice as slow, and its slowest configuration the fastest
+    theirs = _kt_dataset(tmp_path / "b", noisy=False, times_ms=[2 * (1.0 + 0.25 * i) for i in range(7)] + [0.5])
+    r = against(mine, theirs, out=tmp_path / "out")
+    assert r["rows_matched"] == 8 and r["matched_on"] == ["block_size_x", "tile"]
+    assert r["log2_other_over_data"]["median"] == pytest.approx(1.0)
+    s = r["scores"]["other dataset vs stored"]
+    assert s["top1_pct"] == 0.0 and s["regret_geomean"] == pytest.approx(2.75)
+    assert s["spearman_mean"] == pytest.approx(1 - 6 * (7 ** 2 + 7) / (8 * (64 - 1)))
+    assert len(pd.read_csv(tmp_path / "out" / "against.csv")) == 8
+    same = against(mine, mine)["scores"]["other dataset vs stored"]
+    assert same["median_ape"] == 0 and same["top1_pct"] == 100.0 and same["spearman_mean"] == pytest.approx(1.0)
+    assert main(["--data", str(mine), "--against", str(theirs)]) == 0
+    assert "other dataset vs stored" in capsys.readouterr().out
+
+
+def test_against_matches_on_shared_tune_parameters_only_when_unambiguous() -> None:
+    from kernelcast.bench.ceiling import match_rows
+
+    a = pd.DataFrame({"tp_x": [1, 2, 3], "tp_y": [0, 0, 0]})
+    b = pd.DataFrame({"tp_x": [3, 1, 9], "tp_z": [5, 5, 5]})
+    cols, ia, ib = match_rows(a, b)
+    assert cols == ["tp_x"] and ia.tolist() == [0, 2] and ib.tolist() == [1, 0]
+    with pytest.raises(InputError, match="several rows of configuration 1"):
+        match_rows(pd.DataFrame({"tp_x": [1, 1]}), b)            # y varied in --data, and only x is shared
+    with pytest.raises(InputError, match="share no tune parameter"):
+        match_rows(a, pd.DataFrame({"tp_q": [1]}))
+
+
+@pytest.mark.parametrize("extra,msg", [
+    (["--against", "OTHER", "--split-half"], "give --split-half or --against"),
+    (["--against", "OTHER", "--passes", "2"], "--against measures nothing"),
+    (["--against", "NOPE"], "not a dataset"),
+])
+def test_against_bad_input_is_one_line_exit_2_and_nothing_written(
+        tmp_path: Path, extra: list[str], msg: str, capsys: pytest.CaptureFixture[str]) -> None:
+    for d in ("ds", "other"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "manifest.json").write_text("{}")
+    extra = [str(tmp_path / "other") if x == "OTHER" else str(tmp_path / "nope") if x == "NOPE" else x for x in extra]
+    assert main(["--data", str(tmp_path / "ds"), "--out", str(tmp_path / "out")] + extra) == 2
+    err = capsys.readouterr().err
+    assert msg in err and err.count("\n") == 1 and not (tmp_path / "out").exists()

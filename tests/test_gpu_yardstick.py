@@ -297,3 +297,16 @@ def test_bad_samples_exit_2_and_write_nothing(two_devices, tmp_path, capsys, arg
     assert gpu_model.main(["evaluate", "--yardstick", str(ys), "--out", str(out)] + argv) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and not out.exists()
+
+
+def test_benchmarks_a_spec_keeps_aside_are_not_fitted_or_evaluated(tmp_path):
+    from kernelcast.bench.gpu_yardstick import kept_aside
+
+    aside = kept_aside()
+    assert "convolution_milo_2023" in aside and "check data" in aside["convolution_milo_2023"]
+    assert "convolution_milo" not in aside and "dedispersion_milo" not in aside
+    for bench in ("convolution_milo", "convolution_milo_2023"):
+        (tmp_path / bench / "A100").mkdir(parents=True)
+        (tmp_path / bench / "A100" / "manifest.json").write_text("{}")
+    assert [(p.benchmark, p.gpu) for p in gpu_model.find_pairs(tmp_path)] == [("convolution_milo", "A100")]
+    assert gpu_model.GPU_PROFILES["MI50"] == "mi50"

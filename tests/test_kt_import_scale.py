@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 import subprocess
 from datetime import datetime
 from pathlib import Path
@@ -402,3 +403,25 @@ def test_the_analytical_model_predicts_alike_from_shared_and_exact_analyses(repo
     exact = AnalyticalModel(prof).predict(frame.drop(columns=["analysis_key"])).time_us
     assert np.isfinite(shared).all()
     assert np.allclose(exact, shared, rtol=5e-3)       # the tiled guard's share, as above
+
+
+def test_a_cache_named_after_its_benchmark_lands_under_its_gpu_key(repo: Path, tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """``scale_G9.json`` is the cache of GPU ``G9`` (the key its name ends with), and a spec's
+    ``kept_aside`` reason is read; an empty one is refused before anything is written."""
+    shutil.copy(repo / "caches" / "plain.json", repo / "caches" / "scale_G9.json")
+    text = SPEC.replace("caches: [caches/G9.json.gz]", "caches: [caches/scale_G9.json]") + "kept_aside: check data\n"
+    spec = load_spec(_spec(tmp_path, text))
+    assert spec.kept_aside == "check data" and load_spec(_spec(tmp_path)).kept_aside is None
+    assert spec.gpu_key("caches/scale_G9.json") == "G9" and spec.pair_name("caches/scale_G9.json") == "G9"
+    assert spec.gpu_key("caches/G9x.json") is None and spec.pair_name("caches/G9x.json") == "G9x"
+    assert spec.gpu_of("caches/scale_G9.json", "")[1].profile == "nine-profile"
+    out = tmp_path / "coll"
+    assert main(["dataset", "import-kt", "--spec", str(_spec(tmp_path, text)), "--root", str(repo),
+                 "--out", str(out)]) == 0, capsys.readouterr().err
+    assert (out / "scale_bench" / "G9" / "manifest.json").is_file()
+    assert set(read_dataset(out / "scale_bench" / "G9", resolve=False)["gpu_profile"]) == {"nine-profile"}
+    bad = _spec(tmp_path, text.replace("kept_aside: check data", "kept_aside: ''"))
+    assert main(["dataset", "import-kt", "--spec", str(bad), "--root", str(repo), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "kept_aside" in err and err.count("\n") == 1 and not (tmp_path / "o").exists()
