@@ -310,3 +310,32 @@ def test_benchmarks_a_spec_keeps_aside_are_not_fitted_or_evaluated(tmp_path):
         (tmp_path / bench / "A100" / "manifest.json").write_text("{}")
     assert [(p.benchmark, p.gpu) for p in gpu_model.find_pairs(tmp_path)] == [("convolution_milo", "A100")]
     assert gpu_model.GPU_PROFILES["MI50"] == "mi50"
+
+
+def test_a_saved_multi_device_model_predicts_each_device_with_its_profile(two_devices, tmp_path, capsys):
+    """``evaluate --saved-model`` gives a model of several devices (the bundled GPU model's kind)
+    each device's profile, as ``predict --profile`` does: its predictions equal the model loaded with
+    that profile, and they differ from what the profile saved with the model (the first device's)
+    would give."""
+    from kernelcast.calib.profile import load_profile
+    from kernelcast.datagen.frame import load_measured_frame
+    from kernelcast.models.tabular import TabularPredictor, build_table
+
+    ys = tmp_path / "ys"
+    for ds, gpu in zip(two_devices, ("A100", "A4000")):
+        shutil.copytree(ds, ys / "scale" / gpu)
+    model = tmp_path / "model"
+    gpu_model.build_model(ys, model, [], rows_per_pair=0, seed=0, transfer=False, seeds=1)
+    out = tmp_path / "ev"
+    assert cli.main(["evaluate", "--data", str(two_devices[1]), "--folds", "0", "--models", "saved",
+                     "--saved-model", str(model), "--profile", "rtx-a4000", "--out", str(out), "--no-plots",
+                     "--quiet", "--json"]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    oof = pd.read_parquet(out / "oof.parquet")
+    rows, _ = load_measured_frame(two_devices[1])
+    by_key = dict(zip(rows["row_key"].astype(str), range(len(rows))))
+    order = [by_key[str(k)] for k in oof["row_key"]]
+    for prof, same in (("rtx-a4000", True), ("a100-pcie", False)):
+        p = load_profile(prof)
+        want = TabularPredictor.load(model, p).predict_table(build_table(rows, p)).time_us[order]
+        assert np.allclose(oof["saved_us"].to_numpy(), want, rtol=1e-9) == same, prof

@@ -454,7 +454,7 @@ def _make_fitters(models: Sequence[str], profile: DeviceProfile | DeviceProfiles
             out[m] = CodegenFitter(single, opts.seed, opts.codegen_epochs, opts.codegen_base, opts.codegen_minutes)
         elif m == "saved":
             assert opts.saved_model is not None
-            out[m] = SavedFitter(opts.saved_model)
+            out[m] = SavedFitter(opts.saved_model, profiles.single() or profiles, opts.analysis_dirs)
     return out
 
 

@@ -407,18 +407,37 @@ class TabularFitter(Fitter):
 
 class SavedFitter(Fitter):
     """A saved learned model (``kernelcast train --out DIR``, tabular or CodeGen), as it is: nothing
-    fitted, every row predicted once (the model's own profile builds its inputs, as at prediction
-    time)."""
+    fitted, every row predicted once, with what ``kernelcast predict`` gives it: a model trained on
+    several devices (the bundled GPU model) predicts each device's rows with that device's profile,
+    any other model with the profile saved with it; a tabular model reads the static analyses from
+    ``analysis_dirs`` as the analytical model does."""
 
     name = "saved"
     trains = False
 
-    def __init__(self, model_dir: str) -> None:
+    def __init__(self, model_dir: str, profile: DeviceProfile | DeviceProfiles | None = None,
+                 analysis_dirs: Sequence[str] = ()) -> None:
         self.model_dir = model_dir
         self.model, _ = load_learned(model_dir)        # a damaged model fails here, before any work
+        self.profiles = DeviceProfiles.of(profile) if profile is not None else None
+        self.analysis_dirs = tuple(analysis_dirs)
 
     def prepare(self, frame: pd.DataFrame) -> None:
-        self.pred = np.asarray(self.model.predict(frame).time_us, dtype=np.float64)
+        from kernelcast.models.bundled import is_multi_device, with_profile
+        from kernelcast.models.tabular import TabularPredictor
+
+        n = len(frame)
+        self.pred = np.full(n, np.nan)
+        multi = self.profiles is not None and is_multi_device(self.model)
+        blocks = self.profiles.row_blocks(frame) if multi and self.profiles is not None else [(None, np.arange(n))]
+        for prof, idx in blocks:
+            model = with_profile(self.model, prof) if prof is not None else self.model
+            sub = frame if len(idx) == n else frame.iloc[idx].reset_index(drop=True)
+            if isinstance(model, TabularPredictor):
+                p = model.predict_table(build_table(sub, model.profile, self.analysis_dirs))
+            else:
+                p = model.predict(sub)
+            self.pred[idx] = np.asarray(p.time_us, dtype=np.float64)
 
     def fit_predict(self, train: np.ndarray, test: np.ndarray) -> np.ndarray:
         return np.asarray(self.pred[test], dtype=np.float64)
