@@ -580,7 +580,7 @@ class KTSpec:
     kernel_tuner_version: str | None = None
     #: Kernel Tuner restriction expressions: only the records that satisfy every one are imported
     where: list[str] = field(default_factory=list)
-    #: why the benchmark's caches are check data: left out of what is fitted or tuned on the yardstick
+    #: why the benchmark's caches are check data (``bench.gpu_model`` fits and evaluates none of them)
     kept_aside: str | None = None
 
     def gpu_key(self, cache_path: str) -> str | None:

@@ -188,7 +188,9 @@ def add_parser(subparsers: Any) -> None:
                    help="a cache of the shared static analyses of imported rows (kernelcast analyze --cache; "
                         "each dataset's own DATASET/analysis is read too); repeatable")
     p.add_argument("--saved-model", metavar="DIR",
-                   help="a saved learned model (kernelcast train --out) scored as it is: adds the model 'saved'")
+                   help="a saved learned model (kernelcast train --out) scored as it is: adds the model 'saved' "
+                        "(a model of several devices, such as the bundled GPU model, predicts each device's rows "
+                        "with its --profile, as predict does)")
     p.add_argument("--profile", action="append", metavar="[DEVICE=]PROFILE",
                    help="device profile (bundled name or JSON path); default: this device's. Datasets of several "
                         "devices: one per device, DEVICE=PROFILE (DEVICE as the rows' device column names it, "
