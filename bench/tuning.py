@@ -8,12 +8,11 @@ configurations (Kernel Tuner's simulation mode).
 
 SPEC lists the (kernel, device) pairs: ``{"pairs": [{"name": ..., "cache": CACHE.json[.gz],
 "dataset": DIR, "profile": NAME, "restrictions": [EXPR, ...], "analytical_oof": PARQUET, "oof":
-PARQUET, "analysis_cache": [DIR], "source_only": false}]}``, where ``dataset`` is the cache imported
-with ``kernelcast dataset import-kt`` (its rows carry the cache's configuration keys, ``kt_key``, and
-the kernel source the models analyse), ``profile`` the device profile of the pair and
-``restrictions`` the search space's restrictions as the original Kernel Tuner script states them
-(both sides search the configurations of the cache that satisfy them). A ``source_only`` pair is not
-tuned: it is one of the other devices of its kernel's pairs (``others`` below) and nothing more.
+PARQUET, "analysis_cache": [DIR]}]}``, where ``dataset`` is the cache imported with ``kernelcast
+dataset import-kt`` (its rows carry the cache's configuration keys, ``kt_key``, and the kernel
+source the models analyse), ``profile`` the device profile of the pair and ``restrictions`` the
+search space's restrictions as the original Kernel Tuner script states them (both sides search the
+configurations of the cache that satisfy them).
 
 Searchers: every Kernel Tuner strategy named, through ``kernel_tuner.interface.tune_cache`` (the
 real strategies, each run seeded through numpy's and Python's global generators; a strategy that
@@ -504,15 +503,10 @@ def read_spec(path: str) -> list[dict[str, Any]]:
                 p[key] = str(base / p[key])
         if not Path(p["cache"]).is_file():
             raise InputError(f"{path}: pair {p['name']}: no such cache {p['cache']}")
-        if not isinstance(p.get("source_only", False), bool):
-            raise InputError(f"{path}: pair {p['name']}: source_only must be true or false")
     for p in pairs:
         p["others"] = [{"name": q["name"], "cache": q["cache"]} for q in pairs
                        if q is not p and kernel_of(q) == kernel_of(p)]
-    tuned = [p for p in pairs if not p.get("source_only")]
-    if not tuned:
-        raise InputError(f"{path}: every pair is source_only: nothing to tune")
-    return tuned
+    return pairs
 
 
 def merge_results(dirs: Sequence[str]) -> dict[str, Any]:

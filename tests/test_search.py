@@ -214,24 +214,6 @@ def test_the_kernels_other_devices_as_the_model(tmp_path):
         predictions(pairs[2], Space(c), "others")
 
 
-def test_a_source_only_pair_is_another_device_and_is_not_tuned(tmp_path):
-    from kernelcast.bench.tuning import read_spec
-
-    from kernelcast.errors import InputError
-
-    a = _write_cache(tmp_path / "A.json", {"32,1": 400.0, "32,2": 100.0, "64,1": 200.0, "64,2": 800.0})
-    b = _write_cache(tmp_path / "B.json", {"32,1": 200.0, "32,2": 50.0, "64,1": 100.0, "64,2": 90.0})
-    spec = tmp_path / "spec.json"
-    spec.write_text(json.dumps({"pairs": [{"name": "k A", "cache": a},
-                                          {"name": "k B", "cache": b, "source_only": True}]}))
-    pairs = read_spec(str(spec))
-    assert [p["name"] for p in pairs] == ["k A"] and [o["name"] for o in pairs[0]["others"]] == ["k B"]
-    for bad, msg in (({"source_only": "yes"}, "source_only must be"), ({"source_only": True}, "nothing to tune")):
-        spec.write_text(json.dumps({"pairs": [{"name": "k A", "cache": a, **bad}]}))
-        with pytest.raises(InputError, match=msg):
-            read_spec(str(spec))
-
-
 def test_per_input_length_scales_smooth_out_an_input_that_does_not_matter():
     from kernelcast.models.search import _posterior
 
