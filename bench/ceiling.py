@@ -368,23 +368,24 @@ def _score_lines(scores: dict[str, dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _block(head: str, scores: dict[str, dict[str, Any]], foot: str) -> str:
+    return "\n".join([head, *_score_lines(scores), foot])
+
+
 def format_report(r: dict[str, Any]) -> str:
     if r.get("mode") == "against":
         q = r["log2_other_over_data"]
-        return "\n".join(
-            [f"{r['dataset']}: {r['rows_matched']} of its {r['rows']} ok rows matched in {r['against']} "
-             f"({r['rows_other']} ok rows) on {', '.join(r['matched_on'])}; log2(other / stored) median "
-             f"{q['median']:+.3f}, p10 {q['p10']:+.3f}, p90 {q['p90']:+.3f}"]
-            + _score_lines(r["scores"])
-            + ["the other dataset's times scored as a prediction of this one's: the agreement of two measurements"])
+        return _block(f"{r['dataset']}: {r['rows_matched']} of its {r['rows']} ok rows matched in {r['against']} "
+                      f"({r['rows_other']} ok rows) on {', '.join(r['matched_on'])}; log2(other / stored) median "
+                      f"{q['median']:+.3f}, p10 {q['p10']:+.3f}, p90 {q['p90']:+.3f}", r["scores"],
+                      "the other dataset's times scored as a prediction of this one's: the agreement of two "
+                      "measurements")
     if r.get("mode") == "split-half":
         cv = r["stored_cv_median"]
-        return "\n".join(
-            [f"{r['dataset']}: {r['rows_split']} of {r['rows']} ok rows of {r['kernels']} kernels with "
-             f"{MIN_SPLIT_SAMPLES}+ stored samples (median {r['samples_median']:.0f}; CV median "
-             f"{'-' if cv is None else round(cv, 4)}), split in two halves"]
-            + _score_lines(r["scores"])
-            + ["one half of each row's samples scored as a prediction of the other: the data's own noise"])
+        return _block(f"{r['dataset']}: {r['rows_split']} of {r['rows']} ok rows of {r['kernels']} kernels with "
+                      f"{MIN_SPLIT_SAMPLES}+ stored samples (median {r['samples_median']:.0f}; CV median "
+                      f"{'-' if cv is None else round(cv, 4)}), split in two halves", r["scores"],
+                      "one half of each row's samples scored as a prediction of the other: the data's own noise")
     pol = r["policy"]
     lines = [f"{r['dataset']}: {r['rows_remeasured']} of {r['rows']} rows of {r['kernels']} kernels measured again "
              f"({r['passes']} pass(es), {r['rounds']} interleaved round(s) per problem, window >= "
