@@ -26,8 +26,6 @@ the median of the other, twice: the odd-numbered samples against the even-number
 (sequential: that noise plus any drift while the configuration was timed). A model scored no better
 than that on the same rows is at the data's own noise; the distance to it is the model's.
 
-    PYTHONPATH=. python -m kernelcast.bench.ceiling --data DATASET [--kernels 20] [--max-rows 12] [--passes 1]
-        [--min-time S] [--rounds 1] [--oof EVAL/oof.parquet] [--seed 0] [--out DIR] [--json]
 With ``--against OTHER`` nothing is measured either: ``OTHER`` is another measurement of the same
 kernel's configurations (another tuning run, another machine of the same model, a cache made
 months apart) and its times are scored as a prediction of ``DATA``'s, configuration by
@@ -36,6 +34,8 @@ ranks ``DATA``'s configurations as well as ``OTHER``'s measurements do is as goo
 made elsewhere; where the two differ in more than the measurement (a changed problem, compiler or
 driver), the figure is the agreement of the two setups, not a noise floor.
 
+    PYTHONPATH=. python -m kernelcast.bench.ceiling --data DATASET [--kernels 20] [--max-rows 12] [--passes 1]
+        [--min-time S] [--rounds 1] [--oof EVAL/oof.parquet] [--seed 0] [--out DIR] [--json]
     PYTHONPATH=. python -m kernelcast.bench.ceiling --data DATASET --split-half [--oof EVAL/oof.parquet]
         [--out DIR] [--json]
     PYTHONPATH=. python -m kernelcast.bench.ceiling --data DATASET --against OTHER [--oof EVAL/oof.parquet]
@@ -416,7 +416,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--oof", default=None, help="an evaluation's oof.parquet of the same dataset")
     ap.add_argument("--device", default=None, help="the device to measure on (default: auto)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=None, help="write remeasured.csv and ceiling.json here")
+    ap.add_argument("--out", default=None,
+                    help="write the scored rows (remeasured.csv, halves.csv or against.csv) and ceiling.json here")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     measuring = {"--kernels": a.kernels, "--max-rows": a.max_rows, "--passes": a.passes, "--min-time": a.min_time,
