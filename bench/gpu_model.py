@@ -4,6 +4,7 @@ columns of each row's profile) trained on the public GPU yardstick, and its cros
 ```
 python -m kernelcast.bench.gpu_model build --yardstick DIR --analysis-cache CACHE --out DIR
 python -m kernelcast.bench.gpu_model evaluate --yardstick DIR --analysis-cache CACHE --group-by gpu --out DIR
+python -m kernelcast.bench.gpu_model check --yardstick DIR --analysis-cache CACHE [--model DIR] --out DIR
 ```
 
 ``DIR`` is the layout :mod:`bench.gpu_yardstick` writes (``DIR/<benchmark>/<GPU>``, one kernelcast
@@ -18,7 +19,11 @@ or not, with each row's analytical time: the table of every ok row is built for 
 evaluate``'s grouped out-of-fold loop (``--group-by kernel|gpu|both``), each fold's transfer table
 holding only the ok rows of its training rows' GPUs and problems, and writes ``metrics.json``,
 ``oof.parquet`` (every scored row's out-of-fold predictions, with its ``device``) and ``REPORT.md``.
-``--no-config-transfer`` leaves the transfer columns out (the model before them).
+``--no-config-transfer`` leaves the transfer columns out (the model before them). Benchmarks whose
+spec is ``kept_aside`` are check data: ``build`` and ``evaluate`` never read them, and ``check``
+scores a saved model (default: the bundled one) and the analytical model on them alone, every ok
+row (``--rows-per-pair``), each GPU with its profile, nothing fitted; it writes what ``evaluate``
+writes and prints one line per pair and model.
 """
 
 from __future__ import annotations
@@ -54,7 +59,7 @@ from kernelcast.models.tabular import (
 from kernelcast.train.oof import DeviceProfiles, TabularFitter, device_tables
 from kernelcast.train.tabular import fit_tabular
 
-from kernelcast.errors import InputError
+from kernelcast.errors import InputError, UsageError
 from kernelcast.options import Parser
 
 log = logging.getLogger(__name__)
@@ -81,9 +86,10 @@ class Pair:
 
 
 def find_pairs(yardstick: Path, only_gpus: Sequence[str] = (), skip_gpus: Sequence[str] = (),
-               skip_benchmarks: Sequence[str] = ()) -> list[Pair]:
+               skip_benchmarks: Sequence[str] = (), kept_aside_only: bool = False) -> list[Pair]:
     """The (benchmark, GPU) datasets under ``yardstick`` whose GPU has a profile, less the
-    benchmarks a spec keeps aside as check data (:func:`bench.gpu_yardstick.kept_aside`)."""
+    benchmarks a spec keeps aside as check data (:func:`bench.gpu_yardstick.kept_aside`); with
+    ``kept_aside_only``, those benchmarks' alone."""
     from kernelcast.bench.gpu_yardstick import kept_aside
 
     if not yardstick.is_dir():
@@ -91,14 +97,15 @@ def find_pairs(yardstick: Path, only_gpus: Sequence[str] = (), skip_gpus: Sequen
     aside = kept_aside()
     out = []
     for bench in sorted(p for p in yardstick.iterdir() if p.is_dir() and p.name != "analysis-cache"):
-        if bench.name in skip_benchmarks or bench.name in aside:
+        if bench.name in skip_benchmarks or (bench.name in aside) != kept_aside_only:
             continue
         for g in sorted(p for p in bench.iterdir() if (p / "manifest.json").is_file()):
             if g.name not in GPU_PROFILES or g.name in skip_gpus or (only_gpus and g.name not in only_gpus):
                 continue
             out.append(Pair(bench.name, g.name, g, GPU_PROFILES[g.name]))
     if not out:
-        raise InputError(f"--yardstick {yardstick}: no dataset of a known GPU under DIR/<benchmark>/<GPU> "
+        what = "of a benchmark kept aside " if kept_aside_only else ""
+        raise InputError(f"--yardstick {yardstick}: no dataset {what}of a known GPU under DIR/<benchmark>/<GPU> "
                          f"(GPUs: {', '.join(GPU_PROFILES)})")
     return out
 
@@ -211,6 +218,45 @@ def evaluate_model(yardstick: Path, out: Path, analysis_dirs: Sequence[str], gro
     return ev.metrics
 
 
+def check_model(yardstick: Path, out: Path, analysis_dirs: Sequence[str], model_dir: Path, *,
+                rows_per_pair: int = 0, seed: int = 0, skip_gpus: Sequence[str] = ()) -> dict[str, Any]:
+    """A saved GPU model (default: the bundled one) and the analytical model scored on the pairs
+    the specs keep aside (``kernelcast evaluate --folds 0``, each GPU's rows with its profile):
+    nothing is fitted; ``out`` gets what :func:`evaluate_model` writes."""
+    from kernelcast.train.evaluate import EvaluateOptions, evaluate_frame
+    from kernelcast.train.evaluate_report import write_evaluation
+
+    pairs = find_pairs(yardstick, skip_gpus=skip_gpus, kept_aside_only=True)
+    frame, profiles, _ = load_pairs(pairs, rows_per_pair, seed)
+    opts = EvaluateOptions(models=("analytical", "saved"), folds=0, seed=seed, saved_model=str(model_dir),
+                           analysis_dirs=tuple(analysis_dirs))
+    ev = evaluate_frame(frame, profiles, opts, progress=lambda m: log.info("%s", m))
+    ev.metrics["sampling"] = {"rows_per_pair": rows_per_pair, "seed": seed, "model": str(model_dir),
+                              "pairs": [{"benchmark": p.benchmark, "gpu": p.gpu, "ok_rows": p.rows,
+                                         "rows": p.sampled} for p in pairs]}
+    write_evaluation(ev, out, plots=False)
+    return ev.metrics
+
+
+def format_check(metrics: dict[str, Any]) -> str:
+    """One line per pair: each model's median APE %, rows within 2x %, Spearman and first pick
+    over the best."""
+    lines = [f"{'pair':<40} {'model':<10} {'rows':>5} {'medAPE%':>8} {'in2x%':>6} {'rho':>6} {'regret':>7}"]
+    for r in metrics["pairs"]["list"]:
+        for name, m in r["models"].items():
+            lines.append(f"{r['pair'][:40]:<40} {name:<10} {m['rows']:5d} {m['median_ape']:8.1f} "
+                         f"{m['within_2x_pct']:6.1f} {m['spearman']:6.3f} {m['regret_median']:7.3f}")
+    names = list(dict.fromkeys(n for r in metrics["pairs"]["list"] for n in r["models"]))
+    for name in names:
+        m = metrics["pairs"]["overall"].get(name)
+        if not m:
+            continue
+        lines.append(f"{'median over pairs':<40} {name:<10} {'':>5} {m['median_ape']:8.1f} "
+                     f"{m['within_2x_pct']:6.1f} {m['spearman']:6.3f} {m['regret_median']:7.3f}  first pick "
+                     f"within 5 % in {m['pairs_top1_pct']:.0f} % of pairs")
+    return "\n".join(lines)
+
+
 #: the pair figures :func:`sample_summary` averages (``metrics["pairs"]["overall"][model]``)
 SAMPLE_FIGURES = ("median_ape", "within_2x_pct", "spearman", "pairs_top1_pct", "regret_median", "shot3_median_ape")
 #: most samples one ``evaluate --samples`` runs
@@ -308,12 +354,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.add_argument("--no-config-transfer", action="store_true",
                        help="fit the tabular model without the configuration-transfer columns (the same "
                             "configuration's times on the other GPUs)")
+    p = sub.add_parser("check", help="score a saved GPU model and the analytical model on the pairs kept aside")
+    p.add_argument("--yardstick", required=True, help="DIR/<benchmark>/<GPU> datasets (bench.gpu_yardstick)")
+    p.add_argument("--analysis-cache", action="append", default=[], metavar="DIR",
+                   help="shared static analyses (kernelcast analyze --cache); default DIR/analysis-cache")
+    p.add_argument("--out", required=True)
+    p.add_argument("--model", default=None, metavar="DIR",
+                   help="the saved model (bench.gpu_model build --out); default the bundled GPU model")
+    p.add_argument("--rows-per-pair", type=int, default=0, help="ok rows sampled per pair, seeded (0: all)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--skip-gpu", action="append", default=[], help="leave a GPU out entirely")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--verbose", action="store_true", help="log progress")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO if a.verbose else logging.WARNING, format="%(message)s")
     try:
         if a.rows_per_pair < 0:
             raise InputError("--rows-per-pair must be >= 0")
-        if a.seeds is not None and not 1 <= a.seeds <= MAX_SAVED_SEEDS:
+        if getattr(a, "seeds", None) is not None and not 1 <= a.seeds <= MAX_SAVED_SEEDS:
             raise InputError(f"--seeds must be in 1-{MAX_SAVED_SEEDS}")
         if a.cmd == "evaluate" and not 1 <= a.samples <= MAX_SAMPLES:
             raise InputError(f"--samples must be in 1-{MAX_SAMPLES}")
@@ -324,12 +382,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         for c in caches:
             if not Path(c).is_dir():
                 raise InputError(f"--analysis-cache {c}: not a directory")
-        find_pairs(ys)
-        if a.cmd == "build":
+        if a.cmd == "check":
+            from kernelcast.models.bundled import BUNDLED_GPU_DIR
+            from kernelcast.models.predict import load_learned
+
+            model = Path(a.model) if a.model else BUNDLED_GPU_DIR
+            if not model.is_dir():
+                raise InputError(f"--model {model}: not a directory")
+            try:
+                load_learned(str(model))
+            except UsageError as e:
+                raise InputError(str(e)) from None
+            find_pairs(ys, skip_gpus=a.skip_gpu, kept_aside_only=True)
+            doc = check_model(ys, Path(a.out), caches, model, rows_per_pair=a.rows_per_pair, seed=a.seed,
+                              skip_gpus=a.skip_gpu)
+            if not a.json:
+                print(format_check(doc))
+        elif a.cmd == "build":
+            find_pairs(ys)
             doc = build_model(ys, Path(a.out), caches, rows_per_pair=a.rows_per_pair, seed=a.seed,
                               skip_gpus=a.skip_gpu, skip_benchmarks=a.skip_benchmark,
                               transfer=not a.no_config_transfer, split=not a.no_level_split, seeds=a.seeds)
         else:
+            find_pairs(ys)
             kw = dict(rows_per_pair=a.rows_per_pair, models=a.models, skip_gpus=a.skip_gpu,
                       skip_benchmarks=a.skip_benchmark, device_features=not a.no_device_features,
                       residual=not a.direct, transfer=not a.no_config_transfer, split=not a.no_level_split,

@@ -339,3 +339,48 @@ def test_a_saved_multi_device_model_predicts_each_device_with_its_profile(two_de
         p = load_profile(prof)
         want = TabularPredictor.load(model, p).predict_table(build_table(rows, p)).time_us[order]
         assert np.allclose(oof["saved_us"].to_numpy(), want, rtol=1e-9) == same, prof
+
+
+def test_check_scores_a_saved_model_on_the_pairs_kept_aside(two_devices, tmp_path, capsys):
+    """``bench.gpu_model check``: the saved model and the analytical model on the kept-aside pairs
+    only, each GPU's rows with its profile (the model's predictions equal the model loaded with it)."""
+    from kernelcast.calib.profile import load_profile
+    from kernelcast.datagen.frame import load_measured_frame
+    from kernelcast.models.tabular import TabularPredictor, build_table
+
+    ys = tmp_path / "ys"
+    for ds, gpu in zip(two_devices, ("A100", "A4000")):
+        shutil.copytree(ds, ys / "scale" / gpu)
+        shutil.copytree(ds, ys / "convolution_milo_2023" / gpu)         # the name of a spec kept aside
+    model = tmp_path / "model"
+    gpu_model.build_model(ys, model, [], rows_per_pair=0, seed=0, transfer=False, seeds=1)
+    card = json.loads((model / "card.json").read_text())
+    assert {p["benchmark"] for p in card["pairs"]} == {"scale"}             # the kept-aside pairs not fitted
+    out = tmp_path / "check"
+    assert gpu_model.main(["check", "--yardstick", str(ys), "--model", str(model), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "median over pairs" in text and "saved" in text and "analytical" in text
+    m = json.loads((out / "metrics.json").read_text())
+    assert [(p["benchmark"], p["gpu"]) for p in m["sampling"]["pairs"]] == [("convolution_milo_2023", "A100"),
+                                                                         ("convolution_milo_2023", "A4000")]
+    oof = pd.read_parquet(out / "oof.parquet")
+    rows, _ = load_measured_frame(two_devices[1])
+    sub = oof[oof["device"] == "A4000"]
+    by_key = dict(zip("convolution_milo_2023/A4000:" + rows["row_key"].astype(str), range(len(rows))))
+    p = load_profile("rtx-a4000")
+    want = TabularPredictor.load(model, p).predict_table(build_table(rows, p)).time_us
+    assert np.allclose(sub["saved_us"].to_numpy(), want[[by_key[k] for k in sub["row_key"]]], rtol=1e-9)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--model", "NOPE"], "not a directory"),
+    ([], "no dataset of a benchmark kept aside"),
+])
+def test_check_bad_input_exits_2_and_writes_nothing(two_devices, tmp_path, capsys, argv, message):
+    ys = tmp_path / "ys"
+    shutil.copytree(two_devices[0], ys / "scale" / "A100")
+    out = tmp_path / "check"
+    argv = [str(tmp_path / "nope") if x == "NOPE" else x for x in argv]
+    assert gpu_model.main(["check", "--yardstick", str(ys), "--out", str(out)] + argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and not out.exists()
