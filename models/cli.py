@@ -541,11 +541,19 @@ def _read_restrictions(values: list[str], source: str) -> list[str]:
 
 
 def _simulation_model(args: argparse.Namespace) -> tuple[Any, Any, str]:
-    """The model a simulated search ranks with, chosen here only: a saved tabular model (``--model``)
-    or the analytical model of ``--profile``; none (the search runs on its measurements alone)
-    without either. Returns (profile, tabular model, label)."""
+    """The model a simulated search ranks with, chosen here only: a saved tabular model (``--model``;
+    one trained on several devices, such as the bundled GPU model, predicts with ``--profile``, which
+    it then needs) or the analytical model of ``--profile``; none (the search runs on its
+    measurements alone) without either. Returns (profile, tabular model, label)."""
+    from kernelcast.models.bundled import is_multi_device
+
     tab = _load_tune_model(args.model) if args.model else None
     if tab is not None:
+        if is_multi_device(tab):
+            if not args.profile:
+                raise UsageError(f"--model {args.model} was trained on several devices: give --profile, the "
+                                 f"profile of the cache's device")
+            tab = with_profile(tab, resolve_profile(args.profile, None, on_calibrate=None))
         return tab.profile, tab, f"tabular {args.model}"
     if args.profile:
         profile = resolve_profile(args.profile, None, on_calibrate=None)
@@ -908,7 +916,10 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--model", metavar="DIR", help="score with a tabular model (kernelcast train --kind tabular) "
                                                   "instead of the analytical model; adds 90%% intervals. Default: "
                                                   "with a GPU profile the bundled GPU model (docs/gpu-model.md), "
-                                                  "else none; 'none': the analytical model alone")
+                                                  "else none; 'none': the analytical model alone. With --simulate: "
+                                                  "only the model given (a model of several GPUs, such as "
+                                                  "models/bundled/gpu, with --profile), else the analytical model "
+                                                  "of --profile")
     p.add_argument("--counts", metavar="FILE",
                    help="measured loop trips and branch outcomes of the kernel's data-dependent sites (as predict "
                         "--counts), for every configuration")

@@ -272,3 +272,38 @@ def test_tune_simulate_bad_priors_exit_2_and_write_nothing(cache, tmp_path, whic
     assert r.returncode == 2
     assert msg in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
     assert not trace.exists() and r.stdout == ""
+
+
+def test_tune_simulate_a_model_of_several_gpus_predicts_with_the_profile_given(cache, tmp_path):
+    """The bundled GPU model (trained on several GPUs) ranks the cache's configurations with
+    ``--profile``'s device, as ``predict`` does, and needs one."""
+    from kernelcast.calib.profile import load_profile
+    from kernelcast.models.bundled import BUNDLED_GPU_DIR, with_profile
+    from kernelcast.models.simulate import dataset_rows, load_space, space_predictions
+    from kernelcast.models.tabular import TabularPredictor
+
+    from kernelcast.cli import main
+
+    src = tmp_path / "k.cu"
+    src.write_text("__global__ void k(float *a, int n) { int i = (blockIdx.x * block_size_y + threadIdx.y) * "
+                   "block_size_x + threadIdx.x;\n  if (i < n) { float x = a[i]; for (int j = 0; j < tile; j++) "
+                   "x = x * 1.5f + 1.0f; a[i] = x; } }\n")
+    ds = tmp_path / "ds"
+    assert main(["dataset", "import-kt", str(cache), "--kernel", str(src), "--out", str(ds), "--arg", "n=4096"]) == 0
+    sp = load_space(str(cache))
+    first = {}
+    for prof in ("rtx-a4000", "a100-pcie"):
+        r = run_here("tune", "--simulate", str(cache), "--dataset", str(ds), "--model", str(BUNDLED_GPU_DIR),
+                     "--profile", prof, "--budget", "1", "--no-settle", "--json")
+        assert r.returncode == 0, r.stderr
+        step = json.loads(r.stdout)["trace"][0]
+        p = load_profile(prof)
+        want = space_predictions(sp, p, with_profile(TabularPredictor.load(BUNDLED_GPU_DIR), p),
+                                 frame=dataset_rows(str(ds)))
+        key = ",".join(str(step["config"][k]) for k in ("block_size_x", "block_size_y", "tile"))
+        assert step["predicted_us"] == pytest.approx(want[sp.keys.index(key)], rel=1e-9)
+        first[prof] = step["predicted_us"]
+    assert first["rtx-a4000"] != pytest.approx(first["a100-pcie"], rel=1e-3)
+    r = run_here("tune", "--simulate", str(cache), "--dataset", str(ds), "--model", str(BUNDLED_GPU_DIR), "--json")
+    assert r.returncode == 2 and "trained on several devices: give --profile" in r.stderr
+    assert r.stderr.count("\n") == 1 and r.stdout == ""
