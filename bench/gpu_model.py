@@ -40,10 +40,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from kernelcast.bench.gpu_yardstick import SPECS
+from kernelcast.bench.gpu_yardstick import SPECS, kept_aside
 from kernelcast.calib.profile import DeviceProfile, load_profile
 from kernelcast.datagen.frame import DataError, load_measured_frame
 from kernelcast.datagen.ktcache import load_spec
+from kernelcast.models.bundled import BUNDLED_GPU_DIR
+from kernelcast.models.predict import load_learned
 from kernelcast.models.static.batch import ANALYSIS_VERSION
 from kernelcast.models.tabular import (
     DEVICE_COLUMNS,
@@ -90,8 +92,6 @@ def find_pairs(yardstick: Path, only_gpus: Sequence[str] = (), skip_gpus: Sequen
     """The (benchmark, GPU) datasets under ``yardstick`` whose GPU has a profile, less the
     benchmarks a spec keeps aside as check data (:func:`bench.gpu_yardstick.kept_aside`); with
     ``kept_aside_only``, those benchmarks' alone."""
-    from kernelcast.bench.gpu_yardstick import kept_aside
-
     if not yardstick.is_dir():
         raise InputError(f"--yardstick {yardstick}: not a directory")
     aside = kept_aside()
@@ -383,9 +383,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not Path(c).is_dir():
                 raise InputError(f"--analysis-cache {c}: not a directory")
         if a.cmd == "check":
-            from kernelcast.models.bundled import BUNDLED_GPU_DIR
-            from kernelcast.models.predict import load_learned
-
             model = Path(a.model) if a.model else BUNDLED_GPU_DIR
             if not model.is_dir():
                 raise InputError(f"--model {model}: not a directory")

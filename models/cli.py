@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from kernelcast.calib.local import resolve_profile
 from kernelcast.datagen.dataset import existing_dataset
-from kernelcast.models.bundled import NO_MODEL, choose_model, with_profile
+from kernelcast.models.bundled import NO_MODEL, choose_model, is_multi_device, with_profile
 from kernelcast.models.fewshot import read_measured
 from kernelcast.models.measure import HarnessMeasure, measure_site_counts
 from kernelcast.models.predict import (
@@ -545,8 +545,6 @@ def _simulation_model(args: argparse.Namespace) -> tuple[Any, Any, str]:
     one trained on several devices, such as the bundled GPU model, predicts with ``--profile``, which
     it then needs) or the analytical model of ``--profile``; none (the search runs on its
     measurements alone) without either. Returns (profile, tabular model, label)."""
-    from kernelcast.models.bundled import is_multi_device
-
     tab = _load_tune_model(args.model) if args.model else None
     if tab is not None:
         if is_multi_device(tab):

@@ -27,9 +27,10 @@ from kernelcast.calib.profile import DeviceProfile
 from kernelcast.datagen.corpus.dedup import MinHasher, dedup_tokens, lsh_params, shingle_hashes
 from kernelcast.datagen.frame import DataError
 from kernelcast.models.analytical import AnalyticalModel
+from kernelcast.models.bundled import is_multi_device, with_profile
 from kernelcast.models.fewshot import analytical_balance
 from kernelcast.models.predict import load_learned
-from kernelcast.models.tabular import build_table
+from kernelcast.models.tabular import TabularPredictor, build_table
 from kernelcast.train.split import group_key
 from kernelcast.train.tabular import fit_tabular
 
@@ -423,9 +424,6 @@ class SavedFitter(Fitter):
         self.analysis_dirs = tuple(analysis_dirs)
 
     def prepare(self, frame: pd.DataFrame) -> None:
-        from kernelcast.models.bundled import is_multi_device, with_profile
-        from kernelcast.models.tabular import TabularPredictor
-
         n = len(frame)
         self.pred = np.full(n, np.nan)
         multi = self.profiles is not None and is_multi_device(self.model)
