@@ -221,12 +221,8 @@ def test_tune_simulate_fallback_keeps_equal_weights_while_both_priors_misfit(cac
     assert w == [pytest.approx(s.weights) for s in lib.steps]
 
 
-def test_tune_simulate_the_models_prediction_is_one_more_source(cache, tmp_path):
-    """With --profile (and the imported rows) the analytical model of the searched device is the last
-    source, weighted with the priors."""
-    from kernelcast.calib.profile import load_profile
-    from kernelcast.models.simulate import dataset_rows, load_space, prior_times, space_predictions
-
+def _imported(cache, tmp_path):
+    """The cache imported with a CUDA kernel of its tune parameters (the rows a model predicts)."""
     from kernelcast.cli import main
 
     src = tmp_path / "k.cu"
@@ -235,6 +231,16 @@ def test_tune_simulate_the_models_prediction_is_one_more_source(cache, tmp_path)
                    "x = x * 1.5f + 1.0f; a[i] = x; } }\n")
     ds = tmp_path / "ds"
     assert main(["dataset", "import-kt", str(cache), "--kernel", str(src), "--out", str(ds), "--arg", "n=4096"]) == 0
+    return ds
+
+
+def test_tune_simulate_the_models_prediction_is_one_more_source(cache, tmp_path):
+    """With --profile (and the imported rows) the analytical model of the searched device is the last
+    source, weighted with the priors."""
+    from kernelcast.calib.profile import load_profile
+    from kernelcast.models.simulate import dataset_rows, load_space, prior_times, space_predictions
+
+    ds = _imported(cache, tmp_path)
     b = _cache_of(tmp_path / "B.json", _grid_times(lambda t: 2.0 * t))
     r = run_here("tune", "--simulate", str(cache), "--dataset", str(ds), "--profile", "a100-pcie", "--prior", str(b),
                  "--budget", "4", "--no-settle", "--json")
@@ -282,14 +288,7 @@ def test_tune_simulate_a_model_of_several_gpus_predicts_with_the_profile_given(c
     from kernelcast.models.simulate import dataset_rows, load_space, space_predictions
     from kernelcast.models.tabular import TabularPredictor
 
-    from kernelcast.cli import main
-
-    src = tmp_path / "k.cu"
-    src.write_text("__global__ void k(float *a, int n) { int i = (blockIdx.x * block_size_y + threadIdx.y) * "
-                   "block_size_x + threadIdx.x;\n  if (i < n) { float x = a[i]; for (int j = 0; j < tile; j++) "
-                   "x = x * 1.5f + 1.0f; a[i] = x; } }\n")
-    ds = tmp_path / "ds"
-    assert main(["dataset", "import-kt", str(cache), "--kernel", str(src), "--out", str(ds), "--arg", "n=4096"]) == 0
+    ds = _imported(cache, tmp_path)
     sp = load_space(str(cache))
     first = {}
     for prof in ("rtx-a4000", "a100-pcie"):
