@@ -110,15 +110,15 @@ def find_pairs(yardstick: Path, only_gpus: Sequence[str] = (), skip_gpus: Sequen
     return out
 
 
-def load_pairs(pairs: Sequence[Pair], rows_per_pair: int, seed: int,
-               analysis_dirs: Sequence[str] | None = None) -> tuple[pd.DataFrame, DeviceProfiles, pd.DataFrame]:
+def load_pairs(pairs: Sequence[Pair], rows_per_pair: int, seed: int, analysis_dirs: Sequence[str] | None = None,
+               transfer: bool = True) -> tuple[pd.DataFrame, DeviceProfiles, pd.DataFrame]:
     """Every pair's ok rows (measured time > 0), at most ``rows_per_pair`` of each drawn with ``seed``
     (0: all), as one frame with ``device`` = the GPU, the profile of each GPU, and *every* ok row of
     every pair as configuration-transfer rows (:func:`models.tabular.transfer_rows`: the measured
     times the transfer features are made of, sampled or not). With ``analysis_dirs`` (the analysis
     caches) the transfer rows carry each row's analytical time (the feature table of every ok row is
     built: :func:`models.tabular.table_transfer_rows`), which the transfer's residual shape
-    (``xfer_shape``) needs."""
+    (``xfer_shape``) needs. Without ``transfer`` no transfer rows are made (an empty frame)."""
     frames = []
     refs = []
     by_device: dict[str, DeviceProfile] = {}
@@ -128,17 +128,18 @@ def load_pairs(pairs: Sequence[Pair], rows_per_pair: int, seed: int,
         df = df[np.isfinite(t) & (t > 0)].reset_index(drop=True)
         p.rows = len(df)
         prof = load_profile(p.profile)
-        refs.append(transfer_rows(df, prof) if analysis_dirs is None
-                    else table_transfer_rows(build_table(df, prof, analysis_dirs)))
+        if transfer:
+            refs.append(transfer_rows(df, prof) if analysis_dirs is None
+                        else table_transfer_rows(build_table(df, prof, analysis_dirs)))
         if rows_per_pair and len(df) > rows_per_pair:
             df = df.sample(n=rows_per_pair, random_state=seed + i).sort_index().reset_index(drop=True)
         p.sampled = len(df)
         df["device"] = p.gpu
         df["row_key"] = f"{p.benchmark}/{p.gpu}:" + df["row_key"].astype(str) if "row_key" in df.columns else None
         frames.append(df)
-        by_device[p.gpu] = load_profile(p.profile)
+        by_device[p.gpu] = prof
     return (pd.concat(frames, ignore_index=True, sort=False), DeviceProfiles(by_device=by_device),
-            pd.concat(refs, ignore_index=True, sort=False))
+            pd.concat(refs, ignore_index=True, sort=False) if refs else pd.DataFrame())
 
 
 def build_model(yardstick: Path, out: Path, analysis_dirs: Sequence[str], *, rows_per_pair: int = ROWS_PER_PAIR,
@@ -227,7 +228,7 @@ def check_model(yardstick: Path, out: Path, analysis_dirs: Sequence[str], model_
     from kernelcast.train.evaluate_report import write_evaluation
 
     pairs = find_pairs(yardstick, skip_gpus=skip_gpus, kept_aside_only=True)
-    frame, profiles, _ = load_pairs(pairs, rows_per_pair, seed)
+    frame, profiles, _ = load_pairs(pairs, rows_per_pair, seed, transfer=False)
     opts = EvaluateOptions(models=("analytical", "saved"), folds=0, seed=seed, saved_model=str(model_dir),
                            analysis_dirs=tuple(analysis_dirs))
     ev = evaluate_frame(frame, profiles, opts, progress=lambda m: log.info("%s", m))
